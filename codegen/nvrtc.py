@@ -1,0 +1,125 @@
+"""NVRTC compilation of one module for one architecture, and the ptxas resource report parser.
+
+Uses ``cuda.bindings.nvrtc`` with the ``nvidia-cuda-nvrtc`` wheel: no GPU and no driver are needed.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+COMPILE_OPTIONS = ("-std=c++17", "-default-device", "-Xptxas=-v", "--extra-device-vectorization")
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected a module: carries the module, the arch, the variants and the log."""
+
+    def __init__(self, module: str, arch: str, log: str, variants: list[str]):
+        self.module, self.arch, self.log, self.variants = module, arch, log, variants
+        shown = ", ".join(variants[:4]) + (f" (+{len(variants) - 4} more)" if len(variants) > 4 else "")
+        super().__init__(f"NVRTC failed to compile module {module} for {arch} (variants: {shown}):\n{log}")
+
+
+@dataclass(frozen=True)
+class Resources:
+    registers: int
+    shared_bytes: int
+    stack_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+
+    @property
+    def spill_bytes(self) -> int:
+        return self.spill_store_bytes + self.spill_load_bytes
+
+
+def nvrtc_version() -> str:
+    from cuda.bindings import nvrtc
+
+    _, major, minor = nvrtc.nvrtcVersion()
+    return f"{major}.{minor}"
+
+
+def _check(result, what: str) -> None:
+    from cuda.bindings import nvrtc
+
+    if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise RuntimeError(f"{what} failed: {result!r}")
+
+
+def compile_cubin(source: str, name: str, arch: str, headers: dict[str, str]) -> tuple[bytes, str, float]:
+    """Compile ``source`` for ``arch`` (e.g. "sm_90"). Returns (cubin, ptxas/NVRTC log, seconds).
+
+    Raises CompileError with the log when NVRTC rejects the source.
+    """
+    from cuda.bindings import nvrtc
+
+    header_names = [n.encode() for n in headers]
+    header_sources = [s.encode() for s in headers.values()]
+    err, prog = nvrtc.nvrtcCreateProgram(
+        source.encode(), f"{name}.cu".encode(), len(headers), header_sources, header_names
+    )
+    _check(err, "nvrtcCreateProgram")
+    try:
+        options = [f"--gpu-architecture={arch}".encode()] + [o.encode() for o in COMPILE_OPTIONS]
+        start = time.perf_counter()
+        (result,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
+        seconds = time.perf_counter() - start
+        err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        _check(err, "nvrtcGetProgramLogSize")
+        log_buf = b" " * size
+        _check(nvrtc.nvrtcGetProgramLog(prog, log_buf)[0], "nvrtcGetProgramLog")
+        log = log_buf.rstrip(b"\x00 ").decode(errors="replace")
+        if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(name, arch, log, [])
+        err, size = nvrtc.nvrtcGetCUBINSize(prog)
+        _check(err, "nvrtcGetCUBINSize")
+        cubin = b" " * size
+        _check(nvrtc.nvrtcGetCUBIN(prog, cubin)[0], "nvrtcGetCUBIN")
+        return cubin, log, seconds
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+_FUNC_RE = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
+_STACK_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_REGS_RE = re.compile(r"Used (\d+) registers")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+
+
+def parse_ptxas_log(log: str) -> dict[str, Resources]:
+    """Per entry function: registers, shared memory, stack and spill bytes, from ``-Xptxas=-v`` output."""
+    out: dict[str, Resources] = {}
+    current: str | None = None
+    fields: dict[str, int] = {}
+
+    def flush() -> None:
+        if current is not None:
+            out[current] = Resources(
+                registers=fields.get("registers", 0),
+                shared_bytes=fields.get("smem", 0),
+                stack_bytes=fields.get("stack", 0),
+                spill_store_bytes=fields.get("spill_stores", 0),
+                spill_load_bytes=fields.get("spill_loads", 0),
+            )
+
+    for line in log.splitlines():
+        m = _FUNC_RE.search(line)
+        if m:
+            flush()
+            current, fields = m.group(1), {}
+            continue
+        if current is None:
+            continue
+        m = _STACK_RE.search(line)
+        if m:
+            fields["stack"], fields["spill_stores"], fields["spill_loads"] = map(int, m.groups())
+        m = _REGS_RE.search(line)
+        if m:
+            fields["registers"] = int(m.group(1))
+            m2 = _SMEM_RE.search(line)
+            if m2:
+                fields["smem"] = int(m2.group(1))
+    flush()
+    return out

@@ -1,0 +1,57 @@
+"""Rendering: variants -> CUDA source text, one translation unit per (op, dtype)."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+import jinja2
+
+from .rope_abi import rope_params
+from .variants import Dtype, RopeVariant, module_name
+
+COMMON_HEADER = "common.cuh"
+MAX_THREADS_PER_BLOCK = 256
+
+_CTYPE = {Dtype.FP32: "float", Dtype.FP16: "f16", Dtype.BF16: "bf16"}
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    root = resources.files("cukiln.templates")
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(root)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=False,
+        autoescape=False,
+    )
+
+
+def render_common() -> str:
+    return _environment().get_template("common.cuh.j2").render()
+
+
+def render_rope_module(dtype: Dtype, variants: list[RopeVariant]) -> str:
+    """The .cu source holding every variant of ``variants`` (all of element type ``dtype``)."""
+    assert all(v.dtype is dtype for v in variants), "one module per dtype"
+    return _environment().get_template("rope.cu.j2").render(
+        dtype=dtype,
+        dtype_ctype=_CTYPE[dtype],
+        variants=variants,
+        params={v.name: rope_params(v) for v in variants},
+        max_threads=MAX_THREADS_PER_BLOCK,
+    )
+
+
+def render_modules(variants: list[RopeVariant]) -> dict[str, str]:
+    """module name -> source, for every module that ``variants`` touch."""
+    by_module: dict[str, list[RopeVariant]] = {}
+    for v in variants:
+        by_module.setdefault(v.module, []).append(v)
+    out = {}
+    for dtype in Dtype:
+        name = module_name("rope", dtype)
+        if name in by_module:
+            out[name] = render_rope_module(dtype, by_module[name])
+    return out

@@ -1,0 +1,179 @@
+"""The RoPE variant space: every compile-time choice, the rules that prune it, and stable names.
+
+A variant's name is also its ``extern "C"`` symbol, and it parses back into the variant, e.g.
+``rope_fwd_bf16_dense_half_freqs_s3_v8``. The axes are described in DESIGN.md section 3.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, fields
+from typing import Iterator
+
+
+class Dtype(str, enum.Enum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+    @property
+    def itemsize(self) -> int:
+        return 4 if self is Dtype.FP32 else 2
+
+    @property
+    def ctype(self) -> str:
+        return {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}[self.value]
+
+
+class Direction(str, enum.Enum):
+    FWD = "fwd"
+    BWD = "bwd"
+
+
+class Layout(str, enum.Enum):
+    # sbhd, bshd and any permuted view of them: the sequence and batch axes are found through strides.
+    DENSE = "dense"
+
+
+class Pairing(str, enum.Enum):
+    HALF = "half"  # element i rotates with i + rotary_dim/2
+    INTERLEAVED = "interleaved"  # element 2i rotates with 2i + 1
+
+
+class Angles(str, enum.Enum):
+    FREQS = "freqs"  # fp32 angle table [max_pos, rotary_dim]
+    COS_SIN = "cossin"  # cos/sin caches in the element type of x
+    COS_SIN_F32 = "cossinf32"  # cos/sin caches in fp32 for an fp16/bf16 x
+    INV_FREQ = "invfreq"  # fp32 [rotary_dim/2]; angle = position * scale * inv_freq[i]
+    BASE = "base"  # angle = position * scale * base ** (-2i / rotary_dim), computed in the kernel
+
+    @property
+    def has_table(self) -> bool:
+        """True when the angle source is a [max_pos, ...] table that positions index."""
+        return self in (Angles.FREQS, Angles.COS_SIN, Angles.COS_SIN_F32)
+
+
+STRIDE_COUNTS = (0, 3, 4)
+VECTOR_WIDTHS = (1, 2, 4, 8)
+MAX_VECTOR_BYTES = 16
+
+
+@dataclass(frozen=True, order=True)
+class RopeVariant:
+    """One compiled RoPE kernel: each field is a compile-time axis."""
+
+    direction: Direction
+    dtype: Dtype
+    layout: Layout
+    pairing: Pairing
+    angles: Angles
+    strides: int  # 0: packed rows, addresses from the shape; 3: last dim contiguous; 4: fully general
+    vec: int  # elements per load/store
+
+    op = "rope"
+
+    @property
+    def name(self) -> str:
+        return (
+            f"rope_{self.direction.value}_{self.dtype.value}_{self.layout.value}_{self.pairing.value}"
+            f"_{self.angles.value}_s{self.strides}_v{self.vec}"
+        )
+
+    @property
+    def module(self) -> str:
+        """All variants of one (op, dtype) share a translation unit."""
+        return module_name(self.op, self.dtype)
+
+    def axes(self) -> dict[str, object]:
+        """The axis values as plain JSON-friendly data."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = value.value if isinstance(value, enum.Enum) else value
+        return out
+
+
+def module_name(op: str, dtype: Dtype) -> str:
+    return f"{op}_{dtype.value}"
+
+
+# --- pruning rules -------------------------------------------------------------------------------
+# Each rule returns None when the combination is valid, else the reason it is not. They are kept
+# separate so that tests can name the rule that removes a combination.
+
+
+def rule_vector_fits_16_bytes(v: RopeVariant) -> str | None:
+    if v.vec * v.dtype.itemsize > MAX_VECTOR_BYTES:
+        return f"vector of {v.vec} x {v.dtype.itemsize} bytes exceeds {MAX_VECTOR_BYTES} bytes"
+    return None
+
+
+def rule_general_strides_are_scalar(v: RopeVariant) -> str | None:
+    # With 4 strides the last dimension may be strided, so consecutive elements are not adjacent.
+    if v.strides == 4 and v.vec != 1:
+        return "4 strides (strided last dim) only with vector width 1"
+    return None
+
+
+def rule_f32_cache_only_for_half_types(v: RopeVariant) -> str | None:
+    if v.angles is Angles.COS_SIN_F32 and v.dtype is Dtype.FP32:
+        return "an fp32 x already uses fp32 cos/sin caches (angles=cossin)"
+    return None
+
+
+RULES = (rule_vector_fits_16_bytes, rule_general_strides_are_scalar, rule_f32_cache_only_for_half_types)
+
+
+def rejection(v: RopeVariant) -> str | None:
+    """The first rule that rejects ``v``, or None if it is a valid variant."""
+    for rule in RULES:
+        reason = rule(v)
+        if reason is not None:
+            return reason
+    return None
+
+
+def enumerate_rope() -> Iterator[RopeVariant]:
+    """Every valid RoPE variant, in a stable order."""
+    for direction in Direction:
+        for dtype in Dtype:
+            for layout in Layout:
+                for pairing in Pairing:
+                    for angles in Angles:
+                        for strides in STRIDE_COUNTS:
+                            for vec in VECTOR_WIDTHS:
+                                v = RopeVariant(direction, dtype, layout, pairing, angles, strides, vec)
+                                if rejection(v) is None:
+                                    yield v
+
+
+def _alternatives(enum_type: type[enum.Enum]) -> str:
+    return "|".join(re.escape(m.value) for m in enum_type)
+
+
+_NAME_RE = re.compile(
+    rf"^rope_(?P<direction>{_alternatives(Direction)})_(?P<dtype>{_alternatives(Dtype)})"
+    rf"_(?P<layout>{_alternatives(Layout)})_(?P<pairing>{_alternatives(Pairing)})"
+    rf"_(?P<angles>{_alternatives(Angles)})_s(?P<strides>\d+)_v(?P<vec>\d+)$"
+)
+
+
+def parse_rope_name(name: str) -> RopeVariant:
+    """The variant whose name is ``name``; ValueError if no valid variant has it."""
+    m = _NAME_RE.match(name)
+    if m is None:
+        raise ValueError(f"not a RoPE variant name: {name!r}")
+    v = RopeVariant(
+        Direction(m["direction"]),
+        Dtype(m["dtype"]),
+        Layout(m["layout"]),
+        Pairing(m["pairing"]),
+        Angles(m["angles"]),
+        int(m["strides"]),
+        int(m["vec"]),
+    )
+    reason = rejection(v)
+    if reason is not None:
+        raise ValueError(f"{name!r} names a pruned combination: {reason}")
+    return v
