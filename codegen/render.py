@@ -12,6 +12,10 @@ from .variants import Dtype, RopeVariant, module_name
 
 COMMON_HEADER = "common.cuh"
 MAX_THREADS_PER_BLOCK = 256
+# Heads whose loads one thread issues before its first store (kHeadsInFlight in rope.cu.j2).
+HEADS_IN_FLIGHT = 2
+# Blocks per multiprocessor the register allocation must allow (__launch_bounds__ minimum).
+MIN_BLOCKS_PER_SM = 2
 
 _CTYPE = {Dtype.FP32: "float", Dtype.FP16: "f16", Dtype.BF16: "bf16"}
 
@@ -41,6 +45,8 @@ def render_rope_module(dtype: Dtype, variants: list[RopeVariant]) -> str:
         variants=variants,
         params={v.name: rope_params(v) for v in variants},
         max_threads=MAX_THREADS_PER_BLOCK,
+        heads_in_flight=HEADS_IN_FLIGHT,
+        min_blocks=MIN_BLOCKS_PER_SM,
     )
 
 

@@ -1,0 +1,239 @@
+"""`cukiln build`: render every module, compile module x arch in a process pool, write generated/.
+
+``--check`` renders only (no compiler needed) and reports any drift between the templates and the
+checked-in sources, manifest entries and dispatch table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import cache, emit
+from .nvrtc import COMPILE_OPTIONS, CompileError, compile_cubin, nvrtc_version, parse_ptxas_log
+from .render import COMMON_HEADER, render_common, render_modules
+from .variants import RopeVariant, enumerate_rope
+
+DEFAULT_ARCHS = ("sm_80", "sm_90", "sm_100")
+_ARCH_RE = re.compile(r"^sm_\d+[a-z]?$")
+
+
+def local_gpu_archs() -> list[str]:
+    """The archs of the GPUs visible here; empty without a driver or a GPU."""
+    try:
+        from cuda.bindings import driver
+
+        if driver.cuInit(0)[0] != driver.CUresult.CUDA_SUCCESS:
+            return []
+        err, count = driver.cuDeviceGetCount()
+        archs = []
+        for ordinal in range(count if err == driver.CUresult.CUDA_SUCCESS else 0):
+            attr = driver.CUdevice_attribute
+            major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ordinal)[1]
+            minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, ordinal)[1]
+            archs.append(f"sm_{major}{minor}")
+        return archs
+    except Exception:  # no libcuda, no device: the build needs neither
+        return []
+
+
+def default_archs() -> list[str]:
+    return sorted(set(DEFAULT_ARCHS) | set(local_gpu_archs()), key=lambda a: int(re.sub(r"\D", "", a)))
+
+
+def select_variants(only: str | None) -> list[RopeVariant]:
+    variants = list(enumerate_rope())
+    if only:
+        pattern = re.compile(only)
+        variants = [v for v in variants if pattern.search(v.name)]
+    return variants
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    module: str
+    arch: str
+    cubin: bytes
+    resources: dict  # symbol -> Resources as a dict
+    compile_seconds: float
+    cached: bool
+
+
+def compile_module(module: str, arch: str, source: str, headers: dict[str, str]) -> CompileResult:
+    """Compile one module for one arch through the content-addressed cache (runs in a worker)."""
+    version = nvrtc_version()
+    key = cache.cache_key(source, headers, COMPILE_OPTIONS, arch, version)
+    entry = cache.load(key)
+    cached = entry is not None
+    if entry is None:
+        try:
+            cubin, log, seconds = compile_cubin(source, module, arch, headers)
+        except CompileError as e:
+            raise CompileError(module, arch, e.log, variants_at_errors(source, e.log)) from None
+        entry = cache.CachedCubin(cubin, log, round(seconds, 2))
+        cache.store(key, entry)
+    resources = {name: asdict(r) for name, r in parse_ptxas_log(entry.log).items()}
+    return CompileResult(module, arch, entry.cubin, resources, entry.compile_seconds, cached)
+
+
+_ERROR_LINE_RE = re.compile(r"\((\d+)\): (?:catastrophic )?error")
+_VARIANT_COMMENT_RE = re.compile(r"^// (rope_\w+):")
+
+
+def variants_at_errors(source: str, log: str) -> list[str]:
+    """Names of the variants whose entry points hold the lines NVRTC reports errors on."""
+    lines = source.splitlines()
+    names = []
+    for m in _ERROR_LINE_RE.finditer(log):
+        for line in reversed(lines[: int(m.group(1))]):
+            c = _VARIANT_COMMENT_RE.match(line)
+            if c:
+                names.append(c.group(1))
+                break
+        else:
+            names.append("(shared template code: every variant)")
+    return sorted(set(names))
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=False,
+    )
+
+
+def check(out_dir: Path, console: Console) -> int:
+    """0 when generated/ matches what the templates produce, else 1 with the differences listed."""
+    variants = select_variants(None)
+    expected = emit.expected_files(render_modules(variants), render_common(), variants)
+    problems = []
+    for name, text in expected.items():
+        path = out_dir / name
+        if not path.exists():
+            problems.append(f"{name}: missing")
+        elif path.read_text() != text:
+            problems.append(f"{name}: differs from what the templates produce")
+    want = [emit.static_variant_entry(v) for v in variants]
+    have = emit.static_view(emit.read_manifest(out_dir))
+    if want != have:
+        missing = {e["name"] for e in want} - {e["name"] for e in have}
+        extra = {e["name"] for e in have} - {e["name"] for e in want}
+        detail = f"{len(missing)} variants missing, {len(extra)} unexpected" if missing or extra else "entries differ"
+        problems.append(f"{emit.MANIFEST}: {detail}")
+    stale = sorted(p.name for p in out_dir.glob("*.cu") if p.name not in expected)
+    problems += [f"{name}: no longer produced by the templates" for name in stale]
+    if problems:
+        console.print("[red]generated/ is out of date[/red] — run `cukiln build`:")
+        for p in problems:
+            console.print(f"  • {p}")
+        return 1
+    console.print(f"[green]generated/ is up to date[/green] ({len(variants)} variants, {len(expected)} files)")
+    return 0
+
+
+def build(archs: list[str], only: str | None, jobs: int, out_dir: Path, console: Console) -> int:
+    for arch in archs:
+        if not _ARCH_RE.match(arch):
+            raise ValueError(f"--arch: expected names like sm_90, got {arch!r}")
+    start = time.perf_counter()
+    variants = select_variants(only)
+    if not variants:
+        console.print(f"[red]--only {only!r} matches no variant[/red]")
+        return 1
+    sources = render_modules(variants)
+    common = render_common()
+    headers = {COMMON_HEADER: common}
+    results: list[CompileResult] = []
+    failures: list[CompileError] = []
+    tasks = [(m, a) for m in sources for a in archs]
+    with _progress(console) as progress:
+        task = progress.add_task(f"compiling {len(variants)} variants", total=len(tasks))
+        with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(tasks)))) as pool:
+            futures = [pool.submit(compile_module, m, a, sources[m], headers) for m, a in tasks]
+            for future in as_completed(futures):
+                try:
+                    results.append(future.result())
+                except CompileError as e:
+                    failures.append(e)
+                progress.advance(task)
+    if failures:
+        for e in failures:
+            console.print(f"[red]compile error[/red] in module {e.module} for {e.arch}; variants: "
+                          f"{', '.join(e.variants) or '?'}\n{e.log}")
+        return 1
+    manifest = _write_outputs(out_dir, variants, sources, common, results, archs)
+    _print_summary(console, out_dir, manifest, results, time.perf_counter() - start)
+    if only:
+        console.print(f"[yellow]partial build[/yellow]: generated/ now holds {len(variants)} variants "
+                      "(--only); run `cukiln build` without it to restore the full set")
+    return 0
+
+
+def _write_outputs(out_dir: Path, variants, sources, common, results: list[CompileResult], archs) -> dict:
+    for name, text in emit.expected_files(sources, common, variants).items():
+        emit.write_text_if_changed(out_dir / name, text)
+    version = nvrtc_version()
+    modules: dict[str, dict] = {}
+    for module, text in sources.items():
+        modules[module] = {"source": f"{module}.cu", "source_sha256": hashlib.sha256(text.encode()).hexdigest(),
+                           "cubins": {}}
+    resources: dict[str, dict] = {}
+    for r in sorted(results, key=lambda r: (r.module, r.arch)):
+        path = out_dir / emit.cubin_relpath(r.arch, r.module)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_bytes() != r.cubin:
+            path.write_bytes(r.cubin)
+        modules[r.module]["cubins"][r.arch] = {
+            "path": emit.cubin_relpath(r.arch, r.module),
+            "sha256": hashlib.sha256(r.cubin).hexdigest(),
+            "bytes": len(r.cubin),
+            "compile_seconds": r.compile_seconds,
+            "nvrtc_version": version,
+        }
+        for symbol, res in r.resources.items():
+            resources.setdefault(symbol, {})[r.arch] = res
+    entries = []
+    for v in variants:
+        entry = emit.static_variant_entry(v)
+        entry["resources"] = {arch: resources.get(v.name, {}).get(arch) for arch in archs}
+        entries.append(entry)
+    manifest = {"schema": emit.MANIFEST_SCHEMA, "nvrtc_version": version, "archs": list(archs),
+                "modules": modules, "variants": entries}
+    emit.write_manifest(out_dir / emit.MANIFEST, manifest)
+    return manifest
+
+
+def _print_summary(console: Console, out_dir: Path, manifest: dict, results: list[CompileResult], wall: float) -> None:
+    table = Table(title="cukiln build", title_justify="left")
+    for col in ("op", "arch", "variants", "modules", "compile s", "cached", "max registers", "spilling variants"):
+        table.add_column(col, justify="right" if col not in ("op", "arch") else "left")
+    ops = sorted({e["op"] for e in manifest["variants"]})
+    for op in ops:
+        entries = [e for e in manifest["variants"] if e["op"] == op]
+        for arch in manifest["archs"]:
+            res = [(e["name"], e["resources"][arch]) for e in entries if e["resources"].get(arch)]
+            mods = {e["module"] for e in entries}
+            rs = [r for r in results if r.arch == arch and r.module in mods]
+            worst = max(res, key=lambda nr: nr[1]["registers"], default=None)
+            spilling = sum(1 for _, r in res if r["spill_store_bytes"] + r["spill_load_bytes"] > 0)
+            table.add_row(
+                op, arch, str(len(res)), str(len(mods)), f"{sum(r.compile_seconds for r in rs):.1f}",
+                f"{sum(r.cached for r in rs)}/{len(rs)}",
+                f"{worst[1]['registers']}" if worst else "-",
+                f"[red]{spilling}[/red]" if spilling else "0",
+            )
+    console.print(table)
+    console.print(f"wrote {out_dir} in {wall:.1f} s (NVRTC {manifest['nvrtc_version']})")
+
+
+def default_jobs() -> int:
+    return os.cpu_count() or 1

@@ -1,0 +1,69 @@
+"""The `cukiln` command line: build here; report, bench and verify through cukiln.tools."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+
+
+def _build(args: argparse.Namespace) -> int:
+    from . import build, emit
+
+    console = Console()
+    out_dir = emit.generated_dir()
+    if args.check:
+        return build.check(out_dir, console)
+    archs = args.arch or build.default_archs()
+    return build.build(archs, args.only, args.jobs, out_dir, console)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from cukiln.tools import report
+
+    return report.main(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from cukiln.tools import bench
+
+    return bench.main(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    from .build import DEFAULT_ARCHS, default_jobs
+
+    p = argparse.ArgumentParser(prog="cukiln", description="Ahead-of-time CUDA kernel generator and compiler.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("build", help="render the templates, compile every variant with NVRTC, write generated/")
+    b.add_argument("--arch", action="append", metavar="SM",
+                   help=f"target arch, repeatable (default: {', '.join(DEFAULT_ARCHS)} and the local GPU's)")
+    b.add_argument("--only", metavar="REGEX", help="build only the variants whose name matches (a partial build)")
+    b.add_argument("--jobs", type=int, default=default_jobs(), help="compile processes (default: CPU count)")
+    b.add_argument("--check", action="store_true",
+                   help="compile nothing; exit 1 if generated/ differs from what the templates produce")
+    b.set_defaults(func=_build)
+
+    r = sub.add_parser("report", help="variants, their resources and the dispatch table (no GPU needed)")
+    r.add_argument("--only", metavar="REGEX", help="show only variants whose name matches")
+    r.add_argument("--sort", choices=("name", "registers", "spills", "smem", "size", "compile"), default="name")
+    r.add_argument("--json", action="store_true", help="print the report as JSON")
+    r.set_defaults(func=_report)
+
+    bn = sub.add_parser("bench", help="time kernels on the GPU against a same-run device copy and PyTorch")
+    bn.add_argument("op", choices=("rope",), help="what to benchmark")
+    bn.add_argument("--out", metavar="JSON", help="write the results here (default: print only)")
+    bn.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, not for quoting)")
+    bn.set_defaults(func=_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+// cukiln shared device helpers: element types, conversions, vector loads and stores.
+// Rendered from templates/common.cuh.j2 — edit the template, then run `cukiln build`.
+#pragma once
+
+namespace cukiln {
+
+// 16-bit storage types. Arithmetic happens in fp32; these only carry bits, so no CUDA header is needed
+// and the same source compiles for every architecture from sm_80 on.
+struct f16 { unsigned short bits; };
+struct bf16 { unsigned short bits; };
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(f16 v) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits));
+  return f;
+}
+__device__ __forceinline__ float to_float(bf16 v) { return __uint_as_float(static_cast<unsigned>(v.bits) << 16); }
+
+template <typename T> __device__ __forceinline__ T from_float(float f);
+template <> __device__ __forceinline__ float from_float<float>(float f) { return f; }
+template <> __device__ __forceinline__ f16 from_float<f16>(float f) {
+  f16 r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.bits) : "f"(f));
+  return r;
+}
+template <> __device__ __forceinline__ bf16 from_float<bf16>(float f) {
+  bf16 r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(f));
+  return r;
+}
+
+// N elements moved as one access of N * sizeof(T) bytes (at most 16). The alignment attribute is what
+// lets the compiler emit a single 16-byte load or store; the runtime only picks N when the pointer,
+// the strides and the sizes keep every access aligned.
+template <typename T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
+
+// Every vector starts at an address aligned to its size; with a strided last dimension N is 1.
+template <typename T, int N>
+__device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
+  return *reinterpret_cast<const Vec<T, N>*>(p);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void to_floats(const Vec<T, N>& vec, float (&out)[N]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) out[k] = to_float(vec.v[k]);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store_floats(T* p, const float (&in)[N]) {
+  Vec<T, N> vec;
+#pragma unroll
+  for (int k = 0; k < N; ++k) vec.v[k] = from_float<T>(in[k]);
+  *reinterpret_cast<Vec<T, N>*>(p) = vec;
+}
+
+// Moves N elements without converting them (the untouched tail of a partial rotary).
+template <typename T, int N>
+__device__ __forceinline__ void copy_vec(T* dst, const T* src) {
+  *reinterpret_cast<Vec<T, N>*>(dst) = *reinterpret_cast<const Vec<T, N>*>(src);
+}
+
+// An angle in radians, reduced to [-pi, pi] in double precision and returned as float, so that
+// __sincosf (accurate to about 2^-21.4 on that range) can be used for any position.
+__device__ __forceinline__ float reduce_angle(double a) {
+  const double kTwoPi = 6.283185307179586476925286766559;
+  const double turns = rint(a * (1.0 / kTwoPi));
+  return static_cast<float>(fma(-turns, kTwoPi, a));
+}
+
+__device__ __forceinline__ void cos_sin_of(double angle, float& c, float& s) {
+  __sincosf(reduce_angle(angle), &s, &c);
+}
+
+}  // namespace cukiln

@@ -1,0 +1,4444 @@
+// cukiln RoPE kernels, element type fp32: 112 variants.
+// Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
+//
+// Work layout: one block row (threadIdx.z) per token, threadIdx.x over groups of V pairs inside the
+// rotary features, threadIdx.y over heads. A thread computes the angles of its group once per token
+// and applies them to every head it visits, so the sin/cos work is shared across heads.
+#include "common.cuh"
+
+namespace cukiln {
+namespace rope {
+
+// Heads whose loads a thread issues before the first store: independent 16-byte loads in flight,
+// and correct in place because every load of an iteration happens before any of its stores.
+constexpr int kHeadsInFlight = 2;
+
+struct Geometry {
+  int tokens, seq_len, batch, heads, head_dim, rotary_dim;
+  bool seq_major;  // tokens are numbered s * batch + b (else b * seq_len + s), whichever follows memory
+  bool copy_tail;  // out-of-place partial rotary: features [rotary_dim, head_dim) are copied to out
+
+  __device__ __forceinline__ void split(int t, int& s, int& b) const {
+    if (seq_major) {
+      s = t / batch;
+      b = t - s * batch;
+    } else {
+      b = t / seq_len;
+      s = t - b * seq_len;
+    }
+  }
+};
+
+// A token's position: explicit positions[b, s], else its sequence index plus an offset.
+struct Positions {
+  const void* positions;
+  long long stride_b, stride_s;
+  bool positions_int64;
+  const void* offsets;
+  bool offsets_int64;
+  long long offset;
+
+  __device__ __forceinline__ long long of(int s, int b) const {
+    if (positions != nullptr) {
+      const long long i = b * stride_b + s * stride_s;
+      return positions_int64 ? static_cast<const long long*>(positions)[i]
+                             : static_cast<const int*>(positions)[i];
+    }
+    long long o = offset;
+    if (offsets != nullptr) {
+      o += offsets_int64 ? static_cast<const long long*>(offsets)[b] : static_cast<const int*>(offsets)[b];
+    }
+    return s + o;
+  }
+};
+
+// --- addressing: where row (token, head) starts and how far apart its features are ---------------
+struct PackedRows {  // 0 strides: rows of head_dim elements, tokens back to back in memory order
+  long long token_pitch, head_pitch;
+  __device__ __forceinline__ long long row(int t, int, int, int h) const { return t * token_pitch + h * head_pitch; }
+  __device__ __forceinline__ long long elem(int d) const { return d; }
+};
+
+struct Strided3Rows {  // last dimension contiguous
+  long long ss, sb, sh;
+  __device__ __forceinline__ long long row(int, int s, int b, int h) const { return s * ss + b * sb + h * sh; }
+  __device__ __forceinline__ long long elem(int d) const { return d; }
+};
+
+struct Strided4Rows {  // fully general
+  long long ss, sb, sh, sd;
+  __device__ __forceinline__ long long row(int, int s, int b, int h) const { return s * ss + b * sb + h * sh; }
+  __device__ __forceinline__ long long elem(int d) const { return d * sd; }
+};
+
+// --- angle sources ------------------------------------------------------------------------------
+// kPerElement: every feature has its own angle (a table indexed by feature); otherwise the two
+// features of a pair share the angle of their pair index. A position outside a table gives NaN angles:
+// the output shows the error and nothing is read out of bounds.
+struct FreqsTable {
+  static constexpr bool kPerElement = true;
+  const float* table;
+  long long row_stride, rows;
+  __device__ __forceinline__ bool covers(long long pos) const { return pos >= 0 && pos < rows; }
+  __device__ __forceinline__ void angle(long long pos, int feature, int, float& c, float& s) const {
+    cos_sin_of(static_cast<double>(table[pos * row_stride + feature]), c, s);
+  }
+};
+
+template <typename TC>
+struct CosSinTable {
+  static constexpr bool kPerElement = true;
+  const TC* cos;
+  const TC* sin;
+  long long cos_row, sin_row, rows;
+  bool per_pair;  // caches of width rotary_dim/2, indexed by pair
+  __device__ __forceinline__ bool covers(long long pos) const { return pos >= 0 && pos < rows; }
+  __device__ __forceinline__ void angle(long long pos, int feature, int pair, float& c, float& s) const {
+    const int i = per_pair ? pair : feature;
+    c = to_float(cos[pos * cos_row + i]);
+    s = to_float(sin[pos * sin_row + i]);
+  }
+};
+
+// Sources whose pairs share an angle: angle = position * scale * inv_freq[pair]. They hand out the
+// inverse frequencies of V consecutive pairs at once, so the base source calls exp2 once per group.
+struct InvFreq {
+  static constexpr bool kPerElement = false;
+  const float* inv_freq;
+  double scale;
+  __device__ __forceinline__ bool covers(long long) const { return true; }
+  template <int V>
+  __device__ __forceinline__ void inv_freqs(int first_pair, double (&inv)[V]) const {
+#pragma unroll
+    for (int k = 0; k < V; ++k) inv[k] = static_cast<double>(inv_freq[first_pair + k]);
+  }
+};
+
+struct BaseAngles {
+  static constexpr bool kPerElement = false;
+  double exponent_step;  // -2 * log2(base) / rotary_dim: inv_freq[i] = 2 ** (i * exponent_step)
+  double ratio;          // 2 ** exponent_step: inv_freq[i + 1] / inv_freq[i]
+  double scale;
+  __device__ __forceinline__ bool covers(long long) const { return true; }
+  template <int V>
+  __device__ __forceinline__ void inv_freqs(int first_pair, double (&inv)[V]) const {
+    inv[0] = exp2(first_pair * exponent_step);
+#pragma unroll
+    for (int k = 1; k < V; ++k) inv[k] = inv[k - 1] * ratio;  // V <= 8 products: error ~1e-15
+  }
+};
+
+// Cos and sin for the two vectors [lo, lo + V) and [hi, hi + V) of rotary features.
+template <int V, bool INTERLEAVED, class Src>
+__device__ __forceinline__ void fill_angles(const Src& src, long long pos, int lo, int hi, int half_rd,
+                                            float (&c_lo)[V], float (&s_lo)[V], float (&c_hi)[V], float (&s_hi)[V]) {
+  if (!src.covers(pos)) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) c_lo[k] = s_lo[k] = c_hi[k] = s_hi[k] = __int_as_float(0x7fffffff);
+    return;
+  }
+  if constexpr (Src::kPerElement) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      src.angle(pos, lo + k, INTERLEAVED ? (lo + k) / 2 : lo + k, c_lo[k], s_lo[k]);
+      src.angle(pos, hi + k, INTERLEAVED ? (hi + k) / 2 : hi + k - half_rd, c_hi[k], s_hi[k]);
+    }
+  } else {
+    // The V pairs of a group are consecutive: lo .. lo+V-1 (half), or lo/2 .. lo/2+V-1 (interleaved,
+    // where the first V/2 lie in the lo vector and the rest in the hi vector).
+    double inv[V];
+    src.template inv_freqs<V>(INTERLEAVED ? lo / 2 : lo, inv);
+    const double scaled_pos = static_cast<double>(pos) * src.scale;
+    float c[V], s[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) cos_sin_of(scaled_pos * inv[j], c[j], s[j]);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      if constexpr (!INTERLEAVED || V == 1) {  // pair k is (lo + k, hi + k)
+        c_lo[k] = c_hi[k] = c[k];
+        s_lo[k] = s_hi[k] = s[k];
+      } else {  // feature k of a vector belongs to the vector's pair k / 2
+        c_lo[k] = c[k / 2];
+        s_lo[k] = s[k / 2];
+        c_hi[k] = c[V / 2 + k / 2];
+        s_hi[k] = s[V / 2 + k / 2];
+      }
+    }
+  }
+}
+
+// Pair (p, q), rot(x)[p] = -x[q], rot(x)[q] = x[p]. Forward: y = x*cos + rot(x)*sin, each feature with
+// its own angle. Backward is the exact vector-Jacobian product: g = gy*cos - rot(gy*sin), so each
+// feature takes its partner's sin.
+template <bool BACKWARD>
+__device__ __forceinline__ void rotate_pair(float& p, float& q, float cp, float sp, float cq, float sq) {
+  const float xp = p, xq = q;
+  if (BACKWARD) {
+    p = xp * cp + xq * sq;
+    q = xq * cq - xp * sp;
+  } else {
+    p = xp * cp - xq * sp;
+    q = xq * cq + xp * sq;
+  }
+}
+
+template <int V, bool INTERLEAVED, bool BACKWARD>
+__device__ __forceinline__ void rotate(float (&a)[V], float (&b)[V], const float (&c_lo)[V], const float (&s_lo)[V],
+                                       const float (&c_hi)[V], const float (&s_hi)[V]) {
+  if constexpr (!INTERLEAVED || V == 1) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) rotate_pair<BACKWARD>(a[k], b[k], c_lo[k], s_lo[k], c_hi[k], s_hi[k]);
+  } else {
+#pragma unroll
+    for (int m = 0; m < V / 2; ++m) {
+      rotate_pair<BACKWARD>(a[2 * m], a[2 * m + 1], c_lo[2 * m], s_lo[2 * m], c_lo[2 * m + 1], s_lo[2 * m + 1]);
+      rotate_pair<BACKWARD>(b[2 * m], b[2 * m + 1], c_hi[2 * m], s_hi[2 * m], c_hi[2 * m + 1], s_hi[2 * m + 1]);
+    }
+  }
+}
+
+template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
+__device__ __forceinline__ void rope_token(const T* x, T* out, const Geometry& g, const Positions& positions,
+                                           const Rows& x_rows, const Rows& out_rows, const Src& src) {
+  const int t = blockIdx.x * blockDim.z + threadIdx.z;
+  if (t >= g.tokens) return;
+  int s, b;
+  g.split(t, s, b);
+  const long long pos = positions.of(s, b);
+  const int half_rd = g.rotary_dim / 2;
+  const int groups = half_rd / V;
+
+  for (int grp = threadIdx.x; grp < groups; grp += blockDim.x) {
+    const int lo = INTERLEAVED ? 2 * V * grp : V * grp;
+    const int hi = INTERLEAVED ? lo + V : lo + half_rd;
+    float c_lo[V], s_lo[V], c_hi[V], s_hi[V];
+    bool have_angles = false;
+
+    for (int h0 = threadIdx.y; h0 < g.heads; h0 += blockDim.y * kHeadsInFlight) {
+      // Raw vectors stay packed in registers until used: half the registers of converted floats.
+      Vec<T, V> a[kHeadsInFlight], bv[kHeadsInFlight];
+#pragma unroll
+      for (int u = 0; u < kHeadsInFlight; ++u) {
+        const int h = h0 + u * blockDim.y;
+        if (h < g.heads) {
+          const T* row = x + x_rows.row(t, s, b, h);
+          a[u] = load_vec<T, V>(row + x_rows.elem(lo));
+          bv[u] = load_vec<T, V>(row + x_rows.elem(hi));
+        }
+      }
+      // The angles are computed while the first loads are in flight, then reused for every head.
+      if (!have_angles) {
+        fill_angles<V, INTERLEAVED>(src, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+        have_angles = true;
+      }
+#pragma unroll
+      for (int u = 0; u < kHeadsInFlight; ++u) {
+        const int h = h0 + u * blockDim.y;
+        if (h < g.heads) {
+          float fa[V], fb[V];
+          to_floats(a[u], fa);
+          to_floats(bv[u], fb);
+          rotate<V, INTERLEAVED, BACKWARD>(fa, fb, c_lo, s_lo, c_hi, s_hi);
+          T* row = out + out_rows.row(t, s, b, h);
+          store_floats<T, V>(row + out_rows.elem(lo), fa);
+          store_floats<T, V>(row + out_rows.elem(hi), fb);
+        }
+      }
+    }
+  }
+
+  if (g.copy_tail) {
+    const int tail_vecs = (g.head_dim - g.rotary_dim) / V;
+    const int n = tail_vecs * g.heads;
+    for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < n; i += blockDim.x * blockDim.y) {
+      const int h = i / tail_vecs;
+      const int d = g.rotary_dim + (i - h * tail_vecs) * V;
+      copy_vec<T, V>(out + out_rows.row(t, s, b, h) + out_rows.elem(d), x + x_rows.row(t, s, b, h) + x_rows.elem(d));
+    }
+  }
+}
+
+template <class P>
+__device__ __forceinline__ Geometry geometry_of(const P& p) {
+  return Geometry{static_cast<int>(p.tokens), static_cast<int>(p.seq_len), static_cast<int>(p.batch),
+                  static_cast<int>(p.heads), static_cast<int>(p.head_dim), static_cast<int>(p.rotary_dim),
+                  p.seq_major != 0, p.copy_tail != 0};
+}
+
+template <class P>
+__device__ __forceinline__ Positions positions_of(const P& p) {
+  return Positions{p.positions, p.pos_stride_b, p.pos_stride_s, p.positions_int64 != 0,
+                   p.offsets, p.offsets_int64 != 0, p.offset};
+}
+
+}  // namespace rope
+}  // namespace cukiln
+
+
+// rope_fwd_fp32_dense_half_freqs_s0_v1: fwd, half pairs, angles from freqs, 0 strides, 1 per access
+struct rope_fwd_fp32_dense_half_freqs_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s0_v1(const rope_fwd_fp32_dense_half_freqs_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_half_freqs_s0_v2: fwd, half pairs, angles from freqs, 0 strides, 2 per access
+struct rope_fwd_fp32_dense_half_freqs_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s0_v2(const rope_fwd_fp32_dense_half_freqs_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_half_freqs_s0_v4: fwd, half pairs, angles from freqs, 0 strides, 4 per access
+struct rope_fwd_fp32_dense_half_freqs_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s0_v4(const rope_fwd_fp32_dense_half_freqs_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_half_freqs_s3_v1: fwd, half pairs, angles from freqs, 3 strides, 1 per access
+struct rope_fwd_fp32_dense_half_freqs_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s3_v1(const rope_fwd_fp32_dense_half_freqs_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_half_freqs_s3_v2: fwd, half pairs, angles from freqs, 3 strides, 2 per access
+struct rope_fwd_fp32_dense_half_freqs_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s3_v2(const rope_fwd_fp32_dense_half_freqs_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_half_freqs_s3_v4: fwd, half pairs, angles from freqs, 3 strides, 4 per access
+struct rope_fwd_fp32_dense_half_freqs_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s3_v4(const rope_fwd_fp32_dense_half_freqs_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_half_freqs_s4_v1: fwd, half pairs, angles from freqs, 4 strides, 1 per access
+struct rope_fwd_fp32_dense_half_freqs_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s4_v1(const rope_fwd_fp32_dense_half_freqs_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_half_cossin_s0_v1: fwd, half pairs, angles from cossin, 0 strides, 1 per access
+struct rope_fwd_fp32_dense_half_cossin_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s0_v1(const rope_fwd_fp32_dense_half_cossin_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_half_cossin_s0_v2: fwd, half pairs, angles from cossin, 0 strides, 2 per access
+struct rope_fwd_fp32_dense_half_cossin_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s0_v2(const rope_fwd_fp32_dense_half_cossin_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_half_cossin_s0_v4: fwd, half pairs, angles from cossin, 0 strides, 4 per access
+struct rope_fwd_fp32_dense_half_cossin_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s0_v4(const rope_fwd_fp32_dense_half_cossin_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_half_cossin_s3_v1: fwd, half pairs, angles from cossin, 3 strides, 1 per access
+struct rope_fwd_fp32_dense_half_cossin_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s3_v1(const rope_fwd_fp32_dense_half_cossin_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_half_cossin_s3_v2: fwd, half pairs, angles from cossin, 3 strides, 2 per access
+struct rope_fwd_fp32_dense_half_cossin_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s3_v2(const rope_fwd_fp32_dense_half_cossin_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_half_cossin_s3_v4: fwd, half pairs, angles from cossin, 3 strides, 4 per access
+struct rope_fwd_fp32_dense_half_cossin_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s3_v4(const rope_fwd_fp32_dense_half_cossin_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_half_cossin_s4_v1: fwd, half pairs, angles from cossin, 4 strides, 1 per access
+struct rope_fwd_fp32_dense_half_cossin_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s4_v1(const rope_fwd_fp32_dense_half_cossin_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_half_invfreq_s0_v1: fwd, half pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_fwd_fp32_dense_half_invfreq_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s0_v1(const rope_fwd_fp32_dense_half_invfreq_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_half_invfreq_s0_v2: fwd, half pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_fwd_fp32_dense_half_invfreq_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s0_v2(const rope_fwd_fp32_dense_half_invfreq_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_half_invfreq_s0_v4: fwd, half pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_fwd_fp32_dense_half_invfreq_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s0_v4(const rope_fwd_fp32_dense_half_invfreq_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_half_invfreq_s3_v1: fwd, half pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_fwd_fp32_dense_half_invfreq_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s3_v1(const rope_fwd_fp32_dense_half_invfreq_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_half_invfreq_s3_v2: fwd, half pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_fwd_fp32_dense_half_invfreq_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s3_v2(const rope_fwd_fp32_dense_half_invfreq_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_half_invfreq_s3_v4: fwd, half pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_fwd_fp32_dense_half_invfreq_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s3_v4(const rope_fwd_fp32_dense_half_invfreq_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_half_invfreq_s4_v1: fwd, half pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_fwd_fp32_dense_half_invfreq_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s4_v1(const rope_fwd_fp32_dense_half_invfreq_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_half_base_s0_v1: fwd, half pairs, angles from base, 0 strides, 1 per access
+struct rope_fwd_fp32_dense_half_base_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s0_v1(const rope_fwd_fp32_dense_half_base_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_half_base_s0_v2: fwd, half pairs, angles from base, 0 strides, 2 per access
+struct rope_fwd_fp32_dense_half_base_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s0_v2(const rope_fwd_fp32_dense_half_base_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_half_base_s0_v4: fwd, half pairs, angles from base, 0 strides, 4 per access
+struct rope_fwd_fp32_dense_half_base_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s0_v4(const rope_fwd_fp32_dense_half_base_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_half_base_s3_v1: fwd, half pairs, angles from base, 3 strides, 1 per access
+struct rope_fwd_fp32_dense_half_base_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s3_v1(const rope_fwd_fp32_dense_half_base_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_half_base_s3_v2: fwd, half pairs, angles from base, 3 strides, 2 per access
+struct rope_fwd_fp32_dense_half_base_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s3_v2(const rope_fwd_fp32_dense_half_base_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_half_base_s3_v4: fwd, half pairs, angles from base, 3 strides, 4 per access
+struct rope_fwd_fp32_dense_half_base_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s3_v4(const rope_fwd_fp32_dense_half_base_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_half_base_s4_v1: fwd, half pairs, angles from base, 4 strides, 1 per access
+struct rope_fwd_fp32_dense_half_base_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s4_v1(const rope_fwd_fp32_dense_half_base_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_freqs_s0_v1: fwd, interleaved pairs, angles from freqs, 0 strides, 1 per access
+struct rope_fwd_fp32_dense_interleaved_freqs_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s0_v1(const rope_fwd_fp32_dense_interleaved_freqs_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_interleaved_freqs_s0_v2: fwd, interleaved pairs, angles from freqs, 0 strides, 2 per access
+struct rope_fwd_fp32_dense_interleaved_freqs_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s0_v2(const rope_fwd_fp32_dense_interleaved_freqs_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_interleaved_freqs_s0_v4: fwd, interleaved pairs, angles from freqs, 0 strides, 4 per access
+struct rope_fwd_fp32_dense_interleaved_freqs_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s0_v4(const rope_fwd_fp32_dense_interleaved_freqs_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_interleaved_freqs_s3_v1: fwd, interleaved pairs, angles from freqs, 3 strides, 1 per access
+struct rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s3_v1(const rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_interleaved_freqs_s3_v2: fwd, interleaved pairs, angles from freqs, 3 strides, 2 per access
+struct rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s3_v2(const rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_interleaved_freqs_s3_v4: fwd, interleaved pairs, angles from freqs, 3 strides, 4 per access
+struct rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s3_v4(const rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_interleaved_freqs_s4_v1: fwd, interleaved pairs, angles from freqs, 4 strides, 1 per access
+struct rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s4_v1(const rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_dense_interleaved_cossin_s0_v1: fwd, interleaved pairs, angles from cossin, 0 strides, 1 per access
+struct rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s0_v1(const rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_interleaved_cossin_s0_v2: fwd, interleaved pairs, angles from cossin, 0 strides, 2 per access
+struct rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s0_v2(const rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_interleaved_cossin_s0_v4: fwd, interleaved pairs, angles from cossin, 0 strides, 4 per access
+struct rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s0_v4(const rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_interleaved_cossin_s3_v1: fwd, interleaved pairs, angles from cossin, 3 strides, 1 per access
+struct rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s3_v1(const rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_interleaved_cossin_s3_v2: fwd, interleaved pairs, angles from cossin, 3 strides, 2 per access
+struct rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s3_v2(const rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_interleaved_cossin_s3_v4: fwd, interleaved pairs, angles from cossin, 3 strides, 4 per access
+struct rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s3_v4(const rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_interleaved_cossin_s4_v1: fwd, interleaved pairs, angles from cossin, 4 strides, 1 per access
+struct rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s4_v1(const rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_dense_interleaved_invfreq_s0_v1: fwd, interleaved pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s0_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_invfreq_s0_v2: fwd, interleaved pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s0_v2(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_invfreq_s0_v4: fwd, interleaved pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s0_v4(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_invfreq_s3_v1: fwd, interleaved pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s3_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_invfreq_s3_v2: fwd, interleaved pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s3_v2(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_invfreq_s3_v4: fwd, interleaved pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s3_v4(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_invfreq_s4_v1: fwd, interleaved pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s4_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_base_s0_v1: fwd, interleaved pairs, angles from base, 0 strides, 1 per access
+struct rope_fwd_fp32_dense_interleaved_base_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s0_v1(const rope_fwd_fp32_dense_interleaved_base_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_base_s0_v2: fwd, interleaved pairs, angles from base, 0 strides, 2 per access
+struct rope_fwd_fp32_dense_interleaved_base_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s0_v2(const rope_fwd_fp32_dense_interleaved_base_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_base_s0_v4: fwd, interleaved pairs, angles from base, 0 strides, 4 per access
+struct rope_fwd_fp32_dense_interleaved_base_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s0_v4(const rope_fwd_fp32_dense_interleaved_base_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_base_s3_v1: fwd, interleaved pairs, angles from base, 3 strides, 1 per access
+struct rope_fwd_fp32_dense_interleaved_base_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s3_v1(const rope_fwd_fp32_dense_interleaved_base_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_base_s3_v2: fwd, interleaved pairs, angles from base, 3 strides, 2 per access
+struct rope_fwd_fp32_dense_interleaved_base_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s3_v2(const rope_fwd_fp32_dense_interleaved_base_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_base_s3_v4: fwd, interleaved pairs, angles from base, 3 strides, 4 per access
+struct rope_fwd_fp32_dense_interleaved_base_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s3_v4(const rope_fwd_fp32_dense_interleaved_base_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_dense_interleaved_base_s4_v1: fwd, interleaved pairs, angles from base, 4 strides, 1 per access
+struct rope_fwd_fp32_dense_interleaved_base_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s4_v1(const rope_fwd_fp32_dense_interleaved_base_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_half_freqs_s0_v1: bwd, half pairs, angles from freqs, 0 strides, 1 per access
+struct rope_bwd_fp32_dense_half_freqs_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s0_v1(const rope_bwd_fp32_dense_half_freqs_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_half_freqs_s0_v2: bwd, half pairs, angles from freqs, 0 strides, 2 per access
+struct rope_bwd_fp32_dense_half_freqs_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s0_v2(const rope_bwd_fp32_dense_half_freqs_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_half_freqs_s0_v4: bwd, half pairs, angles from freqs, 0 strides, 4 per access
+struct rope_bwd_fp32_dense_half_freqs_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s0_v4(const rope_bwd_fp32_dense_half_freqs_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_half_freqs_s3_v1: bwd, half pairs, angles from freqs, 3 strides, 1 per access
+struct rope_bwd_fp32_dense_half_freqs_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s3_v1(const rope_bwd_fp32_dense_half_freqs_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_half_freqs_s3_v2: bwd, half pairs, angles from freqs, 3 strides, 2 per access
+struct rope_bwd_fp32_dense_half_freqs_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s3_v2(const rope_bwd_fp32_dense_half_freqs_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_half_freqs_s3_v4: bwd, half pairs, angles from freqs, 3 strides, 4 per access
+struct rope_bwd_fp32_dense_half_freqs_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s3_v4(const rope_bwd_fp32_dense_half_freqs_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_half_freqs_s4_v1: bwd, half pairs, angles from freqs, 4 strides, 1 per access
+struct rope_bwd_fp32_dense_half_freqs_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s4_v1(const rope_bwd_fp32_dense_half_freqs_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_half_cossin_s0_v1: bwd, half pairs, angles from cossin, 0 strides, 1 per access
+struct rope_bwd_fp32_dense_half_cossin_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s0_v1(const rope_bwd_fp32_dense_half_cossin_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_half_cossin_s0_v2: bwd, half pairs, angles from cossin, 0 strides, 2 per access
+struct rope_bwd_fp32_dense_half_cossin_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s0_v2(const rope_bwd_fp32_dense_half_cossin_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_half_cossin_s0_v4: bwd, half pairs, angles from cossin, 0 strides, 4 per access
+struct rope_bwd_fp32_dense_half_cossin_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s0_v4(const rope_bwd_fp32_dense_half_cossin_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_half_cossin_s3_v1: bwd, half pairs, angles from cossin, 3 strides, 1 per access
+struct rope_bwd_fp32_dense_half_cossin_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s3_v1(const rope_bwd_fp32_dense_half_cossin_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_half_cossin_s3_v2: bwd, half pairs, angles from cossin, 3 strides, 2 per access
+struct rope_bwd_fp32_dense_half_cossin_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s3_v2(const rope_bwd_fp32_dense_half_cossin_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_half_cossin_s3_v4: bwd, half pairs, angles from cossin, 3 strides, 4 per access
+struct rope_bwd_fp32_dense_half_cossin_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s3_v4(const rope_bwd_fp32_dense_half_cossin_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_half_cossin_s4_v1: bwd, half pairs, angles from cossin, 4 strides, 1 per access
+struct rope_bwd_fp32_dense_half_cossin_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s4_v1(const rope_bwd_fp32_dense_half_cossin_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_half_invfreq_s0_v1: bwd, half pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_bwd_fp32_dense_half_invfreq_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s0_v1(const rope_bwd_fp32_dense_half_invfreq_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_half_invfreq_s0_v2: bwd, half pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_bwd_fp32_dense_half_invfreq_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s0_v2(const rope_bwd_fp32_dense_half_invfreq_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_half_invfreq_s0_v4: bwd, half pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_bwd_fp32_dense_half_invfreq_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s0_v4(const rope_bwd_fp32_dense_half_invfreq_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_half_invfreq_s3_v1: bwd, half pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_bwd_fp32_dense_half_invfreq_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s3_v1(const rope_bwd_fp32_dense_half_invfreq_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_half_invfreq_s3_v2: bwd, half pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_bwd_fp32_dense_half_invfreq_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s3_v2(const rope_bwd_fp32_dense_half_invfreq_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_half_invfreq_s3_v4: bwd, half pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_bwd_fp32_dense_half_invfreq_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s3_v4(const rope_bwd_fp32_dense_half_invfreq_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_half_invfreq_s4_v1: bwd, half pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_bwd_fp32_dense_half_invfreq_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s4_v1(const rope_bwd_fp32_dense_half_invfreq_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_half_base_s0_v1: bwd, half pairs, angles from base, 0 strides, 1 per access
+struct rope_bwd_fp32_dense_half_base_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s0_v1(const rope_bwd_fp32_dense_half_base_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_half_base_s0_v2: bwd, half pairs, angles from base, 0 strides, 2 per access
+struct rope_bwd_fp32_dense_half_base_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s0_v2(const rope_bwd_fp32_dense_half_base_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_half_base_s0_v4: bwd, half pairs, angles from base, 0 strides, 4 per access
+struct rope_bwd_fp32_dense_half_base_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s0_v4(const rope_bwd_fp32_dense_half_base_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_half_base_s3_v1: bwd, half pairs, angles from base, 3 strides, 1 per access
+struct rope_bwd_fp32_dense_half_base_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s3_v1(const rope_bwd_fp32_dense_half_base_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_half_base_s3_v2: bwd, half pairs, angles from base, 3 strides, 2 per access
+struct rope_bwd_fp32_dense_half_base_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s3_v2(const rope_bwd_fp32_dense_half_base_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_half_base_s3_v4: bwd, half pairs, angles from base, 3 strides, 4 per access
+struct rope_bwd_fp32_dense_half_base_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s3_v4(const rope_bwd_fp32_dense_half_base_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_half_base_s4_v1: bwd, half pairs, angles from base, 4 strides, 1 per access
+struct rope_bwd_fp32_dense_half_base_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s4_v1(const rope_bwd_fp32_dense_half_base_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_freqs_s0_v1: bwd, interleaved pairs, angles from freqs, 0 strides, 1 per access
+struct rope_bwd_fp32_dense_interleaved_freqs_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s0_v1(const rope_bwd_fp32_dense_interleaved_freqs_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_interleaved_freqs_s0_v2: bwd, interleaved pairs, angles from freqs, 0 strides, 2 per access
+struct rope_bwd_fp32_dense_interleaved_freqs_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s0_v2(const rope_bwd_fp32_dense_interleaved_freqs_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_interleaved_freqs_s0_v4: bwd, interleaved pairs, angles from freqs, 0 strides, 4 per access
+struct rope_bwd_fp32_dense_interleaved_freqs_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s0_v4(const rope_bwd_fp32_dense_interleaved_freqs_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_interleaved_freqs_s3_v1: bwd, interleaved pairs, angles from freqs, 3 strides, 1 per access
+struct rope_bwd_fp32_dense_interleaved_freqs_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s3_v1(const rope_bwd_fp32_dense_interleaved_freqs_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_interleaved_freqs_s3_v2: bwd, interleaved pairs, angles from freqs, 3 strides, 2 per access
+struct rope_bwd_fp32_dense_interleaved_freqs_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s3_v2(const rope_bwd_fp32_dense_interleaved_freqs_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_interleaved_freqs_s3_v4: bwd, interleaved pairs, angles from freqs, 3 strides, 4 per access
+struct rope_bwd_fp32_dense_interleaved_freqs_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s3_v4(const rope_bwd_fp32_dense_interleaved_freqs_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_interleaved_freqs_s4_v1: bwd, interleaved pairs, angles from freqs, 4 strides, 1 per access
+struct rope_bwd_fp32_dense_interleaved_freqs_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s4_v1(const rope_bwd_fp32_dense_interleaved_freqs_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_dense_interleaved_cossin_s0_v1: bwd, interleaved pairs, angles from cossin, 0 strides, 1 per access
+struct rope_bwd_fp32_dense_interleaved_cossin_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s0_v1(const rope_bwd_fp32_dense_interleaved_cossin_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_interleaved_cossin_s0_v2: bwd, interleaved pairs, angles from cossin, 0 strides, 2 per access
+struct rope_bwd_fp32_dense_interleaved_cossin_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s0_v2(const rope_bwd_fp32_dense_interleaved_cossin_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_interleaved_cossin_s0_v4: bwd, interleaved pairs, angles from cossin, 0 strides, 4 per access
+struct rope_bwd_fp32_dense_interleaved_cossin_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s0_v4(const rope_bwd_fp32_dense_interleaved_cossin_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_interleaved_cossin_s3_v1: bwd, interleaved pairs, angles from cossin, 3 strides, 1 per access
+struct rope_bwd_fp32_dense_interleaved_cossin_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s3_v1(const rope_bwd_fp32_dense_interleaved_cossin_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_interleaved_cossin_s3_v2: bwd, interleaved pairs, angles from cossin, 3 strides, 2 per access
+struct rope_bwd_fp32_dense_interleaved_cossin_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s3_v2(const rope_bwd_fp32_dense_interleaved_cossin_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_interleaved_cossin_s3_v4: bwd, interleaved pairs, angles from cossin, 3 strides, 4 per access
+struct rope_bwd_fp32_dense_interleaved_cossin_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s3_v4(const rope_bwd_fp32_dense_interleaved_cossin_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_interleaved_cossin_s4_v1: bwd, interleaved pairs, angles from cossin, 4 strides, 1 per access
+struct rope_bwd_fp32_dense_interleaved_cossin_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s4_v1(const rope_bwd_fp32_dense_interleaved_cossin_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_dense_interleaved_invfreq_s0_v1: bwd, interleaved pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s0_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_invfreq_s0_v2: bwd, interleaved pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s0_v2(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_invfreq_s0_v4: bwd, interleaved pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s0_v4(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_invfreq_s3_v1: bwd, interleaved pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s3_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_invfreq_s3_v2: bwd, interleaved pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s3_v2(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_invfreq_s3_v4: bwd, interleaved pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s3_v4(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_invfreq_s4_v1: bwd, interleaved pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_bwd_fp32_dense_interleaved_invfreq_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s4_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_base_s0_v1: bwd, interleaved pairs, angles from base, 0 strides, 1 per access
+struct rope_bwd_fp32_dense_interleaved_base_s0_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s0_v1(const rope_bwd_fp32_dense_interleaved_base_s0_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_base_s0_v2: bwd, interleaved pairs, angles from base, 0 strides, 2 per access
+struct rope_bwd_fp32_dense_interleaved_base_s0_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s0_v2(const rope_bwd_fp32_dense_interleaved_base_s0_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_base_s0_v4: bwd, interleaved pairs, angles from base, 0 strides, 4 per access
+struct rope_bwd_fp32_dense_interleaved_base_s0_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s0_v4(const rope_bwd_fp32_dense_interleaved_base_s0_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_base_s3_v1: bwd, interleaved pairs, angles from base, 3 strides, 1 per access
+struct rope_bwd_fp32_dense_interleaved_base_s3_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s3_v1(const rope_bwd_fp32_dense_interleaved_base_s3_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_base_s3_v2: bwd, interleaved pairs, angles from base, 3 strides, 2 per access
+struct rope_bwd_fp32_dense_interleaved_base_s3_v2_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s3_v2(const rope_bwd_fp32_dense_interleaved_base_s3_v2_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_base_s3_v4: bwd, interleaved pairs, angles from base, 3 strides, 4 per access
+struct rope_bwd_fp32_dense_interleaved_base_s3_v4_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s3_v4(const rope_bwd_fp32_dense_interleaved_base_s3_v4_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_dense_interleaved_base_s4_v1: bwd, interleaved pairs, angles from base, 4 strides, 1 per access
+struct rope_bwd_fp32_dense_interleaved_base_s4_v1_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s4_v1(const rope_bwd_fp32_dense_interleaved_base_s4_v1_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}

@@ -1,0 +1,53 @@
+"""Kernel launch: pack the parameter struct, make the device's context current, cuLaunchKernel.
+
+Every RoPE kernel takes one struct by value; its fields are all 8 bytes, so one ``struct.pack_into``
+into a per-thread buffer fills it. cuLaunchKernel copies the parameters before it returns, so the
+buffer is reused at once. Nothing here synchronizes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+
+from cuda.bindings import driver
+
+from .loader import KERNELS, check
+
+_MAX_PARAM_BYTES = 4096
+_SUCCESS = driver.CUresult.CUDA_SUCCESS
+
+
+class _Buffers(threading.local):
+    def __init__(self) -> None:
+        self.params = ctypes.create_string_buffer(_MAX_PARAM_BYTES)
+        self.pointers = (ctypes.c_void_p * 1)(ctypes.addressof(self.params))
+        self.address = ctypes.addressof(self.pointers)
+
+
+_BUFFERS = _Buffers()
+_STRUCTS: dict[str, struct.Struct] = {}
+
+
+def launch(device: int, module: str, symbol: str, fmt: str, values: tuple, grid: tuple[int, int, int],
+           block: tuple[int, int, int], stream: int) -> None:
+    """Launch ``symbol`` of ``module`` on ``device`` with the struct ``values`` packed as ``fmt``."""
+    ctx = KERNELS.context(device)
+    current = driver.cuCtxGetCurrent()[1]
+    switch = int(current) != int(ctx)
+    if switch:  # e.g. a tensor on another device than the thread's current one
+        check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    try:
+        fn = KERNELS.function(device, module, symbol)
+        packer = _STRUCTS.get(fmt)
+        if packer is None:
+            packer = _STRUCTS[fmt] = struct.Struct(fmt)
+        buffers = _BUFFERS
+        packer.pack_into(buffers.params, 0, *values)
+        (err,) = driver.cuLaunchKernel(fn, *grid, *block, 0, stream, buffers.address, 0)
+        if err != _SUCCESS:
+            check((err,), f"cuLaunchKernel({symbol})")
+    finally:
+        if switch:
+            driver.cuCtxSetCurrent(current)

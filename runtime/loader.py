@@ -1,0 +1,123 @@
+"""Cubin loading: one module per (device, module name), loaded lazily and cached, functions cached.
+
+Kernels run in the device's primary context, the one PyTorch uses. A module missing for this GPU's
+arch is compiled with NVRTC into the user cache (announced once), or, without NVRTC, reported with
+the archs that were built and the command that builds more.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import warnings
+from functools import cached_property
+from pathlib import Path
+
+from cuda.bindings import driver
+
+
+
+def generated_dir() -> Path:
+    """generated/ of this installation (an editable install maps it beside the runtime's folder)."""
+    import cukiln.generated
+
+    return Path(cukiln.generated.__file__).resolve().parent
+
+
+class CudaError(RuntimeError):
+    pass
+
+
+def check(result, what: str):
+    """Unwraps a cuda.bindings return tuple, raising CudaError with the call's name on failure."""
+    err, *values = result if isinstance(result, tuple) else (result,)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        _, name = driver.cuGetErrorName(err)
+        raise CudaError(f"{what} failed: {name.decode() if isinstance(name, bytes) else name}")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+class KernelCache:
+    """Owns every loaded module and function handle; one instance per process (``KERNELS``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._contexts: dict[int, object] = {}
+        self._modules: dict[tuple[int, str], object] = {}
+        self._functions: dict[tuple[int, str], object] = {}
+        self._warned: set[str] = set()
+
+    @cached_property
+    def manifest(self) -> dict:
+        path = generated_dir() / "manifest.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def context(self, device: int):
+        ctx = self._contexts.get(device)
+        if ctx is None:
+            with self._lock:
+                check(driver.cuInit(0), "cuInit")
+                dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
+                ctx = self._contexts.setdefault(device, check(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain"))
+        return ctx
+
+    def function(self, device: int, module: str, symbol: str):
+        """The CUfunction for ``symbol`` on ``device``; the caller has made the device's context current."""
+        key = (device, symbol)
+        fn = self._functions.get(key)
+        if fn is None:
+            with self._lock:
+                mod = self._modules.get((device, module))
+                if mod is None:
+                    mod = self._modules[(device, module)] = self._load_module(device, module)
+                fn = self._functions[key] = check(driver.cuModuleGetFunction(mod, symbol.encode()),
+                                                  f"cuModuleGetFunction({symbol})")
+        return fn
+
+    def arch(self, device: int) -> str:
+        dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
+        attr = driver.CUdevice_attribute
+        major = check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "attr")
+        minor = check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "attr")
+        return f"sm_{major}{minor}"
+
+    def _load_module(self, device: int, module: str):
+        arch = self.arch(device)
+        path = generated_dir() / "cubins" / arch / f"{module}.cubin"
+        cubin = path.read_bytes() if path.exists() else self._compile_missing(module, arch)
+        err, mod = driver.cuModuleLoadData(cubin)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            _, name = driver.cuGetErrorName(err)
+            _, drv = driver.cuDriverGetVersion()
+            built = self.manifest.get("modules", {}).get(module, {}).get("cubins", {}).get(arch, {})
+            raise CudaError(
+                f"cannot load {module} for {arch}: {name.decode() if isinstance(name, bytes) else name}. "
+                f"The cubin was built by NVRTC {built.get('nvrtc_version', '?')}; the driver supports CUDA "
+                f"{drv // 1000}.{drv % 1000 // 10}. Rebuild with an NVRTC no newer than the driver "
+                f"(`cukiln build --arch {arch}`) or update the driver."
+            )
+        return mod
+
+    def _compile_missing(self, module: str, arch: str) -> bytes:
+        built = sorted(p.name for p in (generated_dir() / "cubins").glob("sm_*") if any(p.iterdir()))
+        try:
+            from cukiln.codegen.build import compile_module
+            from cukiln.codegen.render import COMMON_HEADER
+        except ImportError as e:  # no jinja2 / NVRTC in this environment
+            raise CudaError(
+                f"no cubin of {module} for this GPU ({arch}); built archs: {', '.join(built) or 'none'}. "
+                f"Build it with `cukiln build --arch {arch}` (NVRTC is not importable here: {e})."
+            ) from None
+        if module not in self._warned:
+            self._warned.add(module)
+            warnings.warn(f"cukiln: no prebuilt {module} cubin for {arch} (built: {', '.join(built) or 'none'}); "
+                          "compiling it now with NVRTC into the user cache", RuntimeWarning, stacklevel=4)
+        root = generated_dir()
+        source = (root / f"{module}.cu").read_text()
+        headers = {COMMON_HEADER: (root / COMMON_HEADER).read_text()}
+        return compile_module(module, arch, source, headers).cubin
+
+
+KERNELS = KernelCache()

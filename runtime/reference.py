@@ -1,0 +1,92 @@
+"""float64 reference implementations, written for clarity: the tests' ground truth.
+
+Same API as the kernels; the result is a new float64 tensor of x's shape (``inplace`` and ``out`` are
+accepted and ignored). Plain PyTorch, so it runs on the CPU or on the GPU.
+"""
+
+from __future__ import annotations
+
+
+def _pair_index(rotary_dim: int, interleaved: bool, device):
+    """The pair each rotary feature belongs to: i for (i, i + rd/2), or i for (2i, 2i + 1)."""
+    import torch
+
+    e = torch.arange(rotary_dim, device=device)
+    return e // 2 if interleaved else e % (rotary_dim // 2)
+
+
+def _rotate(v, interleaved: bool):
+    """rot(v): the partner of each feature, negated for the first of a pair."""
+    import torch
+
+    if interleaved:
+        return torch.stack((-v[..., 1::2], v[..., 0::2]), dim=-1).flatten(-2)
+    h = v.shape[-1] // 2
+    return torch.cat((-v[..., h:], v[..., :h]), dim=-1)
+
+
+def _token_positions(S: int, B: int, positions, offsets, device):
+    """int64 positions [S, B]."""
+    import torch
+
+    if positions is not None:
+        p = positions.to(device=device, dtype=torch.int64)
+        return p[:, None].expand(S, B) if p.ndim == 1 else p.transpose(0, 1)
+    off = torch.as_tensor(0 if offsets is None else offsets, device=device).to(torch.int64)
+    seq = torch.arange(S, device=device, dtype=torch.int64)[:, None]
+    return (seq + (off[None, :] if off.ndim == 1 else off)).expand(S, B)
+
+
+def _lookup(table, pos):
+    """table[pos] for a [rows, width] table; NaN rows for positions outside it."""
+    import torch
+
+    rows = table.shape[0]
+    valid = (pos >= 0) & (pos < rows)
+    got = table[pos.clamp(0, rows - 1)]
+    return torch.where(valid[..., None], got, torch.full_like(got, float("nan")))
+
+
+def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
+         interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
+         cp_rank=0, backward=False, inplace=False, out=None):
+    """float64 RoPE: y = x*cos + rot(x)*sin forward, g = x*cos - rot(x*sin) backward (see cukiln.rope)."""
+    import torch
+
+    if layout not in ("sbhd", "bshd") or cu_seqlens is not None or cp_size != 1:
+        raise NotImplementedError("the reference covers layouts sbhd and bshd without context parallel")
+    f64 = torch.float64
+    xs = x.detach().to(f64)
+    xs = xs if layout == "sbhd" else xs.transpose(0, 1)
+    S, B, H, D = xs.shape
+    dev = x.device
+    pos = _token_positions(S, B, positions, offsets, dev)
+
+    if freqs is not None:
+        table = freqs.reshape(freqs.shape[0], freqs.shape[-1]).to(f64)
+        rd = rotary_dim or table.shape[-1]
+        angle = _lookup(table, pos)
+        c, s = torch.cos(angle), torch.sin(angle)
+    elif cos is not None:
+        ct = cos.reshape(cos.shape[0], cos.shape[-1]).to(f64)
+        st = sin.reshape(sin.shape[0], sin.shape[-1]).to(f64)
+        rd = rotary_dim or ct.shape[-1]
+        idx = torch.arange(rd, device=dev) if ct.shape[-1] == rd else _pair_index(rd, interleaved, dev)
+        c, s = _lookup(ct, pos)[..., idx], _lookup(st, pos)[..., idx]
+    else:
+        if inv_freq is not None:
+            rd = rotary_dim or 2 * inv_freq.shape[0]
+            inv = inv_freq.to(device=dev, dtype=f64)
+        else:
+            rd = rotary_dim or D
+            i = torch.arange(rd // 2, device=dev, dtype=f64)
+            inv = float(base) ** (-2.0 * i / rd)
+        angle = pos[..., None].to(f64) * float(scale) * inv[_pair_index(rd, interleaved, dev)]
+        c, s = torch.cos(angle), torch.sin(angle)
+
+    c, s = c[:, :, None, :], s[:, :, None, :]  # shared by every head
+    xr = xs[..., :rd]
+    y = xr * c - _rotate(xr * s, interleaved) if backward else xr * c + _rotate(xr, interleaved) * s
+    result = xs.clone()
+    result[..., :rd] = y
+    return result if layout == "sbhd" else result.transpose(0, 1)

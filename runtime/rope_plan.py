@@ -1,0 +1,272 @@
+"""RoPE call planning: validate the arguments, pick a variant, fill its parameters, shape the launch.
+
+Works on TensorInfo metadata alone (no framework, no GPU), so every rule here is tested on the CPU.
+Every bad input raises ValueError or TypeError naming the argument, the expectation and the given
+value, before anything is launched.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from cukiln.generated import dispatch
+
+from .tensors import TensorInfo
+
+FLOAT_DTYPES = ("fp32", "fp16", "bf16")
+INT_DTYPES = ("int32", "int64")
+DENSE_LAYOUTS = ("sbhd", "bshd")
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class RopePlan:
+    key: tuple  # (direction, dtype, layout, pairing, angles, strides, vector width)
+    module: str
+    symbol: str
+    fmt: str
+    values: tuple
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    device: int
+
+
+@dataclass(frozen=True)
+class Angles:
+    """The resolved angle source: its variant name, the rotary dim and the kernel fields it fills."""
+
+    kind: str
+    rotary_dim: int
+    fields: dict
+    table_rows: int | None  # rows of a position-indexed table, None when any position is valid
+
+
+def _table_2d(t: TensorInfo, name: str) -> tuple[int, int, int]:
+    """(rows, width, row stride) of a [max_pos, width] table, also accepting [max_pos, 1, ..., 1, width]."""
+    if t.ndim < 2 or any(n != 1 for n in t.shape[1:-1]):
+        raise ValueError(f"{name}: expected shape [max_pos, width] (or [max_pos, 1, 1, width]), got {list(t.shape)}")
+    if t.shape[-1] > 1 and t.strides[-1] != 1:
+        raise ValueError(f"{name}: expected a contiguous last dimension, got strides {list(t.strides)}")
+    return t.shape[0], t.shape[-1], t.strides[0]
+
+
+def _check_rotary_dim(rotary_dim: int, head_dim: int) -> None:
+    if rotary_dim <= 0 or rotary_dim % 2 or rotary_dim > head_dim:
+        raise ValueError(f"rotary_dim: expected an even number in [2, head_dim={head_dim}], got {rotary_dim}")
+
+
+def resolve_angles(x: TensorInfo, head_dim: int, *, freqs, cos, sin, inv_freq, base, scale, rotary_dim) -> Angles:
+    given = [n for n, v in (("freqs", freqs), ("cos/sin", cos if cos is not None else sin),
+                            ("inv_freq", inv_freq), ("base", base)) if v is not None]
+    if len(given) != 1:
+        raise ValueError(f"angles: expected exactly one of freqs, cos/sin, inv_freq, base; got {given or 'none'}")
+    table = given[0] in ("freqs", "cos/sin")
+    if table and scale != 1.0:
+        raise ValueError(f"scale: applies to inv_freq and base only; got scale={scale} with {given[0]}")
+    for name, t in (("freqs", freqs), ("cos", cos), ("sin", sin), ("inv_freq", inv_freq)):
+        if t is not None and t.device != x.device:
+            raise ValueError(f"{name}: expected a tensor on cuda:{x.device}, got one on cuda:{t.device}")
+
+    if freqs is not None:
+        if freqs.dtype != "fp32":
+            raise TypeError(f"freqs: expected float32 angles, got {freqs.dtype}")
+        rows, width, row_stride = _table_2d(freqs, "freqs")
+        rd = width if rotary_dim is None else rotary_dim
+        if rd != width:
+            raise ValueError(f"freqs: expected width rotary_dim={rd}, got {width}")
+        _check_rotary_dim(rd, head_dim)
+        return Angles("freqs", rd, {"table": freqs.ptr, "table_row": row_stride, "table_rows": rows}, rows)
+
+    if cos is not None or sin is not None:
+        if cos is None or sin is None:
+            raise ValueError("cos/sin: expected both cos and sin caches, got only " + ("cos" if sin is None else "sin"))
+        if cos.dtype != sin.dtype or cos.dtype not in (x.dtype, "fp32"):
+            raise TypeError(f"cos/sin: expected both in float32 or in x's dtype {x.dtype}, got {cos.dtype} and {sin.dtype}")
+        rows, width, cos_row = _table_2d(cos, "cos")
+        sin_rows, sin_width, sin_row = _table_2d(sin, "sin")
+        if (sin_rows, sin_width) != (rows, width):
+            raise ValueError(f"sin: expected the shape of cos {list(cos.shape)}, got {list(sin.shape)}")
+        rd = width if rotary_dim is None else rotary_dim
+        _check_rotary_dim(rd, head_dim)
+        if width not in (rd, rd // 2):
+            raise ValueError(f"cos/sin: expected width rotary_dim={rd} or rotary_dim/2={rd // 2}, got {width}")
+        kind = "cossin" if cos.dtype == x.dtype else "cossinf32"
+        fields = {"cos": cos.ptr, "sin": sin.ptr, "cos_row": cos_row, "sin_row": sin_row, "table_rows": rows,
+                  "per_pair": int(width == rd // 2 and width != rd)}
+        return Angles(kind, rd, fields, rows)
+
+    if inv_freq is not None:
+        if inv_freq.dtype != "fp32" or inv_freq.ndim != 1:
+            raise TypeError(f"inv_freq: expected a 1-D float32 tensor, got {inv_freq.dtype} of shape {list(inv_freq.shape)}")
+        if inv_freq.shape[0] > 1 and inv_freq.strides[0] != 1:
+            raise ValueError(f"inv_freq: expected a contiguous tensor, got stride {inv_freq.strides[0]}")
+        rd = 2 * inv_freq.shape[0] if rotary_dim is None else rotary_dim
+        if rd != 2 * inv_freq.shape[0]:
+            raise ValueError(f"inv_freq: expected rotary_dim/2={rd // 2} entries, got {inv_freq.shape[0]}")
+        _check_rotary_dim(rd, head_dim)
+        return Angles("invfreq", rd, {"inv_freq": inv_freq.ptr, "scale": float(scale)}, None)
+
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 0 or math.isinf(base):
+        raise ValueError(f"base: expected a positive finite number, got {base!r}")
+    rd = head_dim if rotary_dim is None else rotary_dim
+    _check_rotary_dim(rd, head_dim)
+    step = -2.0 * math.log2(base) / rd
+    return Angles("base", rd, {"exponent_step": step, "ratio": 2.0**step, "scale": float(scale)}, None)
+
+
+def _dense_view(t: TensorInfo, layout: str) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
+    """(S, B, H, D) sizes and strides of a 4-D sbhd or bshd tensor."""
+    if layout == "sbhd":
+        return t.shape, t.strides
+    (b, s, h, d), (sb, ss, sh, sd) = t.shape, t.strides
+    return (s, b, h, d), (ss, sb, sh, sd)
+
+
+def _is_packed(sizes, strides, seq_major: bool) -> bool:
+    """Rows of head_dim elements, heads back to back, tokens back to back in the given token order."""
+    S, B, H, D = sizes
+    ss, sb, sh, sd = strides
+    row = H * D
+    inner_n, inner_stride, outer_n, outer_stride = (B, sb, S, ss) if seq_major else (S, ss, B, sb)
+    return (sd == 1 and (H == 1 or sh == D) and (inner_n == 1 or inner_stride == row)
+            and (outer_n == 1 or outer_stride == inner_n * row))
+
+
+def stride_count(x_sizes, x_strides, out_strides, seq_major: bool) -> int:
+    if _is_packed(x_sizes, x_strides, seq_major) and _is_packed(x_sizes, out_strides, seq_major):
+        return 0
+    D = x_sizes[3]
+    if D == 1 or (x_strides[3] == 1 and out_strides[3] == 1):
+        return 3
+    return 4
+
+
+def widest_vector(itemsize: int, rotary_dim: int, head_dim: int, interleaved: bool, copy_tail: bool,
+                  strides: int, pointers: tuple[int, ...], row_strides: tuple[int, ...]) -> int:
+    """The widest vector (elements per access) that keeps every access aligned and inside its row."""
+    if strides == 4:
+        return 1
+    for v in (8, 4, 2, 1):
+        if v * itemsize > 16:
+            continue
+        if (rotary_dim % (2 * v)) if interleaved else ((rotary_dim // 2) % v):
+            continue
+        if copy_tail and (head_dim - rotary_dim) % v:
+            continue
+        if any(p % (v * itemsize) for p in pointers) or any(s % v for s in row_strides):
+            continue
+        return v
+    return 1
+
+
+def _positions(positions: TensorInfo | None, offsets, S: int, B: int, device: int) -> tuple[dict, tuple[int, int] | None]:
+    """Kernel fields for positions/offsets, and the host-known position range (None if on the device)."""
+    fields = {"positions": 0, "pos_stride_b": 0, "pos_stride_s": 0, "positions_int64": 0,
+              "offsets": 0, "offsets_int64": 0, "offset": 0}
+    if positions is not None:
+        if offsets is not None:
+            raise ValueError("offsets: positions are explicit; give positions or offsets, not both")
+        if positions.dtype not in INT_DTYPES:
+            raise TypeError(f"positions: expected int32 or int64, got {positions.dtype}")
+        if positions.device != device:
+            raise ValueError(f"positions: expected a tensor on cuda:{device}, got one on cuda:{positions.device}")
+        if positions.shape == (S,):
+            fields["pos_stride_s"] = positions.strides[0]
+        elif positions.shape == (B, S):
+            fields["pos_stride_b"], fields["pos_stride_s"] = positions.strides
+        else:
+            raise ValueError(f"positions: expected shape [{S}] or [{B}, {S}] (seq, or batch x seq), got {list(positions.shape)}")
+        fields["positions"], fields["positions_int64"] = positions.ptr, int(positions.dtype == "int64")
+        return fields, None
+    if offsets is None:
+        return fields, (0, S - 1)
+    if isinstance(offsets, TensorInfo):
+        if offsets.dtype not in INT_DTYPES:
+            raise TypeError(f"offsets: expected int32 or int64, got {offsets.dtype}")
+        if offsets.device != device:
+            raise ValueError(f"offsets: expected a tensor on cuda:{device}, got one on cuda:{offsets.device}")
+        if offsets.shape != (B,) or (B > 1 and offsets.strides[0] != 1):
+            raise ValueError(f"offsets: expected a contiguous tensor of shape [{B}] (one per sequence), "
+                             f"got shape {list(offsets.shape)}, strides {list(offsets.strides)}")
+        fields["offsets"], fields["offsets_int64"] = offsets.ptr, int(offsets.dtype == "int64")
+        return fields, None
+    if isinstance(offsets, bool) or not isinstance(offsets, int) or abs(offsets) >= 2**62:
+        raise TypeError(f"offsets: expected an int or an int tensor of shape [{B}], got {offsets!r}")
+    fields["offset"] = offsets
+    return fields, (offsets, offsets + S - 1)
+
+
+def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None,
+              scale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, positions=None, offsets=None,
+              backward=False, inplace=False, guarded: tuple[tuple[str, TensorInfo], ...] = ()) -> RopePlan | None:
+    """The launch for one call, or None when there is nothing to do (an empty tensor).
+
+    ``out`` is the tensor written: x itself for an in-place call. ``guarded`` are the inputs that ``out``
+    must not overlap (angle tables, positions, offsets).
+    """
+    if layout not in DENSE_LAYOUTS:
+        raise ValueError(f"layout: expected one of {', '.join(DENSE_LAYOUTS)}, got {layout!r}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"x: expected float32, float16 or bfloat16, got {x.dtype}")
+    if x.ndim != 4:
+        raise ValueError(f"x: expected a 4-D tensor in layout {layout}, got shape {list(x.shape)}")
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not math.isfinite(scale):
+        raise TypeError(f"scale: expected a finite number, got {scale!r}")
+    sizes, x_strides = _dense_view(x, layout)
+    S, B, H, D = sizes
+    angles = resolve_angles(x, D, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale,
+                            rotary_dim=rotary_dim)
+    rd = angles.rotary_dim
+    pos_fields, pos_range = _positions(positions, offsets, S, B, x.device)
+    if angles.table_rows is not None and pos_range is not None and S > 0:
+        lo, hi = pos_range
+        if lo < 0 or hi >= angles.table_rows:
+            raise ValueError(f"positions: {lo}..{hi} fall outside the angle table of {angles.table_rows} rows")
+
+    in_place = inplace or out.same_view(x)
+    if inplace and not out.same_view(x):
+        raise ValueError("out: inplace=True writes x itself; got a different out tensor")
+    if not in_place:
+        if (out.shape, out.dtype, out.device) != (x.shape, x.dtype, x.device):
+            raise ValueError(f"out: expected shape {list(x.shape)}, dtype {x.dtype} on cuda:{x.device}; "
+                             f"got shape {list(out.shape)}, dtype {out.dtype} on cuda:{out.device}")
+        if out.overlaps(x):
+            raise ValueError("out: overlaps x without being exactly x (use inplace=True to rotate x itself)")
+    if out.has_internal_overlap():
+        raise ValueError(f"{'x' if in_place else 'out'}: written tensor has a broadcast (stride 0) dimension, "
+                         f"strides {list(out.strides)}")
+    for name, t in guarded:
+        if t is not None and out.overlaps(t):
+            raise ValueError(f"out: overlaps {name}, which the kernel reads while it writes out")
+
+    tokens = S * B
+    if tokens > INT32_MAX or H > INT32_MAX // max(D, 1):
+        raise ValueError(f"x: at most {INT32_MAX} tokens (seq x batch) and heads x head_dim, got shape {list(x.shape)}")
+    if x.numel == 0:
+        return None
+
+    _, out_strides = _dense_view(out, layout)
+    seq_major = B == 1 or (S > 1 and x_strides[0] >= x_strides[1])
+    strides = stride_count(sizes, x_strides, out_strides, seq_major)
+    copy_tail = not in_place and rd < D
+    row_strides = tuple(st for n, st in zip(sizes[:3] * 2, x_strides[:3] + out_strides[:3]) if n > 1)
+    vec = widest_vector(x.itemsize, rd, D, interleaved, copy_tail, strides, (x.ptr, out.ptr), row_strides)
+    key = ("bwd" if backward else "fwd", x.dtype, "dense", "interleaved" if interleaved else "half",
+           angles.kind, strides, vec)
+    module, symbol, layout_id = dispatch.ROPE[key]
+    names, fmt = dispatch.ROPE_PARAMS[layout_id]
+
+    fields = {"x": x.ptr, "out": out.ptr, "tokens": tokens, "seq_len": S, "batch": B, "heads": H,
+              "head_dim": D, "rotary_dim": rd, "seq_major": int(seq_major), "copy_tail": int(copy_tail)}
+    fields.update(pos_fields)
+    fields.update(angles.fields)
+    for prefix, st in (("x", x_strides), ("out", out_strides)):
+        fields[f"{prefix}_ss"], fields[f"{prefix}_sb"], fields[f"{prefix}_sh"], fields[f"{prefix}_sd"] = st
+    values = tuple(fields[n] for n in names)
+
+    groups = rd // 2 // vec
+    bx = min(groups, 32)
+    by = max(1, min(-(-H // dispatch.ROPE_HEADS_IN_FLIGHT), dispatch.ROPE_MAX_THREADS // bx))
+    bz = max(1, min(dispatch.ROPE_MAX_THREADS // (bx * by), tokens))
+    return RopePlan(key, module, symbol, fmt, values, (-(-tokens // bz), 1, 1), (bx, by, bz), x.device)

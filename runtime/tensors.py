@@ -1,0 +1,90 @@
+"""Framework-agnostic tensor metadata: what a kernel launch needs to know about an array."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "int32": 4, "int64": 8}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A device array: pointer, shape and strides in elements, dtype name, device ordinal."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str
+    device: int
+
+    @property
+    def itemsize(self) -> int:
+        return ITEMSIZE[self.dtype]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def byte_span(self) -> tuple[int, int]:
+        """[first, last + 1) bytes that the array can touch (empty arrays touch none)."""
+        if self.numel == 0:
+            return (self.ptr, self.ptr)
+        reach = sum((n - 1) * abs(s) for n, s in zip(self.shape, self.strides))
+        low = self.ptr + sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s < 0) * self.itemsize
+        return (low, low + (reach + 1) * self.itemsize)
+
+    def overlaps(self, other: "TensorInfo") -> bool:
+        a0, a1 = self.byte_span()
+        b0, b1 = other.byte_span()
+        return a0 < b1 and b0 < a1 and self.device == other.device
+
+    def same_view(self, other: "TensorInfo") -> bool:
+        return self.ptr == other.ptr and self.shape == other.shape and self.strides == other.strides
+
+    def has_internal_overlap(self) -> bool:
+        """True when two indices can reach one element (a broadcast, stride-0 dimension)."""
+        return any(n > 1 and s == 0 for n, s in zip(self.shape, self.strides))
+
+
+_TORCH_DTYPES: dict | None = None
+
+
+def _torch_dtypes() -> dict:
+    global _TORCH_DTYPES
+    if _TORCH_DTYPES is None:
+        import torch
+
+        _TORCH_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
+                         torch.int32: "int32", torch.int64: "int64"}
+    return _TORCH_DTYPES
+
+
+def describe(value) -> str:
+    """A short description of a given value for error messages."""
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return f"{type(value).__name__} of shape {tuple(shape)}, dtype {getattr(value, 'dtype', '?')}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def from_torch(t, name: str, *, cuda: bool = True) -> TensorInfo:
+    """TensorInfo of a torch tensor; TypeError for non-tensors and unsupported dtypes, ValueError off-GPU."""
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {describe(t)}")
+    dtype = _torch_dtypes().get(t.dtype)
+    if dtype is None:
+        raise TypeError(f"{name}: expected float32, float16, bfloat16, int32 or int64, got {t.dtype}")
+    device = t.device
+    if cuda and device.type != "cuda":
+        raise ValueError(f"{name}: expected a CUDA tensor, got one on {device}")
+    return TensorInfo(t.data_ptr(), tuple(t.shape), tuple(t.stride()), dtype,
+                      device.index if device.type == "cuda" else -1)

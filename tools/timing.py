@@ -1,0 +1,47 @@
+"""GPU timing shared by bench (and later tune): CUDA events, warm-up, median, rotating inputs."""
+
+from __future__ import annotations
+
+import statistics
+
+
+def median_ms(calls, *, warmup: int = 3, batches: int = 15, min_batch_calls: int = 8) -> float:
+    """Median time of one call in milliseconds.
+
+    ``calls`` is a list of zero-argument callables, one per rotating input set: each batch runs them in
+    turn (at least ``min_batch_calls`` calls) between two CUDA events, so consecutive calls read
+    different buffers and the L2 cache does not serve the data.
+    """
+    import torch
+
+    per_batch = max(min_batch_calls, len(calls))
+    for _ in range(warmup):
+        for fn in calls:
+            fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(batches):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(per_batch):
+            calls[i % len(calls)]()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / per_batch)
+    return statistics.median(times)
+
+
+def copy_tbps(nbytes: int = 2**30) -> float:
+    """Device-to-device copy bandwidth in TB/s, counting bytes read plus bytes written."""
+    import torch
+
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_(0, 255)
+    dst = torch.empty_like(src)
+    ms = median_ms([lambda: dst.copy_(src)], min_batch_calls=10)
+    return 2 * nbytes / (ms * 1e-3) / 1e12
+
+
+def rotating_sets(make, bytes_per_set: int, min_total_bytes: int = 512 * 2**20, max_sets: int = 8) -> list:
+    """Enough independent input sets (from ``make()``) that cycling them defeats the L2 cache."""
+    count = max(2, min(max_sets, -(-min_total_bytes // max(bytes_per_set, 1))))
+    return [make() for _ in range(count)]
