@@ -173,6 +173,8 @@ def parse_rope_name(name: str) -> RopeVariant:
         int(m["strides"]),
         int(m["vec"]),
     )
+    if v.strides not in STRIDE_COUNTS or v.vec not in VECTOR_WIDTHS:
+        raise ValueError(f"{name!r}: strides must be one of {STRIDE_COUNTS}, vector width one of {VECTOR_WIDTHS}")
     reason = rejection(v)
     if reason is not None:
         raise ValueError(f"{name!r} names a pruned combination: {reason}")

@@ -30,12 +30,12 @@ _BUFFERS = _Buffers()
 _STRUCTS: dict[str, struct.Struct] = {}
 
 
-def launch(device: int, module: str, symbol: str, fmt: str, values: tuple, grid: tuple[int, int, int],
+def launch(device: int, module: str, symbol: str, fmt: str, values, grid: tuple[int, int, int],
            block: tuple[int, int, int], stream: int) -> None:
     """Launch ``symbol`` of ``module`` on ``device`` with the struct ``values`` packed as ``fmt``."""
-    ctx = KERNELS.context(device)
+    ctx, ctx_id = KERNELS.context(device)
     current = driver.cuCtxGetCurrent()[1]
-    switch = int(current) != int(ctx)
+    switch = int(current) != ctx_id
     if switch:  # e.g. a tensor on another device than the thread's current one
         check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     try:
@@ -45,7 +45,8 @@ def launch(device: int, module: str, symbol: str, fmt: str, values: tuple, grid:
             packer = _STRUCTS[fmt] = struct.Struct(fmt)
         buffers = _BUFFERS
         packer.pack_into(buffers.params, 0, *values)
-        (err,) = driver.cuLaunchKernel(fn, *grid, *block, 0, stream, buffers.address, 0)
+        (err,) = driver.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, stream,
+                                       buffers.address, 0)
         if err != _SUCCESS:
             check((err,), f"cuLaunchKernel({symbol})")
     finally:

@@ -55,13 +55,15 @@ class KernelCache:
         return json.loads(path.read_text()) if path.exists() else {}
 
     def context(self, device: int):
-        ctx = self._contexts.get(device)
-        if ctx is None:
+        """(primary context of ``device``, its integer handle): the context PyTorch uses too."""
+        entry = self._contexts.get(device)
+        if entry is None:
             with self._lock:
                 check(driver.cuInit(0), "cuInit")
                 dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
-                ctx = self._contexts.setdefault(device, check(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain"))
-        return ctx
+                ctx = check(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+                entry = self._contexts.setdefault(device, (ctx, int(ctx)))
+        return entry
 
     def function(self, device: int, module: str, symbol: str):
         """The CUfunction for ``symbol`` on ``device``; the caller has made the device's context current."""

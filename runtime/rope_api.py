@@ -1,10 +1,53 @@
-"""cukiln.rope: rotary position embedding for sbhd and bshd tensors of any strides, without copies."""
+"""cukiln.rope: rotary position embedding for sbhd and bshd tensors of any strides, without copies.
+
+The per-call path: read each tensor's metadata, look the call up in the plan cache (keyed by everything
+a plan depends on except pointer values: shapes, strides, dtypes, devices, pointer alignment, scalar
+arguments), re-check what depends on pointers (overlaps), fill the pointers in, launch. A cache miss
+runs the full validation of rope_plan.plan_rope.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .launch import launch
-from .rope_plan import plan_rope
-from .tensors import TensorInfo, from_torch
+from .rope_plan import RopePlan, plan_rope
+from .tensors import from_torch
+
+# Tensor arguments in a fixed order: the plan's pointer fields name them.
+_TENSOR_ARGS = ("x", "out", "freqs", "cos", "sin", "inv_freq", "positions", "offsets")
+_POINTER_FIELD = {"x": "x", "out": "out", "freqs": "table", "cos": "cos", "sin": "sin", "inv_freq": "inv_freq",
+                  "positions": "positions", "offsets": "offsets"}
+_ALIGN_MASK = 15  # vector widths depend on pointer alignment up to 16 bytes
+
+
+@dataclass(frozen=True)
+class _CachedPlan:
+    plan: RopePlan | None
+    pointer_slots: tuple[tuple[int, int], ...]  # (index in plan.values, index in _TENSOR_ARGS)
+    spans: tuple[tuple[int, int] | None, ...]  # per tensor arg: byte extent (low, high) relative to its pointer
+    check_overlaps: bool  # out was not freshly allocated: recheck it against the inputs' current pointers
+    in_place: bool
+
+
+class PlanCache:
+    """Validated plans keyed by call metadata; the runtime's only per-call state (bounded)."""
+
+    MAX_ENTRIES = 4096
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple, _CachedPlan] = {}
+
+    def get(self, key):
+        return self._plans.get(key)
+
+    def put(self, key, value: _CachedPlan) -> None:
+        if len(self._plans) >= self.MAX_ENTRIES:
+            self._plans.clear()
+        self._plans[key] = value
+
+
+PLANS = PlanCache()
 
 
 def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
@@ -26,42 +69,119 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     result goes to ``out`` (allocated like x when None) and features [rotary_dim:] are copied over.
     Runs on the current torch stream without synchronizing. Returns the output tensor.
     """
-    plan, out = plan_call(
+    p, values, out = _prepare(
         x, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,
         interleaved=interleaved, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
         cu_seqlens=cu_seqlens, cp_size=cp_size, cp_rank=cp_rank, backward=backward, inplace=inplace, out=out)
-    if plan is not None:
-        import torch
-
-        stream = torch.cuda.current_stream(x.device).cuda_stream
-        launch(plan.device, plan.module, plan.symbol, plan.fmt, plan.values, plan.grid, plan.block, stream)
+    if p is not None:
+        launch(p.device, p.module, p.symbol, p.fmt, values, p.grid, p.block, _current_stream(p.device))
     return out
 
 
-def plan_call(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
-              interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
-              cp_rank=0, backward=False, inplace=False, out=None):
+def _current_stream(device: int) -> int:
+    import torch
+
+    return torch._C._cuda_getCurrentRawStream(device)
+
+
+def plan_call(x, **kwargs) -> tuple[RopePlan | None, object]:
     """Validate a rope() call and plan its launch without launching: (RopePlan or None, output tensor)."""
+    p, values, out = _prepare(x, **kwargs)
+    if p is None:
+        return None, out
+    return RopePlan(p.key, p.module, p.symbol, p.fmt, values, p.grid, p.block, p.device), out
+
+
+def _prepare(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
+             interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
+             cp_rank=0, backward=False, inplace=False, out=None):
+    """(cached plan or None, parameter values with this call's pointers, output tensor)."""
     import torch
 
     if layout == "thd" or cu_seqlens is not None or cp_size != 1 or cp_rank != 0:
         raise NotImplementedError("layout 'thd', cu_seqlens and context parallel (cp_size/cp_rank) are not "
                                   "supported by this version; use layout 'sbhd' or 'bshd'")
-    xi = from_torch(x, "x")
+    if not isinstance(x, torch.Tensor):
+        from_torch(x, "x")  # raises the TypeError naming x
+    fresh = False
     if inplace:
         if out is not None and out is not x:
             raise ValueError("out: inplace=True writes x itself; got a different out tensor")
         out = x
     elif out is None:
-        out = torch.empty_like(x)
-    tensors = {"freqs": freqs, "cos": cos, "sin": sin, "inv_freq": inv_freq, "positions": positions}
-    infos = {name: from_torch(t, name) for name, t in tensors.items() if t is not None}
-    offsets_info = offsets if offsets is None or isinstance(offsets, int) else from_torch(offsets, "offsets")
-    guarded = tuple(infos.items()) + ((("offsets", offsets_info),) if isinstance(offsets_info, TensorInfo) else ())
-    plan = plan_rope(
-        xi, from_torch(out, "out"), freqs=infos.get("freqs"), cos=infos.get("cos"), sin=infos.get("sin"),
-        inv_freq=infos.get("inv_freq"), base=base, scale=scale, layout=layout, interleaved=interleaved,
-        rotary_dim=rotary_dim, positions=infos.get("positions"), offsets=offsets_info, backward=backward,
-        inplace=inplace, guarded=guarded,
-    )
-    return plan, out
+        out, fresh = torch.empty_like(x), True
+    args = (x, out, freqs, cos, sin, inv_freq, positions, offsets)
+    # The cache key: everything the plan depends on except pointer values (written out for speed: this
+    # runs on every call).
+    try:
+        xp, op = x.data_ptr(), out.data_ptr()
+        key = [x.shape, x.stride(), x.dtype, x.get_device(), xp & _ALIGN_MASK, base, scale, layout, interleaved,
+               rotary_dim, backward, inplace, fresh]
+        if not fresh and out is not x:
+            key += (out.shape, out.stride(), out.dtype, out.get_device(), op & _ALIGN_MASK, op == xp)
+        pointers = [xp, op]
+        for t in args[2:]:
+            if t is None or type(t) is int:
+                key.append(t)
+                pointers.append(0)
+            else:
+                ptr = t.data_ptr()
+                key.append((t.shape, t.stride(), t.dtype, t.get_device(), ptr & _ALIGN_MASK))
+                pointers.append(ptr)
+        key = tuple(key)
+        cached = PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, unhashable scalars: the full validation explains
+        key, cached = None, None
+    if cached is None:
+        cached = _plan_and_describe(args, base=base, scale=scale, layout=layout, interleaved=interleaved,
+                                    rotary_dim=rotary_dim, backward=backward, inplace=inplace, fresh=fresh)
+        if key is not None:
+            PLANS.put(key, cached)
+        p = cached.plan
+        return p, (p.values if p is not None else ()), out
+    p = cached.plan
+    if p is None:
+        return None, (), out
+    if cached.check_overlaps:
+        _check_out_overlaps(pointers, cached.spans, cached.in_place)
+    values = list(p.values)
+    for slot, arg in cached.pointer_slots:
+        values[slot] = pointers[arg]
+    return p, values, out
+
+
+def _check_out_overlaps(pointers, spans, in_place: bool) -> None:
+    """Pointer-dependent part of the validation: out must not overlap an input (nor x, unless it is x)."""
+    out_lo, out_hi = pointers[1] + spans[1][0], pointers[1] + spans[1][1]
+    for i, span in enumerate(spans):
+        if i == 1 or span is None or (i == 0 and in_place):
+            continue
+        lo, hi = pointers[i] + span[0], pointers[i] + span[1]
+        if out_lo < hi and lo < out_hi:
+            name = _TENSOR_ARGS[i]
+            raise ValueError(f"out: overlaps {name}" + (
+                " without being exactly x (use inplace=True to rotate x itself)" if name == "x"
+                else f", which the kernel reads while it writes out"))
+
+
+def _plan_and_describe(args, *, base, scale, layout, interleaved, rotary_dim, backward, inplace,
+                       fresh) -> _CachedPlan:
+    """Full validation and planning; records where the pointers go so that later calls only refill them."""
+    infos = [None if t is None or isinstance(t, int) else from_torch(t, name) for name, t in zip(_TENSOR_ARGS, args)]
+    x, out, freqs, cos, sin, inv_freq, positions, offsets = infos
+    offsets_arg = args[7] if isinstance(args[7], int) or args[7] is None else offsets
+    guarded = tuple((name, info) for name, info in zip(_TENSOR_ARGS[2:], infos[2:]) if info is not None)
+    plan = plan_rope(x, out, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale,
+                     layout=layout, interleaved=interleaved, rotary_dim=rotary_dim, positions=positions,
+                     offsets=offsets_arg, backward=backward, inplace=inplace, guarded=guarded)
+    slots = ()
+    if plan is not None:
+        from cukiln.generated import dispatch
+
+        names = dispatch.ROPE_PARAMS[dispatch.ROPE[plan.key][2]][0]
+        slots = tuple((names.index(_POINTER_FIELD[arg]), i) for i, arg in enumerate(_TENSOR_ARGS)
+                      if infos[i] is not None and _POINTER_FIELD[arg] in names)
+    spans = tuple(None if info is None else tuple(s - info.ptr for s in info.byte_span()) for info in infos)
+    in_place = inplace or (out is not None and out.same_view(x))
+    return _CachedPlan(plan, slots, spans, not fresh, in_place)
+

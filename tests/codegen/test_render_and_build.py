@@ -1,0 +1,137 @@
+"""Rendering, the ABI shared with the runtime, NVRTC compilation, ptxas parsing, the cache, the drift check."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from rich.console import Console
+
+from cukiln.codegen import build, cache, emit, nvrtc, render
+from cukiln.codegen.rope_abi import rope_params, struct_format
+from cukiln.codegen.variants import Dtype, enumerate_rope
+
+VARIANTS = list(enumerate_rope())
+
+
+def test_rendering_is_deterministic():
+    assert render.render_modules(VARIANTS) == render.render_modules(VARIANTS)
+    assert render.render_common() == render.render_common()
+
+
+def test_one_module_per_dtype_with_one_entry_per_variant():
+    sources = render.render_modules(VARIANTS)
+    assert set(sources) == {f"rope_{d.value}" for d in Dtype}
+    for v in VARIANTS:
+        src = sources[v.module]
+        assert f'extern "C" __global__ void __launch_bounds__' in src
+        assert re.search(rf"\b{v.name}\(const {v.name}_params p\)", src), v.name
+
+
+def test_param_structs_match_the_abi():
+    src = render.render_modules(VARIANTS)["rope_bf16"]
+    for v in VARIANTS[:: 11]:
+        if v.dtype is not Dtype.BF16:
+            continue
+        block = src.split(f"struct {v.name}_params {{")[1].split("};")[0]
+        fields = [line.strip().rstrip(";").rsplit(" ", 1)[1] for line in block.strip().splitlines()]
+        assert fields == [f for _, f in rope_params(v)]
+        assert len(struct_format(rope_params(v))) - 1 == len(fields)
+
+
+def test_dispatch_table_covers_every_variant_with_plain_tuples():
+    namespace: dict = {}
+    exec(emit.render_dispatch(VARIANTS), namespace)
+    table = namespace["ROPE"]
+    assert len(table) == len(VARIANTS)
+    for v in VARIANTS:
+        key = (v.direction.value, v.dtype.value, v.layout.value, v.pairing.value, v.angles.value, v.strides, v.vec)
+        module, symbol, layout_id = table[key]
+        assert (module, symbol) == (v.module, v.name)
+        assert namespace["ROPE_PARAMS"][layout_id][0] == tuple(f for _, f in rope_params(v))
+
+
+PTXAS_LOG = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'kernel_a' for 'sm_90'
+ptxas info    : Function properties for kernel_a
+ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 1024 bytes smem
+ptxas info    : Compiling entry function 'kernel_b' for 'sm_90'
+ptxas info    : Function properties for kernel_b
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 128 registers, used 0 barriers
+"""
+
+
+def test_ptxas_log_parsing():
+    res = nvrtc.parse_ptxas_log(PTXAS_LOG)
+    assert res["kernel_a"] == nvrtc.Resources(40, 1024, 16, 8, 4)
+    assert res["kernel_a"].spill_bytes == 12
+    assert res["kernel_b"] == nvrtc.Resources(128, 0, 0, 0, 0)
+
+
+@pytest.fixture
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUKILN_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("dtype", list(Dtype))
+def test_every_variant_compiles_with_nvrtc_without_spills(arch, dtype, isolated_cache):
+    variants = [v for v in VARIANTS if v.dtype is dtype]
+    source = render.render_rope_module(dtype, variants)
+    result = build.compile_module(f"rope_{dtype.value}", arch, source, {render.COMMON_HEADER: render.render_common()})
+    assert result.cubin[:4] == b"\x7fELF"
+    assert set(result.resources) == {v.name for v in variants}
+    spilling = {n: r for n, r in result.resources.items() if r["spill_store_bytes"] + r["spill_load_bytes"]}
+    assert not spilling
+
+
+def test_cache_hit_and_corruption_detection(isolated_cache):
+    src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] = 1.0f; }'
+    first = build.compile_module("tiny", "sm_90", src, {})
+    assert not first.cached
+    second = build.compile_module("tiny", "sm_90", src, {})
+    assert second.cached and second.cubin == first.cubin
+    cubin_file = next(isolated_cache.glob("*.cubin"))
+    cubin_file.write_bytes(cubin_file.read_bytes()[:100])  # truncate the entry
+    third = build.compile_module("tiny", "sm_90", src, {})
+    assert not third.cached and third.cubin == first.cubin
+
+
+def test_compile_errors_name_the_variant_and_arch(isolated_cache):
+    src = "// shared\n// rope_fwd_bf16_dense_half_freqs_s3_v8: entry\nextern \"C\" __global__ void k() { undefined_call(); }\n"
+    with pytest.raises(nvrtc.CompileError) as info:
+        build.compile_module("broken", "sm_90", src, {})
+    assert info.value.arch == "sm_90" and "rope_fwd_bf16_dense_half_freqs_s3_v8" in info.value.variants
+    assert "undefined_call" in str(info.value)
+
+
+def test_drift_check_passes_on_the_checked_in_tree_and_fails_on_a_change(tmp_path):
+    console = Console(file=open("/dev/null", "w"))
+    assert build.check(emit.generated_dir(), console) == 0, "generated/ is stale: run `cukiln build`"
+    copy = tmp_path / "generated"
+    copy.mkdir()
+    for p in emit.generated_dir().iterdir():
+        if p.is_file():
+            (copy / p.name).write_bytes(p.read_bytes())
+    assert build.check(copy, console) == 0
+    (copy / "rope_bf16.cu").write_text((copy / "rope_bf16.cu").read_text() + "// edited\n")
+    assert build.check(copy, console) == 1
+    (copy / "rope_bf16.cu").write_text(render.render_modules(VARIANTS)["rope_bf16"])
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["variants"] = manifest["variants"][1:]
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    assert build.check(copy, console) == 1
+
+
+def test_checked_in_manifest_records_resources_without_spills():
+    manifest = emit.read_manifest()
+    assert {"sm_80", "sm_90"} <= set(manifest["archs"])
+    assert len(manifest["variants"]) == len(VARIANTS)
+    for entry in manifest["variants"]:
+        for arch, res in entry["resources"].items():
+            assert res is not None, f"{entry['name']} has no resources for {arch}"
+            assert res["spill_store_bytes"] + res["spill_load_bytes"] == 0, (entry["name"], arch)

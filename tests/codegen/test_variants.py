@@ -1,0 +1,72 @@
+"""The variant space: enumeration, every pruning rule, stable names that parse back."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from cukiln.codegen import variants as V
+
+
+def all_combinations():
+    for combo in itertools.product(V.Direction, V.Dtype, V.Layout, V.Pairing, V.Angles, V.STRIDE_COUNTS,
+                                   V.VECTOR_WIDTHS):
+        yield V.RopeVariant(*combo)
+
+
+def test_enumeration_is_exactly_the_unpruned_combinations():
+    valid = [v for v in all_combinations() if V.rejection(v) is None]
+    assert list(V.enumerate_rope()) == valid
+    assert len(valid) == len(set(valid))
+
+
+@pytest.mark.parametrize("v", list(V.enumerate_rope())[:: 7], ids=lambda v: v.name)
+def test_names_round_trip(v):
+    assert V.parse_rope_name(v.name) == v
+
+
+def test_names_are_unique_and_are_c_identifiers():
+    names = [v.name for v in V.enumerate_rope()]
+    assert len(names) == len(set(names))
+    assert all(n.isidentifier() for n in names)
+    assert all(V.parse_rope_name(n).name == n for n in names)
+
+
+def test_vector_fits_16_bytes_rule():
+    v = V.RopeVariant(V.Direction.FWD, V.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.FREQS, 3, 8)
+    assert V.rule_vector_fits_16_bytes(v)
+    assert V.rule_vector_fits_16_bytes(V.RopeVariant(*(list(vars(v).values())[:6] + [4]))) is None
+    assert not any(x.vec * x.dtype.itemsize > 16 for x in V.enumerate_rope())
+
+
+def test_four_strides_only_scalar_rule():
+    v = V.RopeVariant(V.Direction.BWD, V.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.BASE, 4, 2)
+    assert V.rule_general_strides_are_scalar(v)
+    assert {x.vec for x in V.enumerate_rope() if x.strides == 4} == {1}
+
+
+def test_fp32_cache_angle_source_only_for_half_types_rule():
+    v = V.RopeVariant(V.Direction.FWD, V.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.COS_SIN_F32, 0, 1)
+    assert V.rule_f32_cache_only_for_half_types(v)
+    assert not any(x.angles is V.Angles.COS_SIN_F32 and x.dtype is V.Dtype.FP32 for x in V.enumerate_rope())
+
+
+def test_every_rule_removes_something_and_nothing_else_is_removed():
+    removed = [v for v in all_combinations() if V.rejection(v) is not None]
+    for rule in V.RULES:
+        assert any(rule(v) for v in removed), f"{rule.__name__} removes nothing"
+    assert all(any(rule(v) for rule in V.RULES) for v in removed)
+
+
+@pytest.mark.parametrize("bad", ["rope_fwd_fp32_dense_half_freqs_s3_v8", "rope_fwd_fp64_dense_half_freqs_s3_v1",
+                                 "rope_fwd_fp32_dense_half_freqs_s5_v1", "attention_fwd"])
+def test_bad_names_are_rejected(bad):
+    with pytest.raises(ValueError):
+        V.parse_rope_name(bad)
+
+
+def test_axes_are_json_friendly():
+    v = next(V.enumerate_rope())
+    assert v.axes() == {"direction": "fwd", "dtype": "fp32", "layout": "dense", "pairing": "half",
+                        "angles": "freqs", "strides": 0, "vec": 1}

@@ -1,0 +1,186 @@
+"""Dispatch-key selection from tensor metadata alone, and every bad-input error (no GPU needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cukiln.rope_plan import plan_rope, stride_count, widest_vector
+from cukiln.tensors import TensorInfo
+
+BASE = 1 << 30  # a 256-byte aligned fake device address
+
+
+def contiguous(shape, dtype="bf16", ptr=BASE, device=0):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return TensorInfo(ptr, tuple(shape), tuple(reversed(strides)), dtype, device)
+
+
+def view(t: TensorInfo, order):
+    """A permuted view (like torch's permute)."""
+    return TensorInfo(t.ptr, tuple(t.shape[i] for i in order), tuple(t.strides[i] for i in order), t.dtype, t.device)
+
+
+def freqs_for(max_pos, width, ptr=BASE * 4):
+    return contiguous((max_pos, 1, 1, width), "fp32", ptr)
+
+
+def out_like(x, ptr=BASE * 8):
+    return TensorInfo(ptr, x.shape, x.strides, x.dtype, x.device)
+
+
+def key(x, out=None, **kw):
+    return plan_rope(x, out or out_like(x), **kw).key
+
+
+def test_contiguous_sbhd_and_bshd_are_packed_with_16_byte_vectors():
+    for layout in ("sbhd", "bshd"):
+        x = contiguous((64, 4, 8, 128))
+        assert key(x, freqs=freqs_for(64, 128), layout=layout)[5:] == (0, 8)
+
+
+def test_transposed_bhsd_view_takes_three_strides_no_copy():
+    bhsd = contiguous((2, 32, 4096, 128))
+    x = view(bhsd, (0, 2, 1, 3))  # (b, s, h, d) view of (b, h, s, d) storage
+    plan = plan_rope(x, x, freqs=freqs_for(4096, 128), layout="bshd", inplace=True)
+    assert plan.key[5:] == (3, 8)
+    assert plan.values[:2] == (bhsd.ptr, bhsd.ptr)
+
+
+def test_strided_last_dim_takes_four_strides_and_scalars():
+    base = contiguous((16, 2, 4, 128))
+    x = TensorInfo(base.ptr, (16, 2, 4, 64), (1024, 512, 128, 2), "bf16", 0)
+    assert key(x, base=10000.0, out=contiguous((16, 2, 4, 64), ptr=BASE * 8))[5:] == (4, 1)
+
+
+@pytest.mark.parametrize("offset_elems,expected", [(0, 8), (4, 4), (2, 2), (1, 1)])
+def test_pointer_alignment_caps_the_vector(offset_elems, expected):
+    x = contiguous((8, 2, 4, 64), ptr=BASE + 2 * offset_elems)
+    assert key(x, base=10000.0)[6] == expected
+
+
+def test_rotary_and_tail_sizes_cap_the_vector():
+    x = contiguous((8, 2, 4, 64))
+    assert key(x, freqs=freqs_for(8, 24))[6] == 4  # half = 12 pairs: groups of 4
+    assert key(x, freqs=freqs_for(8, 24), interleaved=True)[6] == 4  # 24 % (2 * 4) == 0
+    assert key(x, freqs=freqs_for(8, 20), interleaved=True)[6] == 2  # 20 % (2 * 4) != 0
+    x2 = contiguous((8, 2, 4, 66))
+    assert key(x2, freqs=freqs_for(8, 64))[6] == 2  # the copied tail of 2 and the row stride of 66
+    assert plan_rope(x2, x2, freqs=freqs_for(8, 64), inplace=True).key[6] == 2  # row stride 66 still
+
+
+def test_vector_width_never_exceeds_16_bytes():
+    x = contiguous((8, 2, 4, 64), "fp32")
+    assert key(x, base=10000.0)[6] == 4
+
+
+def test_widest_vector_and_stride_count_helpers():
+    assert widest_vector(2, 128, 128, False, False, 4, (BASE,), ()) == 1
+    assert stride_count((4, 2, 3, 8), (48, 24, 8, 1), (48, 24, 8, 1), True) == 0
+    assert stride_count((4, 2, 3, 8), (48, 24, 8, 1), (96, 24, 8, 1), True) == 3
+    assert stride_count((4, 2, 3, 8), (48, 24, 8, 1), (48, 24, 8, 2), True) == 4
+
+
+def test_every_angle_source_and_direction_key():
+    x = contiguous((8, 2, 4, 64))
+    assert key(x, freqs=freqs_for(8, 64))[4] == "freqs"
+    cache_bf16 = contiguous((8, 32), "bf16", BASE * 5)
+    assert key(x, cos=cache_bf16, sin=cache_bf16, rotary_dim=64)[4] == "cossin"
+    cache32 = contiguous((8, 64), "fp32", BASE * 5)
+    assert key(x, cos=cache32, sin=cache32)[4] == "cossinf32"
+    assert key(x, inv_freq=contiguous((32,), "fp32", BASE * 6))[4] == "invfreq"
+    assert key(x, base=10000.0, backward=True, interleaved=True)[:4] == ("bwd", "bf16", "dense", "interleaved")
+
+
+def test_half_width_cos_sin_sets_per_pair():
+    x = contiguous((8, 2, 4, 64))
+    half = contiguous((8, 32), "bf16", BASE * 5)
+    plan = plan_rope(x, out_like(x), cos=half, sin=half, rotary_dim=64)
+    from cukiln.generated import dispatch
+
+    names = dispatch.ROPE_PARAMS[dispatch.ROPE[plan.key][2]][0]
+    assert plan.values[names.index("per_pair")] == 1
+
+
+def test_block_shape_stays_within_the_limit():
+    for shape in ((4096, 1, 128, 128), (512, 32, 24, 128), (1, 1, 1, 64), (7, 3, 300, 256)):
+        plan = plan_rope(contiguous(shape), out_like(contiguous(shape)), base=10000.0)
+        bx, by, bz = plan.block
+        assert bx * by * bz <= 256 and plan.grid[0] * bz >= shape[0] * shape[1]
+
+
+def test_empty_tensor_plans_no_launch():
+    x = contiguous((0, 2, 4, 64))
+    assert plan_rope(x, out_like(x), base=10000.0) is None
+
+
+# --- bad input: ValueError / TypeError naming the argument ----------------------------------------
+X = contiguous((8, 2, 4, 64))
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({}, ValueError, "exactly one of"),
+    ({"base": 10000.0, "freqs": freqs_for(8, 64)}, ValueError, "exactly one of"),
+    ({"cos": contiguous((8, 64), "bf16")}, ValueError, "both cos and sin"),
+    ({"freqs": contiguous((8, 64), "bf16")}, TypeError, "freqs: expected float32"),
+    ({"freqs": freqs_for(8, 63)}, ValueError, "rotary_dim"),
+    ({"freqs": freqs_for(8, 66)}, ValueError, "rotary_dim"),
+    ({"freqs": freqs_for(8, 64), "rotary_dim": 32}, ValueError, "freqs: expected width"),
+    ({"freqs": contiguous((8, 2, 64), "fp32")}, ValueError, "freqs: expected shape"),
+    ({"freqs": TensorInfo(BASE, (8, 64), (1, 8), "fp32", 0)}, ValueError, "contiguous last"),
+    ({"freqs": freqs_for(8, 64), "scale": 2.0}, ValueError, "scale"),
+    ({"base": 10000.0, "rotary_dim": 7}, ValueError, "rotary_dim"),
+    ({"base": -1.0}, ValueError, "base"),
+    ({"base": 10000.0, "scale": "x"}, TypeError, "scale"),
+    ({"inv_freq": contiguous((33,), "fp32")}, ValueError, "rotary_dim"),
+    ({"inv_freq": contiguous((32,), "fp16")}, TypeError, "inv_freq"),
+    ({"cos": contiguous((8, 64), "fp16"), "sin": contiguous((8, 64), "fp16")}, TypeError, "cos/sin"),
+    ({"cos": contiguous((8, 64), "bf16"), "sin": contiguous((9, 64), "bf16")}, ValueError, "sin: expected"),
+    ({"cos": contiguous((8, 48), "bf16"), "sin": contiguous((8, 48), "bf16"), "rotary_dim": 64}, ValueError, "width"),
+    ({"freqs": freqs_for(8, 64), "offsets": 1}, ValueError, "outside the angle table"),
+    ({"freqs": freqs_for(8, 64), "offsets": -1}, ValueError, "outside the angle table"),
+    ({"base": 1e4, "offsets": 1.5}, TypeError, "offsets"),
+    ({"base": 1e4, "offsets": contiguous((3,), "int32")}, ValueError, "offsets: expected a contiguous"),
+    ({"base": 1e4, "offsets": contiguous((2,), "fp32")}, TypeError, "offsets"),
+    ({"base": 1e4, "positions": contiguous((9,), "int32")}, ValueError, "positions: expected shape"),
+    ({"base": 1e4, "positions": contiguous((8,), "fp32")}, TypeError, "positions"),
+    ({"base": 1e4, "positions": contiguous((8,), "int32"), "offsets": 1}, ValueError, "not both"),
+    ({"base": 1e4, "layout": "hsbd"}, ValueError, "layout"),
+    ({"freqs": contiguous((8, 64), "fp32", device=1)}, ValueError, "freqs: expected a tensor on cuda:0"),
+    ({"base": 1e4, "positions": contiguous((8,), "int32", device=1)}, ValueError, "positions"),
+])
+def test_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        plan_rope(X, out_like(X), **kwargs)
+
+
+def test_bad_x_and_out():
+    with pytest.raises(TypeError, match="x: expected float32"):
+        plan_rope(contiguous((8, 2, 4, 64), "int32"), out_like(X), base=1e4)
+    with pytest.raises(ValueError, match="x: expected a 4-D"):
+        x3 = contiguous((8, 4, 64))
+        plan_rope(x3, out_like(x3), base=1e4)
+    with pytest.raises(ValueError, match="out: expected shape"):
+        plan_rope(X, contiguous((8, 2, 4, 32), ptr=BASE * 8), base=1e4)
+    with pytest.raises(ValueError, match="out: expected"):
+        plan_rope(X, contiguous((8, 2, 4, 64), "fp16", ptr=BASE * 8), base=1e4)
+    with pytest.raises(ValueError, match="out: overlaps x"):
+        plan_rope(X, out_like(X, ptr=X.ptr + 128), base=1e4)
+    with pytest.raises(ValueError, match="out: overlaps freqs"):
+        f = freqs_for(8, 64)
+        plan_rope(X, out_like(X, ptr=f.ptr), freqs=f, guarded=(("freqs", f),))
+    with pytest.raises(ValueError, match="inplace=True"):
+        plan_rope(X, out_like(X), base=1e4, inplace=True)
+    with pytest.raises(ValueError, match="broadcast"):
+        bx = TensorInfo(BASE, (8, 2, 4, 64), (0, 256, 64, 1), "bf16", 0)
+        plan_rope(bx, bx, base=1e4, inplace=True)
+
+
+def test_in_place_only_when_out_is_exactly_x():
+    plan = plan_rope(X, X, base=1e4)  # out given as x itself: in place, the tail is not copied
+    from cukiln.generated import dispatch
+
+    names = dispatch.ROPE_PARAMS[dispatch.ROPE[plan.key][2]][0]
+    assert plan.values[names.index("copy_tail")] == 0
