@@ -13,7 +13,7 @@ from .variants import Dtype, RopeVariant, module_name
 COMMON_HEADER = "common.cuh"
 MAX_THREADS_PER_BLOCK = 256
 # Heads whose loads one thread issues before its first store (kHeadsInFlight in rope.cu.j2).
-HEADS_IN_FLIGHT = 2
+HEADS_IN_FLIGHT = 4
 # Blocks per multiprocessor the register allocation must allow (__launch_bounds__ minimum).
 MIN_BLOCKS_PER_SM = 2
 

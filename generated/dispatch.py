@@ -7,7 +7,7 @@ Key: (direction, dtype, layout, pairing, angles, strides, vector width).
 
 # Launch shape: threads per block, and heads whose loads a thread issues before its first store.
 ROPE_MAX_THREADS = 256
-ROPE_HEADS_IN_FLIGHT = 2
+ROPE_HEADS_IN_FLIGHT = 4
 
 ROPE_PARAMS = {
     's0_base': (('x', 'out', 'tokens', 'seq_len', 'batch', 'heads', 'head_dim', 'rotary_dim', 'seq_major', 'copy_tail', 'positions', 'pos_stride_b', 'pos_stride_s', 'positions_int64', 'offsets', 'offsets_int64', 'offset', 'exponent_step', 'ratio', 'scale'), '<QQqqqqqqqqQqqqQqqddd'),

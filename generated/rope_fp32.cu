@@ -11,7 +11,7 @@ namespace rope {
 
 // Heads whose loads a thread issues before the first store: independent 16-byte loads in flight,
 // and correct in place because every load of an iteration happens before any of its stores.
-constexpr int kHeadsInFlight = 2;
+constexpr int kHeadsInFlight = 4;
 
 struct Geometry {
   int tokens, seq_len, batch, heads, head_dim, rotary_dim;
@@ -80,8 +80,12 @@ struct FreqsTable {
   const float* table;
   long long row_stride, rows;
   __device__ __forceinline__ bool covers(long long pos) const { return pos >= 0 && pos < rows; }
-  __device__ __forceinline__ void angle(long long pos, int feature, int, float& c, float& s) const {
-    cos_sin_of(static_cast<double>(table[pos * row_stride + feature]), c, s);
+  // Angles of features [first, first + V) (their pairs start at first_pair).
+  template <int V, bool INTERLEAVED>
+  __device__ __forceinline__ void angles(long long pos, int first, int, float (&c)[V], float (&s)[V]) const {
+    const float* row = table + pos * row_stride + first;
+#pragma unroll
+    for (int k = 0; k < V; ++k) cos_sin_of(static_cast<double>(row[k]), c[k], s[k]);
   }
 };
 
@@ -93,10 +97,25 @@ struct CosSinTable {
   long long cos_row, sin_row, rows;
   bool per_pair;  // caches of width rotary_dim/2, indexed by pair
   __device__ __forceinline__ bool covers(long long pos) const { return pos >= 0 && pos < rows; }
-  __device__ __forceinline__ void angle(long long pos, int feature, int pair, float& c, float& s) const {
-    const int i = per_pair ? pair : feature;
-    c = to_float(cos[pos * cos_row + i]);
-    s = to_float(sin[pos * sin_row + i]);
+  template <int V, bool INTERLEAVED>
+  __device__ __forceinline__ void angles(long long pos, int first, int first_pair, float (&c)[V], float (&s)[V]) const {
+    // One base pointer per vector and compile-time offsets: interleaved features share a pair two by two.
+    const int base = per_pair ? first_pair : first;
+    const TC* cr = cos + pos * cos_row + base;
+    const TC* sr = sin + pos * sin_row + base;
+    if (per_pair && INTERLEAVED) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        c[k] = to_float(cr[k / 2]);
+        s[k] = to_float(sr[k / 2]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        c[k] = to_float(cr[k]);
+        s[k] = to_float(sr[k]);
+      }
+    }
   }
 };
 
@@ -138,11 +157,8 @@ __device__ __forceinline__ void fill_angles(const Src& src, long long pos, int l
     return;
   }
   if constexpr (Src::kPerElement) {
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      src.angle(pos, lo + k, INTERLEAVED ? (lo + k) / 2 : lo + k, c_lo[k], s_lo[k]);
-      src.angle(pos, hi + k, INTERLEAVED ? (hi + k) / 2 : hi + k - half_rd, c_hi[k], s_hi[k]);
-    }
+    src.template angles<V, INTERLEAVED>(pos, lo, INTERLEAVED ? lo / 2 : lo, c_lo, s_lo);
+    src.template angles<V, INTERLEAVED>(pos, hi, INTERLEAVED ? hi / 2 : hi - half_rd, c_hi, s_hi);
   } else {
     // The V pairs of a group are consecutive: lo .. lo+V-1 (half), or lo/2 .. lo/2+V-1 (interleaved,
     // where the first V/2 lie in the lo vector and the rest in the hi vector).
