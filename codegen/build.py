@@ -20,7 +20,7 @@ from rich.table import Table
 
 from . import cache, emit
 from .nvrtc import COMPILE_OPTIONS, CompileError, compile_cubin, nvrtc_version, parse_ptxas_log
-from .render import COMMON_HEADER, render_common, render_modules
+from .render import render_headers, render_modules
 from .variants import RopeVariant, enumerate_rope
 
 DEFAULT_ARCHS = ("sm_80", "sm_90", "sm_100")
@@ -78,23 +78,26 @@ def compile_module(module: str, arch: str, source: str, headers: dict[str, str])
         try:
             cubin, log, seconds = compile_cubin(source, module, arch, headers)
         except CompileError as e:
-            raise CompileError(module, arch, e.log, variants_at_errors(source, e.log)) from None
+            raise CompileError(module, arch, e.log, variants_at_errors(module, source, e.log)) from None
         entry = cache.CachedCubin(cubin, log, round(seconds, 2))
         cache.store(key, entry)
     resources = {name: asdict(r) for name, r in parse_ptxas_log(entry.log).items()}
     return CompileResult(module, arch, entry.cubin, resources, entry.compile_seconds, cached)
 
 
-_ERROR_LINE_RE = re.compile(r"\((\d+)\): (?:catastrophic )?error")
+_ERROR_LINE_RE = re.compile(r"([\w.]+)\((\d+)\): (?:catastrophic )?error")
 _VARIANT_COMMENT_RE = re.compile(r"^// (rope_\w+):")
 
 
-def variants_at_errors(source: str, log: str) -> list[str]:
+def variants_at_errors(module: str, source: str, log: str) -> list[str]:
     """Names of the variants whose entry points hold the lines NVRTC reports errors on."""
     lines = source.splitlines()
     names = []
     for m in _ERROR_LINE_RE.finditer(log):
-        for line in reversed(lines[: int(m.group(1))]):
+        if m.group(1) != f"{module}.cu":
+            names.append(f"(shared code in {m.group(1)}: every variant)")
+            continue
+        for line in reversed(lines[: int(m.group(2))]):
             c = _VARIANT_COMMENT_RE.match(line)
             if c:
                 names.append(c.group(1))
@@ -114,7 +117,7 @@ def _progress(console: Console) -> Progress:
 def check(out_dir: Path, console: Console) -> int:
     """0 when generated/ matches what the templates produce, else 1 with the differences listed."""
     variants = select_variants(None)
-    expected = emit.expected_files(render_modules(variants), render_common(), variants)
+    expected = emit.expected_files(render_modules(variants), render_headers(), variants)
     problems = []
     for name, text in expected.items():
         path = out_dir / name
@@ -150,8 +153,7 @@ def build(archs: list[str], only: str | None, jobs: int, out_dir: Path, console:
         console.print(f"[red]--only {only!r} matches no variant[/red]")
         return 1
     sources = render_modules(variants)
-    common = render_common()
-    headers = {COMMON_HEADER: common}
+    headers = render_headers()
     results: list[CompileResult] = []
     failures: list[CompileError] = []
     tasks = [(m, a) for m in sources for a in archs]
@@ -170,7 +172,7 @@ def build(archs: list[str], only: str | None, jobs: int, out_dir: Path, console:
             console.print(f"[red]compile error[/red] in module {e.module} for {e.arch}; variants: "
                           f"{', '.join(e.variants) or '?'}\n{e.log}")
         return 1
-    manifest = _write_outputs(out_dir, variants, sources, common, results, archs)
+    manifest = _write_outputs(out_dir, variants, sources, headers, results, archs)
     _print_summary(console, out_dir, manifest, results, time.perf_counter() - start)
     if only:
         console.print(f"[yellow]partial build[/yellow]: generated/ now holds {len(variants)} variants "
@@ -178,8 +180,8 @@ def build(archs: list[str], only: str | None, jobs: int, out_dir: Path, console:
     return 0
 
 
-def _write_outputs(out_dir: Path, variants, sources, common, results: list[CompileResult], archs) -> dict:
-    for name, text in emit.expected_files(sources, common, variants).items():
+def _write_outputs(out_dir: Path, variants, sources, headers, results: list[CompileResult], archs) -> dict:
+    for name, text in emit.expected_files(sources, headers, variants).items():
         emit.write_text_if_changed(out_dir / name, text)
     version = nvrtc_version()
     modules: dict[str, dict] = {}

@@ -10,7 +10,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from .render import COMMON_HEADER, HEADS_IN_FLIGHT, MAX_THREADS_PER_BLOCK
+from .render import HEADS_IN_FLIGHT, MAX_THREADS_PER_BLOCK
 from .rope_abi import rope_params, struct_format
 from .variants import RopeVariant
 
@@ -81,9 +81,9 @@ def render_dispatch(variants: list[RopeVariant]) -> str:
     return "\n".join(lines)
 
 
-def expected_files(sources: dict[str, str], common: str, variants: list[RopeVariant]) -> dict[str, str]:
+def expected_files(sources: dict[str, str], headers: dict[str, str], variants: list[RopeVariant]) -> dict[str, str]:
     """Text files of generated/ that depend only on the templates: name -> content."""
-    files = {COMMON_HEADER: common, DISPATCH: render_dispatch(variants)}
+    files = {**headers, DISPATCH: render_dispatch(variants)}
     files.update({f"{module}.cu": text for module, text in sources.items()})
     return files
 

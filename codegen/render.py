@@ -11,6 +11,7 @@ from .rope_abi import rope_params
 from .variants import Dtype, RopeVariant, module_name
 
 COMMON_HEADER = "common.cuh"
+ROPE_HEADER = "rope.cuh"
 MAX_THREADS_PER_BLOCK = 256
 # Heads whose loads one thread issues before its first store (kHeadsInFlight in rope.cu.j2).
 HEADS_IN_FLIGHT = 4
@@ -36,6 +37,14 @@ def render_common() -> str:
     return _environment().get_template("common.cuh.j2").render()
 
 
+def render_headers() -> dict[str, str]:
+    """Every header the modules include: name -> source (written to generated/, handed to NVRTC)."""
+    return {
+        COMMON_HEADER: render_common(),
+        ROPE_HEADER: _environment().get_template("rope.cuh.j2").render(heads_in_flight=HEADS_IN_FLIGHT),
+    }
+
+
 def render_rope_module(dtype: Dtype, variants: list[RopeVariant]) -> str:
     """The .cu source holding every variant of ``variants`` (all of element type ``dtype``)."""
     assert all(v.dtype is dtype for v in variants), "one module per dtype"
@@ -45,7 +54,6 @@ def render_rope_module(dtype: Dtype, variants: list[RopeVariant]) -> str:
         variants=variants,
         params={v.name: rope_params(v) for v in variants},
         max_threads=MAX_THREADS_PER_BLOCK,
-        heads_in_flight=HEADS_IN_FLIGHT,
         min_blocks=MIN_BLOCKS_PER_SM,
     )
 

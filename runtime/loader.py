@@ -106,7 +106,6 @@ class KernelCache:
         built = sorted(p.name for p in (generated_dir() / "cubins").glob("sm_*") if any(p.iterdir()))
         try:
             from cukiln.codegen.build import compile_module
-            from cukiln.codegen.render import COMMON_HEADER
         except ImportError as e:  # no jinja2 / NVRTC in this environment
             raise CudaError(
                 f"no cubin of {module} for this GPU ({arch}); built archs: {', '.join(built) or 'none'}. "
@@ -118,7 +117,7 @@ class KernelCache:
                           "compiling it now with NVRTC into the user cache", RuntimeWarning, stacklevel=4)
         root = generated_dir()
         source = (root / f"{module}.cu").read_text()
-        headers = {COMMON_HEADER: (root / COMMON_HEADER).read_text()}
+        headers = {p.name: p.read_text() for p in root.glob("*.cuh")}
         return compile_module(module, arch, source, headers).cubin
 
 

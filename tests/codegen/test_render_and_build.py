@@ -17,7 +17,7 @@ VARIANTS = list(enumerate_rope())
 
 def test_rendering_is_deterministic():
     assert render.render_modules(VARIANTS) == render.render_modules(VARIANTS)
-    assert render.render_common() == render.render_common()
+    assert render.render_headers() == render.render_headers()
 
 
 def test_one_module_per_dtype_with_one_entry_per_variant():
@@ -82,7 +82,7 @@ def isolated_cache(tmp_path, monkeypatch):
 def test_every_variant_compiles_with_nvrtc_without_spills(arch, dtype, isolated_cache):
     variants = [v for v in VARIANTS if v.dtype is dtype]
     source = render.render_rope_module(dtype, variants)
-    result = build.compile_module(f"rope_{dtype.value}", arch, source, {render.COMMON_HEADER: render.render_common()})
+    result = build.compile_module(f"rope_{dtype.value}", arch, source, render.render_headers())
     assert result.cubin[:4] == b"\x7fELF"
     assert set(result.resources) == {v.name for v in variants}
     spilling = {n: r for n, r in result.resources.items() if r["spill_store_bytes"] + r["spill_load_bytes"]}

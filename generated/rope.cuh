@@ -1,0 +1,293 @@
+// cukiln RoPE kernel body, shared by every RoPE module (one per element type).
+// Rendered from templates/rope.cuh.j2 — edit the template, then run `cukiln build`.
+//
+// Work layout: one block row (threadIdx.z) per token, threadIdx.x over groups of V pairs inside the
+// rotary features, threadIdx.y over heads. A thread computes the angles of its group once per token
+// and applies them to every head it visits, so the sin/cos work is shared across heads.
+#pragma once
+#include "common.cuh"
+
+
+namespace cukiln {
+namespace rope {
+
+// Heads whose loads a thread issues before the first store: independent 16-byte loads in flight,
+// and correct in place because every load of an iteration happens before any of its stores.
+constexpr int kHeadsInFlight = 4;
+
+struct Geometry {
+  int tokens, seq_len, batch, heads, head_dim, rotary_dim;
+  bool seq_major;  // tokens are numbered s * batch + b (else b * seq_len + s), whichever follows memory
+  bool copy_tail;  // out-of-place partial rotary: features [rotary_dim, head_dim) are copied to out
+
+  __device__ __forceinline__ void split(int t, int& s, int& b) const {
+    if (seq_major) {
+      s = t / batch;
+      b = t - s * batch;
+    } else {
+      b = t / seq_len;
+      s = t - b * seq_len;
+    }
+  }
+};
+
+// A token's position: explicit positions[b, s], else its sequence index plus an offset.
+struct Positions {
+  const void* positions;
+  long long stride_b, stride_s;
+  bool positions_int64;
+  const void* offsets;
+  bool offsets_int64;
+  long long offset;
+
+  __device__ __forceinline__ long long of(int s, int b) const {
+    if (positions != nullptr) {
+      const long long i = b * stride_b + s * stride_s;
+      return positions_int64 ? static_cast<const long long*>(positions)[i]
+                             : static_cast<const int*>(positions)[i];
+    }
+    long long o = offset;
+    if (offsets != nullptr) {
+      o += offsets_int64 ? static_cast<const long long*>(offsets)[b] : static_cast<const int*>(offsets)[b];
+    }
+    return s + o;
+  }
+};
+
+// --- addressing: where row (token, head) starts and how far apart its features are ---------------
+struct PackedRows {  // 0 strides: rows of head_dim elements, tokens back to back in memory order
+  long long token_pitch, head_pitch;
+  __device__ __forceinline__ long long row(int t, int, int, int h) const { return t * token_pitch + h * head_pitch; }
+  __device__ __forceinline__ long long elem(int d) const { return d; }
+};
+
+struct Strided3Rows {  // last dimension contiguous
+  long long ss, sb, sh;
+  __device__ __forceinline__ long long row(int, int s, int b, int h) const { return s * ss + b * sb + h * sh; }
+  __device__ __forceinline__ long long elem(int d) const { return d; }
+};
+
+struct Strided4Rows {  // fully general
+  long long ss, sb, sh, sd;
+  __device__ __forceinline__ long long row(int, int s, int b, int h) const { return s * ss + b * sb + h * sh; }
+  __device__ __forceinline__ long long elem(int d) const { return d * sd; }
+};
+
+// --- angle sources ------------------------------------------------------------------------------
+// kPerElement: every feature has its own angle (a table indexed by feature); otherwise the two
+// features of a pair share the angle of their pair index. A position outside a table gives NaN angles:
+// the output shows the error and nothing is read out of bounds.
+struct FreqsTable {
+  static constexpr bool kPerElement = true;
+  const float* table;
+  long long row_stride, rows;
+  __device__ __forceinline__ bool covers(long long pos) const { return pos >= 0 && pos < rows; }
+  // Angles of features [first, first + V) (their pairs start at first_pair).
+  template <int V, bool INTERLEAVED>
+  __device__ __forceinline__ void angles(long long pos, int first, int, float (&c)[V], float (&s)[V]) const {
+    const float* row = table + pos * row_stride + first;
+#pragma unroll
+    for (int k = 0; k < V; ++k) cos_sin_of(static_cast<double>(row[k]), c[k], s[k]);
+  }
+};
+
+template <typename TC>
+struct CosSinTable {
+  static constexpr bool kPerElement = true;
+  const TC* cos;
+  const TC* sin;
+  long long cos_row, sin_row, rows;
+  bool per_pair;  // caches of width rotary_dim/2, indexed by pair
+  __device__ __forceinline__ bool covers(long long pos) const { return pos >= 0 && pos < rows; }
+  template <int V, bool INTERLEAVED>
+  __device__ __forceinline__ void angles(long long pos, int first, int first_pair, float (&c)[V], float (&s)[V]) const {
+    // One base pointer per vector and compile-time offsets: interleaved features share a pair two by two.
+    const int base = per_pair ? first_pair : first;
+    const TC* cr = cos + pos * cos_row + base;
+    const TC* sr = sin + pos * sin_row + base;
+    if (per_pair && INTERLEAVED) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        c[k] = to_float(cr[k / 2]);
+        s[k] = to_float(sr[k / 2]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        c[k] = to_float(cr[k]);
+        s[k] = to_float(sr[k]);
+      }
+    }
+  }
+};
+
+// Sources whose pairs share an angle: angle = position * scale * inv_freq[pair]. They hand out the
+// inverse frequencies of V consecutive pairs at once, so the base source calls exp2 once per group.
+struct InvFreq {
+  static constexpr bool kPerElement = false;
+  const float* inv_freq;
+  double scale;
+  __device__ __forceinline__ bool covers(long long) const { return true; }
+  template <int V>
+  __device__ __forceinline__ void inv_freqs(int first_pair, double (&inv)[V]) const {
+#pragma unroll
+    for (int k = 0; k < V; ++k) inv[k] = static_cast<double>(inv_freq[first_pair + k]);
+  }
+};
+
+struct BaseAngles {
+  static constexpr bool kPerElement = false;
+  double exponent_step;  // -2 * log2(base) / rotary_dim: inv_freq[i] = 2 ** (i * exponent_step)
+  double ratio;          // 2 ** exponent_step: inv_freq[i + 1] / inv_freq[i]
+  double scale;
+  __device__ __forceinline__ bool covers(long long) const { return true; }
+  template <int V>
+  __device__ __forceinline__ void inv_freqs(int first_pair, double (&inv)[V]) const {
+    inv[0] = exp2(first_pair * exponent_step);
+#pragma unroll
+    for (int k = 1; k < V; ++k) inv[k] = inv[k - 1] * ratio;  // V <= 8 products: error ~1e-15
+  }
+};
+
+// Cos and sin for the two vectors [lo, lo + V) and [hi, hi + V) of rotary features.
+template <int V, bool INTERLEAVED, class Src>
+__device__ __forceinline__ void fill_angles(const Src& src, long long pos, int lo, int hi, int half_rd,
+                                            float (&c_lo)[V], float (&s_lo)[V], float (&c_hi)[V], float (&s_hi)[V]) {
+  if (!src.covers(pos)) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) c_lo[k] = s_lo[k] = c_hi[k] = s_hi[k] = __int_as_float(0x7fffffff);
+    return;
+  }
+  if constexpr (Src::kPerElement) {
+    src.template angles<V, INTERLEAVED>(pos, lo, INTERLEAVED ? lo / 2 : lo, c_lo, s_lo);
+    src.template angles<V, INTERLEAVED>(pos, hi, INTERLEAVED ? hi / 2 : hi - half_rd, c_hi, s_hi);
+  } else {
+    // The V pairs of a group are consecutive: lo .. lo+V-1 (half), or lo/2 .. lo/2+V-1 (interleaved,
+    // where the first V/2 lie in the lo vector and the rest in the hi vector).
+    double inv[V];
+    src.template inv_freqs<V>(INTERLEAVED ? lo / 2 : lo, inv);
+    const double scaled_pos = static_cast<double>(pos) * src.scale;
+    float c[V], s[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) cos_sin_of(scaled_pos * inv[j], c[j], s[j]);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      if constexpr (!INTERLEAVED || V == 1) {  // pair k is (lo + k, hi + k)
+        c_lo[k] = c_hi[k] = c[k];
+        s_lo[k] = s_hi[k] = s[k];
+      } else {  // feature k of a vector belongs to the vector's pair k / 2
+        c_lo[k] = c[k / 2];
+        s_lo[k] = s[k / 2];
+        c_hi[k] = c[V / 2 + k / 2];
+        s_hi[k] = s[V / 2 + k / 2];
+      }
+    }
+  }
+}
+
+// Pair (p, q), rot(x)[p] = -x[q], rot(x)[q] = x[p]. Forward: y = x*cos + rot(x)*sin, each feature with
+// its own angle. Backward is the exact vector-Jacobian product: g = gy*cos - rot(gy*sin), so each
+// feature takes its partner's sin.
+template <bool BACKWARD>
+__device__ __forceinline__ void rotate_pair(float& p, float& q, float cp, float sp, float cq, float sq) {
+  const float xp = p, xq = q;
+  if (BACKWARD) {
+    p = xp * cp + xq * sq;
+    q = xq * cq - xp * sp;
+  } else {
+    p = xp * cp - xq * sp;
+    q = xq * cq + xp * sq;
+  }
+}
+
+template <int V, bool INTERLEAVED, bool BACKWARD>
+__device__ __forceinline__ void rotate(float (&a)[V], float (&b)[V], const float (&c_lo)[V], const float (&s_lo)[V],
+                                       const float (&c_hi)[V], const float (&s_hi)[V]) {
+  if constexpr (!INTERLEAVED || V == 1) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) rotate_pair<BACKWARD>(a[k], b[k], c_lo[k], s_lo[k], c_hi[k], s_hi[k]);
+  } else {
+#pragma unroll
+    for (int m = 0; m < V / 2; ++m) {
+      rotate_pair<BACKWARD>(a[2 * m], a[2 * m + 1], c_lo[2 * m], s_lo[2 * m], c_lo[2 * m + 1], s_lo[2 * m + 1]);
+      rotate_pair<BACKWARD>(b[2 * m], b[2 * m + 1], c_hi[2 * m], s_hi[2 * m], c_hi[2 * m + 1], s_hi[2 * m + 1]);
+    }
+  }
+}
+
+template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
+__device__ __forceinline__ void rope_token(const T* x, T* out, const Geometry& g, const Positions& positions,
+                                           const Rows& x_rows, const Rows& out_rows, const Src& src) {
+  const int t = blockIdx.x * blockDim.z + threadIdx.z;
+  if (t >= g.tokens) return;
+  int s, b;
+  g.split(t, s, b);
+  const long long pos = positions.of(s, b);
+  const int half_rd = g.rotary_dim / 2;
+  const int groups = half_rd / V;
+
+  for (int grp = threadIdx.x; grp < groups; grp += blockDim.x) {
+    const int lo = INTERLEAVED ? 2 * V * grp : V * grp;
+    const int hi = INTERLEAVED ? lo + V : lo + half_rd;
+    float c_lo[V], s_lo[V], c_hi[V], s_hi[V];
+    bool have_angles = false;
+
+    for (int h0 = threadIdx.y; h0 < g.heads; h0 += blockDim.y * kHeadsInFlight) {
+      // Raw vectors stay packed in registers until used: half the registers of converted floats.
+      Vec<T, V> a[kHeadsInFlight], bv[kHeadsInFlight];
+#pragma unroll
+      for (int u = 0; u < kHeadsInFlight; ++u) {
+        const int h = h0 + u * blockDim.y;
+        if (h < g.heads) {
+          const T* row = x + x_rows.row(t, s, b, h);
+          a[u] = load_vec<T, V>(row + x_rows.elem(lo));
+          bv[u] = load_vec<T, V>(row + x_rows.elem(hi));
+        }
+      }
+      // The angles are computed while the first loads are in flight, then reused for every head.
+      if (!have_angles) {
+        fill_angles<V, INTERLEAVED>(src, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+        have_angles = true;
+      }
+#pragma unroll
+      for (int u = 0; u < kHeadsInFlight; ++u) {
+        const int h = h0 + u * blockDim.y;
+        if (h < g.heads) {
+          float fa[V], fb[V];
+          to_floats(a[u], fa);
+          to_floats(bv[u], fb);
+          rotate<V, INTERLEAVED, BACKWARD>(fa, fb, c_lo, s_lo, c_hi, s_hi);
+          T* row = out + out_rows.row(t, s, b, h);
+          store_floats<T, V>(row + out_rows.elem(lo), fa);
+          store_floats<T, V>(row + out_rows.elem(hi), fb);
+        }
+      }
+    }
+  }
+
+  if (g.copy_tail) {
+    const int tail_vecs = (g.head_dim - g.rotary_dim) / V;
+    const int n = tail_vecs * g.heads;
+    for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < n; i += blockDim.x * blockDim.y) {
+      const int h = i / tail_vecs;
+      const int d = g.rotary_dim + (i - h * tail_vecs) * V;
+      copy_vec<T, V>(out + out_rows.row(t, s, b, h) + out_rows.elem(d), x + x_rows.row(t, s, b, h) + x_rows.elem(d));
+    }
+  }
+}
+
+template <class P>
+__device__ __forceinline__ Geometry geometry_of(const P& p) {
+  return Geometry{static_cast<int>(p.tokens), static_cast<int>(p.seq_len), static_cast<int>(p.batch),
+                  static_cast<int>(p.heads), static_cast<int>(p.head_dim), static_cast<int>(p.rotary_dim),
+                  p.seq_major != 0, p.copy_tail != 0};
+}
+
+template <class P>
+__device__ __forceinline__ Positions positions_of(const P& p) {
+  return Positions{p.positions, p.pos_stride_b, p.pos_stride_s, p.positions_int64 != 0,
+                   p.offsets, p.offsets_int64 != 0, p.offset};
+}
+
+}  // namespace rope
+}  // namespace cukiln
