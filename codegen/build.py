@@ -132,7 +132,7 @@ def check(out_dir: Path, console: Console) -> int:
         extra = {e["name"] for e in have} - {e["name"] for e in want}
         detail = f"{len(missing)} variants missing, {len(extra)} unexpected" if missing or extra else "entries differ"
         problems.append(f"{emit.MANIFEST}: {detail}")
-    stale = sorted(p.name for p in out_dir.glob("*.cu") if p.name not in expected)
+    stale = sorted(p.name for pattern in ("*.cu", "*.cuh") for p in out_dir.glob(pattern) if p.name not in expected)
     problems += [f"{name}: no longer produced by the templates" for name in stale]
     if problems:
         console.print("[red]generated/ is out of date[/red] — run `cukiln build`:")

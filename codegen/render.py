@@ -33,14 +33,10 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render_common() -> str:
-    return _environment().get_template("common.cuh.j2").render()
-
-
 def render_headers() -> dict[str, str]:
     """Every header the modules include: name -> source (written to generated/, handed to NVRTC)."""
     return {
-        COMMON_HEADER: render_common(),
+        COMMON_HEADER: _environment().get_template("common.cuh.j2").render(),
         ROPE_HEADER: _environment().get_template("rope.cuh.j2").render(heads_in_flight=HEADS_IN_FLIGHT),
     }
 

@@ -161,7 +161,7 @@ def _check_out_overlaps(pointers, spans, in_place: bool) -> None:
             name = _TENSOR_ARGS[i]
             raise ValueError(f"out: overlaps {name}" + (
                 " without being exactly x (use inplace=True to rotate x itself)" if name == "x"
-                else f", which the kernel reads while it writes out"))
+                else ", which the kernel reads while it writes out"))
 
 
 def _plan_and_describe(args, *, base, scale, layout, interleaved, rotary_dim, backward, inplace,

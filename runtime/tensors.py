@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "int32": 4, "int64": 8}
@@ -53,17 +54,12 @@ class TensorInfo:
         return any(n > 1 and s == 0 for n, s in zip(self.shape, self.strides))
 
 
-_TORCH_DTYPES: dict | None = None
-
-
+@functools.lru_cache(maxsize=1)
 def _torch_dtypes() -> dict:
-    global _TORCH_DTYPES
-    if _TORCH_DTYPES is None:
-        import torch
+    import torch
 
-        _TORCH_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
-                         torch.int32: "int32", torch.int64: "int64"}
-    return _TORCH_DTYPES
+    return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
+            torch.int32: "int32", torch.int64: "int64"}
 
 
 def describe(value) -> str:

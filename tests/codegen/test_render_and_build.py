@@ -8,7 +8,7 @@ import re
 import pytest
 from rich.console import Console
 
-from cukiln.codegen import build, cache, emit, nvrtc, render
+from cukiln.codegen import build, emit, nvrtc, render
 from cukiln.codegen.rope_abi import rope_params, struct_format
 from cukiln.codegen.variants import Dtype, enumerate_rope
 
@@ -25,7 +25,7 @@ def test_one_module_per_dtype_with_one_entry_per_variant():
     assert set(sources) == {f"rope_{d.value}" for d in Dtype}
     for v in VARIANTS:
         src = sources[v.module]
-        assert f'extern "C" __global__ void __launch_bounds__' in src
+        assert 'extern "C" __global__ void __launch_bounds__' in src
         assert re.search(rf"\b{v.name}\(const {v.name}_params p\)", src), v.name
 
 
