@@ -1,7 +1,7 @@
 // cukiln RoPE kernel body, shared by every RoPE module (one per element type).
 // Rendered from templates/rope.cuh.j2 — edit the template, then run `cukiln build`.
 //
-// Work layout: one block row (threadIdx.z) per token, threadIdx.x over groups of V pairs inside the
+// Work layout: one block row (threadIdx.z) per token at a time, threadIdx.x over groups of V pairs inside the
 // rotary features, threadIdx.y over heads. A thread computes the angles of its group once per token
 // and applies them to every head it visits, so the sin/cos work is shared across heads.
 #pragma once
@@ -215,11 +215,10 @@ __device__ __forceinline__ void rotate(float (&a)[V], float (&b)[V], const float
   }
 }
 
+// Every head of token t: the rotary features rotated, the tail copied when copy_tail.
 template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
-__device__ __forceinline__ void rope_token(const T* x, T* out, const Geometry& g, const Positions& positions,
+__device__ __forceinline__ void rope_token(int t, const T* x, T* out, const Geometry& g, const Positions& positions,
                                            const Rows& x_rows, const Rows& out_rows, const Src& src) {
-  const int t = blockIdx.x * blockDim.z + threadIdx.z;
-  if (t >= g.tokens) return;
   int s, b;
   g.split(t, s, b);
   const long long pos = positions.of(s, b);
@@ -273,6 +272,16 @@ __device__ __forceinline__ void rope_token(const T* x, T* out, const Geometry& g
       const int d = g.rotary_dim + (i - h * tail_vecs) * V;
       copy_vec<T, V>(out + out_rows.row(t, s, b, h) + out_rows.elem(d), x + x_rows.row(t, s, b, h) + x_rows.elem(d));
     }
+  }
+}
+
+// The kernel body: block rows (threadIdx.z) walk the tokens, so a launch may use fewer blocks than
+// tokens / blockDim.z and each block then handles several tokens in turn.
+template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
+__device__ __forceinline__ void rope_tokens(const T* x, T* out, const Geometry& g, const Positions& positions,
+                                            const Rows& x_rows, const Rows& out_rows, const Src& src) {
+  for (int t = blockIdx.x * blockDim.z + threadIdx.z; t < g.tokens; t += gridDim.x * blockDim.z) {
+    rope_token<T, V, INTERLEAVED, BACKWARD>(t, x, out, g, positions, x_rows, out_rows, src);
   }
 }
 

@@ -32,7 +32,7 @@ struct rope_fwd_bf16_dense_half_freqs_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_freqs_s0_v1(const rope_fwd_bf16_dense_half_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -65,7 +65,7 @@ struct rope_fwd_bf16_dense_half_freqs_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_freqs_s0_v2(const rope_fwd_bf16_dense_half_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, false>(
+  rope_tokens<bf16, 2, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -98,7 +98,7 @@ struct rope_fwd_bf16_dense_half_freqs_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_freqs_s0_v4(const rope_fwd_bf16_dense_half_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, false>(
+  rope_tokens<bf16, 4, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -131,7 +131,7 @@ struct rope_fwd_bf16_dense_half_freqs_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_freqs_s0_v8(const rope_fwd_bf16_dense_half_freqs_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, false>(
+  rope_tokens<bf16, 8, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -170,7 +170,7 @@ struct rope_fwd_bf16_dense_half_freqs_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_freqs_s3_v1(const rope_fwd_bf16_dense_half_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -209,7 +209,7 @@ struct rope_fwd_bf16_dense_half_freqs_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_freqs_s3_v2(const rope_fwd_bf16_dense_half_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, false>(
+  rope_tokens<bf16, 2, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -248,7 +248,7 @@ struct rope_fwd_bf16_dense_half_freqs_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_freqs_s3_v4(const rope_fwd_bf16_dense_half_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, false>(
+  rope_tokens<bf16, 4, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -287,7 +287,7 @@ struct rope_fwd_bf16_dense_half_freqs_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_freqs_s3_v8(const rope_fwd_bf16_dense_half_freqs_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, false>(
+  rope_tokens<bf16, 8, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -328,7 +328,7 @@ struct rope_fwd_bf16_dense_half_freqs_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_freqs_s4_v1(const rope_fwd_bf16_dense_half_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -364,7 +364,7 @@ struct rope_fwd_bf16_dense_half_cossin_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossin_s0_v1(const rope_fwd_bf16_dense_half_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -400,7 +400,7 @@ struct rope_fwd_bf16_dense_half_cossin_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossin_s0_v2(const rope_fwd_bf16_dense_half_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, false>(
+  rope_tokens<bf16, 2, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -436,7 +436,7 @@ struct rope_fwd_bf16_dense_half_cossin_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossin_s0_v4(const rope_fwd_bf16_dense_half_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, false>(
+  rope_tokens<bf16, 4, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -472,7 +472,7 @@ struct rope_fwd_bf16_dense_half_cossin_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossin_s0_v8(const rope_fwd_bf16_dense_half_cossin_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, false>(
+  rope_tokens<bf16, 8, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -514,7 +514,7 @@ struct rope_fwd_bf16_dense_half_cossin_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossin_s3_v1(const rope_fwd_bf16_dense_half_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -556,7 +556,7 @@ struct rope_fwd_bf16_dense_half_cossin_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossin_s3_v2(const rope_fwd_bf16_dense_half_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, false>(
+  rope_tokens<bf16, 2, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -598,7 +598,7 @@ struct rope_fwd_bf16_dense_half_cossin_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossin_s3_v4(const rope_fwd_bf16_dense_half_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, false>(
+  rope_tokens<bf16, 4, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -640,7 +640,7 @@ struct rope_fwd_bf16_dense_half_cossin_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossin_s3_v8(const rope_fwd_bf16_dense_half_cossin_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, false>(
+  rope_tokens<bf16, 8, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -684,7 +684,7 @@ struct rope_fwd_bf16_dense_half_cossin_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossin_s4_v1(const rope_fwd_bf16_dense_half_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -720,7 +720,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossinf32_s0_v1(const rope_fwd_bf16_dense_half_cossinf32_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -756,7 +756,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossinf32_s0_v2(const rope_fwd_bf16_dense_half_cossinf32_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, false>(
+  rope_tokens<bf16, 2, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -792,7 +792,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossinf32_s0_v4(const rope_fwd_bf16_dense_half_cossinf32_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, false>(
+  rope_tokens<bf16, 4, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -828,7 +828,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossinf32_s0_v8(const rope_fwd_bf16_dense_half_cossinf32_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, false>(
+  rope_tokens<bf16, 8, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -870,7 +870,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossinf32_s3_v1(const rope_fwd_bf16_dense_half_cossinf32_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -912,7 +912,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossinf32_s3_v2(const rope_fwd_bf16_dense_half_cossinf32_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, false>(
+  rope_tokens<bf16, 2, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -954,7 +954,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossinf32_s3_v4(const rope_fwd_bf16_dense_half_cossinf32_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, false>(
+  rope_tokens<bf16, 4, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -996,7 +996,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossinf32_s3_v8(const rope_fwd_bf16_dense_half_cossinf32_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, false>(
+  rope_tokens<bf16, 8, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -1040,7 +1040,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_cossinf32_s4_v1(const rope_fwd_bf16_dense_half_cossinf32_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -1072,7 +1072,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_invfreq_s0_v1(const rope_fwd_bf16_dense_half_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1104,7 +1104,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_invfreq_s0_v2(const rope_fwd_bf16_dense_half_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, false>(
+  rope_tokens<bf16, 2, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1136,7 +1136,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_invfreq_s0_v4(const rope_fwd_bf16_dense_half_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, false>(
+  rope_tokens<bf16, 4, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1168,7 +1168,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_invfreq_s0_v8(const rope_fwd_bf16_dense_half_invfreq_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, false>(
+  rope_tokens<bf16, 8, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1206,7 +1206,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_invfreq_s3_v1(const rope_fwd_bf16_dense_half_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1244,7 +1244,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_invfreq_s3_v2(const rope_fwd_bf16_dense_half_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, false>(
+  rope_tokens<bf16, 2, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1282,7 +1282,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_invfreq_s3_v4(const rope_fwd_bf16_dense_half_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, false>(
+  rope_tokens<bf16, 4, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1320,7 +1320,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_invfreq_s3_v8(const rope_fwd_bf16_dense_half_invfreq_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, false>(
+  rope_tokens<bf16, 8, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1360,7 +1360,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_invfreq_s4_v1(const rope_fwd_bf16_dense_half_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1393,7 +1393,7 @@ struct rope_fwd_bf16_dense_half_base_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_base_s0_v1(const rope_fwd_bf16_dense_half_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1426,7 +1426,7 @@ struct rope_fwd_bf16_dense_half_base_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_base_s0_v2(const rope_fwd_bf16_dense_half_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, false>(
+  rope_tokens<bf16, 2, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1459,7 +1459,7 @@ struct rope_fwd_bf16_dense_half_base_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_base_s0_v4(const rope_fwd_bf16_dense_half_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, false>(
+  rope_tokens<bf16, 4, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1492,7 +1492,7 @@ struct rope_fwd_bf16_dense_half_base_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_base_s0_v8(const rope_fwd_bf16_dense_half_base_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, false>(
+  rope_tokens<bf16, 8, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1531,7 +1531,7 @@ struct rope_fwd_bf16_dense_half_base_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_base_s3_v1(const rope_fwd_bf16_dense_half_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1570,7 +1570,7 @@ struct rope_fwd_bf16_dense_half_base_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_base_s3_v2(const rope_fwd_bf16_dense_half_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, false>(
+  rope_tokens<bf16, 2, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1609,7 +1609,7 @@ struct rope_fwd_bf16_dense_half_base_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_base_s3_v4(const rope_fwd_bf16_dense_half_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, false>(
+  rope_tokens<bf16, 4, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1648,7 +1648,7 @@ struct rope_fwd_bf16_dense_half_base_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_base_s3_v8(const rope_fwd_bf16_dense_half_base_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, false>(
+  rope_tokens<bf16, 8, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1689,7 +1689,7 @@ struct rope_fwd_bf16_dense_half_base_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_half_base_s4_v1(const rope_fwd_bf16_dense_half_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, false>(
+  rope_tokens<bf16, 1, false, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1722,7 +1722,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_freqs_s0_v1(const rope_fwd_bf16_dense_interleaved_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1755,7 +1755,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_freqs_s0_v2(const rope_fwd_bf16_dense_interleaved_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, false>(
+  rope_tokens<bf16, 2, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1788,7 +1788,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_freqs_s0_v4(const rope_fwd_bf16_dense_interleaved_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, false>(
+  rope_tokens<bf16, 4, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1821,7 +1821,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_freqs_s0_v8(const rope_fwd_bf16_dense_interleaved_freqs_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, false>(
+  rope_tokens<bf16, 8, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1860,7 +1860,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_freqs_s3_v1(const rope_fwd_bf16_dense_interleaved_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1899,7 +1899,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_freqs_s3_v2(const rope_fwd_bf16_dense_interleaved_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, false>(
+  rope_tokens<bf16, 2, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1938,7 +1938,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_freqs_s3_v4(const rope_fwd_bf16_dense_interleaved_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, false>(
+  rope_tokens<bf16, 4, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1977,7 +1977,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_freqs_s3_v8(const rope_fwd_bf16_dense_interleaved_freqs_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, false>(
+  rope_tokens<bf16, 8, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -2018,7 +2018,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_freqs_s4_v1(const rope_fwd_bf16_dense_interleaved_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -2054,7 +2054,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossin_s0_v1(const rope_fwd_bf16_dense_interleaved_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2090,7 +2090,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossin_s0_v2(const rope_fwd_bf16_dense_interleaved_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, false>(
+  rope_tokens<bf16, 2, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2126,7 +2126,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossin_s0_v4(const rope_fwd_bf16_dense_interleaved_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, false>(
+  rope_tokens<bf16, 4, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2162,7 +2162,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossin_s0_v8(const rope_fwd_bf16_dense_interleaved_cossin_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, false>(
+  rope_tokens<bf16, 8, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2204,7 +2204,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossin_s3_v1(const rope_fwd_bf16_dense_interleaved_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2246,7 +2246,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossin_s3_v2(const rope_fwd_bf16_dense_interleaved_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, false>(
+  rope_tokens<bf16, 2, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2288,7 +2288,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossin_s3_v4(const rope_fwd_bf16_dense_interleaved_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, false>(
+  rope_tokens<bf16, 4, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2330,7 +2330,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossin_s3_v8(const rope_fwd_bf16_dense_interleaved_cossin_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, false>(
+  rope_tokens<bf16, 8, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2374,7 +2374,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossin_s4_v1(const rope_fwd_bf16_dense_interleaved_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2410,7 +2410,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossinf32_s0_v1(const rope_fwd_bf16_dense_interleaved_cossinf32_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2446,7 +2446,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossinf32_s0_v2(const rope_fwd_bf16_dense_interleaved_cossinf32_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, false>(
+  rope_tokens<bf16, 2, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2482,7 +2482,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossinf32_s0_v4(const rope_fwd_bf16_dense_interleaved_cossinf32_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, false>(
+  rope_tokens<bf16, 4, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2518,7 +2518,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossinf32_s0_v8(const rope_fwd_bf16_dense_interleaved_cossinf32_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, false>(
+  rope_tokens<bf16, 8, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2560,7 +2560,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossinf32_s3_v1(const rope_fwd_bf16_dense_interleaved_cossinf32_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2602,7 +2602,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossinf32_s3_v2(const rope_fwd_bf16_dense_interleaved_cossinf32_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, false>(
+  rope_tokens<bf16, 2, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2644,7 +2644,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossinf32_s3_v4(const rope_fwd_bf16_dense_interleaved_cossinf32_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, false>(
+  rope_tokens<bf16, 4, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2686,7 +2686,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossinf32_s3_v8(const rope_fwd_bf16_dense_interleaved_cossinf32_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, false>(
+  rope_tokens<bf16, 8, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2730,7 +2730,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_cossinf32_s4_v1(const rope_fwd_bf16_dense_interleaved_cossinf32_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2762,7 +2762,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_invfreq_s0_v1(const rope_fwd_bf16_dense_interleaved_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2794,7 +2794,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_invfreq_s0_v2(const rope_fwd_bf16_dense_interleaved_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, false>(
+  rope_tokens<bf16, 2, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2826,7 +2826,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_invfreq_s0_v4(const rope_fwd_bf16_dense_interleaved_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, false>(
+  rope_tokens<bf16, 4, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2858,7 +2858,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_invfreq_s0_v8(const rope_fwd_bf16_dense_interleaved_invfreq_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, false>(
+  rope_tokens<bf16, 8, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2896,7 +2896,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_invfreq_s3_v1(const rope_fwd_bf16_dense_interleaved_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2934,7 +2934,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_invfreq_s3_v2(const rope_fwd_bf16_dense_interleaved_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, false>(
+  rope_tokens<bf16, 2, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2972,7 +2972,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_invfreq_s3_v4(const rope_fwd_bf16_dense_interleaved_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, false>(
+  rope_tokens<bf16, 4, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -3010,7 +3010,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_invfreq_s3_v8(const rope_fwd_bf16_dense_interleaved_invfreq_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, false>(
+  rope_tokens<bf16, 8, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -3050,7 +3050,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_invfreq_s4_v1(const rope_fwd_bf16_dense_interleaved_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -3083,7 +3083,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_base_s0_v1(const rope_fwd_bf16_dense_interleaved_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3116,7 +3116,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_base_s0_v2(const rope_fwd_bf16_dense_interleaved_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, false>(
+  rope_tokens<bf16, 2, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3149,7 +3149,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_base_s0_v4(const rope_fwd_bf16_dense_interleaved_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, false>(
+  rope_tokens<bf16, 4, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3182,7 +3182,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_base_s0_v8(const rope_fwd_bf16_dense_interleaved_base_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, false>(
+  rope_tokens<bf16, 8, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3221,7 +3221,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_base_s3_v1(const rope_fwd_bf16_dense_interleaved_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3260,7 +3260,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_base_s3_v2(const rope_fwd_bf16_dense_interleaved_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, false>(
+  rope_tokens<bf16, 2, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3299,7 +3299,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_base_s3_v4(const rope_fwd_bf16_dense_interleaved_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, false>(
+  rope_tokens<bf16, 4, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3338,7 +3338,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_base_s3_v8(const rope_fwd_bf16_dense_interleaved_base_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, false>(
+  rope_tokens<bf16, 8, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3379,7 +3379,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_bf16_dense_interleaved_base_s4_v1(const rope_fwd_bf16_dense_interleaved_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, false>(
+  rope_tokens<bf16, 1, true, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3412,7 +3412,7 @@ struct rope_bwd_bf16_dense_half_freqs_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_freqs_s0_v1(const rope_bwd_bf16_dense_half_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3445,7 +3445,7 @@ struct rope_bwd_bf16_dense_half_freqs_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_freqs_s0_v2(const rope_bwd_bf16_dense_half_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, true>(
+  rope_tokens<bf16, 2, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3478,7 +3478,7 @@ struct rope_bwd_bf16_dense_half_freqs_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_freqs_s0_v4(const rope_bwd_bf16_dense_half_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, true>(
+  rope_tokens<bf16, 4, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3511,7 +3511,7 @@ struct rope_bwd_bf16_dense_half_freqs_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_freqs_s0_v8(const rope_bwd_bf16_dense_half_freqs_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, true>(
+  rope_tokens<bf16, 8, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3550,7 +3550,7 @@ struct rope_bwd_bf16_dense_half_freqs_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_freqs_s3_v1(const rope_bwd_bf16_dense_half_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3589,7 +3589,7 @@ struct rope_bwd_bf16_dense_half_freqs_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_freqs_s3_v2(const rope_bwd_bf16_dense_half_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, true>(
+  rope_tokens<bf16, 2, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3628,7 +3628,7 @@ struct rope_bwd_bf16_dense_half_freqs_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_freqs_s3_v4(const rope_bwd_bf16_dense_half_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, true>(
+  rope_tokens<bf16, 4, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3667,7 +3667,7 @@ struct rope_bwd_bf16_dense_half_freqs_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_freqs_s3_v8(const rope_bwd_bf16_dense_half_freqs_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, true>(
+  rope_tokens<bf16, 8, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3708,7 +3708,7 @@ struct rope_bwd_bf16_dense_half_freqs_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_freqs_s4_v1(const rope_bwd_bf16_dense_half_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3744,7 +3744,7 @@ struct rope_bwd_bf16_dense_half_cossin_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossin_s0_v1(const rope_bwd_bf16_dense_half_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3780,7 +3780,7 @@ struct rope_bwd_bf16_dense_half_cossin_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossin_s0_v2(const rope_bwd_bf16_dense_half_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, true>(
+  rope_tokens<bf16, 2, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3816,7 +3816,7 @@ struct rope_bwd_bf16_dense_half_cossin_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossin_s0_v4(const rope_bwd_bf16_dense_half_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, true>(
+  rope_tokens<bf16, 4, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3852,7 +3852,7 @@ struct rope_bwd_bf16_dense_half_cossin_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossin_s0_v8(const rope_bwd_bf16_dense_half_cossin_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, true>(
+  rope_tokens<bf16, 8, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3894,7 +3894,7 @@ struct rope_bwd_bf16_dense_half_cossin_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossin_s3_v1(const rope_bwd_bf16_dense_half_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3936,7 +3936,7 @@ struct rope_bwd_bf16_dense_half_cossin_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossin_s3_v2(const rope_bwd_bf16_dense_half_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, true>(
+  rope_tokens<bf16, 2, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3978,7 +3978,7 @@ struct rope_bwd_bf16_dense_half_cossin_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossin_s3_v4(const rope_bwd_bf16_dense_half_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, true>(
+  rope_tokens<bf16, 4, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -4020,7 +4020,7 @@ struct rope_bwd_bf16_dense_half_cossin_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossin_s3_v8(const rope_bwd_bf16_dense_half_cossin_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, true>(
+  rope_tokens<bf16, 8, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -4064,7 +4064,7 @@ struct rope_bwd_bf16_dense_half_cossin_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossin_s4_v1(const rope_bwd_bf16_dense_half_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -4100,7 +4100,7 @@ struct rope_bwd_bf16_dense_half_cossinf32_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossinf32_s0_v1(const rope_bwd_bf16_dense_half_cossinf32_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -4136,7 +4136,7 @@ struct rope_bwd_bf16_dense_half_cossinf32_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossinf32_s0_v2(const rope_bwd_bf16_dense_half_cossinf32_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, true>(
+  rope_tokens<bf16, 2, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -4172,7 +4172,7 @@ struct rope_bwd_bf16_dense_half_cossinf32_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossinf32_s0_v4(const rope_bwd_bf16_dense_half_cossinf32_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, true>(
+  rope_tokens<bf16, 4, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -4208,7 +4208,7 @@ struct rope_bwd_bf16_dense_half_cossinf32_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossinf32_s0_v8(const rope_bwd_bf16_dense_half_cossinf32_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, true>(
+  rope_tokens<bf16, 8, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -4250,7 +4250,7 @@ struct rope_bwd_bf16_dense_half_cossinf32_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossinf32_s3_v1(const rope_bwd_bf16_dense_half_cossinf32_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -4292,7 +4292,7 @@ struct rope_bwd_bf16_dense_half_cossinf32_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossinf32_s3_v2(const rope_bwd_bf16_dense_half_cossinf32_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, true>(
+  rope_tokens<bf16, 2, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -4334,7 +4334,7 @@ struct rope_bwd_bf16_dense_half_cossinf32_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossinf32_s3_v4(const rope_bwd_bf16_dense_half_cossinf32_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, true>(
+  rope_tokens<bf16, 4, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -4376,7 +4376,7 @@ struct rope_bwd_bf16_dense_half_cossinf32_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossinf32_s3_v8(const rope_bwd_bf16_dense_half_cossinf32_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, true>(
+  rope_tokens<bf16, 8, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -4420,7 +4420,7 @@ struct rope_bwd_bf16_dense_half_cossinf32_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_cossinf32_s4_v1(const rope_bwd_bf16_dense_half_cossinf32_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -4452,7 +4452,7 @@ struct rope_bwd_bf16_dense_half_invfreq_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_invfreq_s0_v1(const rope_bwd_bf16_dense_half_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -4484,7 +4484,7 @@ struct rope_bwd_bf16_dense_half_invfreq_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_invfreq_s0_v2(const rope_bwd_bf16_dense_half_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, true>(
+  rope_tokens<bf16, 2, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -4516,7 +4516,7 @@ struct rope_bwd_bf16_dense_half_invfreq_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_invfreq_s0_v4(const rope_bwd_bf16_dense_half_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, true>(
+  rope_tokens<bf16, 4, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -4548,7 +4548,7 @@ struct rope_bwd_bf16_dense_half_invfreq_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_invfreq_s0_v8(const rope_bwd_bf16_dense_half_invfreq_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, true>(
+  rope_tokens<bf16, 8, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -4586,7 +4586,7 @@ struct rope_bwd_bf16_dense_half_invfreq_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_invfreq_s3_v1(const rope_bwd_bf16_dense_half_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -4624,7 +4624,7 @@ struct rope_bwd_bf16_dense_half_invfreq_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_invfreq_s3_v2(const rope_bwd_bf16_dense_half_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, true>(
+  rope_tokens<bf16, 2, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -4662,7 +4662,7 @@ struct rope_bwd_bf16_dense_half_invfreq_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_invfreq_s3_v4(const rope_bwd_bf16_dense_half_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, true>(
+  rope_tokens<bf16, 4, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -4700,7 +4700,7 @@ struct rope_bwd_bf16_dense_half_invfreq_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_invfreq_s3_v8(const rope_bwd_bf16_dense_half_invfreq_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, true>(
+  rope_tokens<bf16, 8, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -4740,7 +4740,7 @@ struct rope_bwd_bf16_dense_half_invfreq_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_invfreq_s4_v1(const rope_bwd_bf16_dense_half_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -4773,7 +4773,7 @@ struct rope_bwd_bf16_dense_half_base_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_base_s0_v1(const rope_bwd_bf16_dense_half_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -4806,7 +4806,7 @@ struct rope_bwd_bf16_dense_half_base_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_base_s0_v2(const rope_bwd_bf16_dense_half_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, true>(
+  rope_tokens<bf16, 2, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -4839,7 +4839,7 @@ struct rope_bwd_bf16_dense_half_base_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_base_s0_v4(const rope_bwd_bf16_dense_half_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, true>(
+  rope_tokens<bf16, 4, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -4872,7 +4872,7 @@ struct rope_bwd_bf16_dense_half_base_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_base_s0_v8(const rope_bwd_bf16_dense_half_base_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, true>(
+  rope_tokens<bf16, 8, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -4911,7 +4911,7 @@ struct rope_bwd_bf16_dense_half_base_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_base_s3_v1(const rope_bwd_bf16_dense_half_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -4950,7 +4950,7 @@ struct rope_bwd_bf16_dense_half_base_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_base_s3_v2(const rope_bwd_bf16_dense_half_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, false, true>(
+  rope_tokens<bf16, 2, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -4989,7 +4989,7 @@ struct rope_bwd_bf16_dense_half_base_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_base_s3_v4(const rope_bwd_bf16_dense_half_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, false, true>(
+  rope_tokens<bf16, 4, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -5028,7 +5028,7 @@ struct rope_bwd_bf16_dense_half_base_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_base_s3_v8(const rope_bwd_bf16_dense_half_base_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, false, true>(
+  rope_tokens<bf16, 8, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -5069,7 +5069,7 @@ struct rope_bwd_bf16_dense_half_base_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_half_base_s4_v1(const rope_bwd_bf16_dense_half_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, false, true>(
+  rope_tokens<bf16, 1, false, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -5102,7 +5102,7 @@ struct rope_bwd_bf16_dense_interleaved_freqs_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_freqs_s0_v1(const rope_bwd_bf16_dense_interleaved_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -5135,7 +5135,7 @@ struct rope_bwd_bf16_dense_interleaved_freqs_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_freqs_s0_v2(const rope_bwd_bf16_dense_interleaved_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, true>(
+  rope_tokens<bf16, 2, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -5168,7 +5168,7 @@ struct rope_bwd_bf16_dense_interleaved_freqs_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_freqs_s0_v4(const rope_bwd_bf16_dense_interleaved_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, true>(
+  rope_tokens<bf16, 4, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -5201,7 +5201,7 @@ struct rope_bwd_bf16_dense_interleaved_freqs_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_freqs_s0_v8(const rope_bwd_bf16_dense_interleaved_freqs_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, true>(
+  rope_tokens<bf16, 8, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -5240,7 +5240,7 @@ struct rope_bwd_bf16_dense_interleaved_freqs_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_freqs_s3_v1(const rope_bwd_bf16_dense_interleaved_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -5279,7 +5279,7 @@ struct rope_bwd_bf16_dense_interleaved_freqs_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_freqs_s3_v2(const rope_bwd_bf16_dense_interleaved_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, true>(
+  rope_tokens<bf16, 2, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -5318,7 +5318,7 @@ struct rope_bwd_bf16_dense_interleaved_freqs_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_freqs_s3_v4(const rope_bwd_bf16_dense_interleaved_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, true>(
+  rope_tokens<bf16, 4, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -5357,7 +5357,7 @@ struct rope_bwd_bf16_dense_interleaved_freqs_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_freqs_s3_v8(const rope_bwd_bf16_dense_interleaved_freqs_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, true>(
+  rope_tokens<bf16, 8, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -5398,7 +5398,7 @@ struct rope_bwd_bf16_dense_interleaved_freqs_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_freqs_s4_v1(const rope_bwd_bf16_dense_interleaved_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -5434,7 +5434,7 @@ struct rope_bwd_bf16_dense_interleaved_cossin_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossin_s0_v1(const rope_bwd_bf16_dense_interleaved_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5470,7 +5470,7 @@ struct rope_bwd_bf16_dense_interleaved_cossin_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossin_s0_v2(const rope_bwd_bf16_dense_interleaved_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, true>(
+  rope_tokens<bf16, 2, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5506,7 +5506,7 @@ struct rope_bwd_bf16_dense_interleaved_cossin_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossin_s0_v4(const rope_bwd_bf16_dense_interleaved_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, true>(
+  rope_tokens<bf16, 4, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5542,7 +5542,7 @@ struct rope_bwd_bf16_dense_interleaved_cossin_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossin_s0_v8(const rope_bwd_bf16_dense_interleaved_cossin_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, true>(
+  rope_tokens<bf16, 8, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5584,7 +5584,7 @@ struct rope_bwd_bf16_dense_interleaved_cossin_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossin_s3_v1(const rope_bwd_bf16_dense_interleaved_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5626,7 +5626,7 @@ struct rope_bwd_bf16_dense_interleaved_cossin_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossin_s3_v2(const rope_bwd_bf16_dense_interleaved_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, true>(
+  rope_tokens<bf16, 2, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5668,7 +5668,7 @@ struct rope_bwd_bf16_dense_interleaved_cossin_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossin_s3_v4(const rope_bwd_bf16_dense_interleaved_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, true>(
+  rope_tokens<bf16, 4, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5710,7 +5710,7 @@ struct rope_bwd_bf16_dense_interleaved_cossin_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossin_s3_v8(const rope_bwd_bf16_dense_interleaved_cossin_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, true>(
+  rope_tokens<bf16, 8, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5754,7 +5754,7 @@ struct rope_bwd_bf16_dense_interleaved_cossin_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossin_s4_v1(const rope_bwd_bf16_dense_interleaved_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5790,7 +5790,7 @@ struct rope_bwd_bf16_dense_interleaved_cossinf32_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossinf32_s0_v1(const rope_bwd_bf16_dense_interleaved_cossinf32_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5826,7 +5826,7 @@ struct rope_bwd_bf16_dense_interleaved_cossinf32_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossinf32_s0_v2(const rope_bwd_bf16_dense_interleaved_cossinf32_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, true>(
+  rope_tokens<bf16, 2, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5862,7 +5862,7 @@ struct rope_bwd_bf16_dense_interleaved_cossinf32_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossinf32_s0_v4(const rope_bwd_bf16_dense_interleaved_cossinf32_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, true>(
+  rope_tokens<bf16, 4, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5898,7 +5898,7 @@ struct rope_bwd_bf16_dense_interleaved_cossinf32_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossinf32_s0_v8(const rope_bwd_bf16_dense_interleaved_cossinf32_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, true>(
+  rope_tokens<bf16, 8, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5940,7 +5940,7 @@ struct rope_bwd_bf16_dense_interleaved_cossinf32_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossinf32_s3_v1(const rope_bwd_bf16_dense_interleaved_cossinf32_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -5982,7 +5982,7 @@ struct rope_bwd_bf16_dense_interleaved_cossinf32_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossinf32_s3_v2(const rope_bwd_bf16_dense_interleaved_cossinf32_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, true>(
+  rope_tokens<bf16, 2, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -6024,7 +6024,7 @@ struct rope_bwd_bf16_dense_interleaved_cossinf32_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossinf32_s3_v4(const rope_bwd_bf16_dense_interleaved_cossinf32_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, true>(
+  rope_tokens<bf16, 4, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -6066,7 +6066,7 @@ struct rope_bwd_bf16_dense_interleaved_cossinf32_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossinf32_s3_v8(const rope_bwd_bf16_dense_interleaved_cossinf32_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, true>(
+  rope_tokens<bf16, 8, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -6110,7 +6110,7 @@ struct rope_bwd_bf16_dense_interleaved_cossinf32_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_cossinf32_s4_v1(const rope_bwd_bf16_dense_interleaved_cossinf32_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -6142,7 +6142,7 @@ struct rope_bwd_bf16_dense_interleaved_invfreq_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_invfreq_s0_v1(const rope_bwd_bf16_dense_interleaved_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -6174,7 +6174,7 @@ struct rope_bwd_bf16_dense_interleaved_invfreq_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_invfreq_s0_v2(const rope_bwd_bf16_dense_interleaved_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, true>(
+  rope_tokens<bf16, 2, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -6206,7 +6206,7 @@ struct rope_bwd_bf16_dense_interleaved_invfreq_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_invfreq_s0_v4(const rope_bwd_bf16_dense_interleaved_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, true>(
+  rope_tokens<bf16, 4, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -6238,7 +6238,7 @@ struct rope_bwd_bf16_dense_interleaved_invfreq_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_invfreq_s0_v8(const rope_bwd_bf16_dense_interleaved_invfreq_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, true>(
+  rope_tokens<bf16, 8, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -6276,7 +6276,7 @@ struct rope_bwd_bf16_dense_interleaved_invfreq_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_invfreq_s3_v1(const rope_bwd_bf16_dense_interleaved_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -6314,7 +6314,7 @@ struct rope_bwd_bf16_dense_interleaved_invfreq_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_invfreq_s3_v2(const rope_bwd_bf16_dense_interleaved_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, true>(
+  rope_tokens<bf16, 2, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -6352,7 +6352,7 @@ struct rope_bwd_bf16_dense_interleaved_invfreq_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_invfreq_s3_v4(const rope_bwd_bf16_dense_interleaved_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, true>(
+  rope_tokens<bf16, 4, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -6390,7 +6390,7 @@ struct rope_bwd_bf16_dense_interleaved_invfreq_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_invfreq_s3_v8(const rope_bwd_bf16_dense_interleaved_invfreq_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, true>(
+  rope_tokens<bf16, 8, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -6430,7 +6430,7 @@ struct rope_bwd_bf16_dense_interleaved_invfreq_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_invfreq_s4_v1(const rope_bwd_bf16_dense_interleaved_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -6463,7 +6463,7 @@ struct rope_bwd_bf16_dense_interleaved_base_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_base_s0_v1(const rope_bwd_bf16_dense_interleaved_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -6496,7 +6496,7 @@ struct rope_bwd_bf16_dense_interleaved_base_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_base_s0_v2(const rope_bwd_bf16_dense_interleaved_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, true>(
+  rope_tokens<bf16, 2, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -6529,7 +6529,7 @@ struct rope_bwd_bf16_dense_interleaved_base_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_base_s0_v4(const rope_bwd_bf16_dense_interleaved_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, true>(
+  rope_tokens<bf16, 4, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -6562,7 +6562,7 @@ struct rope_bwd_bf16_dense_interleaved_base_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_base_s0_v8(const rope_bwd_bf16_dense_interleaved_base_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, true>(
+  rope_tokens<bf16, 8, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -6601,7 +6601,7 @@ struct rope_bwd_bf16_dense_interleaved_base_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_base_s3_v1(const rope_bwd_bf16_dense_interleaved_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -6640,7 +6640,7 @@ struct rope_bwd_bf16_dense_interleaved_base_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_base_s3_v2(const rope_bwd_bf16_dense_interleaved_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 2, true, true>(
+  rope_tokens<bf16, 2, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -6679,7 +6679,7 @@ struct rope_bwd_bf16_dense_interleaved_base_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_base_s3_v4(const rope_bwd_bf16_dense_interleaved_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 4, true, true>(
+  rope_tokens<bf16, 4, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -6718,7 +6718,7 @@ struct rope_bwd_bf16_dense_interleaved_base_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_base_s3_v8(const rope_bwd_bf16_dense_interleaved_base_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 8, true, true>(
+  rope_tokens<bf16, 8, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -6759,7 +6759,7 @@ struct rope_bwd_bf16_dense_interleaved_base_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_bf16_dense_interleaved_base_s4_v1(const rope_bwd_bf16_dense_interleaved_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<bf16, 1, true, true>(
+  rope_tokens<bf16, 1, true, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});

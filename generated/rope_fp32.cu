@@ -32,7 +32,7 @@ struct rope_fwd_fp32_dense_half_freqs_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s0_v1(const rope_fwd_fp32_dense_half_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, false>(
+  rope_tokens<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -65,7 +65,7 @@ struct rope_fwd_fp32_dense_half_freqs_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s0_v2(const rope_fwd_fp32_dense_half_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, false>(
+  rope_tokens<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -98,7 +98,7 @@ struct rope_fwd_fp32_dense_half_freqs_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s0_v4(const rope_fwd_fp32_dense_half_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, false>(
+  rope_tokens<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -137,7 +137,7 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s3_v1(const rope_fwd_fp32_dense_half_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, false>(
+  rope_tokens<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -176,7 +176,7 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s3_v2(const rope_fwd_fp32_dense_half_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, false>(
+  rope_tokens<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -215,7 +215,7 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s3_v4(const rope_fwd_fp32_dense_half_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, false>(
+  rope_tokens<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -256,7 +256,7 @@ struct rope_fwd_fp32_dense_half_freqs_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s4_v1(const rope_fwd_fp32_dense_half_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, false>(
+  rope_tokens<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -292,7 +292,7 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s0_v1(const rope_fwd_fp32_dense_half_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, false>(
+  rope_tokens<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -328,7 +328,7 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s0_v2(const rope_fwd_fp32_dense_half_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, false>(
+  rope_tokens<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -364,7 +364,7 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s0_v4(const rope_fwd_fp32_dense_half_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, false>(
+  rope_tokens<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -406,7 +406,7 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s3_v1(const rope_fwd_fp32_dense_half_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, false>(
+  rope_tokens<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -448,7 +448,7 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s3_v2(const rope_fwd_fp32_dense_half_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, false>(
+  rope_tokens<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -490,7 +490,7 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s3_v4(const rope_fwd_fp32_dense_half_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, false>(
+  rope_tokens<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -534,7 +534,7 @@ struct rope_fwd_fp32_dense_half_cossin_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s4_v1(const rope_fwd_fp32_dense_half_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, false>(
+  rope_tokens<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -566,7 +566,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s0_v1(const rope_fwd_fp32_dense_half_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, false>(
+  rope_tokens<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -598,7 +598,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s0_v2(const rope_fwd_fp32_dense_half_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, false>(
+  rope_tokens<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -630,7 +630,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s0_v4(const rope_fwd_fp32_dense_half_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, false>(
+  rope_tokens<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -668,7 +668,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s3_v1(const rope_fwd_fp32_dense_half_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, false>(
+  rope_tokens<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -706,7 +706,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s3_v2(const rope_fwd_fp32_dense_half_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, false>(
+  rope_tokens<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -744,7 +744,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s3_v4(const rope_fwd_fp32_dense_half_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, false>(
+  rope_tokens<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -784,7 +784,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s4_v1(const rope_fwd_fp32_dense_half_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, false>(
+  rope_tokens<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -817,7 +817,7 @@ struct rope_fwd_fp32_dense_half_base_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s0_v1(const rope_fwd_fp32_dense_half_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, false>(
+  rope_tokens<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -850,7 +850,7 @@ struct rope_fwd_fp32_dense_half_base_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s0_v2(const rope_fwd_fp32_dense_half_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, false>(
+  rope_tokens<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -883,7 +883,7 @@ struct rope_fwd_fp32_dense_half_base_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s0_v4(const rope_fwd_fp32_dense_half_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, false>(
+  rope_tokens<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -922,7 +922,7 @@ struct rope_fwd_fp32_dense_half_base_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s3_v1(const rope_fwd_fp32_dense_half_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, false>(
+  rope_tokens<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -961,7 +961,7 @@ struct rope_fwd_fp32_dense_half_base_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s3_v2(const rope_fwd_fp32_dense_half_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, false>(
+  rope_tokens<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1000,7 +1000,7 @@ struct rope_fwd_fp32_dense_half_base_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s3_v4(const rope_fwd_fp32_dense_half_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, false>(
+  rope_tokens<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1041,7 +1041,7 @@ struct rope_fwd_fp32_dense_half_base_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s4_v1(const rope_fwd_fp32_dense_half_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, false>(
+  rope_tokens<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1074,7 +1074,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s0_v1(const rope_fwd_fp32_dense_interleaved_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, false>(
+  rope_tokens<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1107,7 +1107,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s0_v2(const rope_fwd_fp32_dense_interleaved_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, false>(
+  rope_tokens<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1140,7 +1140,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s0_v4(const rope_fwd_fp32_dense_interleaved_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, false>(
+  rope_tokens<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1179,7 +1179,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s3_v1(const rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, false>(
+  rope_tokens<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1218,7 +1218,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s3_v2(const rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, false>(
+  rope_tokens<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1257,7 +1257,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s3_v4(const rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, false>(
+  rope_tokens<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1298,7 +1298,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s4_v1(const rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, false>(
+  rope_tokens<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1334,7 +1334,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s0_v1(const rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, false>(
+  rope_tokens<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -1370,7 +1370,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s0_v2(const rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, false>(
+  rope_tokens<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -1406,7 +1406,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s0_v4(const rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, false>(
+  rope_tokens<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -1448,7 +1448,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s3_v1(const rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, false>(
+  rope_tokens<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -1490,7 +1490,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s3_v2(const rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, false>(
+  rope_tokens<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -1532,7 +1532,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s3_v4(const rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, false>(
+  rope_tokens<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -1576,7 +1576,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s4_v1(const rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, false>(
+  rope_tokens<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -1608,7 +1608,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s0_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, false>(
+  rope_tokens<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1640,7 +1640,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s0_v2(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, false>(
+  rope_tokens<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1672,7 +1672,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s0_v4(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, false>(
+  rope_tokens<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1710,7 +1710,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s3_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, false>(
+  rope_tokens<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1748,7 +1748,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s3_v2(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, false>(
+  rope_tokens<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1786,7 +1786,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s3_v4(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, false>(
+  rope_tokens<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1826,7 +1826,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s4_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, false>(
+  rope_tokens<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1859,7 +1859,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s0_v1(const rope_fwd_fp32_dense_interleaved_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, false>(
+  rope_tokens<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1892,7 +1892,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s0_v2(const rope_fwd_fp32_dense_interleaved_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, false>(
+  rope_tokens<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1925,7 +1925,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s0_v4(const rope_fwd_fp32_dense_interleaved_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, false>(
+  rope_tokens<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1964,7 +1964,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s3_v1(const rope_fwd_fp32_dense_interleaved_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, false>(
+  rope_tokens<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -2003,7 +2003,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s3_v2(const rope_fwd_fp32_dense_interleaved_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, false>(
+  rope_tokens<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -2042,7 +2042,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s3_v4(const rope_fwd_fp32_dense_interleaved_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, false>(
+  rope_tokens<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -2083,7 +2083,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s4_v1(const rope_fwd_fp32_dense_interleaved_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, false>(
+  rope_tokens<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -2116,7 +2116,7 @@ struct rope_bwd_fp32_dense_half_freqs_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s0_v1(const rope_bwd_fp32_dense_half_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, true>(
+  rope_tokens<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -2149,7 +2149,7 @@ struct rope_bwd_fp32_dense_half_freqs_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s0_v2(const rope_bwd_fp32_dense_half_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, true>(
+  rope_tokens<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -2182,7 +2182,7 @@ struct rope_bwd_fp32_dense_half_freqs_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s0_v4(const rope_bwd_fp32_dense_half_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, true>(
+  rope_tokens<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -2221,7 +2221,7 @@ struct rope_bwd_fp32_dense_half_freqs_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s3_v1(const rope_bwd_fp32_dense_half_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, true>(
+  rope_tokens<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -2260,7 +2260,7 @@ struct rope_bwd_fp32_dense_half_freqs_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s3_v2(const rope_bwd_fp32_dense_half_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, true>(
+  rope_tokens<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -2299,7 +2299,7 @@ struct rope_bwd_fp32_dense_half_freqs_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s3_v4(const rope_bwd_fp32_dense_half_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, true>(
+  rope_tokens<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -2340,7 +2340,7 @@ struct rope_bwd_fp32_dense_half_freqs_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s4_v1(const rope_bwd_fp32_dense_half_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, true>(
+  rope_tokens<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -2376,7 +2376,7 @@ struct rope_bwd_fp32_dense_half_cossin_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s0_v1(const rope_bwd_fp32_dense_half_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, true>(
+  rope_tokens<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2412,7 +2412,7 @@ struct rope_bwd_fp32_dense_half_cossin_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s0_v2(const rope_bwd_fp32_dense_half_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, true>(
+  rope_tokens<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2448,7 +2448,7 @@ struct rope_bwd_fp32_dense_half_cossin_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s0_v4(const rope_bwd_fp32_dense_half_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, true>(
+  rope_tokens<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2490,7 +2490,7 @@ struct rope_bwd_fp32_dense_half_cossin_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s3_v1(const rope_bwd_fp32_dense_half_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, true>(
+  rope_tokens<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2532,7 +2532,7 @@ struct rope_bwd_fp32_dense_half_cossin_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s3_v2(const rope_bwd_fp32_dense_half_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, true>(
+  rope_tokens<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2574,7 +2574,7 @@ struct rope_bwd_fp32_dense_half_cossin_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s3_v4(const rope_bwd_fp32_dense_half_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, true>(
+  rope_tokens<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2618,7 +2618,7 @@ struct rope_bwd_fp32_dense_half_cossin_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s4_v1(const rope_bwd_fp32_dense_half_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, true>(
+  rope_tokens<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -2650,7 +2650,7 @@ struct rope_bwd_fp32_dense_half_invfreq_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s0_v1(const rope_bwd_fp32_dense_half_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, true>(
+  rope_tokens<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2682,7 +2682,7 @@ struct rope_bwd_fp32_dense_half_invfreq_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s0_v2(const rope_bwd_fp32_dense_half_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, true>(
+  rope_tokens<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2714,7 +2714,7 @@ struct rope_bwd_fp32_dense_half_invfreq_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s0_v4(const rope_bwd_fp32_dense_half_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, true>(
+  rope_tokens<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2752,7 +2752,7 @@ struct rope_bwd_fp32_dense_half_invfreq_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s3_v1(const rope_bwd_fp32_dense_half_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, true>(
+  rope_tokens<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2790,7 +2790,7 @@ struct rope_bwd_fp32_dense_half_invfreq_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s3_v2(const rope_bwd_fp32_dense_half_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, true>(
+  rope_tokens<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2828,7 +2828,7 @@ struct rope_bwd_fp32_dense_half_invfreq_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s3_v4(const rope_bwd_fp32_dense_half_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, true>(
+  rope_tokens<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2868,7 +2868,7 @@ struct rope_bwd_fp32_dense_half_invfreq_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s4_v1(const rope_bwd_fp32_dense_half_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, true>(
+  rope_tokens<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -2901,7 +2901,7 @@ struct rope_bwd_fp32_dense_half_base_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s0_v1(const rope_bwd_fp32_dense_half_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, true>(
+  rope_tokens<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -2934,7 +2934,7 @@ struct rope_bwd_fp32_dense_half_base_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s0_v2(const rope_bwd_fp32_dense_half_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, true>(
+  rope_tokens<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -2967,7 +2967,7 @@ struct rope_bwd_fp32_dense_half_base_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s0_v4(const rope_bwd_fp32_dense_half_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, true>(
+  rope_tokens<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3006,7 +3006,7 @@ struct rope_bwd_fp32_dense_half_base_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s3_v1(const rope_bwd_fp32_dense_half_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, true>(
+  rope_tokens<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3045,7 +3045,7 @@ struct rope_bwd_fp32_dense_half_base_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s3_v2(const rope_bwd_fp32_dense_half_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, false, true>(
+  rope_tokens<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3084,7 +3084,7 @@ struct rope_bwd_fp32_dense_half_base_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s3_v4(const rope_bwd_fp32_dense_half_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, false, true>(
+  rope_tokens<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3125,7 +3125,7 @@ struct rope_bwd_fp32_dense_half_base_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s4_v1(const rope_bwd_fp32_dense_half_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, false, true>(
+  rope_tokens<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3158,7 +3158,7 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s0_v1(const rope_bwd_fp32_dense_interleaved_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, true>(
+  rope_tokens<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3191,7 +3191,7 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s0_v2(const rope_bwd_fp32_dense_interleaved_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, true>(
+  rope_tokens<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3224,7 +3224,7 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s0_v4(const rope_bwd_fp32_dense_interleaved_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, true>(
+  rope_tokens<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3263,7 +3263,7 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s3_v1(const rope_bwd_fp32_dense_interleaved_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, true>(
+  rope_tokens<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3302,7 +3302,7 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s3_v2(const rope_bwd_fp32_dense_interleaved_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, true>(
+  rope_tokens<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3341,7 +3341,7 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s3_v4(const rope_bwd_fp32_dense_interleaved_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, true>(
+  rope_tokens<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3382,7 +3382,7 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s4_v1(const rope_bwd_fp32_dense_interleaved_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, true>(
+  rope_tokens<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -3418,7 +3418,7 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s0_v1(const rope_bwd_fp32_dense_interleaved_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, true>(
+  rope_tokens<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3454,7 +3454,7 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s0_v2(const rope_bwd_fp32_dense_interleaved_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, true>(
+  rope_tokens<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3490,7 +3490,7 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s0_v4(const rope_bwd_fp32_dense_interleaved_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, true>(
+  rope_tokens<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3532,7 +3532,7 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s3_v1(const rope_bwd_fp32_dense_interleaved_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, true>(
+  rope_tokens<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3574,7 +3574,7 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s3_v2(const rope_bwd_fp32_dense_interleaved_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, true>(
+  rope_tokens<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3616,7 +3616,7 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s3_v4(const rope_bwd_fp32_dense_interleaved_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, true>(
+  rope_tokens<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3660,7 +3660,7 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s4_v1(const rope_bwd_fp32_dense_interleaved_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, true>(
+  rope_tokens<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -3692,7 +3692,7 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s0_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, true>(
+  rope_tokens<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -3724,7 +3724,7 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s0_v2(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, true>(
+  rope_tokens<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -3756,7 +3756,7 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s0_v4(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, true>(
+  rope_tokens<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -3794,7 +3794,7 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s3_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, true>(
+  rope_tokens<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -3832,7 +3832,7 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s3_v2(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, true>(
+  rope_tokens<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -3870,7 +3870,7 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s3_v4(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, true>(
+  rope_tokens<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -3910,7 +3910,7 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s4_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, true>(
+  rope_tokens<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -3943,7 +3943,7 @@ struct rope_bwd_fp32_dense_interleaved_base_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s0_v1(const rope_bwd_fp32_dense_interleaved_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, true>(
+  rope_tokens<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -3976,7 +3976,7 @@ struct rope_bwd_fp32_dense_interleaved_base_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s0_v2(const rope_bwd_fp32_dense_interleaved_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, true>(
+  rope_tokens<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -4009,7 +4009,7 @@ struct rope_bwd_fp32_dense_interleaved_base_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s0_v4(const rope_bwd_fp32_dense_interleaved_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, true>(
+  rope_tokens<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -4048,7 +4048,7 @@ struct rope_bwd_fp32_dense_interleaved_base_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s3_v1(const rope_bwd_fp32_dense_interleaved_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, true>(
+  rope_tokens<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -4087,7 +4087,7 @@ struct rope_bwd_fp32_dense_interleaved_base_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s3_v2(const rope_bwd_fp32_dense_interleaved_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 2, true, true>(
+  rope_tokens<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -4126,7 +4126,7 @@ struct rope_bwd_fp32_dense_interleaved_base_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s3_v4(const rope_bwd_fp32_dense_interleaved_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 4, true, true>(
+  rope_tokens<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -4167,7 +4167,7 @@ struct rope_bwd_fp32_dense_interleaved_base_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s4_v1(const rope_bwd_fp32_dense_interleaved_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_token<float, 1, true, true>(
+  rope_tokens<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});

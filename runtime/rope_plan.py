@@ -265,8 +265,29 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
         fields[f"{prefix}_ss"], fields[f"{prefix}_sb"], fields[f"{prefix}_sh"], fields[f"{prefix}_sd"] = st
     values = tuple(fields[n] for n in names)
 
-    groups = rd // 2 // vec
+    token_stride = x_strides[1] if seq_major else x_strides[0]
+    head_outer = H > 1 and tokens > 1 and x_strides[2] > token_stride
+    block = block_shape(rd // 2 // vec, H, tokens, head_outer)
+    return RopePlan(key, module, symbol, fmt, values, (-(-tokens // block[2]), 1, 1), block, x.device)
+
+
+MIN_THREADS_PER_BLOCK = 64
+
+
+def block_shape(groups: int, heads: int, tokens: int, head_outer: bool) -> tuple[int, int, int]:
+    """(groups, head rows, tokens) per block.
+
+    Small blocks finish the grid with a short tail, which is what separates a memory-bound kernel of
+    50-100 us from a copy (benchmarks/NOTES.md, sweep of 2026-11-23): one token per block, every head
+    visited once. When heads lie outside tokens in memory (a (b, h, s, d) tensor seen as bshd), two
+    tokens per block and two passes over the heads keep each head's rows contiguous. Blocks stay at
+    MIN_THREADS_PER_BLOCK or more so the 32-blocks-per-SM limit does not cap occupancy.
+    """
     bx = min(groups, 32)
-    by = max(1, min(-(-H // dispatch.ROPE_HEADS_IN_FLIGHT), dispatch.ROPE_MAX_THREADS // bx))
-    bz = max(1, min(dispatch.ROPE_MAX_THREADS // (bx * by), tokens))
-    return RopePlan(key, module, symbol, fmt, values, (-(-tokens // bz), 1, 1), (bx, by, bz), x.device)
+    by = max(1, min(-(-heads // dispatch.ROPE_HEADS_IN_FLIGHT), dispatch.ROPE_MAX_THREADS // bx))
+    bz = 1
+    if head_outer:
+        by, bz = -(-by // 2), 2
+    while bx * by * bz < MIN_THREADS_PER_BLOCK and bz * 2 <= tokens and bx * by * bz * 2 <= dispatch.ROPE_MAX_THREADS:
+        bz *= 2
+    return bx, by, min(bz, tokens)

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import statistics
+import time
+
+# About 2 ms of GPU clock: more than the host needs to queue one batch of calls.
+QUEUE_AHEAD_CYCLES = 4_000_000
+WARMUP_SECONDS = 0.05
 
 
 def median_ms(calls, *, warmup: int = 3, batches: int = 15, min_batch_calls: int = 8) -> float:
@@ -15,13 +20,20 @@ def median_ms(calls, *, warmup: int = 3, batches: int = 15, min_batch_calls: int
     import torch
 
     per_batch = max(min_batch_calls, len(calls))
-    for _ in range(warmup):
+    # Warm-up: at least ``warmup`` rounds and WARMUP_SECONDS of work, so clocks have left idle.
+    started = time.perf_counter()
+    rounds = 0
+    while rounds < warmup or time.perf_counter() - started < WARMUP_SECONDS:
         for fn in calls:
             fn()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        rounds += 1
     times = []
     for _ in range(batches):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # The GPU waits here while the host queues the batch, so the events time the kernels back to
+        # back and not the host's launch cost (measured apart, as host overhead).
+        torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
         start.record()
         for i in range(per_batch):
             calls[i % len(calls)]()

@@ -111,6 +111,30 @@ def test_block_shape_stays_within_the_limit():
         assert bx * by * bz <= 256 and plan.grid[0] * bz >= shape[0] * shape[1]
 
 
+def test_block_shape_follows_memory_order():
+    from cukiln.rope_plan import block_shape
+
+    assert block_shape(8, 128, 4096, head_outer=False) == (8, 32, 1)  # one token, all heads
+    assert block_shape(8, 32, 8192, head_outer=False) == (8, 8, 1)
+    assert block_shape(8, 32, 8192, head_outer=True) == (8, 4, 2)  # two tokens, two passes over heads
+    assert block_shape(8, 1, 100, head_outer=False) == (8, 1, 8)  # at least 64 threads
+    assert block_shape(2, 1, 3, head_outer=False) == (2, 1, 2)  # never more token rows than tokens
+
+
+def test_transposed_view_plans_head_outer_blocks():
+    import torch
+
+    from cukiln.tensors import from_torch
+
+    S, B, H, D = 64, 2, 32, 128
+    x = torch.empty(B, H, S, D, dtype=torch.bfloat16).transpose(1, 2)
+    xi = from_torch(x, "x", cuda=False)
+    plan = plan_rope(xi, xi, base=10000.0, layout="bshd")
+    assert plan.block == (8, 4, 2)
+    dense = from_torch(torch.empty(B, S, H, D, dtype=torch.bfloat16), "x", cuda=False)
+    assert plan_rope(dense, out_like(dense), base=10000.0, layout="bshd").block == (8, 8, 1)
+
+
 def test_empty_tensor_plans_no_launch():
     x = contiguous((0, 2, 4, 64))
     assert plan_rope(x, out_like(x), base=10000.0) is None

@@ -1,0 +1,174 @@
+"""RoPE kernel-shape sweep: which compile-time and launch-time shape moves the most bytes per second.
+
+Two steps, so the compiling happens on a machine without a GPU:
+
+    python benchmarks/rope_sweep.py build DIR          # render + compile every config for sm_90 into DIR
+    python benchmarks/rope_sweep.py run DIR [--out F]  # GPU: time every config x launch shape x case
+
+Compile-time knobs: heads in flight per thread, the __launch_bounds__ minimum of blocks per SM, the L2
+prefetch hint on loads. Launch-time knobs: threads per block, block rows (tokens) per block, and a grid
+capped at a multiple of the SM count (blocks then loop over tokens). Each row is timed as bench does
+(CUDA events, median, rotating buffers) beside a copy of the same bytes and a 1 GiB copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+from pathlib import Path
+
+from cukiln.codegen import render
+from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
+from cukiln.codegen.variants import Dtype, parse_rope_name
+
+CONFIGS = {  # name -> (heads in flight, min blocks per SM, L2 prefetch, max threads per block)
+    "h4_b2": (4, 2, None, 256),
+    "h2_b3": (2, 3, None, 256),
+    "h8_b1": (8, 1, None, 256),
+    "h8_b2_t128": (8, 2, None, 128),
+    "h4_b4_t128": (4, 4, None, 128),
+    "h4_b8_t64": (4, 8, None, 64),
+}
+SYMBOLS = [f"rope_{d}_bf16_dense_half_freqs_s{s}_v8" for d in ("fwd", "bwd") for s in (0, 3)]
+
+
+def build(out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    variants = [parse_rope_name(s) for s in SYMBOLS]
+    index = {}
+    for name, (heads, min_blocks, prefetch, threads) in CONFIGS.items():
+        render.MAX_THREADS_PER_BLOCK = threads
+        source = render.render_rope_module(Dtype.BF16, variants, min_blocks=min_blocks)
+        headers = render.render_headers(heads_in_flight=heads, l2_prefetch=prefetch)
+        cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)
+        (out_dir / f"{name}.cubin").write_bytes(cubin)
+        resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
+        index[name] = {"heads_in_flight": heads, "min_blocks": min_blocks, "l2_prefetch": prefetch,
+                       "max_threads": threads, "resources": resources}
+        regs = {k: (v["registers"], v["spill_store_bytes"] + v["spill_load_bytes"]) for k, v in resources.items()}
+        print(f"{name}: {seconds:.1f} s, (registers, spill bytes) {regs}")
+    (out_dir / "index.json").write_text(json.dumps(index, indent=1))
+
+
+# --- GPU side -------------------------------------------------------------------------------------
+
+def _cases():
+    """(name, shape [s,b,h,d], view, rotary_dim, in place)."""
+    return [
+        ("A [4096,1,128,128] sbhd", (4096, 1, 128, 128), "sbhd", 128, False),
+        ("B [512,32,24,128] sbhd", (512, 32, 24, 128), "sbhd", 128, False),
+        ("C [4096,2,32,128] sbhd", (4096, 2, 32, 128), "sbhd", 128, False),
+        ("D [4096,2,32,128] bhsd->bshd", (4096, 2, 32, 128), "bhsd->bshd", 128, False),
+        ("E [4096,1,128,128] in place rd=32", (4096, 1, 128, 128), "sbhd", 32, True),
+    ]
+
+
+def _launch_shapes(groups: int, heads: int, tokens: int, heads_in_flight: int, threads: int, sms: int):
+    """(label, block, grid) candidates: every split of the block between heads (y) and tokens (z)."""
+    bx = min(groups, 32)
+    out, seen = [], set()
+    for head_iters in (1, 2, 4, 8):
+        by = max(1, min(-(-heads // (heads_in_flight * head_iters)), threads // bx))
+        for bz in (1, 2, 4, 8, 16, 32):
+            if bx * by * bz > threads or bz > tokens or (by, bz) in seen:
+                continue
+            seen.add((by, bz))
+            out.append((f"by{by} bz{bz}", (bx, by, bz), -(-tokens // bz)))
+    return out
+
+
+def run(cubin_dir: Path, out_path: Path | None) -> None:
+    import torch
+    from cuda.bindings import driver
+
+    from cukiln import rope_api
+    from cukiln.loader import KERNELS, check
+    from cukiln.tools.timing import copy_tbps, median_ms, rotating_sets
+
+    index = json.loads((cubin_dir / "index.json").read_text())
+    torch.cuda.init()
+    ctx, _ = KERNELS.context(0)
+    check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    big_copy = copy_tbps()
+    print(f"1 GiB copy {big_copy:.3f} TB/s")
+    functions = {}
+    for name in index:
+        mod = check(driver.cuModuleLoadData((cubin_dir / f"{name}.cubin").read_bytes()), "cuModuleLoadData")
+        functions[name] = {s: check(driver.cuModuleGetFunction(mod, s.encode()), "cuModuleGetFunction")
+                           for s in SYMBOLS}
+    stream = torch.cuda.current_stream().cuda_stream
+    rows = []
+    for case, (S, B, H, D), view, rd, in_place in _cases():
+        freqs = torch.rand(S, 1, 1, rd, device="cuda") * 100
+
+        def make():
+            if view == "sbhd":
+                x = torch.randn(S, B, H, D, device="cuda", dtype=torch.bfloat16)
+            else:
+                x = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+            return x, (x if in_place else torch.empty_like(x))
+
+        moved = 2 * S * B * H * rd * 2 + freqs.numel() * 4 + (0 if in_place else 2 * S * B * H * (D - rd) * 2)
+        sets = rotating_sets(make, moved)
+        layout = "sbhd" if view == "sbhd" else "bshd"
+        same_copy = median_ms([lambda x=x, o=o: o.copy_(x) for x, o in sets if o is not x] or
+                              [lambda x=x: torch.empty_like(x).copy_(x) for x, _ in sets])
+        copy_row = {"case": case, "config": "copy of x", "ms": same_copy}
+        print(f"{case}: copy of the same tensor {same_copy * 1e3:.1f} us")
+        plans = [rope_api.plan_call(x, freqs=freqs, layout=layout, rotary_dim=rd, inplace=in_place,
+                                    **({} if in_place else {"out": o}))[0] for x, o in sets]
+        symbol = plans[0].symbol
+        copy_row["default_block"] = list(plans[0].block)
+        rows.append(copy_row)
+        groups = rd // 2 // plans[0].key[-1]
+        for name, cfg in index.items():
+            fn = functions[name][symbol]
+            packed = [struct.pack(p.fmt, *p.values) for p in plans]
+            for label, block, grid in _launch_shapes(groups, H, S * B, cfg["heads_in_flight"], cfg["max_threads"],
+                                                     sms):
+                def call(buf):
+                    import ctypes
+
+                    params = ctypes.create_string_buffer(buf)
+                    ptrs = (ctypes.c_void_p * 1)(ctypes.addressof(params))
+                    (err,) = driver.cuLaunchKernel(fn, grid, 1, 1, *block, 0, stream, ctypes.addressof(ptrs), 0)
+                    assert err == driver.CUresult.CUDA_SUCCESS, err
+
+                ms = median_ms([lambda b=b: call(b) for b in packed])
+                tbps = moved / (ms * 1e-3) / 1e12
+                rows.append({"case": case, "config": name, "launch": label, "block": list(block), "symbol": symbol, "ms": ms,
+                             "tbps": tbps, "x_big_copy": tbps / big_copy,
+                             "x_same_copy": same_copy / ms if not in_place else None})
+                print(f"  {name:12s} {label:22s} {ms * 1e3:7.1f} us {tbps:5.2f} TB/s {tbps / big_copy:5.3f}x")
+    torch.cuda.synchronize()
+    result = {"device": torch.cuda.get_device_name(0), "big_copy_tbps": big_copy, "configs": index, "rows": rows}
+    if out_path:
+        out_path.write_text(json.dumps(result, indent=1))
+    print("\nbest per case (x 1 GiB copy):")
+    for case, *_ in _cases():
+        timed = [r for r in rows if r["case"] == case and "tbps" in r]
+        best = sorted(timed, key=lambda r: r["ms"])[:3]
+        default_block = [r for r in rows if r["case"] == case and "default_block" in r][0]["default_block"]
+        base = [r for r in timed if r["config"] == "h4_b2" and r["block"] == default_block][0]
+        print(f"{case}: default {base['x_big_copy']:.3f}; best " +
+              "; ".join(f"{r['config']} {r['launch']} {r['x_big_copy']:.3f}" for r in best))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("step", choices=("build", "run"))
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if args.step == "build":
+        build(args.dir)
+    else:
+        run(args.dir, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
