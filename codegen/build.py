@@ -117,7 +117,7 @@ def _progress(console: Console) -> Progress:
 def check(out_dir: Path, console: Console) -> int:
     """0 when generated/ matches what the templates produce, else 1 with the differences listed."""
     variants = select_variants(None)
-    expected = emit.expected_files(render_modules(variants), render_headers(), variants)
+    expected = emit.expected_files(render_modules(variants), render_headers(), variants, emit.read_tuning(out_dir))
     problems = []
     for name, text in expected.items():
         path = out_dir / name
@@ -181,7 +181,7 @@ def build(archs: list[str], only: str | None, jobs: int, out_dir: Path, console:
 
 
 def _write_outputs(out_dir: Path, variants, sources, headers, results: list[CompileResult], archs) -> dict:
-    for name, text in emit.expected_files(sources, headers, variants).items():
+    for name, text in emit.expected_files(sources, headers, variants, emit.read_tuning(out_dir)).items():
         emit.write_text_if_changed(out_dir / name, text)
     version = nvrtc_version()
     modules: dict[str, dict] = {}

@@ -15,8 +15,12 @@ def _build(args: argparse.Namespace) -> int:
     out_dir = emit.generated_dir()
     if args.check:
         return build.check(out_dir, console)
-    archs = args.arch or build.default_archs()
-    return build.build(archs, args.only, args.jobs, out_dir, console)
+    archs = [a for given in args.arch for a in given.split(",") if a] if args.arch else build.default_archs()
+    try:
+        return build.build(archs, args.only, args.jobs, out_dir, console)
+    except ValueError as e:  # bad options: a message, not a traceback
+        console.print(f"[red]cukiln build: {e}[/red]")
+        return 2
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -31,6 +35,19 @@ def _bench(args: argparse.Namespace) -> int:
     return bench.main(args)
 
 
+def _tune(args: argparse.Namespace) -> int:
+    import torch
+
+    from cukiln.tools import thd
+
+    console = Console()
+    if not torch.cuda.is_available():
+        console.print("[red]cukiln tune needs a CUDA GPU[/red]")
+        return 2
+    thd.tune(console)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     from .build import DEFAULT_ARCHS, default_jobs
 
@@ -39,7 +56,8 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("build", help="render the templates, compile every variant with NVRTC, write generated/")
     b.add_argument("--arch", action="append", metavar="SM",
-                   help=f"target arch, repeatable (default: {', '.join(DEFAULT_ARCHS)} and the local GPU's)")
+                   help=f"target arch, repeatable or comma-separated (default: {', '.join(DEFAULT_ARCHS)} and the "
+                        "local GPU's)")
     b.add_argument("--only", metavar="REGEX", help="build only the variants whose name matches (a partial build)")
     b.add_argument("--jobs", type=int, default=default_jobs(), help="compile processes (default: CPU count)")
     b.add_argument("--check", action="store_true",
@@ -53,10 +71,15 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_report)
 
     bn = sub.add_parser("bench", help="time kernels on the GPU against a same-run device copy and PyTorch")
-    bn.add_argument("op", choices=("rope",), help="what to benchmark")
+    bn.add_argument("op", choices=("rope", "rope-thd"),
+                    help="rope: dense layouts against PyTorch; rope-thd: packed sequences, auto vs grid dispatch")
     bn.add_argument("--out", metavar="JSON", help="write the results here (default: print only)")
     bn.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, not for quoting)")
     bn.set_defaults(func=_bench)
+
+    t = sub.add_parser("tune", help="measure dispatch choices on this GPU, write generated/tuning/<arch>.json")
+    t.add_argument("op", choices=("rope-thd",), help="rope-thd: the token/grid rule for packed sequences")
+    t.set_defaults(func=_tune)
     return p
 
 

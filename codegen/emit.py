@@ -47,10 +47,34 @@ def static_view(manifest: dict) -> list[dict]:
 
 
 def _params_layout_id(v: RopeVariant) -> str:
-    return f"s{v.strides}_{v.angles.value}"
+    return f"{v.layout.value}_s{v.strides}_{v.angles.value}"
 
 
-def render_dispatch(variants: list[RopeVariant]) -> str:
+# Without tuning data for an arch, grid dispatch only where it launches no more blocks than token dispatch.
+THD_GRID_MAX_WASTE_DEFAULT = 1.0
+
+
+def _thd_rule_lines(tuning: dict[str, dict]) -> list[str]:
+    lines = [
+        "# thd: grid dispatch when sequences x blocks of the longest sequence <= this many times the token",
+        "# dispatch's blocks (per arch, from generated/tuning/<arch>.json: `cukiln tune rope-thd`); else token.",
+        f"ROPE_THD_GRID_MAX_WASTE_DEFAULT = {THD_GRID_MAX_WASTE_DEFAULT!r}",
+        "ROPE_THD_GRID_MAX_WASTE = {",
+    ]
+    for arch in sorted(tuning):
+        rule = tuning[arch].get("rope-thd", {}).get("rule")
+        if rule is not None:
+            lines.append(f"    {arch!r}: {float(rule['grid_max_waste'])!r},")
+    return lines + ["}"]
+
+
+def read_tuning(root: Path | None = None) -> dict[str, dict]:
+    """arch -> tuning data, from generated/tuning/<arch>.json."""
+    folder = (root or generated_dir()) / "tuning"
+    return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+
+
+def render_dispatch(variants: list[RopeVariant], tuning: dict[str, dict] | None = None) -> str:
     """dispatch.py: plain dicts keyed by tuples, so that a runtime lookup is one dict access."""
     layouts: dict[str, tuple[tuple[str, ...], str]] = {}
     for v in variants:
@@ -61,7 +85,7 @@ def render_dispatch(variants: list[RopeVariant]) -> str:
         "",
         "ROPE maps a dispatch key to (module, symbol, params layout); ROPE_PARAMS maps a params layout",
         "to the kernel-parameter field names and their struct format (every field 8 bytes).",
-        "Key: (direction, dtype, layout, pairing, angles, strides, vector width).",
+        "Key: (direction, dtype, layout, pairing, angles, strides, vector width, dispatch).",
         '"""',
         "",
         "# Launch shape: threads per block, and heads whose loads a thread issues before its first store.",
@@ -73,17 +97,19 @@ def render_dispatch(variants: list[RopeVariant]) -> str:
     for layout_id in sorted(layouts):
         names, fmt = layouts[layout_id]
         lines.append(f"    {layout_id!r}: ({names!r}, {fmt!r}),")
-    lines += ["}", "", "ROPE = {"]
+    lines += ["}", ""]
+    lines += _thd_rule_lines(tuning or {})
+    lines += ["", "ROPE = {"]
     for v in sorted(variants, key=lambda v: v.name):
-        key = (v.direction.value, v.dtype.value, v.layout.value, v.pairing.value, v.angles.value, v.strides, v.vec)
-        lines.append(f"    {key!r}: ({v.module!r}, {v.name!r}, {_params_layout_id(v)!r}),")
+        lines.append(f"    {v.key!r}: ({v.module!r}, {v.name!r}, {_params_layout_id(v)!r}),")
     lines += ["}", ""]
     return "\n".join(lines)
 
 
-def expected_files(sources: dict[str, str], headers: dict[str, str], variants: list[RopeVariant]) -> dict[str, str]:
+def expected_files(sources: dict[str, str], headers: dict[str, str], variants: list[RopeVariant],
+                   tuning: dict[str, dict] | None = None) -> dict[str, str]:
     """Text files of generated/ that depend only on the templates: name -> content."""
-    files = {**headers, DISPATCH: render_dispatch(variants)}
+    files = {**headers, DISPATCH: render_dispatch(variants, tuning)}
     files.update({f"{module}.cu": text for module, text in sources.items()})
     return files
 

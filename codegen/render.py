@@ -8,15 +8,15 @@ from importlib import resources
 import jinja2
 
 from .rope_abi import rope_params
-from .variants import Dtype, RopeVariant, module_name
+from .variants import Dtype, RopeVariant
 
 COMMON_HEADER = "common.cuh"
 ROPE_HEADER = "rope.cuh"
 MAX_THREADS_PER_BLOCK = 256
 # Heads whose loads one thread issues before its first store (kHeadsInFlight in rope.cu.j2).
-HEADS_IN_FLIGHT = 4
+HEADS_IN_FLIGHT = 2
 # Blocks per multiprocessor the register allocation must allow (__launch_bounds__ minimum).
-MIN_BLOCKS_PER_SM = 2
+MIN_BLOCKS_PER_SM = 3
 # Bytes L2 fetches from memory per load miss ("64B", "128B", "256B"), or None for the hardware default.
 L2_PREFETCH = None
 
@@ -48,7 +48,7 @@ def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, l2_prefetch: str |
 
 def render_rope_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks: int = MIN_BLOCKS_PER_SM) -> str:
     """The .cu source holding every variant of ``variants`` (all of element type ``dtype``)."""
-    assert all(v.dtype is dtype for v in variants), "one module per dtype"
+    assert all(v.dtype is dtype for v in variants), "one element type per module"
     return _environment().get_template("rope.cu.j2").render(
         dtype=dtype,
         dtype_ctype=_CTYPE[dtype],
@@ -60,13 +60,8 @@ def render_rope_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks:
 
 
 def render_modules(variants: list[RopeVariant]) -> dict[str, str]:
-    """module name -> source, for every module that ``variants`` touch."""
+    """module name -> source, for every module that ``variants`` touch, in a stable order."""
     by_module: dict[str, list[RopeVariant]] = {}
     for v in variants:
         by_module.setdefault(v.module, []).append(v)
-    out = {}
-    for dtype in Dtype:
-        name = module_name("rope", dtype)
-        if name in by_module:
-            out[name] = render_rope_module(dtype, by_module[name])
-    return out
+    return {name: render_rope_module(group[0].dtype, group) for name, group in sorted(by_module.items())}

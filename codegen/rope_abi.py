@@ -6,7 +6,7 @@ runtime packs it with one ``struct.pack`` whose format is recorded in the dispat
 
 from __future__ import annotations
 
-from .variants import Angles, RopeVariant
+from .variants import Angles, Layout, RopeVariant
 
 PTR, CPTR, I64, F64 = "void*", "const void*", "long long", "double"
 # Python struct codes for each C type above (little-endian, no padding: all fields are 8 bytes).
@@ -30,7 +30,11 @@ _COMMON = (
     (CPTR, "offsets"),
     (I64, "offsets_int64"),
     (I64, "offset"),
+    (I64, "cp_size"),
+    (I64, "cp_rank"),
 )
+# Packed sequences: int32 cu_seqlens[num_seqs + 1] on the device.
+_PACKED = ((CPTR, "cu_seqlens"), (I64, "num_seqs"))
 
 _STRIDES = {
     0: (),
@@ -51,7 +55,8 @@ _ANGLES[Angles.COS_SIN_F32] = _ANGLES[Angles.COS_SIN]
 
 def rope_params(v: RopeVariant) -> tuple[tuple[str, str], ...]:
     """(C type, field name) of every kernel parameter of ``v``, in struct order."""
-    return _COMMON + _STRIDES[v.strides] + _ANGLES[v.angles]
+    packed = _PACKED if v.layout is Layout.THD else ()
+    return _COMMON + packed + _STRIDES[v.strides] + _ANGLES[v.angles]
 
 
 def struct_format(params: tuple[tuple[str, str], ...]) -> str:

@@ -34,6 +34,16 @@ class Direction(str, enum.Enum):
 class Layout(str, enum.Enum):
     # sbhd, bshd and any permuted view of them: the sequence and batch axes are found through strides.
     DENSE = "dense"
+    # packed sequences [tokens, heads, head_dim] delimited by cu_seqlens
+    THD = "thd"
+
+
+class Dispatch(str, enum.Enum):
+    """How packed (thd) tokens are laid over the grid; dense layouts have one way only."""
+
+    NONE = "none"  # dense layouts
+    GRID = "grid"  # blocks over (longest sequence, sequences); blocks past a sequence's end exit
+    TOKEN = "token"  # blocks over packed tokens; the owning sequence found by a search per block
 
 
 class Pairing(str, enum.Enum):
@@ -70,20 +80,29 @@ class RopeVariant:
     angles: Angles
     strides: int  # 0: packed rows, addresses from the shape; 3: last dim contiguous; 4: fully general
     vec: int  # elements per load/store
+    dispatch: Dispatch = Dispatch.NONE
 
     op = "rope"
 
     @property
     def name(self) -> str:
+        suffix = "" if self.dispatch is Dispatch.NONE else f"_{self.dispatch.value}"
         return (
             f"rope_{self.direction.value}_{self.dtype.value}_{self.layout.value}_{self.pairing.value}"
-            f"_{self.angles.value}_s{self.strides}_v{self.vec}"
+            f"_{self.angles.value}_s{self.strides}_v{self.vec}{suffix}"
         )
 
     @property
+    def key(self) -> tuple:
+        """The runtime's dispatch key: every axis value, in field order."""
+        return tuple(v.value if isinstance(v, enum.Enum) else v for v in (getattr(self, f.name) for f in fields(self)))
+
+    @property
     def module(self) -> str:
-        """All variants of one (op, dtype) share a translation unit."""
-        return module_name(self.op, self.dtype)
+        """All variants of one (op, dtype, layout, dispatch) share a translation unit: NVRTC then runs
+        once per module and arch, and modules stay small enough to compile in parallel."""
+        base = module_name(self.op, self.dtype)
+        return base if self.layout is Layout.DENSE else f"{base}_{self.layout.value}_{self.dispatch.value}"
 
     def axes(self) -> dict[str, object]:
         """The axis values as plain JSON-friendly data."""
@@ -122,7 +141,14 @@ def rule_f32_cache_only_for_half_types(v: RopeVariant) -> str | None:
     return None
 
 
-RULES = (rule_vector_fits_16_bytes, rule_general_strides_are_scalar, rule_f32_cache_only_for_half_types)
+def rule_dispatch_only_for_thd(v: RopeVariant) -> str | None:
+    if (v.layout is Layout.THD) != (v.dispatch is not Dispatch.NONE):
+        return "layout thd takes dispatch grid or token; dense layouts take none"
+    return None
+
+
+RULES = (rule_vector_fits_16_bytes, rule_general_strides_are_scalar, rule_f32_cache_only_for_half_types,
+         rule_dispatch_only_for_thd)
 
 
 def rejection(v: RopeVariant) -> str | None:
@@ -143,9 +169,10 @@ def enumerate_rope() -> Iterator[RopeVariant]:
                     for angles in Angles:
                         for strides in STRIDE_COUNTS:
                             for vec in VECTOR_WIDTHS:
-                                v = RopeVariant(direction, dtype, layout, pairing, angles, strides, vec)
-                                if rejection(v) is None:
-                                    yield v
+                                for dispatch in Dispatch:
+                                    v = RopeVariant(direction, dtype, layout, pairing, angles, strides, vec, dispatch)
+                                    if rejection(v) is None:
+                                        yield v
 
 
 def _alternatives(enum_type: type[enum.Enum]) -> str:
@@ -155,7 +182,8 @@ def _alternatives(enum_type: type[enum.Enum]) -> str:
 _NAME_RE = re.compile(
     rf"^rope_(?P<direction>{_alternatives(Direction)})_(?P<dtype>{_alternatives(Dtype)})"
     rf"_(?P<layout>{_alternatives(Layout)})_(?P<pairing>{_alternatives(Pairing)})"
-    rf"_(?P<angles>{_alternatives(Angles)})_s(?P<strides>\d+)_v(?P<vec>\d+)$"
+    rf"_(?P<angles>{_alternatives(Angles)})_s(?P<strides>\d+)_v(?P<vec>\d+)"
+    rf"(?:_(?P<dispatch>{Dispatch.GRID.value}|{Dispatch.TOKEN.value}))?$"
 )
 
 
@@ -172,6 +200,7 @@ def parse_rope_name(name: str) -> RopeVariant:
         Angles(m["angles"]),
         int(m["strides"]),
         int(m["vec"]),
+        Dispatch(m["dispatch"] or Dispatch.NONE.value),
     )
     if v.strides not in STRIDE_COUNTS or v.vec not in VECTOR_WIDTHS:
         raise ValueError(f"{name!r}: strides must be one of {STRIDE_COUNTS}, vector width one of {VECTOR_WIDTHS}")

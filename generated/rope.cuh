@@ -13,7 +13,7 @@ namespace rope {
 
 // Heads whose loads a thread issues before the first store: independent 16-byte loads in flight,
 // and correct in place because every load of an iteration happens before any of its stores.
-constexpr int kHeadsInFlight = 4;
+constexpr int kHeadsInFlight = 2;
 
 struct Geometry {
   int tokens, seq_len, batch, heads, head_dim, rotary_dim;
@@ -31,7 +31,9 @@ struct Geometry {
   }
 };
 
-// A token's position: explicit positions[b, s], else its sequence index plus an offset.
+// A token's position: explicit positions[b, s], else its sequence index plus an offset. With context
+// parallel (cp_size > 1) a local sequence of n tokens holds chunks cp_rank and 2 * cp_size - 1 - cp_rank
+// of its global sequence (n / 2 tokens each), so local index s maps to the global index below.
 struct Positions {
   const void* positions;
   long long stride_b, stride_s;
@@ -39,8 +41,16 @@ struct Positions {
   const void* offsets;
   bool offsets_int64;
   long long offset;
+  int cp_size, cp_rank;
 
-  __device__ __forceinline__ long long of(int s, int b) const {
+  __device__ __forceinline__ long long global_index(long long s, long long n) const {
+    if (cp_size == 1) return s;
+    const long long half = n / 2;
+    return s < half ? s + cp_rank * half : n * cp_size - (cp_rank + 1) * half + (s - half);
+  }
+
+  // Position of index s of sequence b, whose local length is n.
+  __device__ __forceinline__ long long of(long long s, int b, long long n) const {
     if (positions != nullptr) {
       const long long i = b * stride_b + s * stride_s;
       return positions_int64 ? static_cast<const long long*>(positions)[i]
@@ -50,7 +60,7 @@ struct Positions {
     if (offsets != nullptr) {
       o += offsets_int64 ? static_cast<const long long*>(offsets)[b] : static_cast<const int*>(offsets)[b];
     }
-    return s + o;
+    return global_index(s, n) + o;
   }
 };
 
@@ -150,10 +160,11 @@ struct BaseAngles {
 };
 
 // Cos and sin for the two vectors [lo, lo + V) and [hi, hi + V) of rotary features.
+// An invalid token (its packed sequence is malformed) or a position outside the table gets NaN angles.
 template <int V, bool INTERLEAVED, class Src>
-__device__ __forceinline__ void fill_angles(const Src& src, long long pos, int lo, int hi, int half_rd,
+__device__ __forceinline__ void fill_angles(const Src& src, bool valid, long long pos, int lo, int hi, int half_rd,
                                             float (&c_lo)[V], float (&s_lo)[V], float (&c_hi)[V], float (&s_hi)[V]) {
-  if (!src.covers(pos)) {
+  if (!valid || !src.covers(pos)) {
 #pragma unroll
     for (int k = 0; k < V; ++k) c_lo[k] = s_lo[k] = c_hi[k] = s_hi[k] = __int_as_float(0x7fffffff);
     return;
@@ -215,13 +226,12 @@ __device__ __forceinline__ void rotate(float (&a)[V], float (&b)[V], const float
   }
 }
 
-// Every head of token t: the rotary features rotated, the tail copied when copy_tail.
+// Every head of one token: the rotary features rotated, the tail copied when copy_tail. The token's rows
+// are at (t, s, b) for the Rows addressing; its angles are those of position pos (NaN when !valid).
 template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
-__device__ __forceinline__ void rope_token(int t, const T* x, T* out, const Geometry& g, const Positions& positions,
-                                           const Rows& x_rows, const Rows& out_rows, const Src& src) {
-  int s, b;
-  g.split(t, s, b);
-  const long long pos = positions.of(s, b);
+__device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, bool valid, const T* x, T* out,
+                                           const Geometry& g, const Rows& x_rows, const Rows& out_rows,
+                                           const Src& src) {
   const int half_rd = g.rotary_dim / 2;
   const int groups = half_rd / V;
 
@@ -245,7 +255,7 @@ __device__ __forceinline__ void rope_token(int t, const T* x, T* out, const Geom
       }
       // The angles are computed while the first loads are in flight, then reused for every head.
       if (!have_angles) {
-        fill_angles<V, INTERLEAVED>(src, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+        fill_angles<V, INTERLEAVED>(src, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
         have_angles = true;
       }
 #pragma unroll
@@ -275,13 +285,111 @@ __device__ __forceinline__ void rope_token(int t, const T* x, T* out, const Geom
   }
 }
 
-// The kernel body: block rows (threadIdx.z) walk the tokens, so a launch may use fewer blocks than
+// Dense layouts: block rows (threadIdx.z) walk the tokens, so a launch may use fewer blocks than
 // tokens / blockDim.z and each block then handles several tokens in turn.
 template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
-__device__ __forceinline__ void rope_tokens(const T* x, T* out, const Geometry& g, const Positions& positions,
-                                            const Rows& x_rows, const Rows& out_rows, const Src& src) {
+__device__ __forceinline__ void rope_dense(const T* x, T* out, const Geometry& g, const Positions& positions,
+                                           const Rows& x_rows, const Rows& out_rows, const Src& src) {
   for (int t = blockIdx.x * blockDim.z + threadIdx.z; t < g.tokens; t += gridDim.x * blockDim.z) {
-    rope_token<T, V, INTERLEAVED, BACKWARD>(t, x, out, g, positions, x_rows, out_rows, src);
+    int s, b;
+    g.split(t, s, b);
+    const long long pos = positions.of(s, b, g.seq_len);
+    rope_token<T, V, INTERLEAVED, BACKWARD>(t, s, b, pos, true, x, out, g, x_rows, out_rows, src);
+  }
+}
+
+// --- packed sequences (thd) ---------------------------------------------------------------------
+// x is [tokens, heads, head_dim]; cu_seqlens[num_seqs + 1] are the global (pre context-parallel) sequence
+// offsets, so local sequence i holds packed tokens [cu_seqlens[i] / cp_size, cu_seqlens[i + 1] / cp_size).
+// Every read of cu_seqlens stays in [0, num_seqs]; a token past the last sequence is left alone; a
+// sequence of negative length or, with context parallel, of a length not divisible by 2 * cp_size is
+// malformed and its tokens get NaN outputs (the host cannot check device-resident cu_seqlens without a
+// synchronization).
+struct PackedSeqs {
+  const int* cu_seqlens;
+  int num_seqs, cp_size;
+  __device__ __forceinline__ int start(int i) const { return cu_seqlens[i] / cp_size; }
+  __device__ __forceinline__ bool valid(int i) const {
+    const int len = cu_seqlens[i + 1] - cu_seqlens[i];
+    return len >= 0 && len % (cp_size == 1 ? 1 : 2 * cp_size) == 0;
+  }
+};
+
+// Rotates packed token t of local sequence i (whose start the caller has read) when it lies inside it.
+template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
+__device__ __forceinline__ void rope_packed_token(int t, int i, int start, const PackedSeqs& seqs, const T* x, T* out,
+                                                  const Geometry& g, const Positions& positions, const Rows& x_rows,
+                                                  const Rows& out_rows, const Src& src) {
+  const int end = seqs.start(i + 1);
+  if (t < 0 || t < start || t >= end || t >= g.tokens) return;
+  const int n = end - start;
+  const long long pos = positions.of(t - start, i, n);
+  // Packed rows are addressed as a [tokens, 1] dense tensor: (s, b) = (t, 0).
+  rope_token<T, V, INTERLEAVED, BACKWARD>(t, t, 0, pos, seqs.valid(i), x, out, g, x_rows, out_rows, src);
+}
+
+// The last sequence whose start is <= t (-1 if none): a search by the first `lanes` (<= 32) threads of
+// the block, each probing one point per round, ceil(log_lanes(num_seqs)) rounds. With malformed
+// (non-monotonic) offsets it still ends inside [-1, num_seqs).
+__device__ __forceinline__ int find_sequence(const PackedSeqs& seqs, int t, int lane, int lanes) {
+  const unsigned mask = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1u;
+  if (__ballot_sync(mask, lane == 0 && seqs.num_seqs > 0 && seqs.start(0) <= t) == 0) return -1;
+  int lo = 0, hi = seqs.num_seqs;  // answer in [lo, hi); start(lo) <= t
+  while (hi - lo > 1) {
+    const int step = (hi - lo + lanes - 1) / lanes;
+    const int probe = lo + lane * step;
+    const unsigned found = __ballot_sync(mask, probe < hi && seqs.start(probe) <= t);
+    lo += (31 - __clz(found)) * step;  // the last lane that found start <= t (lane 0 always does)
+    hi = min(hi, lo + step);
+  }
+  return lo;
+}
+
+// Token dispatch: one block row per packed token, cost linear in the tokens whatever the number of
+// sequences. The first warp finds the sequence of the block's first token once; each row then walks forward
+// over the (few) sequences that start inside the block.
+template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
+__device__ __forceinline__ void rope_thd_token(const T* x, T* out, const Geometry& g, const Positions& positions,
+                                               const PackedSeqs& seqs, const Rows& x_rows, const Rows& out_rows,
+                                               const Src& src) {
+  __shared__ int first_seq;
+  const int linear = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  const int lanes = min(32, static_cast<int>(blockDim.x * blockDim.y * blockDim.z));
+  for (int base = blockIdx.x * blockDim.z; base < g.tokens; base += gridDim.x * blockDim.z) {
+    if (linear < lanes) {
+      const int i = find_sequence(seqs, base, linear, lanes);
+      if (linear == 0) first_seq = i;
+    }
+    __syncthreads();
+    const int t = base + threadIdx.z;
+    int i = first_seq;
+    if (i >= 0 && t < g.tokens) {
+      int start = seqs.start(i);
+      while (i + 1 < seqs.num_seqs) {
+        const int next = seqs.start(i + 1);
+        if (next > t) break;
+        ++i;
+        start = next;
+      }
+      rope_packed_token<T, V, INTERLEAVED, BACKWARD>(t, i, start, seqs, x, out, g, positions, x_rows, out_rows, src);
+    }
+    __syncthreads();  // first_seq is rewritten by the next iteration
+  }
+}
+
+// Grid dispatch: blockIdx.y is the sequence, blockIdx.x walks its tokens. Blocks past the sequence's
+// end exit at once; a grid narrower than the longest sequence (a max_seqlen hint too small) still
+// covers every token, since blocks loop.
+template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
+__device__ __forceinline__ void rope_thd_grid(const T* x, T* out, const Geometry& g, const Positions& positions,
+                                              const PackedSeqs& seqs, const Rows& x_rows, const Rows& out_rows,
+                                              const Src& src) {
+  const int i = blockIdx.y;
+  const int start = seqs.start(i), end = seqs.start(i + 1);
+  const int n = min(end, g.tokens) - start;
+  for (int k = blockIdx.x * blockDim.z + threadIdx.z; k < n; k += gridDim.x * blockDim.z) {
+    rope_packed_token<T, V, INTERLEAVED, BACKWARD>(start + k, i, start, seqs, x, out, g, positions, x_rows,
+                                                   out_rows, src);
   }
 }
 
@@ -295,7 +403,8 @@ __device__ __forceinline__ Geometry geometry_of(const P& p) {
 template <class P>
 __device__ __forceinline__ Positions positions_of(const P& p) {
   return Positions{p.positions, p.pos_stride_b, p.pos_stride_s, p.positions_int64 != 0,
-                   p.offsets, p.offsets_int64 != 0, p.offset};
+                   p.offsets, p.offsets_int64 != 0, p.offset, static_cast<int>(p.cp_size),
+                   static_cast<int>(p.cp_rank)};
 }
 
 }  // namespace rope

@@ -5,7 +5,7 @@
 #include "rope.cuh"
 
 
-// rope_fwd_fp16_dense_half_freqs_s0_v1: fwd, half pairs, angles from freqs, 0 strides, 1 per access
+// rope_fwd_fp16_dense_half_freqs_s0_v1: fwd, dense, half pairs, angles from freqs, 0 strides, 1 per access
 struct rope_fwd_fp16_dense_half_freqs_s0_v1_params {
   const void* x;
   void* out;
@@ -24,21 +24,23 @@ struct rope_fwd_fp16_dense_half_freqs_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_freqs_s0_v1(const rope_fwd_fp16_dense_half_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_freqs_s0_v1(const rope_fwd_fp16_dense_half_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_half_freqs_s0_v2: fwd, half pairs, angles from freqs, 0 strides, 2 per access
+// rope_fwd_fp16_dense_half_freqs_s0_v2: fwd, dense, half pairs, angles from freqs, 0 strides, 2 per access
 struct rope_fwd_fp16_dense_half_freqs_s0_v2_params {
   const void* x;
   void* out;
@@ -57,21 +59,23 @@ struct rope_fwd_fp16_dense_half_freqs_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_freqs_s0_v2(const rope_fwd_fp16_dense_half_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_freqs_s0_v2(const rope_fwd_fp16_dense_half_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, false>(
+  rope_dense<f16, 2, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_half_freqs_s0_v4: fwd, half pairs, angles from freqs, 0 strides, 4 per access
+// rope_fwd_fp16_dense_half_freqs_s0_v4: fwd, dense, half pairs, angles from freqs, 0 strides, 4 per access
 struct rope_fwd_fp16_dense_half_freqs_s0_v4_params {
   const void* x;
   void* out;
@@ -90,21 +94,23 @@ struct rope_fwd_fp16_dense_half_freqs_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_freqs_s0_v4(const rope_fwd_fp16_dense_half_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_freqs_s0_v4(const rope_fwd_fp16_dense_half_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, false>(
+  rope_dense<f16, 4, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_half_freqs_s0_v8: fwd, half pairs, angles from freqs, 0 strides, 8 per access
+// rope_fwd_fp16_dense_half_freqs_s0_v8: fwd, dense, half pairs, angles from freqs, 0 strides, 8 per access
 struct rope_fwd_fp16_dense_half_freqs_s0_v8_params {
   const void* x;
   void* out;
@@ -123,21 +129,23 @@ struct rope_fwd_fp16_dense_half_freqs_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_freqs_s0_v8(const rope_fwd_fp16_dense_half_freqs_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_freqs_s0_v8(const rope_fwd_fp16_dense_half_freqs_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, false>(
+  rope_dense<f16, 8, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_half_freqs_s3_v1: fwd, half pairs, angles from freqs, 3 strides, 1 per access
+// rope_fwd_fp16_dense_half_freqs_s3_v1: fwd, dense, half pairs, angles from freqs, 3 strides, 1 per access
 struct rope_fwd_fp16_dense_half_freqs_s3_v1_params {
   const void* x;
   void* out;
@@ -156,6 +164,8 @@ struct rope_fwd_fp16_dense_half_freqs_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -167,16 +177,16 @@ struct rope_fwd_fp16_dense_half_freqs_s3_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_freqs_s3_v1(const rope_fwd_fp16_dense_half_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_freqs_s3_v1(const rope_fwd_fp16_dense_half_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_half_freqs_s3_v2: fwd, half pairs, angles from freqs, 3 strides, 2 per access
+// rope_fwd_fp16_dense_half_freqs_s3_v2: fwd, dense, half pairs, angles from freqs, 3 strides, 2 per access
 struct rope_fwd_fp16_dense_half_freqs_s3_v2_params {
   const void* x;
   void* out;
@@ -195,6 +205,8 @@ struct rope_fwd_fp16_dense_half_freqs_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -206,16 +218,16 @@ struct rope_fwd_fp16_dense_half_freqs_s3_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_freqs_s3_v2(const rope_fwd_fp16_dense_half_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_freqs_s3_v2(const rope_fwd_fp16_dense_half_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, false>(
+  rope_dense<f16, 2, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_half_freqs_s3_v4: fwd, half pairs, angles from freqs, 3 strides, 4 per access
+// rope_fwd_fp16_dense_half_freqs_s3_v4: fwd, dense, half pairs, angles from freqs, 3 strides, 4 per access
 struct rope_fwd_fp16_dense_half_freqs_s3_v4_params {
   const void* x;
   void* out;
@@ -234,6 +246,8 @@ struct rope_fwd_fp16_dense_half_freqs_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -245,16 +259,16 @@ struct rope_fwd_fp16_dense_half_freqs_s3_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_freqs_s3_v4(const rope_fwd_fp16_dense_half_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_freqs_s3_v4(const rope_fwd_fp16_dense_half_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, false>(
+  rope_dense<f16, 4, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_half_freqs_s3_v8: fwd, half pairs, angles from freqs, 3 strides, 8 per access
+// rope_fwd_fp16_dense_half_freqs_s3_v8: fwd, dense, half pairs, angles from freqs, 3 strides, 8 per access
 struct rope_fwd_fp16_dense_half_freqs_s3_v8_params {
   const void* x;
   void* out;
@@ -273,6 +287,8 @@ struct rope_fwd_fp16_dense_half_freqs_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -284,16 +300,16 @@ struct rope_fwd_fp16_dense_half_freqs_s3_v8_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_freqs_s3_v8(const rope_fwd_fp16_dense_half_freqs_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_freqs_s3_v8(const rope_fwd_fp16_dense_half_freqs_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, false>(
+  rope_dense<f16, 8, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_half_freqs_s4_v1: fwd, half pairs, angles from freqs, 4 strides, 1 per access
+// rope_fwd_fp16_dense_half_freqs_s4_v1: fwd, dense, half pairs, angles from freqs, 4 strides, 1 per access
 struct rope_fwd_fp16_dense_half_freqs_s4_v1_params {
   const void* x;
   void* out;
@@ -312,6 +328,8 @@ struct rope_fwd_fp16_dense_half_freqs_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -325,16 +343,16 @@ struct rope_fwd_fp16_dense_half_freqs_s4_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_freqs_s4_v1(const rope_fwd_fp16_dense_half_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_freqs_s4_v1(const rope_fwd_fp16_dense_half_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_half_cossin_s0_v1: fwd, half pairs, angles from cossin, 0 strides, 1 per access
+// rope_fwd_fp16_dense_half_cossin_s0_v1: fwd, dense, half pairs, angles from cossin, 0 strides, 1 per access
 struct rope_fwd_fp16_dense_half_cossin_s0_v1_params {
   const void* x;
   void* out;
@@ -353,6 +371,8 @@ struct rope_fwd_fp16_dense_half_cossin_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -361,16 +381,16 @@ struct rope_fwd_fp16_dense_half_cossin_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossin_s0_v1(const rope_fwd_fp16_dense_half_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossin_s0_v1(const rope_fwd_fp16_dense_half_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossin_s0_v2: fwd, half pairs, angles from cossin, 0 strides, 2 per access
+// rope_fwd_fp16_dense_half_cossin_s0_v2: fwd, dense, half pairs, angles from cossin, 0 strides, 2 per access
 struct rope_fwd_fp16_dense_half_cossin_s0_v2_params {
   const void* x;
   void* out;
@@ -389,6 +409,8 @@ struct rope_fwd_fp16_dense_half_cossin_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -397,16 +419,16 @@ struct rope_fwd_fp16_dense_half_cossin_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossin_s0_v2(const rope_fwd_fp16_dense_half_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossin_s0_v2(const rope_fwd_fp16_dense_half_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, false>(
+  rope_dense<f16, 2, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossin_s0_v4: fwd, half pairs, angles from cossin, 0 strides, 4 per access
+// rope_fwd_fp16_dense_half_cossin_s0_v4: fwd, dense, half pairs, angles from cossin, 0 strides, 4 per access
 struct rope_fwd_fp16_dense_half_cossin_s0_v4_params {
   const void* x;
   void* out;
@@ -425,6 +447,8 @@ struct rope_fwd_fp16_dense_half_cossin_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -433,16 +457,16 @@ struct rope_fwd_fp16_dense_half_cossin_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossin_s0_v4(const rope_fwd_fp16_dense_half_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossin_s0_v4(const rope_fwd_fp16_dense_half_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, false>(
+  rope_dense<f16, 4, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossin_s0_v8: fwd, half pairs, angles from cossin, 0 strides, 8 per access
+// rope_fwd_fp16_dense_half_cossin_s0_v8: fwd, dense, half pairs, angles from cossin, 0 strides, 8 per access
 struct rope_fwd_fp16_dense_half_cossin_s0_v8_params {
   const void* x;
   void* out;
@@ -461,6 +485,8 @@ struct rope_fwd_fp16_dense_half_cossin_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -469,16 +495,16 @@ struct rope_fwd_fp16_dense_half_cossin_s0_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossin_s0_v8(const rope_fwd_fp16_dense_half_cossin_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossin_s0_v8(const rope_fwd_fp16_dense_half_cossin_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, false>(
+  rope_dense<f16, 8, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossin_s3_v1: fwd, half pairs, angles from cossin, 3 strides, 1 per access
+// rope_fwd_fp16_dense_half_cossin_s3_v1: fwd, dense, half pairs, angles from cossin, 3 strides, 1 per access
 struct rope_fwd_fp16_dense_half_cossin_s3_v1_params {
   const void* x;
   void* out;
@@ -497,6 +523,8 @@ struct rope_fwd_fp16_dense_half_cossin_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -511,16 +539,16 @@ struct rope_fwd_fp16_dense_half_cossin_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossin_s3_v1(const rope_fwd_fp16_dense_half_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossin_s3_v1(const rope_fwd_fp16_dense_half_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossin_s3_v2: fwd, half pairs, angles from cossin, 3 strides, 2 per access
+// rope_fwd_fp16_dense_half_cossin_s3_v2: fwd, dense, half pairs, angles from cossin, 3 strides, 2 per access
 struct rope_fwd_fp16_dense_half_cossin_s3_v2_params {
   const void* x;
   void* out;
@@ -539,6 +567,8 @@ struct rope_fwd_fp16_dense_half_cossin_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -553,16 +583,16 @@ struct rope_fwd_fp16_dense_half_cossin_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossin_s3_v2(const rope_fwd_fp16_dense_half_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossin_s3_v2(const rope_fwd_fp16_dense_half_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, false>(
+  rope_dense<f16, 2, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossin_s3_v4: fwd, half pairs, angles from cossin, 3 strides, 4 per access
+// rope_fwd_fp16_dense_half_cossin_s3_v4: fwd, dense, half pairs, angles from cossin, 3 strides, 4 per access
 struct rope_fwd_fp16_dense_half_cossin_s3_v4_params {
   const void* x;
   void* out;
@@ -581,6 +611,8 @@ struct rope_fwd_fp16_dense_half_cossin_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -595,16 +627,16 @@ struct rope_fwd_fp16_dense_half_cossin_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossin_s3_v4(const rope_fwd_fp16_dense_half_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossin_s3_v4(const rope_fwd_fp16_dense_half_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, false>(
+  rope_dense<f16, 4, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossin_s3_v8: fwd, half pairs, angles from cossin, 3 strides, 8 per access
+// rope_fwd_fp16_dense_half_cossin_s3_v8: fwd, dense, half pairs, angles from cossin, 3 strides, 8 per access
 struct rope_fwd_fp16_dense_half_cossin_s3_v8_params {
   const void* x;
   void* out;
@@ -623,6 +655,8 @@ struct rope_fwd_fp16_dense_half_cossin_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -637,16 +671,16 @@ struct rope_fwd_fp16_dense_half_cossin_s3_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossin_s3_v8(const rope_fwd_fp16_dense_half_cossin_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossin_s3_v8(const rope_fwd_fp16_dense_half_cossin_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, false>(
+  rope_dense<f16, 8, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossin_s4_v1: fwd, half pairs, angles from cossin, 4 strides, 1 per access
+// rope_fwd_fp16_dense_half_cossin_s4_v1: fwd, dense, half pairs, angles from cossin, 4 strides, 1 per access
 struct rope_fwd_fp16_dense_half_cossin_s4_v1_params {
   const void* x;
   void* out;
@@ -665,6 +699,8 @@ struct rope_fwd_fp16_dense_half_cossin_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -681,16 +717,16 @@ struct rope_fwd_fp16_dense_half_cossin_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossin_s4_v1(const rope_fwd_fp16_dense_half_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossin_s4_v1(const rope_fwd_fp16_dense_half_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossinf32_s0_v1: fwd, half pairs, angles from cossinf32, 0 strides, 1 per access
+// rope_fwd_fp16_dense_half_cossinf32_s0_v1: fwd, dense, half pairs, angles from cossinf32, 0 strides, 1 per access
 struct rope_fwd_fp16_dense_half_cossinf32_s0_v1_params {
   const void* x;
   void* out;
@@ -709,6 +745,8 @@ struct rope_fwd_fp16_dense_half_cossinf32_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -717,16 +755,16 @@ struct rope_fwd_fp16_dense_half_cossinf32_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossinf32_s0_v1(const rope_fwd_fp16_dense_half_cossinf32_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossinf32_s0_v1(const rope_fwd_fp16_dense_half_cossinf32_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossinf32_s0_v2: fwd, half pairs, angles from cossinf32, 0 strides, 2 per access
+// rope_fwd_fp16_dense_half_cossinf32_s0_v2: fwd, dense, half pairs, angles from cossinf32, 0 strides, 2 per access
 struct rope_fwd_fp16_dense_half_cossinf32_s0_v2_params {
   const void* x;
   void* out;
@@ -745,6 +783,8 @@ struct rope_fwd_fp16_dense_half_cossinf32_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -753,16 +793,16 @@ struct rope_fwd_fp16_dense_half_cossinf32_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossinf32_s0_v2(const rope_fwd_fp16_dense_half_cossinf32_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossinf32_s0_v2(const rope_fwd_fp16_dense_half_cossinf32_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, false>(
+  rope_dense<f16, 2, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossinf32_s0_v4: fwd, half pairs, angles from cossinf32, 0 strides, 4 per access
+// rope_fwd_fp16_dense_half_cossinf32_s0_v4: fwd, dense, half pairs, angles from cossinf32, 0 strides, 4 per access
 struct rope_fwd_fp16_dense_half_cossinf32_s0_v4_params {
   const void* x;
   void* out;
@@ -781,6 +821,8 @@ struct rope_fwd_fp16_dense_half_cossinf32_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -789,16 +831,16 @@ struct rope_fwd_fp16_dense_half_cossinf32_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossinf32_s0_v4(const rope_fwd_fp16_dense_half_cossinf32_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossinf32_s0_v4(const rope_fwd_fp16_dense_half_cossinf32_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, false>(
+  rope_dense<f16, 4, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossinf32_s0_v8: fwd, half pairs, angles from cossinf32, 0 strides, 8 per access
+// rope_fwd_fp16_dense_half_cossinf32_s0_v8: fwd, dense, half pairs, angles from cossinf32, 0 strides, 8 per access
 struct rope_fwd_fp16_dense_half_cossinf32_s0_v8_params {
   const void* x;
   void* out;
@@ -817,6 +859,8 @@ struct rope_fwd_fp16_dense_half_cossinf32_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -825,16 +869,16 @@ struct rope_fwd_fp16_dense_half_cossinf32_s0_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossinf32_s0_v8(const rope_fwd_fp16_dense_half_cossinf32_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossinf32_s0_v8(const rope_fwd_fp16_dense_half_cossinf32_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, false>(
+  rope_dense<f16, 8, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossinf32_s3_v1: fwd, half pairs, angles from cossinf32, 3 strides, 1 per access
+// rope_fwd_fp16_dense_half_cossinf32_s3_v1: fwd, dense, half pairs, angles from cossinf32, 3 strides, 1 per access
 struct rope_fwd_fp16_dense_half_cossinf32_s3_v1_params {
   const void* x;
   void* out;
@@ -853,6 +897,8 @@ struct rope_fwd_fp16_dense_half_cossinf32_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -867,16 +913,16 @@ struct rope_fwd_fp16_dense_half_cossinf32_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossinf32_s3_v1(const rope_fwd_fp16_dense_half_cossinf32_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossinf32_s3_v1(const rope_fwd_fp16_dense_half_cossinf32_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossinf32_s3_v2: fwd, half pairs, angles from cossinf32, 3 strides, 2 per access
+// rope_fwd_fp16_dense_half_cossinf32_s3_v2: fwd, dense, half pairs, angles from cossinf32, 3 strides, 2 per access
 struct rope_fwd_fp16_dense_half_cossinf32_s3_v2_params {
   const void* x;
   void* out;
@@ -895,6 +941,8 @@ struct rope_fwd_fp16_dense_half_cossinf32_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -909,16 +957,16 @@ struct rope_fwd_fp16_dense_half_cossinf32_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossinf32_s3_v2(const rope_fwd_fp16_dense_half_cossinf32_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossinf32_s3_v2(const rope_fwd_fp16_dense_half_cossinf32_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, false>(
+  rope_dense<f16, 2, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossinf32_s3_v4: fwd, half pairs, angles from cossinf32, 3 strides, 4 per access
+// rope_fwd_fp16_dense_half_cossinf32_s3_v4: fwd, dense, half pairs, angles from cossinf32, 3 strides, 4 per access
 struct rope_fwd_fp16_dense_half_cossinf32_s3_v4_params {
   const void* x;
   void* out;
@@ -937,6 +985,8 @@ struct rope_fwd_fp16_dense_half_cossinf32_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -951,16 +1001,16 @@ struct rope_fwd_fp16_dense_half_cossinf32_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossinf32_s3_v4(const rope_fwd_fp16_dense_half_cossinf32_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossinf32_s3_v4(const rope_fwd_fp16_dense_half_cossinf32_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, false>(
+  rope_dense<f16, 4, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossinf32_s3_v8: fwd, half pairs, angles from cossinf32, 3 strides, 8 per access
+// rope_fwd_fp16_dense_half_cossinf32_s3_v8: fwd, dense, half pairs, angles from cossinf32, 3 strides, 8 per access
 struct rope_fwd_fp16_dense_half_cossinf32_s3_v8_params {
   const void* x;
   void* out;
@@ -979,6 +1029,8 @@ struct rope_fwd_fp16_dense_half_cossinf32_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -993,16 +1045,16 @@ struct rope_fwd_fp16_dense_half_cossinf32_s3_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossinf32_s3_v8(const rope_fwd_fp16_dense_half_cossinf32_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossinf32_s3_v8(const rope_fwd_fp16_dense_half_cossinf32_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, false>(
+  rope_dense<f16, 8, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_cossinf32_s4_v1: fwd, half pairs, angles from cossinf32, 4 strides, 1 per access
+// rope_fwd_fp16_dense_half_cossinf32_s4_v1: fwd, dense, half pairs, angles from cossinf32, 4 strides, 1 per access
 struct rope_fwd_fp16_dense_half_cossinf32_s4_v1_params {
   const void* x;
   void* out;
@@ -1021,6 +1073,8 @@ struct rope_fwd_fp16_dense_half_cossinf32_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1037,16 +1091,16 @@ struct rope_fwd_fp16_dense_half_cossinf32_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_cossinf32_s4_v1(const rope_fwd_fp16_dense_half_cossinf32_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_cossinf32_s4_v1(const rope_fwd_fp16_dense_half_cossinf32_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_half_invfreq_s0_v1: fwd, half pairs, angles from invfreq, 0 strides, 1 per access
+// rope_fwd_fp16_dense_half_invfreq_s0_v1: fwd, dense, half pairs, angles from invfreq, 0 strides, 1 per access
 struct rope_fwd_fp16_dense_half_invfreq_s0_v1_params {
   const void* x;
   void* out;
@@ -1065,20 +1119,22 @@ struct rope_fwd_fp16_dense_half_invfreq_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_invfreq_s0_v1(const rope_fwd_fp16_dense_half_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_invfreq_s0_v1(const rope_fwd_fp16_dense_half_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_half_invfreq_s0_v2: fwd, half pairs, angles from invfreq, 0 strides, 2 per access
+// rope_fwd_fp16_dense_half_invfreq_s0_v2: fwd, dense, half pairs, angles from invfreq, 0 strides, 2 per access
 struct rope_fwd_fp16_dense_half_invfreq_s0_v2_params {
   const void* x;
   void* out;
@@ -1097,20 +1153,22 @@ struct rope_fwd_fp16_dense_half_invfreq_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_invfreq_s0_v2(const rope_fwd_fp16_dense_half_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_invfreq_s0_v2(const rope_fwd_fp16_dense_half_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, false>(
+  rope_dense<f16, 2, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_half_invfreq_s0_v4: fwd, half pairs, angles from invfreq, 0 strides, 4 per access
+// rope_fwd_fp16_dense_half_invfreq_s0_v4: fwd, dense, half pairs, angles from invfreq, 0 strides, 4 per access
 struct rope_fwd_fp16_dense_half_invfreq_s0_v4_params {
   const void* x;
   void* out;
@@ -1129,20 +1187,22 @@ struct rope_fwd_fp16_dense_half_invfreq_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_invfreq_s0_v4(const rope_fwd_fp16_dense_half_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_invfreq_s0_v4(const rope_fwd_fp16_dense_half_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, false>(
+  rope_dense<f16, 4, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_half_invfreq_s0_v8: fwd, half pairs, angles from invfreq, 0 strides, 8 per access
+// rope_fwd_fp16_dense_half_invfreq_s0_v8: fwd, dense, half pairs, angles from invfreq, 0 strides, 8 per access
 struct rope_fwd_fp16_dense_half_invfreq_s0_v8_params {
   const void* x;
   void* out;
@@ -1161,20 +1221,22 @@ struct rope_fwd_fp16_dense_half_invfreq_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_invfreq_s0_v8(const rope_fwd_fp16_dense_half_invfreq_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_invfreq_s0_v8(const rope_fwd_fp16_dense_half_invfreq_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, false>(
+  rope_dense<f16, 8, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_half_invfreq_s3_v1: fwd, half pairs, angles from invfreq, 3 strides, 1 per access
+// rope_fwd_fp16_dense_half_invfreq_s3_v1: fwd, dense, half pairs, angles from invfreq, 3 strides, 1 per access
 struct rope_fwd_fp16_dense_half_invfreq_s3_v1_params {
   const void* x;
   void* out;
@@ -1193,6 +1255,8 @@ struct rope_fwd_fp16_dense_half_invfreq_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1203,16 +1267,16 @@ struct rope_fwd_fp16_dense_half_invfreq_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_invfreq_s3_v1(const rope_fwd_fp16_dense_half_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_invfreq_s3_v1(const rope_fwd_fp16_dense_half_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_half_invfreq_s3_v2: fwd, half pairs, angles from invfreq, 3 strides, 2 per access
+// rope_fwd_fp16_dense_half_invfreq_s3_v2: fwd, dense, half pairs, angles from invfreq, 3 strides, 2 per access
 struct rope_fwd_fp16_dense_half_invfreq_s3_v2_params {
   const void* x;
   void* out;
@@ -1231,6 +1295,8 @@ struct rope_fwd_fp16_dense_half_invfreq_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1241,16 +1307,16 @@ struct rope_fwd_fp16_dense_half_invfreq_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_invfreq_s3_v2(const rope_fwd_fp16_dense_half_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_invfreq_s3_v2(const rope_fwd_fp16_dense_half_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, false>(
+  rope_dense<f16, 2, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_half_invfreq_s3_v4: fwd, half pairs, angles from invfreq, 3 strides, 4 per access
+// rope_fwd_fp16_dense_half_invfreq_s3_v4: fwd, dense, half pairs, angles from invfreq, 3 strides, 4 per access
 struct rope_fwd_fp16_dense_half_invfreq_s3_v4_params {
   const void* x;
   void* out;
@@ -1269,6 +1335,8 @@ struct rope_fwd_fp16_dense_half_invfreq_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1279,16 +1347,16 @@ struct rope_fwd_fp16_dense_half_invfreq_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_invfreq_s3_v4(const rope_fwd_fp16_dense_half_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_invfreq_s3_v4(const rope_fwd_fp16_dense_half_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, false>(
+  rope_dense<f16, 4, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_half_invfreq_s3_v8: fwd, half pairs, angles from invfreq, 3 strides, 8 per access
+// rope_fwd_fp16_dense_half_invfreq_s3_v8: fwd, dense, half pairs, angles from invfreq, 3 strides, 8 per access
 struct rope_fwd_fp16_dense_half_invfreq_s3_v8_params {
   const void* x;
   void* out;
@@ -1307,6 +1375,8 @@ struct rope_fwd_fp16_dense_half_invfreq_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1317,16 +1387,16 @@ struct rope_fwd_fp16_dense_half_invfreq_s3_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_invfreq_s3_v8(const rope_fwd_fp16_dense_half_invfreq_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_invfreq_s3_v8(const rope_fwd_fp16_dense_half_invfreq_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, false>(
+  rope_dense<f16, 8, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_half_invfreq_s4_v1: fwd, half pairs, angles from invfreq, 4 strides, 1 per access
+// rope_fwd_fp16_dense_half_invfreq_s4_v1: fwd, dense, half pairs, angles from invfreq, 4 strides, 1 per access
 struct rope_fwd_fp16_dense_half_invfreq_s4_v1_params {
   const void* x;
   void* out;
@@ -1345,6 +1415,8 @@ struct rope_fwd_fp16_dense_half_invfreq_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1357,16 +1429,16 @@ struct rope_fwd_fp16_dense_half_invfreq_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_invfreq_s4_v1(const rope_fwd_fp16_dense_half_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_invfreq_s4_v1(const rope_fwd_fp16_dense_half_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_half_base_s0_v1: fwd, half pairs, angles from base, 0 strides, 1 per access
+// rope_fwd_fp16_dense_half_base_s0_v1: fwd, dense, half pairs, angles from base, 0 strides, 1 per access
 struct rope_fwd_fp16_dense_half_base_s0_v1_params {
   const void* x;
   void* out;
@@ -1385,21 +1457,23 @@ struct rope_fwd_fp16_dense_half_base_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_base_s0_v1(const rope_fwd_fp16_dense_half_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_base_s0_v1(const rope_fwd_fp16_dense_half_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_half_base_s0_v2: fwd, half pairs, angles from base, 0 strides, 2 per access
+// rope_fwd_fp16_dense_half_base_s0_v2: fwd, dense, half pairs, angles from base, 0 strides, 2 per access
 struct rope_fwd_fp16_dense_half_base_s0_v2_params {
   const void* x;
   void* out;
@@ -1418,21 +1492,23 @@ struct rope_fwd_fp16_dense_half_base_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_base_s0_v2(const rope_fwd_fp16_dense_half_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_base_s0_v2(const rope_fwd_fp16_dense_half_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, false>(
+  rope_dense<f16, 2, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_half_base_s0_v4: fwd, half pairs, angles from base, 0 strides, 4 per access
+// rope_fwd_fp16_dense_half_base_s0_v4: fwd, dense, half pairs, angles from base, 0 strides, 4 per access
 struct rope_fwd_fp16_dense_half_base_s0_v4_params {
   const void* x;
   void* out;
@@ -1451,21 +1527,23 @@ struct rope_fwd_fp16_dense_half_base_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_base_s0_v4(const rope_fwd_fp16_dense_half_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_base_s0_v4(const rope_fwd_fp16_dense_half_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, false>(
+  rope_dense<f16, 4, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_half_base_s0_v8: fwd, half pairs, angles from base, 0 strides, 8 per access
+// rope_fwd_fp16_dense_half_base_s0_v8: fwd, dense, half pairs, angles from base, 0 strides, 8 per access
 struct rope_fwd_fp16_dense_half_base_s0_v8_params {
   const void* x;
   void* out;
@@ -1484,21 +1562,23 @@ struct rope_fwd_fp16_dense_half_base_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_base_s0_v8(const rope_fwd_fp16_dense_half_base_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_base_s0_v8(const rope_fwd_fp16_dense_half_base_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, false>(
+  rope_dense<f16, 8, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_half_base_s3_v1: fwd, half pairs, angles from base, 3 strides, 1 per access
+// rope_fwd_fp16_dense_half_base_s3_v1: fwd, dense, half pairs, angles from base, 3 strides, 1 per access
 struct rope_fwd_fp16_dense_half_base_s3_v1_params {
   const void* x;
   void* out;
@@ -1517,6 +1597,8 @@ struct rope_fwd_fp16_dense_half_base_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1528,16 +1610,16 @@ struct rope_fwd_fp16_dense_half_base_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_base_s3_v1(const rope_fwd_fp16_dense_half_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_base_s3_v1(const rope_fwd_fp16_dense_half_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_half_base_s3_v2: fwd, half pairs, angles from base, 3 strides, 2 per access
+// rope_fwd_fp16_dense_half_base_s3_v2: fwd, dense, half pairs, angles from base, 3 strides, 2 per access
 struct rope_fwd_fp16_dense_half_base_s3_v2_params {
   const void* x;
   void* out;
@@ -1556,6 +1638,8 @@ struct rope_fwd_fp16_dense_half_base_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1567,16 +1651,16 @@ struct rope_fwd_fp16_dense_half_base_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_base_s3_v2(const rope_fwd_fp16_dense_half_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_base_s3_v2(const rope_fwd_fp16_dense_half_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, false>(
+  rope_dense<f16, 2, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_half_base_s3_v4: fwd, half pairs, angles from base, 3 strides, 4 per access
+// rope_fwd_fp16_dense_half_base_s3_v4: fwd, dense, half pairs, angles from base, 3 strides, 4 per access
 struct rope_fwd_fp16_dense_half_base_s3_v4_params {
   const void* x;
   void* out;
@@ -1595,6 +1679,8 @@ struct rope_fwd_fp16_dense_half_base_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1606,16 +1692,16 @@ struct rope_fwd_fp16_dense_half_base_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_base_s3_v4(const rope_fwd_fp16_dense_half_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_base_s3_v4(const rope_fwd_fp16_dense_half_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, false>(
+  rope_dense<f16, 4, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_half_base_s3_v8: fwd, half pairs, angles from base, 3 strides, 8 per access
+// rope_fwd_fp16_dense_half_base_s3_v8: fwd, dense, half pairs, angles from base, 3 strides, 8 per access
 struct rope_fwd_fp16_dense_half_base_s3_v8_params {
   const void* x;
   void* out;
@@ -1634,6 +1720,8 @@ struct rope_fwd_fp16_dense_half_base_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1645,16 +1733,16 @@ struct rope_fwd_fp16_dense_half_base_s3_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_base_s3_v8(const rope_fwd_fp16_dense_half_base_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_base_s3_v8(const rope_fwd_fp16_dense_half_base_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, false>(
+  rope_dense<f16, 8, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_half_base_s4_v1: fwd, half pairs, angles from base, 4 strides, 1 per access
+// rope_fwd_fp16_dense_half_base_s4_v1: fwd, dense, half pairs, angles from base, 4 strides, 1 per access
 struct rope_fwd_fp16_dense_half_base_s4_v1_params {
   const void* x;
   void* out;
@@ -1673,6 +1761,8 @@ struct rope_fwd_fp16_dense_half_base_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1686,16 +1776,16 @@ struct rope_fwd_fp16_dense_half_base_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_half_base_s4_v1(const rope_fwd_fp16_dense_half_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_half_base_s4_v1(const rope_fwd_fp16_dense_half_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, false>(
+  rope_dense<f16, 1, false, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_freqs_s0_v1: fwd, interleaved pairs, angles from freqs, 0 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_freqs_s0_v1: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_freqs_s0_v1_params {
   const void* x;
   void* out;
@@ -1714,21 +1804,23 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_freqs_s0_v1(const rope_fwd_fp16_dense_interleaved_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_freqs_s0_v1(const rope_fwd_fp16_dense_interleaved_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_interleaved_freqs_s0_v2: fwd, interleaved pairs, angles from freqs, 0 strides, 2 per access
+// rope_fwd_fp16_dense_interleaved_freqs_s0_v2: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 2 per access
 struct rope_fwd_fp16_dense_interleaved_freqs_s0_v2_params {
   const void* x;
   void* out;
@@ -1747,21 +1839,23 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_freqs_s0_v2(const rope_fwd_fp16_dense_interleaved_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_freqs_s0_v2(const rope_fwd_fp16_dense_interleaved_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, false>(
+  rope_dense<f16, 2, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_interleaved_freqs_s0_v4: fwd, interleaved pairs, angles from freqs, 0 strides, 4 per access
+// rope_fwd_fp16_dense_interleaved_freqs_s0_v4: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 4 per access
 struct rope_fwd_fp16_dense_interleaved_freqs_s0_v4_params {
   const void* x;
   void* out;
@@ -1780,21 +1874,23 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_freqs_s0_v4(const rope_fwd_fp16_dense_interleaved_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_freqs_s0_v4(const rope_fwd_fp16_dense_interleaved_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, false>(
+  rope_dense<f16, 4, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_interleaved_freqs_s0_v8: fwd, interleaved pairs, angles from freqs, 0 strides, 8 per access
+// rope_fwd_fp16_dense_interleaved_freqs_s0_v8: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 8 per access
 struct rope_fwd_fp16_dense_interleaved_freqs_s0_v8_params {
   const void* x;
   void* out;
@@ -1813,21 +1909,23 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_freqs_s0_v8(const rope_fwd_fp16_dense_interleaved_freqs_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_freqs_s0_v8(const rope_fwd_fp16_dense_interleaved_freqs_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, false>(
+  rope_dense<f16, 8, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_interleaved_freqs_s3_v1: fwd, interleaved pairs, angles from freqs, 3 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_freqs_s3_v1: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_freqs_s3_v1_params {
   const void* x;
   void* out;
@@ -1846,6 +1944,8 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1857,16 +1957,16 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s3_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_freqs_s3_v1(const rope_fwd_fp16_dense_interleaved_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_freqs_s3_v1(const rope_fwd_fp16_dense_interleaved_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_interleaved_freqs_s3_v2: fwd, interleaved pairs, angles from freqs, 3 strides, 2 per access
+// rope_fwd_fp16_dense_interleaved_freqs_s3_v2: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 2 per access
 struct rope_fwd_fp16_dense_interleaved_freqs_s3_v2_params {
   const void* x;
   void* out;
@@ -1885,6 +1985,8 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1896,16 +1998,16 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s3_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_freqs_s3_v2(const rope_fwd_fp16_dense_interleaved_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_freqs_s3_v2(const rope_fwd_fp16_dense_interleaved_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, false>(
+  rope_dense<f16, 2, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_interleaved_freqs_s3_v4: fwd, interleaved pairs, angles from freqs, 3 strides, 4 per access
+// rope_fwd_fp16_dense_interleaved_freqs_s3_v4: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 4 per access
 struct rope_fwd_fp16_dense_interleaved_freqs_s3_v4_params {
   const void* x;
   void* out;
@@ -1924,6 +2026,8 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1935,16 +2039,16 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s3_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_freqs_s3_v4(const rope_fwd_fp16_dense_interleaved_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_freqs_s3_v4(const rope_fwd_fp16_dense_interleaved_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, false>(
+  rope_dense<f16, 4, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_interleaved_freqs_s3_v8: fwd, interleaved pairs, angles from freqs, 3 strides, 8 per access
+// rope_fwd_fp16_dense_interleaved_freqs_s3_v8: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 8 per access
 struct rope_fwd_fp16_dense_interleaved_freqs_s3_v8_params {
   const void* x;
   void* out;
@@ -1963,6 +2067,8 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1974,16 +2080,16 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s3_v8_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_freqs_s3_v8(const rope_fwd_fp16_dense_interleaved_freqs_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_freqs_s3_v8(const rope_fwd_fp16_dense_interleaved_freqs_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, false>(
+  rope_dense<f16, 8, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_interleaved_freqs_s4_v1: fwd, interleaved pairs, angles from freqs, 4 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_freqs_s4_v1: fwd, dense, interleaved pairs, angles from freqs, 4 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_freqs_s4_v1_params {
   const void* x;
   void* out;
@@ -2002,6 +2108,8 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2015,16 +2123,16 @@ struct rope_fwd_fp16_dense_interleaved_freqs_s4_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_freqs_s4_v1(const rope_fwd_fp16_dense_interleaved_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_freqs_s4_v1(const rope_fwd_fp16_dense_interleaved_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossin_s0_v1: fwd, interleaved pairs, angles from cossin, 0 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_cossin_s0_v1: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_cossin_s0_v1_params {
   const void* x;
   void* out;
@@ -2043,6 +2151,8 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -2051,16 +2161,16 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossin_s0_v1(const rope_fwd_fp16_dense_interleaved_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossin_s0_v1(const rope_fwd_fp16_dense_interleaved_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossin_s0_v2: fwd, interleaved pairs, angles from cossin, 0 strides, 2 per access
+// rope_fwd_fp16_dense_interleaved_cossin_s0_v2: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 2 per access
 struct rope_fwd_fp16_dense_interleaved_cossin_s0_v2_params {
   const void* x;
   void* out;
@@ -2079,6 +2189,8 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -2087,16 +2199,16 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossin_s0_v2(const rope_fwd_fp16_dense_interleaved_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossin_s0_v2(const rope_fwd_fp16_dense_interleaved_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, false>(
+  rope_dense<f16, 2, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossin_s0_v4: fwd, interleaved pairs, angles from cossin, 0 strides, 4 per access
+// rope_fwd_fp16_dense_interleaved_cossin_s0_v4: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 4 per access
 struct rope_fwd_fp16_dense_interleaved_cossin_s0_v4_params {
   const void* x;
   void* out;
@@ -2115,6 +2227,8 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -2123,16 +2237,16 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossin_s0_v4(const rope_fwd_fp16_dense_interleaved_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossin_s0_v4(const rope_fwd_fp16_dense_interleaved_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, false>(
+  rope_dense<f16, 4, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossin_s0_v8: fwd, interleaved pairs, angles from cossin, 0 strides, 8 per access
+// rope_fwd_fp16_dense_interleaved_cossin_s0_v8: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 8 per access
 struct rope_fwd_fp16_dense_interleaved_cossin_s0_v8_params {
   const void* x;
   void* out;
@@ -2151,6 +2265,8 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -2159,16 +2275,16 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s0_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossin_s0_v8(const rope_fwd_fp16_dense_interleaved_cossin_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossin_s0_v8(const rope_fwd_fp16_dense_interleaved_cossin_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, false>(
+  rope_dense<f16, 8, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossin_s3_v1: fwd, interleaved pairs, angles from cossin, 3 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_cossin_s3_v1: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_cossin_s3_v1_params {
   const void* x;
   void* out;
@@ -2187,6 +2303,8 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2201,16 +2319,16 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossin_s3_v1(const rope_fwd_fp16_dense_interleaved_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossin_s3_v1(const rope_fwd_fp16_dense_interleaved_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossin_s3_v2: fwd, interleaved pairs, angles from cossin, 3 strides, 2 per access
+// rope_fwd_fp16_dense_interleaved_cossin_s3_v2: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 2 per access
 struct rope_fwd_fp16_dense_interleaved_cossin_s3_v2_params {
   const void* x;
   void* out;
@@ -2229,6 +2347,8 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2243,16 +2363,16 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossin_s3_v2(const rope_fwd_fp16_dense_interleaved_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossin_s3_v2(const rope_fwd_fp16_dense_interleaved_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, false>(
+  rope_dense<f16, 2, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossin_s3_v4: fwd, interleaved pairs, angles from cossin, 3 strides, 4 per access
+// rope_fwd_fp16_dense_interleaved_cossin_s3_v4: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 4 per access
 struct rope_fwd_fp16_dense_interleaved_cossin_s3_v4_params {
   const void* x;
   void* out;
@@ -2271,6 +2391,8 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2285,16 +2407,16 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossin_s3_v4(const rope_fwd_fp16_dense_interleaved_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossin_s3_v4(const rope_fwd_fp16_dense_interleaved_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, false>(
+  rope_dense<f16, 4, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossin_s3_v8: fwd, interleaved pairs, angles from cossin, 3 strides, 8 per access
+// rope_fwd_fp16_dense_interleaved_cossin_s3_v8: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 8 per access
 struct rope_fwd_fp16_dense_interleaved_cossin_s3_v8_params {
   const void* x;
   void* out;
@@ -2313,6 +2435,8 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2327,16 +2451,16 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s3_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossin_s3_v8(const rope_fwd_fp16_dense_interleaved_cossin_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossin_s3_v8(const rope_fwd_fp16_dense_interleaved_cossin_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, false>(
+  rope_dense<f16, 8, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossin_s4_v1: fwd, interleaved pairs, angles from cossin, 4 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_cossin_s4_v1: fwd, dense, interleaved pairs, angles from cossin, 4 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_cossin_s4_v1_params {
   const void* x;
   void* out;
@@ -2355,6 +2479,8 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2371,16 +2497,16 @@ struct rope_fwd_fp16_dense_interleaved_cossin_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossin_s4_v1(const rope_fwd_fp16_dense_interleaved_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossin_s4_v1(const rope_fwd_fp16_dense_interleaved_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossinf32_s0_v1: fwd, interleaved pairs, angles from cossinf32, 0 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_cossinf32_s0_v1: fwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_cossinf32_s0_v1_params {
   const void* x;
   void* out;
@@ -2399,6 +2525,8 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -2407,16 +2535,16 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossinf32_s0_v1(const rope_fwd_fp16_dense_interleaved_cossinf32_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossinf32_s0_v1(const rope_fwd_fp16_dense_interleaved_cossinf32_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossinf32_s0_v2: fwd, interleaved pairs, angles from cossinf32, 0 strides, 2 per access
+// rope_fwd_fp16_dense_interleaved_cossinf32_s0_v2: fwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 2 per access
 struct rope_fwd_fp16_dense_interleaved_cossinf32_s0_v2_params {
   const void* x;
   void* out;
@@ -2435,6 +2563,8 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -2443,16 +2573,16 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossinf32_s0_v2(const rope_fwd_fp16_dense_interleaved_cossinf32_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossinf32_s0_v2(const rope_fwd_fp16_dense_interleaved_cossinf32_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, false>(
+  rope_dense<f16, 2, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossinf32_s0_v4: fwd, interleaved pairs, angles from cossinf32, 0 strides, 4 per access
+// rope_fwd_fp16_dense_interleaved_cossinf32_s0_v4: fwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 4 per access
 struct rope_fwd_fp16_dense_interleaved_cossinf32_s0_v4_params {
   const void* x;
   void* out;
@@ -2471,6 +2601,8 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -2479,16 +2611,16 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossinf32_s0_v4(const rope_fwd_fp16_dense_interleaved_cossinf32_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossinf32_s0_v4(const rope_fwd_fp16_dense_interleaved_cossinf32_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, false>(
+  rope_dense<f16, 4, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossinf32_s0_v8: fwd, interleaved pairs, angles from cossinf32, 0 strides, 8 per access
+// rope_fwd_fp16_dense_interleaved_cossinf32_s0_v8: fwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 8 per access
 struct rope_fwd_fp16_dense_interleaved_cossinf32_s0_v8_params {
   const void* x;
   void* out;
@@ -2507,6 +2639,8 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -2515,16 +2649,16 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s0_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossinf32_s0_v8(const rope_fwd_fp16_dense_interleaved_cossinf32_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossinf32_s0_v8(const rope_fwd_fp16_dense_interleaved_cossinf32_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, false>(
+  rope_dense<f16, 8, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossinf32_s3_v1: fwd, interleaved pairs, angles from cossinf32, 3 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_cossinf32_s3_v1: fwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_cossinf32_s3_v1_params {
   const void* x;
   void* out;
@@ -2543,6 +2677,8 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2557,16 +2693,16 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossinf32_s3_v1(const rope_fwd_fp16_dense_interleaved_cossinf32_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossinf32_s3_v1(const rope_fwd_fp16_dense_interleaved_cossinf32_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossinf32_s3_v2: fwd, interleaved pairs, angles from cossinf32, 3 strides, 2 per access
+// rope_fwd_fp16_dense_interleaved_cossinf32_s3_v2: fwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 2 per access
 struct rope_fwd_fp16_dense_interleaved_cossinf32_s3_v2_params {
   const void* x;
   void* out;
@@ -2585,6 +2721,8 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2599,16 +2737,16 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossinf32_s3_v2(const rope_fwd_fp16_dense_interleaved_cossinf32_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossinf32_s3_v2(const rope_fwd_fp16_dense_interleaved_cossinf32_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, false>(
+  rope_dense<f16, 2, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossinf32_s3_v4: fwd, interleaved pairs, angles from cossinf32, 3 strides, 4 per access
+// rope_fwd_fp16_dense_interleaved_cossinf32_s3_v4: fwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 4 per access
 struct rope_fwd_fp16_dense_interleaved_cossinf32_s3_v4_params {
   const void* x;
   void* out;
@@ -2627,6 +2765,8 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2641,16 +2781,16 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossinf32_s3_v4(const rope_fwd_fp16_dense_interleaved_cossinf32_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossinf32_s3_v4(const rope_fwd_fp16_dense_interleaved_cossinf32_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, false>(
+  rope_dense<f16, 4, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossinf32_s3_v8: fwd, interleaved pairs, angles from cossinf32, 3 strides, 8 per access
+// rope_fwd_fp16_dense_interleaved_cossinf32_s3_v8: fwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 8 per access
 struct rope_fwd_fp16_dense_interleaved_cossinf32_s3_v8_params {
   const void* x;
   void* out;
@@ -2669,6 +2809,8 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2683,16 +2825,16 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s3_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossinf32_s3_v8(const rope_fwd_fp16_dense_interleaved_cossinf32_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossinf32_s3_v8(const rope_fwd_fp16_dense_interleaved_cossinf32_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, false>(
+  rope_dense<f16, 8, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_cossinf32_s4_v1: fwd, interleaved pairs, angles from cossinf32, 4 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_cossinf32_s4_v1: fwd, dense, interleaved pairs, angles from cossinf32, 4 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_cossinf32_s4_v1_params {
   const void* x;
   void* out;
@@ -2711,6 +2853,8 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2727,16 +2871,16 @@ struct rope_fwd_fp16_dense_interleaved_cossinf32_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_cossinf32_s4_v1(const rope_fwd_fp16_dense_interleaved_cossinf32_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_cossinf32_s4_v1(const rope_fwd_fp16_dense_interleaved_cossinf32_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_dense_interleaved_invfreq_s0_v1: fwd, interleaved pairs, angles from invfreq, 0 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_invfreq_s0_v1: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_invfreq_s0_v1_params {
   const void* x;
   void* out;
@@ -2755,20 +2899,22 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_invfreq_s0_v1(const rope_fwd_fp16_dense_interleaved_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_invfreq_s0_v1(const rope_fwd_fp16_dense_interleaved_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_invfreq_s0_v2: fwd, interleaved pairs, angles from invfreq, 0 strides, 2 per access
+// rope_fwd_fp16_dense_interleaved_invfreq_s0_v2: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access
 struct rope_fwd_fp16_dense_interleaved_invfreq_s0_v2_params {
   const void* x;
   void* out;
@@ -2787,20 +2933,22 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_invfreq_s0_v2(const rope_fwd_fp16_dense_interleaved_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_invfreq_s0_v2(const rope_fwd_fp16_dense_interleaved_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, false>(
+  rope_dense<f16, 2, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_invfreq_s0_v4: fwd, interleaved pairs, angles from invfreq, 0 strides, 4 per access
+// rope_fwd_fp16_dense_interleaved_invfreq_s0_v4: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access
 struct rope_fwd_fp16_dense_interleaved_invfreq_s0_v4_params {
   const void* x;
   void* out;
@@ -2819,20 +2967,22 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_invfreq_s0_v4(const rope_fwd_fp16_dense_interleaved_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_invfreq_s0_v4(const rope_fwd_fp16_dense_interleaved_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, false>(
+  rope_dense<f16, 4, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_invfreq_s0_v8: fwd, interleaved pairs, angles from invfreq, 0 strides, 8 per access
+// rope_fwd_fp16_dense_interleaved_invfreq_s0_v8: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 8 per access
 struct rope_fwd_fp16_dense_interleaved_invfreq_s0_v8_params {
   const void* x;
   void* out;
@@ -2851,20 +3001,22 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_invfreq_s0_v8(const rope_fwd_fp16_dense_interleaved_invfreq_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_invfreq_s0_v8(const rope_fwd_fp16_dense_interleaved_invfreq_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, false>(
+  rope_dense<f16, 8, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_invfreq_s3_v1: fwd, interleaved pairs, angles from invfreq, 3 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_invfreq_s3_v1: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_invfreq_s3_v1_params {
   const void* x;
   void* out;
@@ -2883,6 +3035,8 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2893,16 +3047,16 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_invfreq_s3_v1(const rope_fwd_fp16_dense_interleaved_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_invfreq_s3_v1(const rope_fwd_fp16_dense_interleaved_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_invfreq_s3_v2: fwd, interleaved pairs, angles from invfreq, 3 strides, 2 per access
+// rope_fwd_fp16_dense_interleaved_invfreq_s3_v2: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access
 struct rope_fwd_fp16_dense_interleaved_invfreq_s3_v2_params {
   const void* x;
   void* out;
@@ -2921,6 +3075,8 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2931,16 +3087,16 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_invfreq_s3_v2(const rope_fwd_fp16_dense_interleaved_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_invfreq_s3_v2(const rope_fwd_fp16_dense_interleaved_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, false>(
+  rope_dense<f16, 2, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_invfreq_s3_v4: fwd, interleaved pairs, angles from invfreq, 3 strides, 4 per access
+// rope_fwd_fp16_dense_interleaved_invfreq_s3_v4: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access
 struct rope_fwd_fp16_dense_interleaved_invfreq_s3_v4_params {
   const void* x;
   void* out;
@@ -2959,6 +3115,8 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2969,16 +3127,16 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_invfreq_s3_v4(const rope_fwd_fp16_dense_interleaved_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_invfreq_s3_v4(const rope_fwd_fp16_dense_interleaved_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, false>(
+  rope_dense<f16, 4, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_invfreq_s3_v8: fwd, interleaved pairs, angles from invfreq, 3 strides, 8 per access
+// rope_fwd_fp16_dense_interleaved_invfreq_s3_v8: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 8 per access
 struct rope_fwd_fp16_dense_interleaved_invfreq_s3_v8_params {
   const void* x;
   void* out;
@@ -2997,6 +3155,8 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3007,16 +3167,16 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s3_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_invfreq_s3_v8(const rope_fwd_fp16_dense_interleaved_invfreq_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_invfreq_s3_v8(const rope_fwd_fp16_dense_interleaved_invfreq_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, false>(
+  rope_dense<f16, 8, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_invfreq_s4_v1: fwd, interleaved pairs, angles from invfreq, 4 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_invfreq_s4_v1: fwd, dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_invfreq_s4_v1_params {
   const void* x;
   void* out;
@@ -3035,6 +3195,8 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3047,16 +3209,16 @@ struct rope_fwd_fp16_dense_interleaved_invfreq_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_invfreq_s4_v1(const rope_fwd_fp16_dense_interleaved_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_invfreq_s4_v1(const rope_fwd_fp16_dense_interleaved_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_base_s0_v1: fwd, interleaved pairs, angles from base, 0 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_base_s0_v1: fwd, dense, interleaved pairs, angles from base, 0 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_base_s0_v1_params {
   const void* x;
   void* out;
@@ -3075,21 +3237,23 @@ struct rope_fwd_fp16_dense_interleaved_base_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_base_s0_v1(const rope_fwd_fp16_dense_interleaved_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_base_s0_v1(const rope_fwd_fp16_dense_interleaved_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_base_s0_v2: fwd, interleaved pairs, angles from base, 0 strides, 2 per access
+// rope_fwd_fp16_dense_interleaved_base_s0_v2: fwd, dense, interleaved pairs, angles from base, 0 strides, 2 per access
 struct rope_fwd_fp16_dense_interleaved_base_s0_v2_params {
   const void* x;
   void* out;
@@ -3108,21 +3272,23 @@ struct rope_fwd_fp16_dense_interleaved_base_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_base_s0_v2(const rope_fwd_fp16_dense_interleaved_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_base_s0_v2(const rope_fwd_fp16_dense_interleaved_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, false>(
+  rope_dense<f16, 2, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_base_s0_v4: fwd, interleaved pairs, angles from base, 0 strides, 4 per access
+// rope_fwd_fp16_dense_interleaved_base_s0_v4: fwd, dense, interleaved pairs, angles from base, 0 strides, 4 per access
 struct rope_fwd_fp16_dense_interleaved_base_s0_v4_params {
   const void* x;
   void* out;
@@ -3141,21 +3307,23 @@ struct rope_fwd_fp16_dense_interleaved_base_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_base_s0_v4(const rope_fwd_fp16_dense_interleaved_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_base_s0_v4(const rope_fwd_fp16_dense_interleaved_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, false>(
+  rope_dense<f16, 4, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_base_s0_v8: fwd, interleaved pairs, angles from base, 0 strides, 8 per access
+// rope_fwd_fp16_dense_interleaved_base_s0_v8: fwd, dense, interleaved pairs, angles from base, 0 strides, 8 per access
 struct rope_fwd_fp16_dense_interleaved_base_s0_v8_params {
   const void* x;
   void* out;
@@ -3174,21 +3342,23 @@ struct rope_fwd_fp16_dense_interleaved_base_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_base_s0_v8(const rope_fwd_fp16_dense_interleaved_base_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_base_s0_v8(const rope_fwd_fp16_dense_interleaved_base_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, false>(
+  rope_dense<f16, 8, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_base_s3_v1: fwd, interleaved pairs, angles from base, 3 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_base_s3_v1: fwd, dense, interleaved pairs, angles from base, 3 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_base_s3_v1_params {
   const void* x;
   void* out;
@@ -3207,6 +3377,8 @@ struct rope_fwd_fp16_dense_interleaved_base_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3218,16 +3390,16 @@ struct rope_fwd_fp16_dense_interleaved_base_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_base_s3_v1(const rope_fwd_fp16_dense_interleaved_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_base_s3_v1(const rope_fwd_fp16_dense_interleaved_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_base_s3_v2: fwd, interleaved pairs, angles from base, 3 strides, 2 per access
+// rope_fwd_fp16_dense_interleaved_base_s3_v2: fwd, dense, interleaved pairs, angles from base, 3 strides, 2 per access
 struct rope_fwd_fp16_dense_interleaved_base_s3_v2_params {
   const void* x;
   void* out;
@@ -3246,6 +3418,8 @@ struct rope_fwd_fp16_dense_interleaved_base_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3257,16 +3431,16 @@ struct rope_fwd_fp16_dense_interleaved_base_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_base_s3_v2(const rope_fwd_fp16_dense_interleaved_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_base_s3_v2(const rope_fwd_fp16_dense_interleaved_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, false>(
+  rope_dense<f16, 2, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_base_s3_v4: fwd, interleaved pairs, angles from base, 3 strides, 4 per access
+// rope_fwd_fp16_dense_interleaved_base_s3_v4: fwd, dense, interleaved pairs, angles from base, 3 strides, 4 per access
 struct rope_fwd_fp16_dense_interleaved_base_s3_v4_params {
   const void* x;
   void* out;
@@ -3285,6 +3459,8 @@ struct rope_fwd_fp16_dense_interleaved_base_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3296,16 +3472,16 @@ struct rope_fwd_fp16_dense_interleaved_base_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_base_s3_v4(const rope_fwd_fp16_dense_interleaved_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_base_s3_v4(const rope_fwd_fp16_dense_interleaved_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, false>(
+  rope_dense<f16, 4, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_base_s3_v8: fwd, interleaved pairs, angles from base, 3 strides, 8 per access
+// rope_fwd_fp16_dense_interleaved_base_s3_v8: fwd, dense, interleaved pairs, angles from base, 3 strides, 8 per access
 struct rope_fwd_fp16_dense_interleaved_base_s3_v8_params {
   const void* x;
   void* out;
@@ -3324,6 +3500,8 @@ struct rope_fwd_fp16_dense_interleaved_base_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3335,16 +3513,16 @@ struct rope_fwd_fp16_dense_interleaved_base_s3_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_base_s3_v8(const rope_fwd_fp16_dense_interleaved_base_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_base_s3_v8(const rope_fwd_fp16_dense_interleaved_base_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, false>(
+  rope_dense<f16, 8, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_dense_interleaved_base_s4_v1: fwd, interleaved pairs, angles from base, 4 strides, 1 per access
+// rope_fwd_fp16_dense_interleaved_base_s4_v1: fwd, dense, interleaved pairs, angles from base, 4 strides, 1 per access
 struct rope_fwd_fp16_dense_interleaved_base_s4_v1_params {
   const void* x;
   void* out;
@@ -3363,6 +3541,8 @@ struct rope_fwd_fp16_dense_interleaved_base_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3376,16 +3556,16 @@ struct rope_fwd_fp16_dense_interleaved_base_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp16_dense_interleaved_base_s4_v1(const rope_fwd_fp16_dense_interleaved_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_dense_interleaved_base_s4_v1(const rope_fwd_fp16_dense_interleaved_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, false>(
+  rope_dense<f16, 1, true, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_half_freqs_s0_v1: bwd, half pairs, angles from freqs, 0 strides, 1 per access
+// rope_bwd_fp16_dense_half_freqs_s0_v1: bwd, dense, half pairs, angles from freqs, 0 strides, 1 per access
 struct rope_bwd_fp16_dense_half_freqs_s0_v1_params {
   const void* x;
   void* out;
@@ -3404,21 +3584,23 @@ struct rope_bwd_fp16_dense_half_freqs_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_freqs_s0_v1(const rope_bwd_fp16_dense_half_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_freqs_s0_v1(const rope_bwd_fp16_dense_half_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_half_freqs_s0_v2: bwd, half pairs, angles from freqs, 0 strides, 2 per access
+// rope_bwd_fp16_dense_half_freqs_s0_v2: bwd, dense, half pairs, angles from freqs, 0 strides, 2 per access
 struct rope_bwd_fp16_dense_half_freqs_s0_v2_params {
   const void* x;
   void* out;
@@ -3437,21 +3619,23 @@ struct rope_bwd_fp16_dense_half_freqs_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_freqs_s0_v2(const rope_bwd_fp16_dense_half_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_freqs_s0_v2(const rope_bwd_fp16_dense_half_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, true>(
+  rope_dense<f16, 2, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_half_freqs_s0_v4: bwd, half pairs, angles from freqs, 0 strides, 4 per access
+// rope_bwd_fp16_dense_half_freqs_s0_v4: bwd, dense, half pairs, angles from freqs, 0 strides, 4 per access
 struct rope_bwd_fp16_dense_half_freqs_s0_v4_params {
   const void* x;
   void* out;
@@ -3470,21 +3654,23 @@ struct rope_bwd_fp16_dense_half_freqs_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_freqs_s0_v4(const rope_bwd_fp16_dense_half_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_freqs_s0_v4(const rope_bwd_fp16_dense_half_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, true>(
+  rope_dense<f16, 4, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_half_freqs_s0_v8: bwd, half pairs, angles from freqs, 0 strides, 8 per access
+// rope_bwd_fp16_dense_half_freqs_s0_v8: bwd, dense, half pairs, angles from freqs, 0 strides, 8 per access
 struct rope_bwd_fp16_dense_half_freqs_s0_v8_params {
   const void* x;
   void* out;
@@ -3503,21 +3689,23 @@ struct rope_bwd_fp16_dense_half_freqs_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_freqs_s0_v8(const rope_bwd_fp16_dense_half_freqs_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_freqs_s0_v8(const rope_bwd_fp16_dense_half_freqs_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, true>(
+  rope_dense<f16, 8, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_half_freqs_s3_v1: bwd, half pairs, angles from freqs, 3 strides, 1 per access
+// rope_bwd_fp16_dense_half_freqs_s3_v1: bwd, dense, half pairs, angles from freqs, 3 strides, 1 per access
 struct rope_bwd_fp16_dense_half_freqs_s3_v1_params {
   const void* x;
   void* out;
@@ -3536,6 +3724,8 @@ struct rope_bwd_fp16_dense_half_freqs_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3547,16 +3737,16 @@ struct rope_bwd_fp16_dense_half_freqs_s3_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_freqs_s3_v1(const rope_bwd_fp16_dense_half_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_freqs_s3_v1(const rope_bwd_fp16_dense_half_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_half_freqs_s3_v2: bwd, half pairs, angles from freqs, 3 strides, 2 per access
+// rope_bwd_fp16_dense_half_freqs_s3_v2: bwd, dense, half pairs, angles from freqs, 3 strides, 2 per access
 struct rope_bwd_fp16_dense_half_freqs_s3_v2_params {
   const void* x;
   void* out;
@@ -3575,6 +3765,8 @@ struct rope_bwd_fp16_dense_half_freqs_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3586,16 +3778,16 @@ struct rope_bwd_fp16_dense_half_freqs_s3_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_freqs_s3_v2(const rope_bwd_fp16_dense_half_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_freqs_s3_v2(const rope_bwd_fp16_dense_half_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, true>(
+  rope_dense<f16, 2, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_half_freqs_s3_v4: bwd, half pairs, angles from freqs, 3 strides, 4 per access
+// rope_bwd_fp16_dense_half_freqs_s3_v4: bwd, dense, half pairs, angles from freqs, 3 strides, 4 per access
 struct rope_bwd_fp16_dense_half_freqs_s3_v4_params {
   const void* x;
   void* out;
@@ -3614,6 +3806,8 @@ struct rope_bwd_fp16_dense_half_freqs_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3625,16 +3819,16 @@ struct rope_bwd_fp16_dense_half_freqs_s3_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_freqs_s3_v4(const rope_bwd_fp16_dense_half_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_freqs_s3_v4(const rope_bwd_fp16_dense_half_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, true>(
+  rope_dense<f16, 4, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_half_freqs_s3_v8: bwd, half pairs, angles from freqs, 3 strides, 8 per access
+// rope_bwd_fp16_dense_half_freqs_s3_v8: bwd, dense, half pairs, angles from freqs, 3 strides, 8 per access
 struct rope_bwd_fp16_dense_half_freqs_s3_v8_params {
   const void* x;
   void* out;
@@ -3653,6 +3847,8 @@ struct rope_bwd_fp16_dense_half_freqs_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3664,16 +3860,16 @@ struct rope_bwd_fp16_dense_half_freqs_s3_v8_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_freqs_s3_v8(const rope_bwd_fp16_dense_half_freqs_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_freqs_s3_v8(const rope_bwd_fp16_dense_half_freqs_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, true>(
+  rope_dense<f16, 8, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_half_freqs_s4_v1: bwd, half pairs, angles from freqs, 4 strides, 1 per access
+// rope_bwd_fp16_dense_half_freqs_s4_v1: bwd, dense, half pairs, angles from freqs, 4 strides, 1 per access
 struct rope_bwd_fp16_dense_half_freqs_s4_v1_params {
   const void* x;
   void* out;
@@ -3692,6 +3888,8 @@ struct rope_bwd_fp16_dense_half_freqs_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3705,16 +3903,16 @@ struct rope_bwd_fp16_dense_half_freqs_s4_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_freqs_s4_v1(const rope_bwd_fp16_dense_half_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_freqs_s4_v1(const rope_bwd_fp16_dense_half_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_half_cossin_s0_v1: bwd, half pairs, angles from cossin, 0 strides, 1 per access
+// rope_bwd_fp16_dense_half_cossin_s0_v1: bwd, dense, half pairs, angles from cossin, 0 strides, 1 per access
 struct rope_bwd_fp16_dense_half_cossin_s0_v1_params {
   const void* x;
   void* out;
@@ -3733,6 +3931,8 @@ struct rope_bwd_fp16_dense_half_cossin_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -3741,16 +3941,16 @@ struct rope_bwd_fp16_dense_half_cossin_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossin_s0_v1(const rope_bwd_fp16_dense_half_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossin_s0_v1(const rope_bwd_fp16_dense_half_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossin_s0_v2: bwd, half pairs, angles from cossin, 0 strides, 2 per access
+// rope_bwd_fp16_dense_half_cossin_s0_v2: bwd, dense, half pairs, angles from cossin, 0 strides, 2 per access
 struct rope_bwd_fp16_dense_half_cossin_s0_v2_params {
   const void* x;
   void* out;
@@ -3769,6 +3969,8 @@ struct rope_bwd_fp16_dense_half_cossin_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -3777,16 +3979,16 @@ struct rope_bwd_fp16_dense_half_cossin_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossin_s0_v2(const rope_bwd_fp16_dense_half_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossin_s0_v2(const rope_bwd_fp16_dense_half_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, true>(
+  rope_dense<f16, 2, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossin_s0_v4: bwd, half pairs, angles from cossin, 0 strides, 4 per access
+// rope_bwd_fp16_dense_half_cossin_s0_v4: bwd, dense, half pairs, angles from cossin, 0 strides, 4 per access
 struct rope_bwd_fp16_dense_half_cossin_s0_v4_params {
   const void* x;
   void* out;
@@ -3805,6 +4007,8 @@ struct rope_bwd_fp16_dense_half_cossin_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -3813,16 +4017,16 @@ struct rope_bwd_fp16_dense_half_cossin_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossin_s0_v4(const rope_bwd_fp16_dense_half_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossin_s0_v4(const rope_bwd_fp16_dense_half_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, true>(
+  rope_dense<f16, 4, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossin_s0_v8: bwd, half pairs, angles from cossin, 0 strides, 8 per access
+// rope_bwd_fp16_dense_half_cossin_s0_v8: bwd, dense, half pairs, angles from cossin, 0 strides, 8 per access
 struct rope_bwd_fp16_dense_half_cossin_s0_v8_params {
   const void* x;
   void* out;
@@ -3841,6 +4045,8 @@ struct rope_bwd_fp16_dense_half_cossin_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -3849,16 +4055,16 @@ struct rope_bwd_fp16_dense_half_cossin_s0_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossin_s0_v8(const rope_bwd_fp16_dense_half_cossin_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossin_s0_v8(const rope_bwd_fp16_dense_half_cossin_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, true>(
+  rope_dense<f16, 8, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossin_s3_v1: bwd, half pairs, angles from cossin, 3 strides, 1 per access
+// rope_bwd_fp16_dense_half_cossin_s3_v1: bwd, dense, half pairs, angles from cossin, 3 strides, 1 per access
 struct rope_bwd_fp16_dense_half_cossin_s3_v1_params {
   const void* x;
   void* out;
@@ -3877,6 +4083,8 @@ struct rope_bwd_fp16_dense_half_cossin_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3891,16 +4099,16 @@ struct rope_bwd_fp16_dense_half_cossin_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossin_s3_v1(const rope_bwd_fp16_dense_half_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossin_s3_v1(const rope_bwd_fp16_dense_half_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossin_s3_v2: bwd, half pairs, angles from cossin, 3 strides, 2 per access
+// rope_bwd_fp16_dense_half_cossin_s3_v2: bwd, dense, half pairs, angles from cossin, 3 strides, 2 per access
 struct rope_bwd_fp16_dense_half_cossin_s3_v2_params {
   const void* x;
   void* out;
@@ -3919,6 +4127,8 @@ struct rope_bwd_fp16_dense_half_cossin_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3933,16 +4143,16 @@ struct rope_bwd_fp16_dense_half_cossin_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossin_s3_v2(const rope_bwd_fp16_dense_half_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossin_s3_v2(const rope_bwd_fp16_dense_half_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, true>(
+  rope_dense<f16, 2, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossin_s3_v4: bwd, half pairs, angles from cossin, 3 strides, 4 per access
+// rope_bwd_fp16_dense_half_cossin_s3_v4: bwd, dense, half pairs, angles from cossin, 3 strides, 4 per access
 struct rope_bwd_fp16_dense_half_cossin_s3_v4_params {
   const void* x;
   void* out;
@@ -3961,6 +4171,8 @@ struct rope_bwd_fp16_dense_half_cossin_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3975,16 +4187,16 @@ struct rope_bwd_fp16_dense_half_cossin_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossin_s3_v4(const rope_bwd_fp16_dense_half_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossin_s3_v4(const rope_bwd_fp16_dense_half_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, true>(
+  rope_dense<f16, 4, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossin_s3_v8: bwd, half pairs, angles from cossin, 3 strides, 8 per access
+// rope_bwd_fp16_dense_half_cossin_s3_v8: bwd, dense, half pairs, angles from cossin, 3 strides, 8 per access
 struct rope_bwd_fp16_dense_half_cossin_s3_v8_params {
   const void* x;
   void* out;
@@ -4003,6 +4215,8 @@ struct rope_bwd_fp16_dense_half_cossin_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4017,16 +4231,16 @@ struct rope_bwd_fp16_dense_half_cossin_s3_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossin_s3_v8(const rope_bwd_fp16_dense_half_cossin_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossin_s3_v8(const rope_bwd_fp16_dense_half_cossin_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, true>(
+  rope_dense<f16, 8, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossin_s4_v1: bwd, half pairs, angles from cossin, 4 strides, 1 per access
+// rope_bwd_fp16_dense_half_cossin_s4_v1: bwd, dense, half pairs, angles from cossin, 4 strides, 1 per access
 struct rope_bwd_fp16_dense_half_cossin_s4_v1_params {
   const void* x;
   void* out;
@@ -4045,6 +4259,8 @@ struct rope_bwd_fp16_dense_half_cossin_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4061,16 +4277,16 @@ struct rope_bwd_fp16_dense_half_cossin_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossin_s4_v1(const rope_bwd_fp16_dense_half_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossin_s4_v1(const rope_bwd_fp16_dense_half_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossinf32_s0_v1: bwd, half pairs, angles from cossinf32, 0 strides, 1 per access
+// rope_bwd_fp16_dense_half_cossinf32_s0_v1: bwd, dense, half pairs, angles from cossinf32, 0 strides, 1 per access
 struct rope_bwd_fp16_dense_half_cossinf32_s0_v1_params {
   const void* x;
   void* out;
@@ -4089,6 +4305,8 @@ struct rope_bwd_fp16_dense_half_cossinf32_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -4097,16 +4315,16 @@ struct rope_bwd_fp16_dense_half_cossinf32_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossinf32_s0_v1(const rope_bwd_fp16_dense_half_cossinf32_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossinf32_s0_v1(const rope_bwd_fp16_dense_half_cossinf32_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossinf32_s0_v2: bwd, half pairs, angles from cossinf32, 0 strides, 2 per access
+// rope_bwd_fp16_dense_half_cossinf32_s0_v2: bwd, dense, half pairs, angles from cossinf32, 0 strides, 2 per access
 struct rope_bwd_fp16_dense_half_cossinf32_s0_v2_params {
   const void* x;
   void* out;
@@ -4125,6 +4343,8 @@ struct rope_bwd_fp16_dense_half_cossinf32_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -4133,16 +4353,16 @@ struct rope_bwd_fp16_dense_half_cossinf32_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossinf32_s0_v2(const rope_bwd_fp16_dense_half_cossinf32_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossinf32_s0_v2(const rope_bwd_fp16_dense_half_cossinf32_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, true>(
+  rope_dense<f16, 2, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossinf32_s0_v4: bwd, half pairs, angles from cossinf32, 0 strides, 4 per access
+// rope_bwd_fp16_dense_half_cossinf32_s0_v4: bwd, dense, half pairs, angles from cossinf32, 0 strides, 4 per access
 struct rope_bwd_fp16_dense_half_cossinf32_s0_v4_params {
   const void* x;
   void* out;
@@ -4161,6 +4381,8 @@ struct rope_bwd_fp16_dense_half_cossinf32_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -4169,16 +4391,16 @@ struct rope_bwd_fp16_dense_half_cossinf32_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossinf32_s0_v4(const rope_bwd_fp16_dense_half_cossinf32_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossinf32_s0_v4(const rope_bwd_fp16_dense_half_cossinf32_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, true>(
+  rope_dense<f16, 4, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossinf32_s0_v8: bwd, half pairs, angles from cossinf32, 0 strides, 8 per access
+// rope_bwd_fp16_dense_half_cossinf32_s0_v8: bwd, dense, half pairs, angles from cossinf32, 0 strides, 8 per access
 struct rope_bwd_fp16_dense_half_cossinf32_s0_v8_params {
   const void* x;
   void* out;
@@ -4197,6 +4419,8 @@ struct rope_bwd_fp16_dense_half_cossinf32_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -4205,16 +4429,16 @@ struct rope_bwd_fp16_dense_half_cossinf32_s0_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossinf32_s0_v8(const rope_bwd_fp16_dense_half_cossinf32_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossinf32_s0_v8(const rope_bwd_fp16_dense_half_cossinf32_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, true>(
+  rope_dense<f16, 8, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossinf32_s3_v1: bwd, half pairs, angles from cossinf32, 3 strides, 1 per access
+// rope_bwd_fp16_dense_half_cossinf32_s3_v1: bwd, dense, half pairs, angles from cossinf32, 3 strides, 1 per access
 struct rope_bwd_fp16_dense_half_cossinf32_s3_v1_params {
   const void* x;
   void* out;
@@ -4233,6 +4457,8 @@ struct rope_bwd_fp16_dense_half_cossinf32_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4247,16 +4473,16 @@ struct rope_bwd_fp16_dense_half_cossinf32_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossinf32_s3_v1(const rope_bwd_fp16_dense_half_cossinf32_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossinf32_s3_v1(const rope_bwd_fp16_dense_half_cossinf32_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossinf32_s3_v2: bwd, half pairs, angles from cossinf32, 3 strides, 2 per access
+// rope_bwd_fp16_dense_half_cossinf32_s3_v2: bwd, dense, half pairs, angles from cossinf32, 3 strides, 2 per access
 struct rope_bwd_fp16_dense_half_cossinf32_s3_v2_params {
   const void* x;
   void* out;
@@ -4275,6 +4501,8 @@ struct rope_bwd_fp16_dense_half_cossinf32_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4289,16 +4517,16 @@ struct rope_bwd_fp16_dense_half_cossinf32_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossinf32_s3_v2(const rope_bwd_fp16_dense_half_cossinf32_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossinf32_s3_v2(const rope_bwd_fp16_dense_half_cossinf32_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, true>(
+  rope_dense<f16, 2, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossinf32_s3_v4: bwd, half pairs, angles from cossinf32, 3 strides, 4 per access
+// rope_bwd_fp16_dense_half_cossinf32_s3_v4: bwd, dense, half pairs, angles from cossinf32, 3 strides, 4 per access
 struct rope_bwd_fp16_dense_half_cossinf32_s3_v4_params {
   const void* x;
   void* out;
@@ -4317,6 +4545,8 @@ struct rope_bwd_fp16_dense_half_cossinf32_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4331,16 +4561,16 @@ struct rope_bwd_fp16_dense_half_cossinf32_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossinf32_s3_v4(const rope_bwd_fp16_dense_half_cossinf32_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossinf32_s3_v4(const rope_bwd_fp16_dense_half_cossinf32_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, true>(
+  rope_dense<f16, 4, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossinf32_s3_v8: bwd, half pairs, angles from cossinf32, 3 strides, 8 per access
+// rope_bwd_fp16_dense_half_cossinf32_s3_v8: bwd, dense, half pairs, angles from cossinf32, 3 strides, 8 per access
 struct rope_bwd_fp16_dense_half_cossinf32_s3_v8_params {
   const void* x;
   void* out;
@@ -4359,6 +4589,8 @@ struct rope_bwd_fp16_dense_half_cossinf32_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4373,16 +4605,16 @@ struct rope_bwd_fp16_dense_half_cossinf32_s3_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossinf32_s3_v8(const rope_bwd_fp16_dense_half_cossinf32_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossinf32_s3_v8(const rope_bwd_fp16_dense_half_cossinf32_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, true>(
+  rope_dense<f16, 8, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_cossinf32_s4_v1: bwd, half pairs, angles from cossinf32, 4 strides, 1 per access
+// rope_bwd_fp16_dense_half_cossinf32_s4_v1: bwd, dense, half pairs, angles from cossinf32, 4 strides, 1 per access
 struct rope_bwd_fp16_dense_half_cossinf32_s4_v1_params {
   const void* x;
   void* out;
@@ -4401,6 +4633,8 @@ struct rope_bwd_fp16_dense_half_cossinf32_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4417,16 +4651,16 @@ struct rope_bwd_fp16_dense_half_cossinf32_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_cossinf32_s4_v1(const rope_bwd_fp16_dense_half_cossinf32_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_cossinf32_s4_v1(const rope_bwd_fp16_dense_half_cossinf32_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_half_invfreq_s0_v1: bwd, half pairs, angles from invfreq, 0 strides, 1 per access
+// rope_bwd_fp16_dense_half_invfreq_s0_v1: bwd, dense, half pairs, angles from invfreq, 0 strides, 1 per access
 struct rope_bwd_fp16_dense_half_invfreq_s0_v1_params {
   const void* x;
   void* out;
@@ -4445,20 +4679,22 @@ struct rope_bwd_fp16_dense_half_invfreq_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_invfreq_s0_v1(const rope_bwd_fp16_dense_half_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_invfreq_s0_v1(const rope_bwd_fp16_dense_half_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_half_invfreq_s0_v2: bwd, half pairs, angles from invfreq, 0 strides, 2 per access
+// rope_bwd_fp16_dense_half_invfreq_s0_v2: bwd, dense, half pairs, angles from invfreq, 0 strides, 2 per access
 struct rope_bwd_fp16_dense_half_invfreq_s0_v2_params {
   const void* x;
   void* out;
@@ -4477,20 +4713,22 @@ struct rope_bwd_fp16_dense_half_invfreq_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_invfreq_s0_v2(const rope_bwd_fp16_dense_half_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_invfreq_s0_v2(const rope_bwd_fp16_dense_half_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, true>(
+  rope_dense<f16, 2, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_half_invfreq_s0_v4: bwd, half pairs, angles from invfreq, 0 strides, 4 per access
+// rope_bwd_fp16_dense_half_invfreq_s0_v4: bwd, dense, half pairs, angles from invfreq, 0 strides, 4 per access
 struct rope_bwd_fp16_dense_half_invfreq_s0_v4_params {
   const void* x;
   void* out;
@@ -4509,20 +4747,22 @@ struct rope_bwd_fp16_dense_half_invfreq_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_invfreq_s0_v4(const rope_bwd_fp16_dense_half_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_invfreq_s0_v4(const rope_bwd_fp16_dense_half_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, true>(
+  rope_dense<f16, 4, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_half_invfreq_s0_v8: bwd, half pairs, angles from invfreq, 0 strides, 8 per access
+// rope_bwd_fp16_dense_half_invfreq_s0_v8: bwd, dense, half pairs, angles from invfreq, 0 strides, 8 per access
 struct rope_bwd_fp16_dense_half_invfreq_s0_v8_params {
   const void* x;
   void* out;
@@ -4541,20 +4781,22 @@ struct rope_bwd_fp16_dense_half_invfreq_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_invfreq_s0_v8(const rope_bwd_fp16_dense_half_invfreq_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_invfreq_s0_v8(const rope_bwd_fp16_dense_half_invfreq_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, true>(
+  rope_dense<f16, 8, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_half_invfreq_s3_v1: bwd, half pairs, angles from invfreq, 3 strides, 1 per access
+// rope_bwd_fp16_dense_half_invfreq_s3_v1: bwd, dense, half pairs, angles from invfreq, 3 strides, 1 per access
 struct rope_bwd_fp16_dense_half_invfreq_s3_v1_params {
   const void* x;
   void* out;
@@ -4573,6 +4815,8 @@ struct rope_bwd_fp16_dense_half_invfreq_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4583,16 +4827,16 @@ struct rope_bwd_fp16_dense_half_invfreq_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_invfreq_s3_v1(const rope_bwd_fp16_dense_half_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_invfreq_s3_v1(const rope_bwd_fp16_dense_half_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_half_invfreq_s3_v2: bwd, half pairs, angles from invfreq, 3 strides, 2 per access
+// rope_bwd_fp16_dense_half_invfreq_s3_v2: bwd, dense, half pairs, angles from invfreq, 3 strides, 2 per access
 struct rope_bwd_fp16_dense_half_invfreq_s3_v2_params {
   const void* x;
   void* out;
@@ -4611,6 +4855,8 @@ struct rope_bwd_fp16_dense_half_invfreq_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4621,16 +4867,16 @@ struct rope_bwd_fp16_dense_half_invfreq_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_invfreq_s3_v2(const rope_bwd_fp16_dense_half_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_invfreq_s3_v2(const rope_bwd_fp16_dense_half_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, true>(
+  rope_dense<f16, 2, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_half_invfreq_s3_v4: bwd, half pairs, angles from invfreq, 3 strides, 4 per access
+// rope_bwd_fp16_dense_half_invfreq_s3_v4: bwd, dense, half pairs, angles from invfreq, 3 strides, 4 per access
 struct rope_bwd_fp16_dense_half_invfreq_s3_v4_params {
   const void* x;
   void* out;
@@ -4649,6 +4895,8 @@ struct rope_bwd_fp16_dense_half_invfreq_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4659,16 +4907,16 @@ struct rope_bwd_fp16_dense_half_invfreq_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_invfreq_s3_v4(const rope_bwd_fp16_dense_half_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_invfreq_s3_v4(const rope_bwd_fp16_dense_half_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, true>(
+  rope_dense<f16, 4, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_half_invfreq_s3_v8: bwd, half pairs, angles from invfreq, 3 strides, 8 per access
+// rope_bwd_fp16_dense_half_invfreq_s3_v8: bwd, dense, half pairs, angles from invfreq, 3 strides, 8 per access
 struct rope_bwd_fp16_dense_half_invfreq_s3_v8_params {
   const void* x;
   void* out;
@@ -4687,6 +4935,8 @@ struct rope_bwd_fp16_dense_half_invfreq_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4697,16 +4947,16 @@ struct rope_bwd_fp16_dense_half_invfreq_s3_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_invfreq_s3_v8(const rope_bwd_fp16_dense_half_invfreq_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_invfreq_s3_v8(const rope_bwd_fp16_dense_half_invfreq_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, true>(
+  rope_dense<f16, 8, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_half_invfreq_s4_v1: bwd, half pairs, angles from invfreq, 4 strides, 1 per access
+// rope_bwd_fp16_dense_half_invfreq_s4_v1: bwd, dense, half pairs, angles from invfreq, 4 strides, 1 per access
 struct rope_bwd_fp16_dense_half_invfreq_s4_v1_params {
   const void* x;
   void* out;
@@ -4725,6 +4975,8 @@ struct rope_bwd_fp16_dense_half_invfreq_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4737,16 +4989,16 @@ struct rope_bwd_fp16_dense_half_invfreq_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_invfreq_s4_v1(const rope_bwd_fp16_dense_half_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_invfreq_s4_v1(const rope_bwd_fp16_dense_half_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_half_base_s0_v1: bwd, half pairs, angles from base, 0 strides, 1 per access
+// rope_bwd_fp16_dense_half_base_s0_v1: bwd, dense, half pairs, angles from base, 0 strides, 1 per access
 struct rope_bwd_fp16_dense_half_base_s0_v1_params {
   const void* x;
   void* out;
@@ -4765,21 +5017,23 @@ struct rope_bwd_fp16_dense_half_base_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_base_s0_v1(const rope_bwd_fp16_dense_half_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_base_s0_v1(const rope_bwd_fp16_dense_half_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_half_base_s0_v2: bwd, half pairs, angles from base, 0 strides, 2 per access
+// rope_bwd_fp16_dense_half_base_s0_v2: bwd, dense, half pairs, angles from base, 0 strides, 2 per access
 struct rope_bwd_fp16_dense_half_base_s0_v2_params {
   const void* x;
   void* out;
@@ -4798,21 +5052,23 @@ struct rope_bwd_fp16_dense_half_base_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_base_s0_v2(const rope_bwd_fp16_dense_half_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_base_s0_v2(const rope_bwd_fp16_dense_half_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, true>(
+  rope_dense<f16, 2, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_half_base_s0_v4: bwd, half pairs, angles from base, 0 strides, 4 per access
+// rope_bwd_fp16_dense_half_base_s0_v4: bwd, dense, half pairs, angles from base, 0 strides, 4 per access
 struct rope_bwd_fp16_dense_half_base_s0_v4_params {
   const void* x;
   void* out;
@@ -4831,21 +5087,23 @@ struct rope_bwd_fp16_dense_half_base_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_base_s0_v4(const rope_bwd_fp16_dense_half_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_base_s0_v4(const rope_bwd_fp16_dense_half_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, true>(
+  rope_dense<f16, 4, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_half_base_s0_v8: bwd, half pairs, angles from base, 0 strides, 8 per access
+// rope_bwd_fp16_dense_half_base_s0_v8: bwd, dense, half pairs, angles from base, 0 strides, 8 per access
 struct rope_bwd_fp16_dense_half_base_s0_v8_params {
   const void* x;
   void* out;
@@ -4864,21 +5122,23 @@ struct rope_bwd_fp16_dense_half_base_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_base_s0_v8(const rope_bwd_fp16_dense_half_base_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_base_s0_v8(const rope_bwd_fp16_dense_half_base_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, true>(
+  rope_dense<f16, 8, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_half_base_s3_v1: bwd, half pairs, angles from base, 3 strides, 1 per access
+// rope_bwd_fp16_dense_half_base_s3_v1: bwd, dense, half pairs, angles from base, 3 strides, 1 per access
 struct rope_bwd_fp16_dense_half_base_s3_v1_params {
   const void* x;
   void* out;
@@ -4897,6 +5157,8 @@ struct rope_bwd_fp16_dense_half_base_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4908,16 +5170,16 @@ struct rope_bwd_fp16_dense_half_base_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_base_s3_v1(const rope_bwd_fp16_dense_half_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_base_s3_v1(const rope_bwd_fp16_dense_half_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_half_base_s3_v2: bwd, half pairs, angles from base, 3 strides, 2 per access
+// rope_bwd_fp16_dense_half_base_s3_v2: bwd, dense, half pairs, angles from base, 3 strides, 2 per access
 struct rope_bwd_fp16_dense_half_base_s3_v2_params {
   const void* x;
   void* out;
@@ -4936,6 +5198,8 @@ struct rope_bwd_fp16_dense_half_base_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4947,16 +5211,16 @@ struct rope_bwd_fp16_dense_half_base_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_base_s3_v2(const rope_bwd_fp16_dense_half_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_base_s3_v2(const rope_bwd_fp16_dense_half_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, false, true>(
+  rope_dense<f16, 2, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_half_base_s3_v4: bwd, half pairs, angles from base, 3 strides, 4 per access
+// rope_bwd_fp16_dense_half_base_s3_v4: bwd, dense, half pairs, angles from base, 3 strides, 4 per access
 struct rope_bwd_fp16_dense_half_base_s3_v4_params {
   const void* x;
   void* out;
@@ -4975,6 +5239,8 @@ struct rope_bwd_fp16_dense_half_base_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4986,16 +5252,16 @@ struct rope_bwd_fp16_dense_half_base_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_base_s3_v4(const rope_bwd_fp16_dense_half_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_base_s3_v4(const rope_bwd_fp16_dense_half_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, false, true>(
+  rope_dense<f16, 4, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_half_base_s3_v8: bwd, half pairs, angles from base, 3 strides, 8 per access
+// rope_bwd_fp16_dense_half_base_s3_v8: bwd, dense, half pairs, angles from base, 3 strides, 8 per access
 struct rope_bwd_fp16_dense_half_base_s3_v8_params {
   const void* x;
   void* out;
@@ -5014,6 +5280,8 @@ struct rope_bwd_fp16_dense_half_base_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5025,16 +5293,16 @@ struct rope_bwd_fp16_dense_half_base_s3_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_base_s3_v8(const rope_bwd_fp16_dense_half_base_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_base_s3_v8(const rope_bwd_fp16_dense_half_base_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, false, true>(
+  rope_dense<f16, 8, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_half_base_s4_v1: bwd, half pairs, angles from base, 4 strides, 1 per access
+// rope_bwd_fp16_dense_half_base_s4_v1: bwd, dense, half pairs, angles from base, 4 strides, 1 per access
 struct rope_bwd_fp16_dense_half_base_s4_v1_params {
   const void* x;
   void* out;
@@ -5053,6 +5321,8 @@ struct rope_bwd_fp16_dense_half_base_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5066,16 +5336,16 @@ struct rope_bwd_fp16_dense_half_base_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_half_base_s4_v1(const rope_bwd_fp16_dense_half_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_half_base_s4_v1(const rope_bwd_fp16_dense_half_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, false, true>(
+  rope_dense<f16, 1, false, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_freqs_s0_v1: bwd, interleaved pairs, angles from freqs, 0 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_freqs_s0_v1: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_freqs_s0_v1_params {
   const void* x;
   void* out;
@@ -5094,21 +5364,23 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_freqs_s0_v1(const rope_bwd_fp16_dense_interleaved_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_freqs_s0_v1(const rope_bwd_fp16_dense_interleaved_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_interleaved_freqs_s0_v2: bwd, interleaved pairs, angles from freqs, 0 strides, 2 per access
+// rope_bwd_fp16_dense_interleaved_freqs_s0_v2: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 2 per access
 struct rope_bwd_fp16_dense_interleaved_freqs_s0_v2_params {
   const void* x;
   void* out;
@@ -5127,21 +5399,23 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_freqs_s0_v2(const rope_bwd_fp16_dense_interleaved_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_freqs_s0_v2(const rope_bwd_fp16_dense_interleaved_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, true>(
+  rope_dense<f16, 2, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_interleaved_freqs_s0_v4: bwd, interleaved pairs, angles from freqs, 0 strides, 4 per access
+// rope_bwd_fp16_dense_interleaved_freqs_s0_v4: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 4 per access
 struct rope_bwd_fp16_dense_interleaved_freqs_s0_v4_params {
   const void* x;
   void* out;
@@ -5160,21 +5434,23 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_freqs_s0_v4(const rope_bwd_fp16_dense_interleaved_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_freqs_s0_v4(const rope_bwd_fp16_dense_interleaved_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, true>(
+  rope_dense<f16, 4, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_interleaved_freqs_s0_v8: bwd, interleaved pairs, angles from freqs, 0 strides, 8 per access
+// rope_bwd_fp16_dense_interleaved_freqs_s0_v8: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 8 per access
 struct rope_bwd_fp16_dense_interleaved_freqs_s0_v8_params {
   const void* x;
   void* out;
@@ -5193,21 +5469,23 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_freqs_s0_v8(const rope_bwd_fp16_dense_interleaved_freqs_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_freqs_s0_v8(const rope_bwd_fp16_dense_interleaved_freqs_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, true>(
+  rope_dense<f16, 8, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_interleaved_freqs_s3_v1: bwd, interleaved pairs, angles from freqs, 3 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_freqs_s3_v1: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_freqs_s3_v1_params {
   const void* x;
   void* out;
@@ -5226,6 +5504,8 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5237,16 +5517,16 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s3_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_freqs_s3_v1(const rope_bwd_fp16_dense_interleaved_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_freqs_s3_v1(const rope_bwd_fp16_dense_interleaved_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_interleaved_freqs_s3_v2: bwd, interleaved pairs, angles from freqs, 3 strides, 2 per access
+// rope_bwd_fp16_dense_interleaved_freqs_s3_v2: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 2 per access
 struct rope_bwd_fp16_dense_interleaved_freqs_s3_v2_params {
   const void* x;
   void* out;
@@ -5265,6 +5545,8 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5276,16 +5558,16 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s3_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_freqs_s3_v2(const rope_bwd_fp16_dense_interleaved_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_freqs_s3_v2(const rope_bwd_fp16_dense_interleaved_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, true>(
+  rope_dense<f16, 2, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_interleaved_freqs_s3_v4: bwd, interleaved pairs, angles from freqs, 3 strides, 4 per access
+// rope_bwd_fp16_dense_interleaved_freqs_s3_v4: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 4 per access
 struct rope_bwd_fp16_dense_interleaved_freqs_s3_v4_params {
   const void* x;
   void* out;
@@ -5304,6 +5586,8 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5315,16 +5599,16 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s3_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_freqs_s3_v4(const rope_bwd_fp16_dense_interleaved_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_freqs_s3_v4(const rope_bwd_fp16_dense_interleaved_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, true>(
+  rope_dense<f16, 4, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_interleaved_freqs_s3_v8: bwd, interleaved pairs, angles from freqs, 3 strides, 8 per access
+// rope_bwd_fp16_dense_interleaved_freqs_s3_v8: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 8 per access
 struct rope_bwd_fp16_dense_interleaved_freqs_s3_v8_params {
   const void* x;
   void* out;
@@ -5343,6 +5627,8 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5354,16 +5640,16 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s3_v8_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_freqs_s3_v8(const rope_bwd_fp16_dense_interleaved_freqs_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_freqs_s3_v8(const rope_bwd_fp16_dense_interleaved_freqs_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, true>(
+  rope_dense<f16, 8, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_interleaved_freqs_s4_v1: bwd, interleaved pairs, angles from freqs, 4 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_freqs_s4_v1: bwd, dense, interleaved pairs, angles from freqs, 4 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_freqs_s4_v1_params {
   const void* x;
   void* out;
@@ -5382,6 +5668,8 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5395,16 +5683,16 @@ struct rope_bwd_fp16_dense_interleaved_freqs_s4_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_freqs_s4_v1(const rope_bwd_fp16_dense_interleaved_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_freqs_s4_v1(const rope_bwd_fp16_dense_interleaved_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossin_s0_v1: bwd, interleaved pairs, angles from cossin, 0 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_cossin_s0_v1: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_cossin_s0_v1_params {
   const void* x;
   void* out;
@@ -5423,6 +5711,8 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -5431,16 +5721,16 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossin_s0_v1(const rope_bwd_fp16_dense_interleaved_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossin_s0_v1(const rope_bwd_fp16_dense_interleaved_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossin_s0_v2: bwd, interleaved pairs, angles from cossin, 0 strides, 2 per access
+// rope_bwd_fp16_dense_interleaved_cossin_s0_v2: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 2 per access
 struct rope_bwd_fp16_dense_interleaved_cossin_s0_v2_params {
   const void* x;
   void* out;
@@ -5459,6 +5749,8 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -5467,16 +5759,16 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossin_s0_v2(const rope_bwd_fp16_dense_interleaved_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossin_s0_v2(const rope_bwd_fp16_dense_interleaved_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, true>(
+  rope_dense<f16, 2, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossin_s0_v4: bwd, interleaved pairs, angles from cossin, 0 strides, 4 per access
+// rope_bwd_fp16_dense_interleaved_cossin_s0_v4: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 4 per access
 struct rope_bwd_fp16_dense_interleaved_cossin_s0_v4_params {
   const void* x;
   void* out;
@@ -5495,6 +5787,8 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -5503,16 +5797,16 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossin_s0_v4(const rope_bwd_fp16_dense_interleaved_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossin_s0_v4(const rope_bwd_fp16_dense_interleaved_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, true>(
+  rope_dense<f16, 4, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossin_s0_v8: bwd, interleaved pairs, angles from cossin, 0 strides, 8 per access
+// rope_bwd_fp16_dense_interleaved_cossin_s0_v8: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 8 per access
 struct rope_bwd_fp16_dense_interleaved_cossin_s0_v8_params {
   const void* x;
   void* out;
@@ -5531,6 +5825,8 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -5539,16 +5835,16 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s0_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossin_s0_v8(const rope_bwd_fp16_dense_interleaved_cossin_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossin_s0_v8(const rope_bwd_fp16_dense_interleaved_cossin_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, true>(
+  rope_dense<f16, 8, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossin_s3_v1: bwd, interleaved pairs, angles from cossin, 3 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_cossin_s3_v1: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_cossin_s3_v1_params {
   const void* x;
   void* out;
@@ -5567,6 +5863,8 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5581,16 +5879,16 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossin_s3_v1(const rope_bwd_fp16_dense_interleaved_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossin_s3_v1(const rope_bwd_fp16_dense_interleaved_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossin_s3_v2: bwd, interleaved pairs, angles from cossin, 3 strides, 2 per access
+// rope_bwd_fp16_dense_interleaved_cossin_s3_v2: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 2 per access
 struct rope_bwd_fp16_dense_interleaved_cossin_s3_v2_params {
   const void* x;
   void* out;
@@ -5609,6 +5907,8 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5623,16 +5923,16 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossin_s3_v2(const rope_bwd_fp16_dense_interleaved_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossin_s3_v2(const rope_bwd_fp16_dense_interleaved_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, true>(
+  rope_dense<f16, 2, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossin_s3_v4: bwd, interleaved pairs, angles from cossin, 3 strides, 4 per access
+// rope_bwd_fp16_dense_interleaved_cossin_s3_v4: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 4 per access
 struct rope_bwd_fp16_dense_interleaved_cossin_s3_v4_params {
   const void* x;
   void* out;
@@ -5651,6 +5951,8 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5665,16 +5967,16 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossin_s3_v4(const rope_bwd_fp16_dense_interleaved_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossin_s3_v4(const rope_bwd_fp16_dense_interleaved_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, true>(
+  rope_dense<f16, 4, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossin_s3_v8: bwd, interleaved pairs, angles from cossin, 3 strides, 8 per access
+// rope_bwd_fp16_dense_interleaved_cossin_s3_v8: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 8 per access
 struct rope_bwd_fp16_dense_interleaved_cossin_s3_v8_params {
   const void* x;
   void* out;
@@ -5693,6 +5995,8 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5707,16 +6011,16 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s3_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossin_s3_v8(const rope_bwd_fp16_dense_interleaved_cossin_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossin_s3_v8(const rope_bwd_fp16_dense_interleaved_cossin_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, true>(
+  rope_dense<f16, 8, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossin_s4_v1: bwd, interleaved pairs, angles from cossin, 4 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_cossin_s4_v1: bwd, dense, interleaved pairs, angles from cossin, 4 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_cossin_s4_v1_params {
   const void* x;
   void* out;
@@ -5735,6 +6039,8 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5751,16 +6057,16 @@ struct rope_bwd_fp16_dense_interleaved_cossin_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossin_s4_v1(const rope_bwd_fp16_dense_interleaved_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossin_s4_v1(const rope_bwd_fp16_dense_interleaved_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossinf32_s0_v1: bwd, interleaved pairs, angles from cossinf32, 0 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_cossinf32_s0_v1: bwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_cossinf32_s0_v1_params {
   const void* x;
   void* out;
@@ -5779,6 +6085,8 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -5787,16 +6095,16 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossinf32_s0_v1(const rope_bwd_fp16_dense_interleaved_cossinf32_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossinf32_s0_v1(const rope_bwd_fp16_dense_interleaved_cossinf32_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossinf32_s0_v2: bwd, interleaved pairs, angles from cossinf32, 0 strides, 2 per access
+// rope_bwd_fp16_dense_interleaved_cossinf32_s0_v2: bwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 2 per access
 struct rope_bwd_fp16_dense_interleaved_cossinf32_s0_v2_params {
   const void* x;
   void* out;
@@ -5815,6 +6123,8 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -5823,16 +6133,16 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossinf32_s0_v2(const rope_bwd_fp16_dense_interleaved_cossinf32_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossinf32_s0_v2(const rope_bwd_fp16_dense_interleaved_cossinf32_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, true>(
+  rope_dense<f16, 2, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossinf32_s0_v4: bwd, interleaved pairs, angles from cossinf32, 0 strides, 4 per access
+// rope_bwd_fp16_dense_interleaved_cossinf32_s0_v4: bwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 4 per access
 struct rope_bwd_fp16_dense_interleaved_cossinf32_s0_v4_params {
   const void* x;
   void* out;
@@ -5851,6 +6161,8 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -5859,16 +6171,16 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossinf32_s0_v4(const rope_bwd_fp16_dense_interleaved_cossinf32_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossinf32_s0_v4(const rope_bwd_fp16_dense_interleaved_cossinf32_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, true>(
+  rope_dense<f16, 4, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossinf32_s0_v8: bwd, interleaved pairs, angles from cossinf32, 0 strides, 8 per access
+// rope_bwd_fp16_dense_interleaved_cossinf32_s0_v8: bwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 8 per access
 struct rope_bwd_fp16_dense_interleaved_cossinf32_s0_v8_params {
   const void* x;
   void* out;
@@ -5887,6 +6199,8 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -5895,16 +6209,16 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s0_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossinf32_s0_v8(const rope_bwd_fp16_dense_interleaved_cossinf32_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossinf32_s0_v8(const rope_bwd_fp16_dense_interleaved_cossinf32_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, true>(
+  rope_dense<f16, 8, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossinf32_s3_v1: bwd, interleaved pairs, angles from cossinf32, 3 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_cossinf32_s3_v1: bwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_cossinf32_s3_v1_params {
   const void* x;
   void* out;
@@ -5923,6 +6237,8 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5937,16 +6253,16 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossinf32_s3_v1(const rope_bwd_fp16_dense_interleaved_cossinf32_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossinf32_s3_v1(const rope_bwd_fp16_dense_interleaved_cossinf32_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossinf32_s3_v2: bwd, interleaved pairs, angles from cossinf32, 3 strides, 2 per access
+// rope_bwd_fp16_dense_interleaved_cossinf32_s3_v2: bwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 2 per access
 struct rope_bwd_fp16_dense_interleaved_cossinf32_s3_v2_params {
   const void* x;
   void* out;
@@ -5965,6 +6281,8 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -5979,16 +6297,16 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossinf32_s3_v2(const rope_bwd_fp16_dense_interleaved_cossinf32_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossinf32_s3_v2(const rope_bwd_fp16_dense_interleaved_cossinf32_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, true>(
+  rope_dense<f16, 2, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossinf32_s3_v4: bwd, interleaved pairs, angles from cossinf32, 3 strides, 4 per access
+// rope_bwd_fp16_dense_interleaved_cossinf32_s3_v4: bwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 4 per access
 struct rope_bwd_fp16_dense_interleaved_cossinf32_s3_v4_params {
   const void* x;
   void* out;
@@ -6007,6 +6325,8 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6021,16 +6341,16 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossinf32_s3_v4(const rope_bwd_fp16_dense_interleaved_cossinf32_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossinf32_s3_v4(const rope_bwd_fp16_dense_interleaved_cossinf32_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, true>(
+  rope_dense<f16, 4, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossinf32_s3_v8: bwd, interleaved pairs, angles from cossinf32, 3 strides, 8 per access
+// rope_bwd_fp16_dense_interleaved_cossinf32_s3_v8: bwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 8 per access
 struct rope_bwd_fp16_dense_interleaved_cossinf32_s3_v8_params {
   const void* x;
   void* out;
@@ -6049,6 +6369,8 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6063,16 +6385,16 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s3_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossinf32_s3_v8(const rope_bwd_fp16_dense_interleaved_cossinf32_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossinf32_s3_v8(const rope_bwd_fp16_dense_interleaved_cossinf32_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, true>(
+  rope_dense<f16, 8, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_cossinf32_s4_v1: bwd, interleaved pairs, angles from cossinf32, 4 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_cossinf32_s4_v1: bwd, dense, interleaved pairs, angles from cossinf32, 4 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_cossinf32_s4_v1_params {
   const void* x;
   void* out;
@@ -6091,6 +6413,8 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6107,16 +6431,16 @@ struct rope_bwd_fp16_dense_interleaved_cossinf32_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_cossinf32_s4_v1(const rope_bwd_fp16_dense_interleaved_cossinf32_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_cossinf32_s4_v1(const rope_bwd_fp16_dense_interleaved_cossinf32_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp16_dense_interleaved_invfreq_s0_v1: bwd, interleaved pairs, angles from invfreq, 0 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_invfreq_s0_v1: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_invfreq_s0_v1_params {
   const void* x;
   void* out;
@@ -6135,20 +6459,22 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_invfreq_s0_v1(const rope_bwd_fp16_dense_interleaved_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_invfreq_s0_v1(const rope_bwd_fp16_dense_interleaved_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_invfreq_s0_v2: bwd, interleaved pairs, angles from invfreq, 0 strides, 2 per access
+// rope_bwd_fp16_dense_interleaved_invfreq_s0_v2: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access
 struct rope_bwd_fp16_dense_interleaved_invfreq_s0_v2_params {
   const void* x;
   void* out;
@@ -6167,20 +6493,22 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_invfreq_s0_v2(const rope_bwd_fp16_dense_interleaved_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_invfreq_s0_v2(const rope_bwd_fp16_dense_interleaved_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, true>(
+  rope_dense<f16, 2, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_invfreq_s0_v4: bwd, interleaved pairs, angles from invfreq, 0 strides, 4 per access
+// rope_bwd_fp16_dense_interleaved_invfreq_s0_v4: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access
 struct rope_bwd_fp16_dense_interleaved_invfreq_s0_v4_params {
   const void* x;
   void* out;
@@ -6199,20 +6527,22 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_invfreq_s0_v4(const rope_bwd_fp16_dense_interleaved_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_invfreq_s0_v4(const rope_bwd_fp16_dense_interleaved_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, true>(
+  rope_dense<f16, 4, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_invfreq_s0_v8: bwd, interleaved pairs, angles from invfreq, 0 strides, 8 per access
+// rope_bwd_fp16_dense_interleaved_invfreq_s0_v8: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 8 per access
 struct rope_bwd_fp16_dense_interleaved_invfreq_s0_v8_params {
   const void* x;
   void* out;
@@ -6231,20 +6561,22 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_invfreq_s0_v8(const rope_bwd_fp16_dense_interleaved_invfreq_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_invfreq_s0_v8(const rope_bwd_fp16_dense_interleaved_invfreq_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, true>(
+  rope_dense<f16, 8, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_invfreq_s3_v1: bwd, interleaved pairs, angles from invfreq, 3 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_invfreq_s3_v1: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_invfreq_s3_v1_params {
   const void* x;
   void* out;
@@ -6263,6 +6595,8 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6273,16 +6607,16 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_invfreq_s3_v1(const rope_bwd_fp16_dense_interleaved_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_invfreq_s3_v1(const rope_bwd_fp16_dense_interleaved_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_invfreq_s3_v2: bwd, interleaved pairs, angles from invfreq, 3 strides, 2 per access
+// rope_bwd_fp16_dense_interleaved_invfreq_s3_v2: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access
 struct rope_bwd_fp16_dense_interleaved_invfreq_s3_v2_params {
   const void* x;
   void* out;
@@ -6301,6 +6635,8 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6311,16 +6647,16 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_invfreq_s3_v2(const rope_bwd_fp16_dense_interleaved_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_invfreq_s3_v2(const rope_bwd_fp16_dense_interleaved_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, true>(
+  rope_dense<f16, 2, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_invfreq_s3_v4: bwd, interleaved pairs, angles from invfreq, 3 strides, 4 per access
+// rope_bwd_fp16_dense_interleaved_invfreq_s3_v4: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access
 struct rope_bwd_fp16_dense_interleaved_invfreq_s3_v4_params {
   const void* x;
   void* out;
@@ -6339,6 +6675,8 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6349,16 +6687,16 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_invfreq_s3_v4(const rope_bwd_fp16_dense_interleaved_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_invfreq_s3_v4(const rope_bwd_fp16_dense_interleaved_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, true>(
+  rope_dense<f16, 4, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_invfreq_s3_v8: bwd, interleaved pairs, angles from invfreq, 3 strides, 8 per access
+// rope_bwd_fp16_dense_interleaved_invfreq_s3_v8: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 8 per access
 struct rope_bwd_fp16_dense_interleaved_invfreq_s3_v8_params {
   const void* x;
   void* out;
@@ -6377,6 +6715,8 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6387,16 +6727,16 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s3_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_invfreq_s3_v8(const rope_bwd_fp16_dense_interleaved_invfreq_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_invfreq_s3_v8(const rope_bwd_fp16_dense_interleaved_invfreq_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, true>(
+  rope_dense<f16, 8, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_invfreq_s4_v1: bwd, interleaved pairs, angles from invfreq, 4 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_invfreq_s4_v1: bwd, dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_invfreq_s4_v1_params {
   const void* x;
   void* out;
@@ -6415,6 +6755,8 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6427,16 +6769,16 @@ struct rope_bwd_fp16_dense_interleaved_invfreq_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_invfreq_s4_v1(const rope_bwd_fp16_dense_interleaved_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_invfreq_s4_v1(const rope_bwd_fp16_dense_interleaved_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_base_s0_v1: bwd, interleaved pairs, angles from base, 0 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_base_s0_v1: bwd, dense, interleaved pairs, angles from base, 0 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_base_s0_v1_params {
   const void* x;
   void* out;
@@ -6455,21 +6797,23 @@ struct rope_bwd_fp16_dense_interleaved_base_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_base_s0_v1(const rope_bwd_fp16_dense_interleaved_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_base_s0_v1(const rope_bwd_fp16_dense_interleaved_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_base_s0_v2: bwd, interleaved pairs, angles from base, 0 strides, 2 per access
+// rope_bwd_fp16_dense_interleaved_base_s0_v2: bwd, dense, interleaved pairs, angles from base, 0 strides, 2 per access
 struct rope_bwd_fp16_dense_interleaved_base_s0_v2_params {
   const void* x;
   void* out;
@@ -6488,21 +6832,23 @@ struct rope_bwd_fp16_dense_interleaved_base_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_base_s0_v2(const rope_bwd_fp16_dense_interleaved_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_base_s0_v2(const rope_bwd_fp16_dense_interleaved_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, true>(
+  rope_dense<f16, 2, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_base_s0_v4: bwd, interleaved pairs, angles from base, 0 strides, 4 per access
+// rope_bwd_fp16_dense_interleaved_base_s0_v4: bwd, dense, interleaved pairs, angles from base, 0 strides, 4 per access
 struct rope_bwd_fp16_dense_interleaved_base_s0_v4_params {
   const void* x;
   void* out;
@@ -6521,21 +6867,23 @@ struct rope_bwd_fp16_dense_interleaved_base_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_base_s0_v4(const rope_bwd_fp16_dense_interleaved_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_base_s0_v4(const rope_bwd_fp16_dense_interleaved_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, true>(
+  rope_dense<f16, 4, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_base_s0_v8: bwd, interleaved pairs, angles from base, 0 strides, 8 per access
+// rope_bwd_fp16_dense_interleaved_base_s0_v8: bwd, dense, interleaved pairs, angles from base, 0 strides, 8 per access
 struct rope_bwd_fp16_dense_interleaved_base_s0_v8_params {
   const void* x;
   void* out;
@@ -6554,21 +6902,23 @@ struct rope_bwd_fp16_dense_interleaved_base_s0_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_base_s0_v8(const rope_bwd_fp16_dense_interleaved_base_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_base_s0_v8(const rope_bwd_fp16_dense_interleaved_base_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, true>(
+  rope_dense<f16, 8, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_base_s3_v1: bwd, interleaved pairs, angles from base, 3 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_base_s3_v1: bwd, dense, interleaved pairs, angles from base, 3 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_base_s3_v1_params {
   const void* x;
   void* out;
@@ -6587,6 +6937,8 @@ struct rope_bwd_fp16_dense_interleaved_base_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6598,16 +6950,16 @@ struct rope_bwd_fp16_dense_interleaved_base_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_base_s3_v1(const rope_bwd_fp16_dense_interleaved_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_base_s3_v1(const rope_bwd_fp16_dense_interleaved_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_base_s3_v2: bwd, interleaved pairs, angles from base, 3 strides, 2 per access
+// rope_bwd_fp16_dense_interleaved_base_s3_v2: bwd, dense, interleaved pairs, angles from base, 3 strides, 2 per access
 struct rope_bwd_fp16_dense_interleaved_base_s3_v2_params {
   const void* x;
   void* out;
@@ -6626,6 +6978,8 @@ struct rope_bwd_fp16_dense_interleaved_base_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6637,16 +6991,16 @@ struct rope_bwd_fp16_dense_interleaved_base_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_base_s3_v2(const rope_bwd_fp16_dense_interleaved_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_base_s3_v2(const rope_bwd_fp16_dense_interleaved_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 2, true, true>(
+  rope_dense<f16, 2, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_base_s3_v4: bwd, interleaved pairs, angles from base, 3 strides, 4 per access
+// rope_bwd_fp16_dense_interleaved_base_s3_v4: bwd, dense, interleaved pairs, angles from base, 3 strides, 4 per access
 struct rope_bwd_fp16_dense_interleaved_base_s3_v4_params {
   const void* x;
   void* out;
@@ -6665,6 +7019,8 @@ struct rope_bwd_fp16_dense_interleaved_base_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6676,16 +7032,16 @@ struct rope_bwd_fp16_dense_interleaved_base_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_base_s3_v4(const rope_bwd_fp16_dense_interleaved_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_base_s3_v4(const rope_bwd_fp16_dense_interleaved_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 4, true, true>(
+  rope_dense<f16, 4, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_base_s3_v8: bwd, interleaved pairs, angles from base, 3 strides, 8 per access
+// rope_bwd_fp16_dense_interleaved_base_s3_v8: bwd, dense, interleaved pairs, angles from base, 3 strides, 8 per access
 struct rope_bwd_fp16_dense_interleaved_base_s3_v8_params {
   const void* x;
   void* out;
@@ -6704,6 +7060,8 @@ struct rope_bwd_fp16_dense_interleaved_base_s3_v8_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6715,16 +7073,16 @@ struct rope_bwd_fp16_dense_interleaved_base_s3_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_base_s3_v8(const rope_bwd_fp16_dense_interleaved_base_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_base_s3_v8(const rope_bwd_fp16_dense_interleaved_base_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 8, true, true>(
+  rope_dense<f16, 8, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp16_dense_interleaved_base_s4_v1: bwd, interleaved pairs, angles from base, 4 strides, 1 per access
+// rope_bwd_fp16_dense_interleaved_base_s4_v1: bwd, dense, interleaved pairs, angles from base, 4 strides, 1 per access
 struct rope_bwd_fp16_dense_interleaved_base_s4_v1_params {
   const void* x;
   void* out;
@@ -6743,6 +7101,8 @@ struct rope_bwd_fp16_dense_interleaved_base_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -6756,10 +7116,10 @@ struct rope_bwd_fp16_dense_interleaved_base_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp16_dense_interleaved_base_s4_v1(const rope_bwd_fp16_dense_interleaved_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_dense_interleaved_base_s4_v1(const rope_bwd_fp16_dense_interleaved_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<f16, 1, true, true>(
+  rope_dense<f16, 1, true, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});

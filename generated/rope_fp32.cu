@@ -5,7 +5,7 @@
 #include "rope.cuh"
 
 
-// rope_fwd_fp32_dense_half_freqs_s0_v1: fwd, half pairs, angles from freqs, 0 strides, 1 per access
+// rope_fwd_fp32_dense_half_freqs_s0_v1: fwd, dense, half pairs, angles from freqs, 0 strides, 1 per access
 struct rope_fwd_fp32_dense_half_freqs_s0_v1_params {
   const void* x;
   void* out;
@@ -24,21 +24,23 @@ struct rope_fwd_fp32_dense_half_freqs_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s0_v1(const rope_fwd_fp32_dense_half_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s0_v1(const rope_fwd_fp32_dense_half_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, false>(
+  rope_dense<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_freqs_s0_v2: fwd, half pairs, angles from freqs, 0 strides, 2 per access
+// rope_fwd_fp32_dense_half_freqs_s0_v2: fwd, dense, half pairs, angles from freqs, 0 strides, 2 per access
 struct rope_fwd_fp32_dense_half_freqs_s0_v2_params {
   const void* x;
   void* out;
@@ -57,21 +59,23 @@ struct rope_fwd_fp32_dense_half_freqs_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s0_v2(const rope_fwd_fp32_dense_half_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s0_v2(const rope_fwd_fp32_dense_half_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, false>(
+  rope_dense<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_freqs_s0_v4: fwd, half pairs, angles from freqs, 0 strides, 4 per access
+// rope_fwd_fp32_dense_half_freqs_s0_v4: fwd, dense, half pairs, angles from freqs, 0 strides, 4 per access
 struct rope_fwd_fp32_dense_half_freqs_s0_v4_params {
   const void* x;
   void* out;
@@ -90,21 +94,23 @@ struct rope_fwd_fp32_dense_half_freqs_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s0_v4(const rope_fwd_fp32_dense_half_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s0_v4(const rope_fwd_fp32_dense_half_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, false>(
+  rope_dense<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_freqs_s3_v1: fwd, half pairs, angles from freqs, 3 strides, 1 per access
+// rope_fwd_fp32_dense_half_freqs_s3_v1: fwd, dense, half pairs, angles from freqs, 3 strides, 1 per access
 struct rope_fwd_fp32_dense_half_freqs_s3_v1_params {
   const void* x;
   void* out;
@@ -123,6 +129,8 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -134,16 +142,16 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s3_v1(const rope_fwd_fp32_dense_half_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s3_v1(const rope_fwd_fp32_dense_half_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, false>(
+  rope_dense<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_freqs_s3_v2: fwd, half pairs, angles from freqs, 3 strides, 2 per access
+// rope_fwd_fp32_dense_half_freqs_s3_v2: fwd, dense, half pairs, angles from freqs, 3 strides, 2 per access
 struct rope_fwd_fp32_dense_half_freqs_s3_v2_params {
   const void* x;
   void* out;
@@ -162,6 +170,8 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -173,16 +183,16 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s3_v2(const rope_fwd_fp32_dense_half_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s3_v2(const rope_fwd_fp32_dense_half_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, false>(
+  rope_dense<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_freqs_s3_v4: fwd, half pairs, angles from freqs, 3 strides, 4 per access
+// rope_fwd_fp32_dense_half_freqs_s3_v4: fwd, dense, half pairs, angles from freqs, 3 strides, 4 per access
 struct rope_fwd_fp32_dense_half_freqs_s3_v4_params {
   const void* x;
   void* out;
@@ -201,6 +211,8 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -212,16 +224,16 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s3_v4(const rope_fwd_fp32_dense_half_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s3_v4(const rope_fwd_fp32_dense_half_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, false>(
+  rope_dense<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_freqs_s4_v1: fwd, half pairs, angles from freqs, 4 strides, 1 per access
+// rope_fwd_fp32_dense_half_freqs_s4_v1: fwd, dense, half pairs, angles from freqs, 4 strides, 1 per access
 struct rope_fwd_fp32_dense_half_freqs_s4_v1_params {
   const void* x;
   void* out;
@@ -240,6 +252,8 @@ struct rope_fwd_fp32_dense_half_freqs_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -253,16 +267,16 @@ struct rope_fwd_fp32_dense_half_freqs_s4_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_freqs_s4_v1(const rope_fwd_fp32_dense_half_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s4_v1(const rope_fwd_fp32_dense_half_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, false>(
+  rope_dense<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s0_v1: fwd, half pairs, angles from cossin, 0 strides, 1 per access
+// rope_fwd_fp32_dense_half_cossin_s0_v1: fwd, dense, half pairs, angles from cossin, 0 strides, 1 per access
 struct rope_fwd_fp32_dense_half_cossin_s0_v1_params {
   const void* x;
   void* out;
@@ -281,6 +295,8 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -289,16 +305,16 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s0_v1(const rope_fwd_fp32_dense_half_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s0_v1(const rope_fwd_fp32_dense_half_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, false>(
+  rope_dense<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s0_v2: fwd, half pairs, angles from cossin, 0 strides, 2 per access
+// rope_fwd_fp32_dense_half_cossin_s0_v2: fwd, dense, half pairs, angles from cossin, 0 strides, 2 per access
 struct rope_fwd_fp32_dense_half_cossin_s0_v2_params {
   const void* x;
   void* out;
@@ -317,6 +333,8 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -325,16 +343,16 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s0_v2(const rope_fwd_fp32_dense_half_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s0_v2(const rope_fwd_fp32_dense_half_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, false>(
+  rope_dense<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s0_v4: fwd, half pairs, angles from cossin, 0 strides, 4 per access
+// rope_fwd_fp32_dense_half_cossin_s0_v4: fwd, dense, half pairs, angles from cossin, 0 strides, 4 per access
 struct rope_fwd_fp32_dense_half_cossin_s0_v4_params {
   const void* x;
   void* out;
@@ -353,6 +371,8 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -361,16 +381,16 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s0_v4(const rope_fwd_fp32_dense_half_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s0_v4(const rope_fwd_fp32_dense_half_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, false>(
+  rope_dense<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s3_v1: fwd, half pairs, angles from cossin, 3 strides, 1 per access
+// rope_fwd_fp32_dense_half_cossin_s3_v1: fwd, dense, half pairs, angles from cossin, 3 strides, 1 per access
 struct rope_fwd_fp32_dense_half_cossin_s3_v1_params {
   const void* x;
   void* out;
@@ -389,6 +409,8 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -403,16 +425,16 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s3_v1(const rope_fwd_fp32_dense_half_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s3_v1(const rope_fwd_fp32_dense_half_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, false>(
+  rope_dense<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s3_v2: fwd, half pairs, angles from cossin, 3 strides, 2 per access
+// rope_fwd_fp32_dense_half_cossin_s3_v2: fwd, dense, half pairs, angles from cossin, 3 strides, 2 per access
 struct rope_fwd_fp32_dense_half_cossin_s3_v2_params {
   const void* x;
   void* out;
@@ -431,6 +453,8 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -445,16 +469,16 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s3_v2(const rope_fwd_fp32_dense_half_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s3_v2(const rope_fwd_fp32_dense_half_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, false>(
+  rope_dense<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s3_v4: fwd, half pairs, angles from cossin, 3 strides, 4 per access
+// rope_fwd_fp32_dense_half_cossin_s3_v4: fwd, dense, half pairs, angles from cossin, 3 strides, 4 per access
 struct rope_fwd_fp32_dense_half_cossin_s3_v4_params {
   const void* x;
   void* out;
@@ -473,6 +497,8 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -487,16 +513,16 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s3_v4(const rope_fwd_fp32_dense_half_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s3_v4(const rope_fwd_fp32_dense_half_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, false>(
+  rope_dense<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s4_v1: fwd, half pairs, angles from cossin, 4 strides, 1 per access
+// rope_fwd_fp32_dense_half_cossin_s4_v1: fwd, dense, half pairs, angles from cossin, 4 strides, 1 per access
 struct rope_fwd_fp32_dense_half_cossin_s4_v1_params {
   const void* x;
   void* out;
@@ -515,6 +541,8 @@ struct rope_fwd_fp32_dense_half_cossin_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -531,16 +559,16 @@ struct rope_fwd_fp32_dense_half_cossin_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_cossin_s4_v1(const rope_fwd_fp32_dense_half_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s4_v1(const rope_fwd_fp32_dense_half_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, false>(
+  rope_dense<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s0_v1: fwd, half pairs, angles from invfreq, 0 strides, 1 per access
+// rope_fwd_fp32_dense_half_invfreq_s0_v1: fwd, dense, half pairs, angles from invfreq, 0 strides, 1 per access
 struct rope_fwd_fp32_dense_half_invfreq_s0_v1_params {
   const void* x;
   void* out;
@@ -559,20 +587,22 @@ struct rope_fwd_fp32_dense_half_invfreq_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s0_v1(const rope_fwd_fp32_dense_half_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s0_v1(const rope_fwd_fp32_dense_half_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, false>(
+  rope_dense<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s0_v2: fwd, half pairs, angles from invfreq, 0 strides, 2 per access
+// rope_fwd_fp32_dense_half_invfreq_s0_v2: fwd, dense, half pairs, angles from invfreq, 0 strides, 2 per access
 struct rope_fwd_fp32_dense_half_invfreq_s0_v2_params {
   const void* x;
   void* out;
@@ -591,20 +621,22 @@ struct rope_fwd_fp32_dense_half_invfreq_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s0_v2(const rope_fwd_fp32_dense_half_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s0_v2(const rope_fwd_fp32_dense_half_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, false>(
+  rope_dense<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s0_v4: fwd, half pairs, angles from invfreq, 0 strides, 4 per access
+// rope_fwd_fp32_dense_half_invfreq_s0_v4: fwd, dense, half pairs, angles from invfreq, 0 strides, 4 per access
 struct rope_fwd_fp32_dense_half_invfreq_s0_v4_params {
   const void* x;
   void* out;
@@ -623,20 +655,22 @@ struct rope_fwd_fp32_dense_half_invfreq_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s0_v4(const rope_fwd_fp32_dense_half_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s0_v4(const rope_fwd_fp32_dense_half_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, false>(
+  rope_dense<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s3_v1: fwd, half pairs, angles from invfreq, 3 strides, 1 per access
+// rope_fwd_fp32_dense_half_invfreq_s3_v1: fwd, dense, half pairs, angles from invfreq, 3 strides, 1 per access
 struct rope_fwd_fp32_dense_half_invfreq_s3_v1_params {
   const void* x;
   void* out;
@@ -655,6 +689,8 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -665,16 +701,16 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s3_v1(const rope_fwd_fp32_dense_half_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s3_v1(const rope_fwd_fp32_dense_half_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, false>(
+  rope_dense<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s3_v2: fwd, half pairs, angles from invfreq, 3 strides, 2 per access
+// rope_fwd_fp32_dense_half_invfreq_s3_v2: fwd, dense, half pairs, angles from invfreq, 3 strides, 2 per access
 struct rope_fwd_fp32_dense_half_invfreq_s3_v2_params {
   const void* x;
   void* out;
@@ -693,6 +729,8 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -703,16 +741,16 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s3_v2(const rope_fwd_fp32_dense_half_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s3_v2(const rope_fwd_fp32_dense_half_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, false>(
+  rope_dense<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s3_v4: fwd, half pairs, angles from invfreq, 3 strides, 4 per access
+// rope_fwd_fp32_dense_half_invfreq_s3_v4: fwd, dense, half pairs, angles from invfreq, 3 strides, 4 per access
 struct rope_fwd_fp32_dense_half_invfreq_s3_v4_params {
   const void* x;
   void* out;
@@ -731,6 +769,8 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -741,16 +781,16 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s3_v4(const rope_fwd_fp32_dense_half_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s3_v4(const rope_fwd_fp32_dense_half_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, false>(
+  rope_dense<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s4_v1: fwd, half pairs, angles from invfreq, 4 strides, 1 per access
+// rope_fwd_fp32_dense_half_invfreq_s4_v1: fwd, dense, half pairs, angles from invfreq, 4 strides, 1 per access
 struct rope_fwd_fp32_dense_half_invfreq_s4_v1_params {
   const void* x;
   void* out;
@@ -769,6 +809,8 @@ struct rope_fwd_fp32_dense_half_invfreq_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -781,16 +823,16 @@ struct rope_fwd_fp32_dense_half_invfreq_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_invfreq_s4_v1(const rope_fwd_fp32_dense_half_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s4_v1(const rope_fwd_fp32_dense_half_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, false>(
+  rope_dense<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s0_v1: fwd, half pairs, angles from base, 0 strides, 1 per access
+// rope_fwd_fp32_dense_half_base_s0_v1: fwd, dense, half pairs, angles from base, 0 strides, 1 per access
 struct rope_fwd_fp32_dense_half_base_s0_v1_params {
   const void* x;
   void* out;
@@ -809,21 +851,23 @@ struct rope_fwd_fp32_dense_half_base_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s0_v1(const rope_fwd_fp32_dense_half_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s0_v1(const rope_fwd_fp32_dense_half_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, false>(
+  rope_dense<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s0_v2: fwd, half pairs, angles from base, 0 strides, 2 per access
+// rope_fwd_fp32_dense_half_base_s0_v2: fwd, dense, half pairs, angles from base, 0 strides, 2 per access
 struct rope_fwd_fp32_dense_half_base_s0_v2_params {
   const void* x;
   void* out;
@@ -842,21 +886,23 @@ struct rope_fwd_fp32_dense_half_base_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s0_v2(const rope_fwd_fp32_dense_half_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s0_v2(const rope_fwd_fp32_dense_half_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, false>(
+  rope_dense<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s0_v4: fwd, half pairs, angles from base, 0 strides, 4 per access
+// rope_fwd_fp32_dense_half_base_s0_v4: fwd, dense, half pairs, angles from base, 0 strides, 4 per access
 struct rope_fwd_fp32_dense_half_base_s0_v4_params {
   const void* x;
   void* out;
@@ -875,21 +921,23 @@ struct rope_fwd_fp32_dense_half_base_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s0_v4(const rope_fwd_fp32_dense_half_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s0_v4(const rope_fwd_fp32_dense_half_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, false>(
+  rope_dense<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s3_v1: fwd, half pairs, angles from base, 3 strides, 1 per access
+// rope_fwd_fp32_dense_half_base_s3_v1: fwd, dense, half pairs, angles from base, 3 strides, 1 per access
 struct rope_fwd_fp32_dense_half_base_s3_v1_params {
   const void* x;
   void* out;
@@ -908,6 +956,8 @@ struct rope_fwd_fp32_dense_half_base_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -919,16 +969,16 @@ struct rope_fwd_fp32_dense_half_base_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s3_v1(const rope_fwd_fp32_dense_half_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s3_v1(const rope_fwd_fp32_dense_half_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, false>(
+  rope_dense<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s3_v2: fwd, half pairs, angles from base, 3 strides, 2 per access
+// rope_fwd_fp32_dense_half_base_s3_v2: fwd, dense, half pairs, angles from base, 3 strides, 2 per access
 struct rope_fwd_fp32_dense_half_base_s3_v2_params {
   const void* x;
   void* out;
@@ -947,6 +997,8 @@ struct rope_fwd_fp32_dense_half_base_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -958,16 +1010,16 @@ struct rope_fwd_fp32_dense_half_base_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s3_v2(const rope_fwd_fp32_dense_half_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s3_v2(const rope_fwd_fp32_dense_half_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, false>(
+  rope_dense<float, 2, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s3_v4: fwd, half pairs, angles from base, 3 strides, 4 per access
+// rope_fwd_fp32_dense_half_base_s3_v4: fwd, dense, half pairs, angles from base, 3 strides, 4 per access
 struct rope_fwd_fp32_dense_half_base_s3_v4_params {
   const void* x;
   void* out;
@@ -986,6 +1038,8 @@ struct rope_fwd_fp32_dense_half_base_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -997,16 +1051,16 @@ struct rope_fwd_fp32_dense_half_base_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s3_v4(const rope_fwd_fp32_dense_half_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s3_v4(const rope_fwd_fp32_dense_half_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, false>(
+  rope_dense<float, 4, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s4_v1: fwd, half pairs, angles from base, 4 strides, 1 per access
+// rope_fwd_fp32_dense_half_base_s4_v1: fwd, dense, half pairs, angles from base, 4 strides, 1 per access
 struct rope_fwd_fp32_dense_half_base_s4_v1_params {
   const void* x;
   void* out;
@@ -1025,6 +1079,8 @@ struct rope_fwd_fp32_dense_half_base_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1038,16 +1094,16 @@ struct rope_fwd_fp32_dense_half_base_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_half_base_s4_v1(const rope_fwd_fp32_dense_half_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s4_v1(const rope_fwd_fp32_dense_half_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, false>(
+  rope_dense<float, 1, false, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s0_v1: fwd, interleaved pairs, angles from freqs, 0 strides, 1 per access
+// rope_fwd_fp32_dense_interleaved_freqs_s0_v1: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 1 per access
 struct rope_fwd_fp32_dense_interleaved_freqs_s0_v1_params {
   const void* x;
   void* out;
@@ -1066,21 +1122,23 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s0_v1(const rope_fwd_fp32_dense_interleaved_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s0_v1(const rope_fwd_fp32_dense_interleaved_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, false>(
+  rope_dense<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s0_v2: fwd, interleaved pairs, angles from freqs, 0 strides, 2 per access
+// rope_fwd_fp32_dense_interleaved_freqs_s0_v2: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 2 per access
 struct rope_fwd_fp32_dense_interleaved_freqs_s0_v2_params {
   const void* x;
   void* out;
@@ -1099,21 +1157,23 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s0_v2(const rope_fwd_fp32_dense_interleaved_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s0_v2(const rope_fwd_fp32_dense_interleaved_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, false>(
+  rope_dense<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s0_v4: fwd, interleaved pairs, angles from freqs, 0 strides, 4 per access
+// rope_fwd_fp32_dense_interleaved_freqs_s0_v4: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 4 per access
 struct rope_fwd_fp32_dense_interleaved_freqs_s0_v4_params {
   const void* x;
   void* out;
@@ -1132,21 +1192,23 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s0_v4(const rope_fwd_fp32_dense_interleaved_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s0_v4(const rope_fwd_fp32_dense_interleaved_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, false>(
+  rope_dense<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s3_v1: fwd, interleaved pairs, angles from freqs, 3 strides, 1 per access
+// rope_fwd_fp32_dense_interleaved_freqs_s3_v1: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 1 per access
 struct rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params {
   const void* x;
   void* out;
@@ -1165,6 +1227,8 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1176,16 +1240,16 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s3_v1(const rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s3_v1(const rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, false>(
+  rope_dense<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s3_v2: fwd, interleaved pairs, angles from freqs, 3 strides, 2 per access
+// rope_fwd_fp32_dense_interleaved_freqs_s3_v2: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 2 per access
 struct rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params {
   const void* x;
   void* out;
@@ -1204,6 +1268,8 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1215,16 +1281,16 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s3_v2(const rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s3_v2(const rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, false>(
+  rope_dense<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s3_v4: fwd, interleaved pairs, angles from freqs, 3 strides, 4 per access
+// rope_fwd_fp32_dense_interleaved_freqs_s3_v4: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 4 per access
 struct rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params {
   const void* x;
   void* out;
@@ -1243,6 +1309,8 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1254,16 +1322,16 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s3_v4(const rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s3_v4(const rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, false>(
+  rope_dense<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s4_v1: fwd, interleaved pairs, angles from freqs, 4 strides, 1 per access
+// rope_fwd_fp32_dense_interleaved_freqs_s4_v1: fwd, dense, interleaved pairs, angles from freqs, 4 strides, 1 per access
 struct rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params {
   const void* x;
   void* out;
@@ -1282,6 +1350,8 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1295,16 +1365,16 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_freqs_s4_v1(const rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s4_v1(const rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, false>(
+  rope_dense<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s0_v1: fwd, interleaved pairs, angles from cossin, 0 strides, 1 per access
+// rope_fwd_fp32_dense_interleaved_cossin_s0_v1: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 1 per access
 struct rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params {
   const void* x;
   void* out;
@@ -1323,6 +1393,8 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -1331,16 +1403,16 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s0_v1(const rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s0_v1(const rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, false>(
+  rope_dense<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s0_v2: fwd, interleaved pairs, angles from cossin, 0 strides, 2 per access
+// rope_fwd_fp32_dense_interleaved_cossin_s0_v2: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 2 per access
 struct rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params {
   const void* x;
   void* out;
@@ -1359,6 +1431,8 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -1367,16 +1441,16 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s0_v2(const rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s0_v2(const rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, false>(
+  rope_dense<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s0_v4: fwd, interleaved pairs, angles from cossin, 0 strides, 4 per access
+// rope_fwd_fp32_dense_interleaved_cossin_s0_v4: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 4 per access
 struct rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params {
   const void* x;
   void* out;
@@ -1395,6 +1469,8 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -1403,16 +1479,16 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s0_v4(const rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s0_v4(const rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, false>(
+  rope_dense<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s3_v1: fwd, interleaved pairs, angles from cossin, 3 strides, 1 per access
+// rope_fwd_fp32_dense_interleaved_cossin_s3_v1: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 1 per access
 struct rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params {
   const void* x;
   void* out;
@@ -1431,6 +1507,8 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1445,16 +1523,16 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s3_v1(const rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s3_v1(const rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, false>(
+  rope_dense<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s3_v2: fwd, interleaved pairs, angles from cossin, 3 strides, 2 per access
+// rope_fwd_fp32_dense_interleaved_cossin_s3_v2: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 2 per access
 struct rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params {
   const void* x;
   void* out;
@@ -1473,6 +1551,8 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1487,16 +1567,16 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s3_v2(const rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s3_v2(const rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, false>(
+  rope_dense<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s3_v4: fwd, interleaved pairs, angles from cossin, 3 strides, 4 per access
+// rope_fwd_fp32_dense_interleaved_cossin_s3_v4: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 4 per access
 struct rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params {
   const void* x;
   void* out;
@@ -1515,6 +1595,8 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1529,16 +1611,16 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s3_v4(const rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s3_v4(const rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, false>(
+  rope_dense<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s4_v1: fwd, interleaved pairs, angles from cossin, 4 strides, 1 per access
+// rope_fwd_fp32_dense_interleaved_cossin_s4_v1: fwd, dense, interleaved pairs, angles from cossin, 4 strides, 1 per access
 struct rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params {
   const void* x;
   void* out;
@@ -1557,6 +1639,8 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1573,16 +1657,16 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_cossin_s4_v1(const rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s4_v1(const rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, false>(
+  rope_dense<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s0_v1: fwd, interleaved pairs, angles from invfreq, 0 strides, 1 per access
+// rope_fwd_fp32_dense_interleaved_invfreq_s0_v1: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access
 struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v1_params {
   const void* x;
   void* out;
@@ -1601,20 +1685,22 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s0_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s0_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, false>(
+  rope_dense<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s0_v2: fwd, interleaved pairs, angles from invfreq, 0 strides, 2 per access
+// rope_fwd_fp32_dense_interleaved_invfreq_s0_v2: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access
 struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v2_params {
   const void* x;
   void* out;
@@ -1633,20 +1719,22 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s0_v2(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s0_v2(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, false>(
+  rope_dense<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s0_v4: fwd, interleaved pairs, angles from invfreq, 0 strides, 4 per access
+// rope_fwd_fp32_dense_interleaved_invfreq_s0_v4: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access
 struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v4_params {
   const void* x;
   void* out;
@@ -1665,20 +1753,22 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s0_v4(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s0_v4(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, false>(
+  rope_dense<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s3_v1: fwd, interleaved pairs, angles from invfreq, 3 strides, 1 per access
+// rope_fwd_fp32_dense_interleaved_invfreq_s3_v1: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access
 struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params {
   const void* x;
   void* out;
@@ -1697,6 +1787,8 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1707,16 +1799,16 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s3_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s3_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, false>(
+  rope_dense<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s3_v2: fwd, interleaved pairs, angles from invfreq, 3 strides, 2 per access
+// rope_fwd_fp32_dense_interleaved_invfreq_s3_v2: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access
 struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params {
   const void* x;
   void* out;
@@ -1735,6 +1827,8 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1745,16 +1839,16 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s3_v2(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s3_v2(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, false>(
+  rope_dense<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s3_v4: fwd, interleaved pairs, angles from invfreq, 3 strides, 4 per access
+// rope_fwd_fp32_dense_interleaved_invfreq_s3_v4: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access
 struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params {
   const void* x;
   void* out;
@@ -1773,6 +1867,8 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1783,16 +1879,16 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s3_v4(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s3_v4(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, false>(
+  rope_dense<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s4_v1: fwd, interleaved pairs, angles from invfreq, 4 strides, 1 per access
+// rope_fwd_fp32_dense_interleaved_invfreq_s4_v1: fwd, dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access
 struct rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params {
   const void* x;
   void* out;
@@ -1811,6 +1907,8 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1823,16 +1921,16 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_invfreq_s4_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s4_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, false>(
+  rope_dense<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s0_v1: fwd, interleaved pairs, angles from base, 0 strides, 1 per access
+// rope_fwd_fp32_dense_interleaved_base_s0_v1: fwd, dense, interleaved pairs, angles from base, 0 strides, 1 per access
 struct rope_fwd_fp32_dense_interleaved_base_s0_v1_params {
   const void* x;
   void* out;
@@ -1851,21 +1949,23 @@ struct rope_fwd_fp32_dense_interleaved_base_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s0_v1(const rope_fwd_fp32_dense_interleaved_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s0_v1(const rope_fwd_fp32_dense_interleaved_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, false>(
+  rope_dense<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s0_v2: fwd, interleaved pairs, angles from base, 0 strides, 2 per access
+// rope_fwd_fp32_dense_interleaved_base_s0_v2: fwd, dense, interleaved pairs, angles from base, 0 strides, 2 per access
 struct rope_fwd_fp32_dense_interleaved_base_s0_v2_params {
   const void* x;
   void* out;
@@ -1884,21 +1984,23 @@ struct rope_fwd_fp32_dense_interleaved_base_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s0_v2(const rope_fwd_fp32_dense_interleaved_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s0_v2(const rope_fwd_fp32_dense_interleaved_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, false>(
+  rope_dense<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s0_v4: fwd, interleaved pairs, angles from base, 0 strides, 4 per access
+// rope_fwd_fp32_dense_interleaved_base_s0_v4: fwd, dense, interleaved pairs, angles from base, 0 strides, 4 per access
 struct rope_fwd_fp32_dense_interleaved_base_s0_v4_params {
   const void* x;
   void* out;
@@ -1917,21 +2019,23 @@ struct rope_fwd_fp32_dense_interleaved_base_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s0_v4(const rope_fwd_fp32_dense_interleaved_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s0_v4(const rope_fwd_fp32_dense_interleaved_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, false>(
+  rope_dense<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s3_v1: fwd, interleaved pairs, angles from base, 3 strides, 1 per access
+// rope_fwd_fp32_dense_interleaved_base_s3_v1: fwd, dense, interleaved pairs, angles from base, 3 strides, 1 per access
 struct rope_fwd_fp32_dense_interleaved_base_s3_v1_params {
   const void* x;
   void* out;
@@ -1950,6 +2054,8 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -1961,16 +2067,16 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s3_v1(const rope_fwd_fp32_dense_interleaved_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s3_v1(const rope_fwd_fp32_dense_interleaved_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, false>(
+  rope_dense<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s3_v2: fwd, interleaved pairs, angles from base, 3 strides, 2 per access
+// rope_fwd_fp32_dense_interleaved_base_s3_v2: fwd, dense, interleaved pairs, angles from base, 3 strides, 2 per access
 struct rope_fwd_fp32_dense_interleaved_base_s3_v2_params {
   const void* x;
   void* out;
@@ -1989,6 +2095,8 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2000,16 +2108,16 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s3_v2(const rope_fwd_fp32_dense_interleaved_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s3_v2(const rope_fwd_fp32_dense_interleaved_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, false>(
+  rope_dense<float, 2, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s3_v4: fwd, interleaved pairs, angles from base, 3 strides, 4 per access
+// rope_fwd_fp32_dense_interleaved_base_s3_v4: fwd, dense, interleaved pairs, angles from base, 3 strides, 4 per access
 struct rope_fwd_fp32_dense_interleaved_base_s3_v4_params {
   const void* x;
   void* out;
@@ -2028,6 +2136,8 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2039,16 +2149,16 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s3_v4(const rope_fwd_fp32_dense_interleaved_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s3_v4(const rope_fwd_fp32_dense_interleaved_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, false>(
+  rope_dense<float, 4, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s4_v1: fwd, interleaved pairs, angles from base, 4 strides, 1 per access
+// rope_fwd_fp32_dense_interleaved_base_s4_v1: fwd, dense, interleaved pairs, angles from base, 4 strides, 1 per access
 struct rope_fwd_fp32_dense_interleaved_base_s4_v1_params {
   const void* x;
   void* out;
@@ -2067,6 +2177,8 @@ struct rope_fwd_fp32_dense_interleaved_base_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2080,16 +2192,16 @@ struct rope_fwd_fp32_dense_interleaved_base_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fwd_fp32_dense_interleaved_base_s4_v1(const rope_fwd_fp32_dense_interleaved_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s4_v1(const rope_fwd_fp32_dense_interleaved_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, false>(
+  rope_dense<float, 1, true, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_half_freqs_s0_v1: bwd, half pairs, angles from freqs, 0 strides, 1 per access
+// rope_bwd_fp32_dense_half_freqs_s0_v1: bwd, dense, half pairs, angles from freqs, 0 strides, 1 per access
 struct rope_bwd_fp32_dense_half_freqs_s0_v1_params {
   const void* x;
   void* out;
@@ -2108,21 +2220,23 @@ struct rope_bwd_fp32_dense_half_freqs_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s0_v1(const rope_bwd_fp32_dense_half_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s0_v1(const rope_bwd_fp32_dense_half_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, true>(
+  rope_dense<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_half_freqs_s0_v2: bwd, half pairs, angles from freqs, 0 strides, 2 per access
+// rope_bwd_fp32_dense_half_freqs_s0_v2: bwd, dense, half pairs, angles from freqs, 0 strides, 2 per access
 struct rope_bwd_fp32_dense_half_freqs_s0_v2_params {
   const void* x;
   void* out;
@@ -2141,21 +2255,23 @@ struct rope_bwd_fp32_dense_half_freqs_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s0_v2(const rope_bwd_fp32_dense_half_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s0_v2(const rope_bwd_fp32_dense_half_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, true>(
+  rope_dense<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_half_freqs_s0_v4: bwd, half pairs, angles from freqs, 0 strides, 4 per access
+// rope_bwd_fp32_dense_half_freqs_s0_v4: bwd, dense, half pairs, angles from freqs, 0 strides, 4 per access
 struct rope_bwd_fp32_dense_half_freqs_s0_v4_params {
   const void* x;
   void* out;
@@ -2174,21 +2290,23 @@ struct rope_bwd_fp32_dense_half_freqs_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s0_v4(const rope_bwd_fp32_dense_half_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s0_v4(const rope_bwd_fp32_dense_half_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, true>(
+  rope_dense<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_half_freqs_s3_v1: bwd, half pairs, angles from freqs, 3 strides, 1 per access
+// rope_bwd_fp32_dense_half_freqs_s3_v1: bwd, dense, half pairs, angles from freqs, 3 strides, 1 per access
 struct rope_bwd_fp32_dense_half_freqs_s3_v1_params {
   const void* x;
   void* out;
@@ -2207,6 +2325,8 @@ struct rope_bwd_fp32_dense_half_freqs_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2218,16 +2338,16 @@ struct rope_bwd_fp32_dense_half_freqs_s3_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s3_v1(const rope_bwd_fp32_dense_half_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s3_v1(const rope_bwd_fp32_dense_half_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, true>(
+  rope_dense<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_half_freqs_s3_v2: bwd, half pairs, angles from freqs, 3 strides, 2 per access
+// rope_bwd_fp32_dense_half_freqs_s3_v2: bwd, dense, half pairs, angles from freqs, 3 strides, 2 per access
 struct rope_bwd_fp32_dense_half_freqs_s3_v2_params {
   const void* x;
   void* out;
@@ -2246,6 +2366,8 @@ struct rope_bwd_fp32_dense_half_freqs_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2257,16 +2379,16 @@ struct rope_bwd_fp32_dense_half_freqs_s3_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s3_v2(const rope_bwd_fp32_dense_half_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s3_v2(const rope_bwd_fp32_dense_half_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, true>(
+  rope_dense<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_half_freqs_s3_v4: bwd, half pairs, angles from freqs, 3 strides, 4 per access
+// rope_bwd_fp32_dense_half_freqs_s3_v4: bwd, dense, half pairs, angles from freqs, 3 strides, 4 per access
 struct rope_bwd_fp32_dense_half_freqs_s3_v4_params {
   const void* x;
   void* out;
@@ -2285,6 +2407,8 @@ struct rope_bwd_fp32_dense_half_freqs_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2296,16 +2420,16 @@ struct rope_bwd_fp32_dense_half_freqs_s3_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s3_v4(const rope_bwd_fp32_dense_half_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s3_v4(const rope_bwd_fp32_dense_half_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, true>(
+  rope_dense<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_half_freqs_s4_v1: bwd, half pairs, angles from freqs, 4 strides, 1 per access
+// rope_bwd_fp32_dense_half_freqs_s4_v1: bwd, dense, half pairs, angles from freqs, 4 strides, 1 per access
 struct rope_bwd_fp32_dense_half_freqs_s4_v1_params {
   const void* x;
   void* out;
@@ -2324,6 +2448,8 @@ struct rope_bwd_fp32_dense_half_freqs_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2337,16 +2463,16 @@ struct rope_bwd_fp32_dense_half_freqs_s4_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_freqs_s4_v1(const rope_bwd_fp32_dense_half_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s4_v1(const rope_bwd_fp32_dense_half_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, true>(
+  rope_dense<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_half_cossin_s0_v1: bwd, half pairs, angles from cossin, 0 strides, 1 per access
+// rope_bwd_fp32_dense_half_cossin_s0_v1: bwd, dense, half pairs, angles from cossin, 0 strides, 1 per access
 struct rope_bwd_fp32_dense_half_cossin_s0_v1_params {
   const void* x;
   void* out;
@@ -2365,6 +2491,8 @@ struct rope_bwd_fp32_dense_half_cossin_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -2373,16 +2501,16 @@ struct rope_bwd_fp32_dense_half_cossin_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s0_v1(const rope_bwd_fp32_dense_half_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s0_v1(const rope_bwd_fp32_dense_half_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, true>(
+  rope_dense<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_half_cossin_s0_v2: bwd, half pairs, angles from cossin, 0 strides, 2 per access
+// rope_bwd_fp32_dense_half_cossin_s0_v2: bwd, dense, half pairs, angles from cossin, 0 strides, 2 per access
 struct rope_bwd_fp32_dense_half_cossin_s0_v2_params {
   const void* x;
   void* out;
@@ -2401,6 +2529,8 @@ struct rope_bwd_fp32_dense_half_cossin_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -2409,16 +2539,16 @@ struct rope_bwd_fp32_dense_half_cossin_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s0_v2(const rope_bwd_fp32_dense_half_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s0_v2(const rope_bwd_fp32_dense_half_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, true>(
+  rope_dense<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_half_cossin_s0_v4: bwd, half pairs, angles from cossin, 0 strides, 4 per access
+// rope_bwd_fp32_dense_half_cossin_s0_v4: bwd, dense, half pairs, angles from cossin, 0 strides, 4 per access
 struct rope_bwd_fp32_dense_half_cossin_s0_v4_params {
   const void* x;
   void* out;
@@ -2437,6 +2567,8 @@ struct rope_bwd_fp32_dense_half_cossin_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -2445,16 +2577,16 @@ struct rope_bwd_fp32_dense_half_cossin_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s0_v4(const rope_bwd_fp32_dense_half_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s0_v4(const rope_bwd_fp32_dense_half_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, true>(
+  rope_dense<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_half_cossin_s3_v1: bwd, half pairs, angles from cossin, 3 strides, 1 per access
+// rope_bwd_fp32_dense_half_cossin_s3_v1: bwd, dense, half pairs, angles from cossin, 3 strides, 1 per access
 struct rope_bwd_fp32_dense_half_cossin_s3_v1_params {
   const void* x;
   void* out;
@@ -2473,6 +2605,8 @@ struct rope_bwd_fp32_dense_half_cossin_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2487,16 +2621,16 @@ struct rope_bwd_fp32_dense_half_cossin_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s3_v1(const rope_bwd_fp32_dense_half_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s3_v1(const rope_bwd_fp32_dense_half_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, true>(
+  rope_dense<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_half_cossin_s3_v2: bwd, half pairs, angles from cossin, 3 strides, 2 per access
+// rope_bwd_fp32_dense_half_cossin_s3_v2: bwd, dense, half pairs, angles from cossin, 3 strides, 2 per access
 struct rope_bwd_fp32_dense_half_cossin_s3_v2_params {
   const void* x;
   void* out;
@@ -2515,6 +2649,8 @@ struct rope_bwd_fp32_dense_half_cossin_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2529,16 +2665,16 @@ struct rope_bwd_fp32_dense_half_cossin_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s3_v2(const rope_bwd_fp32_dense_half_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s3_v2(const rope_bwd_fp32_dense_half_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, true>(
+  rope_dense<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_half_cossin_s3_v4: bwd, half pairs, angles from cossin, 3 strides, 4 per access
+// rope_bwd_fp32_dense_half_cossin_s3_v4: bwd, dense, half pairs, angles from cossin, 3 strides, 4 per access
 struct rope_bwd_fp32_dense_half_cossin_s3_v4_params {
   const void* x;
   void* out;
@@ -2557,6 +2693,8 @@ struct rope_bwd_fp32_dense_half_cossin_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2571,16 +2709,16 @@ struct rope_bwd_fp32_dense_half_cossin_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s3_v4(const rope_bwd_fp32_dense_half_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s3_v4(const rope_bwd_fp32_dense_half_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, true>(
+  rope_dense<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_half_cossin_s4_v1: bwd, half pairs, angles from cossin, 4 strides, 1 per access
+// rope_bwd_fp32_dense_half_cossin_s4_v1: bwd, dense, half pairs, angles from cossin, 4 strides, 1 per access
 struct rope_bwd_fp32_dense_half_cossin_s4_v1_params {
   const void* x;
   void* out;
@@ -2599,6 +2737,8 @@ struct rope_bwd_fp32_dense_half_cossin_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2615,16 +2755,16 @@ struct rope_bwd_fp32_dense_half_cossin_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_cossin_s4_v1(const rope_bwd_fp32_dense_half_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s4_v1(const rope_bwd_fp32_dense_half_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, true>(
+  rope_dense<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_half_invfreq_s0_v1: bwd, half pairs, angles from invfreq, 0 strides, 1 per access
+// rope_bwd_fp32_dense_half_invfreq_s0_v1: bwd, dense, half pairs, angles from invfreq, 0 strides, 1 per access
 struct rope_bwd_fp32_dense_half_invfreq_s0_v1_params {
   const void* x;
   void* out;
@@ -2643,20 +2783,22 @@ struct rope_bwd_fp32_dense_half_invfreq_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s0_v1(const rope_bwd_fp32_dense_half_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s0_v1(const rope_bwd_fp32_dense_half_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, true>(
+  rope_dense<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_half_invfreq_s0_v2: bwd, half pairs, angles from invfreq, 0 strides, 2 per access
+// rope_bwd_fp32_dense_half_invfreq_s0_v2: bwd, dense, half pairs, angles from invfreq, 0 strides, 2 per access
 struct rope_bwd_fp32_dense_half_invfreq_s0_v2_params {
   const void* x;
   void* out;
@@ -2675,20 +2817,22 @@ struct rope_bwd_fp32_dense_half_invfreq_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s0_v2(const rope_bwd_fp32_dense_half_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s0_v2(const rope_bwd_fp32_dense_half_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, true>(
+  rope_dense<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_half_invfreq_s0_v4: bwd, half pairs, angles from invfreq, 0 strides, 4 per access
+// rope_bwd_fp32_dense_half_invfreq_s0_v4: bwd, dense, half pairs, angles from invfreq, 0 strides, 4 per access
 struct rope_bwd_fp32_dense_half_invfreq_s0_v4_params {
   const void* x;
   void* out;
@@ -2707,20 +2851,22 @@ struct rope_bwd_fp32_dense_half_invfreq_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s0_v4(const rope_bwd_fp32_dense_half_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s0_v4(const rope_bwd_fp32_dense_half_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, true>(
+  rope_dense<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_half_invfreq_s3_v1: bwd, half pairs, angles from invfreq, 3 strides, 1 per access
+// rope_bwd_fp32_dense_half_invfreq_s3_v1: bwd, dense, half pairs, angles from invfreq, 3 strides, 1 per access
 struct rope_bwd_fp32_dense_half_invfreq_s3_v1_params {
   const void* x;
   void* out;
@@ -2739,6 +2885,8 @@ struct rope_bwd_fp32_dense_half_invfreq_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2749,16 +2897,16 @@ struct rope_bwd_fp32_dense_half_invfreq_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s3_v1(const rope_bwd_fp32_dense_half_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s3_v1(const rope_bwd_fp32_dense_half_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, true>(
+  rope_dense<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_half_invfreq_s3_v2: bwd, half pairs, angles from invfreq, 3 strides, 2 per access
+// rope_bwd_fp32_dense_half_invfreq_s3_v2: bwd, dense, half pairs, angles from invfreq, 3 strides, 2 per access
 struct rope_bwd_fp32_dense_half_invfreq_s3_v2_params {
   const void* x;
   void* out;
@@ -2777,6 +2925,8 @@ struct rope_bwd_fp32_dense_half_invfreq_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2787,16 +2937,16 @@ struct rope_bwd_fp32_dense_half_invfreq_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s3_v2(const rope_bwd_fp32_dense_half_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s3_v2(const rope_bwd_fp32_dense_half_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, true>(
+  rope_dense<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_half_invfreq_s3_v4: bwd, half pairs, angles from invfreq, 3 strides, 4 per access
+// rope_bwd_fp32_dense_half_invfreq_s3_v4: bwd, dense, half pairs, angles from invfreq, 3 strides, 4 per access
 struct rope_bwd_fp32_dense_half_invfreq_s3_v4_params {
   const void* x;
   void* out;
@@ -2815,6 +2965,8 @@ struct rope_bwd_fp32_dense_half_invfreq_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2825,16 +2977,16 @@ struct rope_bwd_fp32_dense_half_invfreq_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s3_v4(const rope_bwd_fp32_dense_half_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s3_v4(const rope_bwd_fp32_dense_half_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, true>(
+  rope_dense<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_half_invfreq_s4_v1: bwd, half pairs, angles from invfreq, 4 strides, 1 per access
+// rope_bwd_fp32_dense_half_invfreq_s4_v1: bwd, dense, half pairs, angles from invfreq, 4 strides, 1 per access
 struct rope_bwd_fp32_dense_half_invfreq_s4_v1_params {
   const void* x;
   void* out;
@@ -2853,6 +3005,8 @@ struct rope_bwd_fp32_dense_half_invfreq_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -2865,16 +3019,16 @@ struct rope_bwd_fp32_dense_half_invfreq_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_invfreq_s4_v1(const rope_bwd_fp32_dense_half_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s4_v1(const rope_bwd_fp32_dense_half_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, true>(
+  rope_dense<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_half_base_s0_v1: bwd, half pairs, angles from base, 0 strides, 1 per access
+// rope_bwd_fp32_dense_half_base_s0_v1: bwd, dense, half pairs, angles from base, 0 strides, 1 per access
 struct rope_bwd_fp32_dense_half_base_s0_v1_params {
   const void* x;
   void* out;
@@ -2893,21 +3047,23 @@ struct rope_bwd_fp32_dense_half_base_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s0_v1(const rope_bwd_fp32_dense_half_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s0_v1(const rope_bwd_fp32_dense_half_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, true>(
+  rope_dense<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_half_base_s0_v2: bwd, half pairs, angles from base, 0 strides, 2 per access
+// rope_bwd_fp32_dense_half_base_s0_v2: bwd, dense, half pairs, angles from base, 0 strides, 2 per access
 struct rope_bwd_fp32_dense_half_base_s0_v2_params {
   const void* x;
   void* out;
@@ -2926,21 +3082,23 @@ struct rope_bwd_fp32_dense_half_base_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s0_v2(const rope_bwd_fp32_dense_half_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s0_v2(const rope_bwd_fp32_dense_half_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, true>(
+  rope_dense<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_half_base_s0_v4: bwd, half pairs, angles from base, 0 strides, 4 per access
+// rope_bwd_fp32_dense_half_base_s0_v4: bwd, dense, half pairs, angles from base, 0 strides, 4 per access
 struct rope_bwd_fp32_dense_half_base_s0_v4_params {
   const void* x;
   void* out;
@@ -2959,21 +3117,23 @@ struct rope_bwd_fp32_dense_half_base_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s0_v4(const rope_bwd_fp32_dense_half_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s0_v4(const rope_bwd_fp32_dense_half_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, true>(
+  rope_dense<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_half_base_s3_v1: bwd, half pairs, angles from base, 3 strides, 1 per access
+// rope_bwd_fp32_dense_half_base_s3_v1: bwd, dense, half pairs, angles from base, 3 strides, 1 per access
 struct rope_bwd_fp32_dense_half_base_s3_v1_params {
   const void* x;
   void* out;
@@ -2992,6 +3152,8 @@ struct rope_bwd_fp32_dense_half_base_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3003,16 +3165,16 @@ struct rope_bwd_fp32_dense_half_base_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s3_v1(const rope_bwd_fp32_dense_half_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s3_v1(const rope_bwd_fp32_dense_half_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, true>(
+  rope_dense<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_half_base_s3_v2: bwd, half pairs, angles from base, 3 strides, 2 per access
+// rope_bwd_fp32_dense_half_base_s3_v2: bwd, dense, half pairs, angles from base, 3 strides, 2 per access
 struct rope_bwd_fp32_dense_half_base_s3_v2_params {
   const void* x;
   void* out;
@@ -3031,6 +3193,8 @@ struct rope_bwd_fp32_dense_half_base_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3042,16 +3206,16 @@ struct rope_bwd_fp32_dense_half_base_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s3_v2(const rope_bwd_fp32_dense_half_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s3_v2(const rope_bwd_fp32_dense_half_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, false, true>(
+  rope_dense<float, 2, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_half_base_s3_v4: bwd, half pairs, angles from base, 3 strides, 4 per access
+// rope_bwd_fp32_dense_half_base_s3_v4: bwd, dense, half pairs, angles from base, 3 strides, 4 per access
 struct rope_bwd_fp32_dense_half_base_s3_v4_params {
   const void* x;
   void* out;
@@ -3070,6 +3234,8 @@ struct rope_bwd_fp32_dense_half_base_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3081,16 +3247,16 @@ struct rope_bwd_fp32_dense_half_base_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s3_v4(const rope_bwd_fp32_dense_half_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s3_v4(const rope_bwd_fp32_dense_half_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, false, true>(
+  rope_dense<float, 4, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_half_base_s4_v1: bwd, half pairs, angles from base, 4 strides, 1 per access
+// rope_bwd_fp32_dense_half_base_s4_v1: bwd, dense, half pairs, angles from base, 4 strides, 1 per access
 struct rope_bwd_fp32_dense_half_base_s4_v1_params {
   const void* x;
   void* out;
@@ -3109,6 +3275,8 @@ struct rope_bwd_fp32_dense_half_base_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3122,16 +3290,16 @@ struct rope_bwd_fp32_dense_half_base_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_half_base_s4_v1(const rope_bwd_fp32_dense_half_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s4_v1(const rope_bwd_fp32_dense_half_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, false, true>(
+  rope_dense<float, 1, false, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_freqs_s0_v1: bwd, interleaved pairs, angles from freqs, 0 strides, 1 per access
+// rope_bwd_fp32_dense_interleaved_freqs_s0_v1: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 1 per access
 struct rope_bwd_fp32_dense_interleaved_freqs_s0_v1_params {
   const void* x;
   void* out;
@@ -3150,21 +3318,23 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s0_v1(const rope_bwd_fp32_dense_interleaved_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s0_v1(const rope_bwd_fp32_dense_interleaved_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, true>(
+  rope_dense<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_interleaved_freqs_s0_v2: bwd, interleaved pairs, angles from freqs, 0 strides, 2 per access
+// rope_bwd_fp32_dense_interleaved_freqs_s0_v2: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 2 per access
 struct rope_bwd_fp32_dense_interleaved_freqs_s0_v2_params {
   const void* x;
   void* out;
@@ -3183,21 +3353,23 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s0_v2(const rope_bwd_fp32_dense_interleaved_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s0_v2(const rope_bwd_fp32_dense_interleaved_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, true>(
+  rope_dense<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_interleaved_freqs_s0_v4: bwd, interleaved pairs, angles from freqs, 0 strides, 4 per access
+// rope_bwd_fp32_dense_interleaved_freqs_s0_v4: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 4 per access
 struct rope_bwd_fp32_dense_interleaved_freqs_s0_v4_params {
   const void* x;
   void* out;
@@ -3216,21 +3388,23 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* table;
   long long table_row;
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s0_v4(const rope_bwd_fp32_dense_interleaved_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s0_v4(const rope_bwd_fp32_dense_interleaved_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, true>(
+  rope_dense<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_interleaved_freqs_s3_v1: bwd, interleaved pairs, angles from freqs, 3 strides, 1 per access
+// rope_bwd_fp32_dense_interleaved_freqs_s3_v1: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 1 per access
 struct rope_bwd_fp32_dense_interleaved_freqs_s3_v1_params {
   const void* x;
   void* out;
@@ -3249,6 +3423,8 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3260,16 +3436,16 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s3_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s3_v1(const rope_bwd_fp32_dense_interleaved_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s3_v1(const rope_bwd_fp32_dense_interleaved_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, true>(
+  rope_dense<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_interleaved_freqs_s3_v2: bwd, interleaved pairs, angles from freqs, 3 strides, 2 per access
+// rope_bwd_fp32_dense_interleaved_freqs_s3_v2: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 2 per access
 struct rope_bwd_fp32_dense_interleaved_freqs_s3_v2_params {
   const void* x;
   void* out;
@@ -3288,6 +3464,8 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3299,16 +3477,16 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s3_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s3_v2(const rope_bwd_fp32_dense_interleaved_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s3_v2(const rope_bwd_fp32_dense_interleaved_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, true>(
+  rope_dense<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_interleaved_freqs_s3_v4: bwd, interleaved pairs, angles from freqs, 3 strides, 4 per access
+// rope_bwd_fp32_dense_interleaved_freqs_s3_v4: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 4 per access
 struct rope_bwd_fp32_dense_interleaved_freqs_s3_v4_params {
   const void* x;
   void* out;
@@ -3327,6 +3505,8 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3338,16 +3518,16 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s3_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s3_v4(const rope_bwd_fp32_dense_interleaved_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s3_v4(const rope_bwd_fp32_dense_interleaved_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, true>(
+  rope_dense<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_interleaved_freqs_s4_v1: bwd, interleaved pairs, angles from freqs, 4 strides, 1 per access
+// rope_bwd_fp32_dense_interleaved_freqs_s4_v1: bwd, dense, interleaved pairs, angles from freqs, 4 strides, 1 per access
 struct rope_bwd_fp32_dense_interleaved_freqs_s4_v1_params {
   const void* x;
   void* out;
@@ -3366,6 +3546,8 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3379,16 +3561,16 @@ struct rope_bwd_fp32_dense_interleaved_freqs_s4_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_freqs_s4_v1(const rope_bwd_fp32_dense_interleaved_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s4_v1(const rope_bwd_fp32_dense_interleaved_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, true>(
+  rope_dense<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bwd_fp32_dense_interleaved_cossin_s0_v1: bwd, interleaved pairs, angles from cossin, 0 strides, 1 per access
+// rope_bwd_fp32_dense_interleaved_cossin_s0_v1: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 1 per access
 struct rope_bwd_fp32_dense_interleaved_cossin_s0_v1_params {
   const void* x;
   void* out;
@@ -3407,6 +3589,8 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -3415,16 +3599,16 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s0_v1(const rope_bwd_fp32_dense_interleaved_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s0_v1(const rope_bwd_fp32_dense_interleaved_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, true>(
+  rope_dense<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_interleaved_cossin_s0_v2: bwd, interleaved pairs, angles from cossin, 0 strides, 2 per access
+// rope_bwd_fp32_dense_interleaved_cossin_s0_v2: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 2 per access
 struct rope_bwd_fp32_dense_interleaved_cossin_s0_v2_params {
   const void* x;
   void* out;
@@ -3443,6 +3627,8 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -3451,16 +3637,16 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s0_v2(const rope_bwd_fp32_dense_interleaved_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s0_v2(const rope_bwd_fp32_dense_interleaved_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, true>(
+  rope_dense<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_interleaved_cossin_s0_v4: bwd, interleaved pairs, angles from cossin, 0 strides, 4 per access
+// rope_bwd_fp32_dense_interleaved_cossin_s0_v4: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 4 per access
 struct rope_bwd_fp32_dense_interleaved_cossin_s0_v4_params {
   const void* x;
   void* out;
@@ -3479,6 +3665,8 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -3487,16 +3675,16 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s0_v4(const rope_bwd_fp32_dense_interleaved_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s0_v4(const rope_bwd_fp32_dense_interleaved_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, true>(
+  rope_dense<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_interleaved_cossin_s3_v1: bwd, interleaved pairs, angles from cossin, 3 strides, 1 per access
+// rope_bwd_fp32_dense_interleaved_cossin_s3_v1: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 1 per access
 struct rope_bwd_fp32_dense_interleaved_cossin_s3_v1_params {
   const void* x;
   void* out;
@@ -3515,6 +3703,8 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3529,16 +3719,16 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s3_v1(const rope_bwd_fp32_dense_interleaved_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s3_v1(const rope_bwd_fp32_dense_interleaved_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, true>(
+  rope_dense<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_interleaved_cossin_s3_v2: bwd, interleaved pairs, angles from cossin, 3 strides, 2 per access
+// rope_bwd_fp32_dense_interleaved_cossin_s3_v2: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 2 per access
 struct rope_bwd_fp32_dense_interleaved_cossin_s3_v2_params {
   const void* x;
   void* out;
@@ -3557,6 +3747,8 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3571,16 +3763,16 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s3_v2(const rope_bwd_fp32_dense_interleaved_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s3_v2(const rope_bwd_fp32_dense_interleaved_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, true>(
+  rope_dense<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_interleaved_cossin_s3_v4: bwd, interleaved pairs, angles from cossin, 3 strides, 4 per access
+// rope_bwd_fp32_dense_interleaved_cossin_s3_v4: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 4 per access
 struct rope_bwd_fp32_dense_interleaved_cossin_s3_v4_params {
   const void* x;
   void* out;
@@ -3599,6 +3791,8 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3613,16 +3807,16 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s3_v4(const rope_bwd_fp32_dense_interleaved_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s3_v4(const rope_bwd_fp32_dense_interleaved_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, true>(
+  rope_dense<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_interleaved_cossin_s4_v1: bwd, interleaved pairs, angles from cossin, 4 strides, 1 per access
+// rope_bwd_fp32_dense_interleaved_cossin_s4_v1: bwd, dense, interleaved pairs, angles from cossin, 4 strides, 1 per access
 struct rope_bwd_fp32_dense_interleaved_cossin_s4_v1_params {
   const void* x;
   void* out;
@@ -3641,6 +3835,8 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3657,16 +3853,16 @@ struct rope_bwd_fp32_dense_interleaved_cossin_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_cossin_s4_v1(const rope_bwd_fp32_dense_interleaved_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s4_v1(const rope_bwd_fp32_dense_interleaved_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, true>(
+  rope_dense<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bwd_fp32_dense_interleaved_invfreq_s0_v1: bwd, interleaved pairs, angles from invfreq, 0 strides, 1 per access
+// rope_bwd_fp32_dense_interleaved_invfreq_s0_v1: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access
 struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v1_params {
   const void* x;
   void* out;
@@ -3685,20 +3881,22 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s0_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s0_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, true>(
+  rope_dense<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_invfreq_s0_v2: bwd, interleaved pairs, angles from invfreq, 0 strides, 2 per access
+// rope_bwd_fp32_dense_interleaved_invfreq_s0_v2: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access
 struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v2_params {
   const void* x;
   void* out;
@@ -3717,20 +3915,22 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s0_v2(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s0_v2(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, true>(
+  rope_dense<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_invfreq_s0_v4: bwd, interleaved pairs, angles from invfreq, 0 strides, 4 per access
+// rope_bwd_fp32_dense_interleaved_invfreq_s0_v4: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access
 struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v4_params {
   const void* x;
   void* out;
@@ -3749,20 +3949,22 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   const void* inv_freq;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s0_v4(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s0_v4(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, true>(
+  rope_dense<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_invfreq_s3_v1: bwd, interleaved pairs, angles from invfreq, 3 strides, 1 per access
+// rope_bwd_fp32_dense_interleaved_invfreq_s3_v1: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access
 struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v1_params {
   const void* x;
   void* out;
@@ -3781,6 +3983,8 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3791,16 +3995,16 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s3_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s3_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, true>(
+  rope_dense<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_invfreq_s3_v2: bwd, interleaved pairs, angles from invfreq, 3 strides, 2 per access
+// rope_bwd_fp32_dense_interleaved_invfreq_s3_v2: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access
 struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v2_params {
   const void* x;
   void* out;
@@ -3819,6 +4023,8 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3829,16 +4035,16 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s3_v2(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s3_v2(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, true>(
+  rope_dense<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_invfreq_s3_v4: bwd, interleaved pairs, angles from invfreq, 3 strides, 4 per access
+// rope_bwd_fp32_dense_interleaved_invfreq_s3_v4: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access
 struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v4_params {
   const void* x;
   void* out;
@@ -3857,6 +4063,8 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3867,16 +4075,16 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s3_v4(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s3_v4(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, true>(
+  rope_dense<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_invfreq_s4_v1: bwd, interleaved pairs, angles from invfreq, 4 strides, 1 per access
+// rope_bwd_fp32_dense_interleaved_invfreq_s4_v1: bwd, dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access
 struct rope_bwd_fp32_dense_interleaved_invfreq_s4_v1_params {
   const void* x;
   void* out;
@@ -3895,6 +4103,8 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -3907,16 +4117,16 @@ struct rope_bwd_fp32_dense_interleaved_invfreq_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_invfreq_s4_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s4_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, true>(
+  rope_dense<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_base_s0_v1: bwd, interleaved pairs, angles from base, 0 strides, 1 per access
+// rope_bwd_fp32_dense_interleaved_base_s0_v1: bwd, dense, interleaved pairs, angles from base, 0 strides, 1 per access
 struct rope_bwd_fp32_dense_interleaved_base_s0_v1_params {
   const void* x;
   void* out;
@@ -3935,21 +4145,23 @@ struct rope_bwd_fp32_dense_interleaved_base_s0_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s0_v1(const rope_bwd_fp32_dense_interleaved_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s0_v1(const rope_bwd_fp32_dense_interleaved_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, true>(
+  rope_dense<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_base_s0_v2: bwd, interleaved pairs, angles from base, 0 strides, 2 per access
+// rope_bwd_fp32_dense_interleaved_base_s0_v2: bwd, dense, interleaved pairs, angles from base, 0 strides, 2 per access
 struct rope_bwd_fp32_dense_interleaved_base_s0_v2_params {
   const void* x;
   void* out;
@@ -3968,21 +4180,23 @@ struct rope_bwd_fp32_dense_interleaved_base_s0_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s0_v2(const rope_bwd_fp32_dense_interleaved_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s0_v2(const rope_bwd_fp32_dense_interleaved_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, true>(
+  rope_dense<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_base_s0_v4: bwd, interleaved pairs, angles from base, 0 strides, 4 per access
+// rope_bwd_fp32_dense_interleaved_base_s0_v4: bwd, dense, interleaved pairs, angles from base, 0 strides, 4 per access
 struct rope_bwd_fp32_dense_interleaved_base_s0_v4_params {
   const void* x;
   void* out;
@@ -4001,21 +4215,23 @@ struct rope_bwd_fp32_dense_interleaved_base_s0_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   double exponent_step;
   double ratio;
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s0_v4(const rope_bwd_fp32_dense_interleaved_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s0_v4(const rope_bwd_fp32_dense_interleaved_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, true>(
+  rope_dense<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_base_s3_v1: bwd, interleaved pairs, angles from base, 3 strides, 1 per access
+// rope_bwd_fp32_dense_interleaved_base_s3_v1: bwd, dense, interleaved pairs, angles from base, 3 strides, 1 per access
 struct rope_bwd_fp32_dense_interleaved_base_s3_v1_params {
   const void* x;
   void* out;
@@ -4034,6 +4250,8 @@ struct rope_bwd_fp32_dense_interleaved_base_s3_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4045,16 +4263,16 @@ struct rope_bwd_fp32_dense_interleaved_base_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s3_v1(const rope_bwd_fp32_dense_interleaved_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s3_v1(const rope_bwd_fp32_dense_interleaved_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, true>(
+  rope_dense<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_base_s3_v2: bwd, interleaved pairs, angles from base, 3 strides, 2 per access
+// rope_bwd_fp32_dense_interleaved_base_s3_v2: bwd, dense, interleaved pairs, angles from base, 3 strides, 2 per access
 struct rope_bwd_fp32_dense_interleaved_base_s3_v2_params {
   const void* x;
   void* out;
@@ -4073,6 +4291,8 @@ struct rope_bwd_fp32_dense_interleaved_base_s3_v2_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4084,16 +4304,16 @@ struct rope_bwd_fp32_dense_interleaved_base_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s3_v2(const rope_bwd_fp32_dense_interleaved_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s3_v2(const rope_bwd_fp32_dense_interleaved_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 2, true, true>(
+  rope_dense<float, 2, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_base_s3_v4: bwd, interleaved pairs, angles from base, 3 strides, 4 per access
+// rope_bwd_fp32_dense_interleaved_base_s3_v4: bwd, dense, interleaved pairs, angles from base, 3 strides, 4 per access
 struct rope_bwd_fp32_dense_interleaved_base_s3_v4_params {
   const void* x;
   void* out;
@@ -4112,6 +4332,8 @@ struct rope_bwd_fp32_dense_interleaved_base_s3_v4_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4123,16 +4345,16 @@ struct rope_bwd_fp32_dense_interleaved_base_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s3_v4(const rope_bwd_fp32_dense_interleaved_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s3_v4(const rope_bwd_fp32_dense_interleaved_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 4, true, true>(
+  rope_dense<float, 4, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bwd_fp32_dense_interleaved_base_s4_v1: bwd, interleaved pairs, angles from base, 4 strides, 1 per access
+// rope_bwd_fp32_dense_interleaved_base_s4_v1: bwd, dense, interleaved pairs, angles from base, 4 strides, 1 per access
 struct rope_bwd_fp32_dense_interleaved_base_s4_v1_params {
   const void* x;
   void* out;
@@ -4151,6 +4373,8 @@ struct rope_bwd_fp32_dense_interleaved_base_s4_v1_params {
   const void* offsets;
   long long offsets_int64;
   long long offset;
+  long long cp_size;
+  long long cp_rank;
   long long x_ss;
   long long x_sb;
   long long x_sh;
@@ -4164,10 +4388,10 @@ struct rope_bwd_fp32_dense_interleaved_base_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bwd_fp32_dense_interleaved_base_s4_v1(const rope_bwd_fp32_dense_interleaved_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s4_v1(const rope_bwd_fp32_dense_interleaved_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_tokens<float, 1, true, true>(
+  rope_dense<float, 1, true, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});

@@ -79,6 +79,8 @@ class KernelCache:
         return fn
 
     def arch(self, device: int) -> str:
+        """"sm_XY" of ``device``."""
+        check(driver.cuInit(0), "cuInit")
         dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
         attr = driver.CUdevice_attribute
         major = check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "attr")

@@ -25,7 +25,21 @@ def _rotate(v, interleaved: bool):
     return torch.cat((-v[..., h:], v[..., :h]), dim=-1)
 
 
-def _token_positions(S: int, B: int, positions, offsets, device):
+def cp_global_index(k, n: int, cp_size: int, cp_rank: int):
+    """Global sequence index of local index k (a tensor) in a local sequence of n tokens.
+
+    TransformerEngine's load-balanced context parallel: the global sequence is cut into 2 * cp_size
+    chunks of n / 2 tokens; rank r holds chunks r and 2 * cp_size - 1 - r, in that order.
+    """
+    if cp_size == 1:
+        return k
+    half = n // 2
+    import torch
+
+    return torch.where(k < half, k + cp_rank * half, n * cp_size - (cp_rank + 1) * half + (k - half))
+
+
+def _token_positions(S: int, B: int, positions, offsets, device, cp_size: int = 1, cp_rank: int = 0):
     """int64 positions [S, B]."""
     import torch
 
@@ -33,8 +47,28 @@ def _token_positions(S: int, B: int, positions, offsets, device):
         p = positions.to(device=device, dtype=torch.int64)
         return p[:, None].expand(S, B) if p.ndim == 1 else p.transpose(0, 1)
     off = torch.as_tensor(0 if offsets is None else offsets, device=device).to(torch.int64)
-    seq = torch.arange(S, device=device, dtype=torch.int64)[:, None]
+    seq = cp_global_index(torch.arange(S, device=device, dtype=torch.int64), S, cp_size, cp_rank)[:, None]
     return (seq + (off[None, :] if off.ndim == 1 else off)).expand(S, B)
+
+
+def packed_positions(cu_seqlens, tokens: int, offsets=None, cp_size: int = 1, cp_rank: int = 0):
+    """(positions [tokens] int64, covered [tokens] bool) of a thd tensor: token j of local sequence i
+    (tokens [cu[i] / cp_size, cu[i+1] / cp_size)) has position cp_global_index(j - start) + offsets[i]."""
+    import torch
+
+    cu = [int(v) for v in cu_seqlens.tolist()]
+    off = torch.as_tensor(0 if offsets is None else offsets).to(torch.int64).cpu()
+    pos = torch.zeros(tokens, dtype=torch.int64)
+    covered = torch.zeros(tokens, dtype=torch.bool)
+    for i in range(len(cu) - 1):
+        start, end = cu[i] // cp_size, min(cu[i + 1] // cp_size, tokens)
+        if end <= start:
+            continue
+        k = torch.arange(end - start, dtype=torch.int64)
+        n = cu[i + 1] // cp_size - start
+        pos[start:end] = cp_global_index(k, n, cp_size, cp_rank) + (off[i] if off.ndim == 1 else off)
+        covered[start:end] = True
+    return pos, covered
 
 
 def _lookup(table, pos):
@@ -49,18 +83,26 @@ def _lookup(table, pos):
 
 def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
          interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
-         cp_rank=0, backward=False, inplace=False, out=None):
-    """float64 RoPE: y = x*cos + rot(x)*sin forward, g = x*cos - rot(x*sin) backward (see cukiln.rope)."""
+         cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
+    """float64 RoPE: y = x*cos + rot(x)*sin forward, g = x*cos - rot(x*sin) backward (see cukiln.rope).
+
+    thd tokens outside every sequence come back unchanged.
+    """
     import torch
 
-    if layout not in ("sbhd", "bshd") or cu_seqlens is not None or cp_size != 1:
-        raise NotImplementedError("the reference covers layouts sbhd and bshd without context parallel")
     f64 = torch.float64
-    xs = x.detach().to(f64)
-    xs = xs if layout == "sbhd" else xs.transpose(0, 1)
-    S, B, H, D = xs.shape
     dev = x.device
-    pos = _token_positions(S, B, positions, offsets, dev)
+    covered = None
+    if layout == "thd":
+        xs = x.detach().to(f64)[:, None]  # [t, 1, h, d]
+        if positions is None:
+            positions, covered = packed_positions(cu_seqlens, x.shape[0], offsets, cp_size, cp_rank)
+            positions, covered, offsets, cp_size = positions.to(dev), covered.to(dev), None, 1
+    else:
+        xs = x.detach().to(f64)
+        xs = xs if layout == "sbhd" else xs.transpose(0, 1)
+    S, B, H, D = xs.shape
+    pos = _token_positions(S, B, positions, offsets, dev, cp_size, cp_rank)
 
     if freqs is not None:
         table = freqs.reshape(freqs.shape[0], freqs.shape[-1]).to(f64)
@@ -87,6 +129,10 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     c, s = c[:, :, None, :], s[:, :, None, :]  # shared by every head
     xr = xs[..., :rd]
     y = xr * c - _rotate(xr * s, interleaved) if backward else xr * c + _rotate(xr, interleaved) * s
+    if covered is not None:
+        y = torch.where(covered[:, None, None, None], y, xr)
     result = xs.clone()
     result[..., :rd] = y
+    if layout == "thd":
+        return result[:, 0]
     return result if layout == "sbhd" else result.transpose(0, 1)

@@ -1,4 +1,4 @@
-"""cukiln.rope: rotary position embedding for sbhd and bshd tensors of any strides, without copies.
+"""cukiln.rope: rotary position embedding for sbhd, bshd and packed thd tensors of any strides, without copies.
 
 The per-call path: read each tensor's metadata, look the call up in the plan cache (keyed by everything
 a plan depends on except pointer values: shapes, strides, dtypes, devices, pointer alignment, scalar
@@ -8,16 +8,19 @@ runs the full validation of rope_plan.plan_rope.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from .launch import launch
+from .loader import KERNELS
 from .rope_plan import RopePlan, plan_rope
 from .tensors import from_torch
 
 # Tensor arguments in a fixed order: the plan's pointer fields name them.
-_TENSOR_ARGS = ("x", "out", "freqs", "cos", "sin", "inv_freq", "positions", "offsets")
+_TENSOR_ARGS = ("x", "out", "freqs", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens")
 _POINTER_FIELD = {"x": "x", "out": "out", "freqs": "table", "cos": "cos", "sin": "sin", "inv_freq": "inv_freq",
-                  "positions": "positions", "offsets": "offsets"}
+                  "positions": "positions", "offsets": "offsets", "cu_seqlens": "cu_seqlens"}
+THD_DISPATCH_ENV = "CUKILN_ROPE_THD_DISPATCH"
 _ALIGN_MASK = 15  # vector widths depend on pointer alignment up to 16 bytes
 
 
@@ -52,18 +55,28 @@ PLANS = PlanCache()
 
 def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
          interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
-         cp_rank=0, backward=False, inplace=False, out=None):
+         cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
     """Rotate the first ``rotary_dim`` features of every head of ``x`` by position-dependent angles.
 
-    x: [s, b, h, d] (layout "sbhd") or [b, s, h, d] ("bshd"), fp32/fp16/bf16, any strides, on a CUDA device.
+    x: [s, b, h, d] (layout "sbhd"), [b, s, h, d] ("bshd") or packed [t, h, d] ("thd"), fp32/fp16/bf16,
+    any strides, on a CUDA device.
     Angles, exactly one source: ``freqs`` [max_pos, rotary_dim] fp32 angles (sin/cos taken in the kernel);
     ``cos``/``sin`` caches [max_pos, rotary_dim] or [max_pos, rotary_dim/2] in fp32 or x's dtype;
     ``inv_freq`` [rotary_dim/2] fp32 with angle = position * scale * inv_freq[i]; or ``base``, with
     inv_freq[i] = base ** (-2i / rotary_dim). Tables of shape [max_pos, 1, 1, width] are accepted.
     rotary_dim defaults to the table width (freqs, cos/sin), 2 * len(inv_freq), or d (base).
-    Positions: the sequence index plus ``offsets`` (an int or an int tensor [b]), or explicit
-    ``positions`` ([s] or [b, s] ints). A position outside a table that only the device knows (from a
-    positions or offsets tensor) makes that token's rotated features NaN; nothing is read out of bounds.
+    Positions: the index in the sequence plus ``offsets`` (an int or an int tensor [b], one per sequence),
+    or explicit ``positions`` ([s] or [b, s] ints; [t] for thd, which then needs no cu_seqlens).
+    thd: ``cu_seqlens`` int32 [b + 1] (on x's device, or on the CPU: then its values are checked and it is
+    copied over) delimits the sequences; tokens past the last sequence are left alone (out-of-place,
+    their rows of out are not written). ``max_seqlen`` (the longest global sequence, optional) lets the
+    token/grid rule consider grid dispatch; ``CUKILN_ROPE_THD_DISPATCH=token|grid|auto`` overrides the rule.
+    Context parallel (``cp_size``, ``cp_rank``): TransformerEngine's load-balanced split, each sequence in
+    2 * cp_size chunks of which this rank holds chunks cp_rank and 2 * cp_size - 1 - cp_rank; for thd,
+    cu_seqlens are the global offsets. A malformed device-resident cu_seqlens (a negative length, or a
+    length not divisible by 2 * cp_size) gives that sequence's tokens NaN rotated features.
+    A position outside a table that only the device knows makes that token's rotated features NaN;
+    nothing is read out of bounds.
     ``backward=True`` applies the exact vector-Jacobian product of the forward to a gradient x.
     ``inplace=True`` rotates x itself, reading and writing only the rotated features; otherwise the
     result goes to ``out`` (allocated like x when None) and features [rotary_dim:] are copied over.
@@ -72,7 +85,8 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     p, values, out = _prepare(
         x, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,
         interleaved=interleaved, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
-        cu_seqlens=cu_seqlens, cp_size=cp_size, cp_rank=cp_rank, backward=backward, inplace=inplace, out=out)
+        cu_seqlens=cu_seqlens, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen, backward=backward,
+        inplace=inplace, out=out)
     if p is not None:
         launch(p.device, p.module, p.symbol, p.fmt, values, p.grid, p.block, _current_stream(p.device))
     return out
@@ -94,13 +108,18 @@ def plan_call(x, **kwargs) -> tuple[RopePlan | None, object]:
 
 def _prepare(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
              interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
-             cp_rank=0, backward=False, inplace=False, out=None):
+             cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
     """(cached plan or None, parameter values with this call's pointers, output tensor)."""
     import torch
 
-    if layout == "thd" or cu_seqlens is not None or cp_size != 1 or cp_rank != 0:
-        raise NotImplementedError("layout 'thd', cu_seqlens and context parallel (cp_size/cp_rank) are not "
-                                  "supported by this version; use layout 'sbhd' or 'bshd'")
+    cu_host = None
+    if isinstance(cu_seqlens, torch.Tensor) and cu_seqlens.device.type == "cpu" and isinstance(x, torch.Tensor):
+        # Host values: checked in full by the plan, then copied to x's device (not cached: values vary).
+        if cu_seqlens.dtype != torch.int32:
+            raise TypeError(f"cu_seqlens: expected int32, got {str(cu_seqlens.dtype).replace('torch.', '')}")
+        cu_host = tuple(cu_seqlens.tolist())
+        cu_seqlens = cu_seqlens.to(x.device)
+    thd_dispatch = os.environ.get(THD_DISPATCH_ENV, "auto") if layout == "thd" else "auto"
     if not isinstance(x, torch.Tensor):
         from_torch(x, "x")  # raises the TypeError naming x
     fresh = False
@@ -110,13 +129,13 @@ def _prepare(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, sca
         out = x
     elif out is None:
         out, fresh = torch.empty_like(x), True
-    args = (x, out, freqs, cos, sin, inv_freq, positions, offsets)
+    args = (x, out, freqs, cos, sin, inv_freq, positions, offsets, cu_seqlens)
     # The cache key: everything the plan depends on except pointer values (written out for speed: this
     # runs on every call).
     try:
         xp, op = x.data_ptr(), out.data_ptr()
         key = [x.shape, x.stride(), x.dtype, x.get_device(), xp & _ALIGN_MASK, base, scale, layout, interleaved,
-               rotary_dim, backward, inplace, fresh]
+               rotary_dim, backward, inplace, fresh, cp_size, cp_rank, max_seqlen, thd_dispatch, cu_host]
         if not fresh and out is not x:
             key += (out.shape, out.stride(), out.dtype, out.get_device(), op & _ALIGN_MASK, op == xp)
         pointers = [xp, op]
@@ -134,7 +153,9 @@ def _prepare(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, sca
         key, cached = None, None
     if cached is None:
         cached = _plan_and_describe(args, base=base, scale=scale, layout=layout, interleaved=interleaved,
-                                    rotary_dim=rotary_dim, backward=backward, inplace=inplace, fresh=fresh)
+                                    rotary_dim=rotary_dim, backward=backward, inplace=inplace, fresh=fresh,
+                                    cu_host=cu_host, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen,
+                                    thd_dispatch=thd_dispatch)
         if key is not None:
             PLANS.put(key, cached)
         p = cached.plan
@@ -164,16 +185,19 @@ def _check_out_overlaps(pointers, spans, in_place: bool) -> None:
                 else ", which the kernel reads while it writes out"))
 
 
-def _plan_and_describe(args, *, base, scale, layout, interleaved, rotary_dim, backward, inplace,
-                       fresh) -> _CachedPlan:
+def _plan_and_describe(args, *, base, scale, layout, interleaved, rotary_dim, backward, inplace, fresh, cu_host,
+                       cp_size, cp_rank, max_seqlen, thd_dispatch) -> _CachedPlan:
     """Full validation and planning; records where the pointers go so that later calls only refill them."""
     infos = [None if t is None or isinstance(t, int) else from_torch(t, name) for name, t in zip(_TENSOR_ARGS, args)]
-    x, out, freqs, cos, sin, inv_freq, positions, offsets = infos
+    x, out, freqs, cos, sin, inv_freq, positions, offsets, cu_seqlens = infos
     offsets_arg = args[7] if isinstance(args[7], int) or args[7] is None else offsets
     guarded = tuple((name, info) for name, info in zip(_TENSOR_ARGS[2:], infos[2:]) if info is not None)
     plan = plan_rope(x, out, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale,
                      layout=layout, interleaved=interleaved, rotary_dim=rotary_dim, positions=positions,
-                     offsets=offsets_arg, backward=backward, inplace=inplace, guarded=guarded)
+                     offsets=offsets_arg, cu_seqlens=cu_seqlens, cu_seqlens_host=cu_host, cp_size=cp_size,
+                     cp_rank=cp_rank, max_seqlen=max_seqlen, thd_dispatch=thd_dispatch,
+                     arch=KERNELS.arch(x.device) if layout == "thd" else None, backward=backward,
+                     inplace=inplace, guarded=guarded)
     slots = ()
     if plan is not None:
         from cukiln.generated import dispatch

@@ -17,12 +17,15 @@ from .tensors import TensorInfo
 FLOAT_DTYPES = ("fp32", "fp16", "bf16")
 INT_DTYPES = ("int32", "int64")
 DENSE_LAYOUTS = ("sbhd", "bshd")
+LAYOUTS = DENSE_LAYOUTS + ("thd",)
+THD_DISPATCH_MODES = ("auto", "token", "grid")
+GRID_Y_MAX = 65535  # CUDA's limit on gridDim.y: grid dispatch puts the sequences there
 INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
 class RopePlan:
-    key: tuple  # (direction, dtype, layout, pairing, angles, strides, vector width)
+    key: tuple  # (direction, dtype, layout, pairing, angles, strides, vector width, dispatch)
     module: str
     symbol: str
     fmt: str
@@ -116,9 +119,12 @@ def resolve_angles(x: TensorInfo, head_dim: int, *, freqs, cos, sin, inv_freq, b
 
 
 def _dense_view(t: TensorInfo, layout: str) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
-    """(S, B, H, D) sizes and strides of a 4-D sbhd or bshd tensor."""
+    """(S, B, H, D) sizes and strides of a 4-D sbhd or bshd tensor; a 3-D thd tensor is [tokens, 1, h, d]."""
     if layout == "sbhd":
         return t.shape, t.strides
+    if layout == "thd":
+        (n, h, d), (sn, sh, sd) = t.shape, t.strides
+        return (n, 1, h, d), (sn, 0, sh, sd)
     (b, s, h, d), (sb, ss, sh, sd) = t.shape, t.strides
     return (s, b, h, d), (ss, sb, sh, sd)
 
@@ -197,28 +203,131 @@ def _positions(positions: TensorInfo | None, offsets, S: int, B: int, device: in
     return fields, (offsets, offsets + S - 1)
 
 
+def _check_cp(cp_size, cp_rank) -> None:
+    for name, v in (("cp_size", cp_size), ("cp_rank", cp_rank)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{name}: expected an int, got {v!r}")
+    if cp_size < 1:
+        raise ValueError(f"cp_size: expected >= 1, got {cp_size}")
+    if not 0 <= cp_rank < cp_size:
+        raise ValueError(f"cp_rank: expected an int in [0, cp_size={cp_size}), got {cp_rank}")
+
+
+@dataclass(frozen=True)
+class PackedSequences:
+    """What the host knows of a thd call's cu_seqlens: the count, and the longest local sequence if known."""
+
+    num_seqs: int
+    max_local: int | None  # longest local sequence (tokens on this rank), from host values or max_seqlen
+    max_global: int | None  # longest global sequence, likewise
+
+
+def check_cu_seqlens(cu: TensorInfo, host: tuple[int, ...] | None, tokens: int, cp_size: int, device: int,
+                     max_seqlen) -> PackedSequences:
+    """Validates cu_seqlens; with its values on the host (a CPU tensor) also their order and divisibility."""
+    if cu.dtype != "int32":
+        raise TypeError(f"cu_seqlens: expected int32, got {cu.dtype}")
+    if cu.ndim != 1 or cu.shape[0] < 1 or (cu.shape[0] > 1 and cu.strides[0] != 1):
+        raise ValueError(f"cu_seqlens: expected a contiguous 1-D tensor [num_seqs + 1], got shape {list(cu.shape)}, "
+                         f"strides {list(cu.strides)}")
+    if cu.device != device:
+        raise ValueError(f"cu_seqlens: expected a tensor on cuda:{device}, got one on cuda:{cu.device}")
+    if max_seqlen is not None and (isinstance(max_seqlen, bool) or not isinstance(max_seqlen, int) or max_seqlen < 0):
+        raise TypeError(f"max_seqlen: expected a non-negative int (the longest global sequence), got {max_seqlen!r}")
+    num_seqs = cu.shape[0] - 1
+    if host is None:
+        max_local = None if max_seqlen is None else -(-max_seqlen // cp_size)
+        return PackedSequences(num_seqs, max_local, max_seqlen)
+    lengths = [b - a for a, b in zip(host, host[1:])]
+    if host[0] < 0 or any(n < 0 for n in lengths):
+        raise ValueError(f"cu_seqlens: expected non-negative, non-decreasing offsets, got {list(host[:8])}"
+                         f"{' ...' if len(host) > 8 else ''}")
+    chunk = 2 * cp_size if cp_size > 1 else 1
+    bad = [i for i, n in enumerate(lengths) if n % chunk]
+    if bad:
+        raise ValueError(f"cu_seqlens: with cp_size={cp_size} every sequence length must be divisible by "
+                         f"2 * cp_size = {chunk}; sequence {bad[0]} has {lengths[bad[0]]} tokens")
+    if host[-1] // cp_size > tokens:
+        raise ValueError(f"cu_seqlens: the last offset / cp_size = {host[-1] // cp_size} exceeds the {tokens} "
+                         f"tokens of x")
+    longest = max(lengths, default=0)
+    if max_seqlen is not None and max_seqlen < longest:
+        raise ValueError(f"max_seqlen: {max_seqlen} is shorter than the longest sequence in cu_seqlens ({longest})")
+    return PackedSequences(num_seqs, longest // cp_size, longest)
+
+
+def choose_thd_dispatch(seqs: PackedSequences, tokens: int, tokens_per_block: int, mode: str,
+                        arch: str | None) -> tuple[str, int]:
+    """("token" or "grid", blocks along x for grid). The rule: grid when its blocks (sequences times the
+    blocks of the longest sequence) are at most ROPE_THD_GRID_MAX_WASTE[arch] times the token path's, a
+    threshold that `cukiln tune rope-thd` measures; token otherwise, and whenever grid cannot run."""
+    longest = seqs.max_local if seqs.max_local is not None else tokens
+    grid_x = max(1, -(-min(longest, tokens) // tokens_per_block))
+    if mode not in THD_DISPATCH_MODES:
+        raise ValueError(f"CUKILN_ROPE_THD_DISPATCH: expected one of {', '.join(THD_DISPATCH_MODES)}, got {mode!r}")
+    grid_possible = seqs.num_seqs <= GRID_Y_MAX
+    if mode == "grid":
+        if not grid_possible:
+            raise ValueError(f"cu_seqlens: grid dispatch takes at most {GRID_Y_MAX} sequences, got {seqs.num_seqs}")
+        return "grid", grid_x
+    if mode == "token" or not grid_possible:
+        return "token", grid_x
+    limit = dispatch.ROPE_THD_GRID_MAX_WASTE.get(arch, dispatch.ROPE_THD_GRID_MAX_WASTE_DEFAULT)
+    token_blocks = -(-tokens // tokens_per_block)
+    return ("grid" if grid_x * seqs.num_seqs <= limit * token_blocks else "token"), grid_x
+
+
 def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None,
               scale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, positions=None, offsets=None,
+              cu_seqlens: TensorInfo | None = None, cu_seqlens_host: tuple[int, ...] | None = None, cp_size=1,
+              cp_rank=0, max_seqlen=None, thd_dispatch: str = "auto", arch: str | None = None,
               backward=False, inplace=False, guarded: tuple[tuple[str, TensorInfo], ...] = ()) -> RopePlan | None:
     """The launch for one call, or None when there is nothing to do (an empty tensor).
 
     ``out`` is the tensor written: x itself for an in-place call. ``guarded`` are the inputs that ``out``
-    must not overlap (angle tables, positions, offsets).
+    must not overlap (angle tables, positions, offsets, cu_seqlens). ``cu_seqlens_host`` are the values of
+    cu_seqlens when the caller has them on the host (then fully checked); ``thd_dispatch`` forces token or
+    grid dispatch; ``arch`` (e.g. "sm_90") selects the tuned token/grid rule.
     """
-    if layout not in DENSE_LAYOUTS:
-        raise ValueError(f"layout: expected one of {', '.join(DENSE_LAYOUTS)}, got {layout!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout: expected one of {', '.join(LAYOUTS)}, got {layout!r}")
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(f"x: expected float32, float16 or bfloat16, got {x.dtype}")
-    if x.ndim != 4:
-        raise ValueError(f"x: expected a 4-D tensor in layout {layout}, got shape {list(x.shape)}")
+    expected_ndim = 3 if layout == "thd" else 4
+    if x.ndim != expected_ndim:
+        raise ValueError(f"x: expected a {expected_ndim}-D tensor in layout {layout}, got shape {list(x.shape)}")
     if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not math.isfinite(scale):
         raise TypeError(f"scale: expected a finite number, got {scale!r}")
+    _check_cp(cp_size, cp_rank)
+    packed = layout == "thd" and positions is None
+    if layout != "thd" and cu_seqlens is not None:
+        raise ValueError(f"cu_seqlens: only with layout 'thd', got layout {layout!r}")
+    if positions is not None and cu_seqlens is not None:
+        raise ValueError("positions: give each token's position or cu_seqlens, not both")
+    if positions is not None and cp_size > 1:
+        raise ValueError(f"cp_size: explicit positions already place every token; expected cp_size 1, got {cp_size}")
+    if packed and cu_seqlens is None:
+        raise ValueError("cu_seqlens: layout 'thd' needs cu_seqlens (int32 [num_seqs + 1]) or explicit positions")
     sizes, x_strides = _dense_view(x, layout)
     S, B, H, D = sizes
     angles = resolve_angles(x, D, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale,
                             rotary_dim=rotary_dim)
     rd = angles.rotary_dim
-    pos_fields, pos_range = _positions(positions, offsets, S, B, x.device)
+    seqs = None
+    if packed:
+        seqs = check_cu_seqlens(cu_seqlens, cu_seqlens_host, S, cp_size, x.device, max_seqlen)
+        pos_fields, pos_range = _positions(None, offsets, S, seqs.num_seqs, x.device)
+        if seqs.max_global is None or pos_range is None:
+            pos_range = None
+        else:
+            pos_range = (pos_range[0], pos_range[0] + max(seqs.max_global, 1) - 1)
+    else:
+        if cp_size > 1 and layout != "thd" and (S * cp_size) % (2 * cp_size):
+            raise ValueError(f"x: with cp_size={cp_size} the global sequence length (local {S} x cp_size) must be "
+                             f"divisible by 2 * cp_size = {2 * cp_size}")
+        pos_fields, pos_range = _positions(positions, offsets, S, B, x.device)
+        if pos_range is not None and cp_size > 1:
+            pos_range = (pos_range[0], pos_range[0] + S * cp_size - 1)
     if angles.table_rows is not None and pos_range is not None and S > 0:
         lo, hi = pos_range
         if lo < 0 or hi >= angles.table_rows:
@@ -252,8 +361,19 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
     copy_tail = not in_place and rd < D
     row_strides = tuple(st for n, st in zip(sizes[:3] * 2, x_strides[:3] + out_strides[:3]) if n > 1)
     vec = widest_vector(x.itemsize, rd, D, interleaved, copy_tail, strides, (x.ptr, out.ptr), row_strides)
-    key = ("bwd" if backward else "fwd", x.dtype, "dense", "interleaved" if interleaved else "half",
-           angles.kind, strides, vec)
+    token_stride = x_strides[1] if seq_major else x_strides[0]
+    head_outer = H > 1 and tokens > 1 and x_strides[2] > token_stride
+    block = block_shape(rd // 2 // vec, H, tokens, head_outer)
+    grid = (-(-tokens // block[2]), 1, 1)
+    mode = "none"
+    if packed:
+        if seqs.num_seqs == 0:
+            return None  # no sequence: every token lies past the last one's end and is left alone
+        mode, grid_x = choose_thd_dispatch(seqs, tokens, block[2], thd_dispatch, arch)
+        if mode == "grid":
+            grid = (grid_x, seqs.num_seqs, 1)
+    key = ("bwd" if backward else "fwd", x.dtype, "thd" if packed else "dense",
+           "interleaved" if interleaved else "half", angles.kind, strides, vec, mode)
     module, symbol, layout_id = dispatch.ROPE[key]
     names, fmt = dispatch.ROPE_PARAMS[layout_id]
 
@@ -261,14 +381,12 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
               "head_dim": D, "rotary_dim": rd, "seq_major": int(seq_major), "copy_tail": int(copy_tail)}
     fields.update(pos_fields)
     fields.update(angles.fields)
+    fields.update(cp_size=cp_size, cp_rank=cp_rank, cu_seqlens=cu_seqlens.ptr if packed else 0,
+                  num_seqs=seqs.num_seqs if packed else 0)
     for prefix, st in (("x", x_strides), ("out", out_strides)):
         fields[f"{prefix}_ss"], fields[f"{prefix}_sb"], fields[f"{prefix}_sh"], fields[f"{prefix}_sd"] = st
     values = tuple(fields[n] for n in names)
-
-    token_stride = x_strides[1] if seq_major else x_strides[0]
-    head_outer = H > 1 and tokens > 1 and x_strides[2] > token_stride
-    block = block_shape(rd // 2 // vec, H, tokens, head_outer)
-    return RopePlan(key, module, symbol, fmt, values, (-(-tokens // block[2]), 1, 1), block, x.device)
+    return RopePlan(key, module, symbol, fmt, values, grid, block, x.device)
 
 
 MIN_THREADS_PER_BLOCK = 64

@@ -185,8 +185,14 @@ def main(args) -> int:
     if not torch.cuda.is_available():
         console.print("[red]cukiln bench needs a CUDA GPU[/red]")
         return 2
-    result = run_rope(args.quick, console)
-    print_rope(result, console)
+    if args.op == "rope-thd":
+        from . import thd
+
+        result = thd.bench(console)
+        thd.print_bench(result, console)
+    else:
+        result = run_rope(args.quick, console)
+        print_rope(result, console)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)

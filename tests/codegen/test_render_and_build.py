@@ -20,9 +20,9 @@ def test_rendering_is_deterministic():
     assert render.render_headers() == render.render_headers()
 
 
-def test_one_module_per_dtype_with_one_entry_per_variant():
+def test_one_module_per_dtype_and_thd_dispatch_with_one_entry_per_variant():
     sources = render.render_modules(VARIANTS)
-    assert set(sources) == {f"rope_{d.value}" for d in Dtype}
+    assert set(sources) == {f"rope_{d.value}{suffix}" for d in Dtype for suffix in ("", "_thd_token", "_thd_grid")}
     for v in VARIANTS:
         src = sources[v.module]
         assert 'extern "C" __global__ void __launch_bounds__' in src
@@ -30,10 +30,9 @@ def test_one_module_per_dtype_with_one_entry_per_variant():
 
 
 def test_param_structs_match_the_abi():
-    src = render.render_modules(VARIANTS)["rope_bf16"]
+    sources = render.render_modules(VARIANTS)
     for v in VARIANTS[:: 11]:
-        if v.dtype is not Dtype.BF16:
-            continue
+        src = sources[v.module]
         block = src.split(f"struct {v.name}_params {{")[1].split("};")[0]
         fields = [line.strip().rstrip(";").rsplit(" ", 1)[1] for line in block.strip().splitlines()]
         assert fields == [f for _, f in rope_params(v)]
@@ -46,10 +45,21 @@ def test_dispatch_table_covers_every_variant_with_plain_tuples():
     table = namespace["ROPE"]
     assert len(table) == len(VARIANTS)
     for v in VARIANTS:
-        key = (v.direction.value, v.dtype.value, v.layout.value, v.pairing.value, v.angles.value, v.strides, v.vec)
+        key = (v.direction.value, v.dtype.value, v.layout.value, v.pairing.value, v.angles.value, v.strides, v.vec,
+               v.dispatch.value)
         module, symbol, layout_id = table[key]
         assert (module, symbol) == (v.module, v.name)
         assert namespace["ROPE_PARAMS"][layout_id][0] == tuple(f for _, f in rope_params(v))
+
+
+def test_tuning_data_folds_into_the_thd_rule():
+    namespace: dict = {}
+    tuning = {"sm_90": {"rope-thd": {"rule": {"grid_max_waste": 1.25}}}, "sm_80": {"other-op": {}}}
+    exec(emit.render_dispatch(VARIANTS, tuning), namespace)
+    assert namespace["ROPE_THD_GRID_MAX_WASTE"] == {"sm_90": 1.25}
+    assert namespace["ROPE_THD_GRID_MAX_WASTE_DEFAULT"] == emit.THD_GRID_MAX_WASTE_DEFAULT
+    exec(emit.render_dispatch(VARIANTS), namespace)
+    assert namespace["ROPE_THD_GRID_MAX_WASTE"] == {}
 
 
 PTXAS_LOG = """ptxas info    : 0 bytes gmem
@@ -77,12 +87,15 @@ def isolated_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
+MODULES = sorted({v.module for v in VARIANTS})
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("dtype", list(Dtype))
-def test_every_variant_compiles_with_nvrtc_without_spills(arch, dtype, isolated_cache):
-    variants = [v for v in VARIANTS if v.dtype is dtype]
-    source = render.render_rope_module(dtype, variants)
-    result = build.compile_module(f"rope_{dtype.value}", arch, source, render.render_headers())
+@pytest.mark.parametrize("module", MODULES)
+def test_every_variant_compiles_with_nvrtc_without_spills(arch, module, isolated_cache):
+    variants = [v for v in VARIANTS if v.module == module]
+    source = render.render_rope_module(variants[0].dtype, variants)
+    result = build.compile_module(module, arch, source, render.render_headers())
     assert result.cubin[:4] == b"\x7fELF"
     assert set(result.resources) == {v.name for v in variants}
     spilling = {n: r for n, r in result.resources.items() if r["spill_store_bytes"] + r["spill_load_bytes"]}

@@ -11,7 +11,7 @@ from cukiln.codegen import variants as V
 
 def all_combinations():
     for combo in itertools.product(V.Direction, V.Dtype, V.Layout, V.Pairing, V.Angles, V.STRIDE_COUNTS,
-                                   V.VECTOR_WIDTHS):
+                                   V.VECTOR_WIDTHS, V.Dispatch):
         yield V.RopeVariant(*combo)
 
 
@@ -37,6 +37,7 @@ def test_vector_fits_16_bytes_rule():
     v = V.RopeVariant(V.Direction.FWD, V.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.FREQS, 3, 8)
     assert V.rule_vector_fits_16_bytes(v)
     assert V.rule_vector_fits_16_bytes(V.RopeVariant(*(list(vars(v).values())[:6] + [4]))) is None
+    assert not V.rule_vector_fits_16_bytes(V.RopeVariant(*(list(vars(v).values())[:6] + [4])))
     assert not any(x.vec * x.dtype.itemsize > 16 for x in V.enumerate_rope())
 
 
@@ -59,7 +60,30 @@ def test_every_rule_removes_something_and_nothing_else_is_removed():
     assert all(any(rule(v) for rule in V.RULES) for v in removed)
 
 
+def test_dispatch_only_for_thd_rule():
+    dense = V.RopeVariant(V.Direction.FWD, V.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.FREQS, 3, 8,
+                          V.Dispatch.TOKEN)
+    thd = V.RopeVariant(V.Direction.FWD, V.Dtype.BF16, V.Layout.THD, V.Pairing.HALF, V.Angles.FREQS, 3, 8)
+    assert V.rule_dispatch_only_for_thd(dense) and V.rule_dispatch_only_for_thd(thd)
+    counts = {}
+    for v in V.enumerate_rope():
+        counts[(v.layout, v.dispatch)] = counts.get((v.layout, v.dispatch), 0) + 1
+    # every thd combination comes as a token and a grid variant, each as many as the dense ones
+    assert counts == {(V.Layout.DENSE, V.Dispatch.NONE): counts[(V.Layout.DENSE, V.Dispatch.NONE)],
+                      (V.Layout.THD, V.Dispatch.TOKEN): counts[(V.Layout.DENSE, V.Dispatch.NONE)],
+                      (V.Layout.THD, V.Dispatch.GRID): counts[(V.Layout.DENSE, V.Dispatch.NONE)]}
+
+
+def test_thd_names_carry_the_dispatch_and_modules_split_by_it():
+    v = V.parse_rope_name("rope_bwd_fp16_thd_interleaved_base_s0_v8_token")
+    assert (v.layout, v.dispatch) == (V.Layout.THD, V.Dispatch.TOKEN)
+    assert v.module == "rope_fp16_thd_token"
+    assert V.parse_rope_name("rope_fwd_bf16_dense_half_freqs_s3_v8").module == "rope_bf16"
+    assert v.key == ("bwd", "fp16", "thd", "interleaved", "base", 0, 8, "token")
+
+
 @pytest.mark.parametrize("bad", ["rope_fwd_fp32_dense_half_freqs_s3_v8", "rope_fwd_fp64_dense_half_freqs_s3_v1",
+                                 "rope_fwd_bf16_dense_half_freqs_s3_v8_token", "rope_fwd_bf16_thd_half_freqs_s3_v8",
                                  "rope_fwd_fp32_dense_half_freqs_s5_v1", "attention_fwd"])
 def test_bad_names_are_rejected(bad):
     with pytest.raises(ValueError):
@@ -69,4 +93,4 @@ def test_bad_names_are_rejected(bad):
 def test_axes_are_json_friendly():
     v = next(V.enumerate_rope())
     assert v.axes() == {"direction": "fwd", "dtype": "fp32", "layout": "dense", "pairing": "half",
-                        "angles": "freqs", "strides": 0, "vec": 1}
+                        "angles": "freqs", "strides": 0, "vec": 1, "dispatch": "none"}

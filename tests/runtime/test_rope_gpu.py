@@ -58,19 +58,30 @@ def _x_for(strides: int, vec: int, itemsize: int, shape, dtype, gen, dev) -> tor
     return torch.randn(S, B, H, 2 * D, generator=gen, device=dev).to(dtype)[..., ::2]
 
 
+# Packed sequences for the thd variants: 111 tokens, an empty sequence among them.
+THD_LENGTHS = (40, 0, 33, 38)
+
+
 @pytest.mark.parametrize("entry", manifest_variants(), ids=lambda e: e["name"])
-def test_every_manifest_variant(entry):
+def test_every_manifest_variant(entry, monkeypatch):
     axes = entry["axes"]
     dev = torch.device("cuda")
     gen = torch.Generator(device=dev)
     gen.seed()
     dtype = TORCH_DTYPE[axes["dtype"]]
-    shape = (37, 3, 5, 64)
+    thd = axes["layout"] == "thd"
+    shape = (sum(THD_LENGTHS), 1, 5, 64) if thd else (37, 3, 5, 64)
     rd, offset = 48, 3  # partial rotary: features 48..63 are copied through
     max_pos = shape[0] + offset + 5
     x = _x_for(axes["strides"], axes["vec"], torch.finfo(dtype).bits // 8, shape, dtype, gen, dev)
     kwargs = dict(_angle_args(axes["angles"], dtype, max_pos, rd, gen, dev), offsets=offset,
                   interleaved=axes["pairing"] == "interleaved", backward=axes["direction"] == "bwd")
+    if thd:
+        x = x[:, 0]
+        shape = x.shape
+        cu = torch.tensor((0,) + THD_LENGTHS, device=dev).cumsum(0).to(torch.int32)
+        kwargs.update(layout="thd", cu_seqlens=cu, max_seqlen=max(THD_LENGTHS))
+        monkeypatch.setenv("CUKILN_ROPE_THD_DISPATCH", axes["dispatch"])
     out = torch.full(shape, float("nan"), device=dev, dtype=dtype)
     plan, _ = plan_call(x, out=out, **kwargs)
     assert plan.symbol == entry["name"], f"inputs selected {plan.symbol}, not the variant under test"

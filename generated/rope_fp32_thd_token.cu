@@ -1,0 +1,4734 @@
+// cukiln RoPE kernels, element type fp32: 112 variants.
+// Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
+// The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
+// pairing, direction, addressing and angle source.
+#include "rope.cuh"
+
+
+// rope_fwd_fp32_thd_half_freqs_s0_v1_token: fwd, thd (token dispatch), half pairs, angles from freqs, 0 strides, 1 per access
+struct rope_fwd_fp32_thd_half_freqs_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s0_v1_token(const rope_fwd_fp32_thd_half_freqs_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_half_freqs_s0_v2_token: fwd, thd (token dispatch), half pairs, angles from freqs, 0 strides, 2 per access
+struct rope_fwd_fp32_thd_half_freqs_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s0_v2_token(const rope_fwd_fp32_thd_half_freqs_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_half_freqs_s0_v4_token: fwd, thd (token dispatch), half pairs, angles from freqs, 0 strides, 4 per access
+struct rope_fwd_fp32_thd_half_freqs_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s0_v4_token(const rope_fwd_fp32_thd_half_freqs_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_half_freqs_s3_v1_token: fwd, thd (token dispatch), half pairs, angles from freqs, 3 strides, 1 per access
+struct rope_fwd_fp32_thd_half_freqs_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s3_v1_token(const rope_fwd_fp32_thd_half_freqs_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_half_freqs_s3_v2_token: fwd, thd (token dispatch), half pairs, angles from freqs, 3 strides, 2 per access
+struct rope_fwd_fp32_thd_half_freqs_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s3_v2_token(const rope_fwd_fp32_thd_half_freqs_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_half_freqs_s3_v4_token: fwd, thd (token dispatch), half pairs, angles from freqs, 3 strides, 4 per access
+struct rope_fwd_fp32_thd_half_freqs_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s3_v4_token(const rope_fwd_fp32_thd_half_freqs_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_half_freqs_s4_v1_token: fwd, thd (token dispatch), half pairs, angles from freqs, 4 strides, 1 per access
+struct rope_fwd_fp32_thd_half_freqs_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s4_v1_token(const rope_fwd_fp32_thd_half_freqs_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_half_cossin_s0_v1_token: fwd, thd (token dispatch), half pairs, angles from cossin, 0 strides, 1 per access
+struct rope_fwd_fp32_thd_half_cossin_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s0_v1_token(const rope_fwd_fp32_thd_half_cossin_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_half_cossin_s0_v2_token: fwd, thd (token dispatch), half pairs, angles from cossin, 0 strides, 2 per access
+struct rope_fwd_fp32_thd_half_cossin_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s0_v2_token(const rope_fwd_fp32_thd_half_cossin_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_half_cossin_s0_v4_token: fwd, thd (token dispatch), half pairs, angles from cossin, 0 strides, 4 per access
+struct rope_fwd_fp32_thd_half_cossin_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s0_v4_token(const rope_fwd_fp32_thd_half_cossin_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_half_cossin_s3_v1_token: fwd, thd (token dispatch), half pairs, angles from cossin, 3 strides, 1 per access
+struct rope_fwd_fp32_thd_half_cossin_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s3_v1_token(const rope_fwd_fp32_thd_half_cossin_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_half_cossin_s3_v2_token: fwd, thd (token dispatch), half pairs, angles from cossin, 3 strides, 2 per access
+struct rope_fwd_fp32_thd_half_cossin_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s3_v2_token(const rope_fwd_fp32_thd_half_cossin_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_half_cossin_s3_v4_token: fwd, thd (token dispatch), half pairs, angles from cossin, 3 strides, 4 per access
+struct rope_fwd_fp32_thd_half_cossin_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s3_v4_token(const rope_fwd_fp32_thd_half_cossin_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_half_cossin_s4_v1_token: fwd, thd (token dispatch), half pairs, angles from cossin, 4 strides, 1 per access
+struct rope_fwd_fp32_thd_half_cossin_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s4_v1_token(const rope_fwd_fp32_thd_half_cossin_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_half_invfreq_s0_v1_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_fwd_fp32_thd_half_invfreq_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s0_v1_token(const rope_fwd_fp32_thd_half_invfreq_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_half_invfreq_s0_v2_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_fwd_fp32_thd_half_invfreq_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s0_v2_token(const rope_fwd_fp32_thd_half_invfreq_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_half_invfreq_s0_v4_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_fwd_fp32_thd_half_invfreq_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s0_v4_token(const rope_fwd_fp32_thd_half_invfreq_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_half_invfreq_s3_v1_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_fwd_fp32_thd_half_invfreq_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s3_v1_token(const rope_fwd_fp32_thd_half_invfreq_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_half_invfreq_s3_v2_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_fwd_fp32_thd_half_invfreq_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s3_v2_token(const rope_fwd_fp32_thd_half_invfreq_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_half_invfreq_s3_v4_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_fwd_fp32_thd_half_invfreq_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s3_v4_token(const rope_fwd_fp32_thd_half_invfreq_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_half_invfreq_s4_v1_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_fwd_fp32_thd_half_invfreq_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s4_v1_token(const rope_fwd_fp32_thd_half_invfreq_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_half_base_s0_v1_token: fwd, thd (token dispatch), half pairs, angles from base, 0 strides, 1 per access
+struct rope_fwd_fp32_thd_half_base_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s0_v1_token(const rope_fwd_fp32_thd_half_base_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_half_base_s0_v2_token: fwd, thd (token dispatch), half pairs, angles from base, 0 strides, 2 per access
+struct rope_fwd_fp32_thd_half_base_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s0_v2_token(const rope_fwd_fp32_thd_half_base_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_half_base_s0_v4_token: fwd, thd (token dispatch), half pairs, angles from base, 0 strides, 4 per access
+struct rope_fwd_fp32_thd_half_base_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s0_v4_token(const rope_fwd_fp32_thd_half_base_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_half_base_s3_v1_token: fwd, thd (token dispatch), half pairs, angles from base, 3 strides, 1 per access
+struct rope_fwd_fp32_thd_half_base_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s3_v1_token(const rope_fwd_fp32_thd_half_base_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_half_base_s3_v2_token: fwd, thd (token dispatch), half pairs, angles from base, 3 strides, 2 per access
+struct rope_fwd_fp32_thd_half_base_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s3_v2_token(const rope_fwd_fp32_thd_half_base_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_half_base_s3_v4_token: fwd, thd (token dispatch), half pairs, angles from base, 3 strides, 4 per access
+struct rope_fwd_fp32_thd_half_base_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s3_v4_token(const rope_fwd_fp32_thd_half_base_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_half_base_s4_v1_token: fwd, thd (token dispatch), half pairs, angles from base, 4 strides, 1 per access
+struct rope_fwd_fp32_thd_half_base_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s4_v1_token(const rope_fwd_fp32_thd_half_base_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_freqs_s0_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 1 per access
+struct rope_fwd_fp32_thd_interleaved_freqs_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s0_v1_token(const rope_fwd_fp32_thd_interleaved_freqs_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_interleaved_freqs_s0_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 2 per access
+struct rope_fwd_fp32_thd_interleaved_freqs_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s0_v2_token(const rope_fwd_fp32_thd_interleaved_freqs_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_interleaved_freqs_s0_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 4 per access
+struct rope_fwd_fp32_thd_interleaved_freqs_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s0_v4_token(const rope_fwd_fp32_thd_interleaved_freqs_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_interleaved_freqs_s3_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 1 per access
+struct rope_fwd_fp32_thd_interleaved_freqs_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s3_v1_token(const rope_fwd_fp32_thd_interleaved_freqs_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_interleaved_freqs_s3_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 2 per access
+struct rope_fwd_fp32_thd_interleaved_freqs_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s3_v2_token(const rope_fwd_fp32_thd_interleaved_freqs_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_interleaved_freqs_s3_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 4 per access
+struct rope_fwd_fp32_thd_interleaved_freqs_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s3_v4_token(const rope_fwd_fp32_thd_interleaved_freqs_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_interleaved_freqs_s4_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 4 strides, 1 per access
+struct rope_fwd_fp32_thd_interleaved_freqs_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s4_v1_token(const rope_fwd_fp32_thd_interleaved_freqs_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fwd_fp32_thd_interleaved_cossin_s0_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 1 per access
+struct rope_fwd_fp32_thd_interleaved_cossin_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s0_v1_token(const rope_fwd_fp32_thd_interleaved_cossin_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_interleaved_cossin_s0_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 2 per access
+struct rope_fwd_fp32_thd_interleaved_cossin_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s0_v2_token(const rope_fwd_fp32_thd_interleaved_cossin_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_interleaved_cossin_s0_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 4 per access
+struct rope_fwd_fp32_thd_interleaved_cossin_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s0_v4_token(const rope_fwd_fp32_thd_interleaved_cossin_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_interleaved_cossin_s3_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 1 per access
+struct rope_fwd_fp32_thd_interleaved_cossin_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s3_v1_token(const rope_fwd_fp32_thd_interleaved_cossin_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_interleaved_cossin_s3_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 2 per access
+struct rope_fwd_fp32_thd_interleaved_cossin_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s3_v2_token(const rope_fwd_fp32_thd_interleaved_cossin_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_interleaved_cossin_s3_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 4 per access
+struct rope_fwd_fp32_thd_interleaved_cossin_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s3_v4_token(const rope_fwd_fp32_thd_interleaved_cossin_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_interleaved_cossin_s4_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 4 strides, 1 per access
+struct rope_fwd_fp32_thd_interleaved_cossin_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s4_v1_token(const rope_fwd_fp32_thd_interleaved_cossin_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fwd_fp32_thd_interleaved_invfreq_s0_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_fwd_fp32_thd_interleaved_invfreq_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s0_v1_token(const rope_fwd_fp32_thd_interleaved_invfreq_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_invfreq_s0_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_fwd_fp32_thd_interleaved_invfreq_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s0_v2_token(const rope_fwd_fp32_thd_interleaved_invfreq_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_invfreq_s0_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_fwd_fp32_thd_interleaved_invfreq_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s0_v4_token(const rope_fwd_fp32_thd_interleaved_invfreq_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_invfreq_s3_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_fwd_fp32_thd_interleaved_invfreq_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s3_v1_token(const rope_fwd_fp32_thd_interleaved_invfreq_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_invfreq_s3_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_fwd_fp32_thd_interleaved_invfreq_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s3_v2_token(const rope_fwd_fp32_thd_interleaved_invfreq_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_invfreq_s3_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_fwd_fp32_thd_interleaved_invfreq_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s3_v4_token(const rope_fwd_fp32_thd_interleaved_invfreq_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_invfreq_s4_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_fwd_fp32_thd_interleaved_invfreq_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s4_v1_token(const rope_fwd_fp32_thd_interleaved_invfreq_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_base_s0_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 0 strides, 1 per access
+struct rope_fwd_fp32_thd_interleaved_base_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s0_v1_token(const rope_fwd_fp32_thd_interleaved_base_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_base_s0_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 0 strides, 2 per access
+struct rope_fwd_fp32_thd_interleaved_base_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s0_v2_token(const rope_fwd_fp32_thd_interleaved_base_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_base_s0_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 0 strides, 4 per access
+struct rope_fwd_fp32_thd_interleaved_base_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s0_v4_token(const rope_fwd_fp32_thd_interleaved_base_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_base_s3_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 3 strides, 1 per access
+struct rope_fwd_fp32_thd_interleaved_base_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s3_v1_token(const rope_fwd_fp32_thd_interleaved_base_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_base_s3_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 3 strides, 2 per access
+struct rope_fwd_fp32_thd_interleaved_base_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s3_v2_token(const rope_fwd_fp32_thd_interleaved_base_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_base_s3_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 3 strides, 4 per access
+struct rope_fwd_fp32_thd_interleaved_base_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s3_v4_token(const rope_fwd_fp32_thd_interleaved_base_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fwd_fp32_thd_interleaved_base_s4_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 4 strides, 1 per access
+struct rope_fwd_fp32_thd_interleaved_base_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s4_v1_token(const rope_fwd_fp32_thd_interleaved_base_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, false>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_half_freqs_s0_v1_token: bwd, thd (token dispatch), half pairs, angles from freqs, 0 strides, 1 per access
+struct rope_bwd_fp32_thd_half_freqs_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s0_v1_token(const rope_bwd_fp32_thd_half_freqs_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_half_freqs_s0_v2_token: bwd, thd (token dispatch), half pairs, angles from freqs, 0 strides, 2 per access
+struct rope_bwd_fp32_thd_half_freqs_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s0_v2_token(const rope_bwd_fp32_thd_half_freqs_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_half_freqs_s0_v4_token: bwd, thd (token dispatch), half pairs, angles from freqs, 0 strides, 4 per access
+struct rope_bwd_fp32_thd_half_freqs_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s0_v4_token(const rope_bwd_fp32_thd_half_freqs_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_half_freqs_s3_v1_token: bwd, thd (token dispatch), half pairs, angles from freqs, 3 strides, 1 per access
+struct rope_bwd_fp32_thd_half_freqs_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s3_v1_token(const rope_bwd_fp32_thd_half_freqs_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_half_freqs_s3_v2_token: bwd, thd (token dispatch), half pairs, angles from freqs, 3 strides, 2 per access
+struct rope_bwd_fp32_thd_half_freqs_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s3_v2_token(const rope_bwd_fp32_thd_half_freqs_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_half_freqs_s3_v4_token: bwd, thd (token dispatch), half pairs, angles from freqs, 3 strides, 4 per access
+struct rope_bwd_fp32_thd_half_freqs_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s3_v4_token(const rope_bwd_fp32_thd_half_freqs_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_half_freqs_s4_v1_token: bwd, thd (token dispatch), half pairs, angles from freqs, 4 strides, 1 per access
+struct rope_bwd_fp32_thd_half_freqs_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s4_v1_token(const rope_bwd_fp32_thd_half_freqs_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_half_cossin_s0_v1_token: bwd, thd (token dispatch), half pairs, angles from cossin, 0 strides, 1 per access
+struct rope_bwd_fp32_thd_half_cossin_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s0_v1_token(const rope_bwd_fp32_thd_half_cossin_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_half_cossin_s0_v2_token: bwd, thd (token dispatch), half pairs, angles from cossin, 0 strides, 2 per access
+struct rope_bwd_fp32_thd_half_cossin_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s0_v2_token(const rope_bwd_fp32_thd_half_cossin_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_half_cossin_s0_v4_token: bwd, thd (token dispatch), half pairs, angles from cossin, 0 strides, 4 per access
+struct rope_bwd_fp32_thd_half_cossin_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s0_v4_token(const rope_bwd_fp32_thd_half_cossin_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_half_cossin_s3_v1_token: bwd, thd (token dispatch), half pairs, angles from cossin, 3 strides, 1 per access
+struct rope_bwd_fp32_thd_half_cossin_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s3_v1_token(const rope_bwd_fp32_thd_half_cossin_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_half_cossin_s3_v2_token: bwd, thd (token dispatch), half pairs, angles from cossin, 3 strides, 2 per access
+struct rope_bwd_fp32_thd_half_cossin_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s3_v2_token(const rope_bwd_fp32_thd_half_cossin_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_half_cossin_s3_v4_token: bwd, thd (token dispatch), half pairs, angles from cossin, 3 strides, 4 per access
+struct rope_bwd_fp32_thd_half_cossin_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s3_v4_token(const rope_bwd_fp32_thd_half_cossin_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_half_cossin_s4_v1_token: bwd, thd (token dispatch), half pairs, angles from cossin, 4 strides, 1 per access
+struct rope_bwd_fp32_thd_half_cossin_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s4_v1_token(const rope_bwd_fp32_thd_half_cossin_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_half_invfreq_s0_v1_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_bwd_fp32_thd_half_invfreq_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s0_v1_token(const rope_bwd_fp32_thd_half_invfreq_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_half_invfreq_s0_v2_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_bwd_fp32_thd_half_invfreq_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s0_v2_token(const rope_bwd_fp32_thd_half_invfreq_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_half_invfreq_s0_v4_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_bwd_fp32_thd_half_invfreq_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s0_v4_token(const rope_bwd_fp32_thd_half_invfreq_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_half_invfreq_s3_v1_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_bwd_fp32_thd_half_invfreq_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s3_v1_token(const rope_bwd_fp32_thd_half_invfreq_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_half_invfreq_s3_v2_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_bwd_fp32_thd_half_invfreq_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s3_v2_token(const rope_bwd_fp32_thd_half_invfreq_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_half_invfreq_s3_v4_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_bwd_fp32_thd_half_invfreq_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s3_v4_token(const rope_bwd_fp32_thd_half_invfreq_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_half_invfreq_s4_v1_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_bwd_fp32_thd_half_invfreq_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s4_v1_token(const rope_bwd_fp32_thd_half_invfreq_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_half_base_s0_v1_token: bwd, thd (token dispatch), half pairs, angles from base, 0 strides, 1 per access
+struct rope_bwd_fp32_thd_half_base_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s0_v1_token(const rope_bwd_fp32_thd_half_base_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_half_base_s0_v2_token: bwd, thd (token dispatch), half pairs, angles from base, 0 strides, 2 per access
+struct rope_bwd_fp32_thd_half_base_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s0_v2_token(const rope_bwd_fp32_thd_half_base_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_half_base_s0_v4_token: bwd, thd (token dispatch), half pairs, angles from base, 0 strides, 4 per access
+struct rope_bwd_fp32_thd_half_base_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s0_v4_token(const rope_bwd_fp32_thd_half_base_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_half_base_s3_v1_token: bwd, thd (token dispatch), half pairs, angles from base, 3 strides, 1 per access
+struct rope_bwd_fp32_thd_half_base_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s3_v1_token(const rope_bwd_fp32_thd_half_base_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_half_base_s3_v2_token: bwd, thd (token dispatch), half pairs, angles from base, 3 strides, 2 per access
+struct rope_bwd_fp32_thd_half_base_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s3_v2_token(const rope_bwd_fp32_thd_half_base_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_half_base_s3_v4_token: bwd, thd (token dispatch), half pairs, angles from base, 3 strides, 4 per access
+struct rope_bwd_fp32_thd_half_base_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s3_v4_token(const rope_bwd_fp32_thd_half_base_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_half_base_s4_v1_token: bwd, thd (token dispatch), half pairs, angles from base, 4 strides, 1 per access
+struct rope_bwd_fp32_thd_half_base_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s4_v1_token(const rope_bwd_fp32_thd_half_base_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, false, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_freqs_s0_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 1 per access
+struct rope_bwd_fp32_thd_interleaved_freqs_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s0_v1_token(const rope_bwd_fp32_thd_interleaved_freqs_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_interleaved_freqs_s0_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 2 per access
+struct rope_bwd_fp32_thd_interleaved_freqs_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s0_v2_token(const rope_bwd_fp32_thd_interleaved_freqs_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_interleaved_freqs_s0_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 4 per access
+struct rope_bwd_fp32_thd_interleaved_freqs_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s0_v4_token(const rope_bwd_fp32_thd_interleaved_freqs_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_interleaved_freqs_s3_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 1 per access
+struct rope_bwd_fp32_thd_interleaved_freqs_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s3_v1_token(const rope_bwd_fp32_thd_interleaved_freqs_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_interleaved_freqs_s3_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 2 per access
+struct rope_bwd_fp32_thd_interleaved_freqs_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s3_v2_token(const rope_bwd_fp32_thd_interleaved_freqs_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_interleaved_freqs_s3_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 4 per access
+struct rope_bwd_fp32_thd_interleaved_freqs_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s3_v4_token(const rope_bwd_fp32_thd_interleaved_freqs_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_interleaved_freqs_s4_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 4 strides, 1 per access
+struct rope_bwd_fp32_thd_interleaved_freqs_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s4_v1_token(const rope_bwd_fp32_thd_interleaved_freqs_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_bwd_fp32_thd_interleaved_cossin_s0_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 1 per access
+struct rope_bwd_fp32_thd_interleaved_cossin_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s0_v1_token(const rope_bwd_fp32_thd_interleaved_cossin_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_interleaved_cossin_s0_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 2 per access
+struct rope_bwd_fp32_thd_interleaved_cossin_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s0_v2_token(const rope_bwd_fp32_thd_interleaved_cossin_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_interleaved_cossin_s0_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 4 per access
+struct rope_bwd_fp32_thd_interleaved_cossin_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s0_v4_token(const rope_bwd_fp32_thd_interleaved_cossin_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_interleaved_cossin_s3_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 1 per access
+struct rope_bwd_fp32_thd_interleaved_cossin_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s3_v1_token(const rope_bwd_fp32_thd_interleaved_cossin_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_interleaved_cossin_s3_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 2 per access
+struct rope_bwd_fp32_thd_interleaved_cossin_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s3_v2_token(const rope_bwd_fp32_thd_interleaved_cossin_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_interleaved_cossin_s3_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 4 per access
+struct rope_bwd_fp32_thd_interleaved_cossin_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s3_v4_token(const rope_bwd_fp32_thd_interleaved_cossin_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_interleaved_cossin_s4_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 4 strides, 1 per access
+struct rope_bwd_fp32_thd_interleaved_cossin_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s4_v1_token(const rope_bwd_fp32_thd_interleaved_cossin_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_bwd_fp32_thd_interleaved_invfreq_s0_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_bwd_fp32_thd_interleaved_invfreq_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s0_v1_token(const rope_bwd_fp32_thd_interleaved_invfreq_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_invfreq_s0_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_bwd_fp32_thd_interleaved_invfreq_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s0_v2_token(const rope_bwd_fp32_thd_interleaved_invfreq_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_invfreq_s0_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_bwd_fp32_thd_interleaved_invfreq_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s0_v4_token(const rope_bwd_fp32_thd_interleaved_invfreq_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_invfreq_s3_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_bwd_fp32_thd_interleaved_invfreq_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s3_v1_token(const rope_bwd_fp32_thd_interleaved_invfreq_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_invfreq_s3_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_bwd_fp32_thd_interleaved_invfreq_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s3_v2_token(const rope_bwd_fp32_thd_interleaved_invfreq_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_invfreq_s3_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_bwd_fp32_thd_interleaved_invfreq_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s3_v4_token(const rope_bwd_fp32_thd_interleaved_invfreq_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_invfreq_s4_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_bwd_fp32_thd_interleaved_invfreq_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s4_v1_token(const rope_bwd_fp32_thd_interleaved_invfreq_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_base_s0_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 0 strides, 1 per access
+struct rope_bwd_fp32_thd_interleaved_base_s0_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s0_v1_token(const rope_bwd_fp32_thd_interleaved_base_s0_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_base_s0_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 0 strides, 2 per access
+struct rope_bwd_fp32_thd_interleaved_base_s0_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s0_v2_token(const rope_bwd_fp32_thd_interleaved_base_s0_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_base_s0_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 0 strides, 4 per access
+struct rope_bwd_fp32_thd_interleaved_base_s0_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s0_v4_token(const rope_bwd_fp32_thd_interleaved_base_s0_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_base_s3_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 3 strides, 1 per access
+struct rope_bwd_fp32_thd_interleaved_base_s3_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s3_v1_token(const rope_bwd_fp32_thd_interleaved_base_s3_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_base_s3_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 3 strides, 2 per access
+struct rope_bwd_fp32_thd_interleaved_base_s3_v2_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s3_v2_token(const rope_bwd_fp32_thd_interleaved_base_s3_v2_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 2, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_base_s3_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 3 strides, 4 per access
+struct rope_bwd_fp32_thd_interleaved_base_s3_v4_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s3_v4_token(const rope_bwd_fp32_thd_interleaved_base_s3_v4_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 4, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_bwd_fp32_thd_interleaved_base_s4_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 4 strides, 1 per access
+struct rope_bwd_fp32_thd_interleaved_base_s4_v1_token_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long head_dim;
+  long long rotary_dim;
+  long long seq_major;
+  long long copy_tail;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s4_v1_token(const rope_bwd_fp32_thd_interleaved_base_s4_v1_token_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  rope_thd_token<float, 1, true, true>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
