@@ -46,6 +46,7 @@ ROPE_PARAMS = {
 # dispatch's blocks (per arch, from generated/tuning/<arch>.json: `cukiln tune rope-thd`); else token.
 ROPE_THD_GRID_MAX_WASTE_DEFAULT = 1.0
 ROPE_THD_GRID_MAX_WASTE = {
+    'sm_90': 1.0,
 }
 
 ROPE = {

@@ -35,3 +35,24 @@ def test_sorting_and_json_output(monkeypatch, capsys):
     assert report.main(SimpleNamespace(only=None, sort="spills", json=False)) == 0
     text = capsys.readouterr().out
     assert "1 variants spill" in text and "rope_bwd_bf16_dense_half_base_s0_v1" in text
+
+
+def test_thd_rule_fit_stops_at_the_first_real_loss():
+    from cukiln.tools.thd import fit_grid_max_waste
+
+    def row(grid_blocks, grid_ms, token_ms):
+        return {"grid": {"blocks": grid_blocks, "ms": grid_ms}, "token": {"blocks": 100, "ms": token_ms}}
+
+    rows = [row(100, 1.005, 1.0), row(150, 0.9, 1.0), row(200, 1.2, 1.0), row(400, 0.5, 1.0)]
+    assert fit_grid_max_waste(rows) == 1.5  # a tie at 1.0, a win at 1.5, a loss at 2.0 ends it
+    assert fit_grid_max_waste([row(100, 1.1, 1.0)]) == 0.0
+
+
+def test_report_shows_the_thd_rule_and_its_data():
+    from cukiln.tools import report
+
+    rule = report.thd_rule()
+    assert set(rule) == {"grid_max_waste", "default", "tuning"}
+    for arch, data in rule["tuning"].items():
+        assert rule["grid_max_waste"][arch] == data["rule"]["grid_max_waste"]
+        assert data["measurements"] and {"token_us", "grid_us"} <= set(data["measurements"][0])
