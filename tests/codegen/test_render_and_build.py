@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 from rich.console import Console
@@ -126,11 +127,12 @@ def test_drift_check_passes_on_the_checked_in_tree_and_fails_on_a_change(tmp_pat
     console = Console(file=open("/dev/null", "w"))
     assert build.check(emit.generated_dir(), console) == 0, "generated/ is stale: run `cukiln build`"
     copy = tmp_path / "generated"
-    copy.mkdir()
-    for p in emit.generated_dir().iterdir():
-        if p.is_file():
-            (copy / p.name).write_bytes(p.read_bytes())
+    shutil.copytree(emit.generated_dir(), copy, ignore=shutil.ignore_patterns("cubins", "__pycache__"))
     assert build.check(copy, console) == 0
+    (copy / "tuning" / "sm_90.json").unlink(missing_ok=True)  # tuning data feeds dispatch.py too
+    if (emit.generated_dir() / "tuning" / "sm_90.json").exists():
+        assert build.check(copy, console) == 1
+        shutil.copy(emit.generated_dir() / "tuning" / "sm_90.json", copy / "tuning" / "sm_90.json")
     (copy / "rope_bf16.cu").write_text((copy / "rope_bf16.cu").read_text() + "// edited\n")
     assert build.check(copy, console) == 1
     (copy / "rope_bf16.cu").write_text(render.render_modules(VARIANTS)["rope_bf16"])
