@@ -5,8 +5,9 @@ Two steps, so the compiling happens on a machine without a GPU:
     python benchmarks/rope_sweep.py build DIR          # render + compile every config for sm_90 into DIR
     python benchmarks/rope_sweep.py run DIR [--out F]  # GPU: time every config x launch shape x case
 
-Compile-time knobs: heads in flight per thread, the __launch_bounds__ minimum of blocks per SM, the L2
-prefetch hint on loads. Launch-time knobs: threads per block, block rows (tokens) per block, and a grid
+Compile-time knobs: heads in flight per thread, the __launch_bounds__ minimum of blocks per SM (an
+earlier version also tried L2 prefetch hints on loads: results/rope-sweep-prefetch-h100-2026-11-23.json).
+Launch-time knobs: threads per block, block rows (tokens) per block, and a grid
 capped at a multiple of the SM count (blocks then loop over tokens). Each row is timed as bench does
 (CUDA events, median, rotating buffers) beside a copy of the same bytes and a 1 GiB copy.
 """
@@ -23,13 +24,13 @@ from cukiln.codegen import render
 from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
 from cukiln.codegen.variants import Dtype, parse_rope_name
 
-CONFIGS = {  # name -> (heads in flight, min blocks per SM, L2 prefetch, max threads per block)
-    "h4_b2": (4, 2, None, 256),
-    "h2_b3": (2, 3, None, 256),
-    "h8_b1": (8, 1, None, 256),
-    "h8_b2_t128": (8, 2, None, 128),
-    "h4_b4_t128": (4, 4, None, 128),
-    "h4_b8_t64": (4, 8, None, 64),
+CONFIGS = {  # name -> (heads in flight, min blocks per SM, max threads per block)
+    "h4_b2": (4, 2, 256),
+    "h2_b3": (2, 3, 256),
+    "h8_b1": (8, 1, 256),
+    "h8_b2_t128": (8, 2, 128),
+    "h4_b4_t128": (4, 4, 128),
+    "h4_b8_t64": (4, 8, 64),
 }
 SYMBOLS = [f"rope_{d}_bf16_dense_half_freqs_s{s}_v8" for d in ("fwd", "bwd") for s in (0, 3)]
 
@@ -38,15 +39,14 @@ def build(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     variants = [parse_rope_name(s) for s in SYMBOLS]
     index = {}
-    for name, (heads, min_blocks, prefetch, threads) in CONFIGS.items():
-        render.MAX_THREADS_PER_BLOCK = threads
-        source = render.render_rope_module(Dtype.BF16, variants, min_blocks=min_blocks)
-        headers = render.render_headers(heads_in_flight=heads, l2_prefetch=prefetch)
+    for name, (heads, min_blocks, threads) in CONFIGS.items():
+        source = render.render_rope_module(Dtype.BF16, variants, min_blocks=min_blocks, max_threads=threads)
+        headers = render.render_headers(heads_in_flight=heads)
         cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)
         (out_dir / f"{name}.cubin").write_bytes(cubin)
         resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
-        index[name] = {"heads_in_flight": heads, "min_blocks": min_blocks, "l2_prefetch": prefetch,
-                       "max_threads": threads, "resources": resources}
+        index[name] = {"heads_in_flight": heads, "min_blocks": min_blocks, "max_threads": threads,
+                       "resources": resources}
         regs = {k: (v["registers"], v["spill_store_bytes"] + v["spill_load_bytes"]) for k, v in resources.items()}
         print(f"{name}: {seconds:.1f} s, (registers, spill bytes) {regs}")
     (out_dir / "index.json").write_text(json.dumps(index, indent=1))

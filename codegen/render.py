@@ -17,8 +17,6 @@ MAX_THREADS_PER_BLOCK = 256
 HEADS_IN_FLIGHT = 2
 # Blocks per multiprocessor the register allocation must allow (__launch_bounds__ minimum).
 MIN_BLOCKS_PER_SM = 3
-# Bytes L2 fetches from memory per load miss ("64B", "128B", "256B"), or None for the hardware default.
-L2_PREFETCH = None
 
 _CTYPE = {Dtype.FP32: "float", Dtype.FP16: "f16", Dtype.BF16: "bf16"}
 
@@ -35,18 +33,20 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, l2_prefetch: str | None = L2_PREFETCH) -> dict[str, str]:
+def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT) -> dict[str, str]:
     """Every header the modules include: name -> source (written to generated/, handed to NVRTC).
 
-    The keyword arguments exist for experiments (benchmarks/rope_sweep.py); the build uses the defaults.
+    Keyword arguments here and in render_rope_module exist for experiments (benchmarks/rope_sweep.py);
+    the build uses the defaults.
     """
     return {
-        COMMON_HEADER: _environment().get_template("common.cuh.j2").render(l2_prefetch=l2_prefetch),
+        COMMON_HEADER: _environment().get_template("common.cuh.j2").render(),
         ROPE_HEADER: _environment().get_template("rope.cuh.j2").render(heads_in_flight=heads_in_flight),
     }
 
 
-def render_rope_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks: int = MIN_BLOCKS_PER_SM) -> str:
+def render_rope_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks: int = MIN_BLOCKS_PER_SM,
+                       max_threads: int = MAX_THREADS_PER_BLOCK) -> str:
     """The .cu source holding every variant of ``variants`` (all of element type ``dtype``)."""
     assert all(v.dtype is dtype for v in variants), "one element type per module"
     return _environment().get_template("rope.cu.j2").render(
@@ -54,7 +54,7 @@ def render_rope_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks:
         dtype_ctype=_CTYPE[dtype],
         variants=variants,
         params={v.name: rope_params(v) for v in variants},
-        max_threads=MAX_THREADS_PER_BLOCK,
+        max_threads=max_threads,
         min_blocks=min_blocks,
     )
 

@@ -261,10 +261,10 @@ def choose_thd_dispatch(seqs: PackedSequences, tokens: int, tokens_per_block: in
     """("token" or "grid", blocks along x for grid). The rule: grid when its blocks (sequences times the
     blocks of the longest sequence) are at most ROPE_THD_GRID_MAX_WASTE[arch] times the token path's, a
     threshold that `cukiln tune rope-thd` measures; token otherwise, and whenever grid cannot run."""
-    longest = seqs.max_local if seqs.max_local is not None else tokens
-    grid_x = max(1, -(-min(longest, tokens) // tokens_per_block))
     if mode not in THD_DISPATCH_MODES:
         raise ValueError(f"CUKILN_ROPE_THD_DISPATCH: expected one of {', '.join(THD_DISPATCH_MODES)}, got {mode!r}")
+    longest = seqs.max_local if seqs.max_local is not None else tokens
+    grid_x = max(1, -(-min(longest, tokens) // tokens_per_block))
     grid_possible = seqs.num_seqs <= GRID_Y_MAX
     if mode == "grid":
         if not grid_possible:
@@ -322,9 +322,9 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
         else:
             pos_range = (pos_range[0], pos_range[0] + max(seqs.max_global, 1) - 1)
     else:
-        if cp_size > 1 and layout != "thd" and (S * cp_size) % (2 * cp_size):
+        if cp_size > 1 and S % 2:  # (thd with positions has cp_size 1, checked above)
             raise ValueError(f"x: with cp_size={cp_size} the global sequence length (local {S} x cp_size) must be "
-                             f"divisible by 2 * cp_size = {2 * cp_size}")
+                             f"divisible by 2 * cp_size = {2 * cp_size}, so the local length must be even")
         pos_fields, pos_range = _positions(positions, offsets, S, B, x.device)
         if pos_range is not None and cp_size > 1:
             pos_range = (pos_range[0], pos_range[0] + S * cp_size - 1)

@@ -6,9 +6,7 @@ bytes over the median time; "x copy" is that over the device-to-device copy band
 
 from __future__ import annotations
 
-import datetime
 import json
-import platform
 import sys
 import time
 
@@ -16,7 +14,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from .timing import copy_tbps, median_ms, rotating_sets
+from .timing import copy_tbps, median_ms, rotating_sets, run_metadata
 
 SHAPES = ((4096, 1, 128, 128), (512, 32, 24, 128), (4096, 2, 32, 128))  # [s, b, h, d]
 VIEWS = ("sbhd", "bshd", "bhsd->bshd")
@@ -144,14 +142,8 @@ def run_rope(quick: bool, console: Console) -> dict:
         task = progress.add_task("rope cases", total=len(cases))
         for shape, view, dt, bwd in cases:
             rows.append(_case(shape, view, dt, bwd, copy, compiled, lambda: progress.advance(task)))
-    props = torch.cuda.get_device_properties(0)
     return {
-        "benchmark": "rope",
-        "device": props.name,
-        "date": datetime.date.today().isoformat(),
-        "command": "cukiln bench rope" + (" --quick" if quick else ""),
-        "versions": {"torch": torch.__version__, "python": platform.python_version(),
-                     "cuda": torch.version.cuda},
+        **run_metadata("rope", "cukiln bench rope" + (" --quick" if quick else "")),
         "copy_tbps": copy,
         "cases": rows,
         "partial_in_place": _partial_in_place(copy),

@@ -10,16 +10,14 @@ path across sequence counts beside grid dispatch, as a ratio of a same-run copy.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 import os
-import platform
 
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from .timing import copy_tbps, median_ms, rotating_sets
+from .timing import copy_tbps, median_ms, rotating_sets, run_metadata
 
 HEADS, HEAD_DIM = 32, 128
 BENCH_TOKENS = 65536
@@ -81,15 +79,6 @@ def time_case(lengths: list[int], modes: tuple[str, ...], hint: bool = True) -> 
     return row
 
 
-def _meta(kind: str, command: str) -> dict:
-    import torch
-
-    props = torch.cuda.get_device_properties(0)
-    return {"benchmark": kind, "device": props.name, "arch": f"sm_{props.major}{props.minor}",
-            "date": datetime.date.today().isoformat(), "command": command,
-            "versions": {"torch": torch.__version__, "python": platform.python_version(), "cuda": torch.version.cuda}}
-
-
 # Timing noise between two runs of the same kernel: grid within this of token counts as a tie.
 TIE = 0.01
 
@@ -119,7 +108,7 @@ def tune(console: Console) -> dict:
             row["skewed"] = skew
             rows.append(row)
             progress.advance(task)
-    result = _meta("tune rope-thd", "cukiln tune rope-thd")
+    result = run_metadata("tune rope-thd", "cukiln tune rope-thd")
     result["rule"] = {"grid_max_waste": fit_grid_max_waste(rows)}
     result["measurements"] = rows
     path = generated_dir() / "tuning" / f"{result['arch']}.json"
@@ -157,7 +146,7 @@ def bench(console: Console) -> dict:
             rows.append(row)
             progress.advance(task)
     autos = [r["auto"]["ms"] for r in rows]
-    result = _meta("rope-thd", "cukiln bench rope-thd")
+    result = run_metadata("rope-thd", "cukiln bench rope-thd")
     result.update(copy_tbps=copy, cases=rows, auto_spread=max(autos) / min(autos) - 1,
                   auto_min_x_copy=min(r["auto"]["x_copy"] for r in rows))
     return result

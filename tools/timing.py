@@ -57,3 +57,16 @@ def rotating_sets(make, bytes_per_set: int, min_total_bytes: int = 512 * 2**20, 
     """Enough independent input sets (from ``make()``) that cycling them defeats the L2 cache."""
     count = max(2, min(max_sets, -(-min_total_bytes // max(bytes_per_set, 1))))
     return [make() for _ in range(count)]
+
+
+def run_metadata(kind: str, command: str) -> dict:
+    """What every benchmark and tuning file records: what ran, where, when, with which versions."""
+    import datetime
+    import platform
+
+    import torch
+
+    props = torch.cuda.get_device_properties(0)
+    return {"benchmark": kind, "device": props.name, "arch": f"sm_{props.major}{props.minor}",
+            "date": datetime.date.today().isoformat(), "command": command,
+            "versions": {"torch": torch.__version__, "python": platform.python_version(), "cuda": torch.version.cuda}}
