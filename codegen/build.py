@@ -21,7 +21,8 @@ from rich.table import Table
 from . import cache, emit
 from .nvrtc import COMPILE_OPTIONS, CompileError, compile_cubin, nvrtc_version, parse_ptxas_log
 from .render import render_headers, render_modules
-from .variants import RopeVariant, enumerate_rope
+from .decode_variants import enumerate_decode
+from .variants import enumerate_rope
 
 DEFAULT_ARCHS = ("sm_80", "sm_90", "sm_100")
 _ARCH_RE = re.compile(r"^sm_\d+[a-z]?$")
@@ -50,8 +51,8 @@ def default_archs() -> list[str]:
     return sorted(set(DEFAULT_ARCHS) | set(local_gpu_archs()), key=lambda a: int(re.sub(r"\D", "", a)))
 
 
-def select_variants(only: str | None) -> list[RopeVariant]:
-    variants = list(enumerate_rope())
+def select_variants(only: str | None) -> list[emit.AnyVariant]:
+    variants = [*enumerate_rope(), *enumerate_decode()]
     if only:
         pattern = re.compile(only)
         variants = [v for v in variants if pattern.search(v.name)]
@@ -68,8 +69,27 @@ class CompileResult:
     cached: bool
 
 
+_INCLUDE_RE = re.compile(r'^#include "([^"]+)"', re.MULTILINE)
+
+
+def included_headers(source: str, headers: dict[str, str]) -> dict[str, str]:
+    """The headers ``source`` includes, directly or through other headers: what its cubin depends on."""
+    found: dict[str, str] = {}
+    pending = _INCLUDE_RE.findall(source)
+    while pending:
+        name = pending.pop()
+        if name in headers and name not in found:
+            found[name] = headers[name]
+            pending += _INCLUDE_RE.findall(headers[name])
+    return dict(sorted(found.items()))
+
+
 def compile_module(module: str, arch: str, source: str, headers: dict[str, str]) -> CompileResult:
-    """Compile one module for one arch through the content-addressed cache (runs in a worker)."""
+    """Compile one module for one arch through the content-addressed cache (runs in a worker).
+
+    The cache key covers only the headers the module includes, so editing one op's header leaves the
+    other ops' cubins cached."""
+    headers = included_headers(source, headers)
     version = nvrtc_version()
     key = cache.cache_key(source, headers, COMPILE_OPTIONS, arch, version)
     entry = cache.load(key)
@@ -86,7 +106,7 @@ def compile_module(module: str, arch: str, source: str, headers: dict[str, str])
 
 
 _ERROR_LINE_RE = re.compile(r"([\w.]+)\((\d+)\): (?:catastrophic )?error")
-_VARIANT_COMMENT_RE = re.compile(r"^// (rope_\w+):")
+_VARIANT_COMMENT_RE = re.compile(r"^// ((?:rope|decode)_\w+):")
 
 
 def variants_at_errors(module: str, source: str, log: str) -> list[str]:

@@ -38,13 +38,18 @@ def _bench(args: argparse.Namespace) -> int:
 def _tune(args: argparse.Namespace) -> int:
     import torch
 
-    from cukiln.tools import thd
-
     console = Console()
     if not torch.cuda.is_available():
         console.print("[red]cukiln tune needs a CUDA GPU[/red]")
         return 2
-    thd.tune(console)
+    if args.op == "decode":
+        from cukiln.tools import decode
+
+        decode.tune(console)
+    else:
+        from cukiln.tools import thd
+
+        thd.tune(console)
     return 0
 
 
@@ -71,14 +76,16 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_report)
 
     bn = sub.add_parser("bench", help="time kernels on the GPU against a same-run device copy and PyTorch")
-    bn.add_argument("op", choices=("rope", "rope-thd"),
-                    help="rope: dense layouts against PyTorch; rope-thd: packed sequences, auto vs grid dispatch")
+    bn.add_argument("op", choices=("rope", "rope-thd", "decode"),
+                    help="rope: dense layouts against PyTorch; rope-thd: packed sequences, auto vs grid dispatch; "
+                         "decode: decode attention against torch SDPA")
     bn.add_argument("--out", metavar="JSON", help="write the results here (default: print only)")
     bn.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, not for quoting)")
     bn.set_defaults(func=_bench)
 
     t = sub.add_parser("tune", help="measure dispatch choices on this GPU, write generated/tuning/<arch>.json")
-    t.add_argument("op", choices=("rope-thd",), help="rope-thd: the token/grid rule for packed sequences")
+    t.add_argument("op", choices=("rope-thd", "decode"),
+                   help="rope-thd: the token/grid rule for packed sequences; decode: the split-KV rule")
     t.set_defaults(func=_tune)
     return p
 

@@ -20,6 +20,9 @@ class CompileError(RuntimeError):
         shown = ", ".join(variants[:4]) + (f" (+{len(variants) - 4} more)" if len(variants) > 4 else "")
         super().__init__(f"NVRTC failed to compile module {module} for {arch} (variants: {shown}):\n{log}")
 
+    def __reduce__(self):  # raised in build workers: must cross the process boundary intact
+        return (CompileError, (self.module, self.arch, self.log, self.variants))
+
 
 @dataclass(frozen=True)
 class Resources:

@@ -1,4 +1,4 @@
-"""Rendering: variants -> CUDA source text, one translation unit per (op, dtype)."""
+"""Rendering: variants -> CUDA source text, one translation unit per module (see each variant's ``module``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ from importlib import resources
 
 import jinja2
 
+from . import decode_abi
+from .decode_variants import DecodeCombineVariant, DecodeVariant
 from .rope_abi import rope_params
 from .variants import Dtype, RopeVariant
 
 COMMON_HEADER = "common.cuh"
 ROPE_HEADER = "rope.cuh"
+DECODE_HEADER = "decode.cuh"
 MAX_THREADS_PER_BLOCK = 256
 # Heads whose loads one thread issues before its first store (kHeadsInFlight in rope.cu.j2).
 HEADS_IN_FLIGHT = 2
@@ -42,6 +45,9 @@ def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT) -> dict[str, str]:
     return {
         COMMON_HEADER: _environment().get_template("common.cuh.j2").render(),
         ROPE_HEADER: _environment().get_template("rope.cuh.j2").render(heads_in_flight=heads_in_flight),
+        DECODE_HEADER: _environment().get_template("decode.cuh.j2").render(
+            head_rows=decode_abi.HEAD_ROWS, warps=decode_abi.WARPS, stages=decode_abi.STAGES,
+            tiles=decode_abi.TILE_GEOMETRY),
     }
 
 
@@ -59,9 +65,32 @@ def render_rope_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks:
     )
 
 
-def render_modules(variants: list[RopeVariant]) -> dict[str, str]:
+# Attention blocks per multiprocessor the register allocation must allow (up to 255 registers a thread).
+DECODE_MIN_BLOCKS_PER_SM = 2
+# Threads of a decode combine block (one per output element, looping for head dims above it).
+DECODE_COMBINE_THREADS = 128
+
+
+def render_decode_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVariant]) -> str:
+    """The .cu source holding the decode variants ``variants`` (all of element type ``dtype``)."""
+    assert all(v.dtype is dtype for v in variants), "one element type per module"
+    return _environment().get_template("decode.cu.j2").render(
+        dtype=dtype,
+        dtype_ctype=_CTYPE[dtype],
+        variants=variants,
+        params={v.name: decode_abi.decode_params(v) for v in variants},
+        max_threads=32 * decode_abi.WARPS,
+        min_blocks=DECODE_MIN_BLOCKS_PER_SM,
+        combine_threads=DECODE_COMBINE_THREADS,
+    )
+
+
+_RENDERERS = {"rope": render_rope_module, "decode": render_decode_module, "decode_combine": render_decode_module}
+
+
+def render_modules(variants: list) -> dict[str, str]:
     """module name -> source, for every module that ``variants`` touch, in a stable order."""
-    by_module: dict[str, list[RopeVariant]] = {}
+    by_module: dict[str, list] = {}
     for v in variants:
         by_module.setdefault(v.module, []).append(v)
-    return {name: render_rope_module(group[0].dtype, group) for name, group in sorted(by_module.items())}
+    return {name: _RENDERERS[group[0].op](group[0].dtype, group) for name, group in sorted(by_module.items())}

@@ -64,13 +64,39 @@ class Angles(str, enum.Enum):
         return self in (Angles.FREQS, Angles.COS_SIN, Angles.COS_SIN_F32)
 
 
+class AxisRecord:
+    """For variant dataclasses: the axis values (the fields, in order) as a dispatch key and as data."""
+
+    def axes(self) -> dict[str, object]:
+        """The axis values as plain JSON-friendly data."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = value.value if isinstance(value, enum.Enum) else value
+        return out
+
+    @property
+    def key(self) -> tuple:
+        """The runtime's dispatch key: every axis value, in field order."""
+        return tuple(self.axes().values())
+
+
+def first_rejection(rules, v) -> str | None:
+    """The reason of the first rule in ``rules`` that rejects ``v``, or None if every rule keeps it."""
+    for rule in rules:
+        reason = rule(v)
+        if reason is not None:
+            return reason
+    return None
+
+
 STRIDE_COUNTS = (0, 3, 4)
 VECTOR_WIDTHS = (1, 2, 4, 8)
 MAX_VECTOR_BYTES = 16
 
 
 @dataclass(frozen=True, order=True)
-class RopeVariant:
+class RopeVariant(AxisRecord):
     """One compiled RoPE kernel: each field is a compile-time axis."""
 
     direction: Direction
@@ -93,24 +119,11 @@ class RopeVariant:
         )
 
     @property
-    def key(self) -> tuple:
-        """The runtime's dispatch key: every axis value, in field order."""
-        return tuple(v.value if isinstance(v, enum.Enum) else v for v in (getattr(self, f.name) for f in fields(self)))
-
-    @property
     def module(self) -> str:
         """All variants of one (op, dtype, layout, dispatch) share a translation unit: NVRTC then runs
         once per module and arch, and modules stay small enough to compile in parallel."""
         base = module_name(self.op, self.dtype)
         return base if self.layout is Layout.DENSE else f"{base}_{self.layout.value}_{self.dispatch.value}"
-
-    def axes(self) -> dict[str, object]:
-        """The axis values as plain JSON-friendly data."""
-        out: dict[str, object] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = value.value if isinstance(value, enum.Enum) else value
-        return out
 
 
 def module_name(op: str, dtype: Dtype) -> str:
@@ -153,11 +166,7 @@ RULES = (rule_vector_fits_16_bytes, rule_general_strides_are_scalar, rule_f32_ca
 
 def rejection(v: RopeVariant) -> str | None:
     """The first rule that rejects ``v``, or None if it is a valid variant."""
-    for rule in RULES:
-        reason = rule(v)
-        if reason is not None:
-            return reason
-    return None
+    return first_rejection(RULES, v)
 
 
 def enumerate_rope() -> Iterator[RopeVariant]:

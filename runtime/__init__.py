@@ -1,6 +1,6 @@
 """cukiln: ahead-of-time compiled CUDA kernels for LLM stacks.
 
-``cukiln.rope`` runs the compiled kernels; ``cukiln.reference`` holds float64 implementations of the
+``cukiln.rope`` and ``cukiln.decode_attention`` run the compiled kernels; ``cukiln.reference`` holds float64 implementations of the
 same API. Importing cukiln loads neither jinja2 nor NVRTC; cubins are loaded on first use.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import reference
 
 __version__ = "0.1.0"
-__all__ = ["rope", "reference"]
+__all__ = ["rope", "decode_attention", "reference"]
 
 
 def __getattr__(name: str):
@@ -18,4 +18,8 @@ def __getattr__(name: str):
         from .rope_api import rope
 
         return rope
+    if name == "decode_attention":
+        from .decode_api import decode_attention
+
+        return decode_attention
     raise AttributeError(f"module 'cukiln' has no attribute {name!r}")

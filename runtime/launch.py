@@ -31,21 +31,22 @@ _STRUCTS: dict[str, struct.Struct] = {}
 
 
 def launch(device: int, module: str, symbol: str, fmt: str, values, grid: tuple[int, int, int],
-           block: tuple[int, int, int], stream: int) -> None:
-    """Launch ``symbol`` of ``module`` on ``device`` with the struct ``values`` packed as ``fmt``."""
+           block: tuple[int, int, int], stream: int, shared: int = 0) -> None:
+    """Launch ``symbol`` of ``module`` on ``device`` with the struct ``values`` packed as ``fmt`` and
+    ``shared`` bytes of dynamic shared memory."""
     ctx, ctx_id = KERNELS.context(device)
     current = driver.cuCtxGetCurrent()[1]
     switch = int(current) != ctx_id
     if switch:  # e.g. a tensor on another device than the thread's current one
         check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     try:
-        fn = KERNELS.function(device, module, symbol)
+        fn = KERNELS.function(device, module, symbol, shared)
         packer = _STRUCTS.get(fmt)
         if packer is None:
             packer = _STRUCTS[fmt] = struct.Struct(fmt)
         buffers = _BUFFERS
         packer.pack_into(buffers.params, 0, *values)
-        (err,) = driver.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, stream,
+        (err,) = driver.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, stream,
                                        buffers.address, 0)
         if err != _SUCCESS:
             check((err,), f"cuLaunchKernel({symbol})")

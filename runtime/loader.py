@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cuda.bindings import driver
 
+_DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory a function may use without opting in
 
 
 def generated_dir() -> Path:
@@ -47,7 +48,9 @@ class KernelCache:
         self._contexts: dict[int, object] = {}
         self._modules: dict[tuple[int, str], object] = {}
         self._functions: dict[tuple[int, str], object] = {}
+        self._shared_limits: dict[tuple[int, str], int] = {}  # dynamic shared memory each function may use
         self._warned: set[str] = set()
+        self._sm_counts: dict[int, int] = {}
 
     @cached_property
     def manifest(self) -> dict:
@@ -65,8 +68,9 @@ class KernelCache:
                 entry = self._contexts.setdefault(device, (ctx, int(ctx)))
         return entry
 
-    def function(self, device: int, module: str, symbol: str):
-        """The CUfunction for ``symbol`` on ``device``; the caller has made the device's context current."""
+    def function(self, device: int, module: str, symbol: str, shared: int = 0):
+        """The CUfunction for ``symbol`` on ``device``, allowed ``shared`` bytes of dynamic shared memory;
+        the caller has made the device's context current."""
         key = (device, symbol)
         fn = self._functions.get(key)
         if fn is None:
@@ -76,7 +80,22 @@ class KernelCache:
                     mod = self._modules[(device, module)] = self._load_module(device, module)
                 fn = self._functions[key] = check(driver.cuModuleGetFunction(mod, symbol.encode()),
                                                   f"cuModuleGetFunction({symbol})")
+        if shared > self._shared_limits.get(key, _DEFAULT_SHARED_LIMIT):
+            # Above 48 KB a function must opt in before its launch.
+            attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(driver.cuFuncSetAttribute(fn, attr, shared), f"cuFuncSetAttribute({symbol}, {shared} bytes)")
+            self._shared_limits[key] = shared
         return fn
+
+    def sm_count(self, device: int) -> int:
+        """Multiprocessors of ``device``."""
+        count = self._sm_counts.get(device)
+        if count is None:
+            check(driver.cuInit(0), "cuInit")
+            dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
+            attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+            count = self._sm_counts[device] = check(driver.cuDeviceGetAttribute(attr, dev), "cuDeviceGetAttribute")
+        return count
 
     def arch(self, device: int) -> str:
         """"sm_XY" of ``device``."""

@@ -136,3 +136,38 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     if layout == "thd":
         return result[:, 0]
     return result if layout == "sbhd" else result.transpose(0, 1)
+
+
+def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
+                     num_splits=None, out=None, return_lse=False):
+    """float64 attention of one query token per row over keys [kv_start, kv_lens) of each row.
+
+    Same arguments as cukiln.decode_attention (``num_splits`` and ``out`` are accepted and ignored);
+    returns the output [b, h_q, d] in float64 (and the natural-log log-sum-exp [b, h_q] with return_lse).
+    A row without keys gives 0 and -inf.
+    """
+    import math
+
+    import torch
+
+    q = q.reshape(q.shape[0], -1, q.shape[-1]).double()  # [b, 1, h, d] and [b, h, 1, d] -> [b, h, d]
+    k, v = k_cache.double(), v_cache.double()
+    if kv_layout == "bshd":
+        k, v = k.transpose(1, 2), v.transpose(1, 2)
+    b, h_q, d = q.shape
+    h_kv, capacity = k.shape[1], k.shape[2]
+    group = h_q // h_kv
+    k = k.repeat_interleave(group, dim=1)  # query head i reads KV head i // group
+    v = v.repeat_interleave(group, dim=1)
+    logits = torch.einsum("bhd,bhtd->bht", q, k) * (1.0 / math.sqrt(d) if scale is None else scale)
+    if softcap:
+        logits = softcap * torch.tanh(logits / softcap)
+    lens = torch.as_tensor(kv_lens, device=q.device).reshape(-1, 1).expand(b, 1).long()
+    starts = torch.as_tensor(0 if kv_start is None else kv_start, device=q.device).reshape(-1, 1).expand(b, 1).long()
+    t = torch.arange(capacity, device=q.device).reshape(1, -1)
+    keep = ((t >= starts) & (t < lens)).unsqueeze(1)  # [b, 1, T]
+    logits = logits.masked_fill(~keep, -math.inf)
+    lse = torch.logsumexp(logits, dim=-1)  # -inf for a row without keys
+    weights = torch.where(keep, torch.exp(logits - lse.unsqueeze(-1).clamp_min(-1e308)), 0.0)
+    result = torch.einsum("bht,bhtd->bhd", weights, v)
+    return (result, lse) if return_lse else result

@@ -182,6 +182,11 @@ def main(args) -> int:
 
         result = thd.bench(console)
         thd.print_bench(result, console)
+    elif args.op == "decode":
+        from . import decode
+
+        result = decode.bench(console, args.quick)
+        decode.print_bench(result, console)
     else:
         result = run_rope(args.quick, console)
         print_rope(result, console)

@@ -3,22 +3,65 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 from rich.console import Console
 
-from cukiln.codegen import build, emit, nvrtc, render
+from cukiln.codegen import build, decode_abi, emit, nvrtc, render
+from cukiln.codegen.decode_variants import DecodeVariant, enumerate_decode
 from cukiln.codegen.rope_abi import rope_params, struct_format
 from cukiln.codegen.variants import Dtype, enumerate_rope
 
 VARIANTS = list(enumerate_rope())
+DECODE_VARIANTS = list(enumerate_decode())
+ALL_VARIANTS = build.select_variants(None)
 
 
 def test_rendering_is_deterministic():
-    assert render.render_modules(VARIANTS) == render.render_modules(VARIANTS)
+    assert render.render_modules(ALL_VARIANTS) == render.render_modules(ALL_VARIANTS)
     assert render.render_headers() == render.render_headers()
+
+
+def test_decode_modules_hold_every_decode_variant_and_their_structs_match_the_abi():
+    sources = render.render_modules(DECODE_VARIANTS)
+    assert set(sources) == {"decode_fp16", "decode_bf16"}
+    for v in DECODE_VARIANTS:
+        block = sources[v.module].split(f"struct {v.name}_params {{")[1].split("};")[0]
+        fields = [line.strip().rstrip(";").rsplit(" ", 1)[1] for line in block.strip().splitlines()]
+        assert fields == [f for _, f in decode_abi.decode_params(v)], v.name
+
+
+def test_decode_dispatch_table_names_each_attention_variant_and_its_combine_kernel():
+    namespace: dict = {}
+    exec(emit.render_dispatch(ALL_VARIANTS), namespace)
+    attention = [v for v in DECODE_VARIANTS if isinstance(v, DecodeVariant)]
+    assert len(namespace["DECODE"]) == len(attention)
+    for v in attention:
+        module, symbol, layout_id, combine = namespace["DECODE"][v.key]
+        assert (module, symbol) == (v.module, v.name)
+        assert namespace["DECODE_PARAMS"][layout_id][0] == tuple(f for _, f in decode_abi.decode_params(v))
+        assert combine == (f"decode_combine_{v.dtype.value}_d{v.head_dim}" if v.split.value == "split" else None)
+    assert namespace["DECODE_SHARED"] == {d: decode_abi.shared_bytes(d) for d in decode_abi.TILE_GEOMETRY}
+
+
+def test_tuning_data_folds_into_the_decode_split_rule():
+    namespace: dict = {}
+    tuning = {"sm_90": {"decode": {"rule": {"blocks_per_sm": 3, "min_keys_per_split": 256, "extra": 1}}}}
+    exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
+    assert namespace["DECODE_SPLIT"] == {"sm_90": {"blocks_per_sm": 3.0, "min_keys_per_split": 256}}
+    exec(emit.render_dispatch(ALL_VARIANTS), namespace)
+    assert namespace["DECODE_SPLIT"] == {} and namespace["DECODE_SPLIT_DEFAULT"] == emit.DECODE_SPLIT_DEFAULT
+
+
+def test_a_module_cache_key_covers_only_the_headers_it_includes():
+    headers = {"a.cuh": '#include "b.cuh"\n', "b.cuh": "// b\n", "c.cuh": "// c\n"}
+    assert build.included_headers('#include "a.cuh"\n', headers) == {"a.cuh": headers["a.cuh"], "b.cuh": "// b\n"}
+    sources = render.render_modules(ALL_VARIANTS)
+    assert set(build.included_headers(sources["rope_bf16"], render.render_headers())) == {"common.cuh", "rope.cuh"}
 
 
 def test_one_module_per_dtype_and_thd_dispatch_with_one_entry_per_variant():
@@ -88,15 +131,31 @@ def isolated_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-MODULES = sorted({v.module for v in VARIANTS})
+MODULES = sorted({v.module for v in ALL_VARIANTS})
+COMPILE_ARCHS = ("sm_80", "sm_90")
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """Every module for every arch, compiled once on all cores into a fresh cache: (module, arch) -> result."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CUKILN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    sources, headers = render.render_modules(ALL_VARIANTS), render.render_headers()
+    tasks = [(m, a) for m in MODULES for a in COMPILE_ARCHS]
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        futures = {task: pool.submit(build.compile_module, task[0], task[1], sources[task[0]], headers)
+                   for task in tasks}
+        results = {task: future.result() for task, future in futures.items()}
+    mp.undo()
+    return results
+
+
+@pytest.mark.parametrize("arch", COMPILE_ARCHS)
 @pytest.mark.parametrize("module", MODULES)
-def test_every_variant_compiles_with_nvrtc_without_spills(arch, module, isolated_cache):
-    variants = [v for v in VARIANTS if v.module == module]
-    source = render.render_rope_module(variants[0].dtype, variants)
-    result = build.compile_module(module, arch, source, render.render_headers())
+def test_every_variant_compiles_with_nvrtc_without_spills(arch, module, compiled):
+    variants = [v for v in ALL_VARIANTS if v.module == module]
+    result = compiled[(module, arch)]
+    assert not result.cached, "compiled from source, not served by a cache"
     assert result.cubin[:4] == b"\x7fELF"
     assert set(result.resources) == {v.name for v in variants}
     spilling = {n: r for n, r in result.resources.items() if r["spill_store_bytes"] + r["spill_load_bytes"]}
@@ -135,7 +194,7 @@ def test_drift_check_passes_on_the_checked_in_tree_and_fails_on_a_change(tmp_pat
         shutil.copy(emit.generated_dir() / "tuning" / "sm_90.json", copy / "tuning" / "sm_90.json")
     (copy / "rope_bf16.cu").write_text((copy / "rope_bf16.cu").read_text() + "// edited\n")
     assert build.check(copy, console) == 1
-    (copy / "rope_bf16.cu").write_text(render.render_modules(VARIANTS)["rope_bf16"])
+    (copy / "rope_bf16.cu").write_text(render.render_modules(ALL_VARIANTS)["rope_bf16"])
     manifest = json.loads((copy / "manifest.json").read_text())
     manifest["variants"] = manifest["variants"][1:]
     (copy / "manifest.json").write_text(json.dumps(manifest))
@@ -145,8 +204,19 @@ def test_drift_check_passes_on_the_checked_in_tree_and_fails_on_a_change(tmp_pat
 def test_checked_in_manifest_records_resources_without_spills():
     manifest = emit.read_manifest()
     assert {"sm_80", "sm_90"} <= set(manifest["archs"])
-    assert len(manifest["variants"]) == len(VARIANTS)
+    assert len(manifest["variants"]) == len(ALL_VARIANTS)
     for entry in manifest["variants"]:
         for arch, res in entry["resources"].items():
             assert res is not None, f"{entry['name']} has no resources for {arch}"
             assert res["spill_store_bytes"] + res["spill_load_bytes"] == 0, (entry["name"], arch)
+
+
+def test_compile_errors_cross_the_process_pool_intact():
+    """Build workers raise CompileError; it must unpickle in the parent (else the pool breaks)."""
+    import pickle
+
+    error = nvrtc.CompileError("decode_bf16", "sm_90", "decode.cuh(1): error: x", ["decode_bf16_d64_s3_v8_split"])
+    again = pickle.loads(pickle.dumps(error))
+    assert (again.module, again.arch, again.log, again.variants) == (error.module, error.arch, error.log,
+                                                                      error.variants)
+    assert str(again) == str(error)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -61,3 +63,54 @@ def test_positions_outside_a_table_give_nan():
     x = _x(3, 1, 1, 4)
     y = reference.rope(x, freqs=torch.rand(2, 4), offsets=0)
     assert torch.isnan(y[2]).all() and not torch.isnan(y[:2]).any()
+
+
+# --- decode attention ---------------------------------------------------------------------------
+
+
+def _decode_case(b=3, h_q=8, h_kv=2, T=40, d=16, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, h_q, d, generator=gen, dtype=torch.float64)
+    k = torch.randn(b, h_kv, T, d, generator=gen, dtype=torch.float64)
+    v = torch.randn(b, h_kv, T, d, generator=gen, dtype=torch.float64)
+    return q, k, v
+
+
+def test_decode_reference_is_softmax_attention_with_gqa_and_per_row_ranges():
+    q, k, v = _decode_case()
+    lens, start = torch.tensor([40, 7, 25]), torch.tensor([0, 2, 20])
+    out, lse = reference.decode_attention(q, k, v, lens, kv_start=start, scale=0.3, return_lse=True)
+    for i in range(3):
+        for h in range(8):
+            keys = k[i, h // 4, start[i]:lens[i]]
+            logits = 0.3 * keys @ q[i, h]
+            w = torch.softmax(logits, 0)
+            assert torch.allclose(out[i, h], w @ v[i, h // 4, start[i]:lens[i]], atol=1e-12)
+            assert torch.allclose(lse[i, h], torch.logsumexp(logits, 0), atol=1e-12)
+
+
+def test_decode_reference_layouts_and_query_forms_agree():
+    q, k, v = _decode_case()
+    base = reference.decode_attention(q, k, v, 30)
+    assert torch.allclose(reference.decode_attention(q, k.transpose(1, 2), v.transpose(1, 2), 30, kv_layout="bshd"),
+                          base)
+    assert torch.allclose(reference.decode_attention(q.unsqueeze(1), k, v, 30), base)
+    assert torch.allclose(reference.decode_attention(q.unsqueeze(2), k, v, 30), base)
+
+
+def test_decode_reference_output_is_a_convex_combination_and_softcap_bounds_logits():
+    q, k, v = _decode_case(T=64)
+    q = q * 50  # large logits
+    out, lse = reference.decode_attention(q, k, v, 64, softcap=5.0, return_lse=True)
+    v_rep = v.repeat_interleave(4, dim=1)
+    assert (out <= v_rep.amax(2) + 1e-12).all() and (out >= v_rep.amin(2) - 1e-12).all()
+    # capped logits lie in (-5, 5), so the log-sum-exp of 64 of them lies in (log 64 - 5, log 64 + 5)
+    assert (lse >= -5.0 + math.log(64) - 1e-9).all() and (lse <= 5.0 + math.log(64) + 1e-9).all()
+
+
+def test_decode_reference_empty_rows_are_zero_with_minus_inf_lse():
+    q, k, v = _decode_case()
+    out, lse = reference.decode_attention(q, k, v, torch.tensor([0, 5, 9]), kv_start=torch.tensor([0, 5, 0]),
+                                          return_lse=True)
+    assert torch.equal(out[:2], torch.zeros_like(out[:2])) and torch.isneginf(lse[:2]).all()
+    assert torch.isfinite(lse[2]).all()

@@ -24,10 +24,11 @@ TORCH_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloa
 
 
 def manifest_variants() -> list[dict]:
+    """The RoPE entries of the manifest."""
     import cukiln.generated
 
     path = Path(cukiln.generated.__file__).parent / "manifest.json"
-    return json.loads(path.read_text())["variants"] if path.exists() else []
+    return [e for e in json.loads(path.read_text())["variants"] if e["op"] == "rope"] if path.exists() else []
 
 
 def _angle_args(angles: str, dtype: torch.dtype, max_pos: int, rd: int, gen: torch.Generator, dev) -> dict:

@@ -1,0 +1,92 @@
+"""Decode attention: kernel-parameter structs and the shared-memory tile geometry.
+
+Both the template and the runtime read these: the template to declare the struct and size its tiles, the
+runtime (through the generated dispatch table) to pack the struct and request the dynamic shared memory.
+Every field is 8 bytes, as in rope_abi.
+"""
+
+from __future__ import annotations
+
+from .decode_variants import HEAD_DIMS, DecodeCombineVariant, DecodeVariant
+from .rope_abi import CPTR, F64, I64, PTR
+
+# Query heads one block serves from one read of its KV head: the 16 rows of the tensor-core tile. A GQA
+# group larger than this is split over several blocks (each reads the KV head again).
+HEAD_ROWS = 16
+# Warps per block: each takes 16 keys of every tile.
+WARPS = 4
+# Shared-memory stages of the K/V pipeline: the next tile's copies are in flight while this one is used.
+STAGES = 2
+
+
+def keys_per_tile(head_dim: int) -> int:
+    """Keys of one K/V tile: 16 per warp."""
+    return 16 * WARPS
+
+
+def row_pitch(head_dim: int) -> int:
+    """Elements between tile rows in shared memory: 8 more than the head dim (16 bytes), so that the rows
+    that eight consecutive lanes read start on distinct 16-byte bank groups."""
+    return head_dim + 8
+
+
+def shared_bytes(head_dim: int, itemsize: int = 2) -> int:
+    """Dynamic shared memory of one attention block: the K/V stages, then the query tile. The warps'
+    partial results are merged over the stages at the end, so those must hold them (asserted below)."""
+    stages = STAGES * 2 * keys_per_tile(head_dim) * row_pitch(head_dim) * itemsize
+    assert WARPS * HEAD_ROWS * (head_dim + 2) * 4 <= stages, "the warps' partial results fit over the stages"
+    return stages + HEAD_ROWS * row_pitch(head_dim) * itemsize
+
+
+TILE_GEOMETRY = {d: (keys_per_tile(d), row_pitch(d)) for d in HEAD_DIMS}
+
+_ATTENTION = (
+    (CPTR, "q"),
+    (PTR, "out"),
+    (PTR, "lse"),  # fp32 [batch, heads_q] or null
+    (CPTR, "k"),
+    (CPTR, "v"),
+    (CPTR, "kv_lens"),  # int32 [batch] or null: then kv_len for every row
+    (I64, "kv_len"),
+    (CPTR, "kv_start"),  # int32 [batch] or null: then kv_start_value for every row
+    (I64, "kv_start_value"),
+    (I64, "capacity"),  # T: keys a row may attend to at most
+    (I64, "batch"),
+    (I64, "heads_q"),
+    (I64, "heads_kv"),
+    (I64, "group"),  # heads_q / heads_kv
+    (I64, "head_groups"),  # ceil(group / HEAD_ROWS): blocks per KV head
+    (I64, "q_sb"), (I64, "q_sh"), (I64, "q_sd"),
+    (I64, "out_sb"), (I64, "out_sh"), (I64, "out_sd"),
+    (F64, "scale"),
+    (F64, "softcap"),  # 0: off
+    (I64, "num_splits"),
+    (PTR, "partial_out"),  # split only: fp32 [batch, heads_q, num_splits, head_dim]
+    (PTR, "partial_lse"),  # split only: fp32 [batch, heads_q, num_splits]
+)
+_KV_STRIDES = {
+    3: tuple((I64, f"{t}_{a}") for t in ("k", "v") for a in ("sb", "sh", "st")),
+    4: tuple((I64, f"{t}_{a}") for t in ("k", "v") for a in ("sb", "sh", "st", "sd")),
+}
+_COMBINE = (
+    (CPTR, "partial_out"),
+    (CPTR, "partial_lse"),
+    (PTR, "out"),
+    (PTR, "lse"),
+    (I64, "batch"),
+    (I64, "heads_q"),
+    (I64, "num_splits"),
+    (I64, "out_sb"), (I64, "out_sh"), (I64, "out_sd"),
+)
+
+
+def decode_params(v: DecodeVariant | DecodeCombineVariant) -> tuple[tuple[str, str], ...]:
+    """(C type, field name) of every kernel parameter of ``v``, in struct order."""
+    if isinstance(v, DecodeCombineVariant):
+        return _COMBINE
+    return _ATTENTION + _KV_STRIDES[v.strides]
+
+
+def params_layout_id(v: DecodeVariant | DecodeCombineVariant) -> str:
+    return "combine" if isinstance(v, DecodeCombineVariant) else f"attention_s{v.strides}"
+

@@ -1,0 +1,428 @@
+// cukiln decode-attention kernel body, shared by every decode module (one per element type).
+// Rendered from templates/decode.cuh.j2 — edit the template, then run `cukiln build`.
+//
+// One query token per batch row attends to keys [start, end) of its row of a KV cache whose K and V are
+// strided views (slices of larger buffers are read in place). A block serves one KV head of one row
+// (and, split-KV, one contiguous share of its keys) for up to kHeadRows query heads of its GQA group, so
+// every K/V byte is read from memory once per block. K/V tiles of kKeys keys are staged in shared memory
+// by asynchronous copies, the next tile in flight while this one is used.
+//
+// The arithmetic runs on tensor cores (mma m16n8k16, fp32 accumulation): the block's query heads are the
+// 16 rows of the A operand (rows past the group are zero), each warp takes 16 keys of every tile:
+//   scores S[16 heads x 16 keys] = Q . K^T, then an online softmax in base 2 per warp,
+//   O[16 heads x D] += P . V with P split into a rounded part and its rounding residual (two mma each),
+//   so that the probabilities keep about 16 bits more than the element type holds.
+// The warps' partial results (their maximum, sum and O) are merged through shared memory at the end.
+#pragma once
+#include "common.cuh"
+
+namespace cukiln {
+namespace decode {
+
+constexpr int kHeadRows = 16;  // query heads per block: the mma's 16 rows
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kKeysPerWarp = 16;
+constexpr int kStages = 2;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+// No math header under NVRTC: the two special values by their bits.
+#define CUKILN_INF __int_as_float(0x7f800000)
+#define CUKILN_NAN __int_as_float(0x7fffffff)
+
+// Tile geometry per head dim: keys per tile and the shared-memory row pitch in elements (16 bytes more
+// than a row, so that the eight rows an ldmatrix phase reads start on distinct bank groups).
+template <int D> struct Tile;
+template <> struct Tile<64> { static constexpr int kKeys = 64, kPitch = 72; };
+template <> struct Tile<80> { static constexpr int kKeys = 64, kPitch = 88; };
+template <> struct Tile<96> { static constexpr int kKeys = 64, kPitch = 104; };
+template <> struct Tile<128> { static constexpr int kKeys = 64, kPitch = 136; };
+template <> struct Tile<192> { static constexpr int kKeys = 64, kPitch = 200; };
+template <> struct Tile<256> { static constexpr int kKeys = 64, kPitch = 264; };
+
+// The keys a row attends to. Out of range (end beyond the capacity, negative, start after end): the
+// row is malformed and its output is NaN, since a device-resident length cannot be checked on the host.
+struct KeyRange {
+  int start, end;
+  bool malformed;
+};
+
+struct RowLengths {
+  const int* lens;
+  long long len;
+  const int* starts;
+  long long start;
+  long long capacity;
+
+  __device__ __forceinline__ KeyRange of(int b) const {
+    const long long e = lens != nullptr ? lens[b] : len;
+    const long long s = starts != nullptr ? starts[b] : start;
+    const bool bad = e < 0 || e > capacity || s < 0 || s > e;
+    return {bad ? 0 : static_cast<int>(s), bad ? 0 : static_cast<int>(e), bad};
+  }
+};
+
+// K/V addressing: element j of key t of head h of row b. Three strides when the head dim is contiguous.
+struct KvRows3 {
+  long long sb, sh, st;
+  __device__ __forceinline__ long long row(int b, int h, int t) const { return b * sb + h * sh + t * st; }
+  __device__ __forceinline__ long long col(int j) const { return j; }
+};
+struct KvRows4 {
+  long long sb, sh, st, sd;
+  __device__ __forceinline__ long long row(int b, int h, int t) const { return b * sb + h * sh + t * st; }
+  __device__ __forceinline__ long long col(int j) const { return j * sd; }
+};
+
+// q and out: [batch, heads_q, head_dim] with any strides (small: element-wise access).
+struct Rows3 {
+  long long sb, sh, sd;
+  __device__ __forceinline__ long long at(int b, int h, int j) const { return b * sb + h * sh + j * sd; }
+};
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// N elements from global to shared memory, or zeros when `valid` is false (rows past the keys: their
+// probabilities are 0, and 0 x garbage could be NaN). Asynchronous copies for 4, 8 and 16 bytes (16
+// bypasses L1: K/V are read once); one 16-bit element goes through registers.
+template <typename T, int N>
+__device__ __forceinline__ void copy_to_shared(T* dst, const T* src, bool valid) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  if constexpr (kBytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
+                 "r"(valid ? 16 : 0));
+  } else if constexpr (kBytes == 8 || kBytes == 4) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(shared_address(dst)), "l"(src),
+                 "n"(kBytes), "r"(valid ? kBytes : 0));
+  } else {
+    *dst = valid ? *src : T{0};
+  }
+}
+
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int Pending>
+__device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory"); }
+
+// Copies keys [first, first + count) of one KV head into a [kKeys][kPitch] shared tile, zeros after them.
+template <typename T, int D, int V, typename Kv>
+__device__ __forceinline__ void load_tile(T* tile, const T* base, const Kv& kv, int b, int h, int first, int count) {
+  constexpr int kPieces = D / V;
+  constexpr int kKeys = Tile<D>::kKeys;
+  static_assert(kKeys * kPieces % kThreads == 0, "every thread copies the same number of pieces");
+  // Unrolled in steps of 8: narrow copies have up to 48 pieces a thread, whose addresses (and, for the
+  // 2-byte path, loaded values) would otherwise all be held in registers at once.
+#pragma unroll 8
+  for (int i = threadIdx.x; i < kKeys * kPieces; i += kThreads) {
+    const int key = i / kPieces;
+    const int piece = i - key * kPieces;
+    const bool valid = key < count;
+    copy_to_shared<T, V>(tile + key * Tile<D>::kPitch + piece * V,
+                         base + kv.row(b, h, valid ? first + key : first) + kv.col(piece * V), valid);
+  }
+}
+
+
+// Four 8x8 matrices of 16-bit elements from shared memory; lane i supplies the address of row i % 8 of
+// matrix i / 8 and receives, per matrix, the pair (row i / 4, columns 2 (i % 4), +1) — or with `.trans`
+// the pair (rows 2 (i % 4), +1; column i / 4).
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(shared_address(row)) : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(shared_address(row)) : "memory");
+}
+
+
+// The tensor-core step per element type: C[16x8] += A[16x16] . B[16x8], and packing fp32 pairs into the
+// A operand (the lower column in the low half) and reading them back.
+template <typename T> struct Mma;
+template <> struct Mma<bf16> {
+  static __device__ __forceinline__ void run(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ unsigned pack(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+  static __device__ __forceinline__ float low(unsigned r) { return to_float(bf16{static_cast<unsigned short>(r & 0xffffu)}); }
+  static __device__ __forceinline__ float high(unsigned r) { return to_float(bf16{static_cast<unsigned short>(r >> 16)}); }
+};
+template <> struct Mma<f16> {
+  static __device__ __forceinline__ void run(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ unsigned pack(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+  static __device__ __forceinline__ float low(unsigned r) { return to_float(f16{static_cast<unsigned short>(r & 0xffffu)}); }
+  static __device__ __forceinline__ float high(unsigned r) { return to_float(f16{static_cast<unsigned short>(r >> 16)}); }
+};
+
+struct Scoring {
+  float scale_log2;  // scale * log2(e), without softcap
+  float scale, softcap;
+
+  // A logit in base-2 units.
+  __device__ __forceinline__ float operator()(float dot) const {
+    if (softcap > 0.f) return softcap * tanhf(dot * scale / softcap) * kLog2e;
+    return dot * scale_log2;
+  }
+};
+
+// Where a block writes its result: the final output (one pass) or its split's partial result.
+template <typename T, int D, bool kSplit>
+struct Sink {
+  T* out;
+  Rows3 out_rows;
+  float* lse;  // null when not asked for (one pass)
+  float* partial_out;  // [batch, heads_q, num_splits, D]
+  float* partial_lse;  // [batch, heads_q, num_splits]
+  int heads_q, num_splits, split;
+
+  __device__ __forceinline__ long long slot(int b, int qh) const {
+    return (static_cast<long long>(b) * heads_q + qh) * num_splits + split;
+  }
+  __device__ __forceinline__ void put(int b, int qh, int j, float value) const {
+    if constexpr (kSplit) {
+      partial_out[slot(b, qh) * D + j] = value;
+    } else {
+      out[out_rows.at(b, qh, j)] = from_float<T>(value);
+    }
+  }
+  __device__ __forceinline__ void put_lse(int b, int qh, float value) const {
+    if constexpr (kSplit) {
+      partial_lse[slot(b, qh)] = value;
+    } else if (lse != nullptr) {
+      lse[static_cast<long long>(b) * heads_q + qh] = value;
+    }
+  }
+};
+
+
+// The attention of one block: row blockIdx.z, KV head blockIdx.y / head_groups (its query heads from
+// (blockIdx.y % head_groups) * kHeadRows on), keys of split blockIdx.x.
+template <typename T, int D, int V, bool kSplit, typename Kv>
+__device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, const T* v, Kv k_rows, Kv v_rows,
+                                       RowLengths lengths, int group, int head_groups, Scoring scoring,
+                                       Sink<T, D, kSplit> sink) {
+  using M = Mma<T>;
+  constexpr int kKeys = Tile<D>::kKeys;
+  constexpr int kPitch = Tile<D>::kPitch;
+  constexpr int kTileElems = kKeys * kPitch;
+  static_assert(kKeys == kWarps * kKeysPerWarp && D % 16 == 0, "tile shape");
+
+  const int b = blockIdx.z;
+  const int kv_head = blockIdx.y / head_groups;
+  const int first_in_group = (blockIdx.y % head_groups) * kHeadRows;
+  const int rows = min(kHeadRows, group - first_in_group);  // query heads this block serves
+  const int first_head = kv_head * group + first_in_group;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  extern __shared__ __align__(16) unsigned char shared[];
+  T* tiles = reinterpret_cast<T*>(shared);  // [kStages][K, V][kKeys][kPitch]
+  T* q_tile = tiles + kStages * 2 * kTileElems;  // [kHeadRows][kPitch], rows past the group zero
+
+  const KeyRange range = lengths.of(b);
+  if (range.malformed) {
+    for (int i = threadIdx.x; i < rows * D; i += kThreads) sink.put(b, first_head + i / D, i % D, CUKILN_NAN);
+    if (threadIdx.x < rows) sink.put_lse(b, first_head + threadIdx.x, CUKILN_NAN);
+    return;
+  }
+  // This split's keys: an equal share of the row's range.
+  const int per_split = (range.end - range.start + sink.num_splits - 1) / sink.num_splits;
+  const int lo = min(range.end, range.start + sink.split * per_split);
+  const int hi = min(range.end, lo + per_split);
+  const int tiles_n = (hi - lo + kKeys - 1) / kKeys;
+
+  if (tiles_n > 0) {
+    load_tile<T, D, V>(tiles, k, k_rows, b, kv_head, lo, min(kKeys, hi - lo));
+    load_tile<T, D, V>(tiles + kTileElems, v, v_rows, b, kv_head, lo, min(kKeys, hi - lo));
+    commit_copies();
+  }
+  for (int i = threadIdx.x; i < kHeadRows * D; i += kThreads) {
+    const int r = i / D, j = i % D;
+    q_tile[r * kPitch + j] = r < rows ? q[q_rows.at(b, first_head + r, j)] : T{0};
+  }
+
+  // Per thread, as the mma fragments lay them out: rows r0 = lane / 4 and r0 + 8 (query heads), columns
+  // 2 (lane % 4) + {0, 1} of each 8-wide column tile (keys for scores, head-dim elements for O).
+  float m[2] = {-CUKILN_INF, -CUKILN_INF};  // running maximum logit per row (base 2)
+  float l[2] = {0.f, 0.f};  // this thread's part of the running sum of exp2(logit - m)
+  float acc[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  // ldmatrix row addresses: the matrix (lane / 8) and row (lane % 8) this lane points at.
+  const int mat = lane / 8, mrow = lane % 8;
+  const int key0 = warp * kKeysPerWarp;
+
+  for (int t = 0; t < tiles_n; ++t) {
+    const int first = lo + t * kKeys;
+    const int count = min(kKeys, hi - first);
+    if (t + 1 < tiles_n) {
+      T* next = tiles + ((t + 1) % kStages) * 2 * kTileElems;
+      const int next_count = min(kKeys, hi - first - kKeys);
+      load_tile<T, D, V>(next, k, k_rows, b, kv_head, first + kKeys, next_count);
+      load_tile<T, D, V>(next + kTileElems, v, v_rows, b, kv_head, first + kKeys, next_count);
+      commit_copies();
+      wait_copies<1>();
+    } else {
+      wait_copies<0>();
+    }
+    __syncthreads();
+    const T* k_tile = tiles + (t % kStages) * 2 * kTileElems;
+    const T* v_tile = k_tile + kTileElems;
+
+    // Scores of this warp's 16 keys: two 8-key column tiles.
+    float s[2][4] = {};  // zero-initialized
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      unsigned a[4], bk[4];
+      ldmatrix_x4(a, q_tile + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
+      ldmatrix_x4(bk, k_tile + (key0 + (mat / 2) * 8 + mrow) * kPitch + kk * 16 + (mat % 2) * 8);
+      M::run(s[0], a, bk[0], bk[1]);
+      M::run(s[1], a, bk[2], bk[3]);
+    }
+    // Online softmax per row: logits, masking past `count`, the new maximum over the row's 4 lanes.
+    float tile_max[2] = {-CUKILN_INF, -CUKILN_INF};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+        s[nt][e] = key < count ? scoring(s[nt][e]) : -CUKILN_INF;
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nt][e]);
+      }
+    }
+    float correction[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+      const float m_new = fmaxf(m[i], tile_max[i]);
+      correction[i] = m[i] == -CUKILN_INF ? 0.f : exp2f(m[i] - m_new);
+      m[i] = m_new;
+      l[i] *= correction[i];
+    }
+    unsigned p_hi[4], p_lo[4];  // the A operand of P . V: (row r0, keys 0-7), (r0 + 8, 0-7), (r0, 8-15), (r0 + 8, 8-15)
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float mx = m[half];
+        const float p0 = s[nt][2 * half] == -CUKILN_INF ? 0.f : exp2f(s[nt][2 * half] - mx);
+        const float p1 = s[nt][2 * half + 1] == -CUKILN_INF ? 0.f : exp2f(s[nt][2 * half + 1] - mx);
+        l[half] += p0 + p1;
+        const unsigned rounded = M::pack(p0, p1);
+        p_hi[nt * 2 + half] = rounded;
+        p_lo[nt * 2 + half] = M::pack(p0 - M::low(rounded), p1 - M::high(rounded));
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      acc[n][0] *= correction[0];
+      acc[n][1] *= correction[0];
+      acc[n][2] *= correction[1];
+      acc[n][3] *= correction[1];
+    }
+    // O += P . V over this warp's 16 keys, two 8-wide column tiles of the head dim per ldmatrix.
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n) {
+      unsigned bv[4];
+      ldmatrix_x4_trans(bv, v_tile + (key0 + (mat % 2) * 8 + mrow) * kPitch + n * 16 + (mat / 2) * 8);
+      M::run(acc[2 * n], p_hi, bv[0], bv[1]);
+      M::run(acc[2 * n], p_lo, bv[0], bv[1]);
+      M::run(acc[2 * n + 1], p_hi, bv[2], bv[3]);
+      M::run(acc[2 * n + 1], p_lo, bv[2], bv[3]);
+    }
+    __syncthreads();  // the next iteration's copies overwrite this stage
+  }
+
+  // Merge the warps: each leaves its maxima, sums and O in shared memory (over the K/V stages, now idle).
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+  }
+  float* part_m = reinterpret_cast<float*>(shared);  // [kWarps][kHeadRows]
+  float* part_l = part_m + kWarps * kHeadRows;  // [kWarps][kHeadRows]
+  float* part_o = part_l + kWarps * kHeadRows;  // [kWarps][kHeadRows][D]
+  const int r0 = lane / 4;
+  if (lane % 4 == 0) {
+    part_m[warp * kHeadRows + r0] = m[0];
+    part_m[warp * kHeadRows + r0 + 8] = m[1];
+    part_l[warp * kHeadRows + r0] = l[0];
+    part_l[warp * kHeadRows + r0 + 8] = l[1];
+  }
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    const int j = n * 8 + (lane % 4) * 2;
+    float* o = part_o + (warp * kHeadRows + r0) * D + j;
+    o[0] = acc[n][0];
+    o[1] = acc[n][1];
+    o[8 * D] = acc[n][2];
+    o[8 * D + 1] = acc[n][3];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < rows * D; i += kThreads) {
+    const int r = i / D, j = i % D;
+    float top = -CUKILN_INF;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, part_m[w * kHeadRows + r]);
+    float total = 0.f, value = 0.f;
+    if (top != -CUKILN_INF) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float weight = exp2f(part_m[w * kHeadRows + r] - top);  // 0 for a warp without keys
+        total += weight * part_l[w * kHeadRows + r];
+        value += weight * part_o[(w * kHeadRows + r) * D + j];
+      }
+    }
+    // No key (an empty row or split): output 0 and log-sum-exp -inf.
+    sink.put(b, first_head + r, j, total > 0.f ? value / total : 0.f);
+    if (j == 0) sink.put_lse(b, first_head + r, total > 0.f ? (top + log2f(total)) * kLn2 : -CUKILN_INF);
+  }
+}
+
+// Merges the per-split results of one (row, query head) — block blockIdx.x = row * heads_q + head — by
+// their log-sum-exp weights. A NaN partial (malformed row) makes the output NaN; no keys at all gives 0
+// and -inf.
+template <typename T, int D>
+__device__ __forceinline__ void combine(const float* partial_out, const float* partial_lse, T* out, Rows3 out_rows,
+                                        float* lse, int heads_q, int num_splits) {
+  const int b = blockIdx.x / heads_q, qh = blockIdx.x % heads_q;
+  const float* lses = partial_lse + static_cast<long long>(blockIdx.x) * num_splits;
+  const float* outs = partial_out + static_cast<long long>(blockIdx.x) * num_splits * D;
+  float top = -CUKILN_INF;
+  bool nan = false;
+  for (int s = 0; s < num_splits; ++s) {
+    nan |= isnan(lses[s]);
+    top = fmaxf(top, lses[s]);
+  }
+  float total = 0.f;
+  if (top != -CUKILN_INF) {
+    for (int s = 0; s < num_splits; ++s) total += expf(lses[s] - top);
+  }
+  const float inv_total = total > 0.f ? 1.f / total : 0.f;
+  for (int j = threadIdx.x; j < D; j += blockDim.x) {
+    float sum = 0.f;
+    if (top != -CUKILN_INF) {
+      for (int s = 0; s < num_splits; ++s) sum = fmaf(expf(lses[s] - top), outs[s * D + j], sum);
+    }
+    out[out_rows.at(b, qh, j)] = from_float<T>(nan ? CUKILN_NAN : sum * inv_total);
+  }
+  if (threadIdx.x == 0 && lse != nullptr) {
+    lse[blockIdx.x] = nan ? CUKILN_NAN : top == -CUKILN_INF ? -CUKILN_INF : top + logf(total);
+  }
+}
+
+}  // namespace decode
+}  // namespace cukiln

@@ -1,0 +1,3222 @@
+// cukiln decode-attention kernels, element type bf16: 66 variants.
+// Rendered from templates/decode.cu.j2 — edit the template, then run `cukiln build`.
+// The kernel bodies are in decode.cuh; each entry point below picks its head dim, K/V addressing,
+// vector width and whether it writes the output (single) or a split-KV partial result (split).
+#include "decode.cuh"
+
+
+// decode_bf16_d64_s3_v1_single: head dim 64, 3 K/V strides, 1 per copy, one pass
+struct decode_bf16_d64_s3_v1_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v1_single(const decode_bf16_d64_s3_v1_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 64, 1, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 64, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d64_s3_v1_split: head dim 64, 3 K/V strides, 1 per copy, split-KV partial results
+struct decode_bf16_d64_s3_v1_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v1_split(const decode_bf16_d64_s3_v1_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 64, 1, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 64, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d64_s3_v2_single: head dim 64, 3 K/V strides, 2 per copy, one pass
+struct decode_bf16_d64_s3_v2_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v2_single(const decode_bf16_d64_s3_v2_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 64, 2, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 64, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d64_s3_v2_split: head dim 64, 3 K/V strides, 2 per copy, split-KV partial results
+struct decode_bf16_d64_s3_v2_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v2_split(const decode_bf16_d64_s3_v2_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 64, 2, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 64, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d64_s3_v4_single: head dim 64, 3 K/V strides, 4 per copy, one pass
+struct decode_bf16_d64_s3_v4_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v4_single(const decode_bf16_d64_s3_v4_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 64, 4, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 64, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d64_s3_v4_split: head dim 64, 3 K/V strides, 4 per copy, split-KV partial results
+struct decode_bf16_d64_s3_v4_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v4_split(const decode_bf16_d64_s3_v4_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 64, 4, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 64, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d64_s3_v8_single: head dim 64, 3 K/V strides, 8 per copy, one pass
+struct decode_bf16_d64_s3_v8_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v8_single(const decode_bf16_d64_s3_v8_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 64, 8, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 64, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d64_s3_v8_split: head dim 64, 3 K/V strides, 8 per copy, split-KV partial results
+struct decode_bf16_d64_s3_v8_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v8_split(const decode_bf16_d64_s3_v8_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 64, 8, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 64, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d64_s4_v1_single: head dim 64, 4 K/V strides, 1 per copy, one pass
+struct decode_bf16_d64_s4_v1_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long k_sd;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  long long v_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s4_v1_single(const decode_bf16_d64_s4_v1_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 64, 1, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 64, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d64_s4_v1_split: head dim 64, 4 K/V strides, 1 per copy, split-KV partial results
+struct decode_bf16_d64_s4_v1_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long k_sd;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  long long v_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s4_v1_split(const decode_bf16_d64_s4_v1_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 64, 1, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 64, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_combine_bf16_d64: merges split-KV partial results, head dim 64
+struct decode_combine_bf16_d64_params {
+  const void* partial_out;
+  const void* partial_lse;
+  void* out;
+  void* lse;
+  long long batch;
+  long long heads_q;
+  long long num_splits;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d64(const decode_combine_bf16_d64_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  combine<bf16, 64>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
+      static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
+      static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+}
+
+// decode_bf16_d80_s3_v1_single: head dim 80, 3 K/V strides, 1 per copy, one pass
+struct decode_bf16_d80_s3_v1_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v1_single(const decode_bf16_d80_s3_v1_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 80, 1, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 80, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d80_s3_v1_split: head dim 80, 3 K/V strides, 1 per copy, split-KV partial results
+struct decode_bf16_d80_s3_v1_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v1_split(const decode_bf16_d80_s3_v1_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 80, 1, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 80, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d80_s3_v2_single: head dim 80, 3 K/V strides, 2 per copy, one pass
+struct decode_bf16_d80_s3_v2_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v2_single(const decode_bf16_d80_s3_v2_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 80, 2, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 80, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d80_s3_v2_split: head dim 80, 3 K/V strides, 2 per copy, split-KV partial results
+struct decode_bf16_d80_s3_v2_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v2_split(const decode_bf16_d80_s3_v2_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 80, 2, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 80, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d80_s3_v4_single: head dim 80, 3 K/V strides, 4 per copy, one pass
+struct decode_bf16_d80_s3_v4_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v4_single(const decode_bf16_d80_s3_v4_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 80, 4, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 80, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d80_s3_v4_split: head dim 80, 3 K/V strides, 4 per copy, split-KV partial results
+struct decode_bf16_d80_s3_v4_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v4_split(const decode_bf16_d80_s3_v4_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 80, 4, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 80, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d80_s3_v8_single: head dim 80, 3 K/V strides, 8 per copy, one pass
+struct decode_bf16_d80_s3_v8_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v8_single(const decode_bf16_d80_s3_v8_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 80, 8, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 80, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d80_s3_v8_split: head dim 80, 3 K/V strides, 8 per copy, split-KV partial results
+struct decode_bf16_d80_s3_v8_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v8_split(const decode_bf16_d80_s3_v8_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 80, 8, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 80, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d80_s4_v1_single: head dim 80, 4 K/V strides, 1 per copy, one pass
+struct decode_bf16_d80_s4_v1_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long k_sd;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  long long v_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s4_v1_single(const decode_bf16_d80_s4_v1_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 80, 1, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 80, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d80_s4_v1_split: head dim 80, 4 K/V strides, 1 per copy, split-KV partial results
+struct decode_bf16_d80_s4_v1_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long k_sd;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  long long v_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s4_v1_split(const decode_bf16_d80_s4_v1_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 80, 1, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 80, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_combine_bf16_d80: merges split-KV partial results, head dim 80
+struct decode_combine_bf16_d80_params {
+  const void* partial_out;
+  const void* partial_lse;
+  void* out;
+  void* lse;
+  long long batch;
+  long long heads_q;
+  long long num_splits;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d80(const decode_combine_bf16_d80_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  combine<bf16, 80>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
+      static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
+      static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+}
+
+// decode_bf16_d96_s3_v1_single: head dim 96, 3 K/V strides, 1 per copy, one pass
+struct decode_bf16_d96_s3_v1_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v1_single(const decode_bf16_d96_s3_v1_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 96, 1, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 96, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d96_s3_v1_split: head dim 96, 3 K/V strides, 1 per copy, split-KV partial results
+struct decode_bf16_d96_s3_v1_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v1_split(const decode_bf16_d96_s3_v1_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 96, 1, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 96, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d96_s3_v2_single: head dim 96, 3 K/V strides, 2 per copy, one pass
+struct decode_bf16_d96_s3_v2_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v2_single(const decode_bf16_d96_s3_v2_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 96, 2, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 96, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d96_s3_v2_split: head dim 96, 3 K/V strides, 2 per copy, split-KV partial results
+struct decode_bf16_d96_s3_v2_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v2_split(const decode_bf16_d96_s3_v2_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 96, 2, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 96, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d96_s3_v4_single: head dim 96, 3 K/V strides, 4 per copy, one pass
+struct decode_bf16_d96_s3_v4_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v4_single(const decode_bf16_d96_s3_v4_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 96, 4, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 96, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d96_s3_v4_split: head dim 96, 3 K/V strides, 4 per copy, split-KV partial results
+struct decode_bf16_d96_s3_v4_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v4_split(const decode_bf16_d96_s3_v4_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 96, 4, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 96, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d96_s3_v8_single: head dim 96, 3 K/V strides, 8 per copy, one pass
+struct decode_bf16_d96_s3_v8_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v8_single(const decode_bf16_d96_s3_v8_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 96, 8, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 96, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d96_s3_v8_split: head dim 96, 3 K/V strides, 8 per copy, split-KV partial results
+struct decode_bf16_d96_s3_v8_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v8_split(const decode_bf16_d96_s3_v8_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 96, 8, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 96, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d96_s4_v1_single: head dim 96, 4 K/V strides, 1 per copy, one pass
+struct decode_bf16_d96_s4_v1_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long k_sd;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  long long v_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s4_v1_single(const decode_bf16_d96_s4_v1_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 96, 1, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 96, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d96_s4_v1_split: head dim 96, 4 K/V strides, 1 per copy, split-KV partial results
+struct decode_bf16_d96_s4_v1_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long k_sd;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  long long v_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s4_v1_split(const decode_bf16_d96_s4_v1_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 96, 1, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 96, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_combine_bf16_d96: merges split-KV partial results, head dim 96
+struct decode_combine_bf16_d96_params {
+  const void* partial_out;
+  const void* partial_lse;
+  void* out;
+  void* lse;
+  long long batch;
+  long long heads_q;
+  long long num_splits;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d96(const decode_combine_bf16_d96_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  combine<bf16, 96>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
+      static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
+      static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+}
+
+// decode_bf16_d128_s3_v1_single: head dim 128, 3 K/V strides, 1 per copy, one pass
+struct decode_bf16_d128_s3_v1_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v1_single(const decode_bf16_d128_s3_v1_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 128, 1, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 128, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d128_s3_v1_split: head dim 128, 3 K/V strides, 1 per copy, split-KV partial results
+struct decode_bf16_d128_s3_v1_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v1_split(const decode_bf16_d128_s3_v1_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 128, 1, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 128, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d128_s3_v2_single: head dim 128, 3 K/V strides, 2 per copy, one pass
+struct decode_bf16_d128_s3_v2_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v2_single(const decode_bf16_d128_s3_v2_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 128, 2, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 128, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d128_s3_v2_split: head dim 128, 3 K/V strides, 2 per copy, split-KV partial results
+struct decode_bf16_d128_s3_v2_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v2_split(const decode_bf16_d128_s3_v2_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 128, 2, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 128, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d128_s3_v4_single: head dim 128, 3 K/V strides, 4 per copy, one pass
+struct decode_bf16_d128_s3_v4_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v4_single(const decode_bf16_d128_s3_v4_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 128, 4, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 128, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d128_s3_v4_split: head dim 128, 3 K/V strides, 4 per copy, split-KV partial results
+struct decode_bf16_d128_s3_v4_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v4_split(const decode_bf16_d128_s3_v4_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 128, 4, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 128, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d128_s3_v8_single: head dim 128, 3 K/V strides, 8 per copy, one pass
+struct decode_bf16_d128_s3_v8_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v8_single(const decode_bf16_d128_s3_v8_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 128, 8, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 128, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d128_s3_v8_split: head dim 128, 3 K/V strides, 8 per copy, split-KV partial results
+struct decode_bf16_d128_s3_v8_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v8_split(const decode_bf16_d128_s3_v8_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 128, 8, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 128, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d128_s4_v1_single: head dim 128, 4 K/V strides, 1 per copy, one pass
+struct decode_bf16_d128_s4_v1_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long k_sd;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  long long v_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s4_v1_single(const decode_bf16_d128_s4_v1_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 128, 1, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 128, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d128_s4_v1_split: head dim 128, 4 K/V strides, 1 per copy, split-KV partial results
+struct decode_bf16_d128_s4_v1_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long k_sd;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  long long v_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s4_v1_split(const decode_bf16_d128_s4_v1_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 128, 1, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 128, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_combine_bf16_d128: merges split-KV partial results, head dim 128
+struct decode_combine_bf16_d128_params {
+  const void* partial_out;
+  const void* partial_lse;
+  void* out;
+  void* lse;
+  long long batch;
+  long long heads_q;
+  long long num_splits;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d128(const decode_combine_bf16_d128_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  combine<bf16, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
+      static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
+      static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+}
+
+// decode_bf16_d192_s3_v1_single: head dim 192, 3 K/V strides, 1 per copy, one pass
+struct decode_bf16_d192_s3_v1_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v1_single(const decode_bf16_d192_s3_v1_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 192, 1, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 192, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d192_s3_v1_split: head dim 192, 3 K/V strides, 1 per copy, split-KV partial results
+struct decode_bf16_d192_s3_v1_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v1_split(const decode_bf16_d192_s3_v1_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 192, 1, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 192, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d192_s3_v2_single: head dim 192, 3 K/V strides, 2 per copy, one pass
+struct decode_bf16_d192_s3_v2_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v2_single(const decode_bf16_d192_s3_v2_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 192, 2, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 192, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d192_s3_v2_split: head dim 192, 3 K/V strides, 2 per copy, split-KV partial results
+struct decode_bf16_d192_s3_v2_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v2_split(const decode_bf16_d192_s3_v2_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 192, 2, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 192, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d192_s3_v4_single: head dim 192, 3 K/V strides, 4 per copy, one pass
+struct decode_bf16_d192_s3_v4_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v4_single(const decode_bf16_d192_s3_v4_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 192, 4, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 192, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d192_s3_v4_split: head dim 192, 3 K/V strides, 4 per copy, split-KV partial results
+struct decode_bf16_d192_s3_v4_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v4_split(const decode_bf16_d192_s3_v4_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 192, 4, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 192, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d192_s3_v8_single: head dim 192, 3 K/V strides, 8 per copy, one pass
+struct decode_bf16_d192_s3_v8_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v8_single(const decode_bf16_d192_s3_v8_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 192, 8, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 192, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d192_s3_v8_split: head dim 192, 3 K/V strides, 8 per copy, split-KV partial results
+struct decode_bf16_d192_s3_v8_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v8_split(const decode_bf16_d192_s3_v8_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 192, 8, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 192, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d192_s4_v1_single: head dim 192, 4 K/V strides, 1 per copy, one pass
+struct decode_bf16_d192_s4_v1_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long k_sd;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  long long v_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s4_v1_single(const decode_bf16_d192_s4_v1_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 192, 1, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 192, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d192_s4_v1_split: head dim 192, 4 K/V strides, 1 per copy, split-KV partial results
+struct decode_bf16_d192_s4_v1_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long k_sd;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  long long v_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s4_v1_split(const decode_bf16_d192_s4_v1_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 192, 1, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 192, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_combine_bf16_d192: merges split-KV partial results, head dim 192
+struct decode_combine_bf16_d192_params {
+  const void* partial_out;
+  const void* partial_lse;
+  void* out;
+  void* lse;
+  long long batch;
+  long long heads_q;
+  long long num_splits;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d192(const decode_combine_bf16_d192_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  combine<bf16, 192>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
+      static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
+      static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+}
+
+// decode_bf16_d256_s3_v1_single: head dim 256, 3 K/V strides, 1 per copy, one pass
+struct decode_bf16_d256_s3_v1_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v1_single(const decode_bf16_d256_s3_v1_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 256, 1, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 256, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d256_s3_v1_split: head dim 256, 3 K/V strides, 1 per copy, split-KV partial results
+struct decode_bf16_d256_s3_v1_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v1_split(const decode_bf16_d256_s3_v1_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 256, 1, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 256, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d256_s3_v2_single: head dim 256, 3 K/V strides, 2 per copy, one pass
+struct decode_bf16_d256_s3_v2_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v2_single(const decode_bf16_d256_s3_v2_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 256, 2, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 256, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d256_s3_v2_split: head dim 256, 3 K/V strides, 2 per copy, split-KV partial results
+struct decode_bf16_d256_s3_v2_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v2_split(const decode_bf16_d256_s3_v2_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 256, 2, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 256, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d256_s3_v4_single: head dim 256, 3 K/V strides, 4 per copy, one pass
+struct decode_bf16_d256_s3_v4_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v4_single(const decode_bf16_d256_s3_v4_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 256, 4, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 256, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d256_s3_v4_split: head dim 256, 3 K/V strides, 4 per copy, split-KV partial results
+struct decode_bf16_d256_s3_v4_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v4_split(const decode_bf16_d256_s3_v4_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 256, 4, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 256, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d256_s3_v8_single: head dim 256, 3 K/V strides, 8 per copy, one pass
+struct decode_bf16_d256_s3_v8_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v8_single(const decode_bf16_d256_s3_v8_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 256, 8, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 256, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d256_s3_v8_split: head dim 256, 3 K/V strides, 8 per copy, split-KV partial results
+struct decode_bf16_d256_s3_v8_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v8_split(const decode_bf16_d256_s3_v8_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 256, 8, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 256, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d256_s4_v1_single: head dim 256, 4 K/V strides, 1 per copy, one pass
+struct decode_bf16_d256_s4_v1_single_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long k_sd;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  long long v_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s4_v1_single(const decode_bf16_d256_s4_v1_single_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 256, 1, false>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 256, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_bf16_d256_s4_v1_split: head dim 256, 4 K/V strides, 1 per copy, split-KV partial results
+struct decode_bf16_d256_s4_v1_split_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long heads_kv;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long k_sd;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  long long v_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s4_v1_split(const decode_bf16_d256_s4_v1_split_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 256, 1, true>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
+      static_cast<int>(p.group), static_cast<int>(p.head_groups),
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Sink<T, 256, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+}
+
+// decode_combine_bf16_d256: merges split-KV partial results, head dim 256
+struct decode_combine_bf16_d256_params {
+  const void* partial_out;
+  const void* partial_lse;
+  void* out;
+  void* lse;
+  long long batch;
+  long long heads_q;
+  long long num_splits;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+};
+
+extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d256(const decode_combine_bf16_d256_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  combine<bf16, 256>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
+      static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
+      static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+}

@@ -1,0 +1,227 @@
+"""Decode-attention call planning: validate, pick the variant and the split count, fill the parameters.
+
+Works on TensorInfo metadata alone (no framework, no GPU), so every rule here is tested on the CPU.
+Bad input raises ValueError or TypeError naming the argument, the expectation and the given value,
+before anything is launched. Output, log-sum-exp and split workspace pointers are filled in by the
+caller once it has allocated them (``DecodePlan.values``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from cukiln.generated import dispatch
+
+from .tensors import TensorInfo
+
+DTYPES = ("fp16", "bf16")
+KV_LAYOUTS = ("bhsd", "bshd")
+GRID_YZ_MAX = 65535  # CUDA's limit on gridDim.y and gridDim.z: KV heads x head groups, and rows
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Launch:
+    module: str
+    symbol: str
+    fmt: str
+    field_names: tuple[str, ...]
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+
+
+@dataclass(frozen=True)
+class DecodePlan:
+    key: tuple  # (dtype, head dim, K/V strides, vector width, split)
+    device: int
+    batch: int
+    heads_q: int
+    head_dim: int
+    num_splits: int
+    attention: Launch
+    combine: Launch | None
+    fields: dict = field(default_factory=dict)  # every parameter except the ones values() takes
+
+    def values(self, *, out: int, lse: int, partial_out: int = 0, partial_lse: int = 0) -> tuple[tuple, tuple]:
+        """(attention values, combine values) with the output, lse and workspace pointers filled in."""
+        given = {**self.fields, "out": out, "lse": lse, "partial_out": partial_out, "partial_lse": partial_lse}
+        attention = tuple(given[name] for name in self.attention.field_names)
+        combine = () if self.combine is None else tuple(given[name] for name in self.combine.field_names)
+        return attention, combine
+
+
+def _describe(t: TensorInfo) -> str:
+    return f"shape {t.shape}, dtype {t.dtype}"
+
+
+def query_rows(q: TensorInfo) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """q as [b, h_q, d]: [b, h, d] itself, or [b, 1, h, d] / [b, h, 1, d] without the query axis."""
+    if q.ndim == 3:
+        return q.shape, q.strides
+    if q.ndim == 4 and (q.shape[1] == 1 or q.shape[2] == 1):
+        drop = 1 if q.shape[1] == 1 else 2
+        keep = [i for i in range(4) if i != drop]
+        return tuple(q.shape[i] for i in keep), tuple(q.strides[i] for i in keep)
+    raise ValueError(f"q: expected [b, h_q, d], [b, 1, h_q, d] or [b, h_q, 1, d] (one query token per row), "
+                     f"got {_describe(q)}")
+
+
+def cache_rows(t: TensorInfo, name: str, layout: str) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
+    """A K or V cache as (b, h_kv, T, d) sizes and strides, whatever its layout."""
+    if t.ndim != 4:
+        raise ValueError(f"{name}: expected a 4-d cache [b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd), "
+                         f"got {_describe(t)}")
+    order = (0, 1, 2, 3) if layout == "bhsd" else (0, 2, 1, 3)
+    return tuple(t.shape[i] for i in order), tuple(t.strides[i] for i in order)
+
+
+def widest_kv_vector(infos: list[tuple[int, tuple[int, ...]]], itemsize: int, head_dim: int) -> int:
+    """The widest K/V copy width that every (pointer, (sb, sh, st)) keeps aligned."""
+    for vec in (8, 4, 2, 1):
+        bytes_ = vec * itemsize
+        if head_dim % vec == 0 and all(ptr % bytes_ == 0 and all(s % vec == 0 for s in strides)
+                                       for ptr, strides in infos):
+            return vec
+    return 1
+
+
+def choose_splits(blocks: int, keys: int, sms: int, rule: dict) -> int:
+    """Split count, a power of two: the least that gives rule["blocks_per_sm"] blocks per multiprocessor,
+    but no more than keeps rule["min_keys_per_split"] keys per split. ``blocks`` is the one-pass
+    launch's block count, ``keys`` the cache slice's length T (per-row lengths live on the device)."""
+    target = rule["blocks_per_sm"] * sms
+    most = keys // rule["min_keys_per_split"]
+    if blocks <= 0 or blocks >= target or most < 2:
+        return 1
+    want = 1 << math.ceil(math.log2(target / blocks))
+    return min(want, 1 << int(math.log2(most)))
+
+
+def split_rule(arch: str | None) -> dict:
+    return dispatch.DECODE_SPLIT.get(arch, dispatch.DECODE_SPLIT_DEFAULT)
+
+
+def _lengths(value, name: str, batch: int, device: int) -> tuple[int, int, TensorInfo | None]:
+    """(pointer, scalar, tensor) of kv_lens or kv_start: an int, or an int32 [b] tensor on the device."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return 0, value, None
+    if not isinstance(value, TensorInfo):
+        raise TypeError(f"{name}: expected an int or an int32 tensor [b], got {type(value).__name__} {value!r}")
+    if value.dtype != "int32":
+        raise TypeError(f"{name}: expected an int32 tensor, got dtype {value.dtype}")
+    if value.shape != (batch,):
+        raise ValueError(f"{name}: expected shape ({batch},) (one per row), got {value.shape}")
+    if value.device != device:
+        raise ValueError(f"{name}: expected a tensor on cuda:{device} (q's device), got one on device {value.device}")
+    return value.ptr, 0, value
+
+
+def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout: str = "bhsd", kv_start=None,
+                scale: float | None = None, softcap: float | None = None, num_splits: int | None = None,
+                out: TensorInfo | None = None, return_lse: bool = False, sms: int = 132,
+                arch: str | None = None) -> DecodePlan:
+    """Validate a decode_attention call and plan its launches.
+
+    kv_lens / kv_start: an int, or a TensorInfo of an int32 [b] tensor on q's device (its values are
+    the device's business: out-of-range rows come out NaN). ``sms`` and ``arch`` feed the split rule.
+    """
+    if kv_layout not in KV_LAYOUTS:
+        raise ValueError(f"kv_layout: expected one of {KV_LAYOUTS}, got {kv_layout!r}")
+    for name, t in (("q", q), ("k_cache", k), ("v_cache", v)):
+        if t.dtype not in DTYPES:
+            raise TypeError(f"{name}: expected float16 or bfloat16, got {t.dtype}")
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"k_cache, v_cache: expected q's dtype {q.dtype}, got {k.dtype} and {v.dtype}")
+    for name, t in (("k_cache", k), ("v_cache", v)):
+        if t.device != q.device:
+            raise ValueError(f"{name}: expected a tensor on q's device cuda:{q.device}, got device {t.device}")
+    (b, h_q, d), q_strides = query_rows(q)
+    (kb, h_kv, capacity, kd), k_strides = cache_rows(k, "k_cache", kv_layout)
+    v_sizes, v_strides = cache_rows(v, "v_cache", kv_layout)
+    if v_sizes != (kb, h_kv, capacity, kd):
+        raise ValueError(f"v_cache: expected k_cache's shape {k.shape}, got {v.shape}")
+    if kb != b:
+        raise ValueError(f"k_cache: expected batch {b} (q's), got {kb}")
+    if kd != d:
+        raise ValueError(f"k_cache: expected head dim {d} (q's), got {kd}")
+    head_dims = sorted({key[1] for key in dispatch.DECODE})
+    if d not in head_dims:
+        raise ValueError(f"q: head dim {d} is not supported; supported head dims: {head_dims}")
+    if h_kv == 0 or h_q % h_kv:
+        raise ValueError(f"q: expected a number of heads that is a multiple of k_cache's {h_kv}, got {h_q}")
+    if b > GRID_YZ_MAX:
+        raise ValueError(f"q: at most {GRID_YZ_MAX} rows per call, got {b}")
+    if capacity > INT32_MAX:
+        raise ValueError(f"k_cache: at most {INT32_MAX} positions, got {capacity}")
+    group = h_q // h_kv
+    head_groups = math.ceil(group / dispatch.DECODE_HEAD_ROWS)
+    if h_kv * head_groups > GRID_YZ_MAX:
+        raise ValueError(f"k_cache: too many KV heads x head groups for one launch ({h_kv} x {head_groups})")
+
+    lens_ptr, lens_value, lens_info = _lengths(kv_lens, "kv_lens", b, q.device)
+    start_ptr, start_value, start_info = _lengths(0 if kv_start is None else kv_start, "kv_start", b, q.device)
+    if lens_info is None and not 0 <= lens_value <= capacity:
+        raise ValueError(f"kv_lens: expected 0 <= kv_lens <= T = {capacity} (the cache's positions), got {lens_value}")
+    if start_info is None and start_value < 0:
+        raise ValueError(f"kv_start: expected a non-negative int, got {start_value}")
+    if start_info is None and lens_info is None and start_value > lens_value:
+        raise ValueError(f"kv_start: expected at most kv_lens = {lens_value}, got {start_value}")
+
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise TypeError(f"scale: expected a finite float or None, got {scale!r}")
+    if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, (int, float))
+                                or not softcap > 0 or not math.isfinite(softcap)):
+        raise ValueError(f"softcap: expected a positive finite float or None, got {softcap!r}")
+    if num_splits is not None and (isinstance(num_splits, bool) or not isinstance(num_splits, int)
+                                   or not 1 <= num_splits <= INT32_MAX):
+        raise ValueError(f"num_splits: expected a positive int or None, got {num_splits!r}")
+
+    if out is not None:
+        if out.shape != q.shape:
+            raise ValueError(f"out: expected q's shape {q.shape}, got {out.shape}")
+        if out.dtype != q.dtype:
+            raise TypeError(f"out: expected q's dtype {q.dtype}, got {out.dtype}")
+        if out.device != q.device:
+            raise ValueError(f"out: expected a tensor on q's device cuda:{q.device}, got device {out.device}")
+        if out.has_internal_overlap():
+            raise ValueError("out: has a broadcast (stride 0) dimension; each output element needs its own memory")
+        for name, t in (("q", q), ("k_cache", k), ("v_cache", v), ("kv_lens", lens_info), ("kv_start", start_info)):
+            if t is not None and out.overlaps(t):
+                raise ValueError(f"out: overlaps {name}, which the kernel reads while it writes out")
+        out_strides = query_rows(out)[1]
+    else:
+        out_strides = (h_q * d, d, 1)  # the caller allocates a contiguous [b, h_q, d]
+
+    general = k_strides[3] != 1 or v_strides[3] != 1
+    strides = 4 if general else 3
+    vec = 1 if general else widest_kv_vector([(k.ptr, k_strides[:3]), (v.ptr, v_strides[:3])], k.itemsize, d)
+    blocks = b * h_kv * head_groups
+    splits = num_splits if num_splits is not None else choose_splits(blocks, capacity, sms, split_rule(arch))
+    mode = "split" if splits > 1 else "single"
+    key = (q.dtype, d, strides, vec, mode)
+    module, symbol, layout_id, combine_symbol = dispatch.DECODE[key]
+
+    names, fmt = dispatch.DECODE_PARAMS[layout_id]
+    attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, b), (32 * dispatch.DECODE_WARPS, 1, 1),
+                       dispatch.DECODE_SHARED[d])
+    combine = None
+    if combine_symbol is not None:
+        c_names, c_fmt = dispatch.DECODE_PARAMS["combine"]
+        combine = Launch(module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
+                         (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0)
+    fields = {
+        "q": q.ptr, "k": k.ptr, "v": v.ptr,
+        "kv_lens": lens_ptr, "kv_len": lens_value, "kv_start": start_ptr, "kv_start_value": start_value,
+        "capacity": capacity, "batch": b, "heads_q": h_q, "heads_kv": h_kv, "group": group,
+        "head_groups": head_groups,
+        "q_sb": q_strides[0], "q_sh": q_strides[1], "q_sd": q_strides[2],
+        "out_sb": out_strides[0], "out_sh": out_strides[1], "out_sd": out_strides[2],
+        "scale": float(scale), "softcap": float(softcap or 0.0), "num_splits": splits,
+    }
+    for prefix, s in (("k", k_strides), ("v", v_strides)):
+        fields.update({f"{prefix}_sb": s[0], f"{prefix}_sh": s[1], f"{prefix}_st": s[2], f"{prefix}_sd": s[3]})
+    return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine, fields)

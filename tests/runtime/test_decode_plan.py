@@ -1,0 +1,165 @@
+"""Decode-attention planning on the CPU: variant selection from metadata, the split rule, every bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from cukiln.decode_plan import choose_splits, plan_decode, widest_kv_vector
+from cukiln.generated import dispatch
+from cukiln.tensors import TensorInfo
+
+BASE = 1 << 20  # a 16-byte-aligned fake device address
+
+
+def contiguous(shape, dtype="bf16", ptr=BASE, device=0) -> TensorInfo:
+    strides, n = [], 1
+    for size in reversed(shape):
+        strides.append(n)
+        n *= size
+    return TensorInfo(ptr, tuple(shape), tuple(reversed(strides)), dtype, device)
+
+
+def cache_slice(b, h, T, d, capacity, *, layout="bhsd", ptr=BASE, dtype="bf16") -> TensorInfo:
+    """[:, :, :T] (bhsd) or [:, :T] (bshd) of a contiguous buffer with ``capacity`` positions."""
+    if layout == "bhsd":
+        return TensorInfo(ptr, (b, h, T, d), (h * capacity * d, capacity * d, d, 1), dtype, 0)
+    return TensorInfo(ptr, (b, T, h, d), (capacity * h * d, h * d, d, 1), dtype, 0)
+
+
+def plan(q=None, k=None, v=None, kv_lens=100, **kw):
+    q = q or contiguous((2, 8, 128))
+    k = k or cache_slice(2, 2, 256, 128, 512)
+    v = v or cache_slice(2, 2, 256, 128, 512, ptr=BASE * 64)
+    return plan_decode(q, k, v, kv_lens, **kw)
+
+
+def test_a_cache_slice_selects_the_wide_three_stride_variant():
+    p = plan(num_splits=1)
+    assert p.key == ("bf16", 128, 3, 8, "single")
+    assert p.attention.symbol == "decode_bf16_d128_s3_v8_single" and p.combine is None
+    assert p.attention.grid == (1, 2, 2) and p.attention.block == (32 * dispatch.DECODE_WARPS, 1, 1)
+    assert p.fields["k_st"] == 128 and p.fields["k_sh"] == 512 * 128  # the buffer's strides, no copy
+
+
+def test_bshd_layout_reads_the_strides_of_its_axes():
+    k = cache_slice(2, 2, 256, 128, 512, layout="bshd")
+    v = cache_slice(2, 2, 256, 128, 512, layout="bshd", ptr=BASE * 64)
+    p = plan(k=k, v=v, kv_layout="bshd")
+    assert (p.fields["k_sb"], p.fields["k_sh"], p.fields["k_st"]) == (512 * 2 * 128, 128, 2 * 128)
+    assert p.fields["capacity"] == 256
+
+
+@pytest.mark.parametrize("offset, vec", [(0, 8), (4, 4), (2, 2), (1, 1), (6, 2)])
+def test_vector_width_follows_pointer_alignment(offset, vec):
+    k = cache_slice(2, 2, 256, 128, 512, ptr=BASE + 2 * offset)
+    assert plan(k=k).key[3] == vec
+
+
+def test_odd_strides_narrow_the_vector_and_a_strided_head_dim_takes_four_strides():
+    assert widest_kv_vector([(BASE, (1000 * 128, 1000, 132))], 2, 128) == 4
+    k = TensorInfo(BASE, (2, 2, 256, 128), (2 * 512 * 256, 512 * 256, 256, 2), "bf16", 0)
+    p = plan(k=k)
+    assert p.key[2:4] == (4, 1) and p.fields["k_sd"] == 2
+
+
+def test_query_forms_drop_the_single_token_axis():
+    for shape in ((2, 1, 8, 128), (2, 8, 1, 128)):
+        q = contiguous(shape)
+        p = plan(q=q)
+        assert (p.batch, p.heads_q, p.head_dim) == (2, 8, 128)
+        assert p.fields["q_sh"] == 128
+
+
+def test_split_variant_comes_with_its_combine_kernel_and_workspace_shape():
+    p = plan(num_splits=4)
+    assert p.key[-1] == "split" and p.num_splits == 4
+    assert p.combine.symbol == "decode_combine_bf16_d128" and p.combine.grid == (2 * 8, 1, 1)
+    attention, combine = p.values(out=1, lse=2, partial_out=3, partial_lse=4)
+    names = dict(zip(p.attention.field_names, attention))
+    assert (names["out"], names["lse"], names["partial_out"], names["partial_lse"]) == (1, 2, 3, 4)
+    assert dict(zip(p.combine.field_names, combine))["num_splits"] == 4
+
+
+def test_large_groups_take_several_blocks_per_kv_head():
+    q = contiguous((1, 40, 64))
+    k = cache_slice(1, 2, 100, 64, 100)
+    p = plan_decode(q, k, k, 100, num_splits=1)
+    assert p.fields["group"] == 20 and p.fields["head_groups"] == 2
+    assert p.attention.grid == (1, 4, 1) and p.fields["group"] > dispatch.DECODE_HEAD_ROWS
+
+
+def test_shared_memory_fits_an_h100_block_for_every_head_dim():
+    for d, (keys, pitch) in dispatch.DECODE_TILE.items():
+        q = contiguous((1, 16, d))
+        k = cache_slice(1, 1, 64, d, 64)
+        p = plan_decode(q, k, k, 64)
+        assert p.attention.shared == 2 * 2 * keys * pitch * 2 + 16 * pitch * 2
+        assert p.attention.shared <= 227 * 1024
+
+
+RULE = {"blocks_per_sm": 2.0, "min_keys_per_split": 512}
+
+
+def test_split_rule_fills_the_gpu_with_powers_of_two():
+    assert choose_splits(8, 8192, 132, RULE) == 16  # capped by 512 keys per split
+    assert choose_splits(8, 131072, 132, RULE) == 64  # 2 x 132 / 8 = 33 -> 64
+    assert choose_splits(264, 131072, 132, RULE) == 1  # already two blocks per SM
+    assert choose_splits(8, 1023, 132, RULE) == 1  # fewer than two splits' worth of keys
+    for blocks in (1, 3, 8, 50, 100):
+        for keys in (512, 4096, 100000):
+            s = choose_splits(blocks, keys, 132, RULE)
+            assert s & (s - 1) == 0 and (s == 1 or keys // s >= RULE["min_keys_per_split"])
+            assert s == 1 or blocks * s / 2 < RULE["blocks_per_sm"] * 132  # the least power that gets there
+
+
+def test_rule_from_the_dispatch_table_is_used_without_num_splits():
+    p = plan(q=contiguous((1, 32, 128)), k=cache_slice(1, 8, 32768, 128, 33000),
+             v=cache_slice(1, 8, 32768, 128, 33000, ptr=BASE * 4096), kv_lens=32768, sms=132, arch="sm_00")
+    assert p.num_splits == choose_splits(8, 32768, 132, dispatch.DECODE_SPLIT_DEFAULT) > 1
+
+
+def _bad(**changes):
+    args = dict(q=contiguous((2, 8, 128)), k=cache_slice(2, 2, 256, 128, 512),
+                v=cache_slice(2, 2, 256, 128, 512, ptr=BASE * 64), kv_lens=100)
+    args.update(changes)
+    return args
+
+
+@pytest.mark.parametrize("changes, error, words", [
+    (dict(q=contiguous((2, 8, 128), dtype="fp32")), TypeError, "float16 or bfloat16"),
+    (dict(k=cache_slice(2, 2, 256, 128, 512, dtype="fp16")), TypeError, "q's dtype"),
+    (dict(q=contiguous((2, 6, 128)), k=cache_slice(2, 4, 256, 128, 512), v=cache_slice(2, 4, 256, 128, 512)),
+     ValueError, "multiple"),
+    (dict(q=contiguous((2, 8, 48)), k=cache_slice(2, 2, 256, 48, 512), v=cache_slice(2, 2, 256, 48, 512)),
+     ValueError, "head dim 48"),
+    (dict(k=cache_slice(2, 2, 256, 64, 512), v=cache_slice(2, 2, 256, 64, 512, ptr=BASE * 64)), ValueError,
+     "head dim 128"),
+    (dict(k=cache_slice(3, 2, 256, 128, 512), v=cache_slice(3, 2, 256, 128, 512, ptr=BASE * 64)), ValueError,
+     "batch"),
+    (dict(v=cache_slice(2, 2, 255, 128, 512)), ValueError, "v_cache"),
+    (dict(q=contiguous((2, 2, 8, 128))), ValueError, "one query token"),
+    (dict(k=contiguous((2, 256, 128))), ValueError, "4-d cache"),
+    (dict(kv_lens=257), ValueError, "kv_lens"),
+    (dict(kv_lens=-1), ValueError, "kv_lens"),
+    (dict(kv_lens=1.5), TypeError, "kv_lens"),
+    (dict(kv_lens=contiguous((2,), dtype="int64")), TypeError, "int32"),
+    (dict(kv_lens=contiguous((3,), dtype="int32")), ValueError, "one per row"),
+    (dict(kv_lens=contiguous((2,), dtype="int32", device=1)), ValueError, "device"),
+    (dict(kv_start=101), ValueError, "kv_start"),
+    (dict(kv_start=-2), ValueError, "kv_start"),
+    (dict(kv_layout="bhds"), ValueError, "kv_layout"),
+    (dict(softcap=-1.0), ValueError, "softcap"),
+    (dict(scale=math.inf), TypeError, "scale"),
+    (dict(num_splits=0), ValueError, "num_splits"),
+    (dict(k=TensorInfo(BASE, (2, 2, 256, 128), (1, 1, 1, 1), "bf16", 1)), ValueError, "device"),
+    (dict(out=contiguous((2, 8, 64))), ValueError, "out: expected q's shape"),
+    (dict(out=contiguous((2, 8, 128), dtype="fp16")), TypeError, "out"),
+    (dict(out=contiguous((2, 8, 128))), ValueError, "overlaps q"),
+    (dict(out=TensorInfo(BASE * 9000, (2, 8, 128), (0, 128, 1), "bf16", 0)), ValueError, "broadcast"),
+])
+def test_bad_inputs(changes, error, words):
+    args = _bad(**changes)
+    with pytest.raises(error, match=words):
+        plan_decode(args.pop("q"), args.pop("k"), args.pop("v"), args.pop("kv_lens"), **args)

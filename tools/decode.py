@@ -1,0 +1,189 @@
+"""Decode attention on the GPU: `cukiln bench decode` and `cukiln tune decode`.
+
+bench times cukiln against torch's scaled_dot_product_attention (same cache slices, enable_gqa=True)
+and any other decode kernel installed, bf16, d = 128, h_q = 32, h_kv = 8, over batch x cache length.
+Bytes counted: K and V of every row read once, plus q and the output. tune times every power-of-two
+split count over a grid of (rows x KV heads, cache length), fits the split rule (blocks per
+multiprocessor, least keys per split) and writes generated/tuning/<arch>.json; the next `cukiln build`
+folds the rule into dispatch.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from .timing import copy_tbps, median_ms, rotating_sets, run_metadata
+
+HEADS_Q, HEADS_KV, HEAD_DIM = 32, 8, 128
+BENCH_GRID = tuple(itertools.product((1, 8, 32, 128), (512, 2048, 8192, 32768))) + ((1, 131072),)
+# The cache buffer holds this many more positions than the attended slice (a cache grown in steps).
+CAPACITY_SLACK = 256
+TUNE_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+TUNE_LENGTHS = (512, 2048, 8192, 32768)
+TUNE_SPLITS = tuple(2**i for i in range(9))  # 1 .. 256
+MIN_KEYS_PER_SPLIT_MEASURED = 64
+RULE_BLOCKS_PER_SM = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
+RULE_MIN_KEYS = (64, 128, 256, 512, 1024, 2048)
+
+
+def _inputs(b: int, T: int):
+    """q [b, h_q, d] and K/V slices [:, :, :T] of [b, h_kv, T + slack, d] buffers, bf16."""
+    import torch
+
+    q = torch.randn(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, HEADS_KV, T + CAPACITY_SLACK, HEAD_DIM, device="cuda", dtype=torch.bfloat16)[:, :, :T]
+            for _ in range(2))
+    return q, k, v
+
+
+def kv_bytes(b: int, T: int) -> int:
+    return 2 * b * HEADS_KV * T * HEAD_DIM * 2
+
+
+def _other_kernels() -> dict:
+    """Decode kernels besides torch's that are installed here: name -> fn(q, k, v, T) -> output."""
+    found = {}
+    try:
+        from flash_attn import flash_attn_with_kvcache  # bshd caches only: timed on transposed views
+
+        found["flash_attn"] = lambda q, k, v, T: flash_attn_with_kvcache(
+            q.unsqueeze(1), k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=T)
+    except Exception:  # not installed, or built for another torch
+        pass
+    return found
+
+
+def _bench_case(b: int, T: int, copy: float, others: dict) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    import cukiln
+
+    nbytes = kv_bytes(b, T) + 2 * b * HEADS_Q * HEAD_DIM * 2
+    sets = rotating_sets(lambda: _inputs(b, T), kv_bytes(b, T))
+    outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
+    contenders = {
+        "cukiln": [lambda s=s, o=o: cukiln.decode_attention(*s, T, out=o) for s, o in zip(sets, outs)],
+        "torch_sdpa": [lambda s=s: F.scaled_dot_product_attention(s[0].unsqueeze(2), s[1], s[2], enable_gqa=True)
+                       for s in sets],
+    }
+    for name, fn in others.items():
+        contenders[name] = [lambda s=s, fn=fn: fn(*s, T) for s in sets]
+    from cukiln.decode_api import plan_call
+
+    plan = plan_call(*sets[0], T)
+    row = {"batch": b, "T": T, "kv_bytes": kv_bytes(b, T), "bytes": nbytes, "num_splits": plan.num_splits,
+           "variant": plan.attention.symbol}
+    for name, calls in contenders.items():
+        ms = median_ms(calls)
+        tbps = nbytes / (ms * 1e-3) / 1e12
+        row[name] = {"ms": ms, "tbps": tbps, "x_copy": tbps / copy}
+    row["speedup_vs_sdpa"] = row["torch_sdpa"]["ms"] / row["cukiln"]["ms"]
+    # cukiln must agree with torch on these inputs (a benchmark of a wrong kernel is worthless).
+    ref = F.scaled_dot_product_attention(sets[0][0].unsqueeze(2), sets[0][1], sets[0][2], enable_gqa=True)[:, :, 0]
+    got = cukiln.decode_attention(*sets[0], T)
+    row["max_abs_diff_vs_sdpa"] = (got.float() - ref.float()).abs().max().item()
+    return row
+
+
+def bench(console: Console, quick: bool = False) -> dict:
+    copy = copy_tbps()
+    console.print(f"device-to-device copy: {copy:.3f} TB/s (read + write)")
+    others = _other_kernels()
+    grid = BENCH_GRID[:3] if quick else BENCH_GRID
+    rows = []
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("decode cases", total=len(grid))
+        for b, T in grid:
+            rows.append(_bench_case(b, T, copy, others))
+            progress.advance(task)
+    return {**run_metadata("decode", "cukiln bench decode" + (" --quick" if quick else "")), "copy_tbps": copy,
+            "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
+                      "capacity": f"T + {CAPACITY_SLACK}"},
+            "others": sorted(others), "cases": rows}
+
+
+def print_bench(result: dict, console: Console) -> None:
+    table = Table(title=f"decode attention on {result['device']} — copy {result['copy_tbps']:.2f} TB/s",
+                  title_justify="left")
+    for col in ("b", "T", "K+V MB", "splits", "cukiln us", "x copy", "sdpa us", "sdpa x copy", "vs sdpa",
+                *result["others"]):
+        table.add_column(col, justify="right")
+    for r in result["cases"]:
+        c = r["cukiln"]["x_copy"]
+        ok = (c >= 0.90 or r["kv_bytes"] < 256e6) and r["speedup_vs_sdpa"] >= 0.97
+        table.add_row(str(r["batch"]), str(r["T"]), f"{r['kv_bytes'] / 1e6:.0f}", str(r["num_splits"]),
+                      f"{r['cukiln']['ms'] * 1e3:.1f}", f"[{'green' if ok else 'red'}]{c:.3f}[/]",
+                      f"{r['torch_sdpa']['ms'] * 1e3:.1f}", f"{r['torch_sdpa']['x_copy']:.3f}",
+                      f"{r['speedup_vs_sdpa']:.2f}x", *(f"{r[o]['ms'] * 1e3:.1f}" for o in result["others"]))
+    console.print(table)
+
+
+def rule_splits(blocks: int, keys: int, sms: int, rule: dict) -> int:
+    from cukiln.decode_plan import choose_splits
+
+    return choose_splits(blocks, keys, sms, rule)
+
+
+def fit_rule(measurements: list[dict], sms: int) -> dict:
+    """The (blocks_per_sm, min_keys_per_split) whose choices lose least against each point's best split
+    count: the sum over points of chosen time / best time, smallest first; ties keep the earlier pair."""
+    best, best_cost = None, math.inf
+    for per_sm, min_keys in itertools.product(RULE_BLOCKS_PER_SM, RULE_MIN_KEYS):
+        rule = {"blocks_per_sm": per_sm, "min_keys_per_split": min_keys}
+        cost = 0.0
+        for m in measurements:
+            times = {int(s): ms for s, ms in m["ms_by_splits"].items()}
+            chosen = rule_splits(m["blocks"], m["T"], sms, rule)
+            chosen = min(times, key=lambda s: (abs(s - chosen), s))  # the nearest measured count
+            cost += times[chosen] / min(times.values())
+        if cost < best_cost - 1e-9:
+            best, best_cost = rule, cost
+    return {**best, "mean_time_over_best": best_cost / len(measurements)}
+
+
+def tune(console: Console) -> dict:
+    import torch
+
+    import cukiln
+    from cukiln.codegen import emit
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    points = [(b, T) for b in TUNE_BATCHES for T in TUNE_LENGTHS]
+    measurements = []
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("decode split counts", total=len(points))
+        for b, T in points:
+            sets = rotating_sets(lambda: _inputs(b, T), kv_bytes(b, T))
+            outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
+            times = {}
+            for s in TUNE_SPLITS:
+                if s > 1 and T // s < MIN_KEYS_PER_SPLIT_MEASURED:
+                    break
+                times[s] = median_ms([lambda st=st, o=o, s=s: cukiln.decode_attention(*st, T, out=o, num_splits=s)
+                                      for st, o in zip(sets, outs)], batches=9)
+            measurements.append({"batch": b, "T": T, "blocks": b * HEADS_KV, "ms_by_splits": times,
+                                 "best_splits": min(times, key=times.get)})
+            del sets, outs
+            progress.advance(task)
+    rule = fit_rule(measurements, sms)
+    meta = run_metadata("decode-tune", "cukiln tune decode")
+    result = {"device": meta["device"], "date": meta["date"], "sms": sms, "command": meta["command"],
+              "versions": meta["versions"],
+              "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16"},
+              "rule": rule, "measurements": measurements}
+    path = emit.generated_dir() / "tuning" / f"{meta['arch']}.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data["decode"] = result
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    console.print(f"split rule for {meta['arch']}: {rule['blocks_per_sm']} blocks per SM, at least "
+                  f"{rule['min_keys_per_split']} keys per split (chosen/best time {rule['mean_time_over_best']:.3f});"
+                  f" wrote {path} — run `cukiln build` to fold it into dispatch.py")
+    return result
