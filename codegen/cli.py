@@ -69,9 +69,12 @@ def parser() -> argparse.ArgumentParser:
                    help="compile nothing; exit 1 if generated/ differs from what the templates produce")
     b.set_defaults(func=_build)
 
-    r = sub.add_parser("report", help="variants, their resources and the dispatch table (no GPU needed)")
+    r = sub.add_parser("report", help="variants per op and axis, their resources, the dispatch rules and their "
+                                      "tuning data, and warnings (no GPU needed)")
     r.add_argument("--only", metavar="REGEX", help="show only variants whose name matches")
     r.add_argument("--sort", choices=("name", "registers", "spills", "smem", "size", "compile"), default="name")
+    r.add_argument("--limit", type=int, default=40, metavar="N",
+                   help="variant rows shown in the text view (default 40, 0 for all; --json has every row)")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.set_defaults(func=_report)
 

@@ -6,7 +6,9 @@ templates and the variant space, which is what ``cukiln build --check`` compares
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -94,6 +96,32 @@ def _thd_rule_lines(tuning: dict[str, dict]) -> list[str]:
         "ROPE_THD_GRID_MAX_WASTE = {",
     ]
     return lines + _tuned_rule_lines(tuning, "rope-thd", lambda rule: float(rule["grid_max_waste"])) + ["}"]
+
+
+# The modules whose kernels each tuned rule was measured on: tuning data records a fingerprint of their
+# sources, and `cukiln report` flags the data as stale once they change.
+TUNED_MODULES = {"rope-thd": re.compile(r"^rope_\w+_thd_"), "decode": re.compile(r"^decode_")}
+
+
+def tuning_fingerprint(manifest: dict, op: str) -> str:
+    """A short hash of the sources of the modules ``op``'s tuning measures (from the manifest)."""
+    h = hashlib.sha256()
+    for name, module in sorted(manifest.get("modules", {}).items()):
+        if TUNED_MODULES[op].match(name):
+            h.update(f"{name}:{module.get('source_sha256', '')}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def write_tuning(arch: str, op: str, result: dict, root: Path | None = None) -> Path:
+    """Store ``result`` as ``op``'s entry of generated/tuning/<arch>.json, stamped with the fingerprint of
+    the sources it measured. Returns the path."""
+    root = root or generated_dir()
+    path = root / "tuning" / f"{arch}.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[op] = {**result, "fingerprint": tuning_fingerprint(read_manifest(root), op)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
 
 
 def read_tuning(root: Path | None = None) -> dict[str, dict]:

@@ -11,7 +11,6 @@ folds the rule into dispatch.py.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 
 from rich.console import Console
@@ -178,11 +177,7 @@ def tune(console: Console) -> dict:
               "versions": meta["versions"],
               "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16"},
               "rule": rule, "measurements": measurements}
-    path = emit.generated_dir() / "tuning" / f"{meta['arch']}.json"
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data["decode"] = result
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    path = emit.write_tuning(meta["arch"], "decode", result)
     console.print(f"split rule for {meta['arch']}: {rule['blocks_per_sm']} blocks per SM, at least "
                   f"{rule['min_keys_per_split']} keys per split (chosen/best time {rule['mean_time_over_best']:.3f});"
                   f" wrote {path} — run `cukiln build` to fold it into dispatch.py")

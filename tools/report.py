@@ -1,9 +1,17 @@
-"""`cukiln report` (no GPU): every variant with its resources, per arch, from generated/manifest.json."""
+"""`cukiln report` (no GPU): the variants per op and axis, their resources per arch, the dispatch rules in
+force with the tuning data behind them, and everything that falls short (spills, missing archs, stale
+tuning, missing or out-of-date cubins).
+
+``collect()`` gathers all of it as plain data; the text view and ``--json`` both print that.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections import Counter
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -18,6 +26,8 @@ _SORT_KEYS = {
     "size": lambda row: -row["cubin_bytes"],
     "compile": lambda row: -row["compile_seconds"],
 }
+# Archs a default build targets (a GPU's own arch comes on top): missing ones are reported.
+EXPECTED_ARCHS = ("sm_80", "sm_90")
 
 
 def rows(manifest: dict, only: str | None) -> list[dict]:
@@ -30,7 +40,7 @@ def rows(manifest: dict, only: str | None) -> list[dict]:
         for arch, res in entry.get("resources", {}).items():
             cubin = manifest["modules"][entry["module"]]["cubins"].get(arch, {})
             out.append({
-                "name": entry["name"], "arch": arch, "module": entry["module"],
+                "name": entry["name"], "op": entry.get("op", ""), "arch": arch, "module": entry["module"],
                 "registers": res["registers"] if res else -1,
                 "shared_bytes": res["shared_bytes"] if res else 0,
                 "stack_bytes": res["stack_bytes"] if res else 0,
@@ -40,13 +50,34 @@ def rows(manifest: dict, only: str | None) -> list[dict]:
     return out
 
 
-def thd_rule() -> dict:
+def op_summary(manifest: dict) -> dict:
+    """Per op: variant count, modules, the count of each value of each axis, and per arch the variants
+    with resources, the worst registers and shared memory, and the spilling variants."""
+    ops: dict[str, dict] = {}
+    for entry in manifest.get("variants", []):
+        op = ops.setdefault(entry.get("op", "?"), {"variants": 0, "modules": set(), "axes": {}, "archs": {}})
+        op["variants"] += 1
+        op["modules"].add(entry["module"])
+        for axis, value in entry.get("axes", {}).items():
+            op["axes"].setdefault(axis, Counter())[str(value)] += 1
+        for arch, res in entry.get("resources", {}).items():
+            a = op["archs"].setdefault(arch, {"variants": 0, "max_registers": 0, "max_shared_bytes": 0, "spilling": 0})
+            if res:
+                a["variants"] += 1
+                a["max_registers"] = max(a["max_registers"], res["registers"])
+                a["max_shared_bytes"] = max(a["max_shared_bytes"], res["shared_bytes"])
+                a["spilling"] += bool(res["spill_store_bytes"] + res["spill_load_bytes"])
+    return {name: {**op, "modules": len(op["modules"]), "axes": {k: dict(sorted(c.items())) for k, c in op["axes"].items()}}
+            for name, op in sorted(ops.items())}
+
+
+def thd_rule(tuning: dict) -> dict:
     """The token/grid rule in force (from dispatch.py) and the tuning data behind it, per arch."""
     from cukiln.generated import dispatch
 
     data = {}
-    for arch, tuning in emit.read_tuning().items():
-        t = tuning.get("rope-thd")
+    for arch, t in sorted(tuning.items()):
+        t = t.get("rope-thd")
         if t:
             data[arch] = {"device": t["device"], "date": t["date"], "rule": t["rule"],
                           "measurements": [{"tokens": m["lengths"]["tokens"], "n_seqs": m["lengths"]["n_seqs"],
@@ -56,6 +87,118 @@ def thd_rule() -> dict:
                                            for m in t["measurements"]]}
     return {"grid_max_waste": dict(dispatch.ROPE_THD_GRID_MAX_WASTE),
             "default": dispatch.ROPE_THD_GRID_MAX_WASTE_DEFAULT, "tuning": data}
+
+
+def decode_rule(tuning: dict) -> dict:
+    """The split-KV rule in force per arch and, per tuned point, the best split count, the rule's choice
+    and what the choice costs against the best (the runner-up's margin when the rule picks the best)."""
+    from cukiln.decode_plan import choose_splits
+    from cukiln.generated import dispatch
+
+    data = {}
+    for arch, t in sorted(tuning.items()):
+        t = t.get("decode")
+        if not t:
+            continue
+        rule = dispatch.DECODE_SPLIT.get(arch, dispatch.DECODE_SPLIT_DEFAULT)
+        points = []
+        for m in t["measurements"]:
+            times = {int(s): ms for s, ms in m["ms_by_splits"].items()}
+            ranked = sorted(times, key=times.get)
+            chosen = choose_splits(m["blocks"], m["T"], t["sms"], rule)
+            chosen = min(times, key=lambda s: (abs(s - chosen), s))
+            points.append({"batch": m["batch"], "T": m["T"], "best_splits": ranked[0], "chosen_splits": chosen,
+                           "best_us": times[ranked[0]] * 1e3, "chosen_over_best": times[chosen] / times[ranked[0]],
+                           "runner_up_over_best": times[ranked[1]] / times[ranked[0]] if len(ranked) > 1 else None})
+        data[arch] = {"device": t["device"], "date": t["date"], "sms": t["sms"], "rule": t["rule"], "points": points}
+    return {"rules": dict(dispatch.DECODE_SPLIT), "default": dict(dispatch.DECODE_SPLIT_DEFAULT), "tuning": data}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def warnings(manifest: dict, tuning: dict, root: Path) -> list[dict]:
+    """Everything that falls short, each as {"kind", "detail"}: spills, archs missing from the build or
+    from a variant, tuning measured on sources that changed since, cubins missing or not the ones built."""
+    out = []
+    for entry in manifest.get("variants", []):
+        for arch, res in entry.get("resources", {}).items():
+            if res is None:
+                out.append({"kind": "missing arch", "detail": f"{entry['name']} has no {arch} cubin entry"})
+            elif res["spill_store_bytes"] + res["spill_load_bytes"]:
+                out.append({"kind": "spill", "detail": f"{entry['name']} on {arch}: "
+                            f"{res['spill_store_bytes']} B stored, {res['spill_load_bytes']} B loaded"})
+    for arch in EXPECTED_ARCHS:
+        if manifest and arch not in manifest.get("archs", []):
+            out.append({"kind": "missing arch", "detail": f"{arch} was not built (`cukiln build --arch {arch}`)"})
+    for arch, data in sorted(tuning.items()):
+        for op, result in sorted(data.items()):
+            if op not in emit.TUNED_MODULES:
+                continue
+            recorded, now = result.get("fingerprint"), emit.tuning_fingerprint(manifest, op)
+            if recorded != now:
+                why = "records no fingerprint of the sources it measured" if recorded is None else \
+                    "was measured on kernel sources that have changed since"
+                out.append({"kind": "stale tuning", "detail": f"{op} tuning for {arch} ({result.get('date', '?')}) "
+                            f"{why}: rerun `cukiln tune {op}` on that GPU"})
+    for name, module in sorted(manifest.get("modules", {}).items()):
+        for arch, cubin in sorted(module.get("cubins", {}).items()):
+            path = root / cubin["path"]
+            if not path.exists():
+                out.append({"kind": "missing cubin", "detail": f"{cubin['path']} (run `cukiln build --arch {arch}`)"})
+            elif _sha256(path) != cubin["sha256"]:
+                out.append({"kind": "stale cubin", "detail": f"{cubin['path']} differs from the one the manifest "
+                            "records (run `cukiln build`)"})
+    return out
+
+
+def collect(manifest: dict, tuning: dict, root: Path, only: str | None = None, sort: str = "name") -> dict:
+    """The whole report as plain data (what --json prints)."""
+    return {
+        "nvrtc_version": manifest.get("nvrtc_version"), "archs": manifest.get("archs", []),
+        "ops": op_summary(manifest),
+        "variants": sorted(rows(manifest, only), key=_SORT_KEYS[sort]),
+        "rules": {"rope_thd": thd_rule(tuning), "decode_split": decode_rule(tuning)},
+        "warnings": warnings(manifest, tuning, root),
+    }
+
+
+def _print_ops(console: Console, ops: dict) -> None:
+    table = Table(title="variants per op and arch", title_justify="left")
+    for col in ("op", "variants", "modules", "arch", "with resources", "max registers", "max smem B", "spilling"):
+        table.add_column(col, justify="left" if col in ("op", "arch") else "right")
+    for name, op in ops.items():
+        for i, (arch, a) in enumerate(sorted(op["archs"].items())):
+            table.add_row(name if i == 0 else "", str(op["variants"]) if i == 0 else "",
+                          str(op["modules"]) if i == 0 else "", arch, str(a["variants"]), str(a["max_registers"]),
+                          str(a["max_shared_bytes"]), f"[red]{a['spilling']}[/red]" if a["spilling"] else "0")
+    console.print(table)
+    axes = Table(title="variants per axis value", title_justify="left")
+    axes.add_column("op")
+    axes.add_column("axis")
+    axes.add_column("values (variants)")
+    for name, op in ops.items():
+        for i, (axis, counts) in enumerate(op["axes"].items()):
+            axes.add_row(name if i == 0 else "", axis, ", ".join(f"{v} ({n})" for v, n in counts.items()))
+    console.print(axes)
+
+
+def _print_variants(console: Console, rows_: list[dict], archs: list[str], nvrtc: str, limit: int) -> None:
+    shown = rows_ if limit <= 0 else rows_[:limit]
+    table = Table(title=f"{len({r['name'] for r in rows_})} variants, archs {', '.join(archs)}, NVRTC {nvrtc}",
+                  title_justify="left")
+    table.add_column("variant", no_wrap=True)
+    table.add_column("arch")
+    for col in ("registers", "smem B", "stack B", "spill B", "module cubin KB", "module compile s"):
+        table.add_column(col, justify="right")
+    for r in shown:
+        spill = f"[red]{r['spill_bytes']}[/red]" if r["spill_bytes"] else "0"
+        table.add_row(r["name"], r["arch"], str(r["registers"]), str(r["shared_bytes"]), str(r["stack_bytes"]),
+                      spill, f"{r['cubin_bytes'] / 1024:.0f}", f"{r['compile_seconds']:.1f}")
+    console.print(table)
+    if len(shown) < len(rows_):
+        console.print(f"({len(rows_) - len(shown)} more rows: narrow with --only REGEX, or --limit 0 for all)")
 
 
 def _print_thd_rule(console: Console, rule: dict) -> None:
@@ -73,28 +216,48 @@ def _print_thd_rule(console: Console, rule: dict) -> None:
         console.print(table)
 
 
+def _print_decode_rule(console: Console, rule: dict) -> None:
+    tuned = ", ".join(f"{a}: {r['blocks_per_sm']} blocks/SM, >= {r['min_keys_per_split']} keys"
+                      for a, r in sorted(rule["rules"].items())) or "none tuned"
+    d = rule["default"]
+    console.print(f"decode split rule: the least power-of-two split count giving blocks_per_sm blocks per "
+                  f"multiprocessor, keeping min_keys_per_split keys per split (num_splits= overrides). Per arch: "
+                  f"{tuned}; other archs {d['blocks_per_sm']} blocks/SM, >= {d['min_keys_per_split']} keys.")
+    for arch, t in sorted(rule["tuning"].items()):
+        table = Table(title=f"decode tuning data, {arch}: {t['device']} ({t['sms']} SMs), {t['date']}",
+                      title_justify="left")
+        for col in ("b", "T", "best splits", "best us", "rule's splits", "rule / best", "runner-up / best"):
+            table.add_column(col, justify="right")
+        for p in t["points"]:
+            loss = p["chosen_over_best"]
+            table.add_row(str(p["batch"]), str(p["T"]), str(p["best_splits"]), f"{p['best_us']:.1f}",
+                          str(p["chosen_splits"]), f"[{'red' if loss > 1.03 else 'green'}]{loss:.3f}[/]",
+                          f"{p['runner_up_over_best']:.3f}" if p["runner_up_over_best"] else "-")
+        console.print(table)
+
+
 def main(args) -> int:
     console = Console()
+    root = emit.generated_dir()
     manifest = emit.read_manifest()
     if not manifest:
         console.print("[red]no generated/manifest.json: run `cukiln build` first[/red]")
         return 1
-    table_rows = sorted(rows(manifest, args.only), key=_SORT_KEYS[args.sort])
+    report = collect(manifest, emit.read_tuning(), root, args.only, args.sort)
     if args.json:
-        print(json.dumps({"nvrtc_version": manifest["nvrtc_version"], "archs": manifest["archs"],
-                          "variants": table_rows, "thd_rule": thd_rule()}, indent=1))
+        print(json.dumps(report, indent=1))
         return 0
-    table = Table(title=f"{len({r['name'] for r in table_rows})} variants, archs {', '.join(manifest['archs'])}, "
-                        f"NVRTC {manifest['nvrtc_version']}", title_justify="left")
-    for col in ("variant", "arch", "registers", "smem B", "stack B", "spill B", "module cubin KB", "module compile s"):
-        table.add_column(col, justify="left" if col in ("variant", "arch") else "right")
-    for r in table_rows:
-        spill = f"[red]{r['spill_bytes']}[/red]" if r["spill_bytes"] else "0"
-        table.add_row(r["name"], r["arch"], str(r["registers"]), str(r["shared_bytes"]), str(r["stack_bytes"]),
-                      spill, f"{r['cubin_bytes'] / 1024:.0f}", f"{r['compile_seconds']:.1f}")
-    console.print(table)
-    _print_thd_rule(console, thd_rule())
-    spilling = sorted({r["name"] for r in table_rows if r["spill_bytes"]})
-    if spilling:
-        console.print(f"[red]{len(spilling)} variants spill[/red]: {', '.join(spilling[:10])}")
+    _print_ops(console, report["ops"])
+    _print_variants(console, report["variants"], report["archs"], report["nvrtc_version"], args.limit)
+    _print_thd_rule(console, report["rules"]["rope_thd"])
+    _print_decode_rule(console, report["rules"]["decode_split"])
+    problems = report["warnings"]
+    if problems:
+        console.print(f"[yellow]{len(problems)} warnings[/yellow]")
+        for kind, count in Counter(w["kind"] for w in problems).items():
+            items = [w["detail"] for w in problems if w["kind"] == kind]
+            console.print(f"  [yellow]{kind}[/yellow] ({count}): " + "; ".join(items[:5])
+                          + (f"; and {count - 5} more" if count > 5 else ""))
+    else:
+        console.print("[green]no warnings[/green]: no spills, every expected arch built, tuning current, cubins in place")
     return 0

@@ -10,7 +10,6 @@ path across sequence counts beside grid dispatch, as a ratio of a same-run copy.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 
 from rich.console import Console
@@ -97,7 +96,7 @@ def fit_grid_max_waste(rows: list[dict]) -> float:
 
 
 def tune(console: Console) -> dict:
-    from cukiln.codegen.emit import generated_dir
+    from cukiln.codegen.emit import write_tuning
 
     shapes = [(t, n, skew) for t in TUNE_TOKENS for n in TUNE_SEQS for skew in (False, True) if n > 1 or not skew]
     rows = []
@@ -111,11 +110,7 @@ def tune(console: Console) -> dict:
     result = run_metadata("tune rope-thd", "cukiln tune rope-thd")
     result["rule"] = {"grid_max_waste": fit_grid_max_waste(rows)}
     result["measurements"] = rows
-    path = generated_dir() / "tuning" / f"{result['arch']}.json"
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data["rope-thd"] = result
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    path = write_tuning(result["arch"], "rope-thd", result)
     table = Table(title=f"rope-thd token vs grid on {result['device']}", title_justify="left")
     for col in ("tokens", "seqs", "skewed", "grid/token blocks", "token us", "grid us", "winner"):
         table.add_column(col, justify="right")

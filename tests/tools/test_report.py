@@ -1,40 +1,135 @@
-"""`cukiln report` on a fixture manifest: rows, filtering, sorting, JSON."""
+"""`cukiln report` on a fixture manifest: per-op summary, rows, sorting, JSON, and every kind of warning."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from types import SimpleNamespace
 
+import pytest
+
+from cukiln.codegen import emit
 from cukiln.tools import report
 
-FIXTURE = {
-    "nvrtc_version": "13.5", "archs": ["sm_90"],
-    "modules": {"rope_bf16": {"cubins": {"sm_90": {"bytes": 4096, "compile_seconds": 2.5}}}},
-    "variants": [
-        {"name": "rope_fwd_bf16_dense_half_freqs_s3_v8", "module": "rope_bf16",
-         "resources": {"sm_90": {"registers": 96, "shared_bytes": 0, "stack_bytes": 0,
-                                 "spill_store_bytes": 0, "spill_load_bytes": 0}}},
-        {"name": "rope_bwd_bf16_dense_half_base_s0_v1", "module": "rope_bf16",
-         "resources": {"sm_90": {"registers": 40, "shared_bytes": 16, "stack_bytes": 8,
-                                 "spill_store_bytes": 4, "spill_load_bytes": 4}}},
-    ],
-}
+CUBIN = b"\x7fELF fixture cubin"
+
+
+def _resources(registers, spill=0):
+    return {"registers": registers, "shared_bytes": 16, "stack_bytes": 0, "spill_store_bytes": spill,
+            "spill_load_bytes": spill}
+
+
+def fixture_manifest() -> dict:
+    sha = hashlib.sha256(CUBIN).hexdigest()
+    return {
+        "nvrtc_version": "13.5", "archs": ["sm_80", "sm_90"],
+        "modules": {
+            "rope_bf16": {"source_sha256": "aa", "cubins": {
+                a: {"path": f"cubins/{a}/rope_bf16.cubin", "sha256": sha, "bytes": 4096, "compile_seconds": 2.5}
+                for a in ("sm_80", "sm_90")}},
+            "decode_bf16": {"source_sha256": "bb", "cubins": {
+                a: {"path": f"cubins/{a}/decode_bf16.cubin", "sha256": sha, "bytes": 8192, "compile_seconds": 9.0}
+                for a in ("sm_80", "sm_90")}},
+        },
+        "variants": [
+            {"name": "rope_fwd_bf16_dense_half_freqs_s3_v8", "op": "rope", "module": "rope_bf16",
+             "axes": {"direction": "fwd", "vec": 8},
+             "resources": {"sm_80": _resources(96), "sm_90": _resources(90)}},
+            {"name": "rope_bwd_bf16_dense_half_base_s0_v1", "op": "rope", "module": "rope_bf16",
+             "axes": {"direction": "bwd", "vec": 1},
+             "resources": {"sm_80": _resources(40), "sm_90": _resources(40, spill=4)}},
+            {"name": "decode_bf16_d128_s3_v8_split", "op": "decode", "module": "decode_bf16",
+             "axes": {"dtype": "bf16", "head_dim": 128, "split": "split"},
+             "resources": {"sm_80": _resources(200), "sm_90": None}},
+        ],
+    }
+
+
+@pytest.fixture
+def generated(tmp_path):
+    """A generated/ folder with the fixture manifest and every cubin it names."""
+    manifest = fixture_manifest()
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    for module in manifest["modules"].values():
+        for cubin in module["cubins"].values():
+            path = tmp_path / cubin["path"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(CUBIN)
+    return tmp_path
 
 
 def test_rows_filter_and_resources():
-    rows = report.rows(FIXTURE, "bwd")
-    assert [r["name"] for r in rows] == ["rope_bwd_bf16_dense_half_base_s0_v1"]
-    assert rows[0]["spill_bytes"] == 8 and rows[0]["cubin_bytes"] == 4096
+    rows = report.rows(fixture_manifest(), "bwd")
+    assert [(r["name"], r["arch"]) for r in rows] == [("rope_bwd_bf16_dense_half_base_s0_v1", "sm_80"),
+                                                      ("rope_bwd_bf16_dense_half_base_s0_v1", "sm_90")]
+    assert rows[1]["spill_bytes"] == 8 and rows[1]["cubin_bytes"] == 4096
 
 
-def test_sorting_and_json_output(monkeypatch, capsys):
-    monkeypatch.setattr(report.emit, "read_manifest", lambda: FIXTURE)
-    assert report.main(SimpleNamespace(only=None, sort="registers", json=True)) == 0
+def test_op_summary_counts_axes_and_worst_resources_per_arch():
+    ops = report.op_summary(fixture_manifest())
+    assert ops["rope"]["variants"] == 2 and ops["rope"]["modules"] == 1
+    assert ops["rope"]["axes"]["direction"] == {"bwd": 1, "fwd": 1}
+    assert ops["rope"]["archs"]["sm_80"] == {"variants": 2, "max_registers": 96, "max_shared_bytes": 16,
+                                             "spilling": 0}
+    assert ops["rope"]["archs"]["sm_90"]["spilling"] == 1
+    assert ops["decode"]["archs"]["sm_90"]["variants"] == 0  # no resources for sm_90
+
+
+def test_warnings_name_spills_missing_archs_and_clean_cubins(generated):
+    found = report.warnings(fixture_manifest(), {}, generated)
+    kinds = {(w["kind"], w["detail"].split(" ")[0]) for w in found}
+    assert ("spill", "rope_bwd_bf16_dense_half_base_s0_v1") in kinds
+    assert ("missing arch", "decode_bf16_d128_s3_v8_split") in kinds
+    assert not any(w["kind"] in ("missing cubin", "stale cubin", "stale tuning") for w in found)
+
+
+def test_missing_and_out_of_date_cubins_are_reported(generated):
+    (generated / "cubins/sm_90/rope_bf16.cubin").unlink()
+    (generated / "cubins/sm_80/decode_bf16.cubin").write_bytes(b"rebuilt elsewhere")
+    found = {(w["kind"], w["detail"].split(" ")[0]) for w in report.warnings(fixture_manifest(), {}, generated)}
+    assert ("missing cubin", "cubins/sm_90/rope_bf16.cubin") in found
+    assert ("stale cubin", "cubins/sm_80/decode_bf16.cubin") in found
+
+
+def test_tuning_is_stale_once_the_sources_it_measured_change(generated):
+    manifest = fixture_manifest()
+    emit.write_tuning("sm_90", "decode", {"date": "2026-11-23", "rule": {}}, root=generated)
+    tuning = emit.read_tuning(generated)
+    assert tuning["sm_90"]["decode"]["fingerprint"] == emit.tuning_fingerprint(manifest, "decode")
+    assert not [w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]
+    manifest["modules"]["decode_bf16"]["source_sha256"] = "cc"  # the kernel changed after tuning
+    stale = [w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]
+    assert len(stale) == 1 and "decode tuning for sm_90" in stale[0]["detail"]
+    manifest["modules"]["rope_bf16"]["source_sha256"] = "dd"  # not a module the decode tuning measured
+    assert len([w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]) == 1
+
+
+def test_text_and_json_views(generated, monkeypatch, capsys):
+    monkeypatch.setattr(report.emit, "generated_dir", lambda: generated)
+    monkeypatch.setattr(report.emit, "read_manifest", lambda: fixture_manifest())
+    monkeypatch.setattr(report.emit, "read_tuning", lambda: {})
+    assert report.main(SimpleNamespace(only=None, sort="registers", json=True, limit=40)) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [v["registers"] for v in data["variants"]] == [96, 40]
-    assert report.main(SimpleNamespace(only=None, sort="spills", json=False)) == 0
+    assert [v["registers"] for v in data["variants"]][:2] == [200, 96]
+    assert set(data["ops"]) == {"rope", "decode"} and {"rope_thd", "decode_split"} <= set(data["rules"])
+    assert {w["kind"] for w in data["warnings"]} == {"spill", "missing arch"}
+    assert report.main(SimpleNamespace(only="rope", sort="spills", json=False, limit=1)) == 0
     text = capsys.readouterr().out
-    assert "1 variants spill" in text and "rope_bwd_bf16_dense_half_base_s0_v1" in text
+    assert "variants per op and arch" in text and "3 more rows" in text
+    assert "spill (1)" in text and "decode split rule" in text
+
+
+def test_rules_carry_their_tuning_data_and_the_margin_of_each_choice():
+    tuning = {"sm_90": {"decode": {"device": "H100", "date": "2026-11-23", "sms": 132, "rule": {},
+                                   "measurements": [{"batch": 1, "T": 8192, "blocks": 8,
+                                                     "ms_by_splits": {"1": 0.10, "8": 0.02, "16": 0.021}}]}}}
+    rule = report.decode_rule(tuning)
+    point = rule["tuning"]["sm_90"]["points"][0]
+    assert point["best_splits"] == 8 and point["runner_up_over_best"] == pytest.approx(1.05)
+    assert point["chosen_over_best"] >= 1.0
+    thd = report.thd_rule(emit.read_tuning())
+    for arch, data in thd["tuning"].items():
+        assert thd["grid_max_waste"][arch] == data["rule"]["grid_max_waste"]
 
 
 def test_thd_rule_fit_stops_at_the_first_real_loss():
@@ -48,11 +143,10 @@ def test_thd_rule_fit_stops_at_the_first_real_loss():
     assert fit_grid_max_waste([row(100, 1.1, 1.0)]) == 0.0
 
 
-def test_report_shows_the_thd_rule_and_its_data():
-    from cukiln.tools import report
+def test_decode_split_fit_minimises_the_loss_against_each_points_best():
+    from cukiln.tools.decode import fit_rule
 
-    rule = report.thd_rule()
-    assert set(rule) == {"grid_max_waste", "default", "tuning"}
-    for arch, data in rule["tuning"].items():
-        assert rule["grid_max_waste"][arch] == data["rule"]["grid_max_waste"]
-        assert data["measurements"] and {"token_us", "grid_us"} <= set(data["measurements"][0])
+    points = [{"blocks": 8, "T": 8192, "ms_by_splits": {1: 1.0, 2: 0.6, 4: 0.35, 8: 0.2, 16: 0.15, 32: 0.2}},
+              {"blocks": 256, "T": 8192, "ms_by_splits": {1: 1.0, 2: 1.2}}]
+    rule = fit_rule(points, sms=132)
+    assert rule["mean_time_over_best"] == pytest.approx(1.0)  # a rule exists that picks 16 and 1
