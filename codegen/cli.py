@@ -1,4 +1,4 @@
-"""The `cukiln` command line: build here; report, bench and verify through cukiln.tools."""
+"""The `cukiln` command line: build here; report, bench, tune and verify through cukiln.tools."""
 
 from __future__ import annotations
 
@@ -33,6 +33,27 @@ def _bench(args: argparse.Namespace) -> int:
     from cukiln.tools import bench
 
     return bench.main(args)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    import torch
+
+    console = Console()
+    if not torch.cuda.is_available():
+        console.print("[red]cukiln verify needs a CUDA GPU[/red]")
+        return 2
+    from cukiln.tools import verify
+
+    return verify.verify(console, args.only, args.out)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from cukiln.tools import plots
+
+    if args.out is not None and len(args.results) != 1:
+        Console().print("[red]cukiln plot: --out takes one result file[/red]")
+        return 2
+    return plots.main(args)
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -82,9 +103,20 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("op", choices=("rope", "rope-thd", "decode"),
                     help="rope: dense layouts against PyTorch; rope-thd: packed sequences, auto vs grid dispatch; "
                          "decode: decode attention against torch SDPA")
-    bn.add_argument("--out", metavar="JSON", help="write the results here (default: print only)")
+    bn.add_argument("--out", metavar="JSON",
+                    help="write the results here, and a PNG plot beside it when matplotlib is installed")
     bn.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, not for quoting)")
     bn.set_defaults(func=_bench)
+
+    v = sub.add_parser("verify", help="run every manifest variant once against the float64 reference (GPU)")
+    v.add_argument("--only", metavar="REGEX", help="verify only the variants whose name matches")
+    v.add_argument("--out", metavar="JSON", help="write every variant's result here")
+    v.set_defaults(func=_verify)
+
+    pl = sub.add_parser("plot", help="draw `cukiln bench` JSON results as PNG bar charts (matplotlib)")
+    pl.add_argument("results", nargs="+", metavar="JSON", help="benchmark results (written by --out)")
+    pl.add_argument("--out", metavar="PNG", help="output file (default: the JSON's name with .png)")
+    pl.set_defaults(func=_plot)
 
     t = sub.add_parser("tune", help="measure dispatch choices on this GPU, write generated/tuning/<arch>.json")
     t.add_argument("op", choices=("rope-thd", "decode"),

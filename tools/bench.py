@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import Progress
@@ -194,6 +195,12 @@ def main(args) -> int:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
         console.print(f"wrote {args.out}")
+        try:
+            from .plots import plot
+
+            console.print(f"wrote {plot(result, Path(args.out).with_suffix('.png'))}")
+        except ImportError:
+            console.print("(no plot: matplotlib is not installed; `cukiln plot` draws one from the JSON later)")
     return 0
 
 

@@ -15,93 +15,46 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
-from cukiln.decode_api import plan_call  # noqa: E402
+from cukiln.tools.verify import (DECODE_FP32_UNITS, check_decode_variant, check_entry,  # noqa: E402
+                                 decode_cache_view, new_generator, run_decode_and_compare, torch_dtype)
 from tests.checks import assert_matches_reference  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
-TORCH_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16}
-# Element offset of a cache view inside its buffer that limits the copy width to each vector width.
-OFFSET_FOR_VEC = {8: 0, 4: 4, 2: 2, 1: 1}
 
-
-def manifest_entries(op: str) -> list[dict]:
+def manifest_entries(*ops: str) -> list[dict]:
     import cukiln.generated
 
     path = Path(cukiln.generated.__file__).parent / "manifest.json"
-    return [e for e in json.loads(path.read_text())["variants"] if e["op"] == op] if path.exists() else []
-
-
-def _gen():
-    gen = torch.Generator(device="cuda")
-    gen.seed()
-    return gen
-
-
-def cache_view(b, h_kv, T, d, dtype, gen, *, layout="bhsd", capacity=None, offset=0, strided_d=False):
-    """A [b, h_kv, T, d] (or bshd) slice of a larger random buffer of ``capacity`` positions, starting
-    ``offset`` elements into its storage; with ``strided_d`` every other element of a 2d-wide last axis."""
-    capacity = capacity or T + 5
-    width = 2 * d if strided_d else d
-    dims = (b, h_kv, capacity, width) if layout == "bhsd" else (b, capacity, h_kv, width)
-    n = b * h_kv * capacity * width
-    storage = torch.randn(n + offset, generator=gen, device="cuda", dtype=torch.float32).to(dtype)
-    full = storage[offset:].view(dims)
-    view = full[:, :, :T] if layout == "bhsd" else full[:, :T]
-    return view[..., ::2] if strided_d else view
-
-
-def check_lse(lse, ref_lse, what):
-    finite = torch.isfinite(ref_lse)
-    assert torch.equal(torch.isinf(lse) & (lse < 0), torch.isinf(ref_lse) & (ref_lse < 0)), f"{what}: -inf rows"
-    err = (lse.double() - ref_lse)[finite].abs()
-    bound = 1e-5 * ref_lse[finite].abs().clamp_min(1.0)
-    assert (err <= bound).all(), f"{what}: lse error {err.max().item():.3g}"
-
-
-# fp32 logits carry a relative error of about d x 2**-24, which exp turns into an absolute error of the
-# weights: allow 2**-16 x max|ref| on top of 2 ulp (still 128x below a bf16 ulp at the largest value).
-FP32_UNITS = 64
+    return [e for e in json.loads(path.read_text())["variants"] if e["op"] in ops] if path.exists() else []
 
 
 def run_and_check(q, k, v, kv_lens, what, **kwargs):
-    out = torch.full_like(q, float("nan"))
-    got, lse = cukiln.decode_attention(q, k, v, kv_lens, out=out, return_lse=True, **kwargs)
-    assert got is out
-    kwargs.pop("num_splits", None)
-    ref, ref_lse = cukiln.reference.decode_attention(q, k, v, kv_lens, return_lse=True, **kwargs)
-    assert_matches_reference(out.reshape(ref.shape), ref, what, fp32_units=FP32_UNITS)
-    check_lse(lse, ref_lse, what)
+    problem, out, lse = run_decode_and_compare(q, k, v, kv_lens, **kwargs)
+    assert problem is None, f"{what}: {problem}"
     return out, lse
 
 
 @pytest.mark.parametrize("entry", manifest_entries("decode"), ids=lambda e: e["name"])
 def test_every_manifest_variant(entry):
-    axes = entry["axes"]
-    gen = _gen()
-    dtype, d = TORCH_DTYPE[axes["dtype"]], axes["head_dim"]
-    b, h_kv, group, T = 3, 2, 4, 300
-    q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(dtype)
-    views = [cache_view(b, h_kv, T, d, dtype, gen, offset=OFFSET_FOR_VEC[axes["vec"]], strided_d=axes["strides"] == 4)
-             for _ in range(2)]
-    lens = torch.tensor([T, 1, 177], dtype=torch.int32, device="cuda")
-    start = torch.tensor([0, 0, 40], dtype=torch.int32, device="cuda")
-    kwargs = dict(kv_start=start, num_splits=3 if axes["split"] == "split" else 1)
-    plan = plan_call(q, *views, lens, **kwargs)
-    assert plan.attention.symbol == entry["name"], f"inputs selected {plan.attention.symbol}"
-    if axes["split"] == "split":
-        assert plan.combine.symbol == f"decode_combine_{axes['dtype']}_d{d}"
-    run_and_check(q, *views, lens, entry["name"], **kwargs)
+    problem = check_decode_variant(entry["axes"], entry["name"])
+    assert problem is None, f"{entry['name']}: {problem}"
+
+
+@pytest.mark.parametrize("entry", manifest_entries("decode_combine"), ids=lambda e: e["name"])
+def test_every_combine_kernel_through_a_split_variant(entry):
+    problem = check_entry(entry)
+    assert problem is None, f"{entry['name']}: {problem}"
 
 
 @pytest.mark.parametrize("group", [1, 2, 4, 8, 16, 20])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("num_splits", [1, 4, None])
 def test_gqa_ratios_layouts_and_splits(group, layout, num_splits):
-    gen = _gen()
+    gen = new_generator()
     b, h_kv, T, d = 5, 2, 1000, 128
     q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(torch.bfloat16)
-    k, v = (cache_view(b, h_kv, T, d, torch.bfloat16, gen, layout=layout, capacity=1536) for _ in range(2))
+    k, v = (decode_cache_view(b, h_kv, T, d, torch.bfloat16, gen, layout=layout, capacity=1536) for _ in range(2))
     lens = torch.randint(1, T + 1, (b,), generator=gen, device="cuda", dtype=torch.int32)
     lens[0], lens[1] = 1, T
     run_and_check(q, k, v, lens, f"group {group} {layout}", kv_layout=layout, num_splits=num_splits)
@@ -110,10 +63,10 @@ def test_gqa_ratios_layouts_and_splits(group, layout, num_splits):
 @pytest.mark.parametrize("d", [64, 80, 96, 128, 192, 256])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_head_dims_with_left_padding_and_softcap(d, dtype):
-    gen = _gen()
+    gen = new_generator()
     b, h_kv, group, T = 4, 1, 3, 517
-    q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(TORCH_DTYPE[dtype]) * 3
-    k, v = (cache_view(b, h_kv, T, d, TORCH_DTYPE[dtype], gen) for _ in range(2))
+    q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(torch_dtype(dtype)) * 3
+    k, v = (decode_cache_view(b, h_kv, T, d, torch_dtype(dtype), gen) for _ in range(2))
     lens = torch.tensor([517, 300, 2, 64], dtype=torch.int32, device="cuda")
     start = torch.tensor([0, 299, 1, 63], dtype=torch.int32, device="cuda")
     for splits in (1, 5):
@@ -123,7 +76,7 @@ def test_head_dims_with_left_padding_and_softcap(d, dtype):
 
 @pytest.mark.parametrize("shape", ["bhd", "b1hd", "bh1d", "transposed"])
 def test_query_forms_and_non_contiguous_q(shape):
-    gen = _gen()
+    gen = new_generator()
     b, h, d, T = 3, 8, 128, 200
     base = torch.randn(h, b, 2 * d, generator=gen, device="cuda").to(torch.float16)
     q = base[..., :d].transpose(0, 1)  # [b, h, d], not contiguous
@@ -133,15 +86,15 @@ def test_query_forms_and_non_contiguous_q(shape):
         q = q.unsqueeze(2)
     elif shape == "transposed":
         q = q.contiguous().transpose(0, 1).contiguous().transpose(0, 1)
-    k, v = (cache_view(b, 2, T, d, torch.float16, gen) for _ in range(2))
+    k, v = (decode_cache_view(b, 2, T, d, torch.float16, gen) for _ in range(2))
     out, _ = run_and_check(q, k, v, T, shape)
     assert out.shape == q.shape
 
 
 def test_empty_rows_give_zeros_and_minus_inf():
-    gen = _gen()
+    gen = new_generator()
     q = torch.randn(3, 4, 64, generator=gen, device="cuda").to(torch.bfloat16)
-    k, v = (cache_view(3, 2, 50, 64, torch.bfloat16, gen) for _ in range(2))
+    k, v = (decode_cache_view(3, 2, 50, 64, torch.bfloat16, gen) for _ in range(2))
     lens = torch.tensor([0, 50, 10], dtype=torch.int32, device="cuda")
     start = torch.tensor([0, 50, 3], dtype=torch.int32, device="cuda")
     for splits in (1, 3):
@@ -151,22 +104,22 @@ def test_empty_rows_give_zeros_and_minus_inf():
 
 
 def test_out_of_range_device_lengths_give_nan_rows():
-    gen = _gen()
+    gen = new_generator()
     q = torch.randn(4, 2, 64, generator=gen, device="cuda").to(torch.bfloat16)
-    k, v = (cache_view(4, 1, 50, 64, torch.bfloat16, gen) for _ in range(2))
+    k, v = (decode_cache_view(4, 1, 50, 64, torch.bfloat16, gen) for _ in range(2))
     lens = torch.tensor([51, -1, 10, 20], dtype=torch.int32, device="cuda")
     start = torch.tensor([0, 0, 11, 5], dtype=torch.int32, device="cuda")
     for splits in (1, 3):
         out, lse = cukiln.decode_attention(q, k, v, lens, kv_start=start, num_splits=splits, return_lse=True)
         assert torch.isnan(out[:3]).all() and torch.isnan(lse[:3]).all(), "malformed rows must be NaN"
         ref = cukiln.reference.decode_attention(q[3:], k[3:], v[3:], 20, kv_start=5)
-        assert_matches_reference(out[3:], ref, "the well-formed row", fp32_units=FP32_UNITS)
+        assert_matches_reference(out[3:], ref, "the well-formed row", fp32_units=DECODE_FP32_UNITS)
 
 
 def test_host_lengths_are_checked_and_copied():
-    gen = _gen()
+    gen = new_generator()
     q = torch.randn(2, 2, 64, generator=gen, device="cuda").to(torch.bfloat16)
-    k, v = (cache_view(2, 1, 50, 64, torch.bfloat16, gen) for _ in range(2))
+    k, v = (decode_cache_view(2, 1, 50, 64, torch.bfloat16, gen) for _ in range(2))
     with pytest.raises(ValueError, match="kv_lens"):
         cukiln.decode_attention(q, k, v, torch.tensor([51, 3], dtype=torch.int32))
     with pytest.raises(ValueError, match="kv_start"):
@@ -176,9 +129,9 @@ def test_host_lengths_are_checked_and_copied():
 
 
 def test_bad_inputs_raise_before_launch():
-    gen = _gen()
+    gen = new_generator()
     q = torch.randn(2, 4, 64, generator=gen, device="cuda").to(torch.bfloat16)
-    k, v = (cache_view(2, 2, 50, 64, torch.bfloat16, gen) for _ in range(2))
+    k, v = (decode_cache_view(2, 2, 50, 64, torch.bfloat16, gen) for _ in range(2))
     out = torch.full_like(q, 7.0)
     with pytest.raises(TypeError, match="q's dtype"):
         cukiln.decode_attention(q, k.half(), v, 10, out=out)
@@ -196,7 +149,7 @@ def test_bad_inputs_raise_before_launch():
 
 
 def test_more_than_2_31_elements_index_correctly():
-    gen = _gen()
+    gen = new_generator()
     b, h_kv, T, d = 1, 8, 2**21 + 64, 128  # each cache holds more than 2**31 elements
     k, v = (torch.empty(b, h_kv, T, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     tail = slice(T - 300, T)
@@ -208,7 +161,7 @@ def test_more_than_2_31_elements_index_correctly():
 
 def test_decode_step_captures_into_a_cuda_graph():
     """rope on q and k, then decode attention over the cache: captured once, replayed on new inputs."""
-    gen = _gen()
+    gen = new_generator()
     b, h_q, h_kv, d, capacity = 4, 16, 4, 128, 1024
     k_buf = torch.randn(b, h_kv, capacity, d, generator=gen, device="cuda").to(torch.bfloat16)
     v_buf = torch.randn(b, h_kv, capacity, d, generator=gen, device="cuda").to(torch.bfloat16)
@@ -253,4 +206,4 @@ def test_decode_step_captures_into_a_cuda_graph():
         assert_matches_reference(k_new, k_ref, "rope on k in the graph")
         assert torch.equal(k_buf[rows, :, pos0[:, 0]], k_new), "the graph wrote the rotated key into the cache"
         ref = cukiln.reference.decode_attention(q, k_buf, v_buf, lens0)
-        assert_matches_reference(out, ref, "decode attention in the graph", fp32_units=FP32_UNITS)
+        assert_matches_reference(out, ref, "decode attention in the graph", fp32_units=DECODE_FP32_UNITS)

@@ -1,0 +1,44 @@
+"""The comparison that `cukiln verify` and the GPU tests share, on CPU tensors; how entries map to checks."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from cukiln.tools import verify  # noqa: E402
+
+
+def test_exact_and_within_two_ulp_pass_three_ulp_fails():
+    ref = torch.linspace(1.0, 2.0, 101, dtype=torch.float64)  # bf16 ulp here is 2**-7
+    out = ref.to(torch.bfloat16)
+    assert verify.compare(out, ref) is None
+    assert verify.compare((ref + 1.5 * 2**-7).to(torch.bfloat16), ref) is None
+    problem = verify.compare((ref + 3 * 2**-7).to(torch.bfloat16), ref)
+    assert problem is not None and "beyond 2 ulp" in problem
+
+
+def test_nan_outputs_and_shapes_are_named():
+    ref = torch.ones(4, dtype=torch.float64)
+    out = torch.ones(4, dtype=torch.float16)
+    out[2] = float("nan")
+    assert "unwritten or NaN" in verify.compare(out, ref)
+    assert "shape" in verify.compare(out[:3], ref)
+
+
+def test_fp32_bound_and_the_fp32_allowance_for_small_elements():
+    ref = torch.tensor([1.0, 1.0], dtype=torch.float64)
+    assert verify.compare(torch.tensor([1.0, 1.0 + 5e-6]), ref) is None
+    assert "> 1e-5" in verify.compare(torch.tensor([1.0, 1.0 + 5e-5]), ref)
+    small = torch.tensor([4.0, 1e-4], dtype=torch.float64)  # an element far below the largest
+    off = (small + torch.tensor([0.0, 16 * 2**-20])).to(torch.float16)  # 16 units of 2**-22 x max|ref|
+    assert verify.compare(off, small) is not None
+    assert verify.compare(off, small, fp32_units=verify.DECODE_FP32_UNITS) is None
+
+
+def test_a_combine_kernel_is_checked_through_the_split_variant_that_uses_it(monkeypatch):
+    seen = []
+    monkeypatch.setattr(verify, "check_decode_variant", lambda axes, name: seen.append((axes, name)))
+    verify.check_entry({"op": "decode_combine", "name": "decode_combine_fp16_d96",
+                        "axes": {"dtype": "fp16", "head_dim": 96}})
+    assert seen[0][1] == "decode_fp16_d96_s3_v8_split" and seen[0][0]["split"] == "split"
