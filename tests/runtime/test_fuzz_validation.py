@@ -1,0 +1,157 @@
+"""Property tests of argument validation (CPU): random shapes, strides, dtypes, devices, alignments and
+arguments. Every call either plans a launch whose dispatch key names a compiled variant consistent with
+the inputs, or raises ValueError / TypeError; any other exception is a bug.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from cukiln.decode_plan import plan_decode  # noqa: E402
+from cukiln.generated import dispatch  # noqa: E402
+from cukiln.rope_plan import plan_rope  # noqa: E402
+from cukiln.tensors import TensorInfo  # noqa: E402
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+BASE = 1 << 24
+DTYPES = ("fp32", "fp16", "bf16", "int32", "int64")
+
+
+def strided(draw, shape, dtype, device=0) -> TensorInfo:
+    """``shape`` laid out in memory in a random axis order (a permuted view), with padding between rows now
+    and then, and rarely a strided last axis or a broadcast axis; at a random element offset."""
+    n = len(shape)
+    order = draw(st.permutations(range(n))) if draw(st.integers(0, 3)) == 0 else list(range(n))
+    strides = [0] * n
+    step = draw(st.sampled_from((1,) * 9 + (2,)))
+    for axis in reversed(order):
+        strides[axis] = step
+        step *= max(shape[axis], 1) + draw(st.sampled_from((0, 0, 0, 0, 8, 1)))
+    if n and draw(st.integers(0, 19)) == 0:
+        strides[draw(st.integers(0, n - 1))] = 0
+    ptr = BASE + draw(st.sampled_from((0, 0, 0, 0, 1, 2, 4, 8))) * 2
+    return TensorInfo(ptr, tuple(shape), tuple(strides), dtype, device)
+
+
+def rarely(draw, usual, *odd):
+    """``usual`` most of the time, else one of ``odd``: mostly valid calls, each field sometimes wrong."""
+    return usual if draw(st.integers(0, 9)) else draw(st.sampled_from(odd))
+
+
+@st.composite
+def rope_calls(draw):
+    layout = rarely(draw, draw(st.sampled_from(("sbhd", "bshd", "thd"))), "x", "bhsd")
+    d = draw(st.sampled_from((2, 8, 64, 80, 128)))
+    if layout == "thd":
+        shape = [draw(st.sampled_from((0, 1, 7, 40))), draw(st.sampled_from((1, 3, 8))), d]
+    else:
+        shape = [draw(st.sampled_from((0, 1, 5, 33))), draw(st.sampled_from((1, 2, 4))),
+                 draw(st.sampled_from((1, 3, 8))), d]
+    if draw(st.integers(0, 19)) == 0:
+        shape = shape[:-1]  # a wrong rank
+    dtype = rarely(draw, draw(st.sampled_from(("fp32", "fp16", "bf16"))), "int32", "int64")
+    x = strided(draw, shape, dtype, device=rarely(draw, 0, 1))
+    rd = rarely(draw, draw(st.sampled_from((d, max(2, d // 2)))), d + 2, 3, 0)
+    max_pos = rarely(draw, 64, 1, 0)
+    source = draw(st.sampled_from(("freqs", "cossin", "invfreq", "base")))
+    table_dtype = rarely(draw, "fp32", "fp16", "int32")
+    if source == "freqs":
+        angles = {"freqs": strided(draw, (max_pos, 1, 1, rd), table_dtype)}
+    elif source == "cossin":
+        cos = strided(draw, (max_pos, rd), rarely(draw, dtype if dtype in ("fp16", "bf16", "fp32") else "fp32",
+                                                  "fp32", "int32"))
+        angles = {"cos": cos, "sin": _moved(cos, 1 << 30), "rotary_dim": rd}
+    elif source == "invfreq":
+        angles = {"inv_freq": strided(draw, (max(1, rd // 2),), table_dtype)}
+    else:
+        angles = {"base": rarely(draw, 10000.0, -1.0, "big"), "rotary_dim": rarely(draw, None, rd)}
+    if draw(st.integers(0, 19)) == 0:
+        angles["base"] = 500.0  # two angle sources
+    kwargs = dict(angles, layout=layout, interleaved=draw(st.booleans()), backward=draw(st.booleans()),
+                  inplace=draw(st.booleans()), scale=rarely(draw, 1.0, float("nan"), "1"),
+                  offsets=rarely(draw, draw(st.sampled_from((None, 0, 3))), -1, 10**6),
+                  cp_size=rarely(draw, 1, 2, 0), cp_rank=rarely(draw, 0, 1, -1, 2))
+    if layout == "thd" and shape and len(shape) == 3:
+        tokens = shape[0]
+        cuts = sorted(draw(st.lists(st.integers(0, tokens), min_size=0, max_size=3)))
+        cu = [0] + cuts + [tokens]
+        if draw(st.integers(0, 9)) == 0:
+            cu = draw(st.lists(st.integers(-2, tokens + 2), min_size=1, max_size=5))  # malformed
+        kwargs["cu_seqlens"] = TensorInfo(BASE << 12, (len(cu),), (1,), rarely(draw, "int32", "int64"), x.device)
+        kwargs["cu_seqlens_host"] = tuple(cu)
+    return x, kwargs
+
+
+def _moved(t: TensorInfo | None, by: int) -> TensorInfo | None:
+    """The same metadata at a distant address (a separate allocation)."""
+    return None if t is None else TensorInfo(t.ptr + by, t.shape, t.strides, t.dtype, t.device)
+
+
+@given(call=rope_calls())
+@SETTINGS
+def test_rope_validation_plans_a_consistent_variant_or_raises_a_clear_error(call):
+    x, kwargs = call
+    inplace = kwargs["inplace"]
+    out = x if inplace else _moved(x, 1 << 32)
+    try:
+        plan = plan_rope(x, out, **kwargs)
+    except (ValueError, TypeError):
+        return
+    if plan is None:  # nothing to do: an empty tensor
+        assert x.numel == 0
+        return
+    module, symbol, _ = dispatch.ROPE[plan.key]
+    assert (plan.module, plan.symbol) == (module, symbol)
+    direction, dtype, kind, pairing, _, strides, vec, _ = plan.key
+    assert (direction == "bwd") == kwargs["backward"] and dtype == x.dtype
+    assert kind == ("thd" if kwargs["layout"] == "thd" else "dense")
+    assert (pairing == "interleaved") == kwargs["interleaved"]
+    assert vec == 1 or (x.ptr % (vec * x.itemsize) == 0 and out.ptr % (vec * x.itemsize) == 0)
+    assert strides != 4 or vec == 1
+
+
+@st.composite
+def decode_calls(draw):
+    d = rarely(draw, draw(st.sampled_from((64, 80, 96, 128, 192, 256))), 48, 512)
+    b = draw(st.sampled_from((0, 1, 3)))
+    h_kv = draw(st.sampled_from((1, 2, 4)))
+    h_q = h_kv * draw(st.sampled_from((1, 2, 4, 20))) + rarely(draw, 0, 1)
+    T = draw(st.sampled_from((0, 1, 17, 300)))
+    dtype = rarely(draw, draw(st.sampled_from(("fp16", "bf16"))), "fp32", "int32")
+    layout = rarely(draw, draw(st.sampled_from(("bhsd", "bshd"))), "x")
+    dims = (b, h_kv, T, d) if layout != "bshd" else (b, T, h_kv, d)
+    k = strided(draw, dims, rarely(draw, dtype, "fp16", "bf16"), device=rarely(draw, 0, 1))
+    v = k if draw(st.booleans()) else _moved(k, 1 << 30)
+    q_shape = rarely(draw, (b, h_q, d), (b, 1, h_q, d), (b, h_q, 1, d), (b, 2, h_q, d), (b, h_q, d + 8))
+    q = strided(draw, q_shape, dtype)
+    kv_lens = rarely(draw, draw(st.integers(0, max(T, 0))), -1, T + 1, None, 2.5, "tensor", "int64 tensor")
+    if isinstance(kv_lens, str):
+        kv_lens = TensorInfo(BASE << 14, (b,), (1,), "int32" if kv_lens == "tensor" else "int64", q.device)
+    kwargs = dict(kv_layout=layout, kv_start=rarely(draw, None, 0, 1, -1, 10**6),
+                  softcap=rarely(draw, None, 30.0, 0.0, -1.0), num_splits=rarely(draw, None, 1, 3, 0, 10**7),
+                  scale=rarely(draw, None, 0.1, float("inf")))
+    if draw(st.integers(0, 4)) == 0:
+        kwargs["out"] = rarely(draw, _moved(q, 1 << 33), q, strided(draw, q_shape, "fp32"))
+    return q, k, v, kv_lens, kwargs
+
+
+@given(call=decode_calls())
+@SETTINGS
+def test_decode_validation_plans_a_consistent_variant_or_raises_a_clear_error(call):
+    q, k, v, kv_lens, kwargs = call
+    try:
+        plan = plan_decode(q, k, v, kv_lens, sms=132, arch="sm_90", **kwargs)
+    except (ValueError, TypeError):
+        return
+    module, symbol, _, combine = dispatch.DECODE[plan.key]
+    assert plan.attention.symbol == symbol and plan.attention.module == module
+    dtype, head_dim, strides, vec, split = plan.key
+    assert dtype == q.dtype and head_dim == q.shape[-1] and (split == "split") == (plan.num_splits > 1)
+    assert (plan.combine is None) == (combine is None)
+    assert strides != 4 or vec == 1
+    assert k.ptr % (vec * k.itemsize) == 0 and v.ptr % (vec * v.itemsize) == 0
+    assert plan.attention.block[0] == 32 * dispatch.DECODE_WARPS and plan.attention.grid[2] == plan.batch
