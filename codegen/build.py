@@ -95,12 +95,16 @@ def compile_module(module: str, arch: str, source: str, headers: dict[str, str])
     entry = cache.load(key)
     cached = entry is not None
     if entry is None:
-        try:
-            cubin, log, seconds = compile_cubin(source, module, arch, headers)
-        except CompileError as e:
-            raise CompileError(module, arch, e.log, variants_at_errors(module, source, e.log)) from None
-        entry = cache.CachedCubin(cubin, log, round(seconds, 2))
-        cache.store(key, entry)
+        with cache.entry_lock(key):
+            entry = cache.load(key)  # another process may have compiled it while this one waited
+            cached = entry is not None
+            if entry is None:
+                try:
+                    cubin, log, seconds = compile_cubin(source, module, arch, headers)
+                except CompileError as e:
+                    raise CompileError(module, arch, e.log, variants_at_errors(module, source, e.log)) from None
+                entry = cache.CachedCubin(cubin, log, round(seconds, 2))
+                cache.store(key, entry)
     resources = {name: asdict(r) for name, r in parse_ptxas_log(entry.log).items()}
     return CompileResult(module, arch, entry.cubin, resources, entry.compile_seconds, cached)
 

@@ -8,6 +8,8 @@ treated as missing and rebuilt.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -62,6 +64,21 @@ def load(key: str, root: Path | None = None) -> CachedCubin | None:
     if hashlib.sha256(cubin).hexdigest() != meta.get("sha256"):
         return None  # truncated or corrupted: rebuild
     return CachedCubin(cubin, meta["log"], meta["compile_seconds"])
+
+
+@contextlib.contextmanager
+def entry_lock(key: str, root: Path | None = None):
+    """Holds an exclusive lock on one entry: two processes about to compile the same module take turns,
+    so the second finds the first one's cubin instead of compiling it again. (Without the lock they would
+    still both end with a valid entry: writes are atomic renames.)"""
+    root = root or cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{key}.lock", "a+b") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def store(key: str, entry: CachedCubin, root: Path | None = None) -> None:

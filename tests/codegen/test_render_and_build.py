@@ -220,3 +220,25 @@ def test_compile_errors_cross_the_process_pool_intact():
     assert (again.module, again.arch, again.log, again.variants) == (error.module, error.arch, error.log,
                                                                       error.variants)
     assert str(again) == str(error)
+
+
+_TINY = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] = 2.0f * threadIdx.x; }'
+
+
+def _compile_after(barrier):
+    barrier.wait()
+    result = build.compile_module("tiny_race", "sm_90", _TINY, {})
+    return result.cached, result.cubin
+
+
+def test_two_processes_compiling_one_module_take_turns(isolated_cache):
+    """The second process waits on the entry's lock and takes the first one's cubin."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # children inherit CUKILN_CACHE_DIR from the environment
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(2)
+        with ProcessPoolExecutor(max_workers=2, mp_context=ctx) as pool:
+            results = [f.result() for f in [pool.submit(_compile_after, barrier) for _ in range(2)]]
+    assert sorted(cached for cached, _ in results) == [False, True], "exactly one process compiled"
+    assert results[0][1] == results[1][1] and results[0][1][:4] == b"\x7fELF"
