@@ -18,6 +18,10 @@ def __getattr__(name: str):
         from .rope_api import rope
 
         return rope
+    if name == "torch":  # the custom ops: importing them registers cukiln::rope, cukiln::rope_, ...
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
     if name == "decode_attention":
         from .decode_api import decode_attention
 

@@ -1,0 +1,69 @@
+"""The torch custom ops on the CPU: fake (meta) implementations under FakeTensorMode,
+the in-place op declared as mutating, gradients flowing through the fake kernels, wrapper errors."""
+
+from __future__ import annotations
+
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+
+import cukiln.torch as ct  # noqa: E402
+
+
+def test_ops_are_registered_and_in_place_rope_declares_its_mutation():
+    rope_inplace = torch.ops.cukiln.rope_.default._schema
+    assert rope_inplace.arguments[0].alias_info is not None and rope_inplace.arguments[0].alias_info.is_write
+    assert torch.ops.cukiln.rope.default._schema.arguments[0].alias_info is None
+    assert len(torch.ops.cukiln.decode_attention.default._schema.returns) == 2
+
+
+def test_fake_rope_keeps_shape_dtype_and_layout_of_a_transposed_view():
+    with FakeTensorMode():
+        x = torch.empty(2, 32, 512, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)  # (b, s, h, d)
+        freqs = torch.empty(512, 1, 1, 128, device="cuda")
+        y = ct.rope(x, freqs=freqs, layout="bshd")
+        assert y.shape == x.shape and y.dtype == x.dtype and y.device == x.device
+        assert y.stride() == torch.empty_like(x).stride()
+        assert ct.rope(x, base=10000.0, layout="bshd", inplace=True) is x
+
+
+def test_gradients_flow_to_x_through_the_backward_op_with_the_direction_flipped(monkeypatch):
+    """Fake tensors on the CPU device: a CPU build of torch cannot run the autograd engine on CUDA ones,
+    and the fake kernels do not look at the device. The GPU tests check the gradients' values."""
+    with FakeTensorMode():
+        x = torch.empty(64, 2, 4, 64, requires_grad=True)
+        freqs = torch.empty(64, 64, requires_grad=True)
+        (grad_x,) = torch.autograd.grad(ct.rope(x, freqs=freqs, offsets=3).sum(), x)
+        assert grad_x.shape == x.shape
+        assert torch.autograd.grad(ct.rope(x, freqs=freqs).sum(), freqs, allow_unused=True) == (None,)
+        calls = []
+        real = ct._rope_op
+        monkeypatch.setattr(ct, "_rope_op", lambda grad, *arguments: calls.append(arguments) or real(grad, *arguments))
+        torch.autograd.grad(ct.rope(x, freqs=freqs, interleaved=True, backward=False).sum(), x)
+    assert calls[0][-1] is True, "the backward of a forward rotation is the backward kernel"
+    assert calls[0][7] is True, "with the forward's other arguments (interleaved)"
+
+
+@pytest.mark.parametrize("shape", [(3, 32, 128), (3, 1, 32, 128), (3, 32, 1, 128)])
+def test_fake_decode_attention_returns_q_shaped_output_and_fp32_lse(shape):
+    with FakeTensorMode():  # CPU-device fakes: a CPU build of torch cannot slice CUDA ones
+        q = torch.empty(*shape, dtype=torch.bfloat16)
+        k = torch.empty(3, 8, 4096, 128, dtype=torch.bfloat16)[:, :, :1000]
+        lens = torch.empty(3, dtype=torch.int32)
+        out, lse = ct.decode_attention(q, k, k, lens, return_lse=True)
+        assert out.shape == q.shape and out.dtype == q.dtype
+        assert lse.shape == (3, 32) and lse.dtype == torch.float32
+        assert ct.decode_attention(q, k, k, 1000, kv_start=5).shape == q.shape
+
+
+def test_wrappers_reject_out_and_bad_lengths():
+    x = torch.empty(4, 1, 1, 8)
+    with pytest.raises(ValueError, match="out"):
+        ct.rope(x, base=1e4, out=x)
+    with pytest.raises(ValueError, match="out"):
+        ct.decode_attention(x, x, x, 1, out=x)
+    with pytest.raises(TypeError, match="kv_lens"):
+        ct.decode_attention(x, x, x, None)

@@ -1,0 +1,62 @@
+"""The torch custom ops on the GPU: values, gradients, opcheck, torch.compile(fullgraph=True)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cukiln  # noqa: E402
+import cukiln.torch as ct  # noqa: E402
+from tests.checks import assert_matches_reference  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+def _inputs():
+    x = torch.randn(64, 2, 4, 64, device="cuda", dtype=torch.bfloat16)
+    freqs = torch.rand(80, 64, device="cuda") * 50
+    return x, freqs
+
+
+def test_rope_op_matches_cukiln_and_its_gradient_is_the_backward_kernel():
+    x, freqs = _inputs()
+    x.requires_grad_(True)
+    y = ct.rope(x, freqs=freqs, offsets=7)
+    assert torch.equal(y, cukiln.rope(x.detach(), freqs=freqs, offsets=7))
+    grad = torch.randn_like(y)
+    (gx,) = torch.autograd.grad(y, x, grad)
+    assert torch.equal(gx, cukiln.rope(grad, freqs=freqs, offsets=7, backward=True))
+
+
+def test_in_place_op_rotates_x():
+    x, freqs = _inputs()
+    expected = cukiln.rope(x, freqs=freqs)
+    assert ct.rope(x, freqs=freqs, inplace=True) is x and torch.equal(x, expected)
+
+
+def test_opcheck_passes_for_every_op():
+    x, freqs = _inputs()
+    args = (x, freqs, None, None, None, None, 1.0, "sbhd", False, None, None, None, 0, None, 1, 0, None, False)
+    torch.library.opcheck(torch.ops.cukiln.rope.default, args)
+    torch.library.opcheck(torch.ops.cukiln.rope_.default, (x.clone(),) + args[1:])
+    q = torch.randn(2, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 2, 300, 128, device="cuda", dtype=torch.bfloat16)
+    torch.library.opcheck(torch.ops.cukiln.decode_attention.default,
+                          (q, k, k, None, 200, "bhsd", None, 0, None, None, None))
+
+
+def test_compiled_fullgraph_matches_eager():
+    x, freqs = _inputs()
+    q = torch.randn(2, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 2, 300, 128, device="cuda", dtype=torch.bfloat16)
+    lens = torch.tensor([300, 17], device="cuda", dtype=torch.int32)
+
+    def step(x, q):
+        return ct.rope(x, freqs=freqs) * 2, ct.decode_attention(q, k, k, lens)
+
+    compiled = torch.compile(step, fullgraph=True)
+    got, want = compiled(x, q), step(x, q)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    ref = cukiln.reference.decode_attention(q, k, k, lens)
+    assert_matches_reference(got[1], ref, "compiled decode", fp32_units=64)
