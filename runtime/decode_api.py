@@ -69,7 +69,8 @@ def _plan(q, k_cache, v_cache, kv_lens, *, kv_layout, kv_start, scale, softcap, 
     device = qi.device
     plan = plan_decode(qi, ki, vi, lengths[0][1], kv_layout=kv_layout, kv_start=lengths[1][1], scale=scale,
                        softcap=softcap, num_splits=num_splits, out=oi, return_lse=return_lse,
-                       sms=KERNELS.sm_count(device), arch=KERNELS.arch(device))
+                       sms=KERNELS.sm_count(device), arch=KERNELS.arch(device),
+                       max_shared=KERNELS.max_shared_per_block(device))
     if out is None:
         out = torch.empty((plan.batch, plan.heads_q, plan.head_dim), dtype=q.dtype, device=q.device).view(q.shape)
     return plan, out, (lengths[0][0], lengths[1][0])

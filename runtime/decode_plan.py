@@ -19,6 +19,9 @@ DTYPES = ("fp16", "bf16")
 KV_LAYOUTS = ("bhsd", "bshd")
 GRID_YZ_MAX = 65535  # CUDA's limit on gridDim.y and gridDim.z: KV heads x head groups, and rows
 INT32_MAX = 2**31 - 1
+MAX_SPLITS = 65536
+# The kernel splits a row's key range in 32-bit arithmetic: positions + splits must stay below 2**31.
+MAX_CAPACITY = INT32_MAX - MAX_SPLITS
 
 
 @dataclass(frozen=True)
@@ -121,11 +124,12 @@ def _lengths(value, name: str, batch: int, device: int) -> tuple[int, int, Tenso
 def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout: str = "bhsd", kv_start=None,
                 scale: float | None = None, softcap: float | None = None, num_splits: int | None = None,
                 out: TensorInfo | None = None, return_lse: bool = False, sms: int = 132,
-                arch: str | None = None) -> DecodePlan:
+                arch: str | None = None, max_shared: int | None = None) -> DecodePlan:
     """Validate a decode_attention call and plan its launches.
 
     kv_lens / kv_start: an int, or a TensorInfo of an int32 [b] tensor on q's device (its values are
-    the device's business: out-of-range rows come out NaN). ``sms`` and ``arch`` feed the split rule.
+    the device's business: out-of-range rows come out NaN). ``sms`` and ``arch`` feed the split rule;
+    ``max_shared`` (the GPU's opt-in shared memory per block, bytes) rejects head dims whose tiles exceed it.
     """
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout: expected one of {KV_LAYOUTS}, got {kv_layout!r}")
@@ -153,8 +157,11 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
         raise ValueError(f"q: expected a number of heads that is a multiple of k_cache's {h_kv}, got {h_q}")
     if b > GRID_YZ_MAX:
         raise ValueError(f"q: at most {GRID_YZ_MAX} rows per call, got {b}")
-    if capacity > INT32_MAX:
-        raise ValueError(f"k_cache: at most {INT32_MAX} positions, got {capacity}")
+    if capacity > MAX_CAPACITY:
+        raise ValueError(f"k_cache: at most {MAX_CAPACITY} positions, got {capacity}")
+    if max_shared is not None and dispatch.DECODE_SHARED[d] > max_shared:
+        raise ValueError(f"q: head dim {d} needs {dispatch.DECODE_SHARED[d]} bytes of shared memory per block; "
+                         f"this GPU allows {max_shared}")
     group = h_q // h_kv
     head_groups = math.ceil(group / dispatch.DECODE_HEAD_ROWS)
     if h_kv * head_groups > GRID_YZ_MAX:
@@ -177,8 +184,8 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
                                 or not softcap > 0 or not math.isfinite(softcap)):
         raise ValueError(f"softcap: expected a positive finite float or None, got {softcap!r}")
     if num_splits is not None and (isinstance(num_splits, bool) or not isinstance(num_splits, int)
-                                   or not 1 <= num_splits <= INT32_MAX):
-        raise ValueError(f"num_splits: expected a positive int or None, got {num_splits!r}")
+                                   or not 1 <= num_splits <= MAX_SPLITS):
+        raise ValueError(f"num_splits: expected an int in [1, {MAX_SPLITS}] or None, got {num_splits!r}")
 
     if out is not None:
         if out.shape != q.shape:

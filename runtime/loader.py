@@ -50,7 +50,7 @@ class KernelCache:
         self._functions: dict[tuple[int, str], object] = {}
         self._shared_limits: dict[tuple[int, str], int] = {}  # dynamic shared memory each function may use
         self._warned: set[str] = set()
-        self._sm_counts: dict[int, int] = {}
+        self._device_attributes: dict[tuple, int] = {}
 
     @cached_property
     def manifest(self) -> dict:
@@ -89,13 +89,21 @@ class KernelCache:
 
     def sm_count(self, device: int) -> int:
         """Multiprocessors of ``device``."""
-        count = self._sm_counts.get(device)
-        if count is None:
+        return self._attribute(device, driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+
+    def max_shared_per_block(self, device: int) -> int:
+        """Dynamic shared memory a block of ``device`` may opt in to, in bytes."""
+        attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+        return self._attribute(device, attr)
+
+    def _attribute(self, device: int, attr) -> int:
+        value = self._device_attributes.get((device, attr))
+        if value is None:
             check(driver.cuInit(0), "cuInit")
             dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
-            attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-            count = self._sm_counts[device] = check(driver.cuDeviceGetAttribute(attr, dev), "cuDeviceGetAttribute")
-        return count
+            value = self._device_attributes[(device, attr)] = check(driver.cuDeviceGetAttribute(attr, dev),
+                                                                    "cuDeviceGetAttribute")
+        return value
 
     def arch(self, device: int) -> str:
         """"sm_XY" of ``device``."""

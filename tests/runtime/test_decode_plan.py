@@ -94,7 +94,7 @@ def test_shared_memory_fits_an_h100_block_for_every_head_dim():
     for d, (keys, pitch) in dispatch.DECODE_TILE.items():
         q = contiguous((1, 16, d))
         k = cache_slice(1, 1, 64, d, 64)
-        p = plan_decode(q, k, k, 64)
+        p = plan_decode(q, k, k, 64, max_shared=227 * 1024)  # an H100's opt-in limit takes every head dim
         assert p.attention.shared == 2 * 2 * keys * pitch * 2 + 16 * pitch * 2
         assert p.attention.shared <= 227 * 1024
 
@@ -153,6 +153,11 @@ def _bad(**changes):
     (dict(softcap=-1.0), ValueError, "softcap"),
     (dict(scale=math.inf), TypeError, "scale"),
     (dict(num_splits=0), ValueError, "num_splits"),
+    (dict(num_splits=65537), ValueError, "num_splits"),
+    (dict(k=TensorInfo(BASE, (2, 2, 2**31 - 1, 128), (0, 0, 0, 1), "bf16", 0),
+          v=TensorInfo(BASE, (2, 2, 2**31 - 1, 128), (0, 0, 0, 1), "bf16", 0)), ValueError, "positions"),
+    (dict(max_shared=99 * 1024, q=contiguous((2, 8, 256)), k=cache_slice(2, 2, 256, 256, 512),
+          v=cache_slice(2, 2, 256, 256, 512, ptr=BASE * 64)), ValueError, "shared memory"),
     (dict(k=TensorInfo(BASE, (2, 2, 256, 128), (1, 1, 1, 1), "bf16", 1)), ValueError, "device"),
     (dict(out=contiguous((2, 8, 64))), ValueError, "out: expected q's shape"),
     (dict(out=contiguous((2, 8, 128), dtype="fp16")), TypeError, "out"),
