@@ -7,7 +7,7 @@ Every field is 8 bytes, as in rope_abi.
 
 from __future__ import annotations
 
-from .decode_variants import HEAD_DIMS, DecodeCombineVariant, DecodeVariant
+from .decode_variants import DecodeCombineVariant, DecodeVariant
 from .rope_abi import CPTR, F64, I64, PTR
 
 # Query heads one block serves from one read of its KV head: the 16 rows of the tensor-core tile. A GQA
@@ -15,30 +15,21 @@ from .rope_abi import CPTR, F64, I64, PTR
 HEAD_ROWS = 16
 # Warps per block: each takes 16 keys of every tile.
 WARPS = 4
+KEYS_PER_TILE = 16 * WARPS
 # Shared-memory stages of the K/V pipeline: the next tile's copies are in flight while this one is used.
 STAGES = 2
-
-
-def keys_per_tile(head_dim: int) -> int:
-    """Keys of one K/V tile: 16 per warp."""
-    return 16 * WARPS
-
-
-def row_pitch(head_dim: int) -> int:
-    """Elements between tile rows in shared memory: 8 more than the head dim (16 bytes), so that the rows
-    that eight consecutive lanes read start on distinct 16-byte bank groups."""
-    return head_dim + 8
+# Elements between tile rows in shared memory beyond the head dim (16 bytes), so that the eight rows an
+# ldmatrix phase reads start on distinct 16-byte bank groups.
+ROW_PADDING = 8
 
 
 def shared_bytes(head_dim: int, itemsize: int = 2) -> int:
     """Dynamic shared memory of one attention block: the K/V stages, then the query tile. The warps'
     partial results are merged over the stages at the end, so those must hold them (asserted below)."""
-    stages = STAGES * 2 * keys_per_tile(head_dim) * row_pitch(head_dim) * itemsize
+    pitch = head_dim + ROW_PADDING
+    stages = STAGES * 2 * KEYS_PER_TILE * pitch * itemsize
     assert WARPS * HEAD_ROWS * (head_dim + 2) * 4 <= stages, "the warps' partial results fit over the stages"
-    return stages + HEAD_ROWS * row_pitch(head_dim) * itemsize
-
-
-TILE_GEOMETRY = {d: (keys_per_tile(d), row_pitch(d)) for d in HEAD_DIMS}
+    return stages + HEAD_ROWS * pitch * itemsize
 
 _ATTENTION = (
     (CPTR, "q"),
@@ -53,7 +44,6 @@ _ATTENTION = (
     (I64, "capacity"),  # T: keys a row may attend to at most
     (I64, "batch"),
     (I64, "heads_q"),
-    (I64, "heads_kv"),
     (I64, "group"),  # heads_q / heads_kv
     (I64, "head_groups"),  # ceil(group / HEAD_ROWS): blocks per KV head
     (I64, "q_sb"), (I64, "q_sh"), (I64, "q_sd"),

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import decode_abi
-from .decode_variants import DecodeCombineVariant, DecodeVariant
+from .decode_variants import HEAD_DIMS, DecodeCombineVariant, DecodeVariant
 from .render import DECODE_COMBINE_THREADS, HEADS_IN_FLIGHT, MAX_THREADS_PER_BLOCK
 from .rope_abi import rope_params, struct_format
 from .variants import RopeVariant
@@ -168,14 +168,12 @@ def _decode_dispatch_lines(variants: list[AnyVariant], tuning: dict[str, dict]) 
         "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, split) to (module,",
         "# symbol, params layout, combine symbol or None); DECODE_PARAMS as ROPE_PARAMS.",
         "# Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head; combine blocks",
-        "# have DECODE_COMBINE_THREADS threads. DECODE_TILE: head dim -> (keys per tile, shared row pitch);",
-        "# DECODE_SHARED: head dim -> dynamic shared memory bytes of an attention block.",
+        "# have DECODE_COMBINE_THREADS threads. DECODE_SHARED: head dim -> dynamic shared memory bytes of an",
+        "# attention block.",
         f"DECODE_HEAD_ROWS = {decode_abi.HEAD_ROWS}",
         f"DECODE_WARPS = {decode_abi.WARPS}",
         f"DECODE_COMBINE_THREADS = {DECODE_COMBINE_THREADS}",
-        f"DECODE_STAGES = {decode_abi.STAGES}",
-        f"DECODE_TILE = {dict(sorted(decode_abi.TILE_GEOMETRY.items()))!r}",
-        f"DECODE_SHARED = {dict((d, decode_abi.shared_bytes(d)) for d in sorted(decode_abi.TILE_GEOMETRY))!r}",
+        f"DECODE_SHARED = {dict((d, decode_abi.shared_bytes(d)) for d in HEAD_DIMS)!r}",
         "",
     ]
     lines += _params_table_lines("DECODE_PARAMS", variants, decode_abi.decode_params, decode_abi.params_layout_id)

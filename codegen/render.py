@@ -47,7 +47,7 @@ def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT) -> dict[str, str]:
         ROPE_HEADER: _environment().get_template("rope.cuh.j2").render(heads_in_flight=heads_in_flight),
         DECODE_HEADER: _environment().get_template("decode.cuh.j2").render(
             head_rows=decode_abi.HEAD_ROWS, warps=decode_abi.WARPS, stages=decode_abi.STAGES,
-            tiles=decode_abi.TILE_GEOMETRY),
+            keys_per_tile=decode_abi.KEYS_PER_TILE, row_padding=decode_abi.ROW_PADDING),
     }
 
 

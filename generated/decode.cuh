@@ -30,15 +30,11 @@ constexpr float kLn2 = 0.6931471805599453f;
 #define CUKILN_INF __int_as_float(0x7f800000)
 #define CUKILN_NAN __int_as_float(0x7fffffff)
 
-// Tile geometry per head dim: keys per tile and the shared-memory row pitch in elements (16 bytes more
-// than a row, so that the eight rows an ldmatrix phase reads start on distinct bank groups).
-template <int D> struct Tile;
-template <> struct Tile<64> { static constexpr int kKeys = 64, kPitch = 72; };
-template <> struct Tile<80> { static constexpr int kKeys = 64, kPitch = 88; };
-template <> struct Tile<96> { static constexpr int kKeys = 64, kPitch = 104; };
-template <> struct Tile<128> { static constexpr int kKeys = 64, kPitch = 136; };
-template <> struct Tile<192> { static constexpr int kKeys = 64, kPitch = 200; };
-template <> struct Tile<256> { static constexpr int kKeys = 64, kPitch = 264; };
+// Tile geometry: keys per tile and the shared-memory row pitch in elements (16 bytes more than a row,
+// so that the eight rows an ldmatrix phase reads start on distinct bank groups).
+template <int D> struct Tile {
+  static constexpr int kKeys = 64, kPitch = D + 8;
+};
 
 // The keys a row attends to. Out of range (end beyond the capacity, negative, start after end): the
 // row is malformed and its output is NaN, since a device-resident length cannot be checked on the host.

@@ -19,7 +19,6 @@ struct decode_bf16_d64_s3_v1_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -70,7 +69,6 @@ struct decode_bf16_d64_s3_v1_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -121,7 +119,6 @@ struct decode_bf16_d64_s3_v2_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -172,7 +169,6 @@ struct decode_bf16_d64_s3_v2_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -223,7 +219,6 @@ struct decode_bf16_d64_s3_v4_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -274,7 +269,6 @@ struct decode_bf16_d64_s3_v4_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -325,7 +319,6 @@ struct decode_bf16_d64_s3_v8_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -376,7 +369,6 @@ struct decode_bf16_d64_s3_v8_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -427,7 +419,6 @@ struct decode_bf16_d64_s4_v1_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -480,7 +471,6 @@ struct decode_bf16_d64_s4_v1_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -555,7 +545,6 @@ struct decode_bf16_d80_s3_v1_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -606,7 +595,6 @@ struct decode_bf16_d80_s3_v1_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -657,7 +645,6 @@ struct decode_bf16_d80_s3_v2_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -708,7 +695,6 @@ struct decode_bf16_d80_s3_v2_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -759,7 +745,6 @@ struct decode_bf16_d80_s3_v4_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -810,7 +795,6 @@ struct decode_bf16_d80_s3_v4_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -861,7 +845,6 @@ struct decode_bf16_d80_s3_v8_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -912,7 +895,6 @@ struct decode_bf16_d80_s3_v8_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -963,7 +945,6 @@ struct decode_bf16_d80_s4_v1_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1016,7 +997,6 @@ struct decode_bf16_d80_s4_v1_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1091,7 +1071,6 @@ struct decode_bf16_d96_s3_v1_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1142,7 +1121,6 @@ struct decode_bf16_d96_s3_v1_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1193,7 +1171,6 @@ struct decode_bf16_d96_s3_v2_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1244,7 +1221,6 @@ struct decode_bf16_d96_s3_v2_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1295,7 +1271,6 @@ struct decode_bf16_d96_s3_v4_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1346,7 +1321,6 @@ struct decode_bf16_d96_s3_v4_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1397,7 +1371,6 @@ struct decode_bf16_d96_s3_v8_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1448,7 +1421,6 @@ struct decode_bf16_d96_s3_v8_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1499,7 +1471,6 @@ struct decode_bf16_d96_s4_v1_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1552,7 +1523,6 @@ struct decode_bf16_d96_s4_v1_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1627,7 +1597,6 @@ struct decode_bf16_d128_s3_v1_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1678,7 +1647,6 @@ struct decode_bf16_d128_s3_v1_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1729,7 +1697,6 @@ struct decode_bf16_d128_s3_v2_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1780,7 +1747,6 @@ struct decode_bf16_d128_s3_v2_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1831,7 +1797,6 @@ struct decode_bf16_d128_s3_v4_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1882,7 +1847,6 @@ struct decode_bf16_d128_s3_v4_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1933,7 +1897,6 @@ struct decode_bf16_d128_s3_v8_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -1984,7 +1947,6 @@ struct decode_bf16_d128_s3_v8_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2035,7 +1997,6 @@ struct decode_bf16_d128_s4_v1_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2088,7 +2049,6 @@ struct decode_bf16_d128_s4_v1_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2163,7 +2123,6 @@ struct decode_bf16_d192_s3_v1_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2214,7 +2173,6 @@ struct decode_bf16_d192_s3_v1_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2265,7 +2223,6 @@ struct decode_bf16_d192_s3_v2_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2316,7 +2273,6 @@ struct decode_bf16_d192_s3_v2_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2367,7 +2323,6 @@ struct decode_bf16_d192_s3_v4_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2418,7 +2373,6 @@ struct decode_bf16_d192_s3_v4_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2469,7 +2423,6 @@ struct decode_bf16_d192_s3_v8_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2520,7 +2473,6 @@ struct decode_bf16_d192_s3_v8_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2571,7 +2523,6 @@ struct decode_bf16_d192_s4_v1_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2624,7 +2575,6 @@ struct decode_bf16_d192_s4_v1_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2699,7 +2649,6 @@ struct decode_bf16_d256_s3_v1_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2750,7 +2699,6 @@ struct decode_bf16_d256_s3_v1_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2801,7 +2749,6 @@ struct decode_bf16_d256_s3_v2_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2852,7 +2799,6 @@ struct decode_bf16_d256_s3_v2_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2903,7 +2849,6 @@ struct decode_bf16_d256_s3_v4_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -2954,7 +2899,6 @@ struct decode_bf16_d256_s3_v4_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -3005,7 +2949,6 @@ struct decode_bf16_d256_s3_v8_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -3056,7 +2999,6 @@ struct decode_bf16_d256_s3_v8_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -3107,7 +3049,6 @@ struct decode_bf16_d256_s4_v1_single_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;
@@ -3160,7 +3101,6 @@ struct decode_bf16_d256_s4_v1_split_params {
   long long capacity;
   long long batch;
   long long heads_q;
-  long long heads_kv;
   long long group;
   long long head_groups;
   long long q_sb;

@@ -1471,18 +1471,16 @@ ROPE = {
 # Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, split) to (module,
 # symbol, params layout, combine symbol or None); DECODE_PARAMS as ROPE_PARAMS.
 # Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head; combine blocks
-# have DECODE_COMBINE_THREADS threads. DECODE_TILE: head dim -> (keys per tile, shared row pitch);
-# DECODE_SHARED: head dim -> dynamic shared memory bytes of an attention block.
+# have DECODE_COMBINE_THREADS threads. DECODE_SHARED: head dim -> dynamic shared memory bytes of an
+# attention block.
 DECODE_HEAD_ROWS = 16
 DECODE_WARPS = 4
 DECODE_COMBINE_THREADS = 128
-DECODE_STAGES = 2
-DECODE_TILE = {64: (64, 72), 80: (64, 88), 96: (64, 104), 128: (64, 136), 192: (64, 200), 256: (64, 264)}
 DECODE_SHARED = {64: 39168, 80: 47872, 96: 56576, 128: 73984, 192: 108800, 256: 143616}
 
 DECODE_PARAMS = {
-    'attention_s3': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'heads_kv', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st'), '<QQQQQQqQqqqqqqqqqqqqqddqQQqqqqqq'),
-    'attention_s4': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'heads_kv', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'k_sb', 'k_sh', 'k_st', 'k_sd', 'v_sb', 'v_sh', 'v_st', 'v_sd'), '<QQQQQQqQqqqqqqqqqqqqqddqQQqqqqqqqq'),
+    'attention_s3': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqq'),
+    'attention_s4': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'k_sb', 'k_sh', 'k_st', 'k_sd', 'v_sb', 'v_sh', 'v_st', 'v_sd'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqq'),
     'combine': (('partial_out', 'partial_lse', 'out', 'lse', 'batch', 'heads_q', 'num_splits', 'out_sb', 'out_sh', 'out_sd'), '<QQQQqqqqqq'),
 }
 

@@ -223,7 +223,7 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     fields = {
         "q": q.ptr, "k": k.ptr, "v": v.ptr,
         "kv_lens": lens_ptr, "kv_len": lens_value, "kv_start": start_ptr, "kv_start_value": start_value,
-        "capacity": capacity, "batch": b, "heads_q": h_q, "heads_kv": h_kv, "group": group,
+        "capacity": capacity, "batch": b, "heads_q": h_q, "group": group,
         "head_groups": head_groups,
         "q_sb": q_strides[0], "q_sh": q_strides[1], "q_sd": q_strides[2],
         "out_sb": out_strides[0], "out_sh": out_strides[1], "out_sd": out_strides[2],

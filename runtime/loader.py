@@ -106,12 +106,10 @@ class KernelCache:
         return value
 
     def arch(self, device: int) -> str:
-        """"sm_XY" of ``device``."""
-        check(driver.cuInit(0), "cuInit")
-        dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
+        """"sm_XY" of ``device`` (cached: the decode call path asks on every call)."""
         attr = driver.CUdevice_attribute
-        major = check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "attr")
-        minor = check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "attr")
+        major = self._attribute(device, attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+        minor = self._attribute(device, attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
         return f"sm_{major}{minor}"
 
     def _load_module(self, device: int, module: str):

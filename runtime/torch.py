@@ -20,6 +20,7 @@ import torch
 from .decode_api import decode_attention as _decode_attention
 from .rope_api import rope as _rope
 
+
 def _rope_kwargs(freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions,
                  offsets_tensor, offset, cu_seqlens, cp_size, cp_rank, max_seqlen) -> dict:
     return dict(freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,

@@ -124,10 +124,12 @@ def print_bench(result: dict, console: Console) -> None:
     console.print(table)
 
 
-def rule_splits(blocks: int, keys: int, sms: int, rule: dict) -> int:
+def measured_choice(measurement: dict, sms: int, rule: dict) -> int:
+    """The split count ``rule`` picks for a tuned point, snapped to the nearest count that was measured."""
     from cukiln.decode_plan import choose_splits
 
-    return choose_splits(blocks, keys, sms, rule)
+    chosen = choose_splits(measurement["blocks"], measurement["T"], sms, rule)
+    return min((int(s) for s in measurement["ms_by_splits"]), key=lambda s: (abs(s - chosen), s))
 
 
 def fit_rule(measurements: list[dict], sms: int) -> dict:
@@ -139,9 +141,7 @@ def fit_rule(measurements: list[dict], sms: int) -> dict:
         cost = 0.0
         for m in measurements:
             times = {int(s): ms for s, ms in m["ms_by_splits"].items()}
-            chosen = rule_splits(m["blocks"], m["T"], sms, rule)
-            chosen = min(times, key=lambda s: (abs(s - chosen), s))  # the nearest measured count
-            cost += times[chosen] / min(times.values())
+            cost += times[measured_choice(m, sms, rule)] / min(times.values())
         if cost < best_cost - 1e-9:
             best, best_cost = rule, cost
     return {**best, "mean_time_over_best": best_cost / len(measurements)}

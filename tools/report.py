@@ -92,8 +92,9 @@ def thd_rule(tuning: dict) -> dict:
 def decode_rule(tuning: dict) -> dict:
     """The split-KV rule in force per arch and, per tuned point, the best split count, the rule's choice
     and what the choice costs against the best (the runner-up's margin when the rule picks the best)."""
-    from cukiln.decode_plan import choose_splits
     from cukiln.generated import dispatch
+
+    from .decode import measured_choice
 
     data = {}
     for arch, t in sorted(tuning.items()):
@@ -105,8 +106,7 @@ def decode_rule(tuning: dict) -> dict:
         for m in t["measurements"]:
             times = {int(s): ms for s, ms in m["ms_by_splits"].items()}
             ranked = sorted(times, key=times.get)
-            chosen = choose_splits(m["blocks"], m["T"], t["sms"], rule)
-            chosen = min(times, key=lambda s: (abs(s - chosen), s))
+            chosen = measured_choice(m, t["sms"], rule)
             points.append({"batch": m["batch"], "T": m["T"], "best_splits": ranked[0], "chosen_splits": chosen,
                            "best_us": times[ranked[0]] * 1e3, "chosen_over_best": times[chosen] / times[ranked[0]],
                            "runner_up_over_best": times[ranked[1]] / times[ranked[0]] if len(ranked) > 1 else None})

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from cukiln.codegen import build, decode_abi, emit, nvrtc, render
-from cukiln.codegen.decode_variants import DecodeVariant, enumerate_decode
+from cukiln.codegen.decode_variants import HEAD_DIMS, DecodeVariant, enumerate_decode
 from cukiln.codegen.rope_abi import rope_params, struct_format
 from cukiln.codegen.variants import Dtype, enumerate_rope
 
@@ -45,7 +45,7 @@ def test_decode_dispatch_table_names_each_attention_variant_and_its_combine_kern
         assert (module, symbol) == (v.module, v.name)
         assert namespace["DECODE_PARAMS"][layout_id][0] == tuple(f for _, f in decode_abi.decode_params(v))
         assert combine == (f"decode_combine_{v.dtype.value}_d{v.head_dim}" if v.split.value == "split" else None)
-    assert namespace["DECODE_SHARED"] == {d: decode_abi.shared_bytes(d) for d in decode_abi.TILE_GEOMETRY}
+    assert namespace["DECODE_SHARED"] == {d: decode_abi.shared_bytes(d) for d in HEAD_DIMS}
 
 
 def test_tuning_data_folds_into_the_decode_split_rule():

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from cukiln.codegen import decode_abi
 from cukiln.decode_plan import choose_splits, plan_decode, widest_kv_vector
 from cukiln.generated import dispatch
 from cukiln.tensors import TensorInfo
@@ -91,7 +92,8 @@ def test_large_groups_take_several_blocks_per_kv_head():
 
 
 def test_shared_memory_fits_an_h100_block_for_every_head_dim():
-    for d, (keys, pitch) in dispatch.DECODE_TILE.items():
+    for d in dispatch.DECODE_SHARED:
+        keys, pitch = decode_abi.KEYS_PER_TILE, d + decode_abi.ROW_PADDING
         q = contiguous((1, 16, d))
         k = cache_slice(1, 1, 64, d, 64)
         p = plan_decode(q, k, k, 64, max_shared=227 * 1024)  # an H100's opt-in limit takes every head dim
