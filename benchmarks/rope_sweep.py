@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import struct
 import sys
 from pathlib import Path
 
 from cukiln.codegen import render
 from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
 from cukiln.codegen.variants import Dtype, parse_rope_name
+
+from raw_launch import launcher, load_functions
 
 CONFIGS = {  # name -> (heads in flight, min blocks per SM, max threads per block)
     "h4_b2": (4, 2, 256),
@@ -81,24 +82,16 @@ def _launch_shapes(groups: int, heads: int, tokens: int, heads_in_flight: int, t
 
 def run(cubin_dir: Path, out_path: Path | None) -> None:
     import torch
-    from cuda.bindings import driver
 
     from cukiln import rope_api
-    from cukiln.loader import KERNELS, check
     from cukiln.tools.timing import copy_tbps, median_ms, rotating_sets
 
     index = json.loads((cubin_dir / "index.json").read_text())
     torch.cuda.init()
-    ctx, _ = KERNELS.context(0)
-    check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     big_copy = copy_tbps()
     print(f"1 GiB copy {big_copy:.3f} TB/s")
-    functions = {}
-    for name in index:
-        mod = check(driver.cuModuleLoadData((cubin_dir / f"{name}.cubin").read_bytes()), "cuModuleLoadData")
-        functions[name] = {s: check(driver.cuModuleGetFunction(mod, s.encode()), "cuModuleGetFunction")
-                           for s in SYMBOLS}
+    functions = {name: load_functions(cubin_dir / f"{name}.cubin", SYMBOLS) for name in index}
     stream = torch.cuda.current_stream().cuda_stream
     rows = []
     for case, (S, B, H, D), view, rd, in_place in _cases():
@@ -126,18 +119,10 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
         groups = rd // 2 // plans[0].key[-1]
         for name, cfg in index.items():
             fn = functions[name][symbol]
-            packed = [struct.pack(p.fmt, *p.values) for p in plans]
             for label, block, grid in _launch_shapes(groups, H, S * B, cfg["heads_in_flight"], cfg["max_threads"],
                                                      sms):
-                def call(buf):
-                    import ctypes
-
-                    params = ctypes.create_string_buffer(buf)
-                    ptrs = (ctypes.c_void_p * 1)(ctypes.addressof(params))
-                    (err,) = driver.cuLaunchKernel(fn, grid, 1, 1, *block, 0, stream, ctypes.addressof(ptrs), 0)
-                    assert err == driver.CUresult.CUDA_SUCCESS, err
-
-                ms = median_ms([lambda b=b: call(b) for b in packed])
+                calls = [launcher(fn, p.fmt, p.values, (grid, 1, 1), block, 0, stream) for p in plans]
+                ms = median_ms(calls)
                 tbps = moved / (ms * 1e-3) / 1e12
                 rows.append({"case": case, "config": name, "launch": label, "block": list(block), "symbol": symbol, "ms": ms,
                              "tbps": tbps, "x_big_copy": tbps / big_copy,

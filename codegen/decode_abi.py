@@ -16,20 +16,38 @@ HEAD_ROWS = 16
 # Warps per block: each takes 16 keys of every tile.
 WARPS = 4
 KEYS_PER_TILE = 16 * WARPS
-# Shared-memory stages of the K/V pipeline: the next tile's copies are in flight while this one is used.
-STAGES = 2
 # Elements between tile rows in shared memory beyond the head dim (16 bytes), so that the eight rows an
 # ldmatrix phase reads start on distinct 16-byte bank groups.
 ROW_PADDING = 8
+# Dynamic shared memory one attention block may use: the K/V pipeline takes as many tile stages as fit
+# (all but one in flight), at least 2. 99 KB is the opt-in limit of sm_86/89 and lets two blocks share
+# an sm_90 multiprocessor.
+SHARED_BUDGET = 99 * 1024
+MIN_STAGES, MAX_STAGES = 2, 8
 
 
-def shared_bytes(head_dim: int, itemsize: int = 2) -> int:
+def stage_bytes(head_dim: int, itemsize: int = 2) -> int:
+    """One pipeline stage: a K tile and a V tile."""
+    return 2 * KEYS_PER_TILE * (head_dim + ROW_PADDING) * itemsize
+
+
+def query_bytes(head_dim: int, itemsize: int = 2) -> int:
+    return HEAD_ROWS * (head_dim + ROW_PADDING) * itemsize
+
+
+def stages(head_dim: int) -> int:
+    """K/V pipeline stages for ``head_dim``: as many as SHARED_BUDGET holds, within [MIN_STAGES, MAX_STAGES]."""
+    fit = (SHARED_BUDGET - query_bytes(head_dim)) // stage_bytes(head_dim)
+    return max(MIN_STAGES, min(MAX_STAGES, fit))
+
+
+def shared_bytes(head_dim: int, n_stages: int | None = None) -> int:
     """Dynamic shared memory of one attention block: the K/V stages, then the query tile. The warps'
     partial results are merged over the stages at the end, so those must hold them (asserted below)."""
-    pitch = head_dim + ROW_PADDING
-    stages = STAGES * 2 * KEYS_PER_TILE * pitch * itemsize
-    assert WARPS * HEAD_ROWS * (head_dim + 2) * 4 <= stages, "the warps' partial results fit over the stages"
-    return stages + HEAD_ROWS * pitch * itemsize
+    n_stages = stages(head_dim) if n_stages is None else n_stages
+    pipeline = n_stages * stage_bytes(head_dim)
+    assert WARPS * HEAD_ROWS * (head_dim + 2) * 4 <= pipeline, "the warps' partial results fit over the stages"
+    return pipeline + query_bytes(head_dim)
 
 _ATTENTION = (
     (CPTR, "q"),

@@ -157,9 +157,8 @@ def render_dispatch(variants: list[AnyVariant], tuning: dict[str, dict] | None =
     return "\n".join(lines)
 
 
-# Without tuning data for an arch: split until a launch has this many blocks per multiprocessor, with at
-# least this many keys per split.
-DECODE_SPLIT_DEFAULT = {"blocks_per_sm": 2.0, "min_keys_per_split": 512}
+# Without tuning data for an arch: the split rule of runtime/decode_plan.choose_splits with these values.
+DECODE_SPLIT_DEFAULT = {"blocks_per_sm": 2.0, "min_keys_per_split": 256, "wave_efficiency": 0.9}
 
 
 def _decode_dispatch_lines(variants: list[AnyVariant], tuning: dict[str, dict]) -> list[str]:
@@ -179,9 +178,9 @@ def _decode_dispatch_lines(variants: list[AnyVariant], tuning: dict[str, dict]) 
     lines += _params_table_lines("DECODE_PARAMS", variants, decode_abi.decode_params, decode_abi.params_layout_id)
     lines += [
         "",
-        "# Split-KV: split a row's keys until a launch has blocks_per_sm blocks per multiprocessor, keeping",
-        "# at least min_keys_per_split keys per split (per arch from generated/tuning/<arch>.json:",
-        "# `cukiln tune decode`); one split means the one-pass kernel.",
+        "# Split-KV: the least split count whose waves of blocks (blocks_per_sm per multiprocessor at most)",
+        "# reach wave_efficiency of the best, keeping at least min_keys_per_split keys per split (per arch",
+        "# from generated/tuning/<arch>.json: `cukiln tune decode`); one split means the one-pass kernel.",
         f"DECODE_SPLIT_DEFAULT = {DECODE_SPLIT_DEFAULT!r}",
         "DECODE_SPLIT = {",
     ]

@@ -8,7 +8,7 @@ from importlib import resources
 import jinja2
 
 from . import decode_abi
-from .decode_variants import DecodeCombineVariant, DecodeVariant
+from .decode_variants import HEAD_DIMS, DecodeCombineVariant, DecodeVariant
 from .rope_abi import rope_params
 from .variants import Dtype, RopeVariant
 
@@ -20,6 +20,9 @@ MAX_THREADS_PER_BLOCK = 256
 HEADS_IN_FLIGHT = 2
 # Blocks per multiprocessor the register allocation must allow (__launch_bounds__ minimum).
 MIN_BLOCKS_PER_SM = 3
+# Size qualifier of the decode kernel's 16-byte K/V copies ("", ".L2::128B" or ".L2::256B": how much the L2
+# fetches from memory around each one).
+DECODE_L2_PREFETCH = ""
 
 _CTYPE = {Dtype.FP32: "float", Dtype.FP16: "f16", Dtype.BF16: "bf16"}
 
@@ -36,18 +39,21 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT) -> dict[str, str]:
+def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, decode_stages: dict[int, int] | None = None,
+                   decode_l2_prefetch: str = DECODE_L2_PREFETCH) -> dict[str, str]:
     """Every header the modules include: name -> source (written to generated/, handed to NVRTC).
 
-    Keyword arguments here and in render_rope_module exist for experiments (benchmarks/rope_sweep.py);
-    the build uses the defaults.
+    Keyword arguments here and in render_rope_module exist for experiments (benchmarks/rope_sweep.py,
+    benchmarks/decode_sweep.py); the build uses the defaults.
     """
     return {
         COMMON_HEADER: _environment().get_template("common.cuh.j2").render(),
         ROPE_HEADER: _environment().get_template("rope.cuh.j2").render(heads_in_flight=heads_in_flight),
         DECODE_HEADER: _environment().get_template("decode.cuh.j2").render(
-            head_rows=decode_abi.HEAD_ROWS, warps=decode_abi.WARPS, stages=decode_abi.STAGES,
-            keys_per_tile=decode_abi.KEYS_PER_TILE, row_padding=decode_abi.ROW_PADDING),
+            head_rows=decode_abi.HEAD_ROWS, warps=decode_abi.WARPS, keys_per_tile=decode_abi.KEYS_PER_TILE,
+            row_padding=decode_abi.ROW_PADDING,
+            stages_by_dim=decode_stages or {d: decode_abi.stages(d) for d in HEAD_DIMS},
+            l2_prefetch=decode_l2_prefetch),
     }
 
 

@@ -5,7 +5,7 @@
 // strided views (slices of larger buffers are read in place). A block serves one KV head of one row
 // (and, split-KV, one contiguous share of its keys) for up to kHeadRows query heads of its GQA group, so
 // every K/V byte is read from memory once per block. K/V tiles of kKeys keys are staged in shared memory
-// by asynchronous copies, the next tile in flight while this one is used.
+// by asynchronous copies, several tiles in flight while one is used.
 //
 // The arithmetic runs on tensor cores (mma m16n8k16, fp32 accumulation): the block's query heads are the
 // 16 rows of the A operand (rows past the group are zero), each warp takes 16 keys of every tile:
@@ -23,17 +23,33 @@ constexpr int kHeadRows = 16;  // query heads per block: the mma's 16 rows
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kKeysPerWarp = 16;
-constexpr int kStages = 2;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 // No math header under NVRTC: the two special values by their bits.
 #define CUKILN_INF __int_as_float(0x7f800000)
 #define CUKILN_NAN __int_as_float(0x7fffffff)
 
-// Tile geometry: keys per tile and the shared-memory row pitch in elements (16 bytes more than a row,
-// so that the eight rows an ldmatrix phase reads start on distinct bank groups).
-template <int D> struct Tile {
-  static constexpr int kKeys = 64, kPitch = D + 8;
+// Tile geometry: keys per tile, the shared-memory row pitch in elements (16 bytes more than a row, so
+// that the eight rows an ldmatrix phase reads start on distinct bank groups) and the pipeline's stages:
+// as many tiles as fit the shared-memory budget (decode_abi.py), all but one of them in flight.
+template <int D> struct Tile;
+template <> struct Tile<64> {
+  static constexpr int kKeys = 64, kPitch = 64 + 8, kStages = 5;
+};
+template <> struct Tile<80> {
+  static constexpr int kKeys = 64, kPitch = 80 + 8, kStages = 4;
+};
+template <> struct Tile<96> {
+  static constexpr int kKeys = 64, kPitch = 96 + 8, kStages = 3;
+};
+template <> struct Tile<128> {
+  static constexpr int kKeys = 64, kPitch = 128 + 8, kStages = 2;
+};
+template <> struct Tile<192> {
+  static constexpr int kKeys = 64, kPitch = 192 + 8, kStages = 2;
+};
+template <> struct Tile<256> {
+  static constexpr int kKeys = 64, kPitch = 256 + 8, kStages = 2;
 };
 
 // The keys a row attends to. Out of range (end beyond the capacity, negative, start after end): the
@@ -100,6 +116,21 @@ __device__ __forceinline__ void copy_to_shared(T* dst, const T* src, bool valid)
 __device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int Pending>
 __device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory"); }
+
+// Programmatic dependent launch (sm_90 on): the attention grid lets the combine grid be scheduled
+// while it runs, and the combine grid waits for the attention grid's results before reading them, so
+// the second launch's start-up overlaps the first kernel. Without the launch attribute (or before
+// sm_90) the combine grid starts after the attention grid anyway and the wait returns at once.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::);
+#endif
+}
+__device__ __forceinline__ void wait_for_prerequisite_grid() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 
 // Copies keys [first, first + count) of one KV head into a [kKeys][kPitch] shared tile, zeros after them.
 template <typename T, int D, int V, typename Kv>
@@ -213,6 +244,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   using M = Mma<T>;
   constexpr int kKeys = Tile<D>::kKeys;
   constexpr int kPitch = Tile<D>::kPitch;
+  constexpr int kStages = Tile<D>::kStages;
   constexpr int kTileElems = kKeys * kPitch;
   static_assert(kKeys == kWarps * kKeysPerWarp && D % 16 == 0, "tile shape");
 
@@ -227,6 +259,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   T* tiles = reinterpret_cast<T*>(shared);  // [kStages][K, V][kKeys][kPitch]
   T* q_tile = tiles + kStages * 2 * kTileElems;  // [kHeadRows][kPitch], rows past the group zero
 
+  if constexpr (kSplit) allow_dependent_launch();
   const KeyRange range = lengths.of(b);
   if (range.malformed) {
     for (int i = threadIdx.x; i < rows * D; i += kThreads) sink.put(b, first_head + i / D, i % D, CUKILN_NAN);
@@ -239,11 +272,20 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   const int hi = min(range.end, lo + per_split);
   const int tiles_n = (hi - lo + kKeys - 1) / kKeys;
 
-  if (tiles_n > 0) {
-    load_tile<T, D, V>(tiles, k, k_rows, b, kv_head, lo, min(kKeys, hi - lo));
-    load_tile<T, D, V>(tiles + kTileElems, v, v_rows, b, kv_head, lo, min(kKeys, hi - lo));
+  // Tiles t = 0 .. kStages - 2 go in flight at once; tile t lives in stage t % kStages. Every step
+  // commits one copy group, empty or not, so "tile t has landed" is always "at most kStages - 2 groups
+  // pending" (a compile-time count, as cp.async.wait_group needs).
+  const auto load_keys = [&](int t) {
+    if (t < tiles_n) {
+      T* stage = tiles + (t % kStages) * 2 * kTileElems;
+      const int first = lo + t * kKeys, count = min(kKeys, hi - first);
+      load_tile<T, D, V>(stage, k, k_rows, b, kv_head, first, count);
+      load_tile<T, D, V>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
+    }
     commit_copies();
-  }
+  };
+#pragma unroll
+  for (int t = 0; t < kStages - 1; ++t) load_keys(t);
   for (int i = threadIdx.x; i < kHeadRows * D; i += kThreads) {
     const int r = i / D, j = i % D;
     q_tile[r * kPitch + j] = r < rows ? q[q_rows.at(b, first_head + r, j)] : T{0};
@@ -261,19 +303,12 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   const int key0 = warp * kKeysPerWarp;
 
   for (int t = 0; t < tiles_n; ++t) {
-    const int first = lo + t * kKeys;
-    const int count = min(kKeys, hi - first);
-    if (t + 1 < tiles_n) {
-      T* next = tiles + ((t + 1) % kStages) * 2 * kTileElems;
-      const int next_count = min(kKeys, hi - first - kKeys);
-      load_tile<T, D, V>(next, k, k_rows, b, kv_head, first + kKeys, next_count);
-      load_tile<T, D, V>(next + kTileElems, v, v_rows, b, kv_head, first + kKeys, next_count);
-      commit_copies();
-      wait_copies<1>();
-    } else {
-      wait_copies<0>();
-    }
+    const int count = min(kKeys, hi - lo - t * kKeys);
+    wait_copies<kStages - 2>();
+    // Tile t is visible to every warp, and every warp is done with tile t - 1, whose stage the copies
+    // of tile t + kStages - 1 (issued next) overwrite.
     __syncthreads();
+    load_keys(t + kStages - 1);
     const T* k_tile = tiles + (t % kStages) * 2 * kTileElems;
     const T* v_tile = k_tile + kTileElems;
 
@@ -339,8 +374,9 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
       M::run(acc[2 * n + 1], p_hi, bv[2], bv[3]);
       M::run(acc[2 * n + 1], p_lo, bv[2], bv[3]);
     }
-    __syncthreads();  // the next iteration's copies overwrite this stage
   }
+  wait_copies<0>();  // only empty groups can be pending here; the merge below reuses the stages
+  __syncthreads();
 
   // Merge the warps: each leaves its maxima, sums and O in shared memory (over the K/V stages, now idle).
 #pragma unroll
@@ -388,35 +424,77 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   }
 }
 
+// Sum (or maximum) over the block of one value per thread; every thread gets the result.
+template <int Threads, bool Max>
+__device__ __forceinline__ float block_reduce(float value, float* scratch) {
+#pragma unroll
+  for (int lanes = 16; lanes >= 1; lanes /= 2) {
+    const float other = __shfl_xor_sync(0xffffffffu, value, lanes);
+    value = Max ? fmaxf(value, other) : value + other;
+  }
+  __syncthreads();  // scratch may still be read from the previous reduction
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = value;
+  __syncthreads();
+  value = scratch[0];
+#pragma unroll
+  for (int w = 1; w < Threads / 32; ++w) value = Max ? fmaxf(value, scratch[w]) : value + scratch[w];
+  return value;
+}
+
 // Merges the per-split results of one (row, query head) — block blockIdx.x = row * heads_q + head — by
 // their log-sum-exp weights. A NaN partial (malformed row) makes the output NaN; no keys at all gives 0
-// and -inf.
-template <typename T, int D>
+// and -inf. The splits' weights go through shared memory a chunk at a time, so that each thread then
+// sums its output elements over many splits with independent loads in flight.
+template <typename T, int D, int Threads>
 __device__ __forceinline__ void combine(const float* partial_out, const float* partial_lse, T* out, Rows3 out_rows,
                                         float* lse, int heads_q, int num_splits) {
+  constexpr int kChunk = 1024;
+  constexpr int kPerThread = (D + Threads - 1) / Threads;
+  __shared__ float weights[kChunk];
+  __shared__ float scratch[Threads / 32];
+  wait_for_prerequisite_grid();
   const int b = blockIdx.x / heads_q, qh = blockIdx.x % heads_q;
   const float* lses = partial_lse + static_cast<long long>(blockIdx.x) * num_splits;
   const float* outs = partial_out + static_cast<long long>(blockIdx.x) * num_splits * D;
-  float top = -CUKILN_INF;
-  bool nan = false;
-  for (int s = 0; s < num_splits; ++s) {
-    nan |= isnan(lses[s]);
+  float top = -CUKILN_INF, nan = 0.f;
+  for (int s = threadIdx.x; s < num_splits; s += Threads) {
+    nan = isnan(lses[s]) ? 1.f : nan;
     top = fmaxf(top, lses[s]);
   }
+  top = block_reduce<Threads, true>(top, scratch);
+  const bool any_nan = block_reduce<Threads, true>(nan, scratch) > 0.f;
   float total = 0.f;
   if (top != -CUKILN_INF) {
-    for (int s = 0; s < num_splits; ++s) total += expf(lses[s] - top);
+    for (int s = threadIdx.x; s < num_splits; s += Threads) total += expf(lses[s] - top);
   }
+  total = block_reduce<Threads, false>(total, scratch);
   const float inv_total = total > 0.f ? 1.f / total : 0.f;
-  for (int j = threadIdx.x; j < D; j += blockDim.x) {
-    float sum = 0.f;
-    if (top != -CUKILN_INF) {
-      for (int s = 0; s < num_splits; ++s) sum = fmaf(expf(lses[s] - top), outs[s * D + j], sum);
+
+  float sum[kPerThread] = {};
+  for (int first = 0; first < num_splits && top != -CUKILN_INF; first += kChunk) {
+    const int n = min(kChunk, num_splits - first);
+    __syncthreads();  // the previous chunk's weights are used up
+    for (int s = threadIdx.x; s < n; s += Threads) weights[s] = expf(lses[first + s] - top) * inv_total;
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int j = threadIdx.x + i * Threads;
+      if (j < D) {
+        const float* column = outs + static_cast<long long>(first) * D + j;
+        float acc = 0.f;
+#pragma unroll 8
+        for (int s = 0; s < n; ++s) acc = fmaf(weights[s], column[static_cast<long long>(s) * D], acc);
+        sum[i] += acc;
+      }
     }
-    out[out_rows.at(b, qh, j)] = from_float<T>(nan ? CUKILN_NAN : sum * inv_total);
+  }
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int j = threadIdx.x + i * Threads;
+    if (j < D) out[out_rows.at(b, qh, j)] = from_float<T>(any_nan ? CUKILN_NAN : sum[i]);
   }
   if (threadIdx.x == 0 && lse != nullptr) {
-    lse[blockIdx.x] = nan ? CUKILN_NAN : top == -CUKILN_INF ? -CUKILN_INF : top + logf(total);
+    lse[blockIdx.x] = any_nan ? CUKILN_NAN : top == -CUKILN_INF ? -CUKILN_INF : top + logf(total);
   }
 }
 

@@ -526,7 +526,7 @@ struct decode_combine_bf16_d64_params {
 extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d64(const decode_combine_bf16_d64_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
-  combine<bf16, 64>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
+  combine<bf16, 64, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
       static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
@@ -1052,7 +1052,7 @@ struct decode_combine_bf16_d80_params {
 extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d80(const decode_combine_bf16_d80_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
-  combine<bf16, 80>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
+  combine<bf16, 80, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
       static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
@@ -1578,7 +1578,7 @@ struct decode_combine_bf16_d96_params {
 extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d96(const decode_combine_bf16_d96_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
-  combine<bf16, 96>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
+  combine<bf16, 96, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
       static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
@@ -2104,7 +2104,7 @@ struct decode_combine_bf16_d128_params {
 extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d128(const decode_combine_bf16_d128_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
-  combine<bf16, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
+  combine<bf16, 128, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
       static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
@@ -2630,7 +2630,7 @@ struct decode_combine_bf16_d192_params {
 extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d192(const decode_combine_bf16_d192_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
-  combine<bf16, 192>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
+  combine<bf16, 192, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
       static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
@@ -3156,7 +3156,7 @@ struct decode_combine_bf16_d256_params {
 extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d256(const decode_combine_bf16_d256_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
-  combine<bf16, 256>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
+  combine<bf16, 256, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
       static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }

@@ -1476,7 +1476,7 @@ ROPE = {
 DECODE_HEAD_ROWS = 16
 DECODE_WARPS = 4
 DECODE_COMBINE_THREADS = 128
-DECODE_SHARED = {64: 39168, 80: 47872, 96: 56576, 128: 73984, 192: 108800, 256: 143616}
+DECODE_SHARED = {64: 94464, 80: 92928, 96: 83200, 128: 73984, 192: 108800, 256: 143616}
 
 DECODE_PARAMS = {
     'attention_s3': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqq'),
@@ -1484,10 +1484,10 @@ DECODE_PARAMS = {
     'combine': (('partial_out', 'partial_lse', 'out', 'lse', 'batch', 'heads_q', 'num_splits', 'out_sb', 'out_sh', 'out_sd'), '<QQQQqqqqqq'),
 }
 
-# Split-KV: split a row's keys until a launch has blocks_per_sm blocks per multiprocessor, keeping
-# at least min_keys_per_split keys per split (per arch from generated/tuning/<arch>.json:
-# `cukiln tune decode`); one split means the one-pass kernel.
-DECODE_SPLIT_DEFAULT = {'blocks_per_sm': 2.0, 'min_keys_per_split': 512}
+# Split-KV: the least split count whose waves of blocks (blocks_per_sm per multiprocessor at most)
+# reach wave_efficiency of the best, keeping at least min_keys_per_split keys per split (per arch
+# from generated/tuning/<arch>.json: `cukiln tune decode`); one split means the one-pass kernel.
+DECODE_SPLIT_DEFAULT = {'blocks_per_sm': 2.0, 'min_keys_per_split': 256, 'wave_efficiency': 0.9}
 DECODE_SPLIT = {
 }
 

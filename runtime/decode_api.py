@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cukiln.generated import dispatch
+
 from .decode_plan import DecodePlan, plan_decode
 from .launch import launch
 from .loader import KERNELS
@@ -70,7 +72,9 @@ def _plan(q, k_cache, v_cache, kv_lens, *, kv_layout, kv_start, scale, softcap, 
     plan = plan_decode(qi, ki, vi, lengths[0][1], kv_layout=kv_layout, kv_start=lengths[1][1], scale=scale,
                        softcap=softcap, num_splits=num_splits, out=oi, return_lse=return_lse,
                        sms=KERNELS.sm_count(device), arch=KERNELS.arch(device),
-                       max_shared=KERNELS.max_shared_per_block(device))
+                       max_shared=KERNELS.max_shared_per_block(device),
+                       resident=lambda module, symbol, shared: KERNELS.resident_blocks(
+                           device, module, symbol, 32 * dispatch.DECODE_WARPS, shared))
     if out is None:
         out = torch.empty((plan.batch, plan.heads_q, plan.head_dim), dtype=q.dtype, device=q.device).view(q.shape)
     return plan, out, (lengths[0][0], lengths[1][0])
@@ -110,5 +114,5 @@ def _launch(plan: DecodePlan, out, lse, tensors) -> None:
     launch(plan.device, a.module, a.symbol, a.fmt, attention, a.grid, a.block, stream, a.shared)
     if plan.combine is not None:
         c = plan.combine
-        launch(plan.device, c.module, c.symbol, c.fmt, combine, c.grid, c.block, stream, c.shared)
+        launch(plan.device, c.module, c.symbol, c.fmt, combine, c.grid, c.block, stream, c.shared, c.overlap_previous)
     del tensors  # kept alive until both launches are queued (the caching allocator orders reuse by stream)

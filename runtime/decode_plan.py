@@ -33,6 +33,7 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared: int
+    overlap_previous: bool = False  # may start before the previous kernel ends (programmatic launch)
 
 
 @dataclass(frozen=True)
@@ -90,16 +91,33 @@ def widest_kv_vector(infos: list[tuple[int, tuple[int, ...]]], itemsize: int, he
     return 1
 
 
-def choose_splits(blocks: int, keys: int, sms: int, rule: dict) -> int:
-    """Split count, a power of two: the least that gives rule["blocks_per_sm"] blocks per multiprocessor,
-    but no more than keeps rule["min_keys_per_split"] keys per split. ``blocks`` is the one-pass
-    launch's block count, ``keys`` the cache slice's length T (per-row lengths live on the device)."""
-    target = rule["blocks_per_sm"] * sms
-    most = keys // rule["min_keys_per_split"]
-    if blocks <= 0 or blocks >= target or most < 2:
+def choose_splits(blocks: int, keys: int, sms: int, rule: dict, resident: int | None = None) -> int:
+    """Split count for a launch of ``blocks`` blocks (one pass) over a cache slice of ``keys`` positions
+    (per-row lengths live on the device; T bounds them).
+
+    The GPU runs blocks in waves of ``slots`` = sms x min(rule["blocks_per_sm"], ``resident``, the
+    blocks a multiprocessor holds); a last wave that is mostly empty wastes the time of a whole one.
+    Among split counts that keep rule["min_keys_per_split"] keys per split, the least whose wave
+    efficiency (waves / whole waves started) reaches rule["wave_efficiency"] of the best one wins.
+    """
+    per_sm = rule["blocks_per_sm"] if resident is None else min(rule["blocks_per_sm"], resident)
+    slots = max(1.0, sms * per_sm)
+    # Beyond four waves' worth of blocks, splitting gains no efficiency worth its partial results.
+    most = min(keys // rule["min_keys_per_split"], MAX_SPLITS, max(1, math.ceil(4 * slots / max(blocks, 1))))
+    if blocks <= 0 or most < 2:
         return 1
-    want = 1 << math.ceil(math.log2(target / blocks))
-    return min(want, 1 << int(math.log2(most)))
+
+    def efficiency(s: int) -> float:
+        waves = blocks * s / slots
+        return waves / math.ceil(waves)
+
+    best = max(efficiency(s) for s in range(1, most + 1))
+    return next(s for s in range(1, most + 1) if efficiency(s) >= rule["wave_efficiency"] * best)
+
+
+def arch_number(arch: str | None) -> int:
+    """90 for "sm_90"; 0 when unknown."""
+    return int(arch[3:]) if arch and arch.startswith("sm_") and arch[3:].isdigit() else 0
 
 
 def split_rule(arch: str | None) -> dict:
@@ -124,11 +142,12 @@ def _lengths(value, name: str, batch: int, device: int) -> tuple[int, int, Tenso
 def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout: str = "bhsd", kv_start=None,
                 scale: float | None = None, softcap: float | None = None, num_splits: int | None = None,
                 out: TensorInfo | None = None, return_lse: bool = False, sms: int = 132,
-                arch: str | None = None, max_shared: int | None = None) -> DecodePlan:
+                arch: str | None = None, max_shared: int | None = None, resident=None) -> DecodePlan:
     """Validate a decode_attention call and plan its launches.
 
     kv_lens / kv_start: an int, or a TensorInfo of an int32 [b] tensor on q's device (its values are
-    the device's business: out-of-range rows come out NaN). ``sms`` and ``arch`` feed the split rule;
+    the device's business: out-of-range rows come out NaN). ``sms`` and ``arch`` feed the split rule, with
+    ``resident(module, symbol, shared)``: blocks of a kernel one multiprocessor holds (None: the rule's);
     ``max_shared`` (the GPU's opt-in shared memory per block, bytes) rejects head dims whose tiles exceed it.
     """
     if kv_layout not in KV_LAYOUTS:
@@ -207,7 +226,11 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     strides = 4 if general else 3
     vec = 1 if general else widest_kv_vector([(k.ptr, k_strides[:3]), (v.ptr, v_strides[:3])], k.itemsize, d)
     blocks = b * h_kv * head_groups
-    splits = num_splits if num_splits is not None else choose_splits(blocks, capacity, sms, split_rule(arch))
+    if num_splits is None:
+        module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, "split")][:2]
+        per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d]) if resident is not None else None
+        num_splits = choose_splits(blocks, capacity, sms, split_rule(arch), per_sm)
+    splits = num_splits
     mode = "split" if splits > 1 else "single"
     key = (q.dtype, d, strides, vec, mode)
     module, symbol, layout_id, combine_symbol = dispatch.DECODE[key]
@@ -218,8 +241,9 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     combine = None
     if combine_symbol is not None:
         c_names, c_fmt = dispatch.DECODE_PARAMS["combine"]
+        # sm_90 on: the combine kernel is scheduled while the attention kernel runs (it waits for its results)
         combine = Launch(module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
-                         (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0)
+                         (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=arch_number(arch) >= 90)
     fields = {
         "q": q.ptr, "k": k.ptr, "v": v.ptr,
         "kv_lens": lens_ptr, "kv_len": lens_value, "kv_start": start_ptr, "kv_start_value": start_value,

@@ -51,6 +51,7 @@ class KernelCache:
         self._shared_limits: dict[tuple[int, str], int] = {}  # dynamic shared memory each function may use
         self._warned: set[str] = set()
         self._device_attributes: dict[tuple, int] = {}
+        self._occupancy: dict[tuple, int] = {}
 
     @cached_property
     def manifest(self) -> dict:
@@ -86,6 +87,23 @@ class KernelCache:
             check(driver.cuFuncSetAttribute(fn, attr, shared), f"cuFuncSetAttribute({symbol}, {shared} bytes)")
             self._shared_limits[key] = shared
         return fn
+
+    def resident_blocks(self, device: int, module: str, symbol: str, threads: int, shared: int) -> int:
+        """Blocks of ``symbol`` (``threads`` threads, ``shared`` bytes of dynamic shared memory) that one
+        multiprocessor of ``device`` holds at once, as the driver computes it (cached)."""
+        key = (device, symbol, threads, shared)
+        value = self._occupancy.get(key)
+        if value is None:
+            ctx, _ = self.context(device)
+            check(driver.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
+            try:
+                fn = self.function(device, module, symbol, shared)
+                value = self._occupancy[key] = check(
+                    driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(fn, threads, shared),
+                    f"cuOccupancyMaxActiveBlocksPerMultiprocessor({symbol})")
+            finally:
+                driver.cuCtxPopCurrent()
+        return value
 
     def sm_count(self, device: int) -> int:
         """Multiprocessors of ``device``."""

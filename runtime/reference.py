@@ -151,23 +151,25 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     import torch
 
     q = q.reshape(q.shape[0], -1, q.shape[-1]).double()  # [b, 1, h, d] and [b, h, 1, d] -> [b, h, d]
-    k, v = k_cache.double(), v_cache.double()
-    if kv_layout == "bshd":
-        k, v = k.transpose(1, 2), v.transpose(1, 2)
+    k, v = (k_cache, v_cache) if kv_layout == "bhsd" else (k_cache.transpose(1, 2), v_cache.transpose(1, 2))
     b, h_q, d = q.shape
     h_kv, capacity = k.shape[1], k.shape[2]
     group = h_q // h_kv
-    k = k.repeat_interleave(group, dim=1)  # query head i reads KV head i // group
-    v = v.repeat_interleave(group, dim=1)
-    logits = torch.einsum("bhd,bhtd->bht", q, k) * (1.0 / math.sqrt(d) if scale is None else scale)
-    if softcap:
-        logits = softcap * torch.tanh(logits / softcap)
     lens = torch.as_tensor(kv_lens, device=q.device).reshape(-1, 1).expand(b, 1).long()
     starts = torch.as_tensor(0 if kv_start is None else kv_start, device=q.device).reshape(-1, 1).expand(b, 1).long()
-    t = torch.arange(capacity, device=q.device).reshape(1, -1)
-    keep = ((t >= starts) & (t < lens)).unsqueeze(1)  # [b, 1, T]
+    # Only the positions some row attends to are converted (a cache may hold billions of elements).
+    lo = min(max(int(starts.min()), 0), capacity) if b else 0
+    hi = min(max(int(lens.max()), lo), capacity) if b else 0
+    k, v = k[:, :, lo:hi].double(), v[:, :, lo:hi].double()
+    # Query head i reads KV head i // group: [b, h_kv, group, ...] views instead of repeated K/V.
+    logits = torch.einsum("bkgd,bktd->bkgt", q.reshape(b, h_kv, group, d), k).reshape(b, h_q, hi - lo)
+    logits = logits * (1.0 / math.sqrt(d) if scale is None else scale)
+    if softcap:
+        logits = softcap * torch.tanh(logits / softcap)
+    t = torch.arange(lo, hi, device=q.device).reshape(1, -1)
+    keep = ((t >= starts) & (t < lens)).unsqueeze(1)  # [b, 1, hi - lo]
     logits = logits.masked_fill(~keep, -math.inf)
     lse = torch.logsumexp(logits, dim=-1)  # -inf for a row without keys
     weights = torch.where(keep, torch.exp(logits - lse.unsqueeze(-1).clamp_min(-1e308)), 0.0)
-    result = torch.einsum("bht,bhtd->bhd", weights, v)
+    result = torch.einsum("bkgt,bktd->bkgd", weights.reshape(b, h_kv, group, hi - lo), v).reshape(b, h_q, d)
     return (result, lse) if return_lse else result

@@ -2,10 +2,10 @@
 
 bench times cukiln against torch's scaled_dot_product_attention (same cache slices, enable_gqa=True)
 and any other decode kernel installed, bf16, d = 128, h_q = 32, h_kv = 8, over batch x cache length.
-Bytes counted: K and V of every row read once, plus q and the output. tune times every power-of-two
-split count over a grid of (rows x KV heads, cache length), fits the split rule (blocks per
-multiprocessor, least keys per split) and writes generated/tuning/<arch>.json; the next `cukiln build`
-folds the rule into dispatch.py.
+Bytes counted: K and V of every row read once, plus q and the output. tune times, over a grid of
+(rows x KV heads, cache length), every split count that some candidate rule picks (runtime/decode_plan.
+choose_splits: blocks per multiprocessor, least keys per split, wave efficiency), fits the rule and
+writes generated/tuning/<arch>.json; the next `cukiln build` folds the rule into dispatch.py.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ BENCH_GRID = tuple(itertools.product((1, 8, 32, 128), (512, 2048, 8192, 32768)))
 CAPACITY_SLACK = 256
 TUNE_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 TUNE_LENGTHS = (512, 2048, 8192, 32768)
-TUNE_SPLITS = tuple(2**i for i in range(9))  # 1 .. 256
 MIN_KEYS_PER_SPLIT_MEASURED = 64
-RULE_BLOCKS_PER_SM = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
-RULE_MIN_KEYS = (64, 128, 256, 512, 1024, 2048)
+RULE_BLOCKS_PER_SM = (1.0, 2.0, 3.0, 4.0)
+RULE_MIN_KEYS = (64, 128, 256, 512, 1024)
+RULE_WAVE_EFFICIENCY = (0.8, 0.85, 0.9, 0.95, 1.0)
 
 
 def _inputs(b: int, T: int):
@@ -124,20 +124,29 @@ def print_bench(result: dict, console: Console) -> None:
     console.print(table)
 
 
-def measured_choice(measurement: dict, sms: int, rule: dict) -> int:
-    """The split count ``rule`` picks for a tuned point, snapped to the nearest count that was measured."""
+def candidate_rules():
+    for per_sm, min_keys, efficiency in itertools.product(RULE_BLOCKS_PER_SM, RULE_MIN_KEYS, RULE_WAVE_EFFICIENCY):
+        yield {"blocks_per_sm": per_sm, "min_keys_per_split": min_keys, "wave_efficiency": efficiency}
+
+
+def rule_choice(measurement: dict, sms: int, rule: dict) -> int:
+    """The split count ``rule`` picks for a tuned point (whose blocks, T and resident blocks it records)."""
     from cukiln.decode_plan import choose_splits
 
-    chosen = choose_splits(measurement["blocks"], measurement["T"], sms, rule)
+    return choose_splits(measurement["blocks"], measurement["T"], sms, rule, measurement.get("resident"))
+
+
+def measured_choice(measurement: dict, sms: int, rule: dict) -> int:
+    """rule_choice, snapped to the nearest split count that was measured."""
+    chosen = rule_choice(measurement, sms, rule)
     return min((int(s) for s in measurement["ms_by_splits"]), key=lambda s: (abs(s - chosen), s))
 
 
 def fit_rule(measurements: list[dict], sms: int) -> dict:
-    """The (blocks_per_sm, min_keys_per_split) whose choices lose least against each point's best split
-    count: the sum over points of chosen time / best time, smallest first; ties keep the earlier pair."""
+    """The candidate rule whose choices lose least against each point's best split count: the sum over
+    points of chosen time / best time, smallest first; ties keep the earlier rule."""
     best, best_cost = None, math.inf
-    for per_sm, min_keys in itertools.product(RULE_BLOCKS_PER_SM, RULE_MIN_KEYS):
-        rule = {"blocks_per_sm": per_sm, "min_keys_per_split": min_keys}
+    for rule in candidate_rules():
         cost = 0.0
         for m in measurements:
             times = {int(s): ms for s, ms in m["ms_by_splits"].items()}
@@ -153,7 +162,13 @@ def tune(console: Console) -> dict:
     import cukiln
     from cukiln.codegen import emit
 
+    from cukiln.decode_api import plan_call
+    from cukiln.generated import dispatch
+    from cukiln.loader import KERNELS
+
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    probe = plan_call(*_inputs(1, 1024), 1024, num_splits=2).attention
+    resident = KERNELS.resident_blocks(0, probe.module, probe.symbol, 32 * dispatch.DECODE_WARPS, probe.shared)
     points = [(b, T) for b in TUNE_BATCHES for T in TUNE_LENGTHS]
     measurements = []
     with Progress(console=console, transient=True) as progress:
@@ -161,14 +176,12 @@ def tune(console: Console) -> dict:
         for b, T in points:
             sets = rotating_sets(lambda: _inputs(b, T), kv_bytes(b, T))
             outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
+            point = {"batch": b, "T": T, "blocks": b * HEADS_KV, "resident": resident}
             times = {}
-            for s in TUNE_SPLITS:
-                if s > 1 and T // s < MIN_KEYS_PER_SPLIT_MEASURED:
-                    break
+            for s in sorted({rule_choice(point, sms, rule) for rule in candidate_rules()}):
                 times[s] = median_ms([lambda st=st, o=o, s=s: cukiln.decode_attention(*st, T, out=o, num_splits=s)
                                       for st, o in zip(sets, outs)], batches=9)
-            measurements.append({"batch": b, "T": T, "blocks": b * HEADS_KV, "ms_by_splits": times,
-                                 "best_splits": min(times, key=times.get)})
+            measurements.append({**point, "ms_by_splits": times, "best_splits": min(times, key=times.get)})
             del sets, outs
             progress.advance(task)
     rule = fit_rule(measurements, sms)
@@ -178,7 +191,8 @@ def tune(console: Console) -> dict:
               "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16"},
               "rule": rule, "measurements": measurements}
     path = emit.write_tuning(meta["arch"], "decode", result)
-    console.print(f"split rule for {meta['arch']}: {rule['blocks_per_sm']} blocks per SM, at least "
-                  f"{rule['min_keys_per_split']} keys per split (chosen/best time {rule['mean_time_over_best']:.3f});"
+    console.print(f"split rule for {meta['arch']}: at most {rule['blocks_per_sm']} blocks per SM ({resident} "
+                  f"resident), at least {rule['min_keys_per_split']} keys per split, wave efficiency "
+                  f"{rule['wave_efficiency']} (chosen/best time {rule['mean_time_over_best']:.3f});"
                   f" wrote {path} — run `cukiln build` to fold it into dispatch.py")
     return result

@@ -141,7 +141,7 @@ def test_bad_inputs_raise_before_launch():
         cukiln.decode_attention(q[..., :48], k[..., :48], v[..., :48], 10)
     with pytest.raises(ValueError, match="kv_lens"):
         cukiln.decode_attention(q, k, v, 51, out=out)
-    with pytest.raises(ValueError, match="device"):
+    with pytest.raises(ValueError, match="CUDA tensor"):
         cukiln.decode_attention(q, k.cpu(), v, 10, out=out)
     with pytest.raises(ValueError, match="overlaps"):
         cukiln.decode_attention(q, k, v, 10, out=q)

@@ -97,23 +97,39 @@ def test_shared_memory_fits_an_h100_block_for_every_head_dim():
         q = contiguous((1, 16, d))
         k = cache_slice(1, 1, 64, d, 64)
         p = plan_decode(q, k, k, 64, max_shared=227 * 1024)  # an H100's opt-in limit takes every head dim
-        assert p.attention.shared == 2 * 2 * keys * pitch * 2 + 16 * pitch * 2
+        stages = decode_abi.stages(d)
+        assert p.attention.shared == stages * 2 * keys * pitch * 2 + 16 * pitch * 2
         assert p.attention.shared <= 227 * 1024
+        # as many stages as the budget holds, but never fewer than 2 (one in flight, one in use)
+        assert stages >= 2 and (stages == 2 or p.attention.shared <= decode_abi.SHARED_BUDGET)
+        assert stages == decode_abi.MAX_STAGES or p.attention.shared + 2 * keys * pitch * 2 > decode_abi.SHARED_BUDGET
 
 
-RULE = {"blocks_per_sm": 2.0, "min_keys_per_split": 512}
+RULE = {"blocks_per_sm": 2.0, "min_keys_per_split": 512, "wave_efficiency": 0.9}
 
 
-def test_split_rule_fills_the_gpu_with_powers_of_two():
-    assert choose_splits(8, 8192, 132, RULE) == 16  # capped by 512 keys per split
-    assert choose_splits(8, 131072, 132, RULE) == 64  # 2 x 132 / 8 = 33 -> 64
-    assert choose_splits(264, 131072, 132, RULE) == 1  # already two blocks per SM
+def _efficiency(blocks, splits, slots):
+    waves = blocks * splits / slots
+    return waves / math.ceil(waves)
+
+
+def test_split_rule_fills_whole_waves():
+    assert choose_splits(8, 8192, 132, RULE) == 15  # at most 16 (512 keys per split); 15 is within 90% of it
+    assert choose_splits(8, 131072, 132, RULE) == 30  # 240 of 264 slots: the least within 90% of 33's 100%
+    assert choose_splits(8, 131072, 132, RULE, resident=1) == 15  # 120 of 132 slots
+    assert choose_splits(264, 131072, 132, RULE) == 1  # already one whole wave
+    assert choose_splits(300, 131072, 132, RULE) == 3  # 1.14 waves would waste most of the second; 3.4 of 4
     assert choose_splits(8, 1023, 132, RULE) == 1  # fewer than two splits' worth of keys
-    for blocks in (1, 3, 8, 50, 100):
+    for blocks in (1, 3, 8, 50, 100, 300, 1000):
         for keys in (512, 4096, 100000):
-            s = choose_splits(blocks, keys, 132, RULE)
-            assert s & (s - 1) == 0 and (s == 1 or keys // s >= RULE["min_keys_per_split"])
-            assert s == 1 or blocks * s / 2 < RULE["blocks_per_sm"] * 132  # the least power that gets there
+            for resident in (None, 1, 3):
+                s = choose_splits(blocks, keys, 132, RULE, resident)
+                assert s == 1 or keys // s >= RULE["min_keys_per_split"]
+                slots = 132 * min(RULE["blocks_per_sm"], resident or 99)
+                most = min(keys // 512, math.ceil(4 * slots / blocks))
+                best = max(_efficiency(blocks, n, slots) for n in range(1, max(most, 1) + 1))
+                assert s == 1 or _efficiency(blocks, s, slots) >= 0.9 * best  # and no smaller count is
+                assert all(_efficiency(blocks, n, slots) < 0.9 * best for n in range(1, s))
 
 
 def test_rule_from_the_dispatch_table_is_used_without_num_splits():

@@ -146,7 +146,9 @@ def test_thd_rule_fit_stops_at_the_first_real_loss():
 def test_decode_split_fit_minimises_the_loss_against_each_points_best():
     from cukiln.tools.decode import fit_rule
 
-    points = [{"blocks": 8, "T": 8192, "ms_by_splits": {1: 1.0, 2: 0.6, 4: 0.35, 8: 0.2, 16: 0.15, 32: 0.2}},
-              {"blocks": 256, "T": 8192, "ms_by_splits": {1: 1.0, 2: 1.2}}]
+    points = [{"blocks": 8, "T": 8192, "resident": 3,
+               "ms_by_splits": {1: 1.0, 2: 0.6, 4: 0.35, 8: 0.2, 16: 0.15, 32: 0.2, 33: 0.25}},
+              {"blocks": 256, "T": 8192, "resident": 3, "ms_by_splits": {1: 1.0, 2: 1.2, 3: 1.1}}]
     rule = fit_rule(points, sms=132)
     assert rule["mean_time_over_best"] == pytest.approx(1.0)  # a rule exists that picks 16 and 1
+    assert rule["blocks_per_sm"] == 1.0  # 16 x 8 blocks fill 132 slots; 2 or more per SM would pick 33

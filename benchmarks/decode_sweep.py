@@ -1,0 +1,144 @@
+"""Decode-attention pipeline sweep: how many K/V stages, and how many splits, move the most bytes.
+
+Two steps, so the compiling happens on a machine without a GPU:
+
+    python benchmarks/decode_sweep.py build DIR          # render + compile every config for sm_90 into DIR
+    python benchmarks/decode_sweep.py run DIR [--out F]  # GPU: time every config x split count x case
+
+Compile-time knobs: K/V pipeline stages for head dim 128 (shared memory 4 + stages x 34 KB: 2 stages let
+three blocks share an H100 multiprocessor, 3 two, 4-6 one; an earlier run tried 2-6 stages:
+results/decode-stages-sweep-h100-2026-11-23.json) and the L2 fetch size of the K/V copies. Launch-time
+knob: the split count (SPLITS, where at least 64 keys a split and at most 4096 blocks remain); the
+combine kernel starts as the runtime starts it (programmatic launch). Cases: the bench grid of
+`cukiln bench decode` (bf16, h_q 32, h_kv 8, d 128), timed as bench times (CUDA events, median,
+rotating buffers) beside torch SDPA on the same inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from cukiln.codegen import decode_abi, render
+from cukiln.codegen.decode_variants import DecodeCombineVariant, DecodeVariant, Split
+from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
+from cukiln.codegen.variants import Dtype
+
+from raw_launch import allow_shared, launcher, load_functions
+
+CONFIGS = {  # name -> (stages for head dim 128, L2 fetch size of the K/V copies)
+    "s2": (2, ""),
+    "s2_l2_128": (2, ".L2::128B"),
+    "s2_l2_256": (2, ".L2::256B"),
+    "s3_l2_256": (3, ".L2::256B"),
+}
+SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+HEAD_DIM = 128
+VARIANTS = [DecodeVariant(Dtype.BF16, HEAD_DIM, 3, 8, split) for split in (Split.SINGLE, Split.SPLIT)] + \
+           [DecodeCombineVariant(Dtype.BF16, HEAD_DIM)]
+SYMBOLS = [v.name for v in VARIANTS]
+
+
+def build(out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source = render.render_decode_module(Dtype.BF16, VARIANTS)
+    index = {}
+    for name, (stages, prefetch) in CONFIGS.items():
+        headers = render.render_headers(decode_stages={HEAD_DIM: stages}, decode_l2_prefetch=prefetch)
+        cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)
+        (out_dir / f"{name}.cubin").write_bytes(cubin)
+        resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
+        index[name] = {"stages": stages, "l2_prefetch": prefetch, "shared": decode_abi.shared_bytes(HEAD_DIM, stages), "resources": resources}
+        regs = {k: (v["registers"], v["spill_store_bytes"] + v["spill_load_bytes"]) for k, v in resources.items()}
+        print(f"{name}: {seconds:.1f} s, (registers, spill bytes) {regs}")
+    (out_dir / "index.json").write_text(json.dumps(index, indent=1))
+
+
+# --- GPU side -------------------------------------------------------------------------------------
+
+def _split_counts(blocks: int, T: int) -> list[int]:
+    return [s for s in SPLITS if s == 1 or (T // s >= 64 and blocks * s <= 4096)]
+
+
+def run(cubin_dir: Path, out_path: Path | None) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from cukiln.decode_api import plan_call
+    from cukiln.tools.decode import BENCH_GRID, HEADS_KV, _inputs, kv_bytes
+    from cukiln.tools.timing import copy_tbps, median_ms, rotating_sets
+
+    index = json.loads((cubin_dir / "index.json").read_text())
+    torch.cuda.init()
+    copy = copy_tbps()
+    print(f"1 GiB copy {copy:.3f} TB/s")
+    functions = {name: load_functions(cubin_dir / f"{name}.cubin", SYMBOLS) for name in index}
+    for name, cfg in index.items():
+        for v in VARIANTS[:2]:
+            allow_shared(functions[name][v.name], cfg["shared"])
+    stream = torch.cuda.current_stream().cuda_stream
+    rows = []
+    for b, T in BENCH_GRID:
+        nbytes = kv_bytes(b, T)
+        sets = rotating_sets(lambda: _inputs(b, T), nbytes)
+        sdpa = median_ms([lambda s=s: F.scaled_dot_product_attention(s[0].unsqueeze(2), s[1], s[2], enable_gqa=True)
+                          for s in sets])
+        ref = F.scaled_dot_product_attention(sets[0][0].unsqueeze(2), sets[0][1], sets[0][2],
+                                             enable_gqa=True)[:, :, 0].float()
+        print(f"b={b} T={T}: sdpa {sdpa * 1e3:.1f} us ({nbytes / sdpa / 1e9 / copy:.3f}x copy)")
+        row = {"batch": b, "T": T, "kv_bytes": nbytes, "sdpa_ms": sdpa, "configs": {}}
+        outs = [torch.empty_like(s[0]) for s in sets]
+        for splits in _split_counts(b * HEADS_KV, T):
+            plans = [plan_call(*s, T, num_splits=splits) for s in sets]
+            work = [(torch.empty(b, 32, splits, HEAD_DIM, device="cuda"), torch.empty(b, 32, splits, device="cuda"))
+                    for _ in sets]
+            for name, cfg in index.items():
+                calls = []
+                for plan, out, (p_out, p_lse) in zip(plans, outs, work):
+                    att, comb = plan.values(out=out.data_ptr(), lse=0, partial_out=p_out.data_ptr(),
+                                            partial_lse=p_lse.data_ptr())
+                    a = plan.attention
+                    steps = [launcher(functions[name][a.symbol], a.fmt, att, a.grid, a.block, cfg["shared"], stream)]
+                    if plan.combine is not None:
+                        c = plan.combine
+                        steps.append(launcher(functions[name][c.symbol], c.fmt, comb, c.grid, c.block, 0, stream,
+                                              overlap_previous=True))
+                    calls.append(lambda steps=steps: [step() for step in steps])
+                calls[0]()
+                err = (outs[0].float() - ref).abs().max().item()
+                ms = median_ms(calls)
+                row["configs"].setdefault(name, {})[splits] = {"ms": ms, "max_abs_diff_vs_sdpa": err}
+                flag = "  WRONG" if not err < 0.02 else ""
+                print(f"  {name} splits {splits:4d}: {ms * 1e3:8.1f} us {nbytes / ms / 1e9 / copy:6.3f}x copy "
+                      f"{sdpa / ms:5.2f}x sdpa{flag}")
+        rows.append(row)
+        del sets, outs
+        torch.cuda.empty_cache()
+    result = {"device": torch.cuda.get_device_name(0), "copy_tbps": copy, "configs": index, "rows": rows}
+    if out_path:
+        out_path.write_text(json.dumps(result, indent=1))
+    print("\nbest per case (x copy; x sdpa):")
+    for r in rows:
+        best = {name: min(t.items(), key=lambda kv: kv[1]["ms"]) for name, t in r["configs"].items()}
+        print(f"b={r['batch']:4d} T={r['T']:6d} " + " ".join(
+            f"{name}:{s}:{r['kv_bytes'] / t['ms'] / 1e9 / copy:.3f}/{r['sdpa_ms'] / t['ms']:.2f}"
+            for name, (s, t) in best.items()))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("step", choices=("build", "run"))
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if args.step == "build":
+        build(args.dir)
+    else:
+        run(args.dir, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
