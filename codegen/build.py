@@ -167,6 +167,15 @@ def check(out_dir: Path, console: Console) -> int:
     return 0
 
 
+def refold_dispatch(out_dir: Path, console: Console) -> int:
+    """Rewrite dispatch.py alone from the variants and the tuning data (the kernels stay as built)."""
+    text = emit.render_dispatch(select_variants(None), emit.read_tuning(out_dir))
+    changed = emit.write_text_if_changed(out_dir / emit.DISPATCH, text)
+    console.print(f"{emit.DISPATCH}: {'rewritten' if changed else 'unchanged'} with the tuning of "
+                  f"{', '.join(sorted(emit.read_tuning(out_dir))) or 'no arch'}")
+    return 0
+
+
 def build(archs: list[str], only: str | None, jobs: int, out_dir: Path, console: Console) -> int:
     for arch in archs:
         if not _ARCH_RE.match(arch):

@@ -15,6 +15,8 @@ def _build(args: argparse.Namespace) -> int:
     out_dir = emit.generated_dir()
     if args.check:
         return build.check(out_dir, console)
+    if args.dispatch_only:
+        return build.refold_dispatch(out_dir, console)
     archs = [a for given in args.arch for a in given.split(",") if a] if args.arch else build.default_archs()
     try:
         return build.build(archs, args.only, args.jobs, out_dir, console)
@@ -88,6 +90,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--jobs", type=int, default=default_jobs(), help="compile processes (default: CPU count)")
     b.add_argument("--check", action="store_true",
                    help="compile nothing; exit 1 if generated/ differs from what the templates produce")
+    b.add_argument("--dispatch-only", action="store_true",
+                   help="compile nothing; rewrite generated/dispatch.py with the tuning data in generated/tuning/ "
+                        "(after `cukiln tune`, when the kernels are unchanged)")
     b.set_defaults(func=_build)
 
     r = sub.add_parser("report", help="variants per op and axis, their resources, the dispatch rules and their "

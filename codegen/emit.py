@@ -171,6 +171,7 @@ def _decode_dispatch_lines(variants: list[AnyVariant], tuning: dict[str, dict]) 
         "# attention block.",
         f"DECODE_HEAD_ROWS = {decode_abi.HEAD_ROWS}",
         f"DECODE_WARPS = {decode_abi.WARPS}",
+        f"DECODE_KEYS_PER_TILE = {decode_abi.KEYS_PER_TILE}",
         f"DECODE_COMBINE_THREADS = {DECODE_COMBINE_THREADS}",
         f"DECODE_SHARED = {dict((d, decode_abi.shared_bytes(d)) for d in HEAD_DIMS)!r}",
         "",

@@ -22,7 +22,7 @@ HEADS_IN_FLIGHT = 2
 MIN_BLOCKS_PER_SM = 3
 # Size qualifier of the decode kernel's 16-byte K/V copies ("", ".L2::128B" or ".L2::256B": how much the L2
 # fetches from memory around each one).
-DECODE_L2_PREFETCH = ""
+DECODE_L2_PREFETCH = ".L2::128B"
 
 _CTYPE = {Dtype.FP32: "float", Dtype.FP16: "f16", Dtype.BF16: "bf16"}
 

@@ -103,7 +103,7 @@ template <typename T, int N>
 __device__ __forceinline__ void copy_to_shared(T* dst, const T* src, bool valid) {
   constexpr int kBytes = N * static_cast<int>(sizeof(T));
   if constexpr (kBytes == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
                  "r"(valid ? 16 : 0));
   } else if constexpr (kBytes == 8 || kBytes == 4) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(shared_address(dst)), "l"(src),
@@ -266,10 +266,12 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     if (threadIdx.x < rows) sink.put_lse(b, first_head + threadIdx.x, CUKILN_NAN);
     return;
   }
-  // This split's keys: an equal share of the row's range.
-  const int per_split = (range.end - range.start + sink.num_splits - 1) / sink.num_splits;
-  const int lo = min(range.end, range.start + sink.split * per_split);
-  const int hi = min(range.end, lo + per_split);
+  // This split's keys: an equal share of the row's range, rounded up to whole tiles so that only the
+  // row's last tile can be partial (trailing splits may get no keys). 64-bit: the rounding may overshoot.
+  const long long share = (static_cast<long long>(range.end - range.start) + sink.num_splits - 1) / sink.num_splits;
+  const long long per_split = (share + kKeys - 1) / kKeys * kKeys;
+  const int lo = static_cast<int>(min(static_cast<long long>(range.end), range.start + sink.split * per_split));
+  const int hi = static_cast<int>(min(static_cast<long long>(range.end), lo + per_split));
   const int tiles_n = (hi - lo + kKeys - 1) / kKeys;
 
   // Tiles t = 0 .. kStages - 2 go in flight at once; tile t lives in stage t % kStages. Every step

@@ -1475,6 +1475,7 @@ ROPE = {
 # attention block.
 DECODE_HEAD_ROWS = 16
 DECODE_WARPS = 4
+DECODE_KEYS_PER_TILE = 64
 DECODE_COMBINE_THREADS = 128
 DECODE_SHARED = {64: 94464, 80: 92928, 96: 83200, 128: 73984, 192: 108800, 256: 143616}
 
@@ -1489,6 +1490,7 @@ DECODE_PARAMS = {
 # from generated/tuning/<arch>.json: `cukiln tune decode`); one split means the one-pass kernel.
 DECODE_SPLIT_DEFAULT = {'blocks_per_sm': 2.0, 'min_keys_per_split': 256, 'wave_efficiency': 0.9}
 DECODE_SPLIT = {
+    'sm_90': {'blocks_per_sm': 2.0, 'min_keys_per_split': 64, 'wave_efficiency': 1.0},
 }
 
 DECODE = {

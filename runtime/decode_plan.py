@@ -111,8 +111,18 @@ def choose_splits(blocks: int, keys: int, sms: int, rule: dict, resident: int | 
         waves = blocks * s / slots
         return waves / math.ceil(waves)
 
-    best = max(efficiency(s) for s in range(1, most + 1))
-    return next(s for s in range(1, most + 1) if efficiency(s) >= rule["wave_efficiency"] * best)
+    # The kernel rounds each split's share up to whole tiles: only counts that differ in effect compete.
+    counts = sorted({effective_splits(keys, s) for s in range(1, most + 1)})
+    best = max(efficiency(s) for s in counts)
+    return next(s for s in counts if efficiency(s) >= rule["wave_efficiency"] * best)
+
+
+def effective_splits(keys: int, splits: int) -> int:
+    """Splits that get keys when ``keys`` are shared out as the kernel does: ceil(keys / splits) rounded
+    up to whole tiles of KEYS_PER_TILE."""
+    tile = dispatch.DECODE_KEYS_PER_TILE
+    per_split = -(-(-(-keys // splits)) // tile) * tile
+    return max(1, -(-keys // per_split))
 
 
 def arch_number(arch: str | None) -> int:

@@ -50,9 +50,11 @@ def test_decode_dispatch_table_names_each_attention_variant_and_its_combine_kern
 
 def test_tuning_data_folds_into_the_decode_split_rule():
     namespace: dict = {}
-    tuning = {"sm_90": {"decode": {"rule": {"blocks_per_sm": 3, "min_keys_per_split": 256, "extra": 1}}}}
+    tuning = {"sm_90": {"decode": {"rule": {"blocks_per_sm": 3, "min_keys_per_split": 256, "wave_efficiency": 1,
+                                            "extra": 1}}}}
     exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
-    assert namespace["DECODE_SPLIT"] == {"sm_90": {"blocks_per_sm": 3.0, "min_keys_per_split": 256}}
+    assert namespace["DECODE_SPLIT"] == {"sm_90": {"blocks_per_sm": 3.0, "min_keys_per_split": 256,
+                                                   "wave_efficiency": 1.0}}
     exec(emit.render_dispatch(ALL_VARIANTS), namespace)
     assert namespace["DECODE_SPLIT"] == {} and namespace["DECODE_SPLIT_DEFAULT"] == emit.DECODE_SPLIT_DEFAULT
 

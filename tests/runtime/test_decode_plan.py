@@ -7,7 +7,7 @@ import math
 import pytest
 
 from cukiln.codegen import decode_abi
-from cukiln.decode_plan import choose_splits, plan_decode, widest_kv_vector
+from cukiln.decode_plan import choose_splits, effective_splits, plan_decode, widest_kv_vector
 from cukiln.generated import dispatch
 from cukiln.tensors import TensorInfo
 
@@ -127,9 +127,26 @@ def test_split_rule_fills_whole_waves():
                 assert s == 1 or keys // s >= RULE["min_keys_per_split"]
                 slots = 132 * min(RULE["blocks_per_sm"], resident or 99)
                 most = min(keys // 512, math.ceil(4 * slots / blocks))
-                best = max(_efficiency(blocks, n, slots) for n in range(1, max(most, 1) + 1))
-                assert s == 1 or _efficiency(blocks, s, slots) >= 0.9 * best  # and no smaller count is
-                assert all(_efficiency(blocks, n, slots) < 0.9 * best for n in range(1, s))
+                if most < 2:
+                    assert s == 1
+                    continue
+                # counts as the kernel runs them (whole tiles a split)
+                counts = {effective_splits(keys, n) for n in range(1, most + 1)}
+                best = max(_efficiency(blocks, n, slots) for n in counts)
+                assert s in counts and _efficiency(blocks, s, slots) >= 0.9 * best  # and no smaller count is
+                assert all(_efficiency(blocks, n, slots) < 0.9 * best for n in counts if n < s)
+
+
+def test_effective_splits_match_the_kernels_whole_tile_shares():
+    tile = dispatch.DECODE_KEYS_PER_TILE
+    for keys in (1, 63, 64, 65, 100, 2048, 2049, 32768, 100003):
+        for splits in (1, 2, 3, 7, 15, 16, 31, 64, 1000):
+            share = -(-keys // splits)
+            per_split = -(-share // tile) * tile
+            # the kernel's split i covers [i * per_split, (i + 1) * per_split) clipped to the keys
+            with_keys = sum(1 for i in range(splits) if i * per_split < keys)
+            assert effective_splits(keys, splits) == max(1, with_keys)
+    assert effective_splits(2048, 31) == 16  # 67 keys a split round up to 128
 
 
 def test_rule_from_the_dispatch_table_is_used_without_num_splits():
