@@ -217,12 +217,15 @@ def _print_thd_rule(console: Console, rule: dict) -> None:
 
 
 def _print_decode_rule(console: Console, rule: dict) -> None:
-    tuned = ", ".join(f"{a}: {r['blocks_per_sm']} blocks/SM, >= {r['min_keys_per_split']} keys"
-                      for a, r in sorted(rule["rules"].items())) or "none tuned"
-    d = rule["default"]
-    console.print(f"decode split rule: the least power-of-two split count giving blocks_per_sm blocks per "
-                  f"multiprocessor, keeping min_keys_per_split keys per split (num_splits= overrides). Per arch: "
-                  f"{tuned}; other archs {d['blocks_per_sm']} blocks/SM, >= {d['min_keys_per_split']} keys.")
+    def describe(r: dict) -> str:
+        return (f"<= {r['blocks_per_sm']} blocks/SM, >= {r['min_keys_per_split']} keys, "
+                f"wave efficiency {r['wave_efficiency']}")
+
+    tuned = ", ".join(f"{a}: {describe(r)}" for a, r in sorted(rule["rules"].items())) or "none tuned"
+    console.print("decode split rule: the least split count (whole 64-key tiles a split) whose waves of blocks "
+                  "reach wave_efficiency of the best count's, with at most blocks_per_sm resident blocks per "
+                  "multiprocessor and at least min_keys_per_split keys per split (num_splits= overrides). "
+                  f"Per arch: {tuned}; other archs {describe(rule['default'])}.")
     for arch, t in sorted(rule["tuning"].items()):
         table = Table(title=f"decode tuning data, {arch}: {t['device']} ({t['sms']} SMs), {t['date']}",
                       title_justify="left")
