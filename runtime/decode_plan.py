@@ -8,6 +8,7 @@ caller once it has allocated them (``DecodePlan.values``).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -17,6 +18,7 @@ from .tensors import TensorInfo
 
 DTYPES = ("fp16", "bf16")
 KV_LAYOUTS = ("bhsd", "bshd")
+HEAD_DIMS = sorted({key[1] for key in dispatch.DECODE})
 GRID_YZ_MAX = 65535  # CUDA's limit on gridDim.y and gridDim.z: KV heads x head groups, and rows
 INT32_MAX = 2**31 - 1
 MAX_SPLITS = 65536
@@ -101,9 +103,15 @@ def choose_splits(blocks: int, keys: int, sms: int, rule: dict, resident: int | 
     efficiency (waves / whole waves started) reaches rule["wave_efficiency"] of the best one wins.
     """
     per_sm = rule["blocks_per_sm"] if resident is None else min(rule["blocks_per_sm"], resident)
-    slots = max(1.0, sms * per_sm)
+    return _choose_splits(blocks, keys, max(1.0, sms * per_sm), rule["min_keys_per_split"], rule["wave_efficiency"])
+
+
+@functools.lru_cache(maxsize=4096)
+def _choose_splits(blocks: int, keys: int, slots: float, min_keys: int, wave_efficiency: float) -> int:
+    # Cached: the search below visits up to a few hundred counts (~70 us of Python at b = 1), and a
+    # decode loop asks the same question on every step.
     # Beyond four waves' worth of blocks, splitting gains no efficiency worth its partial results.
-    most = min(keys // rule["min_keys_per_split"], MAX_SPLITS, max(1, math.ceil(4 * slots / max(blocks, 1))))
+    most = min(keys // min_keys, MAX_SPLITS, max(1, math.ceil(4 * slots / max(blocks, 1))))
     if blocks <= 0 or most < 2:
         return 1
 
@@ -114,7 +122,7 @@ def choose_splits(blocks: int, keys: int, sms: int, rule: dict, resident: int | 
     # The kernel rounds each split's share up to whole tiles: only counts that differ in effect compete.
     counts = sorted({effective_splits(keys, s) for s in range(1, most + 1)})
     best = max(efficiency(s) for s in counts)
-    return next(s for s in counts if efficiency(s) >= rule["wave_efficiency"] * best)
+    return next(s for s in counts if efficiency(s) >= wave_efficiency * best)
 
 
 def effective_splits(keys: int, splits: int) -> int:
@@ -179,9 +187,8 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
         raise ValueError(f"k_cache: expected batch {b} (q's), got {kb}")
     if kd != d:
         raise ValueError(f"k_cache: expected head dim {d} (q's), got {kd}")
-    head_dims = sorted({key[1] for key in dispatch.DECODE})
-    if d not in head_dims:
-        raise ValueError(f"q: head dim {d} is not supported; supported head dims: {head_dims}")
+    if d not in HEAD_DIMS:
+        raise ValueError(f"q: head dim {d} is not supported; supported head dims: {HEAD_DIMS}")
     if h_kv == 0 or h_q % h_kv:
         raise ValueError(f"q: expected a number of heads that is a multiple of k_cache's {h_kv}, got {h_q}")
     if b > GRID_YZ_MAX:
