@@ -13,7 +13,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -m pytest -m gpu -q --maxfail=10 -p no:cacheprovider ${TESTS:-tests} 2>&1 | tee "$OUT/pytest-gpu.log" | tail -15
 if [ "${TUNE:-1}" = 1 ]; then
   for op in $OPS; do
-    case $op in rope-thd|decode) cukiln tune "$op" 2>&1 | tee "$OUT/tune-$op.log" | tail -5 ;; esac
+    start=$SECONDS
+    cukiln tune "$op" 2>&1 | tee "$OUT/tune-$op.log" | tail -12
+    echo "cukiln tune $op: $((SECONDS - start)) s" | tee -a "$OUT/tune-$op.log"
   done
   cp generated/tuning/*.json "$OUT/" 2>/dev/null
   # fold the new rules into dispatch.py for the benchmarks below (the kernels are the carried cubins)

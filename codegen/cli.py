@@ -69,6 +69,10 @@ def _tune(args: argparse.Namespace) -> int:
         from cukiln.tools import decode
 
         decode.tune(console)
+    elif args.op == "rope":
+        from cukiln.tools import rope_tune
+
+        rope_tune.tune(console)
     else:
         from cukiln.tools import thd
 
@@ -124,8 +128,9 @@ def parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=_plot)
 
     t = sub.add_parser("tune", help="measure dispatch choices on this GPU, write generated/tuning/<arch>.json")
-    t.add_argument("op", choices=("rope-thd", "decode"),
-                   help="rope-thd: the token/grid rule for packed sequences; decode: the split-KV rule")
+    t.add_argument("op", choices=("rope", "rope-thd", "decode"),
+                   help="rope: the dense launch choices (vector width, stride-free kernel, block size); "
+                        "rope-thd: the token/grid rule for packed sequences; decode: the split-KV rule")
     t.set_defaults(func=_tune)
     return p
 

@@ -88,6 +88,24 @@ def _tuned_rule_lines(tuning: dict[str, dict], op: str, convert) -> list[str]:
             if data.get(op, {}).get("rule") is not None]
 
 
+# Without tuning data for an arch: the widest vector that fits, the stride-free kernel for packed
+# tensors, 64 to 256 threads per block (runtime/rope_plan.launch_rule and block_shape apply them).
+ROPE_LAUNCH_DEFAULT = {"max_vector_bytes": 16, "packed_kernel": True, "max_threads": MAX_THREADS_PER_BLOCK,
+                       "min_threads": 64}
+
+
+def _launch_rule_lines(tuning: dict[str, dict]) -> list[str]:
+    lines = [
+        "# Dense launch choices: vectors of at most max_vector_bytes, the stride-free kernel for packed tensors",
+        "# when packed_kernel, min_threads to max_threads threads per block (per arch, from",
+        "# generated/tuning/<arch>.json: `cukiln tune rope`; thd keeps the default).",
+        f"ROPE_LAUNCH_DEFAULT = {ROPE_LAUNCH_DEFAULT!r}",
+        "ROPE_LAUNCH = {",
+    ]
+    return lines + _tuned_rule_lines(tuning, "rope", lambda rule: {k: type(v)(rule[k])
+                                                                   for k, v in ROPE_LAUNCH_DEFAULT.items()}) + ["}"]
+
+
 def _thd_rule_lines(tuning: dict[str, dict]) -> list[str]:
     lines = [
         "# thd: grid dispatch when sequences x blocks of the longest sequence <= this many times the token",
@@ -100,7 +118,8 @@ def _thd_rule_lines(tuning: dict[str, dict]) -> list[str]:
 
 # The modules whose kernels each tuned rule was measured on: tuning data records a fingerprint of their
 # sources, and `cukiln report` flags the data as stale once they change.
-TUNED_MODULES = {"rope-thd": re.compile(r"^rope_\w+_thd_"), "decode": re.compile(r"^decode_")}
+TUNED_MODULES = {"rope": re.compile(r"^rope_(fp32|fp16|bf16)$"), "rope-thd": re.compile(r"^rope_\w+_thd_"),
+                 "decode": re.compile(r"^decode_")}
 
 
 def tuning_fingerprint(manifest: dict, op: str) -> str:
@@ -148,6 +167,7 @@ def render_dispatch(variants: list[AnyVariant], tuning: dict[str, dict] | None =
         "",
     ]
     lines += _params_table_lines("ROPE_PARAMS", variants, rope_params, _params_layout_id) + [""]
+    lines += _launch_rule_lines(tuning or {}) + [""]
     lines += _thd_rule_lines(tuning or {})
     lines += ["", "ROPE = {"]
     for v in sorted(variants, key=lambda v: v.name):

@@ -42,6 +42,13 @@ ROPE_PARAMS = {
     'thd_s4_invfreq': (('x', 'out', 'tokens', 'seq_len', 'batch', 'heads', 'head_dim', 'rotary_dim', 'seq_major', 'copy_tail', 'positions', 'pos_stride_b', 'pos_stride_s', 'positions_int64', 'offsets', 'offsets_int64', 'offset', 'cp_size', 'cp_rank', 'cu_seqlens', 'num_seqs', 'x_ss', 'x_sb', 'x_sh', 'x_sd', 'out_ss', 'out_sb', 'out_sh', 'out_sd', 'inv_freq', 'scale'), '<QQqqqqqqqqQqqqQqqqqQqqqqqqqqqQd'),
 }
 
+# Dense launch choices: vectors of at most max_vector_bytes, the stride-free kernel for packed tensors
+# when packed_kernel, min_threads to max_threads threads per block (per arch, from
+# generated/tuning/<arch>.json: `cukiln tune rope`; thd keeps the default).
+ROPE_LAUNCH_DEFAULT = {'max_vector_bytes': 16, 'packed_kernel': True, 'max_threads': 256, 'min_threads': 64}
+ROPE_LAUNCH = {
+}
+
 # thd: grid dispatch when sequences x blocks of the longest sequence <= this many times the token
 # dispatch's blocks (per arch, from generated/tuning/<arch>.json: `cukiln tune rope-thd`); else token.
 ROPE_THD_GRID_MAX_WASTE_DEFAULT = 1.0

@@ -44,6 +44,10 @@ class PlanCache:
     def get(self, key):
         return self._plans.get(key)
 
+    def clear(self) -> None:
+        """Forget every plan (after the dispatch rules change, as `cukiln tune rope` does)."""
+        self._plans.clear()
+
     def put(self, key, value: _CachedPlan) -> None:
         if len(self._plans) >= self.MAX_ENTRIES:
             self._plans.clear()
@@ -196,7 +200,7 @@ def _plan_and_describe(args, *, base, scale, layout, interleaved, rotary_dim, ba
                      layout=layout, interleaved=interleaved, rotary_dim=rotary_dim, positions=positions,
                      offsets=offsets_arg, cu_seqlens=cu_seqlens, cu_seqlens_host=cu_host, cp_size=cp_size,
                      cp_rank=cp_rank, max_seqlen=max_seqlen, thd_dispatch=thd_dispatch,
-                     arch=KERNELS.arch(x.device) if layout == "thd" else None, backward=backward,
+                     arch=KERNELS.arch(x.device), backward=backward,
                      inplace=inplace, guarded=guarded)
     slots = ()
     if plan is not None:

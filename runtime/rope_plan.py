@@ -139,8 +139,11 @@ def _is_packed(sizes, strides, seq_major: bool) -> bool:
             and (outer_n == 1 or outer_stride == inner_n * row))
 
 
-def stride_count(x_sizes, x_strides, out_strides, seq_major: bool) -> int:
-    if _is_packed(x_sizes, x_strides, seq_major) and _is_packed(x_sizes, out_strides, seq_major):
+def stride_count(x_sizes, x_strides, out_strides, seq_major: bool, packed_kernel: bool = True) -> int:
+    """Stride arguments the kernel takes: 0 (packed rows, when ``packed_kernel``), 3 (unit feature
+    stride) or 4."""
+    if (packed_kernel and _is_packed(x_sizes, x_strides, seq_major)
+            and _is_packed(x_sizes, out_strides, seq_major)):
         return 0
     D = x_sizes[3]
     if D == 1 or (x_strides[3] == 1 and out_strides[3] == 1):
@@ -149,12 +152,14 @@ def stride_count(x_sizes, x_strides, out_strides, seq_major: bool) -> int:
 
 
 def widest_vector(itemsize: int, rotary_dim: int, head_dim: int, interleaved: bool, copy_tail: bool,
-                  strides: int, pointers: tuple[int, ...], row_strides: tuple[int, ...]) -> int:
-    """The widest vector (elements per access) that keeps every access aligned and inside its row."""
+                  strides: int, pointers: tuple[int, ...], row_strides: tuple[int, ...],
+                  max_bytes: int = 16) -> int:
+    """The widest vector (elements per access, at most ``max_bytes``) that keeps every access aligned
+    and inside its row."""
     if strides == 4:
         return 1
     for v in (8, 4, 2, 1):
-        if v * itemsize > 16:
+        if v * itemsize > max_bytes and v > 1:
             continue
         if (rotary_dim % (2 * v)) if interleaved else ((rotary_dim // 2) % v):
             continue
@@ -356,14 +361,16 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
         return None
 
     _, out_strides = _dense_view(out, layout)
+    rule = launch_rule(arch, layout)
     seq_major = B == 1 or (S > 1 and x_strides[0] >= x_strides[1])
-    strides = stride_count(sizes, x_strides, out_strides, seq_major)
+    strides = stride_count(sizes, x_strides, out_strides, seq_major, rule["packed_kernel"])
     copy_tail = not in_place and rd < D
     row_strides = tuple(st for n, st in zip(sizes[:3] * 2, x_strides[:3] + out_strides[:3]) if n > 1)
-    vec = widest_vector(x.itemsize, rd, D, interleaved, copy_tail, strides, (x.ptr, out.ptr), row_strides)
+    vec = widest_vector(x.itemsize, rd, D, interleaved, copy_tail, strides, (x.ptr, out.ptr), row_strides,
+                        rule["max_vector_bytes"])
     token_stride = x_strides[1] if seq_major else x_strides[0]
     head_outer = H > 1 and tokens > 1 and x_strides[2] > token_stride
-    block = block_shape(rd // 2 // vec, H, tokens, head_outer)
+    block = block_shape(rd // 2 // vec, H, tokens, head_outer, rule["max_threads"], rule["min_threads"])
     grid = (-(-tokens // block[2]), 1, 1)
     mode = "none"
     if packed:
@@ -389,23 +396,34 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
     return RopePlan(key, module, symbol, fmt, values, grid, block, x.device)
 
 
-MIN_THREADS_PER_BLOCK = 64
+def launch_rule(arch: str | None, layout: str) -> dict:
+    """The launch choices in force: for dense layouts those `cukiln tune rope` measured on ``arch``
+    (dispatch.ROPE_LAUNCH), else dispatch.ROPE_LAUNCH_DEFAULT. thd keeps the defaults, which its own
+    token/grid rule was tuned with."""
+    if layout == "thd":
+        return dispatch.ROPE_LAUNCH_DEFAULT
+    return dispatch.ROPE_LAUNCH.get(arch, dispatch.ROPE_LAUNCH_DEFAULT)
 
 
-def block_shape(groups: int, heads: int, tokens: int, head_outer: bool) -> tuple[int, int, int]:
+def block_shape(groups: int, heads: int, tokens: int, head_outer: bool, max_threads: int | None = None,
+                min_threads: int | None = None) -> tuple[int, int, int]:
     """(groups, head rows, tokens) per block.
 
     Small blocks finish the grid with a short tail, which is what separates a memory-bound kernel of
     50-100 us from a copy (benchmarks/NOTES.md, sweep of 2026-11-23): one token per block, every head
     visited once. When heads lie outside tokens in memory (a (b, h, s, d) tensor seen as bshd), two
-    tokens per block and two passes over the heads keep each head's rows contiguous. Blocks stay at
-    MIN_THREADS_PER_BLOCK or more so the 32-blocks-per-SM limit does not cap occupancy.
+    tokens per block and two passes over the heads keep each head's rows contiguous. Blocks of fewer
+    than ``min_threads`` threads take more tokens, so the 32-blocks-per-SM limit does not cap
+    occupancy; ``max_threads`` is at most the kernels' launch bound. Both default to the launch rule.
     """
+    default = dispatch.ROPE_LAUNCH_DEFAULT
+    max_threads = min(max_threads or default["max_threads"], dispatch.ROPE_MAX_THREADS)
+    min_threads = min_threads or default["min_threads"]
     bx = min(groups, 32)
-    by = max(1, min(-(-heads // dispatch.ROPE_HEADS_IN_FLIGHT), dispatch.ROPE_MAX_THREADS // bx))
+    by = max(1, min(-(-heads // dispatch.ROPE_HEADS_IN_FLIGHT), max_threads // bx))
     bz = 1
     if head_outer:
         by, bz = -(-by // 2), 2
-    while bx * by * bz < MIN_THREADS_PER_BLOCK and bz * 2 <= tokens and bx * by * bz * 2 <= dispatch.ROPE_MAX_THREADS:
+    while bx * by * bz < min_threads and bz * 2 <= tokens and bx * by * bz * 2 <= max_threads:
         bz *= 2
     return bx, by, min(bz, tokens)

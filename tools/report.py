@@ -71,6 +71,20 @@ def op_summary(manifest: dict) -> dict:
             for name, op in sorted(ops.items())}
 
 
+def launch_rule(tuning: dict) -> dict:
+    """The dense RoPE launch choices in force per arch (from dispatch.py), and per arch the tuning behind
+    them: each choice's candidates with their time relative to the default, the winner and its margin."""
+    from cukiln.generated import dispatch
+
+    data = {}
+    for arch, t in sorted(tuning.items()):
+        t = t.get("rope")
+        if t:
+            data[arch] = {"device": t["device"], "date": t["date"], "rule": t["rule"], "choices": t["choices"],
+                          "combined_relative_time": t.get("combined_relative_time")}
+    return {"rules": dict(dispatch.ROPE_LAUNCH), "default": dict(dispatch.ROPE_LAUNCH_DEFAULT), "tuning": data}
+
+
 def thd_rule(tuning: dict) -> dict:
     """The token/grid rule in force (from dispatch.py) and the tuning data behind it, per arch."""
     from cukiln.generated import dispatch
@@ -159,7 +173,8 @@ def collect(manifest: dict, tuning: dict, root: Path, only: str | None = None, s
         "nvrtc_version": manifest.get("nvrtc_version"), "archs": manifest.get("archs", []),
         "ops": op_summary(manifest),
         "variants": sorted(rows(manifest, only), key=_SORT_KEYS[sort]),
-        "rules": {"rope_thd": thd_rule(tuning), "decode_split": decode_rule(tuning)},
+        "rules": {"rope_launch": launch_rule(tuning), "rope_thd": thd_rule(tuning),
+                  "decode_split": decode_rule(tuning)},
         "warnings": warnings(manifest, tuning, root),
     }
 
@@ -199,6 +214,29 @@ def _print_variants(console: Console, rows_: list[dict], archs: list[str], nvrtc
     console.print(table)
     if len(shown) < len(rows_):
         console.print(f"({len(rows_) - len(shown)} more rows: narrow with --only REGEX, or --limit 0 for all)")
+
+
+def _print_launch_rule(console: Console, rule: dict) -> None:
+    def describe(r: dict) -> str:
+        return (f"vectors <= {r['max_vector_bytes']} B, {'stride-free' if r['packed_kernel'] else 'strided'} kernel "
+                f"for packed tensors, {r['min_threads']}-{r['max_threads']} threads/block")
+
+    tuned = ", ".join(f"{a}: {describe(r)}" for a, r in sorted(rule["rules"].items())) or "none tuned"
+    console.print(f"rope launch rule (dense layouts): per arch {tuned}; other archs and thd {describe(rule['default'])}.")
+    for arch, t in sorted(rule["tuning"].items()):
+        console.print(launch_tuning_table(arch, t))
+
+
+def launch_tuning_table(arch: str, t: dict) -> Table:
+    """`cukiln tune rope`'s data for one arch: per choice, the candidates, the winner and its margin."""
+    table = Table(title=f"rope launch tuning, {arch}: {t['device']}, {t['date']} (time relative to the default, "
+                        "geometric mean over the cases a value changes)", title_justify="left")
+    for col in ("choice", "candidates: relative time (cases)", "winner", "runner-up", "margin"):
+        table.add_column(col, justify="left" if col.startswith("c") else "right")
+    for c in t["choices"]:
+        cands = ", ".join(f"{x['value']}: {x['relative_time']:.3f} ({x['cases']})" for x in c["candidates"])
+        table.add_row(c["choice"], cands, str(c["winner"]), str(c["runner_up"]), f"{c['margin'] * 100:.1f} %")
+    return table
 
 
 def _print_thd_rule(console: Console, rule: dict) -> None:
@@ -252,6 +290,7 @@ def main(args) -> int:
         return 0
     _print_ops(console, report["ops"])
     _print_variants(console, report["variants"], report["archs"], report["nvrtc_version"], args.limit)
+    _print_launch_rule(console, report["rules"]["rope_launch"])
     _print_thd_rule(console, report["rules"]["rope_thd"])
     _print_decode_rule(console, report["rules"]["decode_split"])
     problems = report["warnings"]

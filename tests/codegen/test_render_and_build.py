@@ -244,3 +244,13 @@ def test_two_processes_compiling_one_module_take_turns(isolated_cache):
             results = [f.result() for f in [pool.submit(_compile_after, barrier) for _ in range(2)]]
     assert sorted(cached for cached, _ in results) == [False, True], "exactly one process compiled"
     assert results[0][1] == results[1][1] and results[0][1][:4] == b"\x7fELF"
+
+
+def test_tuning_data_folds_into_the_rope_launch_rule():
+    namespace: dict = {}
+    rule = {"max_vector_bytes": 8, "packed_kernel": False, "max_threads": 128, "min_threads": 32}
+    exec(emit.render_dispatch(VARIANTS, {"sm_90": {"rope": {"rule": rule}}}), namespace)
+    assert namespace["ROPE_LAUNCH"] == {"sm_90": rule}
+    assert namespace["ROPE_LAUNCH_DEFAULT"] == emit.ROPE_LAUNCH_DEFAULT
+    exec(emit.render_dispatch(VARIANTS), namespace)
+    assert namespace["ROPE_LAUNCH"] == {}

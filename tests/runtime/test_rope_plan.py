@@ -211,3 +211,20 @@ def test_in_place_only_when_out_is_exactly_x():
 
     names = dispatch.ROPE_PARAMS[dispatch.ROPE[plan.key][2]][0]
     assert plan.values[names.index("copy_tail")] == 0
+
+
+def test_the_tuned_launch_rule_applies_to_dense_layouts_of_its_arch(monkeypatch):
+    from cukiln.generated import dispatch
+
+    x = contiguous((64, 4, 32, 128))
+    default = plan_rope(x, out_like(x), base=10000.0, arch="sm_90")
+    assert default.key[5:7] == (0, 8) and default.block == (8, 16, 1)
+    rule = {"max_vector_bytes": 8, "packed_kernel": False, "max_threads": 128, "min_threads": 256}
+    monkeypatch.setattr(dispatch, "ROPE_LAUNCH", {"sm_90": rule})
+    tuned = plan_rope(x, out_like(x), base=10000.0, arch="sm_90")
+    assert tuned.key[5:7] == (3, 4)  # the strided kernel, 8-byte vectors
+    assert tuned.block == (16, 8, 1)  # 16 pair groups x 8 head rows = 128 threads: min_threads capped by max
+    assert plan_rope(x, out_like(x), base=10000.0, arch="sm_80") == default  # other archs: the default
+    thd = contiguous((256, 32, 128))
+    positions = contiguous((256,), "int32", BASE * 2)
+    assert plan_rope(thd, out_like(thd), base=10000.0, layout="thd", positions=positions, arch="sm_90").key[5:7] == (0, 8)

@@ -152,3 +152,45 @@ def test_decode_split_fit_minimises_the_loss_against_each_points_best():
     rule = fit_rule(points, sms=132)
     assert rule["mean_time_over_best"] == pytest.approx(1.0)  # a rule exists that picks 16 and 1
     assert rule["blocks_per_sm"] == 1.0  # 16 x 8 blocks fill 132 slots; 2 or more per SM would pick 33
+
+
+def test_rope_launch_tuning_keeps_the_default_unless_a_candidate_wins_beyond_noise():
+    from cukiln.codegen.emit import ROPE_LAUNCH_DEFAULT
+    from cukiln.tools import rope_tune
+
+    default = dict(ROPE_LAUNCH_DEFAULT)
+    cfgs = rope_tune.configs(default)
+    assert cfgs[0] == default and len(cfgs) == 1 + sum(len(v) - 1 for v in rope_tune.CANDIDATES.values())
+    label = rope_tune.config_label
+    narrow, strided = label({**default, "max_vector_bytes": 8}), label({**default, "packed_kernel": False})
+    few = label({**default, "min_threads": 32})
+    rows = []
+    for case in range(4):
+        times = {label(c): 1.0 for c in cfgs}
+        times[narrow] = 0.9  # narrower vectors 10 % faster where they change the launch
+        times[strided] = 1.005  # within noise
+        times[few] = 2.0 if case == 0 else 1.0
+        rows.append({"times": times, "same_as_default": [few] if case else []})
+    choices = {c["choice"]: c for c in rope_tune.score_choices(default, rows)}
+    assert choices["max_vector_bytes"]["winner"] == 8
+    assert choices["max_vector_bytes"]["margin"] == pytest.approx(1 / 0.9 - 1)
+    assert choices["packed_kernel"]["winner"] is True and choices["packed_kernel"]["runner_up"] is False
+    # min_threads=32 changed the launch in one case only, where it doubled the time
+    cand = {c["value"]: c for c in choices["min_threads"]["candidates"]}
+    assert cand[32]["cases"] == 1 and cand[32]["relative_time"] == pytest.approx(2.0)
+    assert choices["min_threads"]["winner"] == default["min_threads"]
+
+
+def test_report_shows_the_rope_launch_rule_and_its_tuning(monkeypatch, capsys):
+    from cukiln.generated import dispatch
+
+    choice = {"choice": "max_vector_bytes", "winner": 16, "runner_up": 8, "margin": 0.04,
+              "candidates": [{"value": 16, "cases": 28, "relative_time": 1.0},
+                             {"value": 8, "cases": 20, "relative_time": 1.04}]}
+    tuning = {"sm_90": {"rope": {"device": "H100", "date": "2026-11-23", "rule": dict(dispatch.ROPE_LAUNCH_DEFAULT),
+                                 "choices": [choice]}}}
+    data = report.launch_rule(tuning)
+    assert data["tuning"]["sm_90"]["choices"] == [choice] and data["default"] == dispatch.ROPE_LAUNCH_DEFAULT
+    report._print_launch_rule(report.Console(width=200), data)
+    text = capsys.readouterr().out
+    assert "rope launch tuning, sm_90: H100" in text and "4.0 %" in text and "8: 1.040 (20)" in text
