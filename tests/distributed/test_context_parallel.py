@@ -1,0 +1,85 @@
+"""Context parallel sharding: the index arithmetic on the CPU, then ranks in separate processes (torchrun):
+gloo with the float64 reference here, NCCL with the kernels on a machine with 2 or 4 GPUs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import cukiln
+from cukiln.context_parallel import reassemble, shard, shard_index
+
+WORKER = Path(__file__).with_name("cp_rope_worker.py")
+
+
+@pytest.mark.parametrize("cp_size", [1, 2, 3, 4])
+def test_ranks_hold_every_token_once_and_reassemble_restores_the_batch(cp_size):
+    lengths = [2 * cp_size * n for n in (1, 5, 2)]
+    held = [shard_index(lengths, cp_size, r) for r in range(cp_size)]
+    assert sorted(i for h in held for i in h) == list(range(sum(lengths)))
+    assert all(len(h) == sum(lengths) // cp_size for h in held)
+    cu = torch.tensor([0] + lengths).cumsum(0)
+    x = torch.randn(sum(lengths), 3, 8)
+    parts = [shard(x, cp_size, r, cu_seqlens=cu) for r in range(cp_size)]
+    assert torch.equal(reassemble(parts, cu_seqlens=cu), x)
+    dense = torch.randn(2, 4 * cp_size, 3, 8)  # bshd: the sequence is dimension 1
+    assert torch.equal(reassemble([shard(dense, cp_size, r, seq_dim=1) for r in range(cp_size)], seq_dim=1), dense)
+
+
+def test_rank_chunks_follow_the_load_balanced_split():
+    # 2 ranks, one sequence of 8 tokens in 4 chunks of 2: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2
+    assert shard_index([8], 2, 0) == [0, 1, 6, 7]
+    assert shard_index([8], 2, 1) == [2, 3, 4, 5]
+    assert shard_index([4, 8], 2, 1) == [1, 2, 4 + 2, 4 + 3, 4 + 4, 4 + 5]
+
+
+@pytest.mark.parametrize("cp_size", [2, 4])
+def test_the_reference_on_each_shard_matches_the_global_reference(cp_size):
+    lengths = [2 * cp_size * n for n in (3, 1, 6)]
+    cu = torch.tensor([0] + lengths).cumsum(0).to(torch.int32)
+    x = torch.randn(sum(lengths), 2, 16, dtype=torch.float64)
+    freqs = torch.rand(max(lengths), 1, 1, 16) * 10
+    want = cukiln.reference.rope(x, freqs=freqs, layout="thd", cu_seqlens=cu)
+    parts = [cukiln.reference.rope(shard(x, cp_size, r, cu_seqlens=cu), freqs=freqs, layout="thd", cu_seqlens=cu,
+                                   cp_size=cp_size, cp_rank=r) for r in range(cp_size)]
+    assert torch.equal(reassemble(parts, cu_seqlens=cu), want)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="not divisible by 2 \\* cp_size = 4"):
+        shard_index([6], 2, 0)
+    with pytest.raises(ValueError, match="cp_rank"):
+        shard_index([8], 2, 2)
+    with pytest.raises(ValueError, match="cu_seqlens covers 8 tokens, x has 9"):
+        shard(torch.zeros(9, 1, 2), 2, 0, cu_seqlens=torch.tensor([0, 8]))
+    with pytest.raises(ValueError, match="equal shapes"):
+        reassemble([torch.zeros(4, 1), torch.zeros(2, 1)])
+
+
+def run_torchrun(nproc: int, device: str, timeout: int) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(WORKER),
+           "--device", device]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_torchrun_gloo_shards_and_gathers_to_the_global_result(nproc):
+    done = run_torchrun(nproc, "cpu", timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert done.stdout.count("equal to single-device rope") == 4 * nproc
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_torchrun_nccl_shards_and_gathers_to_the_global_result(nproc):
+    if torch.cuda.device_count() < nproc:
+        pytest.skip(f"needs {nproc} GPUs, this machine has {torch.cuda.device_count()}")
+    done = run_torchrun(nproc, "cuda", timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert done.stdout.count("equal to single-device rope") == 4 * nproc
