@@ -3,6 +3,7 @@
 # $OUT (or ./gpu-out). Carry generated/cubins when it was built elsewhere: the runtime loads cubins from there.
 #   TESTS=path   which GPU tests (default: all)     TUNE=0  skip tuning (and the rebuild that folds it in)
 #   BENCH=0      skip the benchmarks                 OPS="decode"  tune/bench only these (default: rope-thd rope decode)
+#   VERIFY=1     also run `cukiln verify` after the tests
 set -uo pipefail
 OUT=${OUT:-gpu-out}
 OPS=${OPS:-rope-thd rope decode}
@@ -11,6 +12,11 @@ export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v -i warning | tail -2
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -m pytest -m gpu -q --maxfail=10 -p no:cacheprovider ${TESTS:-tests} 2>&1 | tee "$OUT/pytest-gpu.log" | tail -15
+if [ "${VERIFY:-0}" = 1 ]; then
+  start=$SECONDS
+  cukiln verify --out "$OUT/verify.json" 2>&1 | tee "$OUT/verify.log" | tail -8
+  echo "cukiln verify: $((SECONDS - start)) s" | tee -a "$OUT/verify.log"
+fi
 if [ "${TUNE:-1}" = 1 ]; then
   for op in $OPS; do
     start=$SECONDS
