@@ -65,7 +65,9 @@ def score_choices(default: dict, rows: list[dict]) -> list[dict]:
             ratios = [r["times"][label] / r["times"][config_label(default)] for r in rows
                       if label in r["times"] and label not in r["same_as_default"]]
             scored.append({"value": v, "cases": len(ratios), "relative_time": geomean(ratios)})
-        ranked = sorted(scored, key=lambda c: c["relative_time"])
+        # a value that never changed the launch was not measured: it can be neither winner nor runner-up
+        ranked = sorted((c for c in scored if c["cases"] or c["value"] == default[name]),
+                        key=lambda c: c["relative_time"])
         best = ranked[0]
         winner = best["value"] if best["relative_time"] < 1 - TIE else default[name]
         others = [c for c in ranked if c["value"] != winner]

@@ -179,6 +179,11 @@ def test_rope_launch_tuning_keeps_the_default_unless_a_candidate_wins_beyond_noi
     cand = {c["value"]: c for c in choices["min_threads"]["candidates"]}
     assert cand[32]["cases"] == 1 and cand[32]["relative_time"] == pytest.approx(2.0)
     assert choices["min_threads"]["winner"] == default["min_threads"]
+    # max_threads=128 never changed the launch: it is no runner-up
+    rows = [{"times": {label(c): 1.0 for c in cfgs}, "same_as_default": [label({**default, "max_threads": 128})]}]
+    rows[0]["times"][label({**default, "max_threads": 64})] = 1.3
+    threads = {c["choice"]: c for c in rope_tune.score_choices(default, rows)}["max_threads"]
+    assert threads["runner_up"] == 64 and threads["margin"] == pytest.approx(0.3)
 
 
 def test_report_shows_the_rope_launch_rule_and_its_tuning(monkeypatch, capsys):

@@ -1,0 +1,36 @@
+"""Packaging hook: a wheel (not an editable install) ships cubins, compiled here by `cukiln build`.
+
+setuptools copies the packages into the build folder first; the AOT build then runs against that copy
+(so generated/ there gets the cubins and a manifest that matches them). CUKILN_WHEEL_ARCHS
+(comma-separated, e.g. "sm_90") picks the archs; default: `cukiln build`'s defaults. The compile cache
+in the user cache dir makes a second wheel build quick.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+
+class BuildWithCubins(build_py):
+    def run(self):
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return  # an editable install uses the source tree's generated/: `cukiln build` fills it
+        # Only the cubins built now, which the manifest written with them describes (not any that the
+        # source tree happens to hold).
+        shutil.rmtree(os.path.join(self.build_lib, "cukiln", "generated", "cubins"), ignore_errors=True)
+        cmd = [sys.executable, "-m", "cukiln.codegen.cli", "build"]
+        archs = os.environ.get("CUKILN_WHEEL_ARCHS")
+        if archs:
+            cmd += ["--arch", archs]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.path.abspath(self.build_lib),
+                                                                         os.environ.get("PYTHONPATH")]))}
+        self.announce(f"compiling cubins for the wheel: {' '.join(cmd[2:])}", level=2)
+        subprocess.run(cmd, check=True, env=env, cwd=self.build_lib)
+
+
+setup(cmdclass={"build_py": BuildWithCubins})
