@@ -47,6 +47,7 @@ ROPE_PARAMS = {
 # generated/tuning/<arch>.json: `cukiln tune rope`; thd keeps the default).
 ROPE_LAUNCH_DEFAULT = {'max_vector_bytes': 16, 'packed_kernel': True, 'max_threads': 256, 'min_threads': 64}
 ROPE_LAUNCH = {
+    'sm_90': {'max_vector_bytes': 16, 'packed_kernel': True, 'max_threads': 256, 'min_threads': 64},
 }
 
 # thd: grid dispatch when sequences x blocks of the longest sequence <= this many times the token

@@ -71,6 +71,7 @@ def test_rope_calls_that_pass_validation_match_the_reference(call):
         return
     if plan is None or not _on_this_gpu(x, *kwargs.values()):
         return
+    print("rope", plan.symbol, plan.grid, plan.block, x, kwargs, flush=True)  # seen with -s: a hang's last call
     make = Materializer()
     args = dict(kwargs)
     host = args.pop("cu_seqlens_host", None)
@@ -103,6 +104,7 @@ def test_decode_calls_that_pass_validation_match_the_reference(call):
         return
     if plan is None or not _on_this_gpu(q, k, v, kv_lens, kwargs.get("out")):
         return
+    print("decode", plan.attention.symbol, q, k, v, kv_lens, kwargs, flush=True)  # seen with -s
     make = Materializer()
     T = k.shape[2] if kwargs["kv_layout"] == "bhsd" else k.shape[1]
     qt, kt = make(q), make(k)
