@@ -150,7 +150,7 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
 
     import torch
 
-    q = q.reshape(q.shape[0], -1, q.shape[-1]).double()  # [b, 1, h, d] and [b, h, 1, d] -> [b, h, d]
+    q = (q.flatten(1, 2) if q.ndim == 4 else q).double()  # [b, 1, h, d] and [b, h, 1, d] -> [b, h, d]
     k, v = (k_cache, v_cache) if kv_layout == "bhsd" else (k_cache.transpose(1, 2), v_cache.transpose(1, 2))
     b, h_q, d = q.shape
     h_kv, capacity = k.shape[1], k.shape[2]

@@ -86,13 +86,17 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     result goes to ``out`` (allocated like x when None) and features [rotary_dim:] are copied over.
     Runs on the current torch stream without synchronizing. Returns the output tensor.
     """
-    p, values, out = _prepare(
+    p, values, out, copied = _prepare(
         x, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,
         interleaved=interleaved, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
         cu_seqlens=cu_seqlens, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen, backward=backward,
         inplace=inplace, out=out)
     if p is not None:
         launch(p.device, p.module, p.symbol, p.fmt, values, p.grid, p.block, _current_stream(p.device))
+    # A device copy of host cu_seqlens lives until its kernel is queued: the caching allocator then
+    # orders any reuse of its memory after the kernel (freed before the launch, an allocator without
+    # a cache would release memory the kernel is about to read).
+    del copied
     return out
 
 
@@ -104,7 +108,7 @@ def _current_stream(device: int) -> int:
 
 def plan_call(x, **kwargs) -> tuple[RopePlan | None, object]:
     """Validate a rope() call and plan its launch without launching: (RopePlan or None, output tensor)."""
-    p, values, out = _prepare(x, **kwargs)
+    p, values, out, _ = _prepare(x, **kwargs)
     if p is None:
         return None, out
     return RopePlan(p.key, p.module, p.symbol, p.fmt, values, p.grid, p.block, p.device), out
@@ -113,7 +117,8 @@ def plan_call(x, **kwargs) -> tuple[RopePlan | None, object]:
 def _prepare(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
              interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
              cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
-    """(cached plan or None, parameter values with this call's pointers, output tensor)."""
+    """(cached plan or None, parameter values with this call's pointers, output tensor, the device copy of
+    host cu_seqlens or None, which must outlive the launch)."""
     import torch
 
     cu_host = None
@@ -123,6 +128,7 @@ def _prepare(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, sca
             raise TypeError(f"cu_seqlens: expected int32, got {str(cu_seqlens.dtype).replace('torch.', '')}")
         cu_host = tuple(cu_seqlens.tolist())
         cu_seqlens = cu_seqlens.to(x.device)
+    copied = cu_seqlens if cu_host is not None else None
     thd_dispatch = os.environ.get(THD_DISPATCH_ENV, "auto") if layout == "thd" else "auto"
     if not isinstance(x, torch.Tensor):
         from_torch(x, "x")  # raises the TypeError naming x
@@ -163,16 +169,16 @@ def _prepare(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, sca
         if key is not None:
             PLANS.put(key, cached)
         p = cached.plan
-        return p, (p.values if p is not None else ()), out
+        return p, (p.values if p is not None else ()), out, copied
     p = cached.plan
     if p is None:
-        return None, (), out
+        return None, (), out, copied
     if cached.check_overlaps:
         _check_out_overlaps(pointers, cached.spans, cached.in_place)
     values = list(p.values)
     for slot, arg in cached.pointer_slots:
         values[slot] = pointers[arg]
-    return p, values, out
+    return p, values, out, copied
 
 
 def _check_out_overlaps(pointers, spans, in_place: bool) -> None:
