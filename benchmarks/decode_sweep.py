@@ -16,7 +16,6 @@ rotating buffers) beside torch SDPA on the same inputs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from cukiln.codegen.decode_variants import DecodeCombineVariant, DecodeVariant, 
 from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
 from cukiln.codegen.variants import Dtype
 
-from raw_launch import allow_shared, launcher, load_functions
+from raw_launch import allow_shared, launcher, load_functions, sweep_main
 
 CONFIGS = {  # name -> (stages for head dim 128, L2 fetch size of the K/V copies)
     "s2": (2, ""),
@@ -127,18 +126,5 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
             for name, (s, t) in best.items()))
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=("build", "run"))
-    parser.add_argument("dir", type=Path)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
-    if args.step == "build":
-        build(args.dir)
-    else:
-        run(args.dir, args.out)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(sweep_main(sys.argv[1:], __doc__, build, run))

@@ -1,7 +1,9 @@
-"""Kernel sweeps' launcher: load sweep cubins (built apart from generated/) and launch their kernels raw."""
+"""Kernel sweeps' launcher and command line: load sweep cubins (built apart from generated/), launch their
+kernels raw.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import struct
 from pathlib import Path
@@ -54,3 +56,17 @@ def launcher(fn, fmt: str, values, grid, block, shared: int, stream: int, overla
 
     call.keep = (params, pointers, config)  # alive as long as the callable
     return call
+
+
+def sweep_main(argv: list[str], doc: str, build, run) -> int:
+    """The sweeps' two-step command line: `build DIR` on the CPU machine, `run DIR [--out JSON]` on the GPU."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("step", choices=("build", "run"))
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if args.step == "build":
+        build(args.dir)
+    else:
+        run(args.dir, args.out)
+    return 0

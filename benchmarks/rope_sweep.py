@@ -14,7 +14,6 @@ capped at a multiple of the SM count (blocks then loop over tokens). Each row is
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from cukiln.codegen import render
 from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
 from cukiln.codegen.variants import Dtype, parse_rope_name
 
-from raw_launch import launcher, load_functions
+from raw_launch import launcher, load_functions, sweep_main
 
 CONFIGS = {  # name -> (heads in flight, min blocks per SM, max threads per block)
     "h4_b2": (4, 2, 256),
@@ -142,18 +141,5 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
               "; ".join(f"{r['config']} {r['launch']} {r['x_big_copy']:.3f}" for r in best))
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=("build", "run"))
-    parser.add_argument("dir", type=Path)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
-    if args.step == "build":
-        build(args.dir)
-    else:
-        run(args.dir, args.out)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(sweep_main(sys.argv[1:], __doc__, build, run))

@@ -405,8 +405,8 @@ def launch_rule(arch: str | None, layout: str) -> dict:
     return dispatch.ROPE_LAUNCH.get(arch, dispatch.ROPE_LAUNCH_DEFAULT)
 
 
-def block_shape(groups: int, heads: int, tokens: int, head_outer: bool, max_threads: int | None = None,
-                min_threads: int | None = None) -> tuple[int, int, int]:
+def block_shape(groups: int, heads: int, tokens: int, head_outer: bool, max_threads: int,
+                min_threads: int) -> tuple[int, int, int]:
     """(groups, head rows, tokens) per block.
 
     Small blocks finish the grid with a short tail, which is what separates a memory-bound kernel of
@@ -414,11 +414,9 @@ def block_shape(groups: int, heads: int, tokens: int, head_outer: bool, max_thre
     visited once. When heads lie outside tokens in memory (a (b, h, s, d) tensor seen as bshd), two
     tokens per block and two passes over the heads keep each head's rows contiguous. Blocks of fewer
     than ``min_threads`` threads take more tokens, so the 32-blocks-per-SM limit does not cap
-    occupancy; ``max_threads`` is at most the kernels' launch bound. Both default to the launch rule.
+    occupancy; ``max_threads`` (from the launch rule) is capped at the kernels' launch bound.
     """
-    default = dispatch.ROPE_LAUNCH_DEFAULT
-    max_threads = min(max_threads or default["max_threads"], dispatch.ROPE_MAX_THREADS)
-    min_threads = min_threads or default["min_threads"]
+    max_threads = min(max_threads, dispatch.ROPE_MAX_THREADS)
     bx = min(groups, 32)
     by = max(1, min(-(-heads // dispatch.ROPE_HEADS_IN_FLIGHT), max_threads // bx))
     bz = 1

@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from .timing import run_metadata
+
 # Comparison: fp32 outputs within 1e-5 of the reference relative to its largest magnitude; fp16/bf16
 # within 2 ulp of the reference (rounded to the dtype) plus the fp32 arithmetic's own error,
 # ``fp32_units`` x 2**-22 of the largest magnitude.
@@ -267,7 +269,8 @@ def verify(console: Console, only: str | None = None, out: str | None = None) ->
         console.print(f"... and {len(failures) - 20} more")
     if out:
         with open(out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+            command = "cukiln verify" + (f" --only {only}" if only else "")
+            json.dump({**run_metadata("verify", command), "results": results}, f, indent=1)
     console.print("[green]every variant matches the reference[/green]" if not failures and results
                   else f"[red]{len(failures)} of {len(results)} variants failed[/red]" if failures
                   else "[yellow]no variant matched --only[/yellow]")

@@ -112,8 +112,12 @@ def test_block_shape_stays_within_the_limit():
 
 
 def test_block_shape_follows_memory_order():
-    from cukiln.generated.dispatch import ROPE_HEADS_IN_FLIGHT as HF
-    from cukiln.rope_plan import block_shape
+    from cukiln.generated.dispatch import ROPE_HEADS_IN_FLIGHT as HF, ROPE_LAUNCH_DEFAULT
+    from cukiln.rope_plan import block_shape as shape_with
+
+    def block_shape(*args, **kwargs):  # the default rule: 64 to 256 threads
+        return shape_with(*args, **kwargs, max_threads=ROPE_LAUNCH_DEFAULT["max_threads"],
+                          min_threads=ROPE_LAUNCH_DEFAULT["min_threads"])
 
     assert block_shape(8, 128, 4096, head_outer=False) == (8, min(128 // HF, 32), 1)  # one token, all heads
     assert block_shape(8, 32, 8192, head_outer=False) == (8, 32 // HF, 1)
