@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from cukiln.codegen import decode_abi, render
-from cukiln.codegen.decode_variants import DecodeCombineVariant, DecodeVariant, Split
+from cukiln.codegen.decode_variants import DecodeCombineVariant, DecodeVariant
 from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
 from cukiln.codegen.variants import Dtype
 
@@ -35,8 +35,7 @@ CONFIGS = {  # name -> (stages for head dim 128, L2 fetch size of the K/V copies
 }
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 HEAD_DIM = 128
-VARIANTS = [DecodeVariant(Dtype.BF16, HEAD_DIM, 3, 8, split) for split in (Split.SINGLE, Split.SPLIT)] + \
-           [DecodeCombineVariant(Dtype.BF16, HEAD_DIM)]
+VARIANTS = [DecodeVariant(Dtype.BF16, HEAD_DIM, 3, 8), DecodeCombineVariant(Dtype.BF16, HEAD_DIM)]
 SYMBOLS = [v.name for v in VARIANTS]
 
 
@@ -75,7 +74,7 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
     print(f"1 GiB copy {copy:.3f} TB/s")
     functions = {name: load_functions(cubin_dir / f"{name}.cubin", SYMBOLS) for name in index}
     for name, cfg in index.items():
-        for v in VARIANTS[:2]:
+        for v in VARIANTS[:1]:
             allow_shared(functions[name][v.name], cfg["shared"])
     stream = torch.cuda.current_stream().cuda_stream
     rows = []

@@ -1,5 +1,5 @@
 """Kernel sweeps' launcher and command line: load sweep cubins (built apart from generated/), launch their
-kernels raw.
+kernels raw."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ CONFIGS = {  # name -> (heads in flight, min blocks per SM, max threads per bloc
     "h4_b4_t128": (4, 4, 128),
     "h4_b8_t64": (4, 8, 64),
 }
-SYMBOLS = [f"rope_{d}_bf16_dense_half_freqs_s{s}_v8" for d in ("fwd", "bwd") for s in (0, 3)]
+SYMBOLS = [f"rope_bf16_dense_half_freqs_s{s}_v8" for s in (0, 3)]
 
 
 def build(out_dir: Path) -> None:

@@ -1,5 +1,10 @@
 """`cukiln build`: render every module, compile module x arch in a process pool, write generated/.
 
+Archs on the same side of every ``__CUDA_ARCH__`` test a module makes share one PTX: NVRTC's front end
+and NVVM (two thirds of a compile) run once, then ptxas (from the nvidia-cuda-nvcc wheel) assembles
+each arch's cubin, the same kernels NVRTC would have made. Without ptxas (or one older than NVRTC)
+every arch is compiled by NVRTC on its own.
+
 ``--check`` renders only (no compiler needed) and reports any drift between the templates and the
 checked-in sources, manifest entries and dispatch table.
 """
@@ -10,7 +15,7 @@ import hashlib
 import os
 import re
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -19,7 +24,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import cache, emit
-from .nvrtc import COMPILE_OPTIONS, CompileError, compile_cubin, nvrtc_version, parse_ptxas_log
+from .nvrtc import (COMPILE_OPTIONS, NVVM_OPTIONS, CompileError, assemble_cubin, compile_cubin, compile_ptx,
+                    nvrtc_version, parse_ptxas_log, ptxas)
 from .render import render_headers, render_modules
 from .decode_variants import enumerate_decode
 from .variants import enumerate_rope
@@ -67,6 +73,7 @@ class CompileResult:
     resources: dict  # symbol -> Resources as a dict
     compile_seconds: float
     cached: bool
+    ptx_target: str | None = None  # the shared PTX's virtual arch, None when NVRTC compiled the arch alone
 
 
 _INCLUDE_RE = re.compile(r'^#include "([^"]+)"', re.MULTILINE)
@@ -90,23 +97,117 @@ def compile_module(module: str, arch: str, source: str, headers: dict[str, str])
     The cache key covers only the headers the module includes, so editing one op's header leaves the
     other ops' cubins cached."""
     headers = included_headers(source, headers)
-    version = nvrtc_version()
-    key = cache.cache_key(source, headers, COMPILE_OPTIONS, arch, version)
+    key = cache.cache_key(source, headers, COMPILE_OPTIONS, arch, nvrtc_version())
+
+    def compile_now() -> cache.CachedCubin:
+        cubin, log, seconds = _named_errors(module, source, lambda: compile_cubin(source, module, arch, headers))
+        return cache.CachedCubin(cubin, log, round(seconds, 2))
+
+    entry, cached = _cached_or(key, compile_now)
+    return _result(module, arch, entry, cached)
+
+
+def _named_errors(module: str, source: str, compile_fn):
+    """compile_fn(), with a CompileError naming the variants at the reported error lines."""
+    try:
+        return compile_fn()
+    except CompileError as e:
+        raise CompileError(module, e.arch, e.log, variants_at_errors(module, source, e.log)) from None
+
+
+def _cached_or(key: str, make) -> tuple[cache.CachedCubin, bool]:
+    """The cache entry for ``key``, else make() stored under it; and whether it was cached."""
     entry = cache.load(key)
-    cached = entry is not None
-    if entry is None:
-        with cache.entry_lock(key):
-            entry = cache.load(key)  # another process may have compiled it while this one waited
-            cached = entry is not None
-            if entry is None:
-                try:
-                    cubin, log, seconds = compile_cubin(source, module, arch, headers)
-                except CompileError as e:
-                    raise CompileError(module, arch, e.log, variants_at_errors(module, source, e.log)) from None
-                entry = cache.CachedCubin(cubin, log, round(seconds, 2))
-                cache.store(key, entry)
+    if entry is not None:
+        return entry, True
+    with cache.entry_lock(key):
+        entry = cache.load(key)  # another process may have compiled it while this one waited
+        if entry is not None:
+            return entry, True
+        entry = make()
+        cache.store(key, entry)
+        return entry, False
+
+
+def _result(module: str, arch: str, entry: cache.CachedCubin, cached: bool, ptx_target: str | None = None):
     resources = {name: asdict(r) for name, r in parse_ptxas_log(entry.log).items()}
-    return CompileResult(module, arch, entry.cubin, resources, entry.compile_seconds, cached)
+    return CompileResult(module, arch, entry.cubin, resources, entry.compile_seconds, cached, ptx_target)
+
+
+# --- one PTX, several archs ------------------------------------------------------------------------
+
+_ARCH_MACRO_RE = re.compile(r"__CUDA_ARCH\w*__")
+_ARCH_TEST_RE = re.compile(r"__CUDA_ARCH__\s*(>=|<=|==|!=|<|>)\s*(\d+)")
+
+
+def arch_boundaries(text: str) -> tuple[int, ...] | None:
+    """The __CUDA_ARCH__ values at which ``text`` changes (a test ``>= 900`` gives 900: archs below and
+    from it see different code), or None when the macros are used in any other way (no sharing then)."""
+    tests = _ARCH_TEST_RE.findall(text)
+    if len(_ARCH_MACRO_RE.findall(text)) != len(tests):
+        return None
+    points = set()
+    for op, value in tests:
+        n = int(value)
+        points |= {n} if op in (">=", "<") else {n + 1} if op in (">", "<=") else {n, n + 1}
+    return tuple(sorted(points))
+
+
+def arch_number(arch: str) -> int:
+    return int(re.sub(r"\D", "", arch))
+
+
+def ptx_groups(archs: list[str], boundaries: tuple[int, ...] | None) -> list[list[str]]:
+    """The archs that can share one PTX, lowest arch first in each group: those on the same side of
+    every boundary. Arch-specific targets (sm_90a) and modules with unknown arch tests stay alone."""
+    groups: dict[object, list[str]] = {}
+    for arch in sorted(archs, key=arch_number):
+        if boundaries is None or not arch[-1].isdigit():
+            groups[arch] = [arch]
+        else:
+            side = sum(arch_number(arch) * 10 >= b for b in boundaries)
+            groups.setdefault(side, []).append(arch)
+    return list(groups.values())
+
+
+def ptx_target(arch: str) -> str:
+    return arch.replace("sm_", "compute_")
+
+
+def sharing_available() -> bool:
+    """ptxas is installed and at least as new as NVRTC (it must read the PTX that NVRTC writes)."""
+    found = ptxas()
+    return found is not None and tuple(map(int, found[1].split("."))) >= tuple(map(int, nvrtc_version().split(".")))
+
+
+def assembled_key(source: str, headers: dict[str, str], target: str, arch: str) -> str:
+    headers = included_headers(source, headers)
+    options = COMPILE_OPTIONS + (f"ptx {target}", f"ptxas {ptxas()[1]}")
+    return cache.cache_key(source, headers, options, arch, nvrtc_version())
+
+
+def compile_module_ptx(module: str, target: str, source: str, headers: dict[str, str]) -> cache.CachedCubin:
+    """One module's PTX for virtual arch ``target``, through the cache (runs in a worker)."""
+    headers = included_headers(source, headers)
+    key = cache.cache_key(source, headers, NVVM_OPTIONS, target, nvrtc_version())
+
+    def compile_now() -> cache.CachedCubin:
+        ptx, log, seconds = _named_errors(module, source, lambda: compile_ptx(source, module, target, headers))
+        return cache.CachedCubin(ptx, log, round(seconds, 2))
+
+    return _cached_or(key, compile_now)[0]
+
+
+def assemble_module(module: str, arch: str, target: str, key: str, ptx: bytes, ptx_seconds: float) -> CompileResult:
+    """One arch's cubin from the module's shared PTX (runs in a worker). Its compile seconds include
+    ``ptx_seconds``, its share of the PTX compile."""
+
+    def assemble_now() -> cache.CachedCubin:
+        cubin, log, seconds = assemble_cubin(ptx, module, arch)
+        return cache.CachedCubin(cubin, log, round(seconds + ptx_seconds, 2))
+
+    entry, cached = _cached_or(key, assemble_now)
+    return _result(module, arch, entry, cached, target)
 
 
 _ERROR_LINE_RE = re.compile(r"([\w.]+)\((\d+)\): (?:catastrophic )?error")
@@ -176,6 +277,61 @@ def refold_dispatch(out_dir: Path, console: Console) -> int:
     return 0
 
 
+def compile_all(sources: dict[str, str], headers: dict[str, str], archs: list[str], jobs: int, advance,
+                set_total) -> tuple[list[CompileResult], list[CompileError]]:
+    """Every module's cubin for every arch, in a process pool: archs that can share a PTX get one PTX
+    job, then an assembly job each once it is done; the others one NVRTC job each. Progress counts jobs."""
+    share = len(archs) > 1 and sharing_available()
+    results: list[CompileResult] = []
+    failures: list[CompileError] = []
+    direct: list[tuple[str, str]] = []
+    shared: list[tuple[str, str, list[tuple[str, str]]]] = []  # (module, PTX target, [(arch, cache key)])
+    for module, source in sources.items():
+        text = source + "".join(included_headers(source, headers).values())
+        for group in ptx_groups(archs, arch_boundaries(text) if share else None):
+            if len(group) == 1:
+                direct.append((module, group[0]))
+                continue
+            target, todo = ptx_target(group[0]), []
+            for arch in group:
+                key = assembled_key(source, headers, target, arch)
+                entry = cache.load(key)
+                if entry is None:
+                    todo.append((arch, key))
+                else:
+                    results.append(_result(module, arch, entry, True, target))
+            if todo:
+                shared.append((module, target, todo))
+    set_total(len(results) + len(direct) + sum(1 + len(todo) for _, _, todo in shared))
+    advance(len(results))
+    workers = max(1, min(jobs, len(direct) + sum(len(todo) for _, _, todo in shared)))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        running = {pool.submit(compile_module, m, a, sources[m], headers): None for m, a in direct}
+        for module, target, todo in shared:
+            running[pool.submit(compile_module_ptx, module, target, sources[module], headers)] = (module, target, todo)
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                group = running.pop(future)
+                advance()
+                try:
+                    value = future.result()
+                except CompileError as e:
+                    failures.append(e)
+                    if group is not None:
+                        advance(len(group[2]))  # its assembly jobs will not run
+                    continue
+                if group is None:
+                    results.append(value)
+                    continue
+                module, target, todo = group
+                for arch, key in todo:
+                    job = pool.submit(assemble_module, module, arch, target, key, value.cubin,
+                                      round(value.compile_seconds / len(todo), 2))
+                    running[job] = None
+    return results, failures
+
+
 def build(archs: list[str], only: str | None, jobs: int, out_dir: Path, console: Console) -> int:
     for arch in archs:
         if not _ARCH_RE.match(arch):
@@ -187,19 +343,10 @@ def build(archs: list[str], only: str | None, jobs: int, out_dir: Path, console:
         return 1
     sources = render_modules(variants)
     headers = render_headers()
-    results: list[CompileResult] = []
-    failures: list[CompileError] = []
-    tasks = [(m, a) for m in sources for a in archs]
     with _progress(console) as progress:
-        task = progress.add_task(f"compiling {len(variants)} variants", total=len(tasks))
-        with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(tasks)))) as pool:
-            futures = [pool.submit(compile_module, m, a, sources[m], headers) for m, a in tasks]
-            for future in as_completed(futures):
-                try:
-                    results.append(future.result())
-                except CompileError as e:
-                    failures.append(e)
-                progress.advance(task)
+        task = progress.add_task(f"compiling {len(variants)} variants", total=len(sources) * len(archs))
+        results, failures = compile_all(sources, headers, archs, jobs, lambda n=1: progress.advance(task, n),
+                                        lambda total: progress.update(task, total=total))
     if failures:
         for e in failures:
             console.print(f"[red]compile error[/red] in module {e.module} for {e.arch}; variants: "
@@ -234,6 +381,8 @@ def _write_outputs(out_dir: Path, variants, sources, headers, results: list[Comp
             "compile_seconds": r.compile_seconds,
             "nvrtc_version": version,
         }
+        if r.ptx_target:  # built from a PTX shared with other archs
+            modules[r.module]["cubins"][r.arch].update(ptx_target=r.ptx_target, ptxas_version=ptxas()[1])
         for symbol, res in r.resources.items():
             resources.setdefault(symbol, {})[r.arch] = res
     entries = []

@@ -1,13 +1,14 @@
 """The decode-attention variant space: one query token per row over a fixed-capacity KV cache.
 
-Names are ``extern "C"`` symbols and parse back into variants, e.g. ``decode_bf16_d128_s3_v8_split``
+Names are ``extern "C"`` symbols and parse back into variants, e.g. ``decode_bf16_d128_s3_v8``
 (attention kernel) and ``decode_combine_bf16_d128`` (the kernel that merges split-KV partial results).
-Axes are in DESIGN.md section 3.
+Axes are in DESIGN.md section 3. One pass versus split-KV is not an axis: it is a kernel argument (the
+partial-result pointer, null for one pass), since it changes only where the epilogue writes; one kernel
+for both halves the build.
 """
 
 from __future__ import annotations
 
-import enum
 import re
 from dataclasses import dataclass
 from typing import Iterator
@@ -19,11 +20,6 @@ DECODE_DTYPES = (Dtype.FP16, Dtype.BF16)  # fp32 accumulation inside; fp32 cache
 KV_STRIDE_COUNTS = (3, 4)  # 3: the head dim is contiguous, strides of (batch, head, position) passed; 4: general
 
 
-class Split(str, enum.Enum):
-    SINGLE = "single"  # one block per (row, KV head) walks every key and writes the output
-    SPLIT = "split"  # blocks per (split, row, KV head) write partial results that a combine kernel merges
-
-
 @dataclass(frozen=True, order=True)
 class DecodeVariant(AxisRecord):
     """One compiled decode-attention kernel: each field is a compile-time axis."""
@@ -32,22 +28,21 @@ class DecodeVariant(AxisRecord):
     head_dim: int
     strides: int  # stride count of K and V (q and out always pass all their strides: they are small)
     vec: int  # elements of one K/V row moved per access into shared memory
-    split: Split
 
     op = "decode"
 
     @property
     def name(self) -> str:
-        return f"decode_{self.dtype.value}_d{self.head_dim}_s{self.strides}_v{self.vec}_{self.split.value}"
+        return f"decode_{self.dtype.value}_d{self.head_dim}_s{self.strides}_v{self.vec}"
 
     @property
     def module(self) -> str:
         return f"decode_{self.dtype.value}"
 
     @property
-    def combine(self) -> "DecodeCombineVariant | None":
-        """The kernel that merges this variant's partial results (split variants only)."""
-        return DecodeCombineVariant(self.dtype, self.head_dim) if self.split is Split.SPLIT else None
+    def combine(self) -> "DecodeCombineVariant":
+        """The kernel that merges this variant's split-KV partial results."""
+        return DecodeCombineVariant(self.dtype, self.head_dim)
 
 
 @dataclass(frozen=True, order=True)
@@ -103,10 +98,9 @@ def enumerate_decode() -> Iterator[DecodeVariant | DecodeCombineVariant]:
         for head_dim in HEAD_DIMS:
             for strides in KV_STRIDE_COUNTS:
                 for vec in VECTOR_WIDTHS:
-                    for split in Split:
-                        v = DecodeVariant(dtype, head_dim, strides, vec, split)
-                        if decode_rejection(v) is None:
-                            yield v
+                    v = DecodeVariant(dtype, head_dim, strides, vec)
+                    if decode_rejection(v) is None:
+                        yield v
             yield DecodeCombineVariant(dtype, head_dim)
 
 
@@ -115,8 +109,7 @@ def _alternatives(values) -> str:
 
 
 _NAME_RE = re.compile(
-    rf"^decode_(?P<dtype>{_alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)_s(?P<strides>\d+)_v(?P<vec>\d+)"
-    rf"_(?P<split>{_alternatives(Split)})$"
+    rf"^decode_(?P<dtype>{_alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)_s(?P<strides>\d+)_v(?P<vec>\d+)$"
 )
 _COMBINE_RE = re.compile(rf"^decode_combine_(?P<dtype>{_alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)$")
 
@@ -132,7 +125,7 @@ def parse_decode_name(name: str) -> DecodeVariant | DecodeCombineVariant:
     m = _NAME_RE.match(name)
     if m is None:
         raise ValueError(f"not a decode variant name: {name!r}")
-    v = DecodeVariant(Dtype(m["dtype"]), int(m["head_dim"]), int(m["strides"]), int(m["vec"]), Split(m["split"]))
+    v = DecodeVariant(Dtype(m["dtype"]), int(m["head_dim"]), int(m["strides"]), int(m["vec"]))
     if v.head_dim not in HEAD_DIMS or v.strides not in KV_STRIDE_COUNTS or v.vec not in VECTOR_WIDTHS:
         raise ValueError(f"{name!r}: head dim must be one of {HEAD_DIMS}, strides one of {KV_STRIDE_COUNTS}, "
                          f"vector width one of {VECTOR_WIDTHS}")

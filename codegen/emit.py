@@ -158,7 +158,7 @@ def render_dispatch(variants: list[AnyVariant], tuning: dict[str, dict] | None =
         "",
         "ROPE maps a dispatch key to (module, symbol, params layout); ROPE_PARAMS maps a params layout",
         "to the kernel-parameter field names and their struct format (every field 8 bytes).",
-        "Key: (direction, dtype, layout, pairing, angles, strides, vector width, dispatch).",
+        "Key: (dtype, layout, pairing, angles, strides, vector width, dispatch); the direction is a kernel argument.",
         '"""',
         "",
         "# Launch shape: threads per block, and heads whose loads a thread issues before its first store.",
@@ -184,8 +184,8 @@ DECODE_SPLIT_DEFAULT = {"blocks_per_sm": 2.0, "min_keys_per_split": 256, "wave_e
 def _decode_dispatch_lines(variants: list[AnyVariant], tuning: dict[str, dict]) -> list[str]:
     attention = sorted((v for v in variants if isinstance(v, DecodeVariant)), key=lambda v: v.name)
     lines = [
-        "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, split) to (module,",
-        "# symbol, params layout, combine symbol or None); DECODE_PARAMS as ROPE_PARAMS.",
+        "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width) to (module, symbol,",
+        "# params layout, the combine symbol that merges split-KV partial results); DECODE_PARAMS as ROPE_PARAMS.",
         "# Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head; combine blocks",
         "# have DECODE_COMBINE_THREADS threads. DECODE_SHARED: head dim -> dynamic shared memory bytes of an",
         "# attention block.",
@@ -209,8 +209,8 @@ def _decode_dispatch_lines(variants: list[AnyVariant], tuning: dict[str, dict]) 
                                lambda rule: {k: type(v)(rule[k]) for k, v in DECODE_SPLIT_DEFAULT.items()})
     lines += ["}", "", "DECODE = {"]
     for v in attention:
-        combine = v.combine.name if v.combine is not None else None
-        lines.append(f"    {v.key!r}: ({v.module!r}, {v.name!r}, {decode_abi.params_layout_id(v)!r}, {combine!r}),")
+        lines.append(f"    {v.key!r}: ({v.module!r}, {v.name!r}, {decode_abi.params_layout_id(v)!r}, "
+                     f"{v.combine.name!r}),")
     lines += ["}", ""]
     return lines
 

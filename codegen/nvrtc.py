@@ -5,11 +5,18 @@ Uses ``cuda.bindings.nvrtc`` with the ``nvidia-cuda-nvrtc`` wheel: no GPU and no
 
 from __future__ import annotations
 
+import functools
+import os
 import re
+import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 
-COMPILE_OPTIONS = ("-std=c++17", "-default-device", "-Xptxas=-v", "--extra-device-vectorization")
+# Front end and NVVM (C++ to PTX), then ptxas (PTX to the arch's SASS, -v: the resource report).
+NVVM_OPTIONS = ("-std=c++17", "-default-device", "--extra-device-vectorization")
+PTXAS_OPTIONS = ("-v",)
+COMPILE_OPTIONS = NVVM_OPTIONS + tuple(f"-Xptxas={o}" for o in PTXAS_OPTIONS)
 
 
 class CompileError(RuntimeError):
@@ -52,10 +59,19 @@ def _check(result, what: str) -> None:
 
 
 def compile_cubin(source: str, name: str, arch: str, headers: dict[str, str]) -> tuple[bytes, str, float]:
-    """Compile ``source`` for ``arch`` (e.g. "sm_90"). Returns (cubin, ptxas/NVRTC log, seconds).
+    """Compile ``source`` for ``arch`` (e.g. "sm_90") in one NVRTC call. Returns (cubin, ptxas/NVRTC log,
+    seconds). Raises CompileError with the log when NVRTC rejects the source."""
+    return _nvrtc(source, name, arch, COMPILE_OPTIONS, headers, cubin=True)
 
-    Raises CompileError with the log when NVRTC rejects the source.
-    """
+
+def compile_ptx(source: str, name: str, target: str, headers: dict[str, str]) -> tuple[bytes, str, float]:
+    """Compile ``source`` to PTX for virtual arch ``target`` (e.g. "compute_80"): the front end and NVVM,
+    the larger part of a compile, which several archs' cubins can then share (assemble_cubin)."""
+    return _nvrtc(source, name, target, NVVM_OPTIONS, headers, cubin=False)
+
+
+def _nvrtc(source: str, name: str, arch: str, options: tuple[str, ...], headers: dict[str, str],
+           cubin: bool) -> tuple[bytes, str, float]:
     from cuda.bindings import nvrtc
 
     header_names = [n.encode() for n in headers]
@@ -65,9 +81,9 @@ def compile_cubin(source: str, name: str, arch: str, headers: dict[str, str]) ->
     )
     _check(err, "nvrtcCreateProgram")
     try:
-        options = [f"--gpu-architecture={arch}".encode()] + [o.encode() for o in COMPILE_OPTIONS]
+        opts = [f"--gpu-architecture={arch}".encode()] + [o.encode() for o in options]
         start = time.perf_counter()
-        (result,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
+        (result,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         seconds = time.perf_counter() - start
         err, size = nvrtc.nvrtcGetProgramLogSize(prog)
         _check(err, "nvrtcGetProgramLogSize")
@@ -76,13 +92,53 @@ def compile_cubin(source: str, name: str, arch: str, headers: dict[str, str]) ->
         log = log_buf.rstrip(b"\x00 ").decode(errors="replace")
         if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(name, arch, log, [])
-        err, size = nvrtc.nvrtcGetCUBINSize(prog)
-        _check(err, "nvrtcGetCUBINSize")
-        cubin = b" " * size
-        _check(nvrtc.nvrtcGetCUBIN(prog, cubin)[0], "nvrtcGetCUBIN")
-        return cubin, log, seconds
+        get_size, get = (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN) if cubin else (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX)
+        err, size = get_size(prog)
+        _check(err, get_size.__name__)
+        out = b" " * size
+        _check(get(prog, out)[0], get.__name__)
+        return out, log, seconds
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+@functools.lru_cache(maxsize=None)
+def ptxas() -> tuple[str, str] | None:
+    """(path, version such as "13.5") of the ptxas executable that the nvidia-cuda-nvcc wheel (or a CUDA
+    toolkit) provides, or None when there is none."""
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+
+        path = find_nvidia_binary_utility("ptxas")
+        if path is None:
+            return None
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
+    except Exception:  # not installed, not runnable: the build compiles each arch with NVRTC alone
+        return None
+    m = re.search(r"release (\d+\.\d+)", out)
+    return (path, m.group(1)) if m else None
+
+
+def assemble_cubin(ptx: bytes, name: str, arch: str) -> tuple[bytes, str, float]:
+    """PTX from compile_ptx to ``arch``'s cubin with the ptxas executable: the same whole-program
+    assembly that NVRTC runs inside (the kernels come out identical). Returns (cubin, log, seconds);
+    CompileError with the log on failure."""
+    found = ptxas()
+    if found is None:
+        raise RuntimeError("ptxas not found: install nvidia-cuda-nvcc (a dependency of cukiln)")
+    with tempfile.TemporaryDirectory(prefix="cukiln-ptxas-") as tmp:
+        src, out = os.path.join(tmp, f"{name}.ptx"), os.path.join(tmp, f"{name}.cubin")
+        with open(src, "wb") as f:
+            f.write(ptx.rstrip(b"\x00"))
+        start = time.perf_counter()
+        run = subprocess.run([found[0], f"-arch={arch}", *PTXAS_OPTIONS, src, "-o", out],
+                             capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        log = (run.stdout + run.stderr).strip()
+        if run.returncode != 0:
+            raise CompileError(name, arch, log, [])
+        with open(out, "rb") as f:
+            return f.read(), log, seconds
 
 
 _FUNC_RE = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")

@@ -23,6 +23,7 @@ _COMMON = (
     (I64, "rotary_dim"),
     (I64, "seq_major"),
     (I64, "copy_tail"),
+    (I64, "backward"),
     (CPTR, "positions"),
     (I64, "pos_stride_b"),
     (I64, "pos_stride_s"),

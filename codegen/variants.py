@@ -1,7 +1,9 @@
 """The RoPE variant space: every compile-time choice, the rules that prune it, and stable names.
 
 A variant's name is also its ``extern "C"`` symbol, and it parses back into the variant, e.g.
-``rope_fwd_bf16_dense_half_freqs_s3_v8``. The axes are described in DESIGN.md section 3.
+``rope_bf16_dense_half_freqs_s3_v8``. The axes are described in DESIGN.md section 3. The direction
+(forward or backward) is not an axis: it is a kernel argument, since backward is the forward rotation
+with each pair's sines swapped and negated, and one kernel for both halves the build.
 """
 
 from __future__ import annotations
@@ -24,11 +26,6 @@ class Dtype(str, enum.Enum):
     @property
     def ctype(self) -> str:
         return {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}[self.value]
-
-
-class Direction(str, enum.Enum):
-    FWD = "fwd"
-    BWD = "bwd"
 
 
 class Layout(str, enum.Enum):
@@ -99,7 +96,6 @@ MAX_VECTOR_BYTES = 16
 class RopeVariant(AxisRecord):
     """One compiled RoPE kernel: each field is a compile-time axis."""
 
-    direction: Direction
     dtype: Dtype
     layout: Layout
     pairing: Pairing
@@ -114,7 +110,7 @@ class RopeVariant(AxisRecord):
     def name(self) -> str:
         suffix = "" if self.dispatch is Dispatch.NONE else f"_{self.dispatch.value}"
         return (
-            f"rope_{self.direction.value}_{self.dtype.value}_{self.layout.value}_{self.pairing.value}"
+            f"rope_{self.dtype.value}_{self.layout.value}_{self.pairing.value}"
             f"_{self.angles.value}_s{self.strides}_v{self.vec}{suffix}"
         )
 
@@ -171,17 +167,16 @@ def rejection(v: RopeVariant) -> str | None:
 
 def enumerate_rope() -> Iterator[RopeVariant]:
     """Every valid RoPE variant, in a stable order."""
-    for direction in Direction:
-        for dtype in Dtype:
-            for layout in Layout:
-                for pairing in Pairing:
-                    for angles in Angles:
-                        for strides in STRIDE_COUNTS:
-                            for vec in VECTOR_WIDTHS:
-                                for dispatch in Dispatch:
-                                    v = RopeVariant(direction, dtype, layout, pairing, angles, strides, vec, dispatch)
-                                    if rejection(v) is None:
-                                        yield v
+    for dtype in Dtype:
+        for layout in Layout:
+            for pairing in Pairing:
+                for angles in Angles:
+                    for strides in STRIDE_COUNTS:
+                        for vec in VECTOR_WIDTHS:
+                            for dispatch in Dispatch:
+                                v = RopeVariant(dtype, layout, pairing, angles, strides, vec, dispatch)
+                                if rejection(v) is None:
+                                    yield v
 
 
 def _alternatives(enum_type: type[enum.Enum]) -> str:
@@ -189,7 +184,7 @@ def _alternatives(enum_type: type[enum.Enum]) -> str:
 
 
 _NAME_RE = re.compile(
-    rf"^rope_(?P<direction>{_alternatives(Direction)})_(?P<dtype>{_alternatives(Dtype)})"
+    rf"^rope_(?P<dtype>{_alternatives(Dtype)})"
     rf"_(?P<layout>{_alternatives(Layout)})_(?P<pairing>{_alternatives(Pairing)})"
     rf"_(?P<angles>{_alternatives(Angles)})_s(?P<strides>\d+)_v(?P<vec>\d+)"
     rf"(?:_(?P<dispatch>{Dispatch.GRID.value}|{Dispatch.TOKEN.value}))?$"
@@ -202,7 +197,6 @@ def parse_rope_name(name: str) -> RopeVariant:
     if m is None:
         raise ValueError(f"not a RoPE variant name: {name!r}")
     v = RopeVariant(
-        Direction(m["direction"]),
         Dtype(m["dtype"]),
         Layout(m["layout"]),
         Pairing(m["pairing"]),

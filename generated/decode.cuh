@@ -205,28 +205,31 @@ struct Scoring {
   }
 };
 
-// Where a block writes its result: the final output (one pass) or its split's partial result.
-template <typename T, int D, bool kSplit>
+// Where a block writes its result: the final output (one pass) or, split-KV (partial_out given), its
+// split's partial result. A launch-wide choice made at run time: the branch is taken the same way by
+// every thread, and it is in the epilogue only, so one kernel serves both and the build compiles half.
+template <typename T, int D>
 struct Sink {
   T* out;
   Rows3 out_rows;
   float* lse;  // null when not asked for (one pass)
-  float* partial_out;  // [batch, heads_q, num_splits, D]
+  float* partial_out;  // [batch, heads_q, num_splits, D], or null for one pass
   float* partial_lse;  // [batch, heads_q, num_splits]
   int heads_q, num_splits, split;
 
   __device__ __forceinline__ long long slot(int b, int qh) const {
     return (static_cast<long long>(b) * heads_q + qh) * num_splits + split;
   }
+  __device__ __forceinline__ bool split_kv() const { return partial_out != nullptr; }
   __device__ __forceinline__ void put(int b, int qh, int j, float value) const {
-    if constexpr (kSplit) {
+    if (split_kv()) {
       partial_out[slot(b, qh) * D + j] = value;
     } else {
       out[out_rows.at(b, qh, j)] = from_float<T>(value);
     }
   }
   __device__ __forceinline__ void put_lse(int b, int qh, float value) const {
-    if constexpr (kSplit) {
+    if (split_kv()) {
       partial_lse[slot(b, qh)] = value;
     } else if (lse != nullptr) {
       lse[static_cast<long long>(b) * heads_q + qh] = value;
@@ -237,10 +240,10 @@ struct Sink {
 
 // The attention of one block: row blockIdx.z, KV head blockIdx.y / head_groups (its query heads from
 // (blockIdx.y % head_groups) * kHeadRows on), keys of split blockIdx.x.
-template <typename T, int D, int V, bool kSplit, typename Kv>
+template <typename T, int D, int V, typename Kv>
 __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, const T* v, Kv k_rows, Kv v_rows,
                                        RowLengths lengths, int group, int head_groups, Scoring scoring,
-                                       Sink<T, D, kSplit> sink) {
+                                       Sink<T, D> sink) {
   using M = Mma<T>;
   constexpr int kKeys = Tile<D>::kKeys;
   constexpr int kPitch = Tile<D>::kPitch;
@@ -259,7 +262,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   T* tiles = reinterpret_cast<T*>(shared);  // [kStages][K, V][kKeys][kPitch]
   T* q_tile = tiles + kStages * 2 * kTileElems;  // [kHeadRows][kPitch], rows past the group zero
 
-  if constexpr (kSplit) allow_dependent_launch();
+  if (sink.split_kv()) allow_dependent_launch();
   const KeyRange range = lengths.of(b);
   if (range.malformed) {
     for (int i = threadIdx.x; i < rows * D; i += kThreads) sink.put(b, first_head + i / D, i % D, CUKILN_NAN);

@@ -1,12 +1,13 @@
-// cukiln decode-attention kernels, element type bf16: 66 variants.
+// cukiln decode-attention kernels, element type bf16: 36 variants.
 // Rendered from templates/decode.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel bodies are in decode.cuh; each entry point below picks its head dim, K/V addressing,
-// vector width and whether it writes the output (single) or a split-KV partial result (split).
+// and vector width; whether a launch writes the output (one pass) or split-KV partial results is a kernel
+// argument (partial_out null or not).
 #include "decode.cuh"
 
 
-// decode_bf16_d64_s3_v1_single: head dim 64, 3 K/V strides, 1 per copy, one pass
-struct decode_bf16_d64_s3_v1_single_params {
+// decode_bf16_d64_s3_v1: head dim 64, 3 K/V strides, 1 per copy, one pass or split-KV
+struct decode_bf16_d64_s3_v1_params {
   const void* q;
   void* out;
   void* lse;
@@ -40,23 +41,23 @@ struct decode_bf16_d64_s3_v1_single_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v1_single(const decode_bf16_d64_s3_v1_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v1(const decode_bf16_d64_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 64, 1, false>(
+  attend<T, 64, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 64, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d64_s3_v1_split: head dim 64, 3 K/V strides, 1 per copy, split-KV partial results
-struct decode_bf16_d64_s3_v1_split_params {
+// decode_bf16_d64_s3_v2: head dim 64, 3 K/V strides, 2 per copy, one pass or split-KV
+struct decode_bf16_d64_s3_v2_params {
   const void* q;
   void* out;
   void* lse;
@@ -90,23 +91,23 @@ struct decode_bf16_d64_s3_v1_split_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v1_split(const decode_bf16_d64_s3_v1_split_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v2(const decode_bf16_d64_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 64, 1, true>(
+  attend<T, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 64, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d64_s3_v2_single: head dim 64, 3 K/V strides, 2 per copy, one pass
-struct decode_bf16_d64_s3_v2_single_params {
+// decode_bf16_d64_s3_v4: head dim 64, 3 K/V strides, 4 per copy, one pass or split-KV
+struct decode_bf16_d64_s3_v4_params {
   const void* q;
   void* out;
   void* lse;
@@ -140,23 +141,23 @@ struct decode_bf16_d64_s3_v2_single_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v2_single(const decode_bf16_d64_s3_v2_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v4(const decode_bf16_d64_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 64, 2, false>(
+  attend<T, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 64, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d64_s3_v2_split: head dim 64, 3 K/V strides, 2 per copy, split-KV partial results
-struct decode_bf16_d64_s3_v2_split_params {
+// decode_bf16_d64_s3_v8: head dim 64, 3 K/V strides, 8 per copy, one pass or split-KV
+struct decode_bf16_d64_s3_v8_params {
   const void* q;
   void* out;
   void* lse;
@@ -190,223 +191,23 @@ struct decode_bf16_d64_s3_v2_split_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v2_split(const decode_bf16_d64_s3_v2_split_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v8(const decode_bf16_d64_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 64, 2, true>(
+  attend<T, 64, 8>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 64, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d64_s3_v4_single: head dim 64, 3 K/V strides, 4 per copy, one pass
-struct decode_bf16_d64_s3_v4_single_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v4_single(const decode_bf16_d64_s3_v4_single_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 64, 4, false>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 64, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d64_s3_v4_split: head dim 64, 3 K/V strides, 4 per copy, split-KV partial results
-struct decode_bf16_d64_s3_v4_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v4_split(const decode_bf16_d64_s3_v4_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 64, 4, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 64, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d64_s3_v8_single: head dim 64, 3 K/V strides, 8 per copy, one pass
-struct decode_bf16_d64_s3_v8_single_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v8_single(const decode_bf16_d64_s3_v8_single_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 64, 8, false>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 64, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d64_s3_v8_split: head dim 64, 3 K/V strides, 8 per copy, split-KV partial results
-struct decode_bf16_d64_s3_v8_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v8_split(const decode_bf16_d64_s3_v8_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 64, 8, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 64, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d64_s4_v1_single: head dim 64, 4 K/V strides, 1 per copy, one pass
-struct decode_bf16_d64_s4_v1_single_params {
+// decode_bf16_d64_s4_v1: head dim 64, 4 K/V strides, 1 per copy, one pass or split-KV
+struct decode_bf16_d64_s4_v1_params {
   const void* q;
   void* out;
   void* lse;
@@ -442,69 +243,17 @@ struct decode_bf16_d64_s4_v1_single_params {
   long long v_sd;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s4_v1_single(const decode_bf16_d64_s4_v1_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s4_v1(const decode_bf16_d64_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 64, 1, false>(
+  attend<T, 64, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 64, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d64_s4_v1_split: head dim 64, 4 K/V strides, 1 per copy, split-KV partial results
-struct decode_bf16_d64_s4_v1_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long k_sd;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-  long long v_sd;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s4_v1_split(const decode_bf16_d64_s4_v1_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 64, 1, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 64, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
@@ -531,8 +280,8 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d64(const 
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_bf16_d80_s3_v1_single: head dim 80, 3 K/V strides, 1 per copy, one pass
-struct decode_bf16_d80_s3_v1_single_params {
+// decode_bf16_d80_s3_v1: head dim 80, 3 K/V strides, 1 per copy, one pass or split-KV
+struct decode_bf16_d80_s3_v1_params {
   const void* q;
   void* out;
   void* lse;
@@ -566,23 +315,23 @@ struct decode_bf16_d80_s3_v1_single_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v1_single(const decode_bf16_d80_s3_v1_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v1(const decode_bf16_d80_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 80, 1, false>(
+  attend<T, 80, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 80, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d80_s3_v1_split: head dim 80, 3 K/V strides, 1 per copy, split-KV partial results
-struct decode_bf16_d80_s3_v1_split_params {
+// decode_bf16_d80_s3_v2: head dim 80, 3 K/V strides, 2 per copy, one pass or split-KV
+struct decode_bf16_d80_s3_v2_params {
   const void* q;
   void* out;
   void* lse;
@@ -616,23 +365,23 @@ struct decode_bf16_d80_s3_v1_split_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v1_split(const decode_bf16_d80_s3_v1_split_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v2(const decode_bf16_d80_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 80, 1, true>(
+  attend<T, 80, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 80, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d80_s3_v2_single: head dim 80, 3 K/V strides, 2 per copy, one pass
-struct decode_bf16_d80_s3_v2_single_params {
+// decode_bf16_d80_s3_v4: head dim 80, 3 K/V strides, 4 per copy, one pass or split-KV
+struct decode_bf16_d80_s3_v4_params {
   const void* q;
   void* out;
   void* lse;
@@ -666,23 +415,23 @@ struct decode_bf16_d80_s3_v2_single_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v2_single(const decode_bf16_d80_s3_v2_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v4(const decode_bf16_d80_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 80, 2, false>(
+  attend<T, 80, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 80, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d80_s3_v2_split: head dim 80, 3 K/V strides, 2 per copy, split-KV partial results
-struct decode_bf16_d80_s3_v2_split_params {
+// decode_bf16_d80_s3_v8: head dim 80, 3 K/V strides, 8 per copy, one pass or split-KV
+struct decode_bf16_d80_s3_v8_params {
   const void* q;
   void* out;
   void* lse;
@@ -716,223 +465,23 @@ struct decode_bf16_d80_s3_v2_split_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v2_split(const decode_bf16_d80_s3_v2_split_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v8(const decode_bf16_d80_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 80, 2, true>(
+  attend<T, 80, 8>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 80, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d80_s3_v4_single: head dim 80, 3 K/V strides, 4 per copy, one pass
-struct decode_bf16_d80_s3_v4_single_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v4_single(const decode_bf16_d80_s3_v4_single_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 80, 4, false>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 80, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d80_s3_v4_split: head dim 80, 3 K/V strides, 4 per copy, split-KV partial results
-struct decode_bf16_d80_s3_v4_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v4_split(const decode_bf16_d80_s3_v4_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 80, 4, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 80, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d80_s3_v8_single: head dim 80, 3 K/V strides, 8 per copy, one pass
-struct decode_bf16_d80_s3_v8_single_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v8_single(const decode_bf16_d80_s3_v8_single_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 80, 8, false>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 80, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d80_s3_v8_split: head dim 80, 3 K/V strides, 8 per copy, split-KV partial results
-struct decode_bf16_d80_s3_v8_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v8_split(const decode_bf16_d80_s3_v8_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 80, 8, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 80, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d80_s4_v1_single: head dim 80, 4 K/V strides, 1 per copy, one pass
-struct decode_bf16_d80_s4_v1_single_params {
+// decode_bf16_d80_s4_v1: head dim 80, 4 K/V strides, 1 per copy, one pass or split-KV
+struct decode_bf16_d80_s4_v1_params {
   const void* q;
   void* out;
   void* lse;
@@ -968,69 +517,17 @@ struct decode_bf16_d80_s4_v1_single_params {
   long long v_sd;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s4_v1_single(const decode_bf16_d80_s4_v1_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s4_v1(const decode_bf16_d80_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 80, 1, false>(
+  attend<T, 80, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 80, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d80_s4_v1_split: head dim 80, 4 K/V strides, 1 per copy, split-KV partial results
-struct decode_bf16_d80_s4_v1_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long k_sd;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-  long long v_sd;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s4_v1_split(const decode_bf16_d80_s4_v1_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 80, 1, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 80, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
@@ -1057,8 +554,8 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d80(const 
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_bf16_d96_s3_v1_single: head dim 96, 3 K/V strides, 1 per copy, one pass
-struct decode_bf16_d96_s3_v1_single_params {
+// decode_bf16_d96_s3_v1: head dim 96, 3 K/V strides, 1 per copy, one pass or split-KV
+struct decode_bf16_d96_s3_v1_params {
   const void* q;
   void* out;
   void* lse;
@@ -1092,23 +589,23 @@ struct decode_bf16_d96_s3_v1_single_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v1_single(const decode_bf16_d96_s3_v1_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v1(const decode_bf16_d96_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 96, 1, false>(
+  attend<T, 96, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 96, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d96_s3_v1_split: head dim 96, 3 K/V strides, 1 per copy, split-KV partial results
-struct decode_bf16_d96_s3_v1_split_params {
+// decode_bf16_d96_s3_v2: head dim 96, 3 K/V strides, 2 per copy, one pass or split-KV
+struct decode_bf16_d96_s3_v2_params {
   const void* q;
   void* out;
   void* lse;
@@ -1142,23 +639,23 @@ struct decode_bf16_d96_s3_v1_split_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v1_split(const decode_bf16_d96_s3_v1_split_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v2(const decode_bf16_d96_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 96, 1, true>(
+  attend<T, 96, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 96, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d96_s3_v2_single: head dim 96, 3 K/V strides, 2 per copy, one pass
-struct decode_bf16_d96_s3_v2_single_params {
+// decode_bf16_d96_s3_v4: head dim 96, 3 K/V strides, 4 per copy, one pass or split-KV
+struct decode_bf16_d96_s3_v4_params {
   const void* q;
   void* out;
   void* lse;
@@ -1192,23 +689,23 @@ struct decode_bf16_d96_s3_v2_single_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v2_single(const decode_bf16_d96_s3_v2_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v4(const decode_bf16_d96_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 96, 2, false>(
+  attend<T, 96, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 96, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d96_s3_v2_split: head dim 96, 3 K/V strides, 2 per copy, split-KV partial results
-struct decode_bf16_d96_s3_v2_split_params {
+// decode_bf16_d96_s3_v8: head dim 96, 3 K/V strides, 8 per copy, one pass or split-KV
+struct decode_bf16_d96_s3_v8_params {
   const void* q;
   void* out;
   void* lse;
@@ -1242,223 +739,23 @@ struct decode_bf16_d96_s3_v2_split_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v2_split(const decode_bf16_d96_s3_v2_split_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v8(const decode_bf16_d96_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 96, 2, true>(
+  attend<T, 96, 8>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 96, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d96_s3_v4_single: head dim 96, 3 K/V strides, 4 per copy, one pass
-struct decode_bf16_d96_s3_v4_single_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v4_single(const decode_bf16_d96_s3_v4_single_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 96, 4, false>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 96, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d96_s3_v4_split: head dim 96, 3 K/V strides, 4 per copy, split-KV partial results
-struct decode_bf16_d96_s3_v4_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v4_split(const decode_bf16_d96_s3_v4_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 96, 4, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 96, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d96_s3_v8_single: head dim 96, 3 K/V strides, 8 per copy, one pass
-struct decode_bf16_d96_s3_v8_single_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v8_single(const decode_bf16_d96_s3_v8_single_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 96, 8, false>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 96, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d96_s3_v8_split: head dim 96, 3 K/V strides, 8 per copy, split-KV partial results
-struct decode_bf16_d96_s3_v8_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v8_split(const decode_bf16_d96_s3_v8_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 96, 8, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 96, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d96_s4_v1_single: head dim 96, 4 K/V strides, 1 per copy, one pass
-struct decode_bf16_d96_s4_v1_single_params {
+// decode_bf16_d96_s4_v1: head dim 96, 4 K/V strides, 1 per copy, one pass or split-KV
+struct decode_bf16_d96_s4_v1_params {
   const void* q;
   void* out;
   void* lse;
@@ -1494,69 +791,17 @@ struct decode_bf16_d96_s4_v1_single_params {
   long long v_sd;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s4_v1_single(const decode_bf16_d96_s4_v1_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s4_v1(const decode_bf16_d96_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 96, 1, false>(
+  attend<T, 96, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 96, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d96_s4_v1_split: head dim 96, 4 K/V strides, 1 per copy, split-KV partial results
-struct decode_bf16_d96_s4_v1_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long k_sd;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-  long long v_sd;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s4_v1_split(const decode_bf16_d96_s4_v1_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 96, 1, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 96, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
@@ -1583,8 +828,8 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d96(const 
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_bf16_d128_s3_v1_single: head dim 128, 3 K/V strides, 1 per copy, one pass
-struct decode_bf16_d128_s3_v1_single_params {
+// decode_bf16_d128_s3_v1: head dim 128, 3 K/V strides, 1 per copy, one pass or split-KV
+struct decode_bf16_d128_s3_v1_params {
   const void* q;
   void* out;
   void* lse;
@@ -1618,23 +863,23 @@ struct decode_bf16_d128_s3_v1_single_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v1_single(const decode_bf16_d128_s3_v1_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v1(const decode_bf16_d128_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 128, 1, false>(
+  attend<T, 128, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 128, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d128_s3_v1_split: head dim 128, 3 K/V strides, 1 per copy, split-KV partial results
-struct decode_bf16_d128_s3_v1_split_params {
+// decode_bf16_d128_s3_v2: head dim 128, 3 K/V strides, 2 per copy, one pass or split-KV
+struct decode_bf16_d128_s3_v2_params {
   const void* q;
   void* out;
   void* lse;
@@ -1668,23 +913,23 @@ struct decode_bf16_d128_s3_v1_split_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v1_split(const decode_bf16_d128_s3_v1_split_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v2(const decode_bf16_d128_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 128, 1, true>(
+  attend<T, 128, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 128, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d128_s3_v2_single: head dim 128, 3 K/V strides, 2 per copy, one pass
-struct decode_bf16_d128_s3_v2_single_params {
+// decode_bf16_d128_s3_v4: head dim 128, 3 K/V strides, 4 per copy, one pass or split-KV
+struct decode_bf16_d128_s3_v4_params {
   const void* q;
   void* out;
   void* lse;
@@ -1718,23 +963,23 @@ struct decode_bf16_d128_s3_v2_single_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v2_single(const decode_bf16_d128_s3_v2_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v4(const decode_bf16_d128_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 128, 2, false>(
+  attend<T, 128, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 128, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d128_s3_v2_split: head dim 128, 3 K/V strides, 2 per copy, split-KV partial results
-struct decode_bf16_d128_s3_v2_split_params {
+// decode_bf16_d128_s3_v8: head dim 128, 3 K/V strides, 8 per copy, one pass or split-KV
+struct decode_bf16_d128_s3_v8_params {
   const void* q;
   void* out;
   void* lse;
@@ -1768,223 +1013,23 @@ struct decode_bf16_d128_s3_v2_split_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v2_split(const decode_bf16_d128_s3_v2_split_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v8(const decode_bf16_d128_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 128, 2, true>(
+  attend<T, 128, 8>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 128, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d128_s3_v4_single: head dim 128, 3 K/V strides, 4 per copy, one pass
-struct decode_bf16_d128_s3_v4_single_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v4_single(const decode_bf16_d128_s3_v4_single_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 128, 4, false>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 128, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d128_s3_v4_split: head dim 128, 3 K/V strides, 4 per copy, split-KV partial results
-struct decode_bf16_d128_s3_v4_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v4_split(const decode_bf16_d128_s3_v4_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 128, 4, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 128, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d128_s3_v8_single: head dim 128, 3 K/V strides, 8 per copy, one pass
-struct decode_bf16_d128_s3_v8_single_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v8_single(const decode_bf16_d128_s3_v8_single_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 128, 8, false>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 128, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d128_s3_v8_split: head dim 128, 3 K/V strides, 8 per copy, split-KV partial results
-struct decode_bf16_d128_s3_v8_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v8_split(const decode_bf16_d128_s3_v8_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 128, 8, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 128, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d128_s4_v1_single: head dim 128, 4 K/V strides, 1 per copy, one pass
-struct decode_bf16_d128_s4_v1_single_params {
+// decode_bf16_d128_s4_v1: head dim 128, 4 K/V strides, 1 per copy, one pass or split-KV
+struct decode_bf16_d128_s4_v1_params {
   const void* q;
   void* out;
   void* lse;
@@ -2020,69 +1065,17 @@ struct decode_bf16_d128_s4_v1_single_params {
   long long v_sd;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s4_v1_single(const decode_bf16_d128_s4_v1_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s4_v1(const decode_bf16_d128_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 128, 1, false>(
+  attend<T, 128, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 128, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d128_s4_v1_split: head dim 128, 4 K/V strides, 1 per copy, split-KV partial results
-struct decode_bf16_d128_s4_v1_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long k_sd;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-  long long v_sd;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s4_v1_split(const decode_bf16_d128_s4_v1_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 128, 1, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 128, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
@@ -2109,8 +1102,8 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d128(const
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_bf16_d192_s3_v1_single: head dim 192, 3 K/V strides, 1 per copy, one pass
-struct decode_bf16_d192_s3_v1_single_params {
+// decode_bf16_d192_s3_v1: head dim 192, 3 K/V strides, 1 per copy, one pass or split-KV
+struct decode_bf16_d192_s3_v1_params {
   const void* q;
   void* out;
   void* lse;
@@ -2144,23 +1137,23 @@ struct decode_bf16_d192_s3_v1_single_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v1_single(const decode_bf16_d192_s3_v1_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v1(const decode_bf16_d192_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 192, 1, false>(
+  attend<T, 192, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 192, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d192_s3_v1_split: head dim 192, 3 K/V strides, 1 per copy, split-KV partial results
-struct decode_bf16_d192_s3_v1_split_params {
+// decode_bf16_d192_s3_v2: head dim 192, 3 K/V strides, 2 per copy, one pass or split-KV
+struct decode_bf16_d192_s3_v2_params {
   const void* q;
   void* out;
   void* lse;
@@ -2194,23 +1187,23 @@ struct decode_bf16_d192_s3_v1_split_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v1_split(const decode_bf16_d192_s3_v1_split_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v2(const decode_bf16_d192_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 192, 1, true>(
+  attend<T, 192, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 192, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d192_s3_v2_single: head dim 192, 3 K/V strides, 2 per copy, one pass
-struct decode_bf16_d192_s3_v2_single_params {
+// decode_bf16_d192_s3_v4: head dim 192, 3 K/V strides, 4 per copy, one pass or split-KV
+struct decode_bf16_d192_s3_v4_params {
   const void* q;
   void* out;
   void* lse;
@@ -2244,23 +1237,23 @@ struct decode_bf16_d192_s3_v2_single_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v2_single(const decode_bf16_d192_s3_v2_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v4(const decode_bf16_d192_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 192, 2, false>(
+  attend<T, 192, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 192, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d192_s3_v2_split: head dim 192, 3 K/V strides, 2 per copy, split-KV partial results
-struct decode_bf16_d192_s3_v2_split_params {
+// decode_bf16_d192_s3_v8: head dim 192, 3 K/V strides, 8 per copy, one pass or split-KV
+struct decode_bf16_d192_s3_v8_params {
   const void* q;
   void* out;
   void* lse;
@@ -2294,223 +1287,23 @@ struct decode_bf16_d192_s3_v2_split_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v2_split(const decode_bf16_d192_s3_v2_split_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v8(const decode_bf16_d192_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 192, 2, true>(
+  attend<T, 192, 8>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 192, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d192_s3_v4_single: head dim 192, 3 K/V strides, 4 per copy, one pass
-struct decode_bf16_d192_s3_v4_single_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v4_single(const decode_bf16_d192_s3_v4_single_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 192, 4, false>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 192, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d192_s3_v4_split: head dim 192, 3 K/V strides, 4 per copy, split-KV partial results
-struct decode_bf16_d192_s3_v4_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v4_split(const decode_bf16_d192_s3_v4_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 192, 4, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 192, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d192_s3_v8_single: head dim 192, 3 K/V strides, 8 per copy, one pass
-struct decode_bf16_d192_s3_v8_single_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v8_single(const decode_bf16_d192_s3_v8_single_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 192, 8, false>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 192, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d192_s3_v8_split: head dim 192, 3 K/V strides, 8 per copy, split-KV partial results
-struct decode_bf16_d192_s3_v8_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v8_split(const decode_bf16_d192_s3_v8_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 192, 8, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 192, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d192_s4_v1_single: head dim 192, 4 K/V strides, 1 per copy, one pass
-struct decode_bf16_d192_s4_v1_single_params {
+// decode_bf16_d192_s4_v1: head dim 192, 4 K/V strides, 1 per copy, one pass or split-KV
+struct decode_bf16_d192_s4_v1_params {
   const void* q;
   void* out;
   void* lse;
@@ -2546,69 +1339,17 @@ struct decode_bf16_d192_s4_v1_single_params {
   long long v_sd;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s4_v1_single(const decode_bf16_d192_s4_v1_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s4_v1(const decode_bf16_d192_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 192, 1, false>(
+  attend<T, 192, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 192, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d192_s4_v1_split: head dim 192, 4 K/V strides, 1 per copy, split-KV partial results
-struct decode_bf16_d192_s4_v1_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long k_sd;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-  long long v_sd;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s4_v1_split(const decode_bf16_d192_s4_v1_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 192, 1, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 192, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
@@ -2635,8 +1376,8 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d192(const
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_bf16_d256_s3_v1_single: head dim 256, 3 K/V strides, 1 per copy, one pass
-struct decode_bf16_d256_s3_v1_single_params {
+// decode_bf16_d256_s3_v1: head dim 256, 3 K/V strides, 1 per copy, one pass or split-KV
+struct decode_bf16_d256_s3_v1_params {
   const void* q;
   void* out;
   void* lse;
@@ -2670,23 +1411,23 @@ struct decode_bf16_d256_s3_v1_single_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v1_single(const decode_bf16_d256_s3_v1_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v1(const decode_bf16_d256_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 256, 1, false>(
+  attend<T, 256, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 256, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d256_s3_v1_split: head dim 256, 3 K/V strides, 1 per copy, split-KV partial results
-struct decode_bf16_d256_s3_v1_split_params {
+// decode_bf16_d256_s3_v2: head dim 256, 3 K/V strides, 2 per copy, one pass or split-KV
+struct decode_bf16_d256_s3_v2_params {
   const void* q;
   void* out;
   void* lse;
@@ -2720,23 +1461,23 @@ struct decode_bf16_d256_s3_v1_split_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v1_split(const decode_bf16_d256_s3_v1_split_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v2(const decode_bf16_d256_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 256, 1, true>(
+  attend<T, 256, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 256, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d256_s3_v2_single: head dim 256, 3 K/V strides, 2 per copy, one pass
-struct decode_bf16_d256_s3_v2_single_params {
+// decode_bf16_d256_s3_v4: head dim 256, 3 K/V strides, 4 per copy, one pass or split-KV
+struct decode_bf16_d256_s3_v4_params {
   const void* q;
   void* out;
   void* lse;
@@ -2770,23 +1511,23 @@ struct decode_bf16_d256_s3_v2_single_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v2_single(const decode_bf16_d256_s3_v2_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v4(const decode_bf16_d256_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 256, 2, false>(
+  attend<T, 256, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 256, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d256_s3_v2_split: head dim 256, 3 K/V strides, 2 per copy, split-KV partial results
-struct decode_bf16_d256_s3_v2_split_params {
+// decode_bf16_d256_s3_v8: head dim 256, 3 K/V strides, 8 per copy, one pass or split-KV
+struct decode_bf16_d256_s3_v8_params {
   const void* q;
   void* out;
   void* lse;
@@ -2820,223 +1561,23 @@ struct decode_bf16_d256_s3_v2_split_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v2_split(const decode_bf16_d256_s3_v2_split_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v8(const decode_bf16_d256_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 256, 2, true>(
+  attend<T, 256, 8>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 256, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }
 
-// decode_bf16_d256_s3_v4_single: head dim 256, 3 K/V strides, 4 per copy, one pass
-struct decode_bf16_d256_s3_v4_single_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v4_single(const decode_bf16_d256_s3_v4_single_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 256, 4, false>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 256, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d256_s3_v4_split: head dim 256, 3 K/V strides, 4 per copy, split-KV partial results
-struct decode_bf16_d256_s3_v4_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v4_split(const decode_bf16_d256_s3_v4_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 256, 4, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 256, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d256_s3_v8_single: head dim 256, 3 K/V strides, 8 per copy, one pass
-struct decode_bf16_d256_s3_v8_single_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v8_single(const decode_bf16_d256_s3_v8_single_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 256, 8, false>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 256, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d256_s3_v8_split: head dim 256, 3 K/V strides, 8 per copy, split-KV partial results
-struct decode_bf16_d256_s3_v8_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v8_split(const decode_bf16_d256_s3_v8_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 256, 8, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 256, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d256_s4_v1_single: head dim 256, 4 K/V strides, 1 per copy, one pass
-struct decode_bf16_d256_s4_v1_single_params {
+// decode_bf16_d256_s4_v1: head dim 256, 4 K/V strides, 1 per copy, one pass or split-KV
+struct decode_bf16_d256_s4_v1_params {
   const void* q;
   void* out;
   void* lse;
@@ -3072,69 +1613,17 @@ struct decode_bf16_d256_s4_v1_single_params {
   long long v_sd;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s4_v1_single(const decode_bf16_d256_s4_v1_single_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s4_v1(const decode_bf16_d256_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 256, 1, false>(
+  attend<T, 256, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
       Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 256, false>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
-}
-
-// decode_bf16_d256_s4_v1_split: head dim 256, 4 K/V strides, 1 per copy, split-KV partial results
-struct decode_bf16_d256_s4_v1_split_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long k_sd;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-  long long v_sd;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s4_v1_split(const decode_bf16_d256_s4_v1_split_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 256, 1, true>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
-      Sink<T, 256, true>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
+      Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
 }

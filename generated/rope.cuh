@@ -19,6 +19,7 @@ struct Geometry {
   int tokens, seq_len, batch, heads, head_dim, rotary_dim;
   bool seq_major;  // tokens are numbered s * batch + b (else b * seq_len + s), whichever follows memory
   bool copy_tail;  // out-of-place partial rotary: features [rotary_dim, head_dim) are copied to out
+  bool backward;   // apply the vector-Jacobian product of the forward rotation (rotation by -angle)
 
   __device__ __forceinline__ void split(int t, int& s, int& b) const {
     if (seq_major) {
@@ -197,38 +198,55 @@ __device__ __forceinline__ void fill_angles(const Src& src, bool valid, long lon
 }
 
 // Pair (p, q), rot(x)[p] = -x[q], rot(x)[q] = x[p]. Forward: y = x*cos + rot(x)*sin, each feature with
-// its own angle. Backward is the exact vector-Jacobian product: g = gy*cos - rot(gy*sin), so each
-// feature takes its partner's sin.
-template <bool BACKWARD>
+// its own angle: p' = p*cp - q*sp, q' = q*cq + p*sq.
 __device__ __forceinline__ void rotate_pair(float& p, float& q, float cp, float sp, float cq, float sq) {
   const float xp = p, xq = q;
-  if (BACKWARD) {
-    p = xp * cp + xq * sq;
-    q = xq * cq - xp * sp;
+  p = xp * cp - xq * sp;
+  q = xq * cq + xp * sq;
+}
+
+// Backward is the exact vector-Jacobian product g = gy*cos - rot(gy*sin): p' = p*cp + q*sq, q' = q*cq - p*sp,
+// which is the forward rotation with each pair's sines swapped and negated. Done once per thread and
+// token on the angles, so forward and backward share one kernel (direction is a runtime argument).
+template <int V, bool INTERLEAVED>
+__device__ __forceinline__ void sines_for_backward(float (&s_lo)[V], float (&s_hi)[V]) {
+  if constexpr (!INTERLEAVED || V == 1) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float t = s_lo[k];
+      s_lo[k] = -s_hi[k];
+      s_hi[k] = -t;
+    }
   } else {
-    p = xp * cp - xq * sp;
-    q = xq * cq + xp * sq;
+#pragma unroll
+    for (int m = 0; m < V / 2; ++m) {
+      const float tl = s_lo[2 * m], th = s_hi[2 * m];
+      s_lo[2 * m] = -s_lo[2 * m + 1];
+      s_lo[2 * m + 1] = -tl;
+      s_hi[2 * m] = -s_hi[2 * m + 1];
+      s_hi[2 * m + 1] = -th;
+    }
   }
 }
 
-template <int V, bool INTERLEAVED, bool BACKWARD>
+template <int V, bool INTERLEAVED>
 __device__ __forceinline__ void rotate(float (&a)[V], float (&b)[V], const float (&c_lo)[V], const float (&s_lo)[V],
                                        const float (&c_hi)[V], const float (&s_hi)[V]) {
   if constexpr (!INTERLEAVED || V == 1) {
 #pragma unroll
-    for (int k = 0; k < V; ++k) rotate_pair<BACKWARD>(a[k], b[k], c_lo[k], s_lo[k], c_hi[k], s_hi[k]);
+    for (int k = 0; k < V; ++k) rotate_pair(a[k], b[k], c_lo[k], s_lo[k], c_hi[k], s_hi[k]);
   } else {
 #pragma unroll
     for (int m = 0; m < V / 2; ++m) {
-      rotate_pair<BACKWARD>(a[2 * m], a[2 * m + 1], c_lo[2 * m], s_lo[2 * m], c_lo[2 * m + 1], s_lo[2 * m + 1]);
-      rotate_pair<BACKWARD>(b[2 * m], b[2 * m + 1], c_hi[2 * m], s_hi[2 * m], c_hi[2 * m + 1], s_hi[2 * m + 1]);
+      rotate_pair(a[2 * m], a[2 * m + 1], c_lo[2 * m], s_lo[2 * m], c_lo[2 * m + 1], s_lo[2 * m + 1]);
+      rotate_pair(b[2 * m], b[2 * m + 1], c_hi[2 * m], s_hi[2 * m], c_hi[2 * m + 1], s_hi[2 * m + 1]);
     }
   }
 }
 
 // Every head of one token: the rotary features rotated, the tail copied when copy_tail. The token's rows
 // are at (t, s, b) for the Rows addressing; its angles are those of position pos (NaN when !valid).
-template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
+template <typename T, int V, bool INTERLEAVED, class Rows, class Src>
 __device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, bool valid, const T* x, T* out,
                                            const Geometry& g, const Rows& x_rows, const Rows& out_rows,
                                            const Src& src) {
@@ -256,6 +274,7 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, b
       // The angles are computed while the first loads are in flight, then reused for every head.
       if (!have_angles) {
         fill_angles<V, INTERLEAVED>(src, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+        if (g.backward) sines_for_backward<V, INTERLEAVED>(s_lo, s_hi);
         have_angles = true;
       }
 #pragma unroll
@@ -265,7 +284,7 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, b
           float fa[V], fb[V];
           to_floats(a[u], fa);
           to_floats(bv[u], fb);
-          rotate<V, INTERLEAVED, BACKWARD>(fa, fb, c_lo, s_lo, c_hi, s_hi);
+          rotate<V, INTERLEAVED>(fa, fb, c_lo, s_lo, c_hi, s_hi);
           T* row = out + out_rows.row(t, s, b, h);
           store_floats<T, V>(row + out_rows.elem(lo), fa);
           store_floats<T, V>(row + out_rows.elem(hi), fb);
@@ -287,14 +306,14 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, b
 
 // Dense layouts: block rows (threadIdx.z) walk the tokens, so a launch may use fewer blocks than
 // tokens / blockDim.z and each block then handles several tokens in turn.
-template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
+template <typename T, int V, bool INTERLEAVED, class Rows, class Src>
 __device__ __forceinline__ void rope_dense(const T* x, T* out, const Geometry& g, const Positions& positions,
                                            const Rows& x_rows, const Rows& out_rows, const Src& src) {
   for (int t = blockIdx.x * blockDim.z + threadIdx.z; t < g.tokens; t += gridDim.x * blockDim.z) {
     int s, b;
     g.split(t, s, b);
     const long long pos = positions.of(s, b, g.seq_len);
-    rope_token<T, V, INTERLEAVED, BACKWARD>(t, s, b, pos, true, x, out, g, x_rows, out_rows, src);
+    rope_token<T, V, INTERLEAVED>(t, s, b, pos, true, x, out, g, x_rows, out_rows, src);
   }
 }
 
@@ -316,7 +335,7 @@ struct PackedSeqs {
 };
 
 // Rotates packed token t of local sequence i (whose start the caller has read) when it lies inside it.
-template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
+template <typename T, int V, bool INTERLEAVED, class Rows, class Src>
 __device__ __forceinline__ void rope_packed_token(int t, int i, int start, const PackedSeqs& seqs, const T* x, T* out,
                                                   const Geometry& g, const Positions& positions, const Rows& x_rows,
                                                   const Rows& out_rows, const Src& src) {
@@ -325,7 +344,7 @@ __device__ __forceinline__ void rope_packed_token(int t, int i, int start, const
   const int n = end - start;
   const long long pos = positions.of(t - start, i, n);
   // Packed rows are addressed as a [tokens, 1] dense tensor: (s, b) = (t, 0).
-  rope_token<T, V, INTERLEAVED, BACKWARD>(t, t, 0, pos, seqs.valid(i), x, out, g, x_rows, out_rows, src);
+  rope_token<T, V, INTERLEAVED>(t, t, 0, pos, seqs.valid(i), x, out, g, x_rows, out_rows, src);
 }
 
 // The last sequence whose start is <= t (-1 if none): a search by the first `lanes` (<= 32) threads of
@@ -348,7 +367,7 @@ __device__ __forceinline__ int find_sequence(const PackedSeqs& seqs, int t, int 
 // Token dispatch: one block row per packed token, cost linear in the tokens whatever the number of
 // sequences. The first warp finds the sequence of the block's first token once; each row then walks forward
 // over the (few) sequences that start inside the block.
-template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
+template <typename T, int V, bool INTERLEAVED, class Rows, class Src>
 __device__ __forceinline__ void rope_thd_token(const T* x, T* out, const Geometry& g, const Positions& positions,
                                                const PackedSeqs& seqs, const Rows& x_rows, const Rows& out_rows,
                                                const Src& src) {
@@ -371,7 +390,7 @@ __device__ __forceinline__ void rope_thd_token(const T* x, T* out, const Geometr
         ++i;
         start = next;
       }
-      rope_packed_token<T, V, INTERLEAVED, BACKWARD>(t, i, start, seqs, x, out, g, positions, x_rows, out_rows, src);
+      rope_packed_token<T, V, INTERLEAVED>(t, i, start, seqs, x, out, g, positions, x_rows, out_rows, src);
     }
     __syncthreads();  // first_seq is rewritten by the next iteration
   }
@@ -380,7 +399,7 @@ __device__ __forceinline__ void rope_thd_token(const T* x, T* out, const Geometr
 // Grid dispatch: blockIdx.y is the sequence, blockIdx.x walks its tokens. Blocks past the sequence's
 // end exit at once; a grid narrower than the longest sequence (a max_seqlen hint too small) still
 // covers every token, since blocks loop.
-template <typename T, int V, bool INTERLEAVED, bool BACKWARD, class Rows, class Src>
+template <typename T, int V, bool INTERLEAVED, class Rows, class Src>
 __device__ __forceinline__ void rope_thd_grid(const T* x, T* out, const Geometry& g, const Positions& positions,
                                               const PackedSeqs& seqs, const Rows& x_rows, const Rows& out_rows,
                                               const Src& src) {
@@ -388,7 +407,7 @@ __device__ __forceinline__ void rope_thd_grid(const T* x, T* out, const Geometry
   const int start = seqs.start(i), end = seqs.start(i + 1);
   const int n = min(end, g.tokens) - start;
   for (int k = blockIdx.x * blockDim.z + threadIdx.z; k < n; k += gridDim.x * blockDim.z) {
-    rope_packed_token<T, V, INTERLEAVED, BACKWARD>(start + k, i, start, seqs, x, out, g, positions, x_rows,
+    rope_packed_token<T, V, INTERLEAVED>(start + k, i, start, seqs, x, out, g, positions, x_rows,
                                                    out_rows, src);
   }
 }
@@ -397,7 +416,7 @@ template <class P>
 __device__ __forceinline__ Geometry geometry_of(const P& p) {
   return Geometry{static_cast<int>(p.tokens), static_cast<int>(p.seq_len), static_cast<int>(p.batch),
                   static_cast<int>(p.heads), static_cast<int>(p.head_dim), static_cast<int>(p.rotary_dim),
-                  p.seq_major != 0, p.copy_tail != 0};
+                  p.seq_major != 0, p.copy_tail != 0, p.backward != 0};
 }
 
 template <class P>

@@ -1,12 +1,12 @@
-// cukiln RoPE kernels, element type bf16: 180 variants.
+// cukiln RoPE kernels, element type bf16: 90 variants.
 // Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
-// pairing, direction, addressing and angle source.
+// pairing, addressing and angle source; the direction (forward or backward) is a kernel argument.
 #include "rope.cuh"
 
 
-// rope_fwd_bf16_dense_half_freqs_s0_v1: fwd, dense, half pairs, angles from freqs, 0 strides, 1 per access
-struct rope_fwd_bf16_dense_half_freqs_s0_v1_params {
+// rope_bf16_dense_half_freqs_s0_v1: dense, half pairs, angles from freqs, 0 strides, 1 per access
+struct rope_bf16_dense_half_freqs_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -17,6 +17,7 @@ struct rope_fwd_bf16_dense_half_freqs_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -31,17 +32,17 @@ struct rope_fwd_bf16_dense_half_freqs_s0_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_freqs_s0_v1(const rope_fwd_bf16_dense_half_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v1(const rope_bf16_dense_half_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_half_freqs_s0_v2: fwd, dense, half pairs, angles from freqs, 0 strides, 2 per access
-struct rope_fwd_bf16_dense_half_freqs_s0_v2_params {
+// rope_bf16_dense_half_freqs_s0_v2: dense, half pairs, angles from freqs, 0 strides, 2 per access
+struct rope_bf16_dense_half_freqs_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -52,6 +53,7 @@ struct rope_fwd_bf16_dense_half_freqs_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -66,17 +68,17 @@ struct rope_fwd_bf16_dense_half_freqs_s0_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_freqs_s0_v2(const rope_fwd_bf16_dense_half_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v2(const rope_bf16_dense_half_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, false>(
+  rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_half_freqs_s0_v4: fwd, dense, half pairs, angles from freqs, 0 strides, 4 per access
-struct rope_fwd_bf16_dense_half_freqs_s0_v4_params {
+// rope_bf16_dense_half_freqs_s0_v4: dense, half pairs, angles from freqs, 0 strides, 4 per access
+struct rope_bf16_dense_half_freqs_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -87,6 +89,7 @@ struct rope_fwd_bf16_dense_half_freqs_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -101,17 +104,17 @@ struct rope_fwd_bf16_dense_half_freqs_s0_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_freqs_s0_v4(const rope_fwd_bf16_dense_half_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v4(const rope_bf16_dense_half_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, false>(
+  rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_half_freqs_s0_v8: fwd, dense, half pairs, angles from freqs, 0 strides, 8 per access
-struct rope_fwd_bf16_dense_half_freqs_s0_v8_params {
+// rope_bf16_dense_half_freqs_s0_v8: dense, half pairs, angles from freqs, 0 strides, 8 per access
+struct rope_bf16_dense_half_freqs_s0_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -122,6 +125,7 @@ struct rope_fwd_bf16_dense_half_freqs_s0_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -136,17 +140,17 @@ struct rope_fwd_bf16_dense_half_freqs_s0_v8_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_freqs_s0_v8(const rope_fwd_bf16_dense_half_freqs_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v8(const rope_bf16_dense_half_freqs_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, false>(
+  rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_half_freqs_s3_v1: fwd, dense, half pairs, angles from freqs, 3 strides, 1 per access
-struct rope_fwd_bf16_dense_half_freqs_s3_v1_params {
+// rope_bf16_dense_half_freqs_s3_v1: dense, half pairs, angles from freqs, 3 strides, 1 per access
+struct rope_bf16_dense_half_freqs_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -157,6 +161,7 @@ struct rope_fwd_bf16_dense_half_freqs_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -177,17 +182,17 @@ struct rope_fwd_bf16_dense_half_freqs_s3_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_freqs_s3_v1(const rope_fwd_bf16_dense_half_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v1(const rope_bf16_dense_half_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_half_freqs_s3_v2: fwd, dense, half pairs, angles from freqs, 3 strides, 2 per access
-struct rope_fwd_bf16_dense_half_freqs_s3_v2_params {
+// rope_bf16_dense_half_freqs_s3_v2: dense, half pairs, angles from freqs, 3 strides, 2 per access
+struct rope_bf16_dense_half_freqs_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -198,6 +203,7 @@ struct rope_fwd_bf16_dense_half_freqs_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -218,17 +224,17 @@ struct rope_fwd_bf16_dense_half_freqs_s3_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_freqs_s3_v2(const rope_fwd_bf16_dense_half_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v2(const rope_bf16_dense_half_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, false>(
+  rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_half_freqs_s3_v4: fwd, dense, half pairs, angles from freqs, 3 strides, 4 per access
-struct rope_fwd_bf16_dense_half_freqs_s3_v4_params {
+// rope_bf16_dense_half_freqs_s3_v4: dense, half pairs, angles from freqs, 3 strides, 4 per access
+struct rope_bf16_dense_half_freqs_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -239,6 +245,7 @@ struct rope_fwd_bf16_dense_half_freqs_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -259,17 +266,17 @@ struct rope_fwd_bf16_dense_half_freqs_s3_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_freqs_s3_v4(const rope_fwd_bf16_dense_half_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v4(const rope_bf16_dense_half_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, false>(
+  rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_half_freqs_s3_v8: fwd, dense, half pairs, angles from freqs, 3 strides, 8 per access
-struct rope_fwd_bf16_dense_half_freqs_s3_v8_params {
+// rope_bf16_dense_half_freqs_s3_v8: dense, half pairs, angles from freqs, 3 strides, 8 per access
+struct rope_bf16_dense_half_freqs_s3_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -280,6 +287,7 @@ struct rope_fwd_bf16_dense_half_freqs_s3_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -300,17 +308,17 @@ struct rope_fwd_bf16_dense_half_freqs_s3_v8_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_freqs_s3_v8(const rope_fwd_bf16_dense_half_freqs_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v8(const rope_bf16_dense_half_freqs_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, false>(
+  rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_half_freqs_s4_v1: fwd, dense, half pairs, angles from freqs, 4 strides, 1 per access
-struct rope_fwd_bf16_dense_half_freqs_s4_v1_params {
+// rope_bf16_dense_half_freqs_s4_v1: dense, half pairs, angles from freqs, 4 strides, 1 per access
+struct rope_bf16_dense_half_freqs_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -321,6 +329,7 @@ struct rope_fwd_bf16_dense_half_freqs_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -343,17 +352,17 @@ struct rope_fwd_bf16_dense_half_freqs_s4_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_freqs_s4_v1(const rope_fwd_bf16_dense_half_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s4_v1(const rope_bf16_dense_half_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_half_cossin_s0_v1: fwd, dense, half pairs, angles from cossin, 0 strides, 1 per access
-struct rope_fwd_bf16_dense_half_cossin_s0_v1_params {
+// rope_bf16_dense_half_cossin_s0_v1: dense, half pairs, angles from cossin, 0 strides, 1 per access
+struct rope_bf16_dense_half_cossin_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -364,6 +373,7 @@ struct rope_fwd_bf16_dense_half_cossin_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -381,17 +391,17 @@ struct rope_fwd_bf16_dense_half_cossin_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossin_s0_v1(const rope_fwd_bf16_dense_half_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v1(const rope_bf16_dense_half_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossin_s0_v2: fwd, dense, half pairs, angles from cossin, 0 strides, 2 per access
-struct rope_fwd_bf16_dense_half_cossin_s0_v2_params {
+// rope_bf16_dense_half_cossin_s0_v2: dense, half pairs, angles from cossin, 0 strides, 2 per access
+struct rope_bf16_dense_half_cossin_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -402,6 +412,7 @@ struct rope_fwd_bf16_dense_half_cossin_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -419,17 +430,17 @@ struct rope_fwd_bf16_dense_half_cossin_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossin_s0_v2(const rope_fwd_bf16_dense_half_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v2(const rope_bf16_dense_half_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, false>(
+  rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossin_s0_v4: fwd, dense, half pairs, angles from cossin, 0 strides, 4 per access
-struct rope_fwd_bf16_dense_half_cossin_s0_v4_params {
+// rope_bf16_dense_half_cossin_s0_v4: dense, half pairs, angles from cossin, 0 strides, 4 per access
+struct rope_bf16_dense_half_cossin_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -440,6 +451,7 @@ struct rope_fwd_bf16_dense_half_cossin_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -457,17 +469,17 @@ struct rope_fwd_bf16_dense_half_cossin_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossin_s0_v4(const rope_fwd_bf16_dense_half_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v4(const rope_bf16_dense_half_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, false>(
+  rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossin_s0_v8: fwd, dense, half pairs, angles from cossin, 0 strides, 8 per access
-struct rope_fwd_bf16_dense_half_cossin_s0_v8_params {
+// rope_bf16_dense_half_cossin_s0_v8: dense, half pairs, angles from cossin, 0 strides, 8 per access
+struct rope_bf16_dense_half_cossin_s0_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -478,6 +490,7 @@ struct rope_fwd_bf16_dense_half_cossin_s0_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -495,17 +508,17 @@ struct rope_fwd_bf16_dense_half_cossin_s0_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossin_s0_v8(const rope_fwd_bf16_dense_half_cossin_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v8(const rope_bf16_dense_half_cossin_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, false>(
+  rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossin_s3_v1: fwd, dense, half pairs, angles from cossin, 3 strides, 1 per access
-struct rope_fwd_bf16_dense_half_cossin_s3_v1_params {
+// rope_bf16_dense_half_cossin_s3_v1: dense, half pairs, angles from cossin, 3 strides, 1 per access
+struct rope_bf16_dense_half_cossin_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -516,6 +529,7 @@ struct rope_fwd_bf16_dense_half_cossin_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -539,17 +553,17 @@ struct rope_fwd_bf16_dense_half_cossin_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossin_s3_v1(const rope_fwd_bf16_dense_half_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v1(const rope_bf16_dense_half_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossin_s3_v2: fwd, dense, half pairs, angles from cossin, 3 strides, 2 per access
-struct rope_fwd_bf16_dense_half_cossin_s3_v2_params {
+// rope_bf16_dense_half_cossin_s3_v2: dense, half pairs, angles from cossin, 3 strides, 2 per access
+struct rope_bf16_dense_half_cossin_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -560,6 +574,7 @@ struct rope_fwd_bf16_dense_half_cossin_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -583,17 +598,17 @@ struct rope_fwd_bf16_dense_half_cossin_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossin_s3_v2(const rope_fwd_bf16_dense_half_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v2(const rope_bf16_dense_half_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, false>(
+  rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossin_s3_v4: fwd, dense, half pairs, angles from cossin, 3 strides, 4 per access
-struct rope_fwd_bf16_dense_half_cossin_s3_v4_params {
+// rope_bf16_dense_half_cossin_s3_v4: dense, half pairs, angles from cossin, 3 strides, 4 per access
+struct rope_bf16_dense_half_cossin_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -604,6 +619,7 @@ struct rope_fwd_bf16_dense_half_cossin_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -627,17 +643,17 @@ struct rope_fwd_bf16_dense_half_cossin_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossin_s3_v4(const rope_fwd_bf16_dense_half_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v4(const rope_bf16_dense_half_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, false>(
+  rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossin_s3_v8: fwd, dense, half pairs, angles from cossin, 3 strides, 8 per access
-struct rope_fwd_bf16_dense_half_cossin_s3_v8_params {
+// rope_bf16_dense_half_cossin_s3_v8: dense, half pairs, angles from cossin, 3 strides, 8 per access
+struct rope_bf16_dense_half_cossin_s3_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -648,6 +664,7 @@ struct rope_fwd_bf16_dense_half_cossin_s3_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -671,17 +688,17 @@ struct rope_fwd_bf16_dense_half_cossin_s3_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossin_s3_v8(const rope_fwd_bf16_dense_half_cossin_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v8(const rope_bf16_dense_half_cossin_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, false>(
+  rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossin_s4_v1: fwd, dense, half pairs, angles from cossin, 4 strides, 1 per access
-struct rope_fwd_bf16_dense_half_cossin_s4_v1_params {
+// rope_bf16_dense_half_cossin_s4_v1: dense, half pairs, angles from cossin, 4 strides, 1 per access
+struct rope_bf16_dense_half_cossin_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -692,6 +709,7 @@ struct rope_fwd_bf16_dense_half_cossin_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -717,17 +735,17 @@ struct rope_fwd_bf16_dense_half_cossin_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossin_s4_v1(const rope_fwd_bf16_dense_half_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s4_v1(const rope_bf16_dense_half_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossinf32_s0_v1: fwd, dense, half pairs, angles from cossinf32, 0 strides, 1 per access
-struct rope_fwd_bf16_dense_half_cossinf32_s0_v1_params {
+// rope_bf16_dense_half_cossinf32_s0_v1: dense, half pairs, angles from cossinf32, 0 strides, 1 per access
+struct rope_bf16_dense_half_cossinf32_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -738,6 +756,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -755,17 +774,17 @@ struct rope_fwd_bf16_dense_half_cossinf32_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossinf32_s0_v1(const rope_fwd_bf16_dense_half_cossinf32_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v1(const rope_bf16_dense_half_cossinf32_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossinf32_s0_v2: fwd, dense, half pairs, angles from cossinf32, 0 strides, 2 per access
-struct rope_fwd_bf16_dense_half_cossinf32_s0_v2_params {
+// rope_bf16_dense_half_cossinf32_s0_v2: dense, half pairs, angles from cossinf32, 0 strides, 2 per access
+struct rope_bf16_dense_half_cossinf32_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -776,6 +795,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -793,17 +813,17 @@ struct rope_fwd_bf16_dense_half_cossinf32_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossinf32_s0_v2(const rope_fwd_bf16_dense_half_cossinf32_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v2(const rope_bf16_dense_half_cossinf32_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, false>(
+  rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossinf32_s0_v4: fwd, dense, half pairs, angles from cossinf32, 0 strides, 4 per access
-struct rope_fwd_bf16_dense_half_cossinf32_s0_v4_params {
+// rope_bf16_dense_half_cossinf32_s0_v4: dense, half pairs, angles from cossinf32, 0 strides, 4 per access
+struct rope_bf16_dense_half_cossinf32_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -814,6 +834,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -831,17 +852,17 @@ struct rope_fwd_bf16_dense_half_cossinf32_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossinf32_s0_v4(const rope_fwd_bf16_dense_half_cossinf32_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v4(const rope_bf16_dense_half_cossinf32_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, false>(
+  rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossinf32_s0_v8: fwd, dense, half pairs, angles from cossinf32, 0 strides, 8 per access
-struct rope_fwd_bf16_dense_half_cossinf32_s0_v8_params {
+// rope_bf16_dense_half_cossinf32_s0_v8: dense, half pairs, angles from cossinf32, 0 strides, 8 per access
+struct rope_bf16_dense_half_cossinf32_s0_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -852,6 +873,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s0_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -869,17 +891,17 @@ struct rope_fwd_bf16_dense_half_cossinf32_s0_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossinf32_s0_v8(const rope_fwd_bf16_dense_half_cossinf32_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v8(const rope_bf16_dense_half_cossinf32_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, false>(
+  rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossinf32_s3_v1: fwd, dense, half pairs, angles from cossinf32, 3 strides, 1 per access
-struct rope_fwd_bf16_dense_half_cossinf32_s3_v1_params {
+// rope_bf16_dense_half_cossinf32_s3_v1: dense, half pairs, angles from cossinf32, 3 strides, 1 per access
+struct rope_bf16_dense_half_cossinf32_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -890,6 +912,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -913,17 +936,17 @@ struct rope_fwd_bf16_dense_half_cossinf32_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossinf32_s3_v1(const rope_fwd_bf16_dense_half_cossinf32_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v1(const rope_bf16_dense_half_cossinf32_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossinf32_s3_v2: fwd, dense, half pairs, angles from cossinf32, 3 strides, 2 per access
-struct rope_fwd_bf16_dense_half_cossinf32_s3_v2_params {
+// rope_bf16_dense_half_cossinf32_s3_v2: dense, half pairs, angles from cossinf32, 3 strides, 2 per access
+struct rope_bf16_dense_half_cossinf32_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -934,6 +957,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -957,17 +981,17 @@ struct rope_fwd_bf16_dense_half_cossinf32_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossinf32_s3_v2(const rope_fwd_bf16_dense_half_cossinf32_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v2(const rope_bf16_dense_half_cossinf32_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, false>(
+  rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossinf32_s3_v4: fwd, dense, half pairs, angles from cossinf32, 3 strides, 4 per access
-struct rope_fwd_bf16_dense_half_cossinf32_s3_v4_params {
+// rope_bf16_dense_half_cossinf32_s3_v4: dense, half pairs, angles from cossinf32, 3 strides, 4 per access
+struct rope_bf16_dense_half_cossinf32_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -978,6 +1002,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1001,17 +1026,17 @@ struct rope_fwd_bf16_dense_half_cossinf32_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossinf32_s3_v4(const rope_fwd_bf16_dense_half_cossinf32_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v4(const rope_bf16_dense_half_cossinf32_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, false>(
+  rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossinf32_s3_v8: fwd, dense, half pairs, angles from cossinf32, 3 strides, 8 per access
-struct rope_fwd_bf16_dense_half_cossinf32_s3_v8_params {
+// rope_bf16_dense_half_cossinf32_s3_v8: dense, half pairs, angles from cossinf32, 3 strides, 8 per access
+struct rope_bf16_dense_half_cossinf32_s3_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1022,6 +1047,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s3_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1045,17 +1071,17 @@ struct rope_fwd_bf16_dense_half_cossinf32_s3_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossinf32_s3_v8(const rope_fwd_bf16_dense_half_cossinf32_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v8(const rope_bf16_dense_half_cossinf32_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, false>(
+  rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_cossinf32_s4_v1: fwd, dense, half pairs, angles from cossinf32, 4 strides, 1 per access
-struct rope_fwd_bf16_dense_half_cossinf32_s4_v1_params {
+// rope_bf16_dense_half_cossinf32_s4_v1: dense, half pairs, angles from cossinf32, 4 strides, 1 per access
+struct rope_bf16_dense_half_cossinf32_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1066,6 +1092,7 @@ struct rope_fwd_bf16_dense_half_cossinf32_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1091,17 +1118,17 @@ struct rope_fwd_bf16_dense_half_cossinf32_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_cossinf32_s4_v1(const rope_fwd_bf16_dense_half_cossinf32_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s4_v1(const rope_bf16_dense_half_cossinf32_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_half_invfreq_s0_v1: fwd, dense, half pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_fwd_bf16_dense_half_invfreq_s0_v1_params {
+// rope_bf16_dense_half_invfreq_s0_v1: dense, half pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_bf16_dense_half_invfreq_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1112,6 +1139,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1125,17 +1153,17 @@ struct rope_fwd_bf16_dense_half_invfreq_s0_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_invfreq_s0_v1(const rope_fwd_bf16_dense_half_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v1(const rope_bf16_dense_half_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_half_invfreq_s0_v2: fwd, dense, half pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_fwd_bf16_dense_half_invfreq_s0_v2_params {
+// rope_bf16_dense_half_invfreq_s0_v2: dense, half pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_bf16_dense_half_invfreq_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1146,6 +1174,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1159,17 +1188,17 @@ struct rope_fwd_bf16_dense_half_invfreq_s0_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_invfreq_s0_v2(const rope_fwd_bf16_dense_half_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v2(const rope_bf16_dense_half_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, false>(
+  rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_half_invfreq_s0_v4: fwd, dense, half pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_fwd_bf16_dense_half_invfreq_s0_v4_params {
+// rope_bf16_dense_half_invfreq_s0_v4: dense, half pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_bf16_dense_half_invfreq_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1180,6 +1209,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1193,17 +1223,17 @@ struct rope_fwd_bf16_dense_half_invfreq_s0_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_invfreq_s0_v4(const rope_fwd_bf16_dense_half_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v4(const rope_bf16_dense_half_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, false>(
+  rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_half_invfreq_s0_v8: fwd, dense, half pairs, angles from invfreq, 0 strides, 8 per access
-struct rope_fwd_bf16_dense_half_invfreq_s0_v8_params {
+// rope_bf16_dense_half_invfreq_s0_v8: dense, half pairs, angles from invfreq, 0 strides, 8 per access
+struct rope_bf16_dense_half_invfreq_s0_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1214,6 +1244,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s0_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1227,17 +1258,17 @@ struct rope_fwd_bf16_dense_half_invfreq_s0_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_invfreq_s0_v8(const rope_fwd_bf16_dense_half_invfreq_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v8(const rope_bf16_dense_half_invfreq_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, false>(
+  rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_half_invfreq_s3_v1: fwd, dense, half pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_fwd_bf16_dense_half_invfreq_s3_v1_params {
+// rope_bf16_dense_half_invfreq_s3_v1: dense, half pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_bf16_dense_half_invfreq_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1248,6 +1279,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1267,17 +1299,17 @@ struct rope_fwd_bf16_dense_half_invfreq_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_invfreq_s3_v1(const rope_fwd_bf16_dense_half_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v1(const rope_bf16_dense_half_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_half_invfreq_s3_v2: fwd, dense, half pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_fwd_bf16_dense_half_invfreq_s3_v2_params {
+// rope_bf16_dense_half_invfreq_s3_v2: dense, half pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_bf16_dense_half_invfreq_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1288,6 +1320,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1307,17 +1340,17 @@ struct rope_fwd_bf16_dense_half_invfreq_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_invfreq_s3_v2(const rope_fwd_bf16_dense_half_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v2(const rope_bf16_dense_half_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, false>(
+  rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_half_invfreq_s3_v4: fwd, dense, half pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_fwd_bf16_dense_half_invfreq_s3_v4_params {
+// rope_bf16_dense_half_invfreq_s3_v4: dense, half pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_bf16_dense_half_invfreq_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1328,6 +1361,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1347,17 +1381,17 @@ struct rope_fwd_bf16_dense_half_invfreq_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_invfreq_s3_v4(const rope_fwd_bf16_dense_half_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v4(const rope_bf16_dense_half_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, false>(
+  rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_half_invfreq_s3_v8: fwd, dense, half pairs, angles from invfreq, 3 strides, 8 per access
-struct rope_fwd_bf16_dense_half_invfreq_s3_v8_params {
+// rope_bf16_dense_half_invfreq_s3_v8: dense, half pairs, angles from invfreq, 3 strides, 8 per access
+struct rope_bf16_dense_half_invfreq_s3_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1368,6 +1402,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s3_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1387,17 +1422,17 @@ struct rope_fwd_bf16_dense_half_invfreq_s3_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_invfreq_s3_v8(const rope_fwd_bf16_dense_half_invfreq_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v8(const rope_bf16_dense_half_invfreq_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, false>(
+  rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_half_invfreq_s4_v1: fwd, dense, half pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_fwd_bf16_dense_half_invfreq_s4_v1_params {
+// rope_bf16_dense_half_invfreq_s4_v1: dense, half pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_bf16_dense_half_invfreq_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1408,6 +1443,7 @@ struct rope_fwd_bf16_dense_half_invfreq_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1429,17 +1465,17 @@ struct rope_fwd_bf16_dense_half_invfreq_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_invfreq_s4_v1(const rope_fwd_bf16_dense_half_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s4_v1(const rope_bf16_dense_half_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_half_base_s0_v1: fwd, dense, half pairs, angles from base, 0 strides, 1 per access
-struct rope_fwd_bf16_dense_half_base_s0_v1_params {
+// rope_bf16_dense_half_base_s0_v1: dense, half pairs, angles from base, 0 strides, 1 per access
+struct rope_bf16_dense_half_base_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1450,6 +1486,7 @@ struct rope_fwd_bf16_dense_half_base_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1464,17 +1501,17 @@ struct rope_fwd_bf16_dense_half_base_s0_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_base_s0_v1(const rope_fwd_bf16_dense_half_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v1(const rope_bf16_dense_half_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_half_base_s0_v2: fwd, dense, half pairs, angles from base, 0 strides, 2 per access
-struct rope_fwd_bf16_dense_half_base_s0_v2_params {
+// rope_bf16_dense_half_base_s0_v2: dense, half pairs, angles from base, 0 strides, 2 per access
+struct rope_bf16_dense_half_base_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1485,6 +1522,7 @@ struct rope_fwd_bf16_dense_half_base_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1499,17 +1537,17 @@ struct rope_fwd_bf16_dense_half_base_s0_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_base_s0_v2(const rope_fwd_bf16_dense_half_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v2(const rope_bf16_dense_half_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, false>(
+  rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_half_base_s0_v4: fwd, dense, half pairs, angles from base, 0 strides, 4 per access
-struct rope_fwd_bf16_dense_half_base_s0_v4_params {
+// rope_bf16_dense_half_base_s0_v4: dense, half pairs, angles from base, 0 strides, 4 per access
+struct rope_bf16_dense_half_base_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1520,6 +1558,7 @@ struct rope_fwd_bf16_dense_half_base_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1534,17 +1573,17 @@ struct rope_fwd_bf16_dense_half_base_s0_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_base_s0_v4(const rope_fwd_bf16_dense_half_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v4(const rope_bf16_dense_half_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, false>(
+  rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_half_base_s0_v8: fwd, dense, half pairs, angles from base, 0 strides, 8 per access
-struct rope_fwd_bf16_dense_half_base_s0_v8_params {
+// rope_bf16_dense_half_base_s0_v8: dense, half pairs, angles from base, 0 strides, 8 per access
+struct rope_bf16_dense_half_base_s0_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1555,6 +1594,7 @@ struct rope_fwd_bf16_dense_half_base_s0_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1569,17 +1609,17 @@ struct rope_fwd_bf16_dense_half_base_s0_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_base_s0_v8(const rope_fwd_bf16_dense_half_base_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v8(const rope_bf16_dense_half_base_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, false>(
+  rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_half_base_s3_v1: fwd, dense, half pairs, angles from base, 3 strides, 1 per access
-struct rope_fwd_bf16_dense_half_base_s3_v1_params {
+// rope_bf16_dense_half_base_s3_v1: dense, half pairs, angles from base, 3 strides, 1 per access
+struct rope_bf16_dense_half_base_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1590,6 +1630,7 @@ struct rope_fwd_bf16_dense_half_base_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1610,17 +1651,17 @@ struct rope_fwd_bf16_dense_half_base_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_base_s3_v1(const rope_fwd_bf16_dense_half_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v1(const rope_bf16_dense_half_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_half_base_s3_v2: fwd, dense, half pairs, angles from base, 3 strides, 2 per access
-struct rope_fwd_bf16_dense_half_base_s3_v2_params {
+// rope_bf16_dense_half_base_s3_v2: dense, half pairs, angles from base, 3 strides, 2 per access
+struct rope_bf16_dense_half_base_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1631,6 +1672,7 @@ struct rope_fwd_bf16_dense_half_base_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1651,17 +1693,17 @@ struct rope_fwd_bf16_dense_half_base_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_base_s3_v2(const rope_fwd_bf16_dense_half_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v2(const rope_bf16_dense_half_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, false>(
+  rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_half_base_s3_v4: fwd, dense, half pairs, angles from base, 3 strides, 4 per access
-struct rope_fwd_bf16_dense_half_base_s3_v4_params {
+// rope_bf16_dense_half_base_s3_v4: dense, half pairs, angles from base, 3 strides, 4 per access
+struct rope_bf16_dense_half_base_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1672,6 +1714,7 @@ struct rope_fwd_bf16_dense_half_base_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1692,17 +1735,17 @@ struct rope_fwd_bf16_dense_half_base_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_base_s3_v4(const rope_fwd_bf16_dense_half_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v4(const rope_bf16_dense_half_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, false>(
+  rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_half_base_s3_v8: fwd, dense, half pairs, angles from base, 3 strides, 8 per access
-struct rope_fwd_bf16_dense_half_base_s3_v8_params {
+// rope_bf16_dense_half_base_s3_v8: dense, half pairs, angles from base, 3 strides, 8 per access
+struct rope_bf16_dense_half_base_s3_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1713,6 +1756,7 @@ struct rope_fwd_bf16_dense_half_base_s3_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1733,17 +1777,17 @@ struct rope_fwd_bf16_dense_half_base_s3_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_base_s3_v8(const rope_fwd_bf16_dense_half_base_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v8(const rope_bf16_dense_half_base_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, false>(
+  rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_half_base_s4_v1: fwd, dense, half pairs, angles from base, 4 strides, 1 per access
-struct rope_fwd_bf16_dense_half_base_s4_v1_params {
+// rope_bf16_dense_half_base_s4_v1: dense, half pairs, angles from base, 4 strides, 1 per access
+struct rope_bf16_dense_half_base_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1754,6 +1798,7 @@ struct rope_fwd_bf16_dense_half_base_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1776,17 +1821,17 @@ struct rope_fwd_bf16_dense_half_base_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_half_base_s4_v1(const rope_fwd_bf16_dense_half_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s4_v1(const rope_bf16_dense_half_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, false>(
+  rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_freqs_s0_v1: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_freqs_s0_v1_params {
+// rope_bf16_dense_interleaved_freqs_s0_v1: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access
+struct rope_bf16_dense_interleaved_freqs_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1797,6 +1842,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1811,17 +1857,17 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s0_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_freqs_s0_v1(const rope_fwd_bf16_dense_interleaved_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v1(const rope_bf16_dense_interleaved_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_interleaved_freqs_s0_v2: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 2 per access
-struct rope_fwd_bf16_dense_interleaved_freqs_s0_v2_params {
+// rope_bf16_dense_interleaved_freqs_s0_v2: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access
+struct rope_bf16_dense_interleaved_freqs_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1832,6 +1878,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1846,17 +1893,17 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s0_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_freqs_s0_v2(const rope_fwd_bf16_dense_interleaved_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v2(const rope_bf16_dense_interleaved_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, false>(
+  rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_interleaved_freqs_s0_v4: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 4 per access
-struct rope_fwd_bf16_dense_interleaved_freqs_s0_v4_params {
+// rope_bf16_dense_interleaved_freqs_s0_v4: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access
+struct rope_bf16_dense_interleaved_freqs_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1867,6 +1914,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1881,17 +1929,17 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s0_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_freqs_s0_v4(const rope_fwd_bf16_dense_interleaved_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v4(const rope_bf16_dense_interleaved_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, false>(
+  rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_interleaved_freqs_s0_v8: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 8 per access
-struct rope_fwd_bf16_dense_interleaved_freqs_s0_v8_params {
+// rope_bf16_dense_interleaved_freqs_s0_v8: dense, interleaved pairs, angles from freqs, 0 strides, 8 per access
+struct rope_bf16_dense_interleaved_freqs_s0_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1902,6 +1950,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s0_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1916,17 +1965,17 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s0_v8_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_freqs_s0_v8(const rope_fwd_bf16_dense_interleaved_freqs_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v8(const rope_bf16_dense_interleaved_freqs_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, false>(
+  rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_interleaved_freqs_s3_v1: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_freqs_s3_v1_params {
+// rope_bf16_dense_interleaved_freqs_s3_v1: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access
+struct rope_bf16_dense_interleaved_freqs_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1937,6 +1986,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1957,17 +2007,17 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s3_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_freqs_s3_v1(const rope_fwd_bf16_dense_interleaved_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v1(const rope_bf16_dense_interleaved_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_interleaved_freqs_s3_v2: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 2 per access
-struct rope_fwd_bf16_dense_interleaved_freqs_s3_v2_params {
+// rope_bf16_dense_interleaved_freqs_s3_v2: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access
+struct rope_bf16_dense_interleaved_freqs_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1978,6 +2028,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1998,17 +2049,17 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s3_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_freqs_s3_v2(const rope_fwd_bf16_dense_interleaved_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v2(const rope_bf16_dense_interleaved_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, false>(
+  rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_interleaved_freqs_s3_v4: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 4 per access
-struct rope_fwd_bf16_dense_interleaved_freqs_s3_v4_params {
+// rope_bf16_dense_interleaved_freqs_s3_v4: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access
+struct rope_bf16_dense_interleaved_freqs_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2019,6 +2070,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2039,17 +2091,17 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s3_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_freqs_s3_v4(const rope_fwd_bf16_dense_interleaved_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v4(const rope_bf16_dense_interleaved_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, false>(
+  rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_interleaved_freqs_s3_v8: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 8 per access
-struct rope_fwd_bf16_dense_interleaved_freqs_s3_v8_params {
+// rope_bf16_dense_interleaved_freqs_s3_v8: dense, interleaved pairs, angles from freqs, 3 strides, 8 per access
+struct rope_bf16_dense_interleaved_freqs_s3_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2060,6 +2112,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s3_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2080,17 +2133,17 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s3_v8_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_freqs_s3_v8(const rope_fwd_bf16_dense_interleaved_freqs_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v8(const rope_bf16_dense_interleaved_freqs_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, false>(
+  rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_interleaved_freqs_s4_v1: fwd, dense, interleaved pairs, angles from freqs, 4 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_freqs_s4_v1_params {
+// rope_bf16_dense_interleaved_freqs_s4_v1: dense, interleaved pairs, angles from freqs, 4 strides, 1 per access
+struct rope_bf16_dense_interleaved_freqs_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2101,6 +2154,7 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2123,17 +2177,17 @@ struct rope_fwd_bf16_dense_interleaved_freqs_s4_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_freqs_s4_v1(const rope_fwd_bf16_dense_interleaved_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s4_v1(const rope_bf16_dense_interleaved_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossin_s0_v1: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_cossin_s0_v1_params {
+// rope_bf16_dense_interleaved_cossin_s0_v1: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access
+struct rope_bf16_dense_interleaved_cossin_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2144,6 +2198,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2161,17 +2216,17 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossin_s0_v1(const rope_fwd_bf16_dense_interleaved_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v1(const rope_bf16_dense_interleaved_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossin_s0_v2: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 2 per access
-struct rope_fwd_bf16_dense_interleaved_cossin_s0_v2_params {
+// rope_bf16_dense_interleaved_cossin_s0_v2: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access
+struct rope_bf16_dense_interleaved_cossin_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2182,6 +2237,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2199,17 +2255,17 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossin_s0_v2(const rope_fwd_bf16_dense_interleaved_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v2(const rope_bf16_dense_interleaved_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, false>(
+  rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossin_s0_v4: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 4 per access
-struct rope_fwd_bf16_dense_interleaved_cossin_s0_v4_params {
+// rope_bf16_dense_interleaved_cossin_s0_v4: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access
+struct rope_bf16_dense_interleaved_cossin_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2220,6 +2276,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2237,17 +2294,17 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossin_s0_v4(const rope_fwd_bf16_dense_interleaved_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v4(const rope_bf16_dense_interleaved_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, false>(
+  rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossin_s0_v8: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 8 per access
-struct rope_fwd_bf16_dense_interleaved_cossin_s0_v8_params {
+// rope_bf16_dense_interleaved_cossin_s0_v8: dense, interleaved pairs, angles from cossin, 0 strides, 8 per access
+struct rope_bf16_dense_interleaved_cossin_s0_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2258,6 +2315,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s0_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2275,17 +2333,17 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s0_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossin_s0_v8(const rope_fwd_bf16_dense_interleaved_cossin_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v8(const rope_bf16_dense_interleaved_cossin_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, false>(
+  rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossin_s3_v1: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_cossin_s3_v1_params {
+// rope_bf16_dense_interleaved_cossin_s3_v1: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access
+struct rope_bf16_dense_interleaved_cossin_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2296,6 +2354,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2319,17 +2378,17 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossin_s3_v1(const rope_fwd_bf16_dense_interleaved_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v1(const rope_bf16_dense_interleaved_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossin_s3_v2: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 2 per access
-struct rope_fwd_bf16_dense_interleaved_cossin_s3_v2_params {
+// rope_bf16_dense_interleaved_cossin_s3_v2: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access
+struct rope_bf16_dense_interleaved_cossin_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2340,6 +2399,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2363,17 +2423,17 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossin_s3_v2(const rope_fwd_bf16_dense_interleaved_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v2(const rope_bf16_dense_interleaved_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, false>(
+  rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossin_s3_v4: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 4 per access
-struct rope_fwd_bf16_dense_interleaved_cossin_s3_v4_params {
+// rope_bf16_dense_interleaved_cossin_s3_v4: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access
+struct rope_bf16_dense_interleaved_cossin_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2384,6 +2444,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2407,17 +2468,17 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossin_s3_v4(const rope_fwd_bf16_dense_interleaved_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v4(const rope_bf16_dense_interleaved_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, false>(
+  rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossin_s3_v8: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 8 per access
-struct rope_fwd_bf16_dense_interleaved_cossin_s3_v8_params {
+// rope_bf16_dense_interleaved_cossin_s3_v8: dense, interleaved pairs, angles from cossin, 3 strides, 8 per access
+struct rope_bf16_dense_interleaved_cossin_s3_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2428,6 +2489,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s3_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2451,17 +2513,17 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s3_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossin_s3_v8(const rope_fwd_bf16_dense_interleaved_cossin_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v8(const rope_bf16_dense_interleaved_cossin_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, false>(
+  rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossin_s4_v1: fwd, dense, interleaved pairs, angles from cossin, 4 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_cossin_s4_v1_params {
+// rope_bf16_dense_interleaved_cossin_s4_v1: dense, interleaved pairs, angles from cossin, 4 strides, 1 per access
+struct rope_bf16_dense_interleaved_cossin_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2472,6 +2534,7 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2497,17 +2560,17 @@ struct rope_fwd_bf16_dense_interleaved_cossin_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossin_s4_v1(const rope_fwd_bf16_dense_interleaved_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s4_v1(const rope_bf16_dense_interleaved_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossinf32_s0_v1: fwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v1_params {
+// rope_bf16_dense_interleaved_cossinf32_s0_v1: dense, interleaved pairs, angles from cossinf32, 0 strides, 1 per access
+struct rope_bf16_dense_interleaved_cossinf32_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2518,6 +2581,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2535,17 +2599,17 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossinf32_s0_v1(const rope_fwd_bf16_dense_interleaved_cossinf32_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v1(const rope_bf16_dense_interleaved_cossinf32_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossinf32_s0_v2: fwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 2 per access
-struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v2_params {
+// rope_bf16_dense_interleaved_cossinf32_s0_v2: dense, interleaved pairs, angles from cossinf32, 0 strides, 2 per access
+struct rope_bf16_dense_interleaved_cossinf32_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2556,6 +2620,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2573,17 +2638,17 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossinf32_s0_v2(const rope_fwd_bf16_dense_interleaved_cossinf32_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v2(const rope_bf16_dense_interleaved_cossinf32_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, false>(
+  rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossinf32_s0_v4: fwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 4 per access
-struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v4_params {
+// rope_bf16_dense_interleaved_cossinf32_s0_v4: dense, interleaved pairs, angles from cossinf32, 0 strides, 4 per access
+struct rope_bf16_dense_interleaved_cossinf32_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2594,6 +2659,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2611,17 +2677,17 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossinf32_s0_v4(const rope_fwd_bf16_dense_interleaved_cossinf32_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v4(const rope_bf16_dense_interleaved_cossinf32_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, false>(
+  rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossinf32_s0_v8: fwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 8 per access
-struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v8_params {
+// rope_bf16_dense_interleaved_cossinf32_s0_v8: dense, interleaved pairs, angles from cossinf32, 0 strides, 8 per access
+struct rope_bf16_dense_interleaved_cossinf32_s0_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2632,6 +2698,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2649,17 +2716,17 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s0_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossinf32_s0_v8(const rope_fwd_bf16_dense_interleaved_cossinf32_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v8(const rope_bf16_dense_interleaved_cossinf32_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, false>(
+  rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossinf32_s3_v1: fwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v1_params {
+// rope_bf16_dense_interleaved_cossinf32_s3_v1: dense, interleaved pairs, angles from cossinf32, 3 strides, 1 per access
+struct rope_bf16_dense_interleaved_cossinf32_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2670,6 +2737,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2693,17 +2761,17 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossinf32_s3_v1(const rope_fwd_bf16_dense_interleaved_cossinf32_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v1(const rope_bf16_dense_interleaved_cossinf32_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossinf32_s3_v2: fwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 2 per access
-struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v2_params {
+// rope_bf16_dense_interleaved_cossinf32_s3_v2: dense, interleaved pairs, angles from cossinf32, 3 strides, 2 per access
+struct rope_bf16_dense_interleaved_cossinf32_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2714,6 +2782,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2737,17 +2806,17 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossinf32_s3_v2(const rope_fwd_bf16_dense_interleaved_cossinf32_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v2(const rope_bf16_dense_interleaved_cossinf32_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, false>(
+  rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossinf32_s3_v4: fwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 4 per access
-struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v4_params {
+// rope_bf16_dense_interleaved_cossinf32_s3_v4: dense, interleaved pairs, angles from cossinf32, 3 strides, 4 per access
+struct rope_bf16_dense_interleaved_cossinf32_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2758,6 +2827,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2781,17 +2851,17 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossinf32_s3_v4(const rope_fwd_bf16_dense_interleaved_cossinf32_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v4(const rope_bf16_dense_interleaved_cossinf32_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, false>(
+  rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossinf32_s3_v8: fwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 8 per access
-struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v8_params {
+// rope_bf16_dense_interleaved_cossinf32_s3_v8: dense, interleaved pairs, angles from cossinf32, 3 strides, 8 per access
+struct rope_bf16_dense_interleaved_cossinf32_s3_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2802,6 +2872,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2825,17 +2896,17 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s3_v8_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossinf32_s3_v8(const rope_fwd_bf16_dense_interleaved_cossinf32_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v8(const rope_bf16_dense_interleaved_cossinf32_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, false>(
+  rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_cossinf32_s4_v1: fwd, dense, interleaved pairs, angles from cossinf32, 4 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_cossinf32_s4_v1_params {
+// rope_bf16_dense_interleaved_cossinf32_s4_v1: dense, interleaved pairs, angles from cossinf32, 4 strides, 1 per access
+struct rope_bf16_dense_interleaved_cossinf32_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2846,6 +2917,7 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2871,17 +2943,17 @@ struct rope_fwd_bf16_dense_interleaved_cossinf32_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_cossinf32_s4_v1(const rope_fwd_bf16_dense_interleaved_cossinf32_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s4_v1(const rope_bf16_dense_interleaved_cossinf32_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_bf16_dense_interleaved_invfreq_s0_v1: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v1_params {
+// rope_bf16_dense_interleaved_invfreq_s0_v1: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_bf16_dense_interleaved_invfreq_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2892,6 +2964,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2905,17 +2978,17 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_invfreq_s0_v1(const rope_fwd_bf16_dense_interleaved_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v1(const rope_bf16_dense_interleaved_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_invfreq_s0_v2: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v2_params {
+// rope_bf16_dense_interleaved_invfreq_s0_v2: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_bf16_dense_interleaved_invfreq_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2926,6 +2999,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2939,17 +3013,17 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_invfreq_s0_v2(const rope_fwd_bf16_dense_interleaved_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v2(const rope_bf16_dense_interleaved_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, false>(
+  rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_invfreq_s0_v4: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v4_params {
+// rope_bf16_dense_interleaved_invfreq_s0_v4: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_bf16_dense_interleaved_invfreq_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2960,6 +3034,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2973,17 +3048,17 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_invfreq_s0_v4(const rope_fwd_bf16_dense_interleaved_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v4(const rope_bf16_dense_interleaved_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, false>(
+  rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_invfreq_s0_v8: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 8 per access
-struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v8_params {
+// rope_bf16_dense_interleaved_invfreq_s0_v8: dense, interleaved pairs, angles from invfreq, 0 strides, 8 per access
+struct rope_bf16_dense_interleaved_invfreq_s0_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2994,6 +3069,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3007,17 +3083,17 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s0_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_invfreq_s0_v8(const rope_fwd_bf16_dense_interleaved_invfreq_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v8(const rope_bf16_dense_interleaved_invfreq_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, false>(
+  rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_invfreq_s3_v1: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v1_params {
+// rope_bf16_dense_interleaved_invfreq_s3_v1: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_bf16_dense_interleaved_invfreq_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3028,6 +3104,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3047,17 +3124,17 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_invfreq_s3_v1(const rope_fwd_bf16_dense_interleaved_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v1(const rope_bf16_dense_interleaved_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_invfreq_s3_v2: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v2_params {
+// rope_bf16_dense_interleaved_invfreq_s3_v2: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_bf16_dense_interleaved_invfreq_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3068,6 +3145,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3087,17 +3165,17 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_invfreq_s3_v2(const rope_fwd_bf16_dense_interleaved_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v2(const rope_bf16_dense_interleaved_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, false>(
+  rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_invfreq_s3_v4: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v4_params {
+// rope_bf16_dense_interleaved_invfreq_s3_v4: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_bf16_dense_interleaved_invfreq_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3108,6 +3186,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3127,17 +3206,17 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_invfreq_s3_v4(const rope_fwd_bf16_dense_interleaved_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v4(const rope_bf16_dense_interleaved_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, false>(
+  rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_invfreq_s3_v8: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 8 per access
-struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v8_params {
+// rope_bf16_dense_interleaved_invfreq_s3_v8: dense, interleaved pairs, angles from invfreq, 3 strides, 8 per access
+struct rope_bf16_dense_interleaved_invfreq_s3_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3148,6 +3227,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3167,17 +3247,17 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s3_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_invfreq_s3_v8(const rope_fwd_bf16_dense_interleaved_invfreq_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v8(const rope_bf16_dense_interleaved_invfreq_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, false>(
+  rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_invfreq_s4_v1: fwd, dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_invfreq_s4_v1_params {
+// rope_bf16_dense_interleaved_invfreq_s4_v1: dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_bf16_dense_interleaved_invfreq_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3188,6 +3268,7 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3209,17 +3290,17 @@ struct rope_fwd_bf16_dense_interleaved_invfreq_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_invfreq_s4_v1(const rope_fwd_bf16_dense_interleaved_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s4_v1(const rope_bf16_dense_interleaved_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_base_s0_v1: fwd, dense, interleaved pairs, angles from base, 0 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_base_s0_v1_params {
+// rope_bf16_dense_interleaved_base_s0_v1: dense, interleaved pairs, angles from base, 0 strides, 1 per access
+struct rope_bf16_dense_interleaved_base_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3230,6 +3311,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3244,17 +3326,17 @@ struct rope_fwd_bf16_dense_interleaved_base_s0_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_base_s0_v1(const rope_fwd_bf16_dense_interleaved_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v1(const rope_bf16_dense_interleaved_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_base_s0_v2: fwd, dense, interleaved pairs, angles from base, 0 strides, 2 per access
-struct rope_fwd_bf16_dense_interleaved_base_s0_v2_params {
+// rope_bf16_dense_interleaved_base_s0_v2: dense, interleaved pairs, angles from base, 0 strides, 2 per access
+struct rope_bf16_dense_interleaved_base_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3265,6 +3347,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3279,17 +3362,17 @@ struct rope_fwd_bf16_dense_interleaved_base_s0_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_base_s0_v2(const rope_fwd_bf16_dense_interleaved_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v2(const rope_bf16_dense_interleaved_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, false>(
+  rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_base_s0_v4: fwd, dense, interleaved pairs, angles from base, 0 strides, 4 per access
-struct rope_fwd_bf16_dense_interleaved_base_s0_v4_params {
+// rope_bf16_dense_interleaved_base_s0_v4: dense, interleaved pairs, angles from base, 0 strides, 4 per access
+struct rope_bf16_dense_interleaved_base_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3300,6 +3383,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3314,17 +3398,17 @@ struct rope_fwd_bf16_dense_interleaved_base_s0_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_base_s0_v4(const rope_fwd_bf16_dense_interleaved_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v4(const rope_bf16_dense_interleaved_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, false>(
+  rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_base_s0_v8: fwd, dense, interleaved pairs, angles from base, 0 strides, 8 per access
-struct rope_fwd_bf16_dense_interleaved_base_s0_v8_params {
+// rope_bf16_dense_interleaved_base_s0_v8: dense, interleaved pairs, angles from base, 0 strides, 8 per access
+struct rope_bf16_dense_interleaved_base_s0_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3335,6 +3419,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s0_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3349,17 +3434,17 @@ struct rope_fwd_bf16_dense_interleaved_base_s0_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_base_s0_v8(const rope_fwd_bf16_dense_interleaved_base_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v8(const rope_bf16_dense_interleaved_base_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, false>(
+  rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_base_s3_v1: fwd, dense, interleaved pairs, angles from base, 3 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_base_s3_v1_params {
+// rope_bf16_dense_interleaved_base_s3_v1: dense, interleaved pairs, angles from base, 3 strides, 1 per access
+struct rope_bf16_dense_interleaved_base_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3370,6 +3455,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3390,17 +3476,17 @@ struct rope_fwd_bf16_dense_interleaved_base_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_base_s3_v1(const rope_fwd_bf16_dense_interleaved_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v1(const rope_bf16_dense_interleaved_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_base_s3_v2: fwd, dense, interleaved pairs, angles from base, 3 strides, 2 per access
-struct rope_fwd_bf16_dense_interleaved_base_s3_v2_params {
+// rope_bf16_dense_interleaved_base_s3_v2: dense, interleaved pairs, angles from base, 3 strides, 2 per access
+struct rope_bf16_dense_interleaved_base_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3411,6 +3497,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3431,17 +3518,17 @@ struct rope_fwd_bf16_dense_interleaved_base_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_base_s3_v2(const rope_fwd_bf16_dense_interleaved_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v2(const rope_bf16_dense_interleaved_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, false>(
+  rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_base_s3_v4: fwd, dense, interleaved pairs, angles from base, 3 strides, 4 per access
-struct rope_fwd_bf16_dense_interleaved_base_s3_v4_params {
+// rope_bf16_dense_interleaved_base_s3_v4: dense, interleaved pairs, angles from base, 3 strides, 4 per access
+struct rope_bf16_dense_interleaved_base_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3452,6 +3539,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3472,17 +3560,17 @@ struct rope_fwd_bf16_dense_interleaved_base_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_base_s3_v4(const rope_fwd_bf16_dense_interleaved_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v4(const rope_bf16_dense_interleaved_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, false>(
+  rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_base_s3_v8: fwd, dense, interleaved pairs, angles from base, 3 strides, 8 per access
-struct rope_fwd_bf16_dense_interleaved_base_s3_v8_params {
+// rope_bf16_dense_interleaved_base_s3_v8: dense, interleaved pairs, angles from base, 3 strides, 8 per access
+struct rope_bf16_dense_interleaved_base_s3_v8_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3493,6 +3581,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s3_v8_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3513,17 +3602,17 @@ struct rope_fwd_bf16_dense_interleaved_base_s3_v8_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_base_s3_v8(const rope_fwd_bf16_dense_interleaved_base_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v8(const rope_bf16_dense_interleaved_base_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, false>(
+  rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_bf16_dense_interleaved_base_s4_v1: fwd, dense, interleaved pairs, angles from base, 4 strides, 1 per access
-struct rope_fwd_bf16_dense_interleaved_base_s4_v1_params {
+// rope_bf16_dense_interleaved_base_s4_v1: dense, interleaved pairs, angles from base, 4 strides, 1 per access
+struct rope_bf16_dense_interleaved_base_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3534,6 +3623,7 @@ struct rope_fwd_bf16_dense_interleaved_base_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3556,3570 +3646,10 @@ struct rope_fwd_bf16_dense_interleaved_base_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_bf16_dense_interleaved_base_s4_v1(const rope_fwd_bf16_dense_interleaved_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s4_v1(const rope_bf16_dense_interleaved_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, false>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_half_freqs_s0_v1: bwd, dense, half pairs, angles from freqs, 0 strides, 1 per access
-struct rope_bwd_bf16_dense_half_freqs_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_freqs_s0_v1(const rope_bwd_bf16_dense_half_freqs_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_half_freqs_s0_v2: bwd, dense, half pairs, angles from freqs, 0 strides, 2 per access
-struct rope_bwd_bf16_dense_half_freqs_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_freqs_s0_v2(const rope_bwd_bf16_dense_half_freqs_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_half_freqs_s0_v4: bwd, dense, half pairs, angles from freqs, 0 strides, 4 per access
-struct rope_bwd_bf16_dense_half_freqs_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_freqs_s0_v4(const rope_bwd_bf16_dense_half_freqs_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_half_freqs_s0_v8: bwd, dense, half pairs, angles from freqs, 0 strides, 8 per access
-struct rope_bwd_bf16_dense_half_freqs_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_freqs_s0_v8(const rope_bwd_bf16_dense_half_freqs_s0_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_half_freqs_s3_v1: bwd, dense, half pairs, angles from freqs, 3 strides, 1 per access
-struct rope_bwd_bf16_dense_half_freqs_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_freqs_s3_v1(const rope_bwd_bf16_dense_half_freqs_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_half_freqs_s3_v2: bwd, dense, half pairs, angles from freqs, 3 strides, 2 per access
-struct rope_bwd_bf16_dense_half_freqs_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_freqs_s3_v2(const rope_bwd_bf16_dense_half_freqs_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_half_freqs_s3_v4: bwd, dense, half pairs, angles from freqs, 3 strides, 4 per access
-struct rope_bwd_bf16_dense_half_freqs_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_freqs_s3_v4(const rope_bwd_bf16_dense_half_freqs_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_half_freqs_s3_v8: bwd, dense, half pairs, angles from freqs, 3 strides, 8 per access
-struct rope_bwd_bf16_dense_half_freqs_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_freqs_s3_v8(const rope_bwd_bf16_dense_half_freqs_s3_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_half_freqs_s4_v1: bwd, dense, half pairs, angles from freqs, 4 strides, 1 per access
-struct rope_bwd_bf16_dense_half_freqs_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_freqs_s4_v1(const rope_bwd_bf16_dense_half_freqs_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_half_cossin_s0_v1: bwd, dense, half pairs, angles from cossin, 0 strides, 1 per access
-struct rope_bwd_bf16_dense_half_cossin_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossin_s0_v1(const rope_bwd_bf16_dense_half_cossin_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossin_s0_v2: bwd, dense, half pairs, angles from cossin, 0 strides, 2 per access
-struct rope_bwd_bf16_dense_half_cossin_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossin_s0_v2(const rope_bwd_bf16_dense_half_cossin_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossin_s0_v4: bwd, dense, half pairs, angles from cossin, 0 strides, 4 per access
-struct rope_bwd_bf16_dense_half_cossin_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossin_s0_v4(const rope_bwd_bf16_dense_half_cossin_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossin_s0_v8: bwd, dense, half pairs, angles from cossin, 0 strides, 8 per access
-struct rope_bwd_bf16_dense_half_cossin_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossin_s0_v8(const rope_bwd_bf16_dense_half_cossin_s0_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossin_s3_v1: bwd, dense, half pairs, angles from cossin, 3 strides, 1 per access
-struct rope_bwd_bf16_dense_half_cossin_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossin_s3_v1(const rope_bwd_bf16_dense_half_cossin_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossin_s3_v2: bwd, dense, half pairs, angles from cossin, 3 strides, 2 per access
-struct rope_bwd_bf16_dense_half_cossin_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossin_s3_v2(const rope_bwd_bf16_dense_half_cossin_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossin_s3_v4: bwd, dense, half pairs, angles from cossin, 3 strides, 4 per access
-struct rope_bwd_bf16_dense_half_cossin_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossin_s3_v4(const rope_bwd_bf16_dense_half_cossin_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossin_s3_v8: bwd, dense, half pairs, angles from cossin, 3 strides, 8 per access
-struct rope_bwd_bf16_dense_half_cossin_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossin_s3_v8(const rope_bwd_bf16_dense_half_cossin_s3_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossin_s4_v1: bwd, dense, half pairs, angles from cossin, 4 strides, 1 per access
-struct rope_bwd_bf16_dense_half_cossin_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossin_s4_v1(const rope_bwd_bf16_dense_half_cossin_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossinf32_s0_v1: bwd, dense, half pairs, angles from cossinf32, 0 strides, 1 per access
-struct rope_bwd_bf16_dense_half_cossinf32_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossinf32_s0_v1(const rope_bwd_bf16_dense_half_cossinf32_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossinf32_s0_v2: bwd, dense, half pairs, angles from cossinf32, 0 strides, 2 per access
-struct rope_bwd_bf16_dense_half_cossinf32_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossinf32_s0_v2(const rope_bwd_bf16_dense_half_cossinf32_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossinf32_s0_v4: bwd, dense, half pairs, angles from cossinf32, 0 strides, 4 per access
-struct rope_bwd_bf16_dense_half_cossinf32_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossinf32_s0_v4(const rope_bwd_bf16_dense_half_cossinf32_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossinf32_s0_v8: bwd, dense, half pairs, angles from cossinf32, 0 strides, 8 per access
-struct rope_bwd_bf16_dense_half_cossinf32_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossinf32_s0_v8(const rope_bwd_bf16_dense_half_cossinf32_s0_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossinf32_s3_v1: bwd, dense, half pairs, angles from cossinf32, 3 strides, 1 per access
-struct rope_bwd_bf16_dense_half_cossinf32_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossinf32_s3_v1(const rope_bwd_bf16_dense_half_cossinf32_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossinf32_s3_v2: bwd, dense, half pairs, angles from cossinf32, 3 strides, 2 per access
-struct rope_bwd_bf16_dense_half_cossinf32_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossinf32_s3_v2(const rope_bwd_bf16_dense_half_cossinf32_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossinf32_s3_v4: bwd, dense, half pairs, angles from cossinf32, 3 strides, 4 per access
-struct rope_bwd_bf16_dense_half_cossinf32_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossinf32_s3_v4(const rope_bwd_bf16_dense_half_cossinf32_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossinf32_s3_v8: bwd, dense, half pairs, angles from cossinf32, 3 strides, 8 per access
-struct rope_bwd_bf16_dense_half_cossinf32_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossinf32_s3_v8(const rope_bwd_bf16_dense_half_cossinf32_s3_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_cossinf32_s4_v1: bwd, dense, half pairs, angles from cossinf32, 4 strides, 1 per access
-struct rope_bwd_bf16_dense_half_cossinf32_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_cossinf32_s4_v1(const rope_bwd_bf16_dense_half_cossinf32_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_half_invfreq_s0_v1: bwd, dense, half pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_bwd_bf16_dense_half_invfreq_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_invfreq_s0_v1(const rope_bwd_bf16_dense_half_invfreq_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_half_invfreq_s0_v2: bwd, dense, half pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_bwd_bf16_dense_half_invfreq_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_invfreq_s0_v2(const rope_bwd_bf16_dense_half_invfreq_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_half_invfreq_s0_v4: bwd, dense, half pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_bwd_bf16_dense_half_invfreq_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_invfreq_s0_v4(const rope_bwd_bf16_dense_half_invfreq_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_half_invfreq_s0_v8: bwd, dense, half pairs, angles from invfreq, 0 strides, 8 per access
-struct rope_bwd_bf16_dense_half_invfreq_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_invfreq_s0_v8(const rope_bwd_bf16_dense_half_invfreq_s0_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_half_invfreq_s3_v1: bwd, dense, half pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_bwd_bf16_dense_half_invfreq_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_invfreq_s3_v1(const rope_bwd_bf16_dense_half_invfreq_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_half_invfreq_s3_v2: bwd, dense, half pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_bwd_bf16_dense_half_invfreq_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_invfreq_s3_v2(const rope_bwd_bf16_dense_half_invfreq_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_half_invfreq_s3_v4: bwd, dense, half pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_bwd_bf16_dense_half_invfreq_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_invfreq_s3_v4(const rope_bwd_bf16_dense_half_invfreq_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_half_invfreq_s3_v8: bwd, dense, half pairs, angles from invfreq, 3 strides, 8 per access
-struct rope_bwd_bf16_dense_half_invfreq_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_invfreq_s3_v8(const rope_bwd_bf16_dense_half_invfreq_s3_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_half_invfreq_s4_v1: bwd, dense, half pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_bwd_bf16_dense_half_invfreq_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_invfreq_s4_v1(const rope_bwd_bf16_dense_half_invfreq_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_half_base_s0_v1: bwd, dense, half pairs, angles from base, 0 strides, 1 per access
-struct rope_bwd_bf16_dense_half_base_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_base_s0_v1(const rope_bwd_bf16_dense_half_base_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_half_base_s0_v2: bwd, dense, half pairs, angles from base, 0 strides, 2 per access
-struct rope_bwd_bf16_dense_half_base_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_base_s0_v2(const rope_bwd_bf16_dense_half_base_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_half_base_s0_v4: bwd, dense, half pairs, angles from base, 0 strides, 4 per access
-struct rope_bwd_bf16_dense_half_base_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_base_s0_v4(const rope_bwd_bf16_dense_half_base_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_half_base_s0_v8: bwd, dense, half pairs, angles from base, 0 strides, 8 per access
-struct rope_bwd_bf16_dense_half_base_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_base_s0_v8(const rope_bwd_bf16_dense_half_base_s0_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_half_base_s3_v1: bwd, dense, half pairs, angles from base, 3 strides, 1 per access
-struct rope_bwd_bf16_dense_half_base_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_base_s3_v1(const rope_bwd_bf16_dense_half_base_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_half_base_s3_v2: bwd, dense, half pairs, angles from base, 3 strides, 2 per access
-struct rope_bwd_bf16_dense_half_base_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_base_s3_v2(const rope_bwd_bf16_dense_half_base_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_half_base_s3_v4: bwd, dense, half pairs, angles from base, 3 strides, 4 per access
-struct rope_bwd_bf16_dense_half_base_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_base_s3_v4(const rope_bwd_bf16_dense_half_base_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_half_base_s3_v8: bwd, dense, half pairs, angles from base, 3 strides, 8 per access
-struct rope_bwd_bf16_dense_half_base_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_base_s3_v8(const rope_bwd_bf16_dense_half_base_s3_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_half_base_s4_v1: bwd, dense, half pairs, angles from base, 4 strides, 1 per access
-struct rope_bwd_bf16_dense_half_base_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_half_base_s4_v1(const rope_bwd_bf16_dense_half_base_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, false, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_freqs_s0_v1: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_freqs_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_freqs_s0_v1(const rope_bwd_bf16_dense_interleaved_freqs_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_interleaved_freqs_s0_v2: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 2 per access
-struct rope_bwd_bf16_dense_interleaved_freqs_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_freqs_s0_v2(const rope_bwd_bf16_dense_interleaved_freqs_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_interleaved_freqs_s0_v4: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 4 per access
-struct rope_bwd_bf16_dense_interleaved_freqs_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_freqs_s0_v4(const rope_bwd_bf16_dense_interleaved_freqs_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_interleaved_freqs_s0_v8: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 8 per access
-struct rope_bwd_bf16_dense_interleaved_freqs_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_freqs_s0_v8(const rope_bwd_bf16_dense_interleaved_freqs_s0_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_interleaved_freqs_s3_v1: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_freqs_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_freqs_s3_v1(const rope_bwd_bf16_dense_interleaved_freqs_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_interleaved_freqs_s3_v2: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 2 per access
-struct rope_bwd_bf16_dense_interleaved_freqs_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_freqs_s3_v2(const rope_bwd_bf16_dense_interleaved_freqs_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_interleaved_freqs_s3_v4: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 4 per access
-struct rope_bwd_bf16_dense_interleaved_freqs_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_freqs_s3_v4(const rope_bwd_bf16_dense_interleaved_freqs_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_interleaved_freqs_s3_v8: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 8 per access
-struct rope_bwd_bf16_dense_interleaved_freqs_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_freqs_s3_v8(const rope_bwd_bf16_dense_interleaved_freqs_s3_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_interleaved_freqs_s4_v1: bwd, dense, interleaved pairs, angles from freqs, 4 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_freqs_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_freqs_s4_v1(const rope_bwd_bf16_dense_interleaved_freqs_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossin_s0_v1: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_cossin_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossin_s0_v1(const rope_bwd_bf16_dense_interleaved_cossin_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossin_s0_v2: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 2 per access
-struct rope_bwd_bf16_dense_interleaved_cossin_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossin_s0_v2(const rope_bwd_bf16_dense_interleaved_cossin_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossin_s0_v4: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 4 per access
-struct rope_bwd_bf16_dense_interleaved_cossin_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossin_s0_v4(const rope_bwd_bf16_dense_interleaved_cossin_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossin_s0_v8: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 8 per access
-struct rope_bwd_bf16_dense_interleaved_cossin_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossin_s0_v8(const rope_bwd_bf16_dense_interleaved_cossin_s0_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossin_s3_v1: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_cossin_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossin_s3_v1(const rope_bwd_bf16_dense_interleaved_cossin_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossin_s3_v2: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 2 per access
-struct rope_bwd_bf16_dense_interleaved_cossin_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossin_s3_v2(const rope_bwd_bf16_dense_interleaved_cossin_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossin_s3_v4: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 4 per access
-struct rope_bwd_bf16_dense_interleaved_cossin_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossin_s3_v4(const rope_bwd_bf16_dense_interleaved_cossin_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossin_s3_v8: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 8 per access
-struct rope_bwd_bf16_dense_interleaved_cossin_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossin_s3_v8(const rope_bwd_bf16_dense_interleaved_cossin_s3_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossin_s4_v1: bwd, dense, interleaved pairs, angles from cossin, 4 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_cossin_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossin_s4_v1(const rope_bwd_bf16_dense_interleaved_cossin_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossinf32_s0_v1: bwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_cossinf32_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossinf32_s0_v1(const rope_bwd_bf16_dense_interleaved_cossinf32_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossinf32_s0_v2: bwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 2 per access
-struct rope_bwd_bf16_dense_interleaved_cossinf32_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossinf32_s0_v2(const rope_bwd_bf16_dense_interleaved_cossinf32_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossinf32_s0_v4: bwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 4 per access
-struct rope_bwd_bf16_dense_interleaved_cossinf32_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossinf32_s0_v4(const rope_bwd_bf16_dense_interleaved_cossinf32_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossinf32_s0_v8: bwd, dense, interleaved pairs, angles from cossinf32, 0 strides, 8 per access
-struct rope_bwd_bf16_dense_interleaved_cossinf32_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossinf32_s0_v8(const rope_bwd_bf16_dense_interleaved_cossinf32_s0_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossinf32_s3_v1: bwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_cossinf32_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossinf32_s3_v1(const rope_bwd_bf16_dense_interleaved_cossinf32_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossinf32_s3_v2: bwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 2 per access
-struct rope_bwd_bf16_dense_interleaved_cossinf32_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossinf32_s3_v2(const rope_bwd_bf16_dense_interleaved_cossinf32_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossinf32_s3_v4: bwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 4 per access
-struct rope_bwd_bf16_dense_interleaved_cossinf32_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossinf32_s3_v4(const rope_bwd_bf16_dense_interleaved_cossinf32_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossinf32_s3_v8: bwd, dense, interleaved pairs, angles from cossinf32, 3 strides, 8 per access
-struct rope_bwd_bf16_dense_interleaved_cossinf32_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossinf32_s3_v8(const rope_bwd_bf16_dense_interleaved_cossinf32_s3_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_cossinf32_s4_v1: bwd, dense, interleaved pairs, angles from cossinf32, 4 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_cossinf32_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_cossinf32_s4_v1(const rope_bwd_bf16_dense_interleaved_cossinf32_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_bf16_dense_interleaved_invfreq_s0_v1: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_invfreq_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_invfreq_s0_v1(const rope_bwd_bf16_dense_interleaved_invfreq_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_invfreq_s0_v2: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_bwd_bf16_dense_interleaved_invfreq_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_invfreq_s0_v2(const rope_bwd_bf16_dense_interleaved_invfreq_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_invfreq_s0_v4: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_bwd_bf16_dense_interleaved_invfreq_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_invfreq_s0_v4(const rope_bwd_bf16_dense_interleaved_invfreq_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_invfreq_s0_v8: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 8 per access
-struct rope_bwd_bf16_dense_interleaved_invfreq_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_invfreq_s0_v8(const rope_bwd_bf16_dense_interleaved_invfreq_s0_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_invfreq_s3_v1: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_invfreq_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_invfreq_s3_v1(const rope_bwd_bf16_dense_interleaved_invfreq_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_invfreq_s3_v2: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_bwd_bf16_dense_interleaved_invfreq_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_invfreq_s3_v2(const rope_bwd_bf16_dense_interleaved_invfreq_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_invfreq_s3_v4: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_bwd_bf16_dense_interleaved_invfreq_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_invfreq_s3_v4(const rope_bwd_bf16_dense_interleaved_invfreq_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_invfreq_s3_v8: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 8 per access
-struct rope_bwd_bf16_dense_interleaved_invfreq_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_invfreq_s3_v8(const rope_bwd_bf16_dense_interleaved_invfreq_s3_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_invfreq_s4_v1: bwd, dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_invfreq_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_invfreq_s4_v1(const rope_bwd_bf16_dense_interleaved_invfreq_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_base_s0_v1: bwd, dense, interleaved pairs, angles from base, 0 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_base_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_base_s0_v1(const rope_bwd_bf16_dense_interleaved_base_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_base_s0_v2: bwd, dense, interleaved pairs, angles from base, 0 strides, 2 per access
-struct rope_bwd_bf16_dense_interleaved_base_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_base_s0_v2(const rope_bwd_bf16_dense_interleaved_base_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_base_s0_v4: bwd, dense, interleaved pairs, angles from base, 0 strides, 4 per access
-struct rope_bwd_bf16_dense_interleaved_base_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_base_s0_v4(const rope_bwd_bf16_dense_interleaved_base_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_base_s0_v8: bwd, dense, interleaved pairs, angles from base, 0 strides, 8 per access
-struct rope_bwd_bf16_dense_interleaved_base_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_base_s0_v8(const rope_bwd_bf16_dense_interleaved_base_s0_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_base_s3_v1: bwd, dense, interleaved pairs, angles from base, 3 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_base_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_base_s3_v1(const rope_bwd_bf16_dense_interleaved_base_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_base_s3_v2: bwd, dense, interleaved pairs, angles from base, 3 strides, 2 per access
-struct rope_bwd_bf16_dense_interleaved_base_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_base_s3_v2(const rope_bwd_bf16_dense_interleaved_base_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 2, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_base_s3_v4: bwd, dense, interleaved pairs, angles from base, 3 strides, 4 per access
-struct rope_bwd_bf16_dense_interleaved_base_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_base_s3_v4(const rope_bwd_bf16_dense_interleaved_base_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 4, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_base_s3_v8: bwd, dense, interleaved pairs, angles from base, 3 strides, 8 per access
-struct rope_bwd_bf16_dense_interleaved_base_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_base_s3_v8(const rope_bwd_bf16_dense_interleaved_base_s3_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 8, true, true>(
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_bf16_dense_interleaved_base_s4_v1: bwd, dense, interleaved pairs, angles from base, 4 strides, 1 per access
-struct rope_bwd_bf16_dense_interleaved_base_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_bf16_dense_interleaved_base_s4_v1(const rope_bwd_bf16_dense_interleaved_base_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<bf16, 1, true, true>(
+  rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});

@@ -1,12 +1,12 @@
-// cukiln RoPE kernels, element type fp16: 180 variants.
+// cukiln RoPE kernels, element type fp16: 90 variants.
 // Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
-// pairing, direction, addressing and angle source.
+// pairing, addressing and angle source; the direction (forward or backward) is a kernel argument.
 #include "rope.cuh"
 
 
-// rope_fwd_fp16_thd_half_freqs_s0_v1_grid: fwd, thd (grid dispatch), half pairs, angles from freqs, 0 strides, 1 per access
-struct rope_fwd_fp16_thd_half_freqs_s0_v1_grid_params {
+// rope_fp16_thd_half_freqs_s0_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 1 per access
+struct rope_fp16_thd_half_freqs_s0_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -17,6 +17,7 @@ struct rope_fwd_fp16_thd_half_freqs_s0_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -33,18 +34,18 @@ struct rope_fwd_fp16_thd_half_freqs_s0_v1_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_freqs_s0_v1_grid(const rope_fwd_fp16_thd_half_freqs_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0_v1_grid(const rope_fp16_thd_half_freqs_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_half_freqs_s0_v2_grid: fwd, thd (grid dispatch), half pairs, angles from freqs, 0 strides, 2 per access
-struct rope_fwd_fp16_thd_half_freqs_s0_v2_grid_params {
+// rope_fp16_thd_half_freqs_s0_v2_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 2 per access
+struct rope_fp16_thd_half_freqs_s0_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -55,6 +56,7 @@ struct rope_fwd_fp16_thd_half_freqs_s0_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -71,18 +73,18 @@ struct rope_fwd_fp16_thd_half_freqs_s0_v2_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_freqs_s0_v2_grid(const rope_fwd_fp16_thd_half_freqs_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0_v2_grid(const rope_fp16_thd_half_freqs_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, false>(
+  rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_half_freqs_s0_v4_grid: fwd, thd (grid dispatch), half pairs, angles from freqs, 0 strides, 4 per access
-struct rope_fwd_fp16_thd_half_freqs_s0_v4_grid_params {
+// rope_fp16_thd_half_freqs_s0_v4_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 4 per access
+struct rope_fp16_thd_half_freqs_s0_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -93,6 +95,7 @@ struct rope_fwd_fp16_thd_half_freqs_s0_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -109,18 +112,18 @@ struct rope_fwd_fp16_thd_half_freqs_s0_v4_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_freqs_s0_v4_grid(const rope_fwd_fp16_thd_half_freqs_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0_v4_grid(const rope_fp16_thd_half_freqs_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, false>(
+  rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_half_freqs_s0_v8_grid: fwd, thd (grid dispatch), half pairs, angles from freqs, 0 strides, 8 per access
-struct rope_fwd_fp16_thd_half_freqs_s0_v8_grid_params {
+// rope_fp16_thd_half_freqs_s0_v8_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 8 per access
+struct rope_fp16_thd_half_freqs_s0_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -131,6 +134,7 @@ struct rope_fwd_fp16_thd_half_freqs_s0_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -147,18 +151,18 @@ struct rope_fwd_fp16_thd_half_freqs_s0_v8_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_freqs_s0_v8_grid(const rope_fwd_fp16_thd_half_freqs_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0_v8_grid(const rope_fp16_thd_half_freqs_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, false>(
+  rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_half_freqs_s3_v1_grid: fwd, thd (grid dispatch), half pairs, angles from freqs, 3 strides, 1 per access
-struct rope_fwd_fp16_thd_half_freqs_s3_v1_grid_params {
+// rope_fp16_thd_half_freqs_s3_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 1 per access
+struct rope_fp16_thd_half_freqs_s3_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -169,6 +173,7 @@ struct rope_fwd_fp16_thd_half_freqs_s3_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -191,18 +196,18 @@ struct rope_fwd_fp16_thd_half_freqs_s3_v1_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_freqs_s3_v1_grid(const rope_fwd_fp16_thd_half_freqs_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3_v1_grid(const rope_fp16_thd_half_freqs_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_half_freqs_s3_v2_grid: fwd, thd (grid dispatch), half pairs, angles from freqs, 3 strides, 2 per access
-struct rope_fwd_fp16_thd_half_freqs_s3_v2_grid_params {
+// rope_fp16_thd_half_freqs_s3_v2_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 2 per access
+struct rope_fp16_thd_half_freqs_s3_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -213,6 +218,7 @@ struct rope_fwd_fp16_thd_half_freqs_s3_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -235,18 +241,18 @@ struct rope_fwd_fp16_thd_half_freqs_s3_v2_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_freqs_s3_v2_grid(const rope_fwd_fp16_thd_half_freqs_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3_v2_grid(const rope_fp16_thd_half_freqs_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, false>(
+  rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_half_freqs_s3_v4_grid: fwd, thd (grid dispatch), half pairs, angles from freqs, 3 strides, 4 per access
-struct rope_fwd_fp16_thd_half_freqs_s3_v4_grid_params {
+// rope_fp16_thd_half_freqs_s3_v4_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 4 per access
+struct rope_fp16_thd_half_freqs_s3_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -257,6 +263,7 @@ struct rope_fwd_fp16_thd_half_freqs_s3_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -279,18 +286,18 @@ struct rope_fwd_fp16_thd_half_freqs_s3_v4_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_freqs_s3_v4_grid(const rope_fwd_fp16_thd_half_freqs_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3_v4_grid(const rope_fp16_thd_half_freqs_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, false>(
+  rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_half_freqs_s3_v8_grid: fwd, thd (grid dispatch), half pairs, angles from freqs, 3 strides, 8 per access
-struct rope_fwd_fp16_thd_half_freqs_s3_v8_grid_params {
+// rope_fp16_thd_half_freqs_s3_v8_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 8 per access
+struct rope_fp16_thd_half_freqs_s3_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -301,6 +308,7 @@ struct rope_fwd_fp16_thd_half_freqs_s3_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -323,18 +331,18 @@ struct rope_fwd_fp16_thd_half_freqs_s3_v8_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_freqs_s3_v8_grid(const rope_fwd_fp16_thd_half_freqs_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3_v8_grid(const rope_fp16_thd_half_freqs_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, false>(
+  rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_half_freqs_s4_v1_grid: fwd, thd (grid dispatch), half pairs, angles from freqs, 4 strides, 1 per access
-struct rope_fwd_fp16_thd_half_freqs_s4_v1_grid_params {
+// rope_fp16_thd_half_freqs_s4_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 4 strides, 1 per access
+struct rope_fp16_thd_half_freqs_s4_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -345,6 +353,7 @@ struct rope_fwd_fp16_thd_half_freqs_s4_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -369,18 +378,18 @@ struct rope_fwd_fp16_thd_half_freqs_s4_v1_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_freqs_s4_v1_grid(const rope_fwd_fp16_thd_half_freqs_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s4_v1_grid(const rope_fp16_thd_half_freqs_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_half_cossin_s0_v1_grid: fwd, thd (grid dispatch), half pairs, angles from cossin, 0 strides, 1 per access
-struct rope_fwd_fp16_thd_half_cossin_s0_v1_grid_params {
+// rope_fp16_thd_half_cossin_s0_v1_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 1 per access
+struct rope_fp16_thd_half_cossin_s0_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -391,6 +400,7 @@ struct rope_fwd_fp16_thd_half_cossin_s0_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -410,18 +420,18 @@ struct rope_fwd_fp16_thd_half_cossin_s0_v1_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossin_s0_v1_grid(const rope_fwd_fp16_thd_half_cossin_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s0_v1_grid(const rope_fp16_thd_half_cossin_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossin_s0_v2_grid: fwd, thd (grid dispatch), half pairs, angles from cossin, 0 strides, 2 per access
-struct rope_fwd_fp16_thd_half_cossin_s0_v2_grid_params {
+// rope_fp16_thd_half_cossin_s0_v2_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 2 per access
+struct rope_fp16_thd_half_cossin_s0_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -432,6 +442,7 @@ struct rope_fwd_fp16_thd_half_cossin_s0_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -451,18 +462,18 @@ struct rope_fwd_fp16_thd_half_cossin_s0_v2_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossin_s0_v2_grid(const rope_fwd_fp16_thd_half_cossin_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s0_v2_grid(const rope_fp16_thd_half_cossin_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, false>(
+  rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossin_s0_v4_grid: fwd, thd (grid dispatch), half pairs, angles from cossin, 0 strides, 4 per access
-struct rope_fwd_fp16_thd_half_cossin_s0_v4_grid_params {
+// rope_fp16_thd_half_cossin_s0_v4_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 4 per access
+struct rope_fp16_thd_half_cossin_s0_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -473,6 +484,7 @@ struct rope_fwd_fp16_thd_half_cossin_s0_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -492,18 +504,18 @@ struct rope_fwd_fp16_thd_half_cossin_s0_v4_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossin_s0_v4_grid(const rope_fwd_fp16_thd_half_cossin_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s0_v4_grid(const rope_fp16_thd_half_cossin_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, false>(
+  rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossin_s0_v8_grid: fwd, thd (grid dispatch), half pairs, angles from cossin, 0 strides, 8 per access
-struct rope_fwd_fp16_thd_half_cossin_s0_v8_grid_params {
+// rope_fp16_thd_half_cossin_s0_v8_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 8 per access
+struct rope_fp16_thd_half_cossin_s0_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -514,6 +526,7 @@ struct rope_fwd_fp16_thd_half_cossin_s0_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -533,18 +546,18 @@ struct rope_fwd_fp16_thd_half_cossin_s0_v8_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossin_s0_v8_grid(const rope_fwd_fp16_thd_half_cossin_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s0_v8_grid(const rope_fp16_thd_half_cossin_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, false>(
+  rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossin_s3_v1_grid: fwd, thd (grid dispatch), half pairs, angles from cossin, 3 strides, 1 per access
-struct rope_fwd_fp16_thd_half_cossin_s3_v1_grid_params {
+// rope_fp16_thd_half_cossin_s3_v1_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 1 per access
+struct rope_fp16_thd_half_cossin_s3_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -555,6 +568,7 @@ struct rope_fwd_fp16_thd_half_cossin_s3_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -580,18 +594,18 @@ struct rope_fwd_fp16_thd_half_cossin_s3_v1_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossin_s3_v1_grid(const rope_fwd_fp16_thd_half_cossin_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s3_v1_grid(const rope_fp16_thd_half_cossin_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossin_s3_v2_grid: fwd, thd (grid dispatch), half pairs, angles from cossin, 3 strides, 2 per access
-struct rope_fwd_fp16_thd_half_cossin_s3_v2_grid_params {
+// rope_fp16_thd_half_cossin_s3_v2_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 2 per access
+struct rope_fp16_thd_half_cossin_s3_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -602,6 +616,7 @@ struct rope_fwd_fp16_thd_half_cossin_s3_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -627,18 +642,18 @@ struct rope_fwd_fp16_thd_half_cossin_s3_v2_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossin_s3_v2_grid(const rope_fwd_fp16_thd_half_cossin_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s3_v2_grid(const rope_fp16_thd_half_cossin_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, false>(
+  rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossin_s3_v4_grid: fwd, thd (grid dispatch), half pairs, angles from cossin, 3 strides, 4 per access
-struct rope_fwd_fp16_thd_half_cossin_s3_v4_grid_params {
+// rope_fp16_thd_half_cossin_s3_v4_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 4 per access
+struct rope_fp16_thd_half_cossin_s3_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -649,6 +664,7 @@ struct rope_fwd_fp16_thd_half_cossin_s3_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -674,18 +690,18 @@ struct rope_fwd_fp16_thd_half_cossin_s3_v4_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossin_s3_v4_grid(const rope_fwd_fp16_thd_half_cossin_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s3_v4_grid(const rope_fp16_thd_half_cossin_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, false>(
+  rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossin_s3_v8_grid: fwd, thd (grid dispatch), half pairs, angles from cossin, 3 strides, 8 per access
-struct rope_fwd_fp16_thd_half_cossin_s3_v8_grid_params {
+// rope_fp16_thd_half_cossin_s3_v8_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 8 per access
+struct rope_fp16_thd_half_cossin_s3_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -696,6 +712,7 @@ struct rope_fwd_fp16_thd_half_cossin_s3_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -721,18 +738,18 @@ struct rope_fwd_fp16_thd_half_cossin_s3_v8_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossin_s3_v8_grid(const rope_fwd_fp16_thd_half_cossin_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s3_v8_grid(const rope_fp16_thd_half_cossin_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, false>(
+  rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossin_s4_v1_grid: fwd, thd (grid dispatch), half pairs, angles from cossin, 4 strides, 1 per access
-struct rope_fwd_fp16_thd_half_cossin_s4_v1_grid_params {
+// rope_fp16_thd_half_cossin_s4_v1_grid: thd (grid dispatch), half pairs, angles from cossin, 4 strides, 1 per access
+struct rope_fp16_thd_half_cossin_s4_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -743,6 +760,7 @@ struct rope_fwd_fp16_thd_half_cossin_s4_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -770,18 +788,18 @@ struct rope_fwd_fp16_thd_half_cossin_s4_v1_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossin_s4_v1_grid(const rope_fwd_fp16_thd_half_cossin_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s4_v1_grid(const rope_fp16_thd_half_cossin_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossinf32_s0_v1_grid: fwd, thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 1 per access
-struct rope_fwd_fp16_thd_half_cossinf32_s0_v1_grid_params {
+// rope_fp16_thd_half_cossinf32_s0_v1_grid: thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 1 per access
+struct rope_fp16_thd_half_cossinf32_s0_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -792,6 +810,7 @@ struct rope_fwd_fp16_thd_half_cossinf32_s0_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -811,18 +830,18 @@ struct rope_fwd_fp16_thd_half_cossinf32_s0_v1_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossinf32_s0_v1_grid(const rope_fwd_fp16_thd_half_cossinf32_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s0_v1_grid(const rope_fp16_thd_half_cossinf32_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossinf32_s0_v2_grid: fwd, thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 2 per access
-struct rope_fwd_fp16_thd_half_cossinf32_s0_v2_grid_params {
+// rope_fp16_thd_half_cossinf32_s0_v2_grid: thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 2 per access
+struct rope_fp16_thd_half_cossinf32_s0_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -833,6 +852,7 @@ struct rope_fwd_fp16_thd_half_cossinf32_s0_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -852,18 +872,18 @@ struct rope_fwd_fp16_thd_half_cossinf32_s0_v2_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossinf32_s0_v2_grid(const rope_fwd_fp16_thd_half_cossinf32_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s0_v2_grid(const rope_fp16_thd_half_cossinf32_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, false>(
+  rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossinf32_s0_v4_grid: fwd, thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 4 per access
-struct rope_fwd_fp16_thd_half_cossinf32_s0_v4_grid_params {
+// rope_fp16_thd_half_cossinf32_s0_v4_grid: thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 4 per access
+struct rope_fp16_thd_half_cossinf32_s0_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -874,6 +894,7 @@ struct rope_fwd_fp16_thd_half_cossinf32_s0_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -893,18 +914,18 @@ struct rope_fwd_fp16_thd_half_cossinf32_s0_v4_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossinf32_s0_v4_grid(const rope_fwd_fp16_thd_half_cossinf32_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s0_v4_grid(const rope_fp16_thd_half_cossinf32_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, false>(
+  rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossinf32_s0_v8_grid: fwd, thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 8 per access
-struct rope_fwd_fp16_thd_half_cossinf32_s0_v8_grid_params {
+// rope_fp16_thd_half_cossinf32_s0_v8_grid: thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 8 per access
+struct rope_fp16_thd_half_cossinf32_s0_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -915,6 +936,7 @@ struct rope_fwd_fp16_thd_half_cossinf32_s0_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -934,18 +956,18 @@ struct rope_fwd_fp16_thd_half_cossinf32_s0_v8_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossinf32_s0_v8_grid(const rope_fwd_fp16_thd_half_cossinf32_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s0_v8_grid(const rope_fp16_thd_half_cossinf32_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, false>(
+  rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossinf32_s3_v1_grid: fwd, thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 1 per access
-struct rope_fwd_fp16_thd_half_cossinf32_s3_v1_grid_params {
+// rope_fp16_thd_half_cossinf32_s3_v1_grid: thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 1 per access
+struct rope_fp16_thd_half_cossinf32_s3_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -956,6 +978,7 @@ struct rope_fwd_fp16_thd_half_cossinf32_s3_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -981,18 +1004,18 @@ struct rope_fwd_fp16_thd_half_cossinf32_s3_v1_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossinf32_s3_v1_grid(const rope_fwd_fp16_thd_half_cossinf32_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s3_v1_grid(const rope_fp16_thd_half_cossinf32_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossinf32_s3_v2_grid: fwd, thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 2 per access
-struct rope_fwd_fp16_thd_half_cossinf32_s3_v2_grid_params {
+// rope_fp16_thd_half_cossinf32_s3_v2_grid: thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 2 per access
+struct rope_fp16_thd_half_cossinf32_s3_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1003,6 +1026,7 @@ struct rope_fwd_fp16_thd_half_cossinf32_s3_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1028,18 +1052,18 @@ struct rope_fwd_fp16_thd_half_cossinf32_s3_v2_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossinf32_s3_v2_grid(const rope_fwd_fp16_thd_half_cossinf32_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s3_v2_grid(const rope_fp16_thd_half_cossinf32_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, false>(
+  rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossinf32_s3_v4_grid: fwd, thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 4 per access
-struct rope_fwd_fp16_thd_half_cossinf32_s3_v4_grid_params {
+// rope_fp16_thd_half_cossinf32_s3_v4_grid: thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 4 per access
+struct rope_fp16_thd_half_cossinf32_s3_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1050,6 +1074,7 @@ struct rope_fwd_fp16_thd_half_cossinf32_s3_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1075,18 +1100,18 @@ struct rope_fwd_fp16_thd_half_cossinf32_s3_v4_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossinf32_s3_v4_grid(const rope_fwd_fp16_thd_half_cossinf32_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s3_v4_grid(const rope_fp16_thd_half_cossinf32_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, false>(
+  rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossinf32_s3_v8_grid: fwd, thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 8 per access
-struct rope_fwd_fp16_thd_half_cossinf32_s3_v8_grid_params {
+// rope_fp16_thd_half_cossinf32_s3_v8_grid: thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 8 per access
+struct rope_fp16_thd_half_cossinf32_s3_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1097,6 +1122,7 @@ struct rope_fwd_fp16_thd_half_cossinf32_s3_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1122,18 +1148,18 @@ struct rope_fwd_fp16_thd_half_cossinf32_s3_v8_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossinf32_s3_v8_grid(const rope_fwd_fp16_thd_half_cossinf32_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s3_v8_grid(const rope_fp16_thd_half_cossinf32_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, false>(
+  rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_cossinf32_s4_v1_grid: fwd, thd (grid dispatch), half pairs, angles from cossinf32, 4 strides, 1 per access
-struct rope_fwd_fp16_thd_half_cossinf32_s4_v1_grid_params {
+// rope_fp16_thd_half_cossinf32_s4_v1_grid: thd (grid dispatch), half pairs, angles from cossinf32, 4 strides, 1 per access
+struct rope_fp16_thd_half_cossinf32_s4_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1144,6 +1170,7 @@ struct rope_fwd_fp16_thd_half_cossinf32_s4_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1171,18 +1198,18 @@ struct rope_fwd_fp16_thd_half_cossinf32_s4_v1_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_cossinf32_s4_v1_grid(const rope_fwd_fp16_thd_half_cossinf32_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s4_v1_grid(const rope_fp16_thd_half_cossinf32_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_half_invfreq_s0_v1_grid: fwd, thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_fwd_fp16_thd_half_invfreq_s0_v1_grid_params {
+// rope_fp16_thd_half_invfreq_s0_v1_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_fp16_thd_half_invfreq_s0_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1193,6 +1220,7 @@ struct rope_fwd_fp16_thd_half_invfreq_s0_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1208,18 +1236,18 @@ struct rope_fwd_fp16_thd_half_invfreq_s0_v1_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_invfreq_s0_v1_grid(const rope_fwd_fp16_thd_half_invfreq_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s0_v1_grid(const rope_fp16_thd_half_invfreq_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_half_invfreq_s0_v2_grid: fwd, thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_fwd_fp16_thd_half_invfreq_s0_v2_grid_params {
+// rope_fp16_thd_half_invfreq_s0_v2_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_fp16_thd_half_invfreq_s0_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1230,6 +1258,7 @@ struct rope_fwd_fp16_thd_half_invfreq_s0_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1245,18 +1274,18 @@ struct rope_fwd_fp16_thd_half_invfreq_s0_v2_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_invfreq_s0_v2_grid(const rope_fwd_fp16_thd_half_invfreq_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s0_v2_grid(const rope_fp16_thd_half_invfreq_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, false>(
+  rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_half_invfreq_s0_v4_grid: fwd, thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_fwd_fp16_thd_half_invfreq_s0_v4_grid_params {
+// rope_fp16_thd_half_invfreq_s0_v4_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_fp16_thd_half_invfreq_s0_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1267,6 +1296,7 @@ struct rope_fwd_fp16_thd_half_invfreq_s0_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1282,18 +1312,18 @@ struct rope_fwd_fp16_thd_half_invfreq_s0_v4_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_invfreq_s0_v4_grid(const rope_fwd_fp16_thd_half_invfreq_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s0_v4_grid(const rope_fp16_thd_half_invfreq_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, false>(
+  rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_half_invfreq_s0_v8_grid: fwd, thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 8 per access
-struct rope_fwd_fp16_thd_half_invfreq_s0_v8_grid_params {
+// rope_fp16_thd_half_invfreq_s0_v8_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 8 per access
+struct rope_fp16_thd_half_invfreq_s0_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1304,6 +1334,7 @@ struct rope_fwd_fp16_thd_half_invfreq_s0_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1319,18 +1350,18 @@ struct rope_fwd_fp16_thd_half_invfreq_s0_v8_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_invfreq_s0_v8_grid(const rope_fwd_fp16_thd_half_invfreq_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s0_v8_grid(const rope_fp16_thd_half_invfreq_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, false>(
+  rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_half_invfreq_s3_v1_grid: fwd, thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_fwd_fp16_thd_half_invfreq_s3_v1_grid_params {
+// rope_fp16_thd_half_invfreq_s3_v1_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_fp16_thd_half_invfreq_s3_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1341,6 +1372,7 @@ struct rope_fwd_fp16_thd_half_invfreq_s3_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1362,18 +1394,18 @@ struct rope_fwd_fp16_thd_half_invfreq_s3_v1_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_invfreq_s3_v1_grid(const rope_fwd_fp16_thd_half_invfreq_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s3_v1_grid(const rope_fp16_thd_half_invfreq_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_half_invfreq_s3_v2_grid: fwd, thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_fwd_fp16_thd_half_invfreq_s3_v2_grid_params {
+// rope_fp16_thd_half_invfreq_s3_v2_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_fp16_thd_half_invfreq_s3_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1384,6 +1416,7 @@ struct rope_fwd_fp16_thd_half_invfreq_s3_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1405,18 +1438,18 @@ struct rope_fwd_fp16_thd_half_invfreq_s3_v2_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_invfreq_s3_v2_grid(const rope_fwd_fp16_thd_half_invfreq_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s3_v2_grid(const rope_fp16_thd_half_invfreq_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, false>(
+  rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_half_invfreq_s3_v4_grid: fwd, thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_fwd_fp16_thd_half_invfreq_s3_v4_grid_params {
+// rope_fp16_thd_half_invfreq_s3_v4_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_fp16_thd_half_invfreq_s3_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1427,6 +1460,7 @@ struct rope_fwd_fp16_thd_half_invfreq_s3_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1448,18 +1482,18 @@ struct rope_fwd_fp16_thd_half_invfreq_s3_v4_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_invfreq_s3_v4_grid(const rope_fwd_fp16_thd_half_invfreq_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s3_v4_grid(const rope_fp16_thd_half_invfreq_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, false>(
+  rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_half_invfreq_s3_v8_grid: fwd, thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 8 per access
-struct rope_fwd_fp16_thd_half_invfreq_s3_v8_grid_params {
+// rope_fp16_thd_half_invfreq_s3_v8_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 8 per access
+struct rope_fp16_thd_half_invfreq_s3_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1470,6 +1504,7 @@ struct rope_fwd_fp16_thd_half_invfreq_s3_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1491,18 +1526,18 @@ struct rope_fwd_fp16_thd_half_invfreq_s3_v8_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_invfreq_s3_v8_grid(const rope_fwd_fp16_thd_half_invfreq_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s3_v8_grid(const rope_fp16_thd_half_invfreq_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, false>(
+  rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_half_invfreq_s4_v1_grid: fwd, thd (grid dispatch), half pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_fwd_fp16_thd_half_invfreq_s4_v1_grid_params {
+// rope_fp16_thd_half_invfreq_s4_v1_grid: thd (grid dispatch), half pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_fp16_thd_half_invfreq_s4_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1513,6 +1548,7 @@ struct rope_fwd_fp16_thd_half_invfreq_s4_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1536,18 +1572,18 @@ struct rope_fwd_fp16_thd_half_invfreq_s4_v1_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_invfreq_s4_v1_grid(const rope_fwd_fp16_thd_half_invfreq_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s4_v1_grid(const rope_fp16_thd_half_invfreq_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_half_base_s0_v1_grid: fwd, thd (grid dispatch), half pairs, angles from base, 0 strides, 1 per access
-struct rope_fwd_fp16_thd_half_base_s0_v1_grid_params {
+// rope_fp16_thd_half_base_s0_v1_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 1 per access
+struct rope_fp16_thd_half_base_s0_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1558,6 +1594,7 @@ struct rope_fwd_fp16_thd_half_base_s0_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1574,18 +1611,18 @@ struct rope_fwd_fp16_thd_half_base_s0_v1_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_base_s0_v1_grid(const rope_fwd_fp16_thd_half_base_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_v1_grid(const rope_fp16_thd_half_base_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_half_base_s0_v2_grid: fwd, thd (grid dispatch), half pairs, angles from base, 0 strides, 2 per access
-struct rope_fwd_fp16_thd_half_base_s0_v2_grid_params {
+// rope_fp16_thd_half_base_s0_v2_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 2 per access
+struct rope_fp16_thd_half_base_s0_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1596,6 +1633,7 @@ struct rope_fwd_fp16_thd_half_base_s0_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1612,18 +1650,18 @@ struct rope_fwd_fp16_thd_half_base_s0_v2_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_base_s0_v2_grid(const rope_fwd_fp16_thd_half_base_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_v2_grid(const rope_fp16_thd_half_base_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, false>(
+  rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_half_base_s0_v4_grid: fwd, thd (grid dispatch), half pairs, angles from base, 0 strides, 4 per access
-struct rope_fwd_fp16_thd_half_base_s0_v4_grid_params {
+// rope_fp16_thd_half_base_s0_v4_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 4 per access
+struct rope_fp16_thd_half_base_s0_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1634,6 +1672,7 @@ struct rope_fwd_fp16_thd_half_base_s0_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1650,18 +1689,18 @@ struct rope_fwd_fp16_thd_half_base_s0_v4_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_base_s0_v4_grid(const rope_fwd_fp16_thd_half_base_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_v4_grid(const rope_fp16_thd_half_base_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, false>(
+  rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_half_base_s0_v8_grid: fwd, thd (grid dispatch), half pairs, angles from base, 0 strides, 8 per access
-struct rope_fwd_fp16_thd_half_base_s0_v8_grid_params {
+// rope_fp16_thd_half_base_s0_v8_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 8 per access
+struct rope_fp16_thd_half_base_s0_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1672,6 +1711,7 @@ struct rope_fwd_fp16_thd_half_base_s0_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1688,18 +1728,18 @@ struct rope_fwd_fp16_thd_half_base_s0_v8_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_base_s0_v8_grid(const rope_fwd_fp16_thd_half_base_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_v8_grid(const rope_fp16_thd_half_base_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, false>(
+  rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_half_base_s3_v1_grid: fwd, thd (grid dispatch), half pairs, angles from base, 3 strides, 1 per access
-struct rope_fwd_fp16_thd_half_base_s3_v1_grid_params {
+// rope_fp16_thd_half_base_s3_v1_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 1 per access
+struct rope_fp16_thd_half_base_s3_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1710,6 +1750,7 @@ struct rope_fwd_fp16_thd_half_base_s3_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1732,18 +1773,18 @@ struct rope_fwd_fp16_thd_half_base_s3_v1_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_base_s3_v1_grid(const rope_fwd_fp16_thd_half_base_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_v1_grid(const rope_fp16_thd_half_base_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_half_base_s3_v2_grid: fwd, thd (grid dispatch), half pairs, angles from base, 3 strides, 2 per access
-struct rope_fwd_fp16_thd_half_base_s3_v2_grid_params {
+// rope_fp16_thd_half_base_s3_v2_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 2 per access
+struct rope_fp16_thd_half_base_s3_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1754,6 +1795,7 @@ struct rope_fwd_fp16_thd_half_base_s3_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1776,18 +1818,18 @@ struct rope_fwd_fp16_thd_half_base_s3_v2_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_base_s3_v2_grid(const rope_fwd_fp16_thd_half_base_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_v2_grid(const rope_fp16_thd_half_base_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, false>(
+  rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_half_base_s3_v4_grid: fwd, thd (grid dispatch), half pairs, angles from base, 3 strides, 4 per access
-struct rope_fwd_fp16_thd_half_base_s3_v4_grid_params {
+// rope_fp16_thd_half_base_s3_v4_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 4 per access
+struct rope_fp16_thd_half_base_s3_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1798,6 +1840,7 @@ struct rope_fwd_fp16_thd_half_base_s3_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1820,18 +1863,18 @@ struct rope_fwd_fp16_thd_half_base_s3_v4_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_base_s3_v4_grid(const rope_fwd_fp16_thd_half_base_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_v4_grid(const rope_fp16_thd_half_base_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, false>(
+  rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_half_base_s3_v8_grid: fwd, thd (grid dispatch), half pairs, angles from base, 3 strides, 8 per access
-struct rope_fwd_fp16_thd_half_base_s3_v8_grid_params {
+// rope_fp16_thd_half_base_s3_v8_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 8 per access
+struct rope_fp16_thd_half_base_s3_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1842,6 +1885,7 @@ struct rope_fwd_fp16_thd_half_base_s3_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1864,18 +1908,18 @@ struct rope_fwd_fp16_thd_half_base_s3_v8_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_base_s3_v8_grid(const rope_fwd_fp16_thd_half_base_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_v8_grid(const rope_fp16_thd_half_base_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, false>(
+  rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_half_base_s4_v1_grid: fwd, thd (grid dispatch), half pairs, angles from base, 4 strides, 1 per access
-struct rope_fwd_fp16_thd_half_base_s4_v1_grid_params {
+// rope_fp16_thd_half_base_s4_v1_grid: thd (grid dispatch), half pairs, angles from base, 4 strides, 1 per access
+struct rope_fp16_thd_half_base_s4_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1886,6 +1930,7 @@ struct rope_fwd_fp16_thd_half_base_s4_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1910,18 +1955,18 @@ struct rope_fwd_fp16_thd_half_base_s4_v1_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_half_base_s4_v1_grid(const rope_fwd_fp16_thd_half_base_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s4_v1_grid(const rope_fp16_thd_half_base_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, false>(
+  rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_freqs_s0_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_freqs_s0_v1_grid_params {
+// rope_fp16_thd_interleaved_freqs_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 1 per access
+struct rope_fp16_thd_interleaved_freqs_s0_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1932,6 +1977,7 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s0_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1948,18 +1994,18 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s0_v1_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_freqs_s0_v1_grid(const rope_fwd_fp16_thd_interleaved_freqs_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s0_v1_grid(const rope_fp16_thd_interleaved_freqs_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_interleaved_freqs_s0_v2_grid: fwd, thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 2 per access
-struct rope_fwd_fp16_thd_interleaved_freqs_s0_v2_grid_params {
+// rope_fp16_thd_interleaved_freqs_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 2 per access
+struct rope_fp16_thd_interleaved_freqs_s0_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1970,6 +2016,7 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s0_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1986,18 +2033,18 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s0_v2_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_freqs_s0_v2_grid(const rope_fwd_fp16_thd_interleaved_freqs_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s0_v2_grid(const rope_fp16_thd_interleaved_freqs_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, false>(
+  rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_interleaved_freqs_s0_v4_grid: fwd, thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 4 per access
-struct rope_fwd_fp16_thd_interleaved_freqs_s0_v4_grid_params {
+// rope_fp16_thd_interleaved_freqs_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 4 per access
+struct rope_fp16_thd_interleaved_freqs_s0_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2008,6 +2055,7 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s0_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2024,18 +2072,18 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s0_v4_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_freqs_s0_v4_grid(const rope_fwd_fp16_thd_interleaved_freqs_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s0_v4_grid(const rope_fp16_thd_interleaved_freqs_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, false>(
+  rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_interleaved_freqs_s0_v8_grid: fwd, thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 8 per access
-struct rope_fwd_fp16_thd_interleaved_freqs_s0_v8_grid_params {
+// rope_fp16_thd_interleaved_freqs_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 8 per access
+struct rope_fp16_thd_interleaved_freqs_s0_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2046,6 +2094,7 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s0_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2062,18 +2111,18 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s0_v8_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_freqs_s0_v8_grid(const rope_fwd_fp16_thd_interleaved_freqs_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s0_v8_grid(const rope_fp16_thd_interleaved_freqs_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, false>(
+  rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_interleaved_freqs_s3_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_freqs_s3_v1_grid_params {
+// rope_fp16_thd_interleaved_freqs_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 1 per access
+struct rope_fp16_thd_interleaved_freqs_s3_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2084,6 +2133,7 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s3_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2106,18 +2156,18 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s3_v1_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_freqs_s3_v1_grid(const rope_fwd_fp16_thd_interleaved_freqs_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s3_v1_grid(const rope_fp16_thd_interleaved_freqs_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_interleaved_freqs_s3_v2_grid: fwd, thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 2 per access
-struct rope_fwd_fp16_thd_interleaved_freqs_s3_v2_grid_params {
+// rope_fp16_thd_interleaved_freqs_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 2 per access
+struct rope_fp16_thd_interleaved_freqs_s3_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2128,6 +2178,7 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s3_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2150,18 +2201,18 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s3_v2_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_freqs_s3_v2_grid(const rope_fwd_fp16_thd_interleaved_freqs_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s3_v2_grid(const rope_fp16_thd_interleaved_freqs_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, false>(
+  rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_interleaved_freqs_s3_v4_grid: fwd, thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 4 per access
-struct rope_fwd_fp16_thd_interleaved_freqs_s3_v4_grid_params {
+// rope_fp16_thd_interleaved_freqs_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 4 per access
+struct rope_fp16_thd_interleaved_freqs_s3_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2172,6 +2223,7 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s3_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2194,18 +2246,18 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s3_v4_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_freqs_s3_v4_grid(const rope_fwd_fp16_thd_interleaved_freqs_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s3_v4_grid(const rope_fp16_thd_interleaved_freqs_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, false>(
+  rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_interleaved_freqs_s3_v8_grid: fwd, thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 8 per access
-struct rope_fwd_fp16_thd_interleaved_freqs_s3_v8_grid_params {
+// rope_fp16_thd_interleaved_freqs_s3_v8_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 8 per access
+struct rope_fp16_thd_interleaved_freqs_s3_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2216,6 +2268,7 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s3_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2238,18 +2291,18 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s3_v8_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_freqs_s3_v8_grid(const rope_fwd_fp16_thd_interleaved_freqs_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s3_v8_grid(const rope_fp16_thd_interleaved_freqs_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, false>(
+  rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_interleaved_freqs_s4_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from freqs, 4 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_freqs_s4_v1_grid_params {
+// rope_fp16_thd_interleaved_freqs_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 4 strides, 1 per access
+struct rope_fp16_thd_interleaved_freqs_s4_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2260,6 +2313,7 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s4_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2284,18 +2338,18 @@ struct rope_fwd_fp16_thd_interleaved_freqs_s4_v1_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_freqs_s4_v1_grid(const rope_fwd_fp16_thd_interleaved_freqs_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s4_v1_grid(const rope_fp16_thd_interleaved_freqs_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossin_s0_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_cossin_s0_v1_grid_params {
+// rope_fp16_thd_interleaved_cossin_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 1 per access
+struct rope_fp16_thd_interleaved_cossin_s0_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2306,6 +2360,7 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s0_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2325,18 +2380,18 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s0_v1_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossin_s0_v1_grid(const rope_fwd_fp16_thd_interleaved_cossin_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s0_v1_grid(const rope_fp16_thd_interleaved_cossin_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossin_s0_v2_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 2 per access
-struct rope_fwd_fp16_thd_interleaved_cossin_s0_v2_grid_params {
+// rope_fp16_thd_interleaved_cossin_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 2 per access
+struct rope_fp16_thd_interleaved_cossin_s0_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2347,6 +2402,7 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s0_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2366,18 +2422,18 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s0_v2_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossin_s0_v2_grid(const rope_fwd_fp16_thd_interleaved_cossin_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s0_v2_grid(const rope_fp16_thd_interleaved_cossin_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, false>(
+  rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossin_s0_v4_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 4 per access
-struct rope_fwd_fp16_thd_interleaved_cossin_s0_v4_grid_params {
+// rope_fp16_thd_interleaved_cossin_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 4 per access
+struct rope_fp16_thd_interleaved_cossin_s0_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2388,6 +2444,7 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s0_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2407,18 +2464,18 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s0_v4_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossin_s0_v4_grid(const rope_fwd_fp16_thd_interleaved_cossin_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s0_v4_grid(const rope_fp16_thd_interleaved_cossin_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, false>(
+  rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossin_s0_v8_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 8 per access
-struct rope_fwd_fp16_thd_interleaved_cossin_s0_v8_grid_params {
+// rope_fp16_thd_interleaved_cossin_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 8 per access
+struct rope_fp16_thd_interleaved_cossin_s0_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2429,6 +2486,7 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s0_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2448,18 +2506,18 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s0_v8_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossin_s0_v8_grid(const rope_fwd_fp16_thd_interleaved_cossin_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s0_v8_grid(const rope_fp16_thd_interleaved_cossin_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, false>(
+  rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossin_s3_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_cossin_s3_v1_grid_params {
+// rope_fp16_thd_interleaved_cossin_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 1 per access
+struct rope_fp16_thd_interleaved_cossin_s3_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2470,6 +2528,7 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s3_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2495,18 +2554,18 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s3_v1_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossin_s3_v1_grid(const rope_fwd_fp16_thd_interleaved_cossin_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s3_v1_grid(const rope_fp16_thd_interleaved_cossin_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossin_s3_v2_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 2 per access
-struct rope_fwd_fp16_thd_interleaved_cossin_s3_v2_grid_params {
+// rope_fp16_thd_interleaved_cossin_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 2 per access
+struct rope_fp16_thd_interleaved_cossin_s3_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2517,6 +2576,7 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s3_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2542,18 +2602,18 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s3_v2_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossin_s3_v2_grid(const rope_fwd_fp16_thd_interleaved_cossin_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s3_v2_grid(const rope_fp16_thd_interleaved_cossin_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, false>(
+  rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossin_s3_v4_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 4 per access
-struct rope_fwd_fp16_thd_interleaved_cossin_s3_v4_grid_params {
+// rope_fp16_thd_interleaved_cossin_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 4 per access
+struct rope_fp16_thd_interleaved_cossin_s3_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2564,6 +2624,7 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s3_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2589,18 +2650,18 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s3_v4_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossin_s3_v4_grid(const rope_fwd_fp16_thd_interleaved_cossin_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s3_v4_grid(const rope_fp16_thd_interleaved_cossin_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, false>(
+  rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossin_s3_v8_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 8 per access
-struct rope_fwd_fp16_thd_interleaved_cossin_s3_v8_grid_params {
+// rope_fp16_thd_interleaved_cossin_s3_v8_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 8 per access
+struct rope_fp16_thd_interleaved_cossin_s3_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2611,6 +2672,7 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s3_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2636,18 +2698,18 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s3_v8_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossin_s3_v8_grid(const rope_fwd_fp16_thd_interleaved_cossin_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s3_v8_grid(const rope_fp16_thd_interleaved_cossin_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, false>(
+  rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossin_s4_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossin, 4 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_cossin_s4_v1_grid_params {
+// rope_fp16_thd_interleaved_cossin_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 4 strides, 1 per access
+struct rope_fp16_thd_interleaved_cossin_s4_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2658,6 +2720,7 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s4_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2685,18 +2748,18 @@ struct rope_fwd_fp16_thd_interleaved_cossin_s4_v1_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossin_s4_v1_grid(const rope_fwd_fp16_thd_interleaved_cossin_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s4_v1_grid(const rope_fp16_thd_interleaved_cossin_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossinf32_s0_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_cossinf32_s0_v1_grid_params {
+// rope_fp16_thd_interleaved_cossinf32_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 1 per access
+struct rope_fp16_thd_interleaved_cossinf32_s0_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2707,6 +2770,7 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s0_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2726,18 +2790,18 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s0_v1_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossinf32_s0_v1_grid(const rope_fwd_fp16_thd_interleaved_cossinf32_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s0_v1_grid(const rope_fp16_thd_interleaved_cossinf32_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossinf32_s0_v2_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 2 per access
-struct rope_fwd_fp16_thd_interleaved_cossinf32_s0_v2_grid_params {
+// rope_fp16_thd_interleaved_cossinf32_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 2 per access
+struct rope_fp16_thd_interleaved_cossinf32_s0_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2748,6 +2812,7 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s0_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2767,18 +2832,18 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s0_v2_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossinf32_s0_v2_grid(const rope_fwd_fp16_thd_interleaved_cossinf32_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s0_v2_grid(const rope_fp16_thd_interleaved_cossinf32_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, false>(
+  rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossinf32_s0_v4_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 4 per access
-struct rope_fwd_fp16_thd_interleaved_cossinf32_s0_v4_grid_params {
+// rope_fp16_thd_interleaved_cossinf32_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 4 per access
+struct rope_fp16_thd_interleaved_cossinf32_s0_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2789,6 +2854,7 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s0_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2808,18 +2874,18 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s0_v4_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossinf32_s0_v4_grid(const rope_fwd_fp16_thd_interleaved_cossinf32_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s0_v4_grid(const rope_fp16_thd_interleaved_cossinf32_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, false>(
+  rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossinf32_s0_v8_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 8 per access
-struct rope_fwd_fp16_thd_interleaved_cossinf32_s0_v8_grid_params {
+// rope_fp16_thd_interleaved_cossinf32_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 8 per access
+struct rope_fp16_thd_interleaved_cossinf32_s0_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2830,6 +2896,7 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s0_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2849,18 +2916,18 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s0_v8_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossinf32_s0_v8_grid(const rope_fwd_fp16_thd_interleaved_cossinf32_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s0_v8_grid(const rope_fp16_thd_interleaved_cossinf32_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, false>(
+  rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossinf32_s3_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_cossinf32_s3_v1_grid_params {
+// rope_fp16_thd_interleaved_cossinf32_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 1 per access
+struct rope_fp16_thd_interleaved_cossinf32_s3_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2871,6 +2938,7 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s3_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2896,18 +2964,18 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s3_v1_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossinf32_s3_v1_grid(const rope_fwd_fp16_thd_interleaved_cossinf32_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s3_v1_grid(const rope_fp16_thd_interleaved_cossinf32_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossinf32_s3_v2_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 2 per access
-struct rope_fwd_fp16_thd_interleaved_cossinf32_s3_v2_grid_params {
+// rope_fp16_thd_interleaved_cossinf32_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 2 per access
+struct rope_fp16_thd_interleaved_cossinf32_s3_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2918,6 +2986,7 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s3_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2943,18 +3012,18 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s3_v2_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossinf32_s3_v2_grid(const rope_fwd_fp16_thd_interleaved_cossinf32_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s3_v2_grid(const rope_fp16_thd_interleaved_cossinf32_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, false>(
+  rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossinf32_s3_v4_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 4 per access
-struct rope_fwd_fp16_thd_interleaved_cossinf32_s3_v4_grid_params {
+// rope_fp16_thd_interleaved_cossinf32_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 4 per access
+struct rope_fp16_thd_interleaved_cossinf32_s3_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2965,6 +3034,7 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s3_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2990,18 +3060,18 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s3_v4_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossinf32_s3_v4_grid(const rope_fwd_fp16_thd_interleaved_cossinf32_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s3_v4_grid(const rope_fp16_thd_interleaved_cossinf32_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, false>(
+  rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossinf32_s3_v8_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 8 per access
-struct rope_fwd_fp16_thd_interleaved_cossinf32_s3_v8_grid_params {
+// rope_fp16_thd_interleaved_cossinf32_s3_v8_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 8 per access
+struct rope_fp16_thd_interleaved_cossinf32_s3_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3012,6 +3082,7 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s3_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3037,18 +3108,18 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s3_v8_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossinf32_s3_v8_grid(const rope_fwd_fp16_thd_interleaved_cossinf32_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s3_v8_grid(const rope_fp16_thd_interleaved_cossinf32_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, false>(
+  rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_cossinf32_s4_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 4 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_cossinf32_s4_v1_grid_params {
+// rope_fp16_thd_interleaved_cossinf32_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 4 strides, 1 per access
+struct rope_fp16_thd_interleaved_cossinf32_s4_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3059,6 +3130,7 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s4_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3086,18 +3158,18 @@ struct rope_fwd_fp16_thd_interleaved_cossinf32_s4_v1_grid_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_cossinf32_s4_v1_grid(const rope_fwd_fp16_thd_interleaved_cossinf32_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s4_v1_grid(const rope_fp16_thd_interleaved_cossinf32_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp16_thd_interleaved_invfreq_s0_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_invfreq_s0_v1_grid_params {
+// rope_fp16_thd_interleaved_invfreq_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_fp16_thd_interleaved_invfreq_s0_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3108,6 +3180,7 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s0_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3123,18 +3196,18 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s0_v1_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_invfreq_s0_v1_grid(const rope_fwd_fp16_thd_interleaved_invfreq_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s0_v1_grid(const rope_fp16_thd_interleaved_invfreq_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_invfreq_s0_v2_grid: fwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_fwd_fp16_thd_interleaved_invfreq_s0_v2_grid_params {
+// rope_fp16_thd_interleaved_invfreq_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_fp16_thd_interleaved_invfreq_s0_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3145,6 +3218,7 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s0_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3160,18 +3234,18 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s0_v2_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_invfreq_s0_v2_grid(const rope_fwd_fp16_thd_interleaved_invfreq_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s0_v2_grid(const rope_fp16_thd_interleaved_invfreq_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, false>(
+  rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_invfreq_s0_v4_grid: fwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_fwd_fp16_thd_interleaved_invfreq_s0_v4_grid_params {
+// rope_fp16_thd_interleaved_invfreq_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_fp16_thd_interleaved_invfreq_s0_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3182,6 +3256,7 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s0_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3197,18 +3272,18 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s0_v4_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_invfreq_s0_v4_grid(const rope_fwd_fp16_thd_interleaved_invfreq_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s0_v4_grid(const rope_fp16_thd_interleaved_invfreq_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, false>(
+  rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_invfreq_s0_v8_grid: fwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 8 per access
-struct rope_fwd_fp16_thd_interleaved_invfreq_s0_v8_grid_params {
+// rope_fp16_thd_interleaved_invfreq_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 8 per access
+struct rope_fp16_thd_interleaved_invfreq_s0_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3219,6 +3294,7 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s0_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3234,18 +3310,18 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s0_v8_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_invfreq_s0_v8_grid(const rope_fwd_fp16_thd_interleaved_invfreq_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s0_v8_grid(const rope_fp16_thd_interleaved_invfreq_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, false>(
+  rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_invfreq_s3_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_invfreq_s3_v1_grid_params {
+// rope_fp16_thd_interleaved_invfreq_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_fp16_thd_interleaved_invfreq_s3_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3256,6 +3332,7 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s3_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3277,18 +3354,18 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s3_v1_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_invfreq_s3_v1_grid(const rope_fwd_fp16_thd_interleaved_invfreq_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s3_v1_grid(const rope_fp16_thd_interleaved_invfreq_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_invfreq_s3_v2_grid: fwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_fwd_fp16_thd_interleaved_invfreq_s3_v2_grid_params {
+// rope_fp16_thd_interleaved_invfreq_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_fp16_thd_interleaved_invfreq_s3_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3299,6 +3376,7 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s3_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3320,18 +3398,18 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s3_v2_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_invfreq_s3_v2_grid(const rope_fwd_fp16_thd_interleaved_invfreq_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s3_v2_grid(const rope_fp16_thd_interleaved_invfreq_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, false>(
+  rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_invfreq_s3_v4_grid: fwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_fwd_fp16_thd_interleaved_invfreq_s3_v4_grid_params {
+// rope_fp16_thd_interleaved_invfreq_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_fp16_thd_interleaved_invfreq_s3_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3342,6 +3420,7 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s3_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3363,18 +3442,18 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s3_v4_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_invfreq_s3_v4_grid(const rope_fwd_fp16_thd_interleaved_invfreq_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s3_v4_grid(const rope_fp16_thd_interleaved_invfreq_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, false>(
+  rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_invfreq_s3_v8_grid: fwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 8 per access
-struct rope_fwd_fp16_thd_interleaved_invfreq_s3_v8_grid_params {
+// rope_fp16_thd_interleaved_invfreq_s3_v8_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 8 per access
+struct rope_fp16_thd_interleaved_invfreq_s3_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3385,6 +3464,7 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s3_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3406,18 +3486,18 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s3_v8_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_invfreq_s3_v8_grid(const rope_fwd_fp16_thd_interleaved_invfreq_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s3_v8_grid(const rope_fp16_thd_interleaved_invfreq_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, false>(
+  rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_invfreq_s4_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_invfreq_s4_v1_grid_params {
+// rope_fp16_thd_interleaved_invfreq_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_fp16_thd_interleaved_invfreq_s4_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3428,6 +3508,7 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s4_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3451,18 +3532,18 @@ struct rope_fwd_fp16_thd_interleaved_invfreq_s4_v1_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_invfreq_s4_v1_grid(const rope_fwd_fp16_thd_interleaved_invfreq_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s4_v1_grid(const rope_fp16_thd_interleaved_invfreq_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_base_s0_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_base_s0_v1_grid_params {
+// rope_fp16_thd_interleaved_base_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 1 per access
+struct rope_fp16_thd_interleaved_base_s0_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3473,6 +3554,7 @@ struct rope_fwd_fp16_thd_interleaved_base_s0_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3489,18 +3571,18 @@ struct rope_fwd_fp16_thd_interleaved_base_s0_v1_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_base_s0_v1_grid(const rope_fwd_fp16_thd_interleaved_base_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s0_v1_grid(const rope_fp16_thd_interleaved_base_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_base_s0_v2_grid: fwd, thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 2 per access
-struct rope_fwd_fp16_thd_interleaved_base_s0_v2_grid_params {
+// rope_fp16_thd_interleaved_base_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 2 per access
+struct rope_fp16_thd_interleaved_base_s0_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3511,6 +3593,7 @@ struct rope_fwd_fp16_thd_interleaved_base_s0_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3527,18 +3610,18 @@ struct rope_fwd_fp16_thd_interleaved_base_s0_v2_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_base_s0_v2_grid(const rope_fwd_fp16_thd_interleaved_base_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s0_v2_grid(const rope_fp16_thd_interleaved_base_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, false>(
+  rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_base_s0_v4_grid: fwd, thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 4 per access
-struct rope_fwd_fp16_thd_interleaved_base_s0_v4_grid_params {
+// rope_fp16_thd_interleaved_base_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 4 per access
+struct rope_fp16_thd_interleaved_base_s0_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3549,6 +3632,7 @@ struct rope_fwd_fp16_thd_interleaved_base_s0_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3565,18 +3649,18 @@ struct rope_fwd_fp16_thd_interleaved_base_s0_v4_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_base_s0_v4_grid(const rope_fwd_fp16_thd_interleaved_base_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s0_v4_grid(const rope_fp16_thd_interleaved_base_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, false>(
+  rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_base_s0_v8_grid: fwd, thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 8 per access
-struct rope_fwd_fp16_thd_interleaved_base_s0_v8_grid_params {
+// rope_fp16_thd_interleaved_base_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 8 per access
+struct rope_fp16_thd_interleaved_base_s0_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3587,6 +3671,7 @@ struct rope_fwd_fp16_thd_interleaved_base_s0_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3603,18 +3688,18 @@ struct rope_fwd_fp16_thd_interleaved_base_s0_v8_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_base_s0_v8_grid(const rope_fwd_fp16_thd_interleaved_base_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s0_v8_grid(const rope_fp16_thd_interleaved_base_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, false>(
+  rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_base_s3_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_base_s3_v1_grid_params {
+// rope_fp16_thd_interleaved_base_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 1 per access
+struct rope_fp16_thd_interleaved_base_s3_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3625,6 +3710,7 @@ struct rope_fwd_fp16_thd_interleaved_base_s3_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3647,18 +3733,18 @@ struct rope_fwd_fp16_thd_interleaved_base_s3_v1_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_base_s3_v1_grid(const rope_fwd_fp16_thd_interleaved_base_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s3_v1_grid(const rope_fp16_thd_interleaved_base_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_base_s3_v2_grid: fwd, thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 2 per access
-struct rope_fwd_fp16_thd_interleaved_base_s3_v2_grid_params {
+// rope_fp16_thd_interleaved_base_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 2 per access
+struct rope_fp16_thd_interleaved_base_s3_v2_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3669,6 +3755,7 @@ struct rope_fwd_fp16_thd_interleaved_base_s3_v2_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3691,18 +3778,18 @@ struct rope_fwd_fp16_thd_interleaved_base_s3_v2_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_base_s3_v2_grid(const rope_fwd_fp16_thd_interleaved_base_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s3_v2_grid(const rope_fp16_thd_interleaved_base_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, false>(
+  rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_base_s3_v4_grid: fwd, thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 4 per access
-struct rope_fwd_fp16_thd_interleaved_base_s3_v4_grid_params {
+// rope_fp16_thd_interleaved_base_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 4 per access
+struct rope_fp16_thd_interleaved_base_s3_v4_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3713,6 +3800,7 @@ struct rope_fwd_fp16_thd_interleaved_base_s3_v4_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3735,18 +3823,18 @@ struct rope_fwd_fp16_thd_interleaved_base_s3_v4_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_base_s3_v4_grid(const rope_fwd_fp16_thd_interleaved_base_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s3_v4_grid(const rope_fp16_thd_interleaved_base_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, false>(
+  rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_base_s3_v8_grid: fwd, thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 8 per access
-struct rope_fwd_fp16_thd_interleaved_base_s3_v8_grid_params {
+// rope_fp16_thd_interleaved_base_s3_v8_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 8 per access
+struct rope_fp16_thd_interleaved_base_s3_v8_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3757,6 +3845,7 @@ struct rope_fwd_fp16_thd_interleaved_base_s3_v8_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3779,18 +3868,18 @@ struct rope_fwd_fp16_thd_interleaved_base_s3_v8_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_base_s3_v8_grid(const rope_fwd_fp16_thd_interleaved_base_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s3_v8_grid(const rope_fp16_thd_interleaved_base_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, false>(
+  rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp16_thd_interleaved_base_s4_v1_grid: fwd, thd (grid dispatch), interleaved pairs, angles from base, 4 strides, 1 per access
-struct rope_fwd_fp16_thd_interleaved_base_s4_v1_grid_params {
+// rope_fp16_thd_interleaved_base_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from base, 4 strides, 1 per access
+struct rope_fp16_thd_interleaved_base_s4_v1_grid_params {
   const void* x;
   void* out;
   long long tokens;
@@ -3801,6 +3890,7 @@ struct rope_fwd_fp16_thd_interleaved_base_s4_v1_grid_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3825,3840 +3915,10 @@ struct rope_fwd_fp16_thd_interleaved_base_s4_v1_grid_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp16_thd_interleaved_base_s4_v1_grid(const rope_fwd_fp16_thd_interleaved_base_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s4_v1_grid(const rope_fp16_thd_interleaved_base_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_half_freqs_s0_v1_grid: bwd, thd (grid dispatch), half pairs, angles from freqs, 0 strides, 1 per access
-struct rope_bwd_fp16_thd_half_freqs_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_freqs_s0_v1_grid(const rope_bwd_fp16_thd_half_freqs_s0_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_half_freqs_s0_v2_grid: bwd, thd (grid dispatch), half pairs, angles from freqs, 0 strides, 2 per access
-struct rope_bwd_fp16_thd_half_freqs_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_freqs_s0_v2_grid(const rope_bwd_fp16_thd_half_freqs_s0_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_half_freqs_s0_v4_grid: bwd, thd (grid dispatch), half pairs, angles from freqs, 0 strides, 4 per access
-struct rope_bwd_fp16_thd_half_freqs_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_freqs_s0_v4_grid(const rope_bwd_fp16_thd_half_freqs_s0_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_half_freqs_s0_v8_grid: bwd, thd (grid dispatch), half pairs, angles from freqs, 0 strides, 8 per access
-struct rope_bwd_fp16_thd_half_freqs_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_freqs_s0_v8_grid(const rope_bwd_fp16_thd_half_freqs_s0_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_half_freqs_s3_v1_grid: bwd, thd (grid dispatch), half pairs, angles from freqs, 3 strides, 1 per access
-struct rope_bwd_fp16_thd_half_freqs_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_freqs_s3_v1_grid(const rope_bwd_fp16_thd_half_freqs_s3_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_half_freqs_s3_v2_grid: bwd, thd (grid dispatch), half pairs, angles from freqs, 3 strides, 2 per access
-struct rope_bwd_fp16_thd_half_freqs_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_freqs_s3_v2_grid(const rope_bwd_fp16_thd_half_freqs_s3_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_half_freqs_s3_v4_grid: bwd, thd (grid dispatch), half pairs, angles from freqs, 3 strides, 4 per access
-struct rope_bwd_fp16_thd_half_freqs_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_freqs_s3_v4_grid(const rope_bwd_fp16_thd_half_freqs_s3_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_half_freqs_s3_v8_grid: bwd, thd (grid dispatch), half pairs, angles from freqs, 3 strides, 8 per access
-struct rope_bwd_fp16_thd_half_freqs_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_freqs_s3_v8_grid(const rope_bwd_fp16_thd_half_freqs_s3_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_half_freqs_s4_v1_grid: bwd, thd (grid dispatch), half pairs, angles from freqs, 4 strides, 1 per access
-struct rope_bwd_fp16_thd_half_freqs_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_freqs_s4_v1_grid(const rope_bwd_fp16_thd_half_freqs_s4_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_half_cossin_s0_v1_grid: bwd, thd (grid dispatch), half pairs, angles from cossin, 0 strides, 1 per access
-struct rope_bwd_fp16_thd_half_cossin_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossin_s0_v1_grid(const rope_bwd_fp16_thd_half_cossin_s0_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossin_s0_v2_grid: bwd, thd (grid dispatch), half pairs, angles from cossin, 0 strides, 2 per access
-struct rope_bwd_fp16_thd_half_cossin_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossin_s0_v2_grid(const rope_bwd_fp16_thd_half_cossin_s0_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossin_s0_v4_grid: bwd, thd (grid dispatch), half pairs, angles from cossin, 0 strides, 4 per access
-struct rope_bwd_fp16_thd_half_cossin_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossin_s0_v4_grid(const rope_bwd_fp16_thd_half_cossin_s0_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossin_s0_v8_grid: bwd, thd (grid dispatch), half pairs, angles from cossin, 0 strides, 8 per access
-struct rope_bwd_fp16_thd_half_cossin_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossin_s0_v8_grid(const rope_bwd_fp16_thd_half_cossin_s0_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossin_s3_v1_grid: bwd, thd (grid dispatch), half pairs, angles from cossin, 3 strides, 1 per access
-struct rope_bwd_fp16_thd_half_cossin_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossin_s3_v1_grid(const rope_bwd_fp16_thd_half_cossin_s3_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossin_s3_v2_grid: bwd, thd (grid dispatch), half pairs, angles from cossin, 3 strides, 2 per access
-struct rope_bwd_fp16_thd_half_cossin_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossin_s3_v2_grid(const rope_bwd_fp16_thd_half_cossin_s3_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossin_s3_v4_grid: bwd, thd (grid dispatch), half pairs, angles from cossin, 3 strides, 4 per access
-struct rope_bwd_fp16_thd_half_cossin_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossin_s3_v4_grid(const rope_bwd_fp16_thd_half_cossin_s3_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossin_s3_v8_grid: bwd, thd (grid dispatch), half pairs, angles from cossin, 3 strides, 8 per access
-struct rope_bwd_fp16_thd_half_cossin_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossin_s3_v8_grid(const rope_bwd_fp16_thd_half_cossin_s3_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossin_s4_v1_grid: bwd, thd (grid dispatch), half pairs, angles from cossin, 4 strides, 1 per access
-struct rope_bwd_fp16_thd_half_cossin_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossin_s4_v1_grid(const rope_bwd_fp16_thd_half_cossin_s4_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossinf32_s0_v1_grid: bwd, thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 1 per access
-struct rope_bwd_fp16_thd_half_cossinf32_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossinf32_s0_v1_grid(const rope_bwd_fp16_thd_half_cossinf32_s0_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossinf32_s0_v2_grid: bwd, thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 2 per access
-struct rope_bwd_fp16_thd_half_cossinf32_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossinf32_s0_v2_grid(const rope_bwd_fp16_thd_half_cossinf32_s0_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossinf32_s0_v4_grid: bwd, thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 4 per access
-struct rope_bwd_fp16_thd_half_cossinf32_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossinf32_s0_v4_grid(const rope_bwd_fp16_thd_half_cossinf32_s0_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossinf32_s0_v8_grid: bwd, thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 8 per access
-struct rope_bwd_fp16_thd_half_cossinf32_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossinf32_s0_v8_grid(const rope_bwd_fp16_thd_half_cossinf32_s0_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossinf32_s3_v1_grid: bwd, thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 1 per access
-struct rope_bwd_fp16_thd_half_cossinf32_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossinf32_s3_v1_grid(const rope_bwd_fp16_thd_half_cossinf32_s3_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossinf32_s3_v2_grid: bwd, thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 2 per access
-struct rope_bwd_fp16_thd_half_cossinf32_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossinf32_s3_v2_grid(const rope_bwd_fp16_thd_half_cossinf32_s3_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossinf32_s3_v4_grid: bwd, thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 4 per access
-struct rope_bwd_fp16_thd_half_cossinf32_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossinf32_s3_v4_grid(const rope_bwd_fp16_thd_half_cossinf32_s3_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossinf32_s3_v8_grid: bwd, thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 8 per access
-struct rope_bwd_fp16_thd_half_cossinf32_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossinf32_s3_v8_grid(const rope_bwd_fp16_thd_half_cossinf32_s3_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_cossinf32_s4_v1_grid: bwd, thd (grid dispatch), half pairs, angles from cossinf32, 4 strides, 1 per access
-struct rope_bwd_fp16_thd_half_cossinf32_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_cossinf32_s4_v1_grid(const rope_bwd_fp16_thd_half_cossinf32_s4_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_half_invfreq_s0_v1_grid: bwd, thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_bwd_fp16_thd_half_invfreq_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_invfreq_s0_v1_grid(const rope_bwd_fp16_thd_half_invfreq_s0_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_half_invfreq_s0_v2_grid: bwd, thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_bwd_fp16_thd_half_invfreq_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_invfreq_s0_v2_grid(const rope_bwd_fp16_thd_half_invfreq_s0_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_half_invfreq_s0_v4_grid: bwd, thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_bwd_fp16_thd_half_invfreq_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_invfreq_s0_v4_grid(const rope_bwd_fp16_thd_half_invfreq_s0_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_half_invfreq_s0_v8_grid: bwd, thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 8 per access
-struct rope_bwd_fp16_thd_half_invfreq_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_invfreq_s0_v8_grid(const rope_bwd_fp16_thd_half_invfreq_s0_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_half_invfreq_s3_v1_grid: bwd, thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_bwd_fp16_thd_half_invfreq_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_invfreq_s3_v1_grid(const rope_bwd_fp16_thd_half_invfreq_s3_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_half_invfreq_s3_v2_grid: bwd, thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_bwd_fp16_thd_half_invfreq_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_invfreq_s3_v2_grid(const rope_bwd_fp16_thd_half_invfreq_s3_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_half_invfreq_s3_v4_grid: bwd, thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_bwd_fp16_thd_half_invfreq_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_invfreq_s3_v4_grid(const rope_bwd_fp16_thd_half_invfreq_s3_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_half_invfreq_s3_v8_grid: bwd, thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 8 per access
-struct rope_bwd_fp16_thd_half_invfreq_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_invfreq_s3_v8_grid(const rope_bwd_fp16_thd_half_invfreq_s3_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_half_invfreq_s4_v1_grid: bwd, thd (grid dispatch), half pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_bwd_fp16_thd_half_invfreq_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_invfreq_s4_v1_grid(const rope_bwd_fp16_thd_half_invfreq_s4_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_half_base_s0_v1_grid: bwd, thd (grid dispatch), half pairs, angles from base, 0 strides, 1 per access
-struct rope_bwd_fp16_thd_half_base_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_base_s0_v1_grid(const rope_bwd_fp16_thd_half_base_s0_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_half_base_s0_v2_grid: bwd, thd (grid dispatch), half pairs, angles from base, 0 strides, 2 per access
-struct rope_bwd_fp16_thd_half_base_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_base_s0_v2_grid(const rope_bwd_fp16_thd_half_base_s0_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_half_base_s0_v4_grid: bwd, thd (grid dispatch), half pairs, angles from base, 0 strides, 4 per access
-struct rope_bwd_fp16_thd_half_base_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_base_s0_v4_grid(const rope_bwd_fp16_thd_half_base_s0_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_half_base_s0_v8_grid: bwd, thd (grid dispatch), half pairs, angles from base, 0 strides, 8 per access
-struct rope_bwd_fp16_thd_half_base_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_base_s0_v8_grid(const rope_bwd_fp16_thd_half_base_s0_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_half_base_s3_v1_grid: bwd, thd (grid dispatch), half pairs, angles from base, 3 strides, 1 per access
-struct rope_bwd_fp16_thd_half_base_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_base_s3_v1_grid(const rope_bwd_fp16_thd_half_base_s3_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_half_base_s3_v2_grid: bwd, thd (grid dispatch), half pairs, angles from base, 3 strides, 2 per access
-struct rope_bwd_fp16_thd_half_base_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_base_s3_v2_grid(const rope_bwd_fp16_thd_half_base_s3_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_half_base_s3_v4_grid: bwd, thd (grid dispatch), half pairs, angles from base, 3 strides, 4 per access
-struct rope_bwd_fp16_thd_half_base_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_base_s3_v4_grid(const rope_bwd_fp16_thd_half_base_s3_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_half_base_s3_v8_grid: bwd, thd (grid dispatch), half pairs, angles from base, 3 strides, 8 per access
-struct rope_bwd_fp16_thd_half_base_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_base_s3_v8_grid(const rope_bwd_fp16_thd_half_base_s3_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_half_base_s4_v1_grid: bwd, thd (grid dispatch), half pairs, angles from base, 4 strides, 1 per access
-struct rope_bwd_fp16_thd_half_base_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_half_base_s4_v1_grid(const rope_bwd_fp16_thd_half_base_s4_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, false, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_freqs_s0_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_freqs_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_freqs_s0_v1_grid(const rope_bwd_fp16_thd_interleaved_freqs_s0_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_interleaved_freqs_s0_v2_grid: bwd, thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 2 per access
-struct rope_bwd_fp16_thd_interleaved_freqs_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_freqs_s0_v2_grid(const rope_bwd_fp16_thd_interleaved_freqs_s0_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_interleaved_freqs_s0_v4_grid: bwd, thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 4 per access
-struct rope_bwd_fp16_thd_interleaved_freqs_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_freqs_s0_v4_grid(const rope_bwd_fp16_thd_interleaved_freqs_s0_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_interleaved_freqs_s0_v8_grid: bwd, thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 8 per access
-struct rope_bwd_fp16_thd_interleaved_freqs_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_freqs_s0_v8_grid(const rope_bwd_fp16_thd_interleaved_freqs_s0_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_interleaved_freqs_s3_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_freqs_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_freqs_s3_v1_grid(const rope_bwd_fp16_thd_interleaved_freqs_s3_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_interleaved_freqs_s3_v2_grid: bwd, thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 2 per access
-struct rope_bwd_fp16_thd_interleaved_freqs_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_freqs_s3_v2_grid(const rope_bwd_fp16_thd_interleaved_freqs_s3_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_interleaved_freqs_s3_v4_grid: bwd, thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 4 per access
-struct rope_bwd_fp16_thd_interleaved_freqs_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_freqs_s3_v4_grid(const rope_bwd_fp16_thd_interleaved_freqs_s3_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_interleaved_freqs_s3_v8_grid: bwd, thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 8 per access
-struct rope_bwd_fp16_thd_interleaved_freqs_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_freqs_s3_v8_grid(const rope_bwd_fp16_thd_interleaved_freqs_s3_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_interleaved_freqs_s4_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from freqs, 4 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_freqs_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_freqs_s4_v1_grid(const rope_bwd_fp16_thd_interleaved_freqs_s4_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossin_s0_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_cossin_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossin_s0_v1_grid(const rope_bwd_fp16_thd_interleaved_cossin_s0_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossin_s0_v2_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 2 per access
-struct rope_bwd_fp16_thd_interleaved_cossin_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossin_s0_v2_grid(const rope_bwd_fp16_thd_interleaved_cossin_s0_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossin_s0_v4_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 4 per access
-struct rope_bwd_fp16_thd_interleaved_cossin_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossin_s0_v4_grid(const rope_bwd_fp16_thd_interleaved_cossin_s0_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossin_s0_v8_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 8 per access
-struct rope_bwd_fp16_thd_interleaved_cossin_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossin_s0_v8_grid(const rope_bwd_fp16_thd_interleaved_cossin_s0_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossin_s3_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_cossin_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossin_s3_v1_grid(const rope_bwd_fp16_thd_interleaved_cossin_s3_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossin_s3_v2_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 2 per access
-struct rope_bwd_fp16_thd_interleaved_cossin_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossin_s3_v2_grid(const rope_bwd_fp16_thd_interleaved_cossin_s3_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossin_s3_v4_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 4 per access
-struct rope_bwd_fp16_thd_interleaved_cossin_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossin_s3_v4_grid(const rope_bwd_fp16_thd_interleaved_cossin_s3_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossin_s3_v8_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 8 per access
-struct rope_bwd_fp16_thd_interleaved_cossin_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossin_s3_v8_grid(const rope_bwd_fp16_thd_interleaved_cossin_s3_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossin_s4_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossin, 4 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_cossin_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossin_s4_v1_grid(const rope_bwd_fp16_thd_interleaved_cossin_s4_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossinf32_s0_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_cossinf32_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossinf32_s0_v1_grid(const rope_bwd_fp16_thd_interleaved_cossinf32_s0_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossinf32_s0_v2_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 2 per access
-struct rope_bwd_fp16_thd_interleaved_cossinf32_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossinf32_s0_v2_grid(const rope_bwd_fp16_thd_interleaved_cossinf32_s0_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossinf32_s0_v4_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 4 per access
-struct rope_bwd_fp16_thd_interleaved_cossinf32_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossinf32_s0_v4_grid(const rope_bwd_fp16_thd_interleaved_cossinf32_s0_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossinf32_s0_v8_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 8 per access
-struct rope_bwd_fp16_thd_interleaved_cossinf32_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossinf32_s0_v8_grid(const rope_bwd_fp16_thd_interleaved_cossinf32_s0_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossinf32_s3_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_cossinf32_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossinf32_s3_v1_grid(const rope_bwd_fp16_thd_interleaved_cossinf32_s3_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossinf32_s3_v2_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 2 per access
-struct rope_bwd_fp16_thd_interleaved_cossinf32_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossinf32_s3_v2_grid(const rope_bwd_fp16_thd_interleaved_cossinf32_s3_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossinf32_s3_v4_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 4 per access
-struct rope_bwd_fp16_thd_interleaved_cossinf32_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossinf32_s3_v4_grid(const rope_bwd_fp16_thd_interleaved_cossinf32_s3_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossinf32_s3_v8_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 8 per access
-struct rope_bwd_fp16_thd_interleaved_cossinf32_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossinf32_s3_v8_grid(const rope_bwd_fp16_thd_interleaved_cossinf32_s3_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_cossinf32_s4_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from cossinf32, 4 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_cossinf32_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_cossinf32_s4_v1_grid(const rope_bwd_fp16_thd_interleaved_cossinf32_s4_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp16_thd_interleaved_invfreq_s0_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_invfreq_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_invfreq_s0_v1_grid(const rope_bwd_fp16_thd_interleaved_invfreq_s0_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_invfreq_s0_v2_grid: bwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_bwd_fp16_thd_interleaved_invfreq_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_invfreq_s0_v2_grid(const rope_bwd_fp16_thd_interleaved_invfreq_s0_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_invfreq_s0_v4_grid: bwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_bwd_fp16_thd_interleaved_invfreq_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_invfreq_s0_v4_grid(const rope_bwd_fp16_thd_interleaved_invfreq_s0_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_invfreq_s0_v8_grid: bwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 8 per access
-struct rope_bwd_fp16_thd_interleaved_invfreq_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_invfreq_s0_v8_grid(const rope_bwd_fp16_thd_interleaved_invfreq_s0_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_invfreq_s3_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_invfreq_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_invfreq_s3_v1_grid(const rope_bwd_fp16_thd_interleaved_invfreq_s3_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_invfreq_s3_v2_grid: bwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_bwd_fp16_thd_interleaved_invfreq_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_invfreq_s3_v2_grid(const rope_bwd_fp16_thd_interleaved_invfreq_s3_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_invfreq_s3_v4_grid: bwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_bwd_fp16_thd_interleaved_invfreq_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_invfreq_s3_v4_grid(const rope_bwd_fp16_thd_interleaved_invfreq_s3_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_invfreq_s3_v8_grid: bwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 8 per access
-struct rope_bwd_fp16_thd_interleaved_invfreq_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_invfreq_s3_v8_grid(const rope_bwd_fp16_thd_interleaved_invfreq_s3_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_invfreq_s4_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_invfreq_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_invfreq_s4_v1_grid(const rope_bwd_fp16_thd_interleaved_invfreq_s4_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_base_s0_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_base_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_base_s0_v1_grid(const rope_bwd_fp16_thd_interleaved_base_s0_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_base_s0_v2_grid: bwd, thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 2 per access
-struct rope_bwd_fp16_thd_interleaved_base_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_base_s0_v2_grid(const rope_bwd_fp16_thd_interleaved_base_s0_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_base_s0_v4_grid: bwd, thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 4 per access
-struct rope_bwd_fp16_thd_interleaved_base_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_base_s0_v4_grid(const rope_bwd_fp16_thd_interleaved_base_s0_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_base_s0_v8_grid: bwd, thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 8 per access
-struct rope_bwd_fp16_thd_interleaved_base_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_base_s0_v8_grid(const rope_bwd_fp16_thd_interleaved_base_s0_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_base_s3_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_base_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_base_s3_v1_grid(const rope_bwd_fp16_thd_interleaved_base_s3_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_base_s3_v2_grid: bwd, thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 2 per access
-struct rope_bwd_fp16_thd_interleaved_base_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_base_s3_v2_grid(const rope_bwd_fp16_thd_interleaved_base_s3_v2_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 2, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_base_s3_v4_grid: bwd, thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 4 per access
-struct rope_bwd_fp16_thd_interleaved_base_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_base_s3_v4_grid(const rope_bwd_fp16_thd_interleaved_base_s3_v4_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 4, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_base_s3_v8_grid: bwd, thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 8 per access
-struct rope_bwd_fp16_thd_interleaved_base_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_base_s3_v8_grid(const rope_bwd_fp16_thd_interleaved_base_s3_v8_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 8, true, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp16_thd_interleaved_base_s4_v1_grid: bwd, thd (grid dispatch), interleaved pairs, angles from base, 4 strides, 1 per access
-struct rope_bwd_fp16_thd_interleaved_base_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp16_thd_interleaved_base_s4_v1_grid(const rope_bwd_fp16_thd_interleaved_base_s4_v1_grid_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_grid<f16, 1, true, true>(
+  rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},

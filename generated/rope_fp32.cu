@@ -1,12 +1,12 @@
-// cukiln RoPE kernels, element type fp32: 112 variants.
+// cukiln RoPE kernels, element type fp32: 56 variants.
 // Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
-// pairing, direction, addressing and angle source.
+// pairing, addressing and angle source; the direction (forward or backward) is a kernel argument.
 #include "rope.cuh"
 
 
-// rope_fwd_fp32_dense_half_freqs_s0_v1: fwd, dense, half pairs, angles from freqs, 0 strides, 1 per access
-struct rope_fwd_fp32_dense_half_freqs_s0_v1_params {
+// rope_fp32_dense_half_freqs_s0_v1: dense, half pairs, angles from freqs, 0 strides, 1 per access
+struct rope_fp32_dense_half_freqs_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -17,6 +17,7 @@ struct rope_fwd_fp32_dense_half_freqs_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -31,17 +32,17 @@ struct rope_fwd_fp32_dense_half_freqs_s0_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s0_v1(const rope_fwd_fp32_dense_half_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1(const rope_fp32_dense_half_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, false, false>(
+  rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_freqs_s0_v2: fwd, dense, half pairs, angles from freqs, 0 strides, 2 per access
-struct rope_fwd_fp32_dense_half_freqs_s0_v2_params {
+// rope_fp32_dense_half_freqs_s0_v2: dense, half pairs, angles from freqs, 0 strides, 2 per access
+struct rope_fp32_dense_half_freqs_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -52,6 +53,7 @@ struct rope_fwd_fp32_dense_half_freqs_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -66,17 +68,17 @@ struct rope_fwd_fp32_dense_half_freqs_s0_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s0_v2(const rope_fwd_fp32_dense_half_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2(const rope_fp32_dense_half_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, false, false>(
+  rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_freqs_s0_v4: fwd, dense, half pairs, angles from freqs, 0 strides, 4 per access
-struct rope_fwd_fp32_dense_half_freqs_s0_v4_params {
+// rope_fp32_dense_half_freqs_s0_v4: dense, half pairs, angles from freqs, 0 strides, 4 per access
+struct rope_fp32_dense_half_freqs_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -87,6 +89,7 @@ struct rope_fwd_fp32_dense_half_freqs_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -101,17 +104,17 @@ struct rope_fwd_fp32_dense_half_freqs_s0_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s0_v4(const rope_fwd_fp32_dense_half_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v4(const rope_fp32_dense_half_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, false, false>(
+  rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_freqs_s3_v1: fwd, dense, half pairs, angles from freqs, 3 strides, 1 per access
-struct rope_fwd_fp32_dense_half_freqs_s3_v1_params {
+// rope_fp32_dense_half_freqs_s3_v1: dense, half pairs, angles from freqs, 3 strides, 1 per access
+struct rope_fp32_dense_half_freqs_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -122,6 +125,7 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -142,17 +146,17 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s3_v1(const rope_fwd_fp32_dense_half_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1(const rope_fp32_dense_half_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, false, false>(
+  rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_freqs_s3_v2: fwd, dense, half pairs, angles from freqs, 3 strides, 2 per access
-struct rope_fwd_fp32_dense_half_freqs_s3_v2_params {
+// rope_fp32_dense_half_freqs_s3_v2: dense, half pairs, angles from freqs, 3 strides, 2 per access
+struct rope_fp32_dense_half_freqs_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -163,6 +167,7 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -183,17 +188,17 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s3_v2(const rope_fwd_fp32_dense_half_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2(const rope_fp32_dense_half_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, false, false>(
+  rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_freqs_s3_v4: fwd, dense, half pairs, angles from freqs, 3 strides, 4 per access
-struct rope_fwd_fp32_dense_half_freqs_s3_v4_params {
+// rope_fp32_dense_half_freqs_s3_v4: dense, half pairs, angles from freqs, 3 strides, 4 per access
+struct rope_fp32_dense_half_freqs_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -204,6 +209,7 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -224,17 +230,17 @@ struct rope_fwd_fp32_dense_half_freqs_s3_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s3_v4(const rope_fwd_fp32_dense_half_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v4(const rope_fp32_dense_half_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, false, false>(
+  rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_freqs_s4_v1: fwd, dense, half pairs, angles from freqs, 4 strides, 1 per access
-struct rope_fwd_fp32_dense_half_freqs_s4_v1_params {
+// rope_fp32_dense_half_freqs_s4_v1: dense, half pairs, angles from freqs, 4 strides, 1 per access
+struct rope_fp32_dense_half_freqs_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -245,6 +251,7 @@ struct rope_fwd_fp32_dense_half_freqs_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -267,17 +274,17 @@ struct rope_fwd_fp32_dense_half_freqs_s4_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_freqs_s4_v1(const rope_fwd_fp32_dense_half_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s4_v1(const rope_fp32_dense_half_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, false, false>(
+  rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s0_v1: fwd, dense, half pairs, angles from cossin, 0 strides, 1 per access
-struct rope_fwd_fp32_dense_half_cossin_s0_v1_params {
+// rope_fp32_dense_half_cossin_s0_v1: dense, half pairs, angles from cossin, 0 strides, 1 per access
+struct rope_fp32_dense_half_cossin_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -288,6 +295,7 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -305,17 +313,17 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s0_v1(const rope_fwd_fp32_dense_half_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1(const rope_fp32_dense_half_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, false, false>(
+  rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s0_v2: fwd, dense, half pairs, angles from cossin, 0 strides, 2 per access
-struct rope_fwd_fp32_dense_half_cossin_s0_v2_params {
+// rope_fp32_dense_half_cossin_s0_v2: dense, half pairs, angles from cossin, 0 strides, 2 per access
+struct rope_fp32_dense_half_cossin_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -326,6 +334,7 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -343,17 +352,17 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s0_v2(const rope_fwd_fp32_dense_half_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2(const rope_fp32_dense_half_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, false, false>(
+  rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s0_v4: fwd, dense, half pairs, angles from cossin, 0 strides, 4 per access
-struct rope_fwd_fp32_dense_half_cossin_s0_v4_params {
+// rope_fp32_dense_half_cossin_s0_v4: dense, half pairs, angles from cossin, 0 strides, 4 per access
+struct rope_fp32_dense_half_cossin_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -364,6 +373,7 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -381,17 +391,17 @@ struct rope_fwd_fp32_dense_half_cossin_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s0_v4(const rope_fwd_fp32_dense_half_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v4(const rope_fp32_dense_half_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, false, false>(
+  rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s3_v1: fwd, dense, half pairs, angles from cossin, 3 strides, 1 per access
-struct rope_fwd_fp32_dense_half_cossin_s3_v1_params {
+// rope_fp32_dense_half_cossin_s3_v1: dense, half pairs, angles from cossin, 3 strides, 1 per access
+struct rope_fp32_dense_half_cossin_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -402,6 +412,7 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -425,17 +436,17 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s3_v1(const rope_fwd_fp32_dense_half_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1(const rope_fp32_dense_half_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, false, false>(
+  rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s3_v2: fwd, dense, half pairs, angles from cossin, 3 strides, 2 per access
-struct rope_fwd_fp32_dense_half_cossin_s3_v2_params {
+// rope_fp32_dense_half_cossin_s3_v2: dense, half pairs, angles from cossin, 3 strides, 2 per access
+struct rope_fp32_dense_half_cossin_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -446,6 +457,7 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -469,17 +481,17 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s3_v2(const rope_fwd_fp32_dense_half_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2(const rope_fp32_dense_half_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, false, false>(
+  rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s3_v4: fwd, dense, half pairs, angles from cossin, 3 strides, 4 per access
-struct rope_fwd_fp32_dense_half_cossin_s3_v4_params {
+// rope_fp32_dense_half_cossin_s3_v4: dense, half pairs, angles from cossin, 3 strides, 4 per access
+struct rope_fp32_dense_half_cossin_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -490,6 +502,7 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -513,17 +526,17 @@ struct rope_fwd_fp32_dense_half_cossin_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s3_v4(const rope_fwd_fp32_dense_half_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v4(const rope_fp32_dense_half_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, false, false>(
+  rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_cossin_s4_v1: fwd, dense, half pairs, angles from cossin, 4 strides, 1 per access
-struct rope_fwd_fp32_dense_half_cossin_s4_v1_params {
+// rope_fp32_dense_half_cossin_s4_v1: dense, half pairs, angles from cossin, 4 strides, 1 per access
+struct rope_fp32_dense_half_cossin_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -534,6 +547,7 @@ struct rope_fwd_fp32_dense_half_cossin_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -559,17 +573,17 @@ struct rope_fwd_fp32_dense_half_cossin_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_cossin_s4_v1(const rope_fwd_fp32_dense_half_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s4_v1(const rope_fp32_dense_half_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, false, false>(
+  rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s0_v1: fwd, dense, half pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_fwd_fp32_dense_half_invfreq_s0_v1_params {
+// rope_fp32_dense_half_invfreq_s0_v1: dense, half pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_fp32_dense_half_invfreq_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -580,6 +594,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -593,17 +608,17 @@ struct rope_fwd_fp32_dense_half_invfreq_s0_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s0_v1(const rope_fwd_fp32_dense_half_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1(const rope_fp32_dense_half_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, false, false>(
+  rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s0_v2: fwd, dense, half pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_fwd_fp32_dense_half_invfreq_s0_v2_params {
+// rope_fp32_dense_half_invfreq_s0_v2: dense, half pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_fp32_dense_half_invfreq_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -614,6 +629,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -627,17 +643,17 @@ struct rope_fwd_fp32_dense_half_invfreq_s0_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s0_v2(const rope_fwd_fp32_dense_half_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2(const rope_fp32_dense_half_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, false, false>(
+  rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s0_v4: fwd, dense, half pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_fwd_fp32_dense_half_invfreq_s0_v4_params {
+// rope_fp32_dense_half_invfreq_s0_v4: dense, half pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_fp32_dense_half_invfreq_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -648,6 +664,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -661,17 +678,17 @@ struct rope_fwd_fp32_dense_half_invfreq_s0_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s0_v4(const rope_fwd_fp32_dense_half_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v4(const rope_fp32_dense_half_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, false, false>(
+  rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s3_v1: fwd, dense, half pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_fwd_fp32_dense_half_invfreq_s3_v1_params {
+// rope_fp32_dense_half_invfreq_s3_v1: dense, half pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_fp32_dense_half_invfreq_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -682,6 +699,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -701,17 +719,17 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s3_v1(const rope_fwd_fp32_dense_half_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1(const rope_fp32_dense_half_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, false, false>(
+  rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s3_v2: fwd, dense, half pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_fwd_fp32_dense_half_invfreq_s3_v2_params {
+// rope_fp32_dense_half_invfreq_s3_v2: dense, half pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_fp32_dense_half_invfreq_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -722,6 +740,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -741,17 +760,17 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s3_v2(const rope_fwd_fp32_dense_half_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2(const rope_fp32_dense_half_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, false, false>(
+  rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s3_v4: fwd, dense, half pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_fwd_fp32_dense_half_invfreq_s3_v4_params {
+// rope_fp32_dense_half_invfreq_s3_v4: dense, half pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_fp32_dense_half_invfreq_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -762,6 +781,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -781,17 +801,17 @@ struct rope_fwd_fp32_dense_half_invfreq_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s3_v4(const rope_fwd_fp32_dense_half_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v4(const rope_fp32_dense_half_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, false, false>(
+  rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_invfreq_s4_v1: fwd, dense, half pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_fwd_fp32_dense_half_invfreq_s4_v1_params {
+// rope_fp32_dense_half_invfreq_s4_v1: dense, half pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_fp32_dense_half_invfreq_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -802,6 +822,7 @@ struct rope_fwd_fp32_dense_half_invfreq_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -823,17 +844,17 @@ struct rope_fwd_fp32_dense_half_invfreq_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_invfreq_s4_v1(const rope_fwd_fp32_dense_half_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s4_v1(const rope_fp32_dense_half_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, false, false>(
+  rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s0_v1: fwd, dense, half pairs, angles from base, 0 strides, 1 per access
-struct rope_fwd_fp32_dense_half_base_s0_v1_params {
+// rope_fp32_dense_half_base_s0_v1: dense, half pairs, angles from base, 0 strides, 1 per access
+struct rope_fp32_dense_half_base_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -844,6 +865,7 @@ struct rope_fwd_fp32_dense_half_base_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -858,17 +880,17 @@ struct rope_fwd_fp32_dense_half_base_s0_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s0_v1(const rope_fwd_fp32_dense_half_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1(const rope_fp32_dense_half_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, false, false>(
+  rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s0_v2: fwd, dense, half pairs, angles from base, 0 strides, 2 per access
-struct rope_fwd_fp32_dense_half_base_s0_v2_params {
+// rope_fp32_dense_half_base_s0_v2: dense, half pairs, angles from base, 0 strides, 2 per access
+struct rope_fp32_dense_half_base_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -879,6 +901,7 @@ struct rope_fwd_fp32_dense_half_base_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -893,17 +916,17 @@ struct rope_fwd_fp32_dense_half_base_s0_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s0_v2(const rope_fwd_fp32_dense_half_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2(const rope_fp32_dense_half_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, false, false>(
+  rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s0_v4: fwd, dense, half pairs, angles from base, 0 strides, 4 per access
-struct rope_fwd_fp32_dense_half_base_s0_v4_params {
+// rope_fp32_dense_half_base_s0_v4: dense, half pairs, angles from base, 0 strides, 4 per access
+struct rope_fp32_dense_half_base_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -914,6 +937,7 @@ struct rope_fwd_fp32_dense_half_base_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -928,17 +952,17 @@ struct rope_fwd_fp32_dense_half_base_s0_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s0_v4(const rope_fwd_fp32_dense_half_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v4(const rope_fp32_dense_half_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, false, false>(
+  rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s3_v1: fwd, dense, half pairs, angles from base, 3 strides, 1 per access
-struct rope_fwd_fp32_dense_half_base_s3_v1_params {
+// rope_fp32_dense_half_base_s3_v1: dense, half pairs, angles from base, 3 strides, 1 per access
+struct rope_fp32_dense_half_base_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -949,6 +973,7 @@ struct rope_fwd_fp32_dense_half_base_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -969,17 +994,17 @@ struct rope_fwd_fp32_dense_half_base_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s3_v1(const rope_fwd_fp32_dense_half_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1(const rope_fp32_dense_half_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, false, false>(
+  rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s3_v2: fwd, dense, half pairs, angles from base, 3 strides, 2 per access
-struct rope_fwd_fp32_dense_half_base_s3_v2_params {
+// rope_fp32_dense_half_base_s3_v2: dense, half pairs, angles from base, 3 strides, 2 per access
+struct rope_fp32_dense_half_base_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -990,6 +1015,7 @@ struct rope_fwd_fp32_dense_half_base_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1010,17 +1036,17 @@ struct rope_fwd_fp32_dense_half_base_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s3_v2(const rope_fwd_fp32_dense_half_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2(const rope_fp32_dense_half_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, false, false>(
+  rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s3_v4: fwd, dense, half pairs, angles from base, 3 strides, 4 per access
-struct rope_fwd_fp32_dense_half_base_s3_v4_params {
+// rope_fp32_dense_half_base_s3_v4: dense, half pairs, angles from base, 3 strides, 4 per access
+struct rope_fp32_dense_half_base_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1031,6 +1057,7 @@ struct rope_fwd_fp32_dense_half_base_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1051,17 +1078,17 @@ struct rope_fwd_fp32_dense_half_base_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s3_v4(const rope_fwd_fp32_dense_half_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v4(const rope_fp32_dense_half_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, false, false>(
+  rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_half_base_s4_v1: fwd, dense, half pairs, angles from base, 4 strides, 1 per access
-struct rope_fwd_fp32_dense_half_base_s4_v1_params {
+// rope_fp32_dense_half_base_s4_v1: dense, half pairs, angles from base, 4 strides, 1 per access
+struct rope_fp32_dense_half_base_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1072,6 +1099,7 @@ struct rope_fwd_fp32_dense_half_base_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1094,17 +1122,17 @@ struct rope_fwd_fp32_dense_half_base_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_half_base_s4_v1(const rope_fwd_fp32_dense_half_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s4_v1(const rope_fp32_dense_half_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, false, false>(
+  rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s0_v1: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 1 per access
-struct rope_fwd_fp32_dense_interleaved_freqs_s0_v1_params {
+// rope_fp32_dense_interleaved_freqs_s0_v1: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access
+struct rope_fp32_dense_interleaved_freqs_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1115,6 +1143,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1129,17 +1158,17 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s0_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s0_v1(const rope_fwd_fp32_dense_interleaved_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1(const rope_fp32_dense_interleaved_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, true, false>(
+  rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s0_v2: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 2 per access
-struct rope_fwd_fp32_dense_interleaved_freqs_s0_v2_params {
+// rope_fp32_dense_interleaved_freqs_s0_v2: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access
+struct rope_fp32_dense_interleaved_freqs_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1150,6 +1179,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1164,17 +1194,17 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s0_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s0_v2(const rope_fwd_fp32_dense_interleaved_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2(const rope_fp32_dense_interleaved_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, true, false>(
+  rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s0_v4: fwd, dense, interleaved pairs, angles from freqs, 0 strides, 4 per access
-struct rope_fwd_fp32_dense_interleaved_freqs_s0_v4_params {
+// rope_fp32_dense_interleaved_freqs_s0_v4: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access
+struct rope_fp32_dense_interleaved_freqs_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1185,6 +1215,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1199,17 +1230,17 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s0_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s0_v4(const rope_fwd_fp32_dense_interleaved_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v4(const rope_fp32_dense_interleaved_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, true, false>(
+  rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s3_v1: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 1 per access
-struct rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params {
+// rope_fp32_dense_interleaved_freqs_s3_v1: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access
+struct rope_fp32_dense_interleaved_freqs_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1220,6 +1251,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1240,17 +1272,17 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s3_v1(const rope_fwd_fp32_dense_interleaved_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1(const rope_fp32_dense_interleaved_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, true, false>(
+  rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s3_v2: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 2 per access
-struct rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params {
+// rope_fp32_dense_interleaved_freqs_s3_v2: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access
+struct rope_fp32_dense_interleaved_freqs_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1261,6 +1293,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1281,17 +1314,17 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s3_v2(const rope_fwd_fp32_dense_interleaved_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2(const rope_fp32_dense_interleaved_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, true, false>(
+  rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s3_v4: fwd, dense, interleaved pairs, angles from freqs, 3 strides, 4 per access
-struct rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params {
+// rope_fp32_dense_interleaved_freqs_s3_v4: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access
+struct rope_fp32_dense_interleaved_freqs_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1302,6 +1335,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1322,17 +1356,17 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s3_v4(const rope_fwd_fp32_dense_interleaved_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v4(const rope_fp32_dense_interleaved_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, true, false>(
+  rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_freqs_s4_v1: fwd, dense, interleaved pairs, angles from freqs, 4 strides, 1 per access
-struct rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params {
+// rope_fp32_dense_interleaved_freqs_s4_v1: dense, interleaved pairs, angles from freqs, 4 strides, 1 per access
+struct rope_fp32_dense_interleaved_freqs_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1343,6 +1377,7 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1365,17 +1400,17 @@ struct rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_freqs_s4_v1(const rope_fwd_fp32_dense_interleaved_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s4_v1(const rope_fp32_dense_interleaved_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, true, false>(
+  rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s0_v1: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 1 per access
-struct rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params {
+// rope_fp32_dense_interleaved_cossin_s0_v1: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access
+struct rope_fp32_dense_interleaved_cossin_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1386,6 +1421,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1403,17 +1439,17 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s0_v1(const rope_fwd_fp32_dense_interleaved_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1(const rope_fp32_dense_interleaved_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, true, false>(
+  rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s0_v2: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 2 per access
-struct rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params {
+// rope_fp32_dense_interleaved_cossin_s0_v2: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access
+struct rope_fp32_dense_interleaved_cossin_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1424,6 +1460,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1441,17 +1478,17 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s0_v2(const rope_fwd_fp32_dense_interleaved_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2(const rope_fp32_dense_interleaved_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, true, false>(
+  rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s0_v4: fwd, dense, interleaved pairs, angles from cossin, 0 strides, 4 per access
-struct rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params {
+// rope_fp32_dense_interleaved_cossin_s0_v4: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access
+struct rope_fp32_dense_interleaved_cossin_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1462,6 +1499,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1479,17 +1517,17 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s0_v4(const rope_fwd_fp32_dense_interleaved_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v4(const rope_fp32_dense_interleaved_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, true, false>(
+  rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s3_v1: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 1 per access
-struct rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params {
+// rope_fp32_dense_interleaved_cossin_s3_v1: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access
+struct rope_fp32_dense_interleaved_cossin_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1500,6 +1538,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1523,17 +1562,17 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s3_v1(const rope_fwd_fp32_dense_interleaved_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1(const rope_fp32_dense_interleaved_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, true, false>(
+  rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s3_v2: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 2 per access
-struct rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params {
+// rope_fp32_dense_interleaved_cossin_s3_v2: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access
+struct rope_fp32_dense_interleaved_cossin_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1544,6 +1583,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1567,17 +1607,17 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s3_v2(const rope_fwd_fp32_dense_interleaved_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2(const rope_fp32_dense_interleaved_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, true, false>(
+  rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s3_v4: fwd, dense, interleaved pairs, angles from cossin, 3 strides, 4 per access
-struct rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params {
+// rope_fp32_dense_interleaved_cossin_s3_v4: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access
+struct rope_fp32_dense_interleaved_cossin_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1588,6 +1628,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1611,17 +1652,17 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s3_v4(const rope_fwd_fp32_dense_interleaved_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v4(const rope_fp32_dense_interleaved_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, true, false>(
+  rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_cossin_s4_v1: fwd, dense, interleaved pairs, angles from cossin, 4 strides, 1 per access
-struct rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params {
+// rope_fp32_dense_interleaved_cossin_s4_v1: dense, interleaved pairs, angles from cossin, 4 strides, 1 per access
+struct rope_fp32_dense_interleaved_cossin_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1632,6 +1673,7 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1657,17 +1699,17 @@ struct rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_cossin_s4_v1(const rope_fwd_fp32_dense_interleaved_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s4_v1(const rope_fp32_dense_interleaved_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, true, false>(
+  rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s0_v1: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v1_params {
+// rope_fp32_dense_interleaved_invfreq_s0_v1: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_fp32_dense_interleaved_invfreq_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1678,6 +1720,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1691,17 +1734,17 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s0_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1(const rope_fp32_dense_interleaved_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, true, false>(
+  rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s0_v2: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v2_params {
+// rope_fp32_dense_interleaved_invfreq_s0_v2: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_fp32_dense_interleaved_invfreq_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1712,6 +1755,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1725,17 +1769,17 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s0_v2(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2(const rope_fp32_dense_interleaved_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, true, false>(
+  rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s0_v4: fwd, dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v4_params {
+// rope_fp32_dense_interleaved_invfreq_s0_v4: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_fp32_dense_interleaved_invfreq_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1746,6 +1790,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1759,17 +1804,17 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s0_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s0_v4(const rope_fwd_fp32_dense_interleaved_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v4(const rope_fp32_dense_interleaved_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, true, false>(
+  rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s3_v1: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params {
+// rope_fp32_dense_interleaved_invfreq_s3_v1: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_fp32_dense_interleaved_invfreq_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1780,6 +1825,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1799,17 +1845,17 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s3_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1(const rope_fp32_dense_interleaved_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, true, false>(
+  rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s3_v2: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params {
+// rope_fp32_dense_interleaved_invfreq_s3_v2: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_fp32_dense_interleaved_invfreq_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1820,6 +1866,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1839,17 +1886,17 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s3_v2(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2(const rope_fp32_dense_interleaved_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, true, false>(
+  rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s3_v4: fwd, dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params {
+// rope_fp32_dense_interleaved_invfreq_s3_v4: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_fp32_dense_interleaved_invfreq_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1860,6 +1907,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1879,17 +1927,17 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s3_v4(const rope_fwd_fp32_dense_interleaved_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v4(const rope_fp32_dense_interleaved_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, true, false>(
+  rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_invfreq_s4_v1: fwd, dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params {
+// rope_fp32_dense_interleaved_invfreq_s4_v1: dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_fp32_dense_interleaved_invfreq_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1900,6 +1948,7 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1921,17 +1970,17 @@ struct rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_invfreq_s4_v1(const rope_fwd_fp32_dense_interleaved_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s4_v1(const rope_fp32_dense_interleaved_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, true, false>(
+  rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s0_v1: fwd, dense, interleaved pairs, angles from base, 0 strides, 1 per access
-struct rope_fwd_fp32_dense_interleaved_base_s0_v1_params {
+// rope_fp32_dense_interleaved_base_s0_v1: dense, interleaved pairs, angles from base, 0 strides, 1 per access
+struct rope_fp32_dense_interleaved_base_s0_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1942,6 +1991,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s0_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1956,17 +2006,17 @@ struct rope_fwd_fp32_dense_interleaved_base_s0_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s0_v1(const rope_fwd_fp32_dense_interleaved_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1(const rope_fp32_dense_interleaved_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, true, false>(
+  rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s0_v2: fwd, dense, interleaved pairs, angles from base, 0 strides, 2 per access
-struct rope_fwd_fp32_dense_interleaved_base_s0_v2_params {
+// rope_fp32_dense_interleaved_base_s0_v2: dense, interleaved pairs, angles from base, 0 strides, 2 per access
+struct rope_fp32_dense_interleaved_base_s0_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1977,6 +2027,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s0_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1991,17 +2042,17 @@ struct rope_fwd_fp32_dense_interleaved_base_s0_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s0_v2(const rope_fwd_fp32_dense_interleaved_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2(const rope_fp32_dense_interleaved_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, true, false>(
+  rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s0_v4: fwd, dense, interleaved pairs, angles from base, 0 strides, 4 per access
-struct rope_fwd_fp32_dense_interleaved_base_s0_v4_params {
+// rope_fp32_dense_interleaved_base_s0_v4: dense, interleaved pairs, angles from base, 0 strides, 4 per access
+struct rope_fp32_dense_interleaved_base_s0_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2012,6 +2063,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s0_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2026,17 +2078,17 @@ struct rope_fwd_fp32_dense_interleaved_base_s0_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s0_v4(const rope_fwd_fp32_dense_interleaved_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v4(const rope_fp32_dense_interleaved_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, true, false>(
+  rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s3_v1: fwd, dense, interleaved pairs, angles from base, 3 strides, 1 per access
-struct rope_fwd_fp32_dense_interleaved_base_s3_v1_params {
+// rope_fp32_dense_interleaved_base_s3_v1: dense, interleaved pairs, angles from base, 3 strides, 1 per access
+struct rope_fp32_dense_interleaved_base_s3_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2047,6 +2099,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2067,17 +2120,17 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s3_v1(const rope_fwd_fp32_dense_interleaved_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1(const rope_fp32_dense_interleaved_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, true, false>(
+  rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s3_v2: fwd, dense, interleaved pairs, angles from base, 3 strides, 2 per access
-struct rope_fwd_fp32_dense_interleaved_base_s3_v2_params {
+// rope_fp32_dense_interleaved_base_s3_v2: dense, interleaved pairs, angles from base, 3 strides, 2 per access
+struct rope_fp32_dense_interleaved_base_s3_v2_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2088,6 +2141,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v2_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2108,17 +2162,17 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v2_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s3_v2(const rope_fwd_fp32_dense_interleaved_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2(const rope_fp32_dense_interleaved_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 2, true, false>(
+  rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s3_v4: fwd, dense, interleaved pairs, angles from base, 3 strides, 4 per access
-struct rope_fwd_fp32_dense_interleaved_base_s3_v4_params {
+// rope_fp32_dense_interleaved_base_s3_v4: dense, interleaved pairs, angles from base, 3 strides, 4 per access
+struct rope_fp32_dense_interleaved_base_s3_v4_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2129,6 +2183,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v4_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2149,17 +2204,17 @@ struct rope_fwd_fp32_dense_interleaved_base_s3_v4_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s3_v4(const rope_fwd_fp32_dense_interleaved_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v4(const rope_fp32_dense_interleaved_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 4, true, false>(
+  rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_dense_interleaved_base_s4_v1: fwd, dense, interleaved pairs, angles from base, 4 strides, 1 per access
-struct rope_fwd_fp32_dense_interleaved_base_s4_v1_params {
+// rope_fp32_dense_interleaved_base_s4_v1: dense, interleaved pairs, angles from base, 4 strides, 1 per access
+struct rope_fp32_dense_interleaved_base_s4_v1_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2170,6 +2225,7 @@ struct rope_fwd_fp32_dense_interleaved_base_s4_v1_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2192,2206 +2248,10 @@ struct rope_fwd_fp32_dense_interleaved_base_s4_v1_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_dense_interleaved_base_s4_v1(const rope_fwd_fp32_dense_interleaved_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s4_v1(const rope_fp32_dense_interleaved_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_dense<float, 1, true, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_half_freqs_s0_v1: bwd, dense, half pairs, angles from freqs, 0 strides, 1 per access
-struct rope_bwd_fp32_dense_half_freqs_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s0_v1(const rope_bwd_fp32_dense_half_freqs_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_half_freqs_s0_v2: bwd, dense, half pairs, angles from freqs, 0 strides, 2 per access
-struct rope_bwd_fp32_dense_half_freqs_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s0_v2(const rope_bwd_fp32_dense_half_freqs_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_half_freqs_s0_v4: bwd, dense, half pairs, angles from freqs, 0 strides, 4 per access
-struct rope_bwd_fp32_dense_half_freqs_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s0_v4(const rope_bwd_fp32_dense_half_freqs_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_half_freqs_s3_v1: bwd, dense, half pairs, angles from freqs, 3 strides, 1 per access
-struct rope_bwd_fp32_dense_half_freqs_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s3_v1(const rope_bwd_fp32_dense_half_freqs_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_half_freqs_s3_v2: bwd, dense, half pairs, angles from freqs, 3 strides, 2 per access
-struct rope_bwd_fp32_dense_half_freqs_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s3_v2(const rope_bwd_fp32_dense_half_freqs_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_half_freqs_s3_v4: bwd, dense, half pairs, angles from freqs, 3 strides, 4 per access
-struct rope_bwd_fp32_dense_half_freqs_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s3_v4(const rope_bwd_fp32_dense_half_freqs_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_half_freqs_s4_v1: bwd, dense, half pairs, angles from freqs, 4 strides, 1 per access
-struct rope_bwd_fp32_dense_half_freqs_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_freqs_s4_v1(const rope_bwd_fp32_dense_half_freqs_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_half_cossin_s0_v1: bwd, dense, half pairs, angles from cossin, 0 strides, 1 per access
-struct rope_bwd_fp32_dense_half_cossin_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s0_v1(const rope_bwd_fp32_dense_half_cossin_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_half_cossin_s0_v2: bwd, dense, half pairs, angles from cossin, 0 strides, 2 per access
-struct rope_bwd_fp32_dense_half_cossin_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s0_v2(const rope_bwd_fp32_dense_half_cossin_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_half_cossin_s0_v4: bwd, dense, half pairs, angles from cossin, 0 strides, 4 per access
-struct rope_bwd_fp32_dense_half_cossin_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s0_v4(const rope_bwd_fp32_dense_half_cossin_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_half_cossin_s3_v1: bwd, dense, half pairs, angles from cossin, 3 strides, 1 per access
-struct rope_bwd_fp32_dense_half_cossin_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s3_v1(const rope_bwd_fp32_dense_half_cossin_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_half_cossin_s3_v2: bwd, dense, half pairs, angles from cossin, 3 strides, 2 per access
-struct rope_bwd_fp32_dense_half_cossin_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s3_v2(const rope_bwd_fp32_dense_half_cossin_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_half_cossin_s3_v4: bwd, dense, half pairs, angles from cossin, 3 strides, 4 per access
-struct rope_bwd_fp32_dense_half_cossin_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s3_v4(const rope_bwd_fp32_dense_half_cossin_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_half_cossin_s4_v1: bwd, dense, half pairs, angles from cossin, 4 strides, 1 per access
-struct rope_bwd_fp32_dense_half_cossin_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_cossin_s4_v1(const rope_bwd_fp32_dense_half_cossin_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_half_invfreq_s0_v1: bwd, dense, half pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_bwd_fp32_dense_half_invfreq_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s0_v1(const rope_bwd_fp32_dense_half_invfreq_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_half_invfreq_s0_v2: bwd, dense, half pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_bwd_fp32_dense_half_invfreq_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s0_v2(const rope_bwd_fp32_dense_half_invfreq_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_half_invfreq_s0_v4: bwd, dense, half pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_bwd_fp32_dense_half_invfreq_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s0_v4(const rope_bwd_fp32_dense_half_invfreq_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_half_invfreq_s3_v1: bwd, dense, half pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_bwd_fp32_dense_half_invfreq_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s3_v1(const rope_bwd_fp32_dense_half_invfreq_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_half_invfreq_s3_v2: bwd, dense, half pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_bwd_fp32_dense_half_invfreq_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s3_v2(const rope_bwd_fp32_dense_half_invfreq_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_half_invfreq_s3_v4: bwd, dense, half pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_bwd_fp32_dense_half_invfreq_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s3_v4(const rope_bwd_fp32_dense_half_invfreq_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_half_invfreq_s4_v1: bwd, dense, half pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_bwd_fp32_dense_half_invfreq_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_invfreq_s4_v1(const rope_bwd_fp32_dense_half_invfreq_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_half_base_s0_v1: bwd, dense, half pairs, angles from base, 0 strides, 1 per access
-struct rope_bwd_fp32_dense_half_base_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s0_v1(const rope_bwd_fp32_dense_half_base_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_half_base_s0_v2: bwd, dense, half pairs, angles from base, 0 strides, 2 per access
-struct rope_bwd_fp32_dense_half_base_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s0_v2(const rope_bwd_fp32_dense_half_base_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_half_base_s0_v4: bwd, dense, half pairs, angles from base, 0 strides, 4 per access
-struct rope_bwd_fp32_dense_half_base_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s0_v4(const rope_bwd_fp32_dense_half_base_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_half_base_s3_v1: bwd, dense, half pairs, angles from base, 3 strides, 1 per access
-struct rope_bwd_fp32_dense_half_base_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s3_v1(const rope_bwd_fp32_dense_half_base_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_half_base_s3_v2: bwd, dense, half pairs, angles from base, 3 strides, 2 per access
-struct rope_bwd_fp32_dense_half_base_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s3_v2(const rope_bwd_fp32_dense_half_base_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_half_base_s3_v4: bwd, dense, half pairs, angles from base, 3 strides, 4 per access
-struct rope_bwd_fp32_dense_half_base_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s3_v4(const rope_bwd_fp32_dense_half_base_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_half_base_s4_v1: bwd, dense, half pairs, angles from base, 4 strides, 1 per access
-struct rope_bwd_fp32_dense_half_base_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_half_base_s4_v1(const rope_bwd_fp32_dense_half_base_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_freqs_s0_v1: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 1 per access
-struct rope_bwd_fp32_dense_interleaved_freqs_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s0_v1(const rope_bwd_fp32_dense_interleaved_freqs_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_interleaved_freqs_s0_v2: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 2 per access
-struct rope_bwd_fp32_dense_interleaved_freqs_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s0_v2(const rope_bwd_fp32_dense_interleaved_freqs_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_interleaved_freqs_s0_v4: bwd, dense, interleaved pairs, angles from freqs, 0 strides, 4 per access
-struct rope_bwd_fp32_dense_interleaved_freqs_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s0_v4(const rope_bwd_fp32_dense_interleaved_freqs_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_interleaved_freqs_s3_v1: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 1 per access
-struct rope_bwd_fp32_dense_interleaved_freqs_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s3_v1(const rope_bwd_fp32_dense_interleaved_freqs_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_interleaved_freqs_s3_v2: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 2 per access
-struct rope_bwd_fp32_dense_interleaved_freqs_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s3_v2(const rope_bwd_fp32_dense_interleaved_freqs_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_interleaved_freqs_s3_v4: bwd, dense, interleaved pairs, angles from freqs, 3 strides, 4 per access
-struct rope_bwd_fp32_dense_interleaved_freqs_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s3_v4(const rope_bwd_fp32_dense_interleaved_freqs_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_interleaved_freqs_s4_v1: bwd, dense, interleaved pairs, angles from freqs, 4 strides, 1 per access
-struct rope_bwd_fp32_dense_interleaved_freqs_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_freqs_s4_v1(const rope_bwd_fp32_dense_interleaved_freqs_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_dense_interleaved_cossin_s0_v1: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 1 per access
-struct rope_bwd_fp32_dense_interleaved_cossin_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s0_v1(const rope_bwd_fp32_dense_interleaved_cossin_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_interleaved_cossin_s0_v2: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 2 per access
-struct rope_bwd_fp32_dense_interleaved_cossin_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s0_v2(const rope_bwd_fp32_dense_interleaved_cossin_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_interleaved_cossin_s0_v4: bwd, dense, interleaved pairs, angles from cossin, 0 strides, 4 per access
-struct rope_bwd_fp32_dense_interleaved_cossin_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s0_v4(const rope_bwd_fp32_dense_interleaved_cossin_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_interleaved_cossin_s3_v1: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 1 per access
-struct rope_bwd_fp32_dense_interleaved_cossin_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s3_v1(const rope_bwd_fp32_dense_interleaved_cossin_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_interleaved_cossin_s3_v2: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 2 per access
-struct rope_bwd_fp32_dense_interleaved_cossin_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s3_v2(const rope_bwd_fp32_dense_interleaved_cossin_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_interleaved_cossin_s3_v4: bwd, dense, interleaved pairs, angles from cossin, 3 strides, 4 per access
-struct rope_bwd_fp32_dense_interleaved_cossin_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s3_v4(const rope_bwd_fp32_dense_interleaved_cossin_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_interleaved_cossin_s4_v1: bwd, dense, interleaved pairs, angles from cossin, 4 strides, 1 per access
-struct rope_bwd_fp32_dense_interleaved_cossin_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_cossin_s4_v1(const rope_bwd_fp32_dense_interleaved_cossin_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_dense_interleaved_invfreq_s0_v1: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s0_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_invfreq_s0_v2: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s0_v2(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_invfreq_s0_v4: bwd, dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_bwd_fp32_dense_interleaved_invfreq_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s0_v4(const rope_bwd_fp32_dense_interleaved_invfreq_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_invfreq_s3_v1: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s3_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_invfreq_s3_v2: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s3_v2(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_invfreq_s3_v4: bwd, dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_bwd_fp32_dense_interleaved_invfreq_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s3_v4(const rope_bwd_fp32_dense_interleaved_invfreq_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_invfreq_s4_v1: bwd, dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_bwd_fp32_dense_interleaved_invfreq_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_invfreq_s4_v1(const rope_bwd_fp32_dense_interleaved_invfreq_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_base_s0_v1: bwd, dense, interleaved pairs, angles from base, 0 strides, 1 per access
-struct rope_bwd_fp32_dense_interleaved_base_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s0_v1(const rope_bwd_fp32_dense_interleaved_base_s0_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_base_s0_v2: bwd, dense, interleaved pairs, angles from base, 0 strides, 2 per access
-struct rope_bwd_fp32_dense_interleaved_base_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s0_v2(const rope_bwd_fp32_dense_interleaved_base_s0_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_base_s0_v4: bwd, dense, interleaved pairs, angles from base, 0 strides, 4 per access
-struct rope_bwd_fp32_dense_interleaved_base_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s0_v4(const rope_bwd_fp32_dense_interleaved_base_s0_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_base_s3_v1: bwd, dense, interleaved pairs, angles from base, 3 strides, 1 per access
-struct rope_bwd_fp32_dense_interleaved_base_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s3_v1(const rope_bwd_fp32_dense_interleaved_base_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_base_s3_v2: bwd, dense, interleaved pairs, angles from base, 3 strides, 2 per access
-struct rope_bwd_fp32_dense_interleaved_base_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s3_v2(const rope_bwd_fp32_dense_interleaved_base_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_base_s3_v4: bwd, dense, interleaved pairs, angles from base, 3 strides, 4 per access
-struct rope_bwd_fp32_dense_interleaved_base_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s3_v4(const rope_bwd_fp32_dense_interleaved_base_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_dense_interleaved_base_s4_v1: bwd, dense, interleaved pairs, angles from base, 4 strides, 1 per access
-struct rope_bwd_fp32_dense_interleaved_base_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_dense_interleaved_base_s4_v1(const rope_bwd_fp32_dense_interleaved_base_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_dense<float, 1, true, true>(
+  rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});

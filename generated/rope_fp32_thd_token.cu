@@ -1,12 +1,12 @@
-// cukiln RoPE kernels, element type fp32: 112 variants.
+// cukiln RoPE kernels, element type fp32: 56 variants.
 // Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
-// pairing, direction, addressing and angle source.
+// pairing, addressing and angle source; the direction (forward or backward) is a kernel argument.
 #include "rope.cuh"
 
 
-// rope_fwd_fp32_thd_half_freqs_s0_v1_token: fwd, thd (token dispatch), half pairs, angles from freqs, 0 strides, 1 per access
-struct rope_fwd_fp32_thd_half_freqs_s0_v1_token_params {
+// rope_fp32_thd_half_freqs_s0_v1_token: thd (token dispatch), half pairs, angles from freqs, 0 strides, 1 per access
+struct rope_fp32_thd_half_freqs_s0_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -17,6 +17,7 @@ struct rope_fwd_fp32_thd_half_freqs_s0_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -33,18 +34,18 @@ struct rope_fwd_fp32_thd_half_freqs_s0_v1_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s0_v1_token(const rope_fwd_fp32_thd_half_freqs_s0_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v1_token(const rope_fp32_thd_half_freqs_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, false>(
+  rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_half_freqs_s0_v2_token: fwd, thd (token dispatch), half pairs, angles from freqs, 0 strides, 2 per access
-struct rope_fwd_fp32_thd_half_freqs_s0_v2_token_params {
+// rope_fp32_thd_half_freqs_s0_v2_token: thd (token dispatch), half pairs, angles from freqs, 0 strides, 2 per access
+struct rope_fp32_thd_half_freqs_s0_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -55,6 +56,7 @@ struct rope_fwd_fp32_thd_half_freqs_s0_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -71,18 +73,18 @@ struct rope_fwd_fp32_thd_half_freqs_s0_v2_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s0_v2_token(const rope_fwd_fp32_thd_half_freqs_s0_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v2_token(const rope_fp32_thd_half_freqs_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, false>(
+  rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_half_freqs_s0_v4_token: fwd, thd (token dispatch), half pairs, angles from freqs, 0 strides, 4 per access
-struct rope_fwd_fp32_thd_half_freqs_s0_v4_token_params {
+// rope_fp32_thd_half_freqs_s0_v4_token: thd (token dispatch), half pairs, angles from freqs, 0 strides, 4 per access
+struct rope_fp32_thd_half_freqs_s0_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -93,6 +95,7 @@ struct rope_fwd_fp32_thd_half_freqs_s0_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -109,18 +112,18 @@ struct rope_fwd_fp32_thd_half_freqs_s0_v4_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s0_v4_token(const rope_fwd_fp32_thd_half_freqs_s0_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v4_token(const rope_fp32_thd_half_freqs_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, false>(
+  rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_half_freqs_s3_v1_token: fwd, thd (token dispatch), half pairs, angles from freqs, 3 strides, 1 per access
-struct rope_fwd_fp32_thd_half_freqs_s3_v1_token_params {
+// rope_fp32_thd_half_freqs_s3_v1_token: thd (token dispatch), half pairs, angles from freqs, 3 strides, 1 per access
+struct rope_fp32_thd_half_freqs_s3_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -131,6 +134,7 @@ struct rope_fwd_fp32_thd_half_freqs_s3_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -153,18 +157,18 @@ struct rope_fwd_fp32_thd_half_freqs_s3_v1_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s3_v1_token(const rope_fwd_fp32_thd_half_freqs_s3_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v1_token(const rope_fp32_thd_half_freqs_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, false>(
+  rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_half_freqs_s3_v2_token: fwd, thd (token dispatch), half pairs, angles from freqs, 3 strides, 2 per access
-struct rope_fwd_fp32_thd_half_freqs_s3_v2_token_params {
+// rope_fp32_thd_half_freqs_s3_v2_token: thd (token dispatch), half pairs, angles from freqs, 3 strides, 2 per access
+struct rope_fp32_thd_half_freqs_s3_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -175,6 +179,7 @@ struct rope_fwd_fp32_thd_half_freqs_s3_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -197,18 +202,18 @@ struct rope_fwd_fp32_thd_half_freqs_s3_v2_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s3_v2_token(const rope_fwd_fp32_thd_half_freqs_s3_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v2_token(const rope_fp32_thd_half_freqs_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, false>(
+  rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_half_freqs_s3_v4_token: fwd, thd (token dispatch), half pairs, angles from freqs, 3 strides, 4 per access
-struct rope_fwd_fp32_thd_half_freqs_s3_v4_token_params {
+// rope_fp32_thd_half_freqs_s3_v4_token: thd (token dispatch), half pairs, angles from freqs, 3 strides, 4 per access
+struct rope_fp32_thd_half_freqs_s3_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -219,6 +224,7 @@ struct rope_fwd_fp32_thd_half_freqs_s3_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -241,18 +247,18 @@ struct rope_fwd_fp32_thd_half_freqs_s3_v4_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s3_v4_token(const rope_fwd_fp32_thd_half_freqs_s3_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v4_token(const rope_fp32_thd_half_freqs_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, false>(
+  rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_half_freqs_s4_v1_token: fwd, thd (token dispatch), half pairs, angles from freqs, 4 strides, 1 per access
-struct rope_fwd_fp32_thd_half_freqs_s4_v1_token_params {
+// rope_fp32_thd_half_freqs_s4_v1_token: thd (token dispatch), half pairs, angles from freqs, 4 strides, 1 per access
+struct rope_fp32_thd_half_freqs_s4_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -263,6 +269,7 @@ struct rope_fwd_fp32_thd_half_freqs_s4_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -287,18 +294,18 @@ struct rope_fwd_fp32_thd_half_freqs_s4_v1_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_freqs_s4_v1_token(const rope_fwd_fp32_thd_half_freqs_s4_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s4_v1_token(const rope_fp32_thd_half_freqs_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, false>(
+  rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_half_cossin_s0_v1_token: fwd, thd (token dispatch), half pairs, angles from cossin, 0 strides, 1 per access
-struct rope_fwd_fp32_thd_half_cossin_s0_v1_token_params {
+// rope_fp32_thd_half_cossin_s0_v1_token: thd (token dispatch), half pairs, angles from cossin, 0 strides, 1 per access
+struct rope_fp32_thd_half_cossin_s0_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -309,6 +316,7 @@ struct rope_fwd_fp32_thd_half_cossin_s0_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -328,18 +336,18 @@ struct rope_fwd_fp32_thd_half_cossin_s0_v1_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s0_v1_token(const rope_fwd_fp32_thd_half_cossin_s0_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v1_token(const rope_fp32_thd_half_cossin_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, false>(
+  rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_half_cossin_s0_v2_token: fwd, thd (token dispatch), half pairs, angles from cossin, 0 strides, 2 per access
-struct rope_fwd_fp32_thd_half_cossin_s0_v2_token_params {
+// rope_fp32_thd_half_cossin_s0_v2_token: thd (token dispatch), half pairs, angles from cossin, 0 strides, 2 per access
+struct rope_fp32_thd_half_cossin_s0_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -350,6 +358,7 @@ struct rope_fwd_fp32_thd_half_cossin_s0_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -369,18 +378,18 @@ struct rope_fwd_fp32_thd_half_cossin_s0_v2_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s0_v2_token(const rope_fwd_fp32_thd_half_cossin_s0_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v2_token(const rope_fp32_thd_half_cossin_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, false>(
+  rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_half_cossin_s0_v4_token: fwd, thd (token dispatch), half pairs, angles from cossin, 0 strides, 4 per access
-struct rope_fwd_fp32_thd_half_cossin_s0_v4_token_params {
+// rope_fp32_thd_half_cossin_s0_v4_token: thd (token dispatch), half pairs, angles from cossin, 0 strides, 4 per access
+struct rope_fp32_thd_half_cossin_s0_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -391,6 +400,7 @@ struct rope_fwd_fp32_thd_half_cossin_s0_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -410,18 +420,18 @@ struct rope_fwd_fp32_thd_half_cossin_s0_v4_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s0_v4_token(const rope_fwd_fp32_thd_half_cossin_s0_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v4_token(const rope_fp32_thd_half_cossin_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, false>(
+  rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_half_cossin_s3_v1_token: fwd, thd (token dispatch), half pairs, angles from cossin, 3 strides, 1 per access
-struct rope_fwd_fp32_thd_half_cossin_s3_v1_token_params {
+// rope_fp32_thd_half_cossin_s3_v1_token: thd (token dispatch), half pairs, angles from cossin, 3 strides, 1 per access
+struct rope_fp32_thd_half_cossin_s3_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -432,6 +442,7 @@ struct rope_fwd_fp32_thd_half_cossin_s3_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -457,18 +468,18 @@ struct rope_fwd_fp32_thd_half_cossin_s3_v1_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s3_v1_token(const rope_fwd_fp32_thd_half_cossin_s3_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v1_token(const rope_fp32_thd_half_cossin_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, false>(
+  rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_half_cossin_s3_v2_token: fwd, thd (token dispatch), half pairs, angles from cossin, 3 strides, 2 per access
-struct rope_fwd_fp32_thd_half_cossin_s3_v2_token_params {
+// rope_fp32_thd_half_cossin_s3_v2_token: thd (token dispatch), half pairs, angles from cossin, 3 strides, 2 per access
+struct rope_fp32_thd_half_cossin_s3_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -479,6 +490,7 @@ struct rope_fwd_fp32_thd_half_cossin_s3_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -504,18 +516,18 @@ struct rope_fwd_fp32_thd_half_cossin_s3_v2_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s3_v2_token(const rope_fwd_fp32_thd_half_cossin_s3_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v2_token(const rope_fp32_thd_half_cossin_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, false>(
+  rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_half_cossin_s3_v4_token: fwd, thd (token dispatch), half pairs, angles from cossin, 3 strides, 4 per access
-struct rope_fwd_fp32_thd_half_cossin_s3_v4_token_params {
+// rope_fp32_thd_half_cossin_s3_v4_token: thd (token dispatch), half pairs, angles from cossin, 3 strides, 4 per access
+struct rope_fp32_thd_half_cossin_s3_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -526,6 +538,7 @@ struct rope_fwd_fp32_thd_half_cossin_s3_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -551,18 +564,18 @@ struct rope_fwd_fp32_thd_half_cossin_s3_v4_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s3_v4_token(const rope_fwd_fp32_thd_half_cossin_s3_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v4_token(const rope_fp32_thd_half_cossin_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, false>(
+  rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_half_cossin_s4_v1_token: fwd, thd (token dispatch), half pairs, angles from cossin, 4 strides, 1 per access
-struct rope_fwd_fp32_thd_half_cossin_s4_v1_token_params {
+// rope_fp32_thd_half_cossin_s4_v1_token: thd (token dispatch), half pairs, angles from cossin, 4 strides, 1 per access
+struct rope_fp32_thd_half_cossin_s4_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -573,6 +586,7 @@ struct rope_fwd_fp32_thd_half_cossin_s4_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -600,18 +614,18 @@ struct rope_fwd_fp32_thd_half_cossin_s4_v1_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_cossin_s4_v1_token(const rope_fwd_fp32_thd_half_cossin_s4_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s4_v1_token(const rope_fp32_thd_half_cossin_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, false>(
+  rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_half_invfreq_s0_v1_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_fwd_fp32_thd_half_invfreq_s0_v1_token_params {
+// rope_fp32_thd_half_invfreq_s0_v1_token: thd (token dispatch), half pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_fp32_thd_half_invfreq_s0_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -622,6 +636,7 @@ struct rope_fwd_fp32_thd_half_invfreq_s0_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -637,18 +652,18 @@ struct rope_fwd_fp32_thd_half_invfreq_s0_v1_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s0_v1_token(const rope_fwd_fp32_thd_half_invfreq_s0_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v1_token(const rope_fp32_thd_half_invfreq_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, false>(
+  rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_half_invfreq_s0_v2_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_fwd_fp32_thd_half_invfreq_s0_v2_token_params {
+// rope_fp32_thd_half_invfreq_s0_v2_token: thd (token dispatch), half pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_fp32_thd_half_invfreq_s0_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -659,6 +674,7 @@ struct rope_fwd_fp32_thd_half_invfreq_s0_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -674,18 +690,18 @@ struct rope_fwd_fp32_thd_half_invfreq_s0_v2_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s0_v2_token(const rope_fwd_fp32_thd_half_invfreq_s0_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v2_token(const rope_fp32_thd_half_invfreq_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, false>(
+  rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_half_invfreq_s0_v4_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_fwd_fp32_thd_half_invfreq_s0_v4_token_params {
+// rope_fp32_thd_half_invfreq_s0_v4_token: thd (token dispatch), half pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_fp32_thd_half_invfreq_s0_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -696,6 +712,7 @@ struct rope_fwd_fp32_thd_half_invfreq_s0_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -711,18 +728,18 @@ struct rope_fwd_fp32_thd_half_invfreq_s0_v4_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s0_v4_token(const rope_fwd_fp32_thd_half_invfreq_s0_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v4_token(const rope_fp32_thd_half_invfreq_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, false>(
+  rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_half_invfreq_s3_v1_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_fwd_fp32_thd_half_invfreq_s3_v1_token_params {
+// rope_fp32_thd_half_invfreq_s3_v1_token: thd (token dispatch), half pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_fp32_thd_half_invfreq_s3_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -733,6 +750,7 @@ struct rope_fwd_fp32_thd_half_invfreq_s3_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -754,18 +772,18 @@ struct rope_fwd_fp32_thd_half_invfreq_s3_v1_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s3_v1_token(const rope_fwd_fp32_thd_half_invfreq_s3_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v1_token(const rope_fp32_thd_half_invfreq_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, false>(
+  rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_half_invfreq_s3_v2_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_fwd_fp32_thd_half_invfreq_s3_v2_token_params {
+// rope_fp32_thd_half_invfreq_s3_v2_token: thd (token dispatch), half pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_fp32_thd_half_invfreq_s3_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -776,6 +794,7 @@ struct rope_fwd_fp32_thd_half_invfreq_s3_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -797,18 +816,18 @@ struct rope_fwd_fp32_thd_half_invfreq_s3_v2_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s3_v2_token(const rope_fwd_fp32_thd_half_invfreq_s3_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v2_token(const rope_fp32_thd_half_invfreq_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, false>(
+  rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_half_invfreq_s3_v4_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_fwd_fp32_thd_half_invfreq_s3_v4_token_params {
+// rope_fp32_thd_half_invfreq_s3_v4_token: thd (token dispatch), half pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_fp32_thd_half_invfreq_s3_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -819,6 +838,7 @@ struct rope_fwd_fp32_thd_half_invfreq_s3_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -840,18 +860,18 @@ struct rope_fwd_fp32_thd_half_invfreq_s3_v4_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s3_v4_token(const rope_fwd_fp32_thd_half_invfreq_s3_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v4_token(const rope_fp32_thd_half_invfreq_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, false>(
+  rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_half_invfreq_s4_v1_token: fwd, thd (token dispatch), half pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_fwd_fp32_thd_half_invfreq_s4_v1_token_params {
+// rope_fp32_thd_half_invfreq_s4_v1_token: thd (token dispatch), half pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_fp32_thd_half_invfreq_s4_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -862,6 +882,7 @@ struct rope_fwd_fp32_thd_half_invfreq_s4_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -885,18 +906,18 @@ struct rope_fwd_fp32_thd_half_invfreq_s4_v1_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_invfreq_s4_v1_token(const rope_fwd_fp32_thd_half_invfreq_s4_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s4_v1_token(const rope_fp32_thd_half_invfreq_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, false>(
+  rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_half_base_s0_v1_token: fwd, thd (token dispatch), half pairs, angles from base, 0 strides, 1 per access
-struct rope_fwd_fp32_thd_half_base_s0_v1_token_params {
+// rope_fp32_thd_half_base_s0_v1_token: thd (token dispatch), half pairs, angles from base, 0 strides, 1 per access
+struct rope_fp32_thd_half_base_s0_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -907,6 +928,7 @@ struct rope_fwd_fp32_thd_half_base_s0_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -923,18 +945,18 @@ struct rope_fwd_fp32_thd_half_base_s0_v1_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s0_v1_token(const rope_fwd_fp32_thd_half_base_s0_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v1_token(const rope_fp32_thd_half_base_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, false>(
+  rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_half_base_s0_v2_token: fwd, thd (token dispatch), half pairs, angles from base, 0 strides, 2 per access
-struct rope_fwd_fp32_thd_half_base_s0_v2_token_params {
+// rope_fp32_thd_half_base_s0_v2_token: thd (token dispatch), half pairs, angles from base, 0 strides, 2 per access
+struct rope_fp32_thd_half_base_s0_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -945,6 +967,7 @@ struct rope_fwd_fp32_thd_half_base_s0_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -961,18 +984,18 @@ struct rope_fwd_fp32_thd_half_base_s0_v2_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s0_v2_token(const rope_fwd_fp32_thd_half_base_s0_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v2_token(const rope_fp32_thd_half_base_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, false>(
+  rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_half_base_s0_v4_token: fwd, thd (token dispatch), half pairs, angles from base, 0 strides, 4 per access
-struct rope_fwd_fp32_thd_half_base_s0_v4_token_params {
+// rope_fp32_thd_half_base_s0_v4_token: thd (token dispatch), half pairs, angles from base, 0 strides, 4 per access
+struct rope_fp32_thd_half_base_s0_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -983,6 +1006,7 @@ struct rope_fwd_fp32_thd_half_base_s0_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -999,18 +1023,18 @@ struct rope_fwd_fp32_thd_half_base_s0_v4_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s0_v4_token(const rope_fwd_fp32_thd_half_base_s0_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v4_token(const rope_fp32_thd_half_base_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, false>(
+  rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_half_base_s3_v1_token: fwd, thd (token dispatch), half pairs, angles from base, 3 strides, 1 per access
-struct rope_fwd_fp32_thd_half_base_s3_v1_token_params {
+// rope_fp32_thd_half_base_s3_v1_token: thd (token dispatch), half pairs, angles from base, 3 strides, 1 per access
+struct rope_fp32_thd_half_base_s3_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1021,6 +1045,7 @@ struct rope_fwd_fp32_thd_half_base_s3_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1043,18 +1068,18 @@ struct rope_fwd_fp32_thd_half_base_s3_v1_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s3_v1_token(const rope_fwd_fp32_thd_half_base_s3_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v1_token(const rope_fp32_thd_half_base_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, false>(
+  rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_half_base_s3_v2_token: fwd, thd (token dispatch), half pairs, angles from base, 3 strides, 2 per access
-struct rope_fwd_fp32_thd_half_base_s3_v2_token_params {
+// rope_fp32_thd_half_base_s3_v2_token: thd (token dispatch), half pairs, angles from base, 3 strides, 2 per access
+struct rope_fp32_thd_half_base_s3_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1065,6 +1090,7 @@ struct rope_fwd_fp32_thd_half_base_s3_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1087,18 +1113,18 @@ struct rope_fwd_fp32_thd_half_base_s3_v2_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s3_v2_token(const rope_fwd_fp32_thd_half_base_s3_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v2_token(const rope_fp32_thd_half_base_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, false>(
+  rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_half_base_s3_v4_token: fwd, thd (token dispatch), half pairs, angles from base, 3 strides, 4 per access
-struct rope_fwd_fp32_thd_half_base_s3_v4_token_params {
+// rope_fp32_thd_half_base_s3_v4_token: thd (token dispatch), half pairs, angles from base, 3 strides, 4 per access
+struct rope_fp32_thd_half_base_s3_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1109,6 +1135,7 @@ struct rope_fwd_fp32_thd_half_base_s3_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1131,18 +1158,18 @@ struct rope_fwd_fp32_thd_half_base_s3_v4_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s3_v4_token(const rope_fwd_fp32_thd_half_base_s3_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v4_token(const rope_fp32_thd_half_base_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, false>(
+  rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_half_base_s4_v1_token: fwd, thd (token dispatch), half pairs, angles from base, 4 strides, 1 per access
-struct rope_fwd_fp32_thd_half_base_s4_v1_token_params {
+// rope_fp32_thd_half_base_s4_v1_token: thd (token dispatch), half pairs, angles from base, 4 strides, 1 per access
+struct rope_fp32_thd_half_base_s4_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1153,6 +1180,7 @@ struct rope_fwd_fp32_thd_half_base_s4_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1177,18 +1205,18 @@ struct rope_fwd_fp32_thd_half_base_s4_v1_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_half_base_s4_v1_token(const rope_fwd_fp32_thd_half_base_s4_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s4_v1_token(const rope_fp32_thd_half_base_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, false>(
+  rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_freqs_s0_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 1 per access
-struct rope_fwd_fp32_thd_interleaved_freqs_s0_v1_token_params {
+// rope_fp32_thd_interleaved_freqs_s0_v1_token: thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 1 per access
+struct rope_fp32_thd_interleaved_freqs_s0_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1199,6 +1227,7 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s0_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1215,18 +1244,18 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s0_v1_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s0_v1_token(const rope_fwd_fp32_thd_interleaved_freqs_s0_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v1_token(const rope_fp32_thd_interleaved_freqs_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, false>(
+  rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_interleaved_freqs_s0_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 2 per access
-struct rope_fwd_fp32_thd_interleaved_freqs_s0_v2_token_params {
+// rope_fp32_thd_interleaved_freqs_s0_v2_token: thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 2 per access
+struct rope_fp32_thd_interleaved_freqs_s0_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1237,6 +1266,7 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s0_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1253,18 +1283,18 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s0_v2_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s0_v2_token(const rope_fwd_fp32_thd_interleaved_freqs_s0_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v2_token(const rope_fp32_thd_interleaved_freqs_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, false>(
+  rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_interleaved_freqs_s0_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 4 per access
-struct rope_fwd_fp32_thd_interleaved_freqs_s0_v4_token_params {
+// rope_fp32_thd_interleaved_freqs_s0_v4_token: thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 4 per access
+struct rope_fp32_thd_interleaved_freqs_s0_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1275,6 +1305,7 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s0_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1291,18 +1322,18 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s0_v4_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s0_v4_token(const rope_fwd_fp32_thd_interleaved_freqs_s0_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v4_token(const rope_fp32_thd_interleaved_freqs_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, false>(
+  rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_interleaved_freqs_s3_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 1 per access
-struct rope_fwd_fp32_thd_interleaved_freqs_s3_v1_token_params {
+// rope_fp32_thd_interleaved_freqs_s3_v1_token: thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 1 per access
+struct rope_fp32_thd_interleaved_freqs_s3_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1313,6 +1344,7 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s3_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1335,18 +1367,18 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s3_v1_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s3_v1_token(const rope_fwd_fp32_thd_interleaved_freqs_s3_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v1_token(const rope_fp32_thd_interleaved_freqs_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, false>(
+  rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_interleaved_freqs_s3_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 2 per access
-struct rope_fwd_fp32_thd_interleaved_freqs_s3_v2_token_params {
+// rope_fp32_thd_interleaved_freqs_s3_v2_token: thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 2 per access
+struct rope_fp32_thd_interleaved_freqs_s3_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1357,6 +1389,7 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s3_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1379,18 +1412,18 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s3_v2_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s3_v2_token(const rope_fwd_fp32_thd_interleaved_freqs_s3_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v2_token(const rope_fp32_thd_interleaved_freqs_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, false>(
+  rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_interleaved_freqs_s3_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 4 per access
-struct rope_fwd_fp32_thd_interleaved_freqs_s3_v4_token_params {
+// rope_fp32_thd_interleaved_freqs_s3_v4_token: thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 4 per access
+struct rope_fp32_thd_interleaved_freqs_s3_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1401,6 +1434,7 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s3_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1423,18 +1457,18 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s3_v4_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s3_v4_token(const rope_fwd_fp32_thd_interleaved_freqs_s3_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v4_token(const rope_fp32_thd_interleaved_freqs_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, false>(
+  rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_interleaved_freqs_s4_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from freqs, 4 strides, 1 per access
-struct rope_fwd_fp32_thd_interleaved_freqs_s4_v1_token_params {
+// rope_fp32_thd_interleaved_freqs_s4_v1_token: thd (token dispatch), interleaved pairs, angles from freqs, 4 strides, 1 per access
+struct rope_fp32_thd_interleaved_freqs_s4_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1445,6 +1479,7 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s4_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1469,18 +1504,18 @@ struct rope_fwd_fp32_thd_interleaved_freqs_s4_v1_token_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_freqs_s4_v1_token(const rope_fwd_fp32_thd_interleaved_freqs_s4_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s4_v1_token(const rope_fp32_thd_interleaved_freqs_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, false>(
+  rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fwd_fp32_thd_interleaved_cossin_s0_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 1 per access
-struct rope_fwd_fp32_thd_interleaved_cossin_s0_v1_token_params {
+// rope_fp32_thd_interleaved_cossin_s0_v1_token: thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 1 per access
+struct rope_fp32_thd_interleaved_cossin_s0_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1491,6 +1526,7 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s0_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1510,18 +1546,18 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s0_v1_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s0_v1_token(const rope_fwd_fp32_thd_interleaved_cossin_s0_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v1_token(const rope_fp32_thd_interleaved_cossin_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, false>(
+  rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_interleaved_cossin_s0_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 2 per access
-struct rope_fwd_fp32_thd_interleaved_cossin_s0_v2_token_params {
+// rope_fp32_thd_interleaved_cossin_s0_v2_token: thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 2 per access
+struct rope_fp32_thd_interleaved_cossin_s0_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1532,6 +1568,7 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s0_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1551,18 +1588,18 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s0_v2_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s0_v2_token(const rope_fwd_fp32_thd_interleaved_cossin_s0_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v2_token(const rope_fp32_thd_interleaved_cossin_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, false>(
+  rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_interleaved_cossin_s0_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 4 per access
-struct rope_fwd_fp32_thd_interleaved_cossin_s0_v4_token_params {
+// rope_fp32_thd_interleaved_cossin_s0_v4_token: thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 4 per access
+struct rope_fp32_thd_interleaved_cossin_s0_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1573,6 +1610,7 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s0_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1592,18 +1630,18 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s0_v4_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s0_v4_token(const rope_fwd_fp32_thd_interleaved_cossin_s0_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v4_token(const rope_fp32_thd_interleaved_cossin_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, false>(
+  rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_interleaved_cossin_s3_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 1 per access
-struct rope_fwd_fp32_thd_interleaved_cossin_s3_v1_token_params {
+// rope_fp32_thd_interleaved_cossin_s3_v1_token: thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 1 per access
+struct rope_fp32_thd_interleaved_cossin_s3_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1614,6 +1652,7 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s3_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1639,18 +1678,18 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s3_v1_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s3_v1_token(const rope_fwd_fp32_thd_interleaved_cossin_s3_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v1_token(const rope_fp32_thd_interleaved_cossin_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, false>(
+  rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_interleaved_cossin_s3_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 2 per access
-struct rope_fwd_fp32_thd_interleaved_cossin_s3_v2_token_params {
+// rope_fp32_thd_interleaved_cossin_s3_v2_token: thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 2 per access
+struct rope_fp32_thd_interleaved_cossin_s3_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1661,6 +1700,7 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s3_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1686,18 +1726,18 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s3_v2_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s3_v2_token(const rope_fwd_fp32_thd_interleaved_cossin_s3_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v2_token(const rope_fp32_thd_interleaved_cossin_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, false>(
+  rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_interleaved_cossin_s3_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 4 per access
-struct rope_fwd_fp32_thd_interleaved_cossin_s3_v4_token_params {
+// rope_fp32_thd_interleaved_cossin_s3_v4_token: thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 4 per access
+struct rope_fp32_thd_interleaved_cossin_s3_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1708,6 +1748,7 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s3_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1733,18 +1774,18 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s3_v4_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s3_v4_token(const rope_fwd_fp32_thd_interleaved_cossin_s3_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v4_token(const rope_fp32_thd_interleaved_cossin_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, false>(
+  rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_interleaved_cossin_s4_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from cossin, 4 strides, 1 per access
-struct rope_fwd_fp32_thd_interleaved_cossin_s4_v1_token_params {
+// rope_fp32_thd_interleaved_cossin_s4_v1_token: thd (token dispatch), interleaved pairs, angles from cossin, 4 strides, 1 per access
+struct rope_fp32_thd_interleaved_cossin_s4_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1755,6 +1796,7 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s4_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1782,18 +1824,18 @@ struct rope_fwd_fp32_thd_interleaved_cossin_s4_v1_token_params {
   long long per_pair;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_cossin_s4_v1_token(const rope_fwd_fp32_thd_interleaved_cossin_s4_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s4_v1_token(const rope_fp32_thd_interleaved_cossin_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, false>(
+  rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fwd_fp32_thd_interleaved_invfreq_s0_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_fwd_fp32_thd_interleaved_invfreq_s0_v1_token_params {
+// rope_fp32_thd_interleaved_invfreq_s0_v1_token: thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 1 per access
+struct rope_fp32_thd_interleaved_invfreq_s0_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1804,6 +1846,7 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s0_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1819,18 +1862,18 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s0_v1_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s0_v1_token(const rope_fwd_fp32_thd_interleaved_invfreq_s0_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v1_token(const rope_fp32_thd_interleaved_invfreq_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, false>(
+  rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_invfreq_s0_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_fwd_fp32_thd_interleaved_invfreq_s0_v2_token_params {
+// rope_fp32_thd_interleaved_invfreq_s0_v2_token: thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 2 per access
+struct rope_fp32_thd_interleaved_invfreq_s0_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1841,6 +1884,7 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s0_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1856,18 +1900,18 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s0_v2_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s0_v2_token(const rope_fwd_fp32_thd_interleaved_invfreq_s0_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v2_token(const rope_fp32_thd_interleaved_invfreq_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, false>(
+  rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_invfreq_s0_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_fwd_fp32_thd_interleaved_invfreq_s0_v4_token_params {
+// rope_fp32_thd_interleaved_invfreq_s0_v4_token: thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 4 per access
+struct rope_fp32_thd_interleaved_invfreq_s0_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1878,6 +1922,7 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s0_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1893,18 +1938,18 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s0_v4_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s0_v4_token(const rope_fwd_fp32_thd_interleaved_invfreq_s0_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v4_token(const rope_fp32_thd_interleaved_invfreq_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, false>(
+  rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_invfreq_s3_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_fwd_fp32_thd_interleaved_invfreq_s3_v1_token_params {
+// rope_fp32_thd_interleaved_invfreq_s3_v1_token: thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 1 per access
+struct rope_fp32_thd_interleaved_invfreq_s3_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1915,6 +1960,7 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s3_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1936,18 +1982,18 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s3_v1_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s3_v1_token(const rope_fwd_fp32_thd_interleaved_invfreq_s3_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v1_token(const rope_fp32_thd_interleaved_invfreq_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, false>(
+  rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_invfreq_s3_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_fwd_fp32_thd_interleaved_invfreq_s3_v2_token_params {
+// rope_fp32_thd_interleaved_invfreq_s3_v2_token: thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 2 per access
+struct rope_fp32_thd_interleaved_invfreq_s3_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -1958,6 +2004,7 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s3_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1979,18 +2026,18 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s3_v2_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s3_v2_token(const rope_fwd_fp32_thd_interleaved_invfreq_s3_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v2_token(const rope_fp32_thd_interleaved_invfreq_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, false>(
+  rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_invfreq_s3_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_fwd_fp32_thd_interleaved_invfreq_s3_v4_token_params {
+// rope_fp32_thd_interleaved_invfreq_s3_v4_token: thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 4 per access
+struct rope_fp32_thd_interleaved_invfreq_s3_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2001,6 +2048,7 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s3_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2022,18 +2070,18 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s3_v4_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s3_v4_token(const rope_fwd_fp32_thd_interleaved_invfreq_s3_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v4_token(const rope_fp32_thd_interleaved_invfreq_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, false>(
+  rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_invfreq_s4_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_fwd_fp32_thd_interleaved_invfreq_s4_v1_token_params {
+// rope_fp32_thd_interleaved_invfreq_s4_v1_token: thd (token dispatch), interleaved pairs, angles from invfreq, 4 strides, 1 per access
+struct rope_fp32_thd_interleaved_invfreq_s4_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2044,6 +2092,7 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s4_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2067,18 +2116,18 @@ struct rope_fwd_fp32_thd_interleaved_invfreq_s4_v1_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_invfreq_s4_v1_token(const rope_fwd_fp32_thd_interleaved_invfreq_s4_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s4_v1_token(const rope_fp32_thd_interleaved_invfreq_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, false>(
+  rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_base_s0_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 0 strides, 1 per access
-struct rope_fwd_fp32_thd_interleaved_base_s0_v1_token_params {
+// rope_fp32_thd_interleaved_base_s0_v1_token: thd (token dispatch), interleaved pairs, angles from base, 0 strides, 1 per access
+struct rope_fp32_thd_interleaved_base_s0_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2089,6 +2138,7 @@ struct rope_fwd_fp32_thd_interleaved_base_s0_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2105,18 +2155,18 @@ struct rope_fwd_fp32_thd_interleaved_base_s0_v1_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s0_v1_token(const rope_fwd_fp32_thd_interleaved_base_s0_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v1_token(const rope_fp32_thd_interleaved_base_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, false>(
+  rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_base_s0_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 0 strides, 2 per access
-struct rope_fwd_fp32_thd_interleaved_base_s0_v2_token_params {
+// rope_fp32_thd_interleaved_base_s0_v2_token: thd (token dispatch), interleaved pairs, angles from base, 0 strides, 2 per access
+struct rope_fp32_thd_interleaved_base_s0_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2127,6 +2177,7 @@ struct rope_fwd_fp32_thd_interleaved_base_s0_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2143,18 +2194,18 @@ struct rope_fwd_fp32_thd_interleaved_base_s0_v2_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s0_v2_token(const rope_fwd_fp32_thd_interleaved_base_s0_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v2_token(const rope_fp32_thd_interleaved_base_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, false>(
+  rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_base_s0_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 0 strides, 4 per access
-struct rope_fwd_fp32_thd_interleaved_base_s0_v4_token_params {
+// rope_fp32_thd_interleaved_base_s0_v4_token: thd (token dispatch), interleaved pairs, angles from base, 0 strides, 4 per access
+struct rope_fp32_thd_interleaved_base_s0_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2165,6 +2216,7 @@ struct rope_fwd_fp32_thd_interleaved_base_s0_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2181,18 +2233,18 @@ struct rope_fwd_fp32_thd_interleaved_base_s0_v4_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s0_v4_token(const rope_fwd_fp32_thd_interleaved_base_s0_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v4_token(const rope_fp32_thd_interleaved_base_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, false>(
+  rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_base_s3_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 3 strides, 1 per access
-struct rope_fwd_fp32_thd_interleaved_base_s3_v1_token_params {
+// rope_fp32_thd_interleaved_base_s3_v1_token: thd (token dispatch), interleaved pairs, angles from base, 3 strides, 1 per access
+struct rope_fp32_thd_interleaved_base_s3_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2203,6 +2255,7 @@ struct rope_fwd_fp32_thd_interleaved_base_s3_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2225,18 +2278,18 @@ struct rope_fwd_fp32_thd_interleaved_base_s3_v1_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s3_v1_token(const rope_fwd_fp32_thd_interleaved_base_s3_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v1_token(const rope_fp32_thd_interleaved_base_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, false>(
+  rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_base_s3_v2_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 3 strides, 2 per access
-struct rope_fwd_fp32_thd_interleaved_base_s3_v2_token_params {
+// rope_fp32_thd_interleaved_base_s3_v2_token: thd (token dispatch), interleaved pairs, angles from base, 3 strides, 2 per access
+struct rope_fp32_thd_interleaved_base_s3_v2_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2247,6 +2300,7 @@ struct rope_fwd_fp32_thd_interleaved_base_s3_v2_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2269,18 +2323,18 @@ struct rope_fwd_fp32_thd_interleaved_base_s3_v2_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s3_v2_token(const rope_fwd_fp32_thd_interleaved_base_s3_v2_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v2_token(const rope_fp32_thd_interleaved_base_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, false>(
+  rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_base_s3_v4_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 3 strides, 4 per access
-struct rope_fwd_fp32_thd_interleaved_base_s3_v4_token_params {
+// rope_fp32_thd_interleaved_base_s3_v4_token: thd (token dispatch), interleaved pairs, angles from base, 3 strides, 4 per access
+struct rope_fp32_thd_interleaved_base_s3_v4_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2291,6 +2345,7 @@ struct rope_fwd_fp32_thd_interleaved_base_s3_v4_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2313,18 +2368,18 @@ struct rope_fwd_fp32_thd_interleaved_base_s3_v4_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s3_v4_token(const rope_fwd_fp32_thd_interleaved_base_s3_v4_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v4_token(const rope_fp32_thd_interleaved_base_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, false>(
+  rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fwd_fp32_thd_interleaved_base_s4_v1_token: fwd, thd (token dispatch), interleaved pairs, angles from base, 4 strides, 1 per access
-struct rope_fwd_fp32_thd_interleaved_base_s4_v1_token_params {
+// rope_fp32_thd_interleaved_base_s4_v1_token: thd (token dispatch), interleaved pairs, angles from base, 4 strides, 1 per access
+struct rope_fp32_thd_interleaved_base_s4_v1_token_params {
   const void* x;
   void* out;
   long long tokens;
@@ -2335,6 +2390,7 @@ struct rope_fwd_fp32_thd_interleaved_base_s4_v1_token_params {
   long long rotary_dim;
   long long seq_major;
   long long copy_tail;
+  long long backward;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2359,2374 +2415,10 @@ struct rope_fwd_fp32_thd_interleaved_base_s4_v1_token_params {
   double scale;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fwd_fp32_thd_interleaved_base_s4_v1_token(const rope_fwd_fp32_thd_interleaved_base_s4_v1_token_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s4_v1_token(const rope_fp32_thd_interleaved_base_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_half_freqs_s0_v1_token: bwd, thd (token dispatch), half pairs, angles from freqs, 0 strides, 1 per access
-struct rope_bwd_fp32_thd_half_freqs_s0_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s0_v1_token(const rope_bwd_fp32_thd_half_freqs_s0_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_half_freqs_s0_v2_token: bwd, thd (token dispatch), half pairs, angles from freqs, 0 strides, 2 per access
-struct rope_bwd_fp32_thd_half_freqs_s0_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s0_v2_token(const rope_bwd_fp32_thd_half_freqs_s0_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_half_freqs_s0_v4_token: bwd, thd (token dispatch), half pairs, angles from freqs, 0 strides, 4 per access
-struct rope_bwd_fp32_thd_half_freqs_s0_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s0_v4_token(const rope_bwd_fp32_thd_half_freqs_s0_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_half_freqs_s3_v1_token: bwd, thd (token dispatch), half pairs, angles from freqs, 3 strides, 1 per access
-struct rope_bwd_fp32_thd_half_freqs_s3_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s3_v1_token(const rope_bwd_fp32_thd_half_freqs_s3_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_half_freqs_s3_v2_token: bwd, thd (token dispatch), half pairs, angles from freqs, 3 strides, 2 per access
-struct rope_bwd_fp32_thd_half_freqs_s3_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s3_v2_token(const rope_bwd_fp32_thd_half_freqs_s3_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_half_freqs_s3_v4_token: bwd, thd (token dispatch), half pairs, angles from freqs, 3 strides, 4 per access
-struct rope_bwd_fp32_thd_half_freqs_s3_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s3_v4_token(const rope_bwd_fp32_thd_half_freqs_s3_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_half_freqs_s4_v1_token: bwd, thd (token dispatch), half pairs, angles from freqs, 4 strides, 1 per access
-struct rope_bwd_fp32_thd_half_freqs_s4_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_freqs_s4_v1_token(const rope_bwd_fp32_thd_half_freqs_s4_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_half_cossin_s0_v1_token: bwd, thd (token dispatch), half pairs, angles from cossin, 0 strides, 1 per access
-struct rope_bwd_fp32_thd_half_cossin_s0_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s0_v1_token(const rope_bwd_fp32_thd_half_cossin_s0_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_half_cossin_s0_v2_token: bwd, thd (token dispatch), half pairs, angles from cossin, 0 strides, 2 per access
-struct rope_bwd_fp32_thd_half_cossin_s0_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s0_v2_token(const rope_bwd_fp32_thd_half_cossin_s0_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_half_cossin_s0_v4_token: bwd, thd (token dispatch), half pairs, angles from cossin, 0 strides, 4 per access
-struct rope_bwd_fp32_thd_half_cossin_s0_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s0_v4_token(const rope_bwd_fp32_thd_half_cossin_s0_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_half_cossin_s3_v1_token: bwd, thd (token dispatch), half pairs, angles from cossin, 3 strides, 1 per access
-struct rope_bwd_fp32_thd_half_cossin_s3_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s3_v1_token(const rope_bwd_fp32_thd_half_cossin_s3_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_half_cossin_s3_v2_token: bwd, thd (token dispatch), half pairs, angles from cossin, 3 strides, 2 per access
-struct rope_bwd_fp32_thd_half_cossin_s3_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s3_v2_token(const rope_bwd_fp32_thd_half_cossin_s3_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_half_cossin_s3_v4_token: bwd, thd (token dispatch), half pairs, angles from cossin, 3 strides, 4 per access
-struct rope_bwd_fp32_thd_half_cossin_s3_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s3_v4_token(const rope_bwd_fp32_thd_half_cossin_s3_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_half_cossin_s4_v1_token: bwd, thd (token dispatch), half pairs, angles from cossin, 4 strides, 1 per access
-struct rope_bwd_fp32_thd_half_cossin_s4_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_cossin_s4_v1_token(const rope_bwd_fp32_thd_half_cossin_s4_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_half_invfreq_s0_v1_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_bwd_fp32_thd_half_invfreq_s0_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s0_v1_token(const rope_bwd_fp32_thd_half_invfreq_s0_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_half_invfreq_s0_v2_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_bwd_fp32_thd_half_invfreq_s0_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s0_v2_token(const rope_bwd_fp32_thd_half_invfreq_s0_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_half_invfreq_s0_v4_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_bwd_fp32_thd_half_invfreq_s0_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s0_v4_token(const rope_bwd_fp32_thd_half_invfreq_s0_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_half_invfreq_s3_v1_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_bwd_fp32_thd_half_invfreq_s3_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s3_v1_token(const rope_bwd_fp32_thd_half_invfreq_s3_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_half_invfreq_s3_v2_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_bwd_fp32_thd_half_invfreq_s3_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s3_v2_token(const rope_bwd_fp32_thd_half_invfreq_s3_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_half_invfreq_s3_v4_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_bwd_fp32_thd_half_invfreq_s3_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s3_v4_token(const rope_bwd_fp32_thd_half_invfreq_s3_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_half_invfreq_s4_v1_token: bwd, thd (token dispatch), half pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_bwd_fp32_thd_half_invfreq_s4_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_invfreq_s4_v1_token(const rope_bwd_fp32_thd_half_invfreq_s4_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_half_base_s0_v1_token: bwd, thd (token dispatch), half pairs, angles from base, 0 strides, 1 per access
-struct rope_bwd_fp32_thd_half_base_s0_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s0_v1_token(const rope_bwd_fp32_thd_half_base_s0_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_half_base_s0_v2_token: bwd, thd (token dispatch), half pairs, angles from base, 0 strides, 2 per access
-struct rope_bwd_fp32_thd_half_base_s0_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s0_v2_token(const rope_bwd_fp32_thd_half_base_s0_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_half_base_s0_v4_token: bwd, thd (token dispatch), half pairs, angles from base, 0 strides, 4 per access
-struct rope_bwd_fp32_thd_half_base_s0_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s0_v4_token(const rope_bwd_fp32_thd_half_base_s0_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_half_base_s3_v1_token: bwd, thd (token dispatch), half pairs, angles from base, 3 strides, 1 per access
-struct rope_bwd_fp32_thd_half_base_s3_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s3_v1_token(const rope_bwd_fp32_thd_half_base_s3_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_half_base_s3_v2_token: bwd, thd (token dispatch), half pairs, angles from base, 3 strides, 2 per access
-struct rope_bwd_fp32_thd_half_base_s3_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s3_v2_token(const rope_bwd_fp32_thd_half_base_s3_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_half_base_s3_v4_token: bwd, thd (token dispatch), half pairs, angles from base, 3 strides, 4 per access
-struct rope_bwd_fp32_thd_half_base_s3_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s3_v4_token(const rope_bwd_fp32_thd_half_base_s3_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_half_base_s4_v1_token: bwd, thd (token dispatch), half pairs, angles from base, 4 strides, 1 per access
-struct rope_bwd_fp32_thd_half_base_s4_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_half_base_s4_v1_token(const rope_bwd_fp32_thd_half_base_s4_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, false, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_freqs_s0_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 1 per access
-struct rope_bwd_fp32_thd_interleaved_freqs_s0_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s0_v1_token(const rope_bwd_fp32_thd_interleaved_freqs_s0_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_interleaved_freqs_s0_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 2 per access
-struct rope_bwd_fp32_thd_interleaved_freqs_s0_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s0_v2_token(const rope_bwd_fp32_thd_interleaved_freqs_s0_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_interleaved_freqs_s0_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 4 per access
-struct rope_bwd_fp32_thd_interleaved_freqs_s0_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s0_v4_token(const rope_bwd_fp32_thd_interleaved_freqs_s0_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_interleaved_freqs_s3_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 1 per access
-struct rope_bwd_fp32_thd_interleaved_freqs_s3_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s3_v1_token(const rope_bwd_fp32_thd_interleaved_freqs_s3_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_interleaved_freqs_s3_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 2 per access
-struct rope_bwd_fp32_thd_interleaved_freqs_s3_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s3_v2_token(const rope_bwd_fp32_thd_interleaved_freqs_s3_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_interleaved_freqs_s3_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 4 per access
-struct rope_bwd_fp32_thd_interleaved_freqs_s3_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s3_v4_token(const rope_bwd_fp32_thd_interleaved_freqs_s3_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_interleaved_freqs_s4_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from freqs, 4 strides, 1 per access
-struct rope_bwd_fp32_thd_interleaved_freqs_s4_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_freqs_s4_v1_token(const rope_bwd_fp32_thd_interleaved_freqs_s4_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bwd_fp32_thd_interleaved_cossin_s0_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 1 per access
-struct rope_bwd_fp32_thd_interleaved_cossin_s0_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s0_v1_token(const rope_bwd_fp32_thd_interleaved_cossin_s0_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_interleaved_cossin_s0_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 2 per access
-struct rope_bwd_fp32_thd_interleaved_cossin_s0_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s0_v2_token(const rope_bwd_fp32_thd_interleaved_cossin_s0_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_interleaved_cossin_s0_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 4 per access
-struct rope_bwd_fp32_thd_interleaved_cossin_s0_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s0_v4_token(const rope_bwd_fp32_thd_interleaved_cossin_s0_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_interleaved_cossin_s3_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 1 per access
-struct rope_bwd_fp32_thd_interleaved_cossin_s3_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s3_v1_token(const rope_bwd_fp32_thd_interleaved_cossin_s3_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_interleaved_cossin_s3_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 2 per access
-struct rope_bwd_fp32_thd_interleaved_cossin_s3_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s3_v2_token(const rope_bwd_fp32_thd_interleaved_cossin_s3_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_interleaved_cossin_s3_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 4 per access
-struct rope_bwd_fp32_thd_interleaved_cossin_s3_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s3_v4_token(const rope_bwd_fp32_thd_interleaved_cossin_s3_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_interleaved_cossin_s4_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from cossin, 4 strides, 1 per access
-struct rope_bwd_fp32_thd_interleaved_cossin_s4_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_cossin_s4_v1_token(const rope_bwd_fp32_thd_interleaved_cossin_s4_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bwd_fp32_thd_interleaved_invfreq_s0_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_bwd_fp32_thd_interleaved_invfreq_s0_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s0_v1_token(const rope_bwd_fp32_thd_interleaved_invfreq_s0_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_invfreq_s0_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_bwd_fp32_thd_interleaved_invfreq_s0_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s0_v2_token(const rope_bwd_fp32_thd_interleaved_invfreq_s0_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_invfreq_s0_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_bwd_fp32_thd_interleaved_invfreq_s0_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s0_v4_token(const rope_bwd_fp32_thd_interleaved_invfreq_s0_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_invfreq_s3_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_bwd_fp32_thd_interleaved_invfreq_s3_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s3_v1_token(const rope_bwd_fp32_thd_interleaved_invfreq_s3_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_invfreq_s3_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_bwd_fp32_thd_interleaved_invfreq_s3_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s3_v2_token(const rope_bwd_fp32_thd_interleaved_invfreq_s3_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_invfreq_s3_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_bwd_fp32_thd_interleaved_invfreq_s3_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s3_v4_token(const rope_bwd_fp32_thd_interleaved_invfreq_s3_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_invfreq_s4_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_bwd_fp32_thd_interleaved_invfreq_s4_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_invfreq_s4_v1_token(const rope_bwd_fp32_thd_interleaved_invfreq_s4_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_base_s0_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 0 strides, 1 per access
-struct rope_bwd_fp32_thd_interleaved_base_s0_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s0_v1_token(const rope_bwd_fp32_thd_interleaved_base_s0_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_base_s0_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 0 strides, 2 per access
-struct rope_bwd_fp32_thd_interleaved_base_s0_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s0_v2_token(const rope_bwd_fp32_thd_interleaved_base_s0_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_base_s0_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 0 strides, 4 per access
-struct rope_bwd_fp32_thd_interleaved_base_s0_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s0_v4_token(const rope_bwd_fp32_thd_interleaved_base_s0_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_base_s3_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 3 strides, 1 per access
-struct rope_bwd_fp32_thd_interleaved_base_s3_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s3_v1_token(const rope_bwd_fp32_thd_interleaved_base_s3_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_base_s3_v2_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 3 strides, 2 per access
-struct rope_bwd_fp32_thd_interleaved_base_s3_v2_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s3_v2_token(const rope_bwd_fp32_thd_interleaved_base_s3_v2_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 2, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_base_s3_v4_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 3 strides, 4 per access
-struct rope_bwd_fp32_thd_interleaved_base_s3_v4_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s3_v4_token(const rope_bwd_fp32_thd_interleaved_base_s3_v4_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 4, true, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bwd_fp32_thd_interleaved_base_s4_v1_token: bwd, thd (token dispatch), interleaved pairs, angles from base, 4 strides, 1 per access
-struct rope_bwd_fp32_thd_interleaved_base_s4_v1_token_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long head_dim;
-  long long rotary_dim;
-  long long seq_major;
-  long long copy_tail;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bwd_fp32_thd_interleaved_base_s4_v1_token(const rope_bwd_fp32_thd_interleaved_base_s4_v1_token_params p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  rope_thd_token<float, 1, true, true>(
+  rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},

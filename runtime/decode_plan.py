@@ -40,7 +40,7 @@ class Launch:
 
 @dataclass(frozen=True)
 class DecodePlan:
-    key: tuple  # (dtype, head dim, K/V strides, vector width, split)
+    key: tuple  # (dtype, head dim, K/V strides, vector width)
     device: int
     batch: int
     heads_q: int
@@ -244,19 +244,18 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     vec = 1 if general else widest_kv_vector([(k.ptr, k_strides[:3]), (v.ptr, v_strides[:3])], k.itemsize, d)
     blocks = b * h_kv * head_groups
     if num_splits is None:
-        module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, "split")][:2]
+        module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec)][:2]
         per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d]) if resident is not None else None
         num_splits = choose_splits(blocks, capacity, sms, split_rule(arch), per_sm)
     splits = num_splits
-    mode = "split" if splits > 1 else "single"
-    key = (q.dtype, d, strides, vec, mode)
+    key = (q.dtype, d, strides, vec)
     module, symbol, layout_id, combine_symbol = dispatch.DECODE[key]
 
     names, fmt = dispatch.DECODE_PARAMS[layout_id]
     attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, b), (32 * dispatch.DECODE_WARPS, 1, 1),
                        dispatch.DECODE_SHARED[d])
     combine = None
-    if combine_symbol is not None:
+    if splits > 1:  # the attention kernel writes partial results (partial_out, set at launch) to merge
         c_names, c_fmt = dispatch.DECODE_PARAMS["combine"]
         # sm_90 on: the combine kernel is scheduled while the attention kernel runs (it waits for its results)
         combine = Launch(module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),

@@ -25,7 +25,7 @@ INT32_MAX = 2**31 - 1
 
 @dataclass(frozen=True)
 class RopePlan:
-    key: tuple  # (direction, dtype, layout, pairing, angles, strides, vector width, dispatch)
+    key: tuple  # (dtype, layout, pairing, angles, strides, vector width, dispatch)
     module: str
     symbol: str
     fmt: str
@@ -379,13 +379,14 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
         mode, grid_x = choose_thd_dispatch(seqs, tokens, block[2], thd_dispatch, arch)
         if mode == "grid":
             grid = (grid_x, seqs.num_seqs, 1)
-    key = ("bwd" if backward else "fwd", x.dtype, "thd" if packed else "dense",
+    key = (x.dtype, "thd" if packed else "dense",
            "interleaved" if interleaved else "half", angles.kind, strides, vec, mode)
     module, symbol, layout_id = dispatch.ROPE[key]
     names, fmt = dispatch.ROPE_PARAMS[layout_id]
 
     fields = {"x": x.ptr, "out": out.ptr, "tokens": tokens, "seq_len": S, "batch": B, "heads": H,
-              "head_dim": D, "rotary_dim": rd, "seq_major": int(seq_major), "copy_tail": int(copy_tail)}
+              "head_dim": D, "rotary_dim": rd, "seq_major": int(seq_major), "copy_tail": int(copy_tail),
+              "backward": int(bool(backward))}
     fields.update(pos_fields)
     fields.update(angles.fields)
     fields.update(cp_size=cp_size, cp_rank=cp_rank, cu_seqlens=cu_seqlens.ptr if packed else 0,

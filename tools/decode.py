@@ -166,6 +166,7 @@ def tune(console: Console) -> dict:
     from cukiln.loader import KERNELS
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    copy = copy_tbps()
     probe = plan_call(*_inputs(1, 1024), 1024, num_splits=2).attention
     resident = KERNELS.resident_blocks(0, probe.module, probe.symbol, 32 * dispatch.DECODE_WARPS, probe.shared)
     points = [(b, T) for b in TUNE_BATCHES for T in TUNE_LENGTHS]
@@ -180,13 +181,17 @@ def tune(console: Console) -> dict:
             for s in sorted({rule_choice(point, sms, rule) for rule in candidate_rules()}):
                 times[s] = median_ms([lambda st=st, o=o, s=s: cukiln.decode_attention(*st, T, out=o, num_splits=s)
                                       for st, o in zip(sets, outs)], batches=9)
-            measurements.append({**point, "ms_by_splits": times, "best_splits": min(times, key=times.get)})
+            best = min(times, key=times.get)
+            nbytes = kv_bytes(b, T) + 2 * b * HEADS_Q * HEAD_DIM * 2
+            tbps = nbytes / (times[best] * 1e-3) / 1e12
+            measurements.append({**point, "ms_by_splits": times, "best_splits": best, "bytes": nbytes,
+                                 "best_tbps": tbps, "best_x_copy": tbps / copy})
             del sets, outs
             progress.advance(task)
     rule = fit_rule(measurements, sms)
     meta = run_metadata("decode-tune", "cukiln tune decode")
     result = {"device": meta["device"], "date": meta["date"], "sms": sms, "command": meta["command"],
-              "versions": meta["versions"],
+              "versions": meta["versions"], "copy_tbps": copy,
               "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16"},
               "rule": rule, "measurements": measurements}
     path = emit.write_tuning(meta["arch"], "decode", result)

@@ -93,11 +93,13 @@ def thd_rule(tuning: dict) -> dict:
     for arch, t in sorted(tuning.items()):
         t = t.get("rope-thd")
         if t:
-            data[arch] = {"device": t["device"], "date": t["date"], "rule": t["rule"],
+            data[arch] = {"device": t["device"], "date": t["date"], "rule": t["rule"], "copy_tbps": t.get("copy_tbps"),
                           "measurements": [{"tokens": m["lengths"]["tokens"], "n_seqs": m["lengths"]["n_seqs"],
                                             "skewed": m.get("skewed", False),
                                             "grid_over_token_blocks": m["grid"]["blocks"] / m["token"]["blocks"],
-                                            "token_us": m["token"]["ms"] * 1e3, "grid_us": m["grid"]["ms"] * 1e3}
+                                            "token_us": m["token"]["ms"] * 1e3, "grid_us": m["grid"]["ms"] * 1e3,
+                                            "token_x_copy": m["token"].get("x_copy"),
+                                            "grid_x_copy": m["grid"].get("x_copy")}
                                            for m in t["measurements"]]}
     return {"grid_max_waste": dict(dispatch.ROPE_THD_GRID_MAX_WASTE),
             "default": dispatch.ROPE_THD_GRID_MAX_WASTE_DEFAULT, "tuning": data}
@@ -122,9 +124,11 @@ def decode_rule(tuning: dict) -> dict:
             ranked = sorted(times, key=times.get)
             chosen = measured_choice(m, t["sms"], rule)
             points.append({"batch": m["batch"], "T": m["T"], "best_splits": ranked[0], "chosen_splits": chosen,
-                           "best_us": times[ranked[0]] * 1e3, "chosen_over_best": times[chosen] / times[ranked[0]],
+                           "best_us": times[ranked[0]] * 1e3, "best_tbps": m.get("best_tbps"),
+                           "best_x_copy": m.get("best_x_copy"), "chosen_over_best": times[chosen] / times[ranked[0]],
                            "runner_up_over_best": times[ranked[1]] / times[ranked[0]] if len(ranked) > 1 else None})
-        data[arch] = {"device": t["device"], "date": t["date"], "sms": t["sms"], "rule": t["rule"], "points": points}
+        data[arch] = {"device": t["device"], "date": t["date"], "sms": t["sms"], "rule": t["rule"],
+                      "copy_tbps": t.get("copy_tbps"), "points": points}
     return {"rules": dict(dispatch.DECODE_SPLIT), "default": dict(dispatch.DECODE_SPLIT_DEFAULT), "tuning": data}
 
 
@@ -239,18 +243,30 @@ def launch_tuning_table(arch: str, t: dict) -> Table:
     return table
 
 
+def _copy_note(tuning: dict) -> str:
+    """The same-run copy bandwidth for a table title ("" for tuning files that predate it)."""
+    return f" — copy {tuning['copy_tbps']:.2f} TB/s" if tuning.get("copy_tbps") else ""
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def _print_thd_rule(console: Console, rule: dict) -> None:
     limits = ", ".join(f"{a}: {g:.2f}" for a, g in sorted(rule["grid_max_waste"].items())) or "none tuned"
     console.print(f"thd dispatch rule: grid while sequences x blocks of the longest sequence <= G x the token "
                   f"path's blocks, else token (CUKILN_ROPE_THD_DISPATCH overrides). G per arch: {limits}; "
                   f"other archs {rule['default']:.2f}.")
     for arch, t in sorted(rule["tuning"].items()):
-        table = Table(title=f"thd tuning data, {arch}: {t['device']}, {t['date']}", title_justify="left")
-        for col in ("tokens", "seqs", "skewed", "grid/token blocks", "token us", "grid us"):
+        table = Table(title=f"thd tuning data, {arch}: {t['device']}, {t['date']}{_copy_note(t)}",
+                      title_justify="left")
+        for col in ("tokens", "seqs", "skewed", "grid/token blocks", "token us", "token x copy", "grid us",
+                    "grid x copy"):
             table.add_column(col, justify="right")
         for m in t["measurements"]:
             table.add_row(str(m["tokens"]), str(m["n_seqs"]), "yes" if m["skewed"] else "",
-                          f"{m['grid_over_token_blocks']:.2f}", f"{m['token_us']:.1f}", f"{m['grid_us']:.1f}")
+                          f"{m['grid_over_token_blocks']:.2f}", f"{m['token_us']:.1f}", _ratio(m["token_x_copy"]),
+                          f"{m['grid_us']:.1f}", _ratio(m["grid_x_copy"]))
         console.print(table)
 
 
@@ -265,13 +281,15 @@ def _print_decode_rule(console: Console, rule: dict) -> None:
                   "multiprocessor and at least min_keys_per_split keys per split (num_splits= overrides). "
                   f"Per arch: {tuned}; other archs {describe(rule['default'])}.")
     for arch, t in sorted(rule["tuning"].items()):
-        table = Table(title=f"decode tuning data, {arch}: {t['device']} ({t['sms']} SMs), {t['date']}",
-                      title_justify="left")
-        for col in ("b", "T", "best splits", "best us", "rule's splits", "rule / best", "runner-up / best"):
+        table = Table(title=f"decode tuning data, {arch}: {t['device']} ({t['sms']} SMs), {t['date']}"
+                            f"{_copy_note(t)}", title_justify="left")
+        for col in ("b", "T", "best splits", "best us", "best TB/s", "x copy", "rule's splits", "rule / best",
+                    "runner-up / best"):
             table.add_column(col, justify="right")
         for p in t["points"]:
             loss = p["chosen_over_best"]
             table.add_row(str(p["batch"]), str(p["T"]), str(p["best_splits"]), f"{p['best_us']:.1f}",
+                          f"{p['best_tbps']:.2f}" if p["best_tbps"] else "-", _ratio(p["best_x_copy"]),
                           str(p["chosen_splits"]), f"[{'red' if loss > 1.03 else 'green'}]{loss:.3f}[/]",
                           f"{p['runner_up_over_best']:.3f}" if p["runner_up_over_best"] else "-")
         console.print(table)

@@ -99,26 +99,32 @@ def tune(console: Console) -> dict:
     from cukiln.codegen.emit import write_tuning
 
     shapes = [(t, n, skew) for t in TUNE_TOKENS for n in TUNE_SEQS for skew in (False, True) if n > 1 or not skew]
+    copy = copy_tbps()
     rows = []
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("rope-thd: token vs grid", total=len(shapes))
         for tokens, n, skew in shapes:
             row = time_case(split_lengths(tokens, n, skew), ("token", "grid"))
             row["skewed"] = skew
+            for mode in ("token", "grid"):
+                row[mode]["x_copy"] = row[mode]["tbps"] / copy
             rows.append(row)
             progress.advance(task)
     result = run_metadata("tune rope-thd", "cukiln tune rope-thd")
+    result["copy_tbps"] = copy
     result["rule"] = {"grid_max_waste": fit_grid_max_waste(rows)}
     result["measurements"] = rows
     path = write_tuning(result["arch"], "rope-thd", result)
     table = Table(title=f"rope-thd token vs grid on {result['device']}", title_justify="left")
-    for col in ("tokens", "seqs", "skewed", "grid/token blocks", "token us", "grid us", "winner"):
+    for col in ("tokens", "seqs", "skewed", "grid/token blocks", "token us", "token x copy", "grid us",
+                "grid x copy", "winner"):
         table.add_column(col, justify="right")
     for r in rows:
         waste = r["grid"]["blocks"] / r["token"]["blocks"]
         win = "grid" if r["grid"]["ms"] <= r["token"]["ms"] else "token"
         table.add_row(str(r["lengths"]["tokens"]), str(r["lengths"]["n_seqs"]), "yes" if r["skewed"] else "",
-                      f"{waste:.2f}", f"{r['token']['ms'] * 1e3:.1f}", f"{r['grid']['ms'] * 1e3:.1f}", win)
+                      f"{waste:.2f}", f"{r['token']['ms'] * 1e3:.1f}", f"{r['token']['x_copy']:.3f}",
+                      f"{r['grid']['ms'] * 1e3:.1f}", f"{r['grid']['x_copy']:.3f}", win)
     console.print(table)
     console.print(f"rule: grid while grid blocks <= {result['rule']['grid_max_waste']:.2f} x token blocks; "
                   f"wrote {path} (run `cukiln build` to fold it into dispatch.py)")

@@ -117,7 +117,8 @@ def rope_x_for(strides: int, vec: int, itemsize: int, shape, dtype, gen, dev):
 
 
 def check_rope_variant(axes: dict, name: str) -> str | None:
-    """Force the RoPE variant with these axes once; None when it matches the reference, else why not."""
+    """Force the RoPE variant with these axes, forward then backward (a kernel argument); None when both
+    match the reference, else why not."""
     import torch
 
     import cukiln
@@ -134,7 +135,7 @@ def check_rope_variant(axes: dict, name: str) -> str | None:
     max_pos = shape[0] + offset + 5
     x = rope_x_for(axes["strides"], axes["vec"], torch.finfo(dtype).bits // 8, shape, dtype, gen, dev)
     kwargs = dict(rope_angle_args(axes["angles"], dtype, max_pos, rd, gen, dev), offsets=offset,
-                  interleaved=axes["pairing"] == "interleaved", backward=axes["direction"] == "bwd")
+                  interleaved=axes["pairing"] == "interleaved")
     mode = "auto"
     if thd:
         x = x[:, 0]
@@ -142,16 +143,19 @@ def check_rope_variant(axes: dict, name: str) -> str | None:
         cu = torch.tensor((0,) + THD_LENGTHS, device=dev).cumsum(0).to(torch.int32)
         kwargs.update(layout="thd", cu_seqlens=cu, max_seqlen=max(THD_LENGTHS))
         mode = axes["dispatch"]
-    out = torch.full(shape, float("nan"), device=dev, dtype=dtype)
-    with dispatch_mode(mode):
-        plan, _ = plan_call(x, out=out, **kwargs)
-        if plan.symbol != name:
-            return f"inputs selected {plan.symbol}, not the variant under test"
-        cukiln.rope(x, out=out, **kwargs)
-    problem = compare(out, cukiln.reference.rope(x, **kwargs))
-    if problem is None and not torch.equal(out[..., rd:], x[..., rd:]):
-        problem = "the pass-through tail was not copied bit for bit"
-    return problem
+    for backward in (False, True):
+        out = torch.full(shape, float("nan"), device=dev, dtype=dtype)
+        with dispatch_mode(mode):
+            plan, _ = plan_call(x, out=out, backward=backward, **kwargs)
+            if plan.symbol != name:
+                return f"inputs selected {plan.symbol}, not the variant under test"
+            cukiln.rope(x, out=out, backward=backward, **kwargs)
+        problem = compare(out, cukiln.reference.rope(x, backward=backward, **kwargs))
+        if problem is None and not torch.equal(out[..., rd:], x[..., rd:]):
+            problem = "the pass-through tail was not copied bit for bit"
+        if problem is not None:
+            return f"{'backward' if backward else 'forward'}: {problem}"
+    return None
 
 
 # --- decode attention --------------------------------------------------------------------------------
@@ -200,8 +204,10 @@ def run_decode_and_compare(q, k, v, kv_lens, **kwargs) -> tuple[str | None, obje
     return problem, out, lse
 
 
-def check_decode_variant(axes: dict, name: str) -> str | None:
-    """Force the decode variant with these axes once (random lengths per row, left padding, GQA 4)."""
+def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3)) -> str | None:
+    """Force the decode variant with these axes (random lengths per row, left padding, GQA 4) once per
+    split count: 1 (one pass, the output written directly), else split-KV partial results merged by the
+    combine kernel."""
     import torch
 
     from cukiln.decode_api import plan_call
@@ -214,24 +220,29 @@ def check_decode_variant(axes: dict, name: str) -> str | None:
                               strided_d=axes["strides"] == 4) for _ in range(2))
     lens = torch.tensor([T, 1, 177], dtype=torch.int32, device="cuda")
     start = torch.tensor([0, 0, 40], dtype=torch.int32, device="cuda")
-    kwargs = dict(kv_start=start, num_splits=3 if axes["split"] == "split" else 1)
-    plan = plan_call(q, k, v, lens, **kwargs)
-    if plan.attention.symbol != name:
-        return f"inputs selected {plan.attention.symbol}, not the variant under test"
-    if axes["split"] == "split" and plan.combine.symbol != f"decode_combine_{axes['dtype']}_d{d}":
-        return f"split launch paired with {plan.combine.symbol}"
-    return run_decode_and_compare(q, k, v, lens, **kwargs)[0]
+    for num_splits in splits:
+        kwargs = dict(kv_start=start, num_splits=num_splits)
+        plan = plan_call(q, k, v, lens, **kwargs)
+        if plan.attention.symbol != name:
+            return f"inputs selected {plan.attention.symbol}, not the variant under test"
+        combine = plan.combine.symbol if plan.combine is not None else None
+        if combine != (f"decode_combine_{axes['dtype']}_d{d}" if num_splits > 1 else None):
+            return f"{num_splits} splits paired with combine kernel {combine}"
+        problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
+        if problem is not None:
+            return f"{num_splits} splits: {problem}"
+    return None
 
 
 def check_entry(entry: dict) -> str | None:
-    """The check of one manifest entry; a combine kernel is checked through a split variant that uses it."""
+    """The check of one manifest entry; a combine kernel is checked through a split launch that uses it."""
     axes = entry["axes"]
     if entry["op"] == "rope":
         return check_rope_variant(axes, entry["name"])
     if entry["op"] == "decode":
         return check_decode_variant(axes, entry["name"])
-    split = {**axes, "strides": 3, "vec": 8, "split": "split"}
-    return check_decode_variant(split, f"decode_{axes['dtype']}_d{axes['head_dim']}_s3_v8_split")
+    attention = {**axes, "strides": 3, "vec": 8}
+    return check_decode_variant(attention, f"decode_{axes['dtype']}_d{axes['head_dim']}_s3_v8", splits=(3,))
 
 
 def verify(console: Console, only: str | None = None, out: str | None = None) -> int:

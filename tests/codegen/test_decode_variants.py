@@ -14,25 +14,24 @@ ATTENTION = [v for v in ALL if isinstance(v, D.DecodeVariant)]
 
 
 def test_enumeration_is_every_combination_the_rules_keep():
-    combos = itertools.product(D.DECODE_DTYPES, D.HEAD_DIMS, D.KV_STRIDE_COUNTS, VECTOR_WIDTHS, D.Split)
+    combos = itertools.product(D.DECODE_DTYPES, D.HEAD_DIMS, D.KV_STRIDE_COUNTS, VECTOR_WIDTHS)
     kept = [D.DecodeVariant(*c) for c in combos if D.decode_rejection(D.DecodeVariant(*c)) is None]
     assert ATTENTION == kept
-    assert len(ATTENTION) == 2 * 6 * (4 + 1) * 2  # 3 strides: four widths; 4 strides: scalar only
+    assert len(ATTENTION) == 2 * 6 * (4 + 1)  # 3 strides: four widths; 4 strides: scalar only
 
 
-def test_one_combine_kernel_per_dtype_and_head_dim_serves_the_split_variants():
+def test_one_combine_kernel_per_dtype_and_head_dim_serves_the_attention_variants():
     combines = [v for v in ALL if isinstance(v, D.DecodeCombineVariant)]
     assert {(c.dtype, c.head_dim) for c in combines} == set(itertools.product(D.DECODE_DTYPES, D.HEAD_DIMS))
     for v in ATTENTION:
-        assert (v.combine is None) == (v.split is D.Split.SINGLE)
-        assert v.combine is None or v.combine in combines
+        assert v.combine in combines and (v.combine.dtype, v.combine.head_dim) == (v.dtype, v.head_dim)
 
 
 def test_rules_name_what_they_reject():
-    assert D.rule_decode_general_strides_are_scalar(D.DecodeVariant(Dtype.BF16, 128, 4, 2, D.Split.SINGLE))
-    assert D.rule_decode_general_strides_are_scalar(D.DecodeVariant(Dtype.BF16, 128, 4, 1, D.Split.SINGLE)) is None
-    assert D.rule_decode_vector_fits_16_bytes(D.DecodeVariant(Dtype.BF16, 128, 3, 16, D.Split.SINGLE))
-    assert D.rule_decode_vector_divides_head_dim(D.DecodeVariant(Dtype.BF16, 84, 3, 8, D.Split.SINGLE))
+    assert D.rule_decode_general_strides_are_scalar(D.DecodeVariant(Dtype.BF16, 128, 4, 2))
+    assert D.rule_decode_general_strides_are_scalar(D.DecodeVariant(Dtype.BF16, 128, 4, 1)) is None
+    assert D.rule_decode_vector_fits_16_bytes(D.DecodeVariant(Dtype.BF16, 128, 3, 16))
+    assert D.rule_decode_vector_divides_head_dim(D.DecodeVariant(Dtype.BF16, 84, 3, 8))
 
 
 @pytest.mark.parametrize("v", ALL, ids=lambda v: v.name)
@@ -42,9 +41,9 @@ def test_names_round_trip_and_are_c_identifiers(v):
     assert v.module == f"decode_{v.dtype.value}"
 
 
-@pytest.mark.parametrize("name", ["decode_fp32_d128_s3_v8_single", "decode_bf16_d100_s3_v8_single",
-                                  "decode_bf16_d128_s4_v8_split", "decode_bf16_d128_s3_v8", "decode_combine_bf16_d100",
-                                  "rope_fwd_bf16_dense_half_freqs_s3_v8"])
+@pytest.mark.parametrize("name", ["decode_fp32_d128_s3_v8", "decode_bf16_d100_s3_v8",
+                                  "decode_bf16_d128_s4_v8", "decode_bf16_d128_s3_v8_split", "decode_combine_bf16_d100",
+                                  "rope_bf16_dense_half_freqs_s3_v8"])
 def test_bad_names_are_rejected(name):
     with pytest.raises(ValueError):
         D.parse_decode_name(name)

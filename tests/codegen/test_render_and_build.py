@@ -44,7 +44,7 @@ def test_decode_dispatch_table_names_each_attention_variant_and_its_combine_kern
         module, symbol, layout_id, combine = namespace["DECODE"][v.key]
         assert (module, symbol) == (v.module, v.name)
         assert namespace["DECODE_PARAMS"][layout_id][0] == tuple(f for _, f in decode_abi.decode_params(v))
-        assert combine == (f"decode_combine_{v.dtype.value}_d{v.head_dim}" if v.split.value == "split" else None)
+        assert combine == f"decode_combine_{v.dtype.value}_d{v.head_dim}"
     assert namespace["DECODE_SHARED"] == {d: decode_abi.shared_bytes(d) for d in HEAD_DIMS}
 
 
@@ -91,7 +91,7 @@ def test_dispatch_table_covers_every_variant_with_plain_tuples():
     table = namespace["ROPE"]
     assert len(table) == len(VARIANTS)
     for v in VARIANTS:
-        key = (v.direction.value, v.dtype.value, v.layout.value, v.pairing.value, v.angles.value, v.strides, v.vec,
+        key = (v.dtype.value, v.layout.value, v.pairing.value, v.angles.value, v.strides, v.vec,
                v.dispatch.value)
         module, symbol, layout_id = table[key]
         assert (module, symbol) == (v.module, v.name)
@@ -139,17 +139,16 @@ COMPILE_ARCHS = ("sm_80", "sm_90")
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    """Every module for every arch, compiled once on all cores into a fresh cache: (module, arch) -> result."""
+    """Every module for every arch, compiled once as `cukiln build` does (archs sharing a PTX where they
+    can) into a fresh cache: (module, arch) -> result."""
     mp = pytest.MonkeyPatch()
     mp.setenv("CUKILN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     sources, headers = render.render_modules(ALL_VARIANTS), render.render_headers()
-    tasks = [(m, a) for m in MODULES for a in COMPILE_ARCHS]
-    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        futures = {task: pool.submit(build.compile_module, task[0], task[1], sources[task[0]], headers)
-                   for task in tasks}
-        results = {task: future.result() for task, future in futures.items()}
+    results, failures = build.compile_all(sources, headers, list(COMPILE_ARCHS), os.cpu_count() or 1,
+                                          lambda n=1: None, lambda total: None)
     mp.undo()
-    return results
+    assert not failures
+    return {(r.module, r.arch): r for r in results}
 
 
 @pytest.mark.parametrize("arch", COMPILE_ARCHS)
@@ -177,10 +176,10 @@ def test_cache_hit_and_corruption_detection(isolated_cache):
 
 
 def test_compile_errors_name_the_variant_and_arch(isolated_cache):
-    src = "// shared\n// rope_fwd_bf16_dense_half_freqs_s3_v8: entry\nextern \"C\" __global__ void k() { undefined_call(); }\n"
+    src = "// shared\n// rope_bf16_dense_half_freqs_s3_v8: entry\nextern \"C\" __global__ void k() { undefined_call(); }\n"
     with pytest.raises(nvrtc.CompileError) as info:
         build.compile_module("broken", "sm_90", src, {})
-    assert info.value.arch == "sm_90" and "rope_fwd_bf16_dense_half_freqs_s3_v8" in info.value.variants
+    assert info.value.arch == "sm_90" and "rope_bf16_dense_half_freqs_s3_v8" in info.value.variants
     assert "undefined_call" in str(info.value)
 
 
@@ -217,7 +216,7 @@ def test_compile_errors_cross_the_process_pool_intact():
     """Build workers raise CompileError; it must unpickle in the parent (else the pool breaks)."""
     import pickle
 
-    error = nvrtc.CompileError("decode_bf16", "sm_90", "decode.cuh(1): error: x", ["decode_bf16_d64_s3_v8_split"])
+    error = nvrtc.CompileError("decode_bf16", "sm_90", "decode.cuh(1): error: x", ["decode_bf16_d64_s3_v8"])
     again = pickle.loads(pickle.dumps(error))
     assert (again.module, again.arch, again.log, again.variants) == (error.module, error.arch, error.log,
                                                                       error.variants)
@@ -254,3 +253,72 @@ def test_tuning_data_folds_into_the_rope_launch_rule():
     assert namespace["ROPE_LAUNCH_DEFAULT"] == emit.ROPE_LAUNCH_DEFAULT
     exec(emit.render_dispatch(VARIANTS), namespace)
     assert namespace["ROPE_LAUNCH"] == {}
+
+
+def _elf_sections(blob: bytes) -> dict[str, bytes]:
+    """Section name -> contents of an ELF64 file (a cubin)."""
+    import struct
+
+    shoff = struct.unpack_from("<Q", blob, 0x28)[0]
+    entsize, count, names_index = struct.unpack_from("<HHH", blob, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQ", blob, shoff + i * entsize) for i in range(count)]
+    names = headers[names_index][4]
+    return {blob[names + h[0]:blob.index(b"\0", names + h[0])].decode(): blob[h[4]:h[4] + h[5]] for h in headers}
+
+
+def test_arch_tests_in_the_source_decide_which_archs_share_a_ptx():
+    assert build.arch_boundaries("int x;") == ()
+    assert build.arch_boundaries("#if __CUDA_ARCH__ >= 900\n#endif\n#if __CUDA_ARCH__ < 900\n#endif") == (900,)
+    assert build.arch_boundaries("#if __CUDA_ARCH__ > 799") == (800,)
+    assert build.arch_boundaries("#if __CUDA_ARCH__ == 860") == (860, 861)
+    assert build.arch_boundaries("#ifdef __CUDA_ARCH__") is None  # any other use: no sharing
+    assert build.arch_boundaries("int v = __CUDA_ARCH__;") is None
+    archs = ["sm_90", "sm_100", "sm_80"]
+    assert build.ptx_groups(archs, ()) == [["sm_80", "sm_90", "sm_100"]]
+    assert build.ptx_groups(archs, (900,)) == [["sm_80"], ["sm_90", "sm_100"]]
+    assert build.ptx_groups(archs, None) == [["sm_80"], ["sm_90"], ["sm_100"]]
+    assert build.ptx_groups(["sm_90", "sm_90a"], ()) == [["sm_90"], ["sm_90a"]]  # arch-specific: alone
+
+
+_ARCH_TINY = """extern "C" __global__ void k(float* p) {
+#if __CUDA_ARCH__ >= 900
+  p[threadIdx.x] = 3.0f * threadIdx.x;
+#else
+  p[threadIdx.x] = 2.0f * threadIdx.x;
+#endif
+}"""
+
+
+@pytest.mark.skipif(not build.sharing_available(), reason="no ptxas as new as NVRTC: the build compiles each arch alone")
+def test_shared_ptx_gives_the_kernels_nvrtc_compiles_arch_by_arch(isolated_cache):
+    sources = {"tiny": _TINY, "tiny_arch": _ARCH_TINY}
+    steps = []
+    results, failures = build.compile_all(sources, {}, ["sm_80", "sm_90", "sm_100"], 2, lambda n=1: steps.append(n),
+                                          lambda total: steps.append(("total", total)))
+    assert not failures and len(results) == 6
+    # one PTX + 3 assemblies for tiny; tiny_arch: sm_80 alone (NVRTC), one PTX + 2 assemblies for sm_90, sm_100
+    assert steps[0] == ("total", 4 + 1 + 3) and sum(n for n in steps[1:]) == 8
+    by = {(r.module, r.arch): r for r in results}
+    assert {k: r.ptx_target for k, r in by.items()} == {
+        ("tiny", "sm_80"): "compute_80", ("tiny", "sm_90"): "compute_80", ("tiny", "sm_100"): "compute_80",
+        ("tiny_arch", "sm_80"): None, ("tiny_arch", "sm_90"): "compute_90", ("tiny_arch", "sm_100"): "compute_90"}
+    for (module, arch), r in by.items():
+        alone = build.compile_module(module, arch, sources[module], {})
+        shared, direct = _elf_sections(r.cubin), _elf_sections(alone.cubin)
+        assert any(n.startswith(".text.") for n in shared) and r.resources.keys() == alone.resources.keys()
+        if r.ptx_target in (None, arch.replace("sm_", "compute_")):
+            # the PTX's own arch: the kernels NVRTC makes in one call, every section identical but the
+            # toolkit note, which names the ptxas build
+            assert {n: b for n, b in shared.items() if n != ".note.nv.tkinfo"} == \
+                   {n: b for n, b in direct.items() if n != ".note.nv.tkinfo"}, (module, arch)
+    again, _ = build.compile_all(sources, {}, ["sm_80", "sm_90", "sm_100"], 2, lambda n=1: None, lambda total: None)
+    assert all(r.cached for r in again) and {(r.module, r.arch): r.cubin for r in again} == \
+        {k: r.cubin for k, r in by.items()}
+
+
+def test_assembly_errors_name_the_module_and_arch(isolated_cache):
+    if nvrtc.ptxas() is None:
+        pytest.skip("no ptxas installed")
+    with pytest.raises(nvrtc.CompileError) as info:
+        nvrtc.assemble_cubin(b".version 1.0\nnot ptx\n", "garbage", "sm_90")
+    assert info.value.arch == "sm_90" and info.value.module == "garbage" and info.value.log

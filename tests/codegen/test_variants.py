@@ -10,7 +10,7 @@ from cukiln.codegen import variants as V
 
 
 def all_combinations():
-    for combo in itertools.product(V.Direction, V.Dtype, V.Layout, V.Pairing, V.Angles, V.STRIDE_COUNTS,
+    for combo in itertools.product(V.Dtype, V.Layout, V.Pairing, V.Angles, V.STRIDE_COUNTS,
                                    V.VECTOR_WIDTHS, V.Dispatch):
         yield V.RopeVariant(*combo)
 
@@ -34,21 +34,21 @@ def test_names_are_unique_and_are_c_identifiers():
 
 
 def test_vector_fits_16_bytes_rule():
-    v = V.RopeVariant(V.Direction.FWD, V.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.FREQS, 3, 8)
+    v = V.RopeVariant(V.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.FREQS, 3, 8)
     assert V.rule_vector_fits_16_bytes(v)
-    assert V.rule_vector_fits_16_bytes(V.RopeVariant(*(list(vars(v).values())[:6] + [4]))) is None
-    assert not V.rule_vector_fits_16_bytes(V.RopeVariant(*(list(vars(v).values())[:6] + [4])))
+    assert V.rule_vector_fits_16_bytes(V.RopeVariant(*(list(vars(v).values())[:5] + [4]))) is None
+    assert not V.rule_vector_fits_16_bytes(V.RopeVariant(*(list(vars(v).values())[:5] + [4])))
     assert not any(x.vec * x.dtype.itemsize > 16 for x in V.enumerate_rope())
 
 
 def test_four_strides_only_scalar_rule():
-    v = V.RopeVariant(V.Direction.BWD, V.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.BASE, 4, 2)
+    v = V.RopeVariant(V.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.BASE, 4, 2)
     assert V.rule_general_strides_are_scalar(v)
     assert {x.vec for x in V.enumerate_rope() if x.strides == 4} == {1}
 
 
 def test_fp32_cache_angle_source_only_for_half_types_rule():
-    v = V.RopeVariant(V.Direction.FWD, V.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.COS_SIN_F32, 0, 1)
+    v = V.RopeVariant(V.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.COS_SIN_F32, 0, 1)
     assert V.rule_f32_cache_only_for_half_types(v)
     assert not any(x.angles is V.Angles.COS_SIN_F32 and x.dtype is V.Dtype.FP32 for x in V.enumerate_rope())
 
@@ -61,9 +61,9 @@ def test_every_rule_removes_something_and_nothing_else_is_removed():
 
 
 def test_dispatch_only_for_thd_rule():
-    dense = V.RopeVariant(V.Direction.FWD, V.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.FREQS, 3, 8,
+    dense = V.RopeVariant(V.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.FREQS, 3, 8,
                           V.Dispatch.TOKEN)
-    thd = V.RopeVariant(V.Direction.FWD, V.Dtype.BF16, V.Layout.THD, V.Pairing.HALF, V.Angles.FREQS, 3, 8)
+    thd = V.RopeVariant(V.Dtype.BF16, V.Layout.THD, V.Pairing.HALF, V.Angles.FREQS, 3, 8)
     assert V.rule_dispatch_only_for_thd(dense) and V.rule_dispatch_only_for_thd(thd)
     counts = {}
     for v in V.enumerate_rope():
@@ -75,16 +75,17 @@ def test_dispatch_only_for_thd_rule():
 
 
 def test_thd_names_carry_the_dispatch_and_modules_split_by_it():
-    v = V.parse_rope_name("rope_bwd_fp16_thd_interleaved_base_s0_v8_token")
+    v = V.parse_rope_name("rope_fp16_thd_interleaved_base_s0_v8_token")
     assert (v.layout, v.dispatch) == (V.Layout.THD, V.Dispatch.TOKEN)
     assert v.module == "rope_fp16_thd_token"
-    assert V.parse_rope_name("rope_fwd_bf16_dense_half_freqs_s3_v8").module == "rope_bf16"
-    assert v.key == ("bwd", "fp16", "thd", "interleaved", "base", 0, 8, "token")
+    assert V.parse_rope_name("rope_bf16_dense_half_freqs_s3_v8").module == "rope_bf16"
+    assert v.key == ("fp16", "thd", "interleaved", "base", 0, 8, "token")
 
 
-@pytest.mark.parametrize("bad", ["rope_fwd_fp32_dense_half_freqs_s3_v8", "rope_fwd_fp64_dense_half_freqs_s3_v1",
-                                 "rope_fwd_bf16_dense_half_freqs_s3_v8_token", "rope_fwd_bf16_thd_half_freqs_s3_v8",
-                                 "rope_fwd_fp32_dense_half_freqs_s5_v1", "attention_fwd"])
+@pytest.mark.parametrize("bad", ["rope_fp32_dense_half_freqs_s3_v8", "rope_fp64_dense_half_freqs_s3_v1",
+                                 "rope_bf16_dense_half_freqs_s3_v8_token", "rope_bf16_thd_half_freqs_s3_v8",
+                                 "rope_fp32_dense_half_freqs_s5_v1", "rope_fwd_bf16_dense_half_freqs_s3_v8",
+                                 "attention_fwd"])
 def test_bad_names_are_rejected(bad):
     with pytest.raises(ValueError):
         V.parse_rope_name(bad)
@@ -92,5 +93,5 @@ def test_bad_names_are_rejected(bad):
 
 def test_axes_are_json_friendly():
     v = next(V.enumerate_rope())
-    assert v.axes() == {"direction": "fwd", "dtype": "fp32", "layout": "dense", "pairing": "half",
+    assert v.axes() == {"dtype": "fp32", "layout": "dense", "pairing": "half",
                         "angles": "freqs", "strides": 0, "vec": 1, "dispatch": "none"}

@@ -116,8 +116,9 @@ def test_rope_validation_plans_a_consistent_variant_or_raises_a_clear_error(call
         return
     module, symbol, _ = dispatch.ROPE[plan.key]
     assert (plan.module, plan.symbol) == (module, symbol)
-    direction, dtype, kind, pairing, _, strides, vec, _ = plan.key
-    assert (direction == "bwd") == kwargs["backward"] and dtype == x.dtype
+    dtype, kind, pairing, _, strides, vec, _ = plan.key
+    names = dispatch.ROPE_PARAMS[dispatch.ROPE[plan.key][2]][0]
+    assert plan.values[names.index("backward")] == int(kwargs["backward"]) and dtype == x.dtype
     assert kind == ("thd" if kwargs["layout"] == "thd" else "dense")
     assert (pairing == "interleaved") == kwargs["interleaved"]
     assert vec == 1 or (x.ptr % (vec * x.itemsize) == 0 and out.ptr % (vec * x.itemsize) == 0)
@@ -159,9 +160,10 @@ def test_decode_validation_plans_a_consistent_variant_or_raises_a_clear_error(ca
         return
     module, symbol, _, combine = dispatch.DECODE[plan.key]
     assert plan.attention.symbol == symbol and plan.attention.module == module
-    dtype, head_dim, strides, vec, split = plan.key
-    assert dtype == q.dtype and head_dim == q.shape[-1] and (split == "split") == (plan.num_splits > 1)
-    assert (plan.combine is None) == (combine is None)
+    dtype, head_dim, strides, vec = plan.key
+    assert dtype == q.dtype and head_dim == q.shape[-1]
+    assert (plan.combine is None) == (plan.num_splits == 1)
+    assert plan.combine is None or plan.combine.symbol == combine
     assert strides != 4 or vec == 1
     assert k.ptr % (vec * k.itemsize) == 0 and v.ptr % (vec * v.itemsize) == 0
     assert plan.attention.block[0] == 32 * dispatch.DECODE_WARPS and plan.attention.grid[2] == plan.batch

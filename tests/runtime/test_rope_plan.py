@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cukiln.generated import dispatch
 from cukiln.rope_plan import plan_rope, stride_count, widest_vector
 from cukiln.tensors import TensorInfo
 
@@ -38,42 +39,42 @@ def key(x, out=None, **kw):
 def test_contiguous_sbhd_and_bshd_are_packed_with_16_byte_vectors():
     for layout in ("sbhd", "bshd"):
         x = contiguous((64, 4, 8, 128))
-        assert key(x, freqs=freqs_for(64, 128), layout=layout)[5:] == (0, 8, "none")
+        assert key(x, freqs=freqs_for(64, 128), layout=layout)[4:] == (0, 8, "none")
 
 
 def test_transposed_bhsd_view_takes_three_strides_no_copy():
     bhsd = contiguous((2, 32, 4096, 128))
     x = view(bhsd, (0, 2, 1, 3))  # (b, s, h, d) view of (b, h, s, d) storage
     plan = plan_rope(x, x, freqs=freqs_for(4096, 128), layout="bshd", inplace=True)
-    assert plan.key[5:] == (3, 8, "none")
+    assert plan.key[4:] == (3, 8, "none")
     assert plan.values[:2] == (bhsd.ptr, bhsd.ptr)
 
 
 def test_strided_last_dim_takes_four_strides_and_scalars():
     base = contiguous((16, 2, 4, 128))
     x = TensorInfo(base.ptr, (16, 2, 4, 64), (1024, 512, 128, 2), "bf16", 0)
-    assert key(x, base=10000.0, out=contiguous((16, 2, 4, 64), ptr=BASE * 8))[5:] == (4, 1, "none")
+    assert key(x, base=10000.0, out=contiguous((16, 2, 4, 64), ptr=BASE * 8))[4:] == (4, 1, "none")
 
 
 @pytest.mark.parametrize("offset_elems,expected", [(0, 8), (4, 4), (2, 2), (1, 1)])
 def test_pointer_alignment_caps_the_vector(offset_elems, expected):
     x = contiguous((8, 2, 4, 64), ptr=BASE + 2 * offset_elems)
-    assert key(x, base=10000.0)[6] == expected
+    assert key(x, base=10000.0)[5] == expected
 
 
 def test_rotary_and_tail_sizes_cap_the_vector():
     x = contiguous((8, 2, 4, 64))
-    assert key(x, freqs=freqs_for(8, 24))[6] == 4  # half = 12 pairs: groups of 4
-    assert key(x, freqs=freqs_for(8, 24), interleaved=True)[6] == 4  # 24 % (2 * 4) == 0
-    assert key(x, freqs=freqs_for(8, 20), interleaved=True)[6] == 2  # 20 % (2 * 4) != 0
+    assert key(x, freqs=freqs_for(8, 24))[5] == 4  # half = 12 pairs: groups of 4
+    assert key(x, freqs=freqs_for(8, 24), interleaved=True)[5] == 4  # 24 % (2 * 4) == 0
+    assert key(x, freqs=freqs_for(8, 20), interleaved=True)[5] == 2  # 20 % (2 * 4) != 0
     x2 = contiguous((8, 2, 4, 66))
-    assert key(x2, freqs=freqs_for(8, 64))[6] == 2  # the copied tail of 2 and the row stride of 66
-    assert plan_rope(x2, x2, freqs=freqs_for(8, 64), inplace=True).key[6] == 2  # row stride 66 still
+    assert key(x2, freqs=freqs_for(8, 64))[5] == 2  # the copied tail of 2 and the row stride of 66
+    assert plan_rope(x2, x2, freqs=freqs_for(8, 64), inplace=True).key[5] == 2  # row stride 66 still
 
 
 def test_vector_width_never_exceeds_16_bytes():
     x = contiguous((8, 2, 4, 64), "fp32")
-    assert key(x, base=10000.0)[6] == 4
+    assert key(x, base=10000.0)[5] == 4
 
 
 def test_widest_vector_and_stride_count_helpers():
@@ -83,15 +84,22 @@ def test_widest_vector_and_stride_count_helpers():
     assert stride_count((4, 2, 3, 8), (48, 24, 8, 1), (48, 24, 8, 2), True) == 4
 
 
-def test_every_angle_source_and_direction_key():
+def test_every_angle_source_key_and_the_direction_argument():
     x = contiguous((8, 2, 4, 64))
-    assert key(x, freqs=freqs_for(8, 64))[4] == "freqs"
+    assert key(x, freqs=freqs_for(8, 64))[3] == "freqs"
     cache_bf16 = contiguous((8, 32), "bf16", BASE * 5)
-    assert key(x, cos=cache_bf16, sin=cache_bf16, rotary_dim=64)[4] == "cossin"
+    assert key(x, cos=cache_bf16, sin=cache_bf16, rotary_dim=64)[3] == "cossin"
     cache32 = contiguous((8, 64), "fp32", BASE * 5)
-    assert key(x, cos=cache32, sin=cache32)[4] == "cossinf32"
-    assert key(x, inv_freq=contiguous((32,), "fp32", BASE * 6))[4] == "invfreq"
-    assert key(x, base=10000.0, backward=True, interleaved=True)[:4] == ("bwd", "bf16", "dense", "interleaved")
+    assert key(x, cos=cache32, sin=cache32)[3] == "cossinf32"
+    assert key(x, inv_freq=contiguous((32,), "fp32", BASE * 6))[3] == "invfreq"
+    assert key(x, base=10000.0, backward=True, interleaved=True)[:3] == ("bf16", "dense", "interleaved")
+    # one kernel for both directions: backward changes the kernel argument, not the variant
+    fwd, bwd = (plan_rope(x, out_like(x), base=10000.0, backward=b) for b in (False, True))
+    assert fwd.symbol == bwd.symbol
+    names = dispatch.ROPE_PARAMS[dispatch.ROPE[fwd.key][2]][0]
+    flag = names.index("backward")
+    assert (fwd.values[flag], bwd.values[flag]) == (0, 1)
+    assert fwd.values[:flag] + fwd.values[flag + 1:] == bwd.values[:flag] + bwd.values[flag + 1:]
 
 
 def test_half_width_cos_sin_sets_per_pair():
@@ -222,13 +230,13 @@ def test_the_tuned_launch_rule_applies_to_dense_layouts_of_its_arch(monkeypatch)
 
     x = contiguous((64, 4, 32, 128))
     default = plan_rope(x, out_like(x), base=10000.0, arch="sm_90")
-    assert default.key[5:7] == (0, 8) and default.block == (8, 16, 1)
+    assert default.key[4:6] == (0, 8) and default.block == (8, 16, 1)
     rule = {"max_vector_bytes": 8, "packed_kernel": False, "max_threads": 128, "min_threads": 256}
     monkeypatch.setattr(dispatch, "ROPE_LAUNCH", {"sm_90": rule})
     tuned = plan_rope(x, out_like(x), base=10000.0, arch="sm_90")
-    assert tuned.key[5:7] == (3, 4)  # the strided kernel, 8-byte vectors
+    assert tuned.key[4:6] == (3, 4)  # the strided kernel, 8-byte vectors
     assert tuned.block == (16, 8, 1)  # 16 pair groups x 8 head rows = 128 threads: min_threads capped by max
     assert plan_rope(x, out_like(x), base=10000.0, arch="sm_80") == default  # other archs: the default
     thd = contiguous((256, 32, 128))
     positions = contiguous((256,), "int32", BASE * 2)
-    assert plan_rope(thd, out_like(thd), base=10000.0, layout="thd", positions=positions, arch="sm_90").key[5:7] == (0, 8)
+    assert plan_rope(thd, out_like(thd), base=10000.0, layout="thd", positions=positions, arch="sm_90").key[4:6] == (0, 8)

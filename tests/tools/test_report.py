@@ -32,14 +32,14 @@ def fixture_manifest() -> dict:
                 for a in ("sm_80", "sm_90")}},
         },
         "variants": [
-            {"name": "rope_fwd_bf16_dense_half_freqs_s3_v8", "op": "rope", "module": "rope_bf16",
-             "axes": {"direction": "fwd", "vec": 8},
+            {"name": "rope_bf16_dense_half_freqs_s3_v8", "op": "rope", "module": "rope_bf16",
+             "axes": {"pairing": "half", "vec": 8},
              "resources": {"sm_80": _resources(96), "sm_90": _resources(90)}},
-            {"name": "rope_bwd_bf16_dense_half_base_s0_v1", "op": "rope", "module": "rope_bf16",
-             "axes": {"direction": "bwd", "vec": 1},
+            {"name": "rope_bf16_dense_interleaved_base_s0_v1", "op": "rope", "module": "rope_bf16",
+             "axes": {"pairing": "interleaved", "vec": 1},
              "resources": {"sm_80": _resources(40), "sm_90": _resources(40, spill=4)}},
-            {"name": "decode_bf16_d128_s3_v8_split", "op": "decode", "module": "decode_bf16",
-             "axes": {"dtype": "bf16", "head_dim": 128, "split": "split"},
+            {"name": "decode_bf16_d128_s3_v8", "op": "decode", "module": "decode_bf16",
+             "axes": {"dtype": "bf16", "head_dim": 128, "vec": 8},
              "resources": {"sm_80": _resources(200), "sm_90": None}},
         ],
     }
@@ -59,16 +59,16 @@ def generated(tmp_path):
 
 
 def test_rows_filter_and_resources():
-    rows = report.rows(fixture_manifest(), "bwd")
-    assert [(r["name"], r["arch"]) for r in rows] == [("rope_bwd_bf16_dense_half_base_s0_v1", "sm_80"),
-                                                      ("rope_bwd_bf16_dense_half_base_s0_v1", "sm_90")]
+    rows = report.rows(fixture_manifest(), "interleaved")
+    assert [(r["name"], r["arch"]) for r in rows] == [("rope_bf16_dense_interleaved_base_s0_v1", "sm_80"),
+                                                      ("rope_bf16_dense_interleaved_base_s0_v1", "sm_90")]
     assert rows[1]["spill_bytes"] == 8 and rows[1]["cubin_bytes"] == 4096
 
 
 def test_op_summary_counts_axes_and_worst_resources_per_arch():
     ops = report.op_summary(fixture_manifest())
     assert ops["rope"]["variants"] == 2 and ops["rope"]["modules"] == 1
-    assert ops["rope"]["axes"]["direction"] == {"bwd": 1, "fwd": 1}
+    assert ops["rope"]["axes"]["pairing"] == {"half": 1, "interleaved": 1}
     assert ops["rope"]["archs"]["sm_80"] == {"variants": 2, "max_registers": 96, "max_shared_bytes": 16,
                                              "spilling": 0}
     assert ops["rope"]["archs"]["sm_90"]["spilling"] == 1
@@ -78,8 +78,8 @@ def test_op_summary_counts_axes_and_worst_resources_per_arch():
 def test_warnings_name_spills_missing_archs_and_clean_cubins(generated):
     found = report.warnings(fixture_manifest(), {}, generated)
     kinds = {(w["kind"], w["detail"].split(" ")[0]) for w in found}
-    assert ("spill", "rope_bwd_bf16_dense_half_base_s0_v1") in kinds
-    assert ("missing arch", "decode_bf16_d128_s3_v8_split") in kinds
+    assert ("spill", "rope_bf16_dense_interleaved_base_s0_v1") in kinds
+    assert ("missing arch", "decode_bf16_d128_s3_v8") in kinds
     assert not any(w["kind"] in ("missing cubin", "stale cubin", "stale tuning") for w in found)
 
 
@@ -199,3 +199,23 @@ def test_report_shows_the_rope_launch_rule_and_its_tuning(monkeypatch, capsys):
     report._print_launch_rule(report.Console(width=200), data)
     text = capsys.readouterr().out
     assert "rope launch tuning, sm_90: H100" in text and "4.0 %" in text and "8: 1.040 (20)" in text
+
+
+def test_decode_and_thd_tuning_tables_show_bandwidth_against_the_same_run_copy(capsys):
+    decode = {"device": "H100", "date": "2026-11-23", "sms": 132, "rule": {}, "copy_tbps": 3.0,
+              "measurements": [{"batch": 1, "T": 8192, "blocks": 8, "ms_by_splits": {"1": 0.10, "8": 0.02},
+                                "best_tbps": 1.7, "best_x_copy": 1.7 / 3.0}]}
+    side = {"blocks": 64, "ms": 0.5, "tbps": 2.85, "x_copy": 0.95}
+    thd = {"device": "H100", "date": "2026-11-23", "rule": {"grid_max_waste": 1.0}, "copy_tbps": 3.0,
+           "measurements": [{"lengths": {"tokens": 8192, "n_seqs": 4}, "token": side,
+                             "grid": {**side, "blocks": 128, "x_copy": 0.875}}]}
+    plain = {k: v for k, v in side.items() if k != "x_copy"}
+    old = {"device": "H100", "date": "2026-11-22", "rule": {"grid_max_waste": 1.0},  # before the ratios
+           "measurements": [{"lengths": {"tokens": 8192, "n_seqs": 4}, "token": plain, "grid": plain}]}
+    console = report.Console(width=250)
+    report._print_decode_rule(console, report.decode_rule({"sm_90": {"decode": decode}}))
+    report._print_thd_rule(console, report.thd_rule({"sm_90": {"rope-thd": thd}, "sm_80": {"rope-thd": old}}))
+    text = capsys.readouterr().out
+    assert "copy 3.00 TB/s" in text and "1.70" in text and "0.567" in text  # decode: best TB/s and x copy
+    assert "0.950" in text and "0.875" in text  # thd: token and grid x copy
+    assert report.thd_rule({"sm_80": {"rope-thd": old}})["tuning"]["sm_80"]["measurements"][0]["grid_x_copy"] is None

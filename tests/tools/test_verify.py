@@ -36,9 +36,9 @@ def test_fp32_bound_and_the_fp32_allowance_for_small_elements():
     assert verify.compare(off, small, fp32_units=verify.DECODE_FP32_UNITS) is None
 
 
-def test_a_combine_kernel_is_checked_through_the_split_variant_that_uses_it(monkeypatch):
+def test_a_combine_kernel_is_checked_through_a_split_launch_that_uses_it(monkeypatch):
     seen = []
-    monkeypatch.setattr(verify, "check_decode_variant", lambda axes, name: seen.append((axes, name)))
+    monkeypatch.setattr(verify, "check_decode_variant", lambda axes, name, splits: seen.append((axes, name, splits)))
     verify.check_entry({"op": "decode_combine", "name": "decode_combine_fp16_d96",
                         "axes": {"dtype": "fp16", "head_dim": 96}})
-    assert seen[0][1] == "decode_fp16_d96_s3_v8_split" and seen[0][0]["split"] == "split"
+    assert seen[0][1] == "decode_fp16_d96_s3_v8" and seen[0][2] == (3,)
