@@ -14,9 +14,11 @@ __all__ = ["rope", "decode_attention", "reference"]
 
 def __getattr__(name: str):
     # The kernel path needs cuda.bindings; import it on first use so that `import cukiln` stays cheap.
+    # Each name is bound in the module on first use, so later lookups skip this function (host overhead).
     if name == "rope":
         from .rope_api import rope
 
+        globals()["rope"] = rope
         return rope
     if name == "torch":  # the custom ops: importing them registers cukiln::rope, cukiln::rope_, ...
         import importlib
@@ -25,5 +27,6 @@ def __getattr__(name: str):
     if name == "decode_attention":
         from .decode_api import decode_attention
 
+        globals()["decode_attention"] = decode_attention
         return decode_attention
     raise AttributeError(f"module 'cukiln' has no attribute {name!r}")

@@ -5,11 +5,13 @@ from __future__ import annotations
 from cukiln.generated import dispatch
 
 from .decode_plan import DecodePlan, plan_decode
+from .interop import accepts_foreign_arrays
 from .launch import launch
 from .loader import KERNELS
 from .tensors import from_torch
 
 
+@accepts_foreign_arrays
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
                      num_splits=None, out=None, return_lse=False):
     """Attention of one query token per row over keys [kv_start, kv_lens) of that row's KV cache.
@@ -28,7 +30,9 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     num_splits: split-KV count (default: the tuned rule of the dispatch table for this GPU).
     out: q-shaped output (allocated when None). return_lse: also return the natural-log log-sum-exp of
     the scaled logits, fp32 [b, h_q].
-    Runs on the current torch stream without synchronizing; CUDA-graph capturable.
+    Runs on the current torch stream without synchronizing (``stream=`` picks another); CUDA-graph
+    capturable. CuPy, JAX or any ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a
+    copy and the results come back in q's framework (see cukiln.interop).
     """
     import torch
 

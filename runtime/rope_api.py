@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .interop import accepts_foreign_arrays
 from .launch import launch
 from .loader import KERNELS
 from .rope_plan import RopePlan, plan_rope
@@ -57,6 +58,7 @@ class PlanCache:
 PLANS = PlanCache()
 
 
+@accepts_foreign_arrays
 def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
          interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
          cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
@@ -84,7 +86,9 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     ``backward=True`` applies the exact vector-Jacobian product of the forward to a gradient x.
     ``inplace=True`` rotates x itself, reading and writing only the rotated features; otherwise the
     result goes to ``out`` (allocated like x when None) and features [rotary_dim:] are copied over.
-    Runs on the current torch stream without synchronizing. Returns the output tensor.
+    Runs on the current torch stream without synchronizing (``stream=`` picks another); CuPy, JAX or any
+    ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a copy and the result comes back
+    in x's framework (see cukiln.interop). Returns the output tensor.
     """
     p, values, out, copied = _prepare(
         x, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,

@@ -1,0 +1,119 @@
+"""Arrays of other frameworks and explicit streams for ``cukiln.rope`` and ``cukiln.decode_attention``.
+
+The kernels run on torch tensors; an array that exposes ``__dlpack__`` (CuPy, JAX, ...) or
+``__cuda_array_interface__`` is viewed as one without a copy, the call runs, and each output comes back
+in the framework of the call's first array (x, or q). ``stream=`` picks the CUDA stream: an int handle,
+a torch or CuPy stream, or any object with ``__cuda_stream__``; by default CuPy's current stream for CuPy
+arrays, else torch's current stream. The call then runs with that stream made torch's current one, so the
+outputs are allocated for it too. JAX arrays are immutable: in place and ``out=`` are refused for them.
+
+A call whose first array is a torch tensor and that names no stream goes straight through (the fast path
+costs one type check).
+"""
+
+from __future__ import annotations
+
+import functools
+
+_ARRAY_ARGS = {  # keyword arguments that may hold arrays, per wrapped function
+    "rope": ("freqs", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens", "out"),
+    "decode_attention": ("k_cache", "v_cache", "kv_lens", "kv_start", "out"),
+}
+
+
+def framework(obj) -> str | None:
+    """'torch', 'cupy', 'jax', 'dlpack' or 'cai' for an array, None for anything else (ints, None, ...)."""
+    root = type(obj).__module__.partition(".")[0]
+    if root == "torch" and hasattr(obj, "data_ptr"):
+        return "torch"
+    if root == "cupy" and hasattr(obj, "__cuda_array_interface__"):
+        return "cupy"
+    if root in ("jax", "jaxlib") and hasattr(obj, "__dlpack__"):
+        return "jax"
+    if hasattr(obj, "__dlpack__"):
+        return "dlpack"
+    if hasattr(obj, "__cuda_array_interface__"):
+        return "cai"
+    return None
+
+
+def stream_handle(stream) -> int:
+    """The CUDA stream handle that ``stream`` names (TypeError when it names none)."""
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+        value = getattr(stream, attribute, None)
+        if isinstance(value, int):
+            return value
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:
+        return int(protocol()[1])  # (version, handle)
+    raise TypeError(f"stream: expected a CUDA stream handle (int), a torch or CuPy stream, or an object with "
+                    f"__cuda_stream__; got {type(stream).__name__}")
+
+
+def as_torch(obj, name: str):
+    """``obj`` as a torch tensor viewing the same memory (arrays), or ``obj`` itself (anything else)."""
+    kind = framework(obj)
+    if kind in (None, "torch"):
+        return obj
+    import torch
+
+    if kind in ("cupy", "cai") and not hasattr(obj, "__dlpack__"):
+        return torch.as_tensor(obj, device="cuda")
+    try:
+        return torch.from_dlpack(obj)
+    except Exception as e:  # e.g. a host array, or a dtype torch lacks
+        raise TypeError(f"{name}: could not view the {type(obj).__module__}.{type(obj).__name__} as a CUDA tensor "
+                        f"without a copy: {e}") from None
+
+
+def to_framework(tensor, kind: str):
+    """A torch result handed back as an array of ``kind`` (same memory)."""
+    if kind == "cupy":
+        import cupy
+
+        return cupy.from_dlpack(tensor)
+    if kind == "jax":
+        import jax.dlpack
+
+        return jax.dlpack.from_dlpack(tensor)
+    return tensor  # torch, or a framework cukiln does not know: torch tensors speak DLPack themselves
+
+
+def default_stream(kind: str) -> int | None:
+    """CuPy's current stream for CuPy arrays; None (torch's current stream) otherwise."""
+    if kind == "cupy":
+        import cupy
+
+        return cupy.cuda.get_current_stream().ptr
+    return None
+
+
+def accepts_foreign_arrays(fn):
+    """Wraps rope/decode_attention(first, *rest, stream=None, **kwargs) as the module docstring says."""
+    array_args = _ARRAY_ARGS[fn.__name__]
+
+    @functools.wraps(fn)
+    def call(first, *rest, stream=None, **kwargs):
+        if stream is None and framework(first) == "torch":
+            return fn(first, *rest, **kwargs)
+        import torch
+
+        kind = framework(first) or "torch"
+        if kind == "jax" and (kwargs.get("inplace") or kwargs.get("out") is not None):
+            raise TypeError("inplace/out: JAX arrays are immutable; call without them and use the result")
+        first_t = as_torch(first, "x" if fn.__name__ == "rope" else "q")
+        rest = [as_torch(a, f"argument {i + 2}") for i, a in enumerate(rest)]
+        kwargs = {k: as_torch(v, k) if k in array_args else v for k, v in kwargs.items()}
+        handle = stream_handle(stream) if stream is not None else default_stream(kind)
+        if handle is None:
+            result = fn(first_t, *rest, **kwargs)
+        else:
+            with torch.cuda.device(first_t.device), torch.cuda.stream(torch.cuda.ExternalStream(handle, device=first_t.device)):
+                result = fn(first_t, *rest, **kwargs)
+        if isinstance(result, tuple):
+            return tuple(to_framework(r, kind) for r in result)
+        return to_framework(result, kind)
+
+    return call
