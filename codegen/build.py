@@ -54,7 +54,7 @@ def local_gpu_archs() -> list[str]:
 
 
 def default_archs() -> list[str]:
-    return sorted(set(DEFAULT_ARCHS) | set(local_gpu_archs()), key=lambda a: int(re.sub(r"\D", "", a)))
+    return sorted(set(DEFAULT_ARCHS) | set(local_gpu_archs()), key=arch_number)
 
 
 def select_variants(only: str | None) -> list[emit.AnyVariant]:
@@ -92,19 +92,24 @@ def included_headers(source: str, headers: dict[str, str]) -> dict[str, str]:
 
 
 def compile_module(module: str, arch: str, source: str, headers: dict[str, str]) -> CompileResult:
-    """Compile one module for one arch through the content-addressed cache (runs in a worker).
+    """Compile one module for one arch through the content-addressed cache (runs in a worker)."""
+    entry, cached = _compile_cached(module, source, headers, compile_cubin, COMPILE_OPTIONS, arch)
+    return _result(module, arch, entry, cached)
 
-    The cache key covers only the headers the module includes, so editing one op's header leaves the
-    other ops' cubins cached."""
+
+def _compile_cached(module: str, source: str, headers: dict[str, str], compile_fn, options: tuple[str, ...],
+                    target: str) -> tuple[cache.CachedCubin, bool]:
+    """compile_fn(source, module, target, headers) (NVRTC to a cubin or to PTX) through the cache: (entry,
+    whether it was cached). The key covers only the headers the module includes, so editing one op's header
+    leaves the other ops' entries cached."""
     headers = included_headers(source, headers)
-    key = cache.cache_key(source, headers, COMPILE_OPTIONS, arch, nvrtc_version())
+    key = cache.cache_key(source, headers, options, target, nvrtc_version())
 
     def compile_now() -> cache.CachedCubin:
-        cubin, log, seconds = _named_errors(module, source, lambda: compile_cubin(source, module, arch, headers))
-        return cache.CachedCubin(cubin, log, round(seconds, 2))
+        out, log, seconds = _named_errors(module, source, lambda: compile_fn(source, module, target, headers))
+        return cache.CachedCubin(out, log, round(seconds, 2))
 
-    entry, cached = _cached_or(key, compile_now)
-    return _result(module, arch, entry, cached)
+    return _cached_or(key, compile_now)
 
 
 def _named_errors(module: str, source: str, compile_fn):
@@ -188,14 +193,7 @@ def assembled_key(source: str, headers: dict[str, str], target: str, arch: str) 
 
 def compile_module_ptx(module: str, target: str, source: str, headers: dict[str, str]) -> cache.CachedCubin:
     """One module's PTX for virtual arch ``target``, through the cache (runs in a worker)."""
-    headers = included_headers(source, headers)
-    key = cache.cache_key(source, headers, NVVM_OPTIONS, target, nvrtc_version())
-
-    def compile_now() -> cache.CachedCubin:
-        ptx, log, seconds = _named_errors(module, source, lambda: compile_ptx(source, module, target, headers))
-        return cache.CachedCubin(ptx, log, round(seconds, 2))
-
-    return _cached_or(key, compile_now)[0]
+    return _compile_cached(module, source, headers, compile_ptx, NVVM_OPTIONS, target)[0]
 
 
 def assemble_module(module: str, arch: str, target: str, key: str, ptx: bytes, ptx_seconds: float) -> CompileResult:

@@ -86,7 +86,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cukiln", description="Ahead-of-time CUDA kernel generator and compiler.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    b = sub.add_parser("build", help="render the templates, compile every variant with NVRTC, write generated/")
+    b = sub.add_parser("build", help="render the templates, compile every variant with NVRTC (archs sharing one "
+                                     "PTX through ptxas where they can), write generated/")
     b.add_argument("--arch", action="append", metavar="SM",
                    help=f"target arch, repeatable or comma-separated (default: {', '.join(DEFAULT_ARCHS)} and the "
                         "local GPU's)")

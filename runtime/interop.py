@@ -14,11 +14,7 @@ costs one type check).
 from __future__ import annotations
 
 import functools
-
-_ARRAY_ARGS = {  # keyword arguments that may hold arrays, per wrapped function
-    "rope": ("freqs", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens", "out"),
-    "decode_attention": ("k_cache", "v_cache", "kv_lens", "kv_start", "out"),
-}
+import inspect
 
 
 def framework(obj) -> str | None:
@@ -59,7 +55,7 @@ def as_torch(obj, name: str):
         return obj
     import torch
 
-    if kind in ("cupy", "cai") and not hasattr(obj, "__dlpack__"):
+    if kind == "cai":  # no __dlpack__
         return torch.as_tensor(obj, device="cuda")
     try:
         return torch.from_dlpack(obj)
@@ -91,8 +87,9 @@ def default_stream(kind: str) -> int | None:
 
 
 def accepts_foreign_arrays(fn):
-    """Wraps rope/decode_attention(first, *rest, stream=None, **kwargs) as the module docstring says."""
-    array_args = _ARRAY_ARGS[fn.__name__]
+    """Wraps rope/decode_attention(first, *rest, stream=None, **kwargs) as the module docstring says: every
+    argument that is an array is viewed as a torch tensor, anything else passes unchanged."""
+    first_name = next(iter(inspect.signature(fn).parameters))  # x or q, for error messages
 
     @functools.wraps(fn)
     def call(first, *rest, stream=None, **kwargs):
@@ -103,9 +100,9 @@ def accepts_foreign_arrays(fn):
         kind = framework(first) or "torch"
         if kind == "jax" and (kwargs.get("inplace") or kwargs.get("out") is not None):
             raise TypeError("inplace/out: JAX arrays are immutable; call without them and use the result")
-        first_t = as_torch(first, "x" if fn.__name__ == "rope" else "q")
+        first_t = as_torch(first, first_name)
         rest = [as_torch(a, f"argument {i + 2}") for i, a in enumerate(rest)]
-        kwargs = {k: as_torch(v, k) if k in array_args else v for k, v in kwargs.items()}
+        kwargs = {k: as_torch(v, k) for k, v in kwargs.items()}
         handle = stream_handle(stream) if stream is not None else default_stream(kind)
         if handle is None:
             result = fn(first_t, *rest, **kwargs)

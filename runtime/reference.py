@@ -143,13 +143,15 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     """float64 attention of one query token per row over keys [kv_start, kv_lens) of each row.
 
     Same arguments as cukiln.decode_attention (``num_splits`` and ``out`` are accepted and ignored);
-    returns the output [b, h_q, d] in float64 (and the natural-log log-sum-exp [b, h_q] with return_lse).
+    returns the output shaped like q, as cukiln does, in float64 (and the natural-log log-sum-exp [b, h_q]
+    with return_lse).
     A row without keys gives 0 and -inf.
     """
     import math
 
     import torch
 
+    q_shape = q.shape
     q = (q.flatten(1, 2) if q.ndim == 4 else q).double()  # [b, 1, h, d] and [b, h, 1, d] -> [b, h, d]
     k, v = (k_cache, v_cache) if kv_layout == "bhsd" else (k_cache.transpose(1, 2), v_cache.transpose(1, 2))
     b, h_q, d = q.shape
@@ -171,5 +173,5 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     logits = logits.masked_fill(~keep, -math.inf)
     lse = torch.logsumexp(logits, dim=-1)  # -inf for a row without keys
     weights = torch.where(keep, torch.exp(logits - lse.unsqueeze(-1).clamp_min(-1e308)), 0.0)
-    result = torch.einsum("bkgt,bktd->bkgd", weights.reshape(b, h_kv, group, hi - lo), v).reshape(b, h_q, d)
+    result = torch.einsum("bkgt,bktd->bkgd", weights.reshape(b, h_kv, group, hi - lo), v).reshape(q_shape)
     return (result, lse) if return_lse else result

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from .timing import copy_tbps, median_ms, rotating_sets, run_metadata
+from .timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
 
 SHAPES = ((4096, 1, 128, 128), (512, 32, 24, 128), (4096, 2, 32, 128))  # [s, b, h, d]
 VIEWS = ("sbhd", "bshd", "bhsd->bshd")
@@ -76,8 +76,8 @@ def _case(shape, view, dtype_name, backward, copy, compiled, progress_note) -> d
     }
     for name, calls in contenders.items():
         ms = median_ms(calls)
-        tbps = nbytes / (ms * 1e-3) / 1e12
-        row[name] = {"ms": ms, "tbps": tbps, "x_copy": tbps / copy}
+        rate = tbps(nbytes, ms)
+        row[name] = {"ms": ms, "tbps": rate, "x_copy": rate / copy}
     row["speedup_vs_compile"] = row["torch.compile"]["ms"] / row["cukiln"]["ms"]
     progress_note()
     return row
@@ -99,8 +99,7 @@ def _partial_in_place(copy: float) -> dict:
     moved = 2 * S * B * H * (D // 4) * 2 + f_quarter.numel() * 4
     return {"shape_sbhd": list(SHAPES[0]), "dtype": "bf16", "full_out_of_place_ms": full,
             "quarter_in_place_ms": quarter, "speedup": full / quarter,
-            "quarter_in_place_tbps": moved / (quarter * 1e-3) / 1e12,
-            "quarter_in_place_x_copy": moved / (quarter * 1e-3) / 1e12 / copy}
+            "quarter_in_place_tbps": tbps(moved, quarter), "quarter_in_place_x_copy": tbps(moved, quarter) / copy}
 
 
 def host_overhead_us(calls: int = 10_000) -> dict:

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from .timing import copy_tbps, median_ms, rotating_sets, run_metadata
+from .timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
 
 HEADS_Q, HEADS_KV, HEAD_DIM = 32, 8, 128
 BENCH_GRID = tuple(itertools.product((1, 8, 32, 128), (512, 2048, 8192, 32768))) + ((1, 131072),)
@@ -44,6 +44,11 @@ def kv_bytes(b: int, T: int) -> int:
     return 2 * b * HEADS_KV * T * HEAD_DIM * 2
 
 
+def moved_bytes(b: int, T: int) -> int:
+    """What a decode step must move: K and V of every row once, plus q and the output."""
+    return kv_bytes(b, T) + 2 * b * HEADS_Q * HEAD_DIM * 2
+
+
 def _other_kernels() -> dict:
     """Decode kernels besides torch's that are installed here: name -> fn(q, k, v, T) -> output."""
     found = {}
@@ -63,7 +68,7 @@ def _bench_case(b: int, T: int, copy: float, others: dict) -> dict:
 
     import cukiln
 
-    nbytes = kv_bytes(b, T) + 2 * b * HEADS_Q * HEAD_DIM * 2
+    nbytes = moved_bytes(b, T)
     sets = rotating_sets(lambda: _inputs(b, T), kv_bytes(b, T))
     outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
     contenders = {
@@ -80,8 +85,8 @@ def _bench_case(b: int, T: int, copy: float, others: dict) -> dict:
            "variant": plan.attention.symbol}
     for name, calls in contenders.items():
         ms = median_ms(calls)
-        tbps = nbytes / (ms * 1e-3) / 1e12
-        row[name] = {"ms": ms, "tbps": tbps, "x_copy": tbps / copy}
+        rate = tbps(nbytes, ms)
+        row[name] = {"ms": ms, "tbps": rate, "x_copy": rate / copy}
     row["speedup_vs_sdpa"] = row["torch_sdpa"]["ms"] / row["cukiln"]["ms"]
     # cukiln must agree with torch on these inputs (a benchmark of a wrong kernel is worthless).
     ref = F.scaled_dot_product_attention(sets[0][0].unsqueeze(2), sets[0][1], sets[0][2], enable_gqa=True)[:, :, 0]
@@ -182,10 +187,9 @@ def tune(console: Console) -> dict:
                 times[s] = median_ms([lambda st=st, o=o, s=s: cukiln.decode_attention(*st, T, out=o, num_splits=s)
                                       for st, o in zip(sets, outs)], batches=9)
             best = min(times, key=times.get)
-            nbytes = kv_bytes(b, T) + 2 * b * HEADS_Q * HEAD_DIM * 2
-            tbps = nbytes / (times[best] * 1e-3) / 1e12
-            measurements.append({**point, "ms_by_splits": times, "best_splits": best, "bytes": nbytes,
-                                 "best_tbps": tbps, "best_x_copy": tbps / copy})
+            rate = tbps(moved_bytes(b, T), times[best])
+            measurements.append({**point, "ms_by_splits": times, "best_splits": best, "bytes": moved_bytes(b, T),
+                                 "best_tbps": rate, "best_x_copy": rate / copy})
             del sets, outs
             progress.advance(task)
     rule = fit_rule(measurements, sms)

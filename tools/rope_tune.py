@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from .bench import SHAPES, VIEWS, _make_x
-from .timing import copy_tbps, median_ms, rotating_sets, run_metadata
+from .timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
 
 CANDIDATES = {
     "max_vector_bytes": (16, 8, 4),
@@ -159,7 +159,7 @@ def tune(console: Console) -> dict:
                 rule = default
     label = config_label(default)
     for row in rows:
-        row["default_x_copy"] = row["bytes"] / (row["times"][label] * 1e-3) / 1e12 / copy
+        row["default_x_copy"] = tbps(row["bytes"], row["times"][label]) / copy
     result.update(copy_tbps=copy, rule=rule, default=default, choices=choices, combined_relative_time=combined,
                   measurements=rows)
     path = write_tuning(arch, "rope", result)

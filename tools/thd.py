@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from .timing import copy_tbps, median_ms, rotating_sets, run_metadata
+from .timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
 
 HEADS, HEAD_DIM = 32, 128
 BENCH_TOKENS = 65536
@@ -73,7 +73,7 @@ def time_case(lengths: list[int], modes: tuple[str, ...], hint: bool = True) -> 
             calls = [lambda x=x, o=o: (cukiln.rope(x, out=o, **kw), cukiln.rope(o, out=x, backward=True, **kw))
                      for x, o in sets]
             ms = median_ms(calls, batches=9 if plan.grid[0] * plan.grid[1] > 2**22 else 15)
-        row[mode] = {"ms": ms, "tbps": nbytes / (ms * 1e-3) / 1e12, "dispatch": plan.key[-1],
+        row[mode] = {"ms": ms, "tbps": tbps(nbytes, ms), "dispatch": plan.key[-1],
                      "blocks": plan.grid[0] * plan.grid[1], "tokens_per_block": plan.block[2]}
     return row
 

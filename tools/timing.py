@@ -43,6 +43,11 @@ def median_ms(calls, *, warmup: int = 3, batches: int = 15, min_batch_calls: int
     return statistics.median(times)
 
 
+def tbps(nbytes: int, ms: float) -> float:
+    """Terabytes per second of ``nbytes`` moved in ``ms`` milliseconds."""
+    return nbytes / (ms * 1e-3) / 1e12
+
+
 def copy_tbps(nbytes: int = 2**30) -> float:
     """Device-to-device copy bandwidth in TB/s, counting bytes read plus bytes written."""
     import torch
@@ -50,7 +55,7 @@ def copy_tbps(nbytes: int = 2**30) -> float:
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_(0, 255)
     dst = torch.empty_like(src)
     ms = median_ms([lambda: dst.copy_(src)], min_batch_calls=10)
-    return 2 * nbytes / (ms * 1e-3) / 1e12
+    return tbps(2 * nbytes, ms)
 
 
 def rotating_sets(make, bytes_per_set: int, min_total_bytes: int = 512 * 2**20, max_sets: int = 8) -> list:

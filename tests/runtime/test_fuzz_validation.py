@@ -96,6 +96,27 @@ def _moved(t: TensorInfo | None, by: int) -> TensorInfo | None:
     return None if t is None else TensorInfo(t.ptr + by, t.shape, t.strides, t.dtype, t.device)
 
 
+REJECTED = object()
+
+
+def planned_rope(x: TensorInfo, kwargs: dict) -> tuple[TensorInfo, object]:
+    """(out, the plan or None) of a drawn rope call that validation accepts, (out, REJECTED) for one it
+    refuses with a ValueError or TypeError; any other exception propagates and fails the test."""
+    out = x if kwargs["inplace"] else _moved(x, 1 << 32)
+    try:
+        return out, plan_rope(x, out, **kwargs)
+    except (ValueError, TypeError):
+        return out, REJECTED
+
+
+def planned_decode(q, k, v, kv_lens, kwargs: dict):
+    """The plan of a drawn decode call (on a 132-multiprocessor sm_90), or REJECTED as planned_rope."""
+    try:
+        return plan_decode(q, k, v, kv_lens, sms=132, arch="sm_90", **kwargs)
+    except (ValueError, TypeError):
+        return REJECTED
+
+
 @given(call=rope_calls())
 @example(call=(TensorInfo(BASE, (1, 1, 2), (2, 2, 1), "fp32", 1),  # packed tokens, no sequence: nothing to do
                {"base": 500.0, "rotary_dim": 2, "layout": "thd", "interleaved": False, "backward": False,
@@ -104,11 +125,8 @@ def _moved(t: TensorInfo | None, by: int) -> TensorInfo | None:
 @SETTINGS
 def test_rope_validation_plans_a_consistent_variant_or_raises_a_clear_error(call):
     x, kwargs = call
-    inplace = kwargs["inplace"]
-    out = x if inplace else _moved(x, 1 << 32)
-    try:
-        plan = plan_rope(x, out, **kwargs)
-    except (ValueError, TypeError):
+    out, plan = planned_rope(x, kwargs)
+    if plan is REJECTED:
         return
     if plan is None:  # nothing to do: an empty tensor, or packed tokens with no sequence to belong to
         no_sequence = "cu_seqlens" in kwargs and kwargs["cu_seqlens"].shape == (1,)
@@ -154,9 +172,8 @@ def decode_calls(draw):
 @SETTINGS
 def test_decode_validation_plans_a_consistent_variant_or_raises_a_clear_error(call):
     q, k, v, kv_lens, kwargs = call
-    try:
-        plan = plan_decode(q, k, v, kv_lens, sms=132, arch="sm_90", **kwargs)
-    except (ValueError, TypeError):
+    plan = planned_decode(q, k, v, kv_lens, kwargs)
+    if plan is REJECTED:
         return
     module, symbol, _, combine = dispatch.DECODE[plan.key]
     assert plan.attention.symbol == symbol and plan.attention.module == module

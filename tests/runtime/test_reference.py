@@ -94,8 +94,11 @@ def test_decode_reference_layouts_and_query_forms_agree():
     base = reference.decode_attention(q, k, v, 30)
     assert torch.allclose(reference.decode_attention(q, k.transpose(1, 2), v.transpose(1, 2), 30, kv_layout="bshd"),
                           base)
-    assert torch.allclose(reference.decode_attention(q.unsqueeze(1), k, v, 30), base)
-    assert torch.allclose(reference.decode_attention(q.unsqueeze(2), k, v, 30), base)
+    for form in (q.unsqueeze(1), q.unsqueeze(2)):  # [b, 1, h, d], [b, h, 1, d]: the output is shaped like q
+        got = reference.decode_attention(form, k, v, 30)
+        assert got.shape == form.shape and torch.equal(got.reshape(base.shape), base)
+    empty = reference.decode_attention(q[:0].unsqueeze(1), k[:0], v[:0], 0)  # an empty batch keeps q's shape
+    assert empty.shape == (0, 1) + q.shape[1:]
 
 
 def test_decode_reference_output_is_a_convex_combination_and_softcap_bounds_logits():
