@@ -2,7 +2,8 @@
 # One GPU-machine session: install, run the GPU tests, tune the dispatch rules, benchmark. Results land in
 # $OUT (or ./gpu-out). Carry generated/cubins when it was built elsewhere: the runtime loads cubins from there.
 #   TESTS=path   which GPU tests (default: all)     TUNE=0  skip tuning (and the rebuild that folds it in)
-#   BENCH=0      skip the benchmarks                 OPS="decode"  tune/bench only these (default: rope-thd rope decode)
+#   BENCH=0      skip the benchmarks                 OPS="decode"  tune/bench only these (default: rope-thd rope decode;
+#                                                    "overhead" is benchmarked only)
 #   VERIFY=1     also run `cukiln verify` after the tests
 set -uo pipefail
 OUT=${OUT:-gpu-out}
@@ -19,6 +20,7 @@ if [ "${VERIFY:-0}" = 1 ]; then
 fi
 if [ "${TUNE:-1}" = 1 ]; then
   for op in $OPS; do
+    [ "$op" = overhead ] && continue
     start=$SECONDS
     cukiln tune "$op" 2>&1 | tee "$OUT/tune-$op.log" | tail -12
     echo "cukiln tune $op: $((SECONDS - start)) s" | tee -a "$OUT/tune-$op.log"

@@ -110,9 +110,10 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_report)
 
     bn = sub.add_parser("bench", help="time kernels on the GPU against a same-run device copy and PyTorch")
-    bn.add_argument("op", choices=("rope", "rope-thd", "decode"),
+    bn.add_argument("op", choices=("rope", "rope-thd", "decode", "overhead"),
                     help="rope: dense layouts against PyTorch; rope-thd: packed sequences, auto vs grid dispatch; "
-                         "decode: decode attention against torch SDPA")
+                         "decode: decode attention against torch SDPA; overhead: host µs per call on a tiny "
+                         "tensor (cukiln.rope, the custom op, torch.compile, CUDA graph replay, a torch op)")
     bn.add_argument("--out", metavar="JSON",
                     help="write the results here, and a PNG plot beside it when matplotlib is installed")
     bn.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, not for quoting)")

@@ -8,7 +8,7 @@ arrays, else torch's current stream. The call then runs with that stream made to
 outputs are allocated for it too. JAX arrays are immutable: in place and ``out=`` are refused for them.
 
 A call whose first array is a torch tensor and that names no stream goes straight through (the fast path
-costs one type check).
+costs one set lookup of the argument's type).
 """
 
 from __future__ import annotations
@@ -86,6 +86,9 @@ def default_stream(kind: str) -> int | None:
     return None
 
 
+_TORCH_TYPES: set[type] = set()  # types framework() found to be torch tensors: the fast path's one check
+
+
 def accepts_foreign_arrays(fn):
     """Wraps rope/decode_attention(first, *rest, stream=None, **kwargs) as the module docstring says: every
     argument that is an array is viewed as a torch tensor, anything else passes unchanged."""
@@ -93,8 +96,12 @@ def accepts_foreign_arrays(fn):
 
     @functools.wraps(fn)
     def call(first, *rest, stream=None, **kwargs):
-        if stream is None and framework(first) == "torch":
-            return fn(first, *rest, **kwargs)
+        if stream is None:
+            if type(first) in _TORCH_TYPES:
+                return fn(first, *rest, **kwargs)
+            if framework(first) == "torch":
+                _TORCH_TYPES.add(type(first))
+                return fn(first, *rest, **kwargs)
         import torch
 
         kind = framework(first) or "torch"

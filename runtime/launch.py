@@ -4,6 +4,10 @@ Every kernel takes one struct by value; its fields are all 8 bytes, so one ``str
 per-thread buffer fills it. cuLaunchKernel copies the parameters before it returns, so the buffer is
 reused at once. Nothing here synchronizes.
 
+A ``Kernel`` binds a function handle, its context and its launch shape once, so that a call is the pack,
+one context check and the launch (cuda.bindings' compiled wrappers: calling libcuda through ctypes
+measured slower, `cukiln bench overhead`).
+
 A launch marked ``overlap_previous`` goes through cuLaunchKernelEx with programmatic stream
 serialization (sm_90 on): the kernel may be scheduled before the previous kernel in the stream has
 finished, and waits for that kernel's results itself (griddepcontrol.wait in the decode combine kernel).
@@ -24,6 +28,8 @@ _SUCCESS = driver.CUresult.CUDA_SUCCESS
 
 
 class _Buffers(threading.local):
+    """Per-thread scratch: the parameter struct and the pointer array cuLaunchKernel reads."""
+
     def __init__(self) -> None:
         self.params = ctypes.create_string_buffer(_MAX_PARAM_BYTES)
         self.pointers = (ctypes.c_void_p * 1)(ctypes.addressof(self.params))
@@ -47,34 +53,76 @@ _BUFFERS = _Buffers()
 _STRUCTS: dict[str, struct.Struct] = {}
 
 
+class Kernel:
+    """One kernel bound to one device and launch shape: resolved once, then launched per call with
+    ``kernel(values, stream)`` (the struct's field values, the stream handle)."""
+
+    __slots__ = ("symbol", "context", "context_id", "function", "grid", "block", "shared", "packer",
+                 "overlap_previous")
+
+    def __init__(self, device: int, module: str, symbol: str, fmt: str, grid: tuple[int, int, int],
+                 block: tuple[int, int, int], shared: int = 0, overlap_previous: bool = False) -> None:
+        self.symbol = symbol
+        self.context, self.context_id = KERNELS.context(device)
+        current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        switch = int(current) != self.context_id
+        if switch:  # loading the module needs the device's context current
+            check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        try:
+            self.function = KERNELS.function(device, module, symbol, shared)
+        finally:
+            if switch:
+                driver.cuCtxSetCurrent(current)
+        self.grid, self.block, self.shared = grid, block, shared
+        packer = _STRUCTS.get(fmt)
+        if packer is None:
+            packer = _STRUCTS[fmt] = struct.Struct(fmt)
+        self.packer = packer
+        self.overlap_previous = overlap_previous
+
+    def __call__(self, values, stream: int) -> None:
+        buffers = _BUFFERS
+        self.packer.pack_into(buffers.params, 0, *values)
+        current = driver.cuCtxGetCurrent()[1]
+        switch = int(current) != self.context_id  # e.g. a tensor on another device than the thread's current one
+        if switch:
+            check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        try:
+            if self.overlap_previous:
+                config = buffers.overlapping_config
+                config.gridDimX, config.gridDimY, config.gridDimZ = self.grid
+                config.blockDimX, config.blockDimY, config.blockDimZ = self.block
+                config.sharedMemBytes = self.shared
+                config.hStream = driver.CUstream(stream)
+                (err,) = driver.cuLaunchKernelEx(config, self.function, buffers.address, 0)
+            else:
+                grid, block = self.grid, self.block
+                (err,) = driver.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], block[0], block[1],
+                                               block[2], self.shared, stream, buffers.address, 0)
+            if err != _SUCCESS:
+                check((err,), f"cuLaunchKernel({self.symbol})")
+        finally:
+            if switch:
+                driver.cuCtxSetCurrent(current)
+
+
+_KERNELS: dict[tuple, Kernel] = {}
+
+
+def kernel(device: int, module: str, symbol: str, fmt: str, grid: tuple[int, int, int], block: tuple[int, int, int],
+           shared: int = 0, overlap_previous: bool = False) -> Kernel:
+    """The bound Kernel for these launch settings (cached; bounded like the plan caches)."""
+    key = (device, symbol, fmt, grid, block, shared, overlap_previous)
+    k = _KERNELS.get(key)
+    if k is None:
+        if len(_KERNELS) >= 4096:
+            _KERNELS.clear()
+        k = _KERNELS[key] = Kernel(device, module, symbol, fmt, grid, block, shared, overlap_previous)
+    return k
+
+
 def launch(device: int, module: str, symbol: str, fmt: str, values, grid: tuple[int, int, int],
            block: tuple[int, int, int], stream: int, shared: int = 0, overlap_previous: bool = False) -> None:
     """Launch ``symbol`` of ``module`` on ``device`` with the struct ``values`` packed as ``fmt`` and
     ``shared`` bytes of dynamic shared memory."""
-    ctx, ctx_id = KERNELS.context(device)
-    current = driver.cuCtxGetCurrent()[1]
-    switch = int(current) != ctx_id
-    if switch:  # e.g. a tensor on another device than the thread's current one
-        check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    try:
-        fn = KERNELS.function(device, module, symbol, shared)
-        packer = _STRUCTS.get(fmt)
-        if packer is None:
-            packer = _STRUCTS[fmt] = struct.Struct(fmt)
-        buffers = _BUFFERS
-        packer.pack_into(buffers.params, 0, *values)
-        if overlap_previous:
-            config = buffers.overlapping_config
-            config.gridDimX, config.gridDimY, config.gridDimZ = grid
-            config.blockDimX, config.blockDimY, config.blockDimZ = block
-            config.sharedMemBytes = shared
-            config.hStream = driver.CUstream(stream)
-            (err,) = driver.cuLaunchKernelEx(config, fn, buffers.address, 0)
-        else:
-            (err,) = driver.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
-                                           stream, buffers.address, 0)
-        if err != _SUCCESS:
-            check((err,), f"cuLaunchKernel({symbol})")
-    finally:
-        if switch:
-            driver.cuCtxSetCurrent(current)
+    kernel(device, module, symbol, fmt, grid, block, shared, overlap_previous)(values, stream)

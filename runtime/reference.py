@@ -173,5 +173,6 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     logits = logits.masked_fill(~keep, -math.inf)
     lse = torch.logsumexp(logits, dim=-1)  # -inf for a row without keys
     weights = torch.where(keep, torch.exp(logits - lse.unsqueeze(-1).clamp_min(-1e308)), 0.0)
+    v = torch.where(keep.unsqueeze(-1), v, 0.0)  # slots a row does not attend to may hold anything, NaN too
     result = torch.einsum("bkgt,bktd->bkgd", weights.reshape(b, h_kv, group, hi - lo), v).reshape(q_shape)
     return (result, lse) if return_lse else result

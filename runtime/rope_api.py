@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 
 from .interop import accepts_foreign_arrays
-from .launch import launch
+from .launch import kernel
 from .loader import KERNELS
 from .rope_plan import RopePlan, plan_rope
 from .tensors import from_torch
@@ -25,13 +25,21 @@ THD_DISPATCH_ENV = "CUKILN_ROPE_THD_DISPATCH"
 _ALIGN_MASK = 15  # vector widths depend on pointer alignment up to 16 bytes
 
 
-@dataclass(frozen=True)
+@dataclass
 class _CachedPlan:
     plan: RopePlan | None
     pointer_slots: tuple[tuple[int, int], ...]  # (index in plan.values, index in _TENSOR_ARGS)
     spans: tuple[tuple[int, int] | None, ...]  # per tensor arg: byte extent (low, high) relative to its pointer
     check_overlaps: bool  # out was not freshly allocated: recheck it against the inputs' current pointers
     in_place: bool
+    kernel: object = None  # the bound launch.Kernel, made on the plan's first launch
+
+    def launch(self, values, stream: int) -> None:
+        k = self.kernel
+        if k is None:
+            p = self.plan
+            k = self.kernel = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block)
+        k(values, stream)
 
 
 class PlanCache:
@@ -90,13 +98,12 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a copy and the result comes back
     in x's framework (see cukiln.interop). Returns the output tensor.
     """
-    p, values, out, copied = _prepare(
-        x, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,
-        interleaved=interleaved, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
-        cu_seqlens=cu_seqlens, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen, backward=backward,
-        inplace=inplace, out=out)
-    if p is not None:
-        launch(p.device, p.module, p.symbol, p.fmt, values, p.grid, p.block, _current_stream(p.device))
+    # Positional: 19 keyword arguments would cost this call about a microsecond.
+    cached, values, out, copied = _prepare(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim,
+                                           positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward,
+                                           inplace, out)
+    if cached.plan is not None:
+        cached.launch(values, _current_raw_stream(cached.plan.device))
     # A device copy of host cu_seqlens lives until its kernel is queued: the caching allocator then
     # orders any reuse of its memory after the kernel (freed before the launch, an allocator without
     # a cache would release memory the kernel is about to read).
@@ -104,7 +111,7 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     return out
 
 
-def _current_stream(device: int) -> int:
+def _current_raw_stream(device: int) -> int:
     import torch
 
     return torch._C._cuda_getCurrentRawStream(device)
@@ -112,17 +119,18 @@ def _current_stream(device: int) -> int:
 
 def plan_call(x, **kwargs) -> tuple[RopePlan | None, object]:
     """Validate a rope() call and plan its launch without launching: (RopePlan or None, output tensor)."""
-    p, values, out, _ = _prepare(x, **kwargs)
+    cached, values, out, _ = _prepare(x, **kwargs)
+    p = cached.plan
     if p is None:
         return None, out
     return RopePlan(p.key, p.module, p.symbol, p.fmt, values, p.grid, p.block, p.device), out
 
 
-def _prepare(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
+def _prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
              interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
              cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
-    """(cached plan or None, parameter values with this call's pointers, output tensor, the device copy of
-    host cu_seqlens or None, which must outlive the launch)."""
+    """(cached plan (its plan is None when there is nothing to launch), parameter values with this call's
+    pointers, output tensor, the device copy of host cu_seqlens or None, which must outlive the launch)."""
     import torch
 
     cu_host = None
@@ -173,16 +181,16 @@ def _prepare(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, sca
         if key is not None:
             PLANS.put(key, cached)
         p = cached.plan
-        return p, (p.values if p is not None else ()), out, copied
+        return cached, (p.values if p is not None else ()), out, copied
     p = cached.plan
     if p is None:
-        return None, (), out, copied
+        return cached, (), out, copied
     if cached.check_overlaps:
         _check_out_overlaps(pointers, cached.spans, cached.in_place)
     values = list(p.values)
     for slot, arg in cached.pointer_slots:
         values[slot] = pointers[arg]
-    return p, values, out, copied
+    return cached, values, out, copied
 
 
 def _check_out_overlaps(pointers, spans, in_place: bool) -> None:

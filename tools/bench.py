@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 from rich.console import Console
@@ -102,26 +101,20 @@ def _partial_in_place(copy: float) -> dict:
             "quarter_in_place_tbps": tbps(moved, quarter), "quarter_in_place_x_copy": tbps(moved, quarter) / copy}
 
 
-def host_overhead_us(calls: int = 10_000) -> dict:
-    """Host time per call for a tiny tensor: `calls` launches, then one synchronize."""
+def host_overhead_us() -> dict:
+    """Host time per call for a tiny tensor (`cukiln bench overhead` measures more paths)."""
     import torch
 
     import cukiln
 
+    from .overhead import per_call_us
+
     x = torch.randn(1, 1, 1, 64, device="cuda")
-    for _ in range(100):
-        cukiln.rope(x, base=10000.0, inplace=True)
-        x.add_(1.0)
-    torch.cuda.synchronize()
-    result = {}
-    for name, fn in (("cukiln.rope", lambda: cukiln.rope(x, base=10000.0, inplace=True)),
-                     ("torch add_ (reference point)", lambda: x.add_(1.0))):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        result[name] = (time.perf_counter() - start) / calls * 1e6
-    return result
+    paths = {"cukiln.rope": lambda: cukiln.rope(x, base=10000.0, inplace=True),
+             "torch add_ (reference point)": lambda: x.add_(1.0)}
+    for fn in paths.values():
+        per_call_us(fn, 100)  # warm: module loaded, plan cached
+    return {name: per_call_us(fn) for name, fn in paths.items()}
 
 
 def run_rope(quick: bool, console: Console) -> dict:
@@ -187,6 +180,11 @@ def main(args) -> int:
 
         result = decode.bench(console, args.quick)
         decode.print_bench(result, console)
+    elif args.op == "overhead":
+        from . import overhead
+
+        result = overhead.run(console, args.quick)
+        overhead.print_result(result, console)
     else:
         result = run_rope(args.quick, console)
         print_rope(result, console)
@@ -194,6 +192,7 @@ def main(args) -> int:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
         console.print(f"wrote {args.out}")
+    if args.out and args.op != "overhead":  # overhead is a table of µs: nothing to draw
         try:
             from .plots import plot
 

@@ -91,6 +91,32 @@ def test_query_forms_and_non_contiguous_q(shape):
     assert out.shape == q.shape
 
 
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_unattended_cache_slots_may_hold_nan_and_inf(layout):
+    # Slots before kv_start or past kv_lens (uninitialized memory, a previous sequence) are never used:
+    # with NaN / Inf there, the output still matches the reference on clean data.
+    gen = new_generator()
+    b, h_kv, T, d = 4, 2, 300, 128
+    q = torch.randn(b, 4 * h_kv, d, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (decode_cache_view(b, h_kv, T, d, torch.bfloat16, gen, layout=layout) for _ in range(2))
+    lens = torch.tensor([300, 1, 77, 130], dtype=torch.int32, device="cuda")
+    start = torch.tensor([0, 0, 10, 129], dtype=torch.int32, device="cuda")
+    clean = [cache.clone() for cache in (k, v)]
+    t = torch.arange(T, device="cuda")
+    outside = (t < start[:, None]) | (t >= lens[:, None])  # [b, T]
+    mask = outside[:, None, :, None] if layout == "bhsd" else outside[:, :, None, None]
+    for cache, poison in ((k, float("nan")), (v, float("inf"))):
+        cache.copy_(torch.where(mask, torch.full_like(cache, poison), cache))
+    for splits in (1, 4):
+        out, lse = cukiln.decode_attention(q, k, v, lens, kv_start=start, kv_layout=layout, num_splits=splits,
+                                           return_lse=True)
+        ref, ref_lse = cukiln.reference.decode_attention(q, *clean, lens, kv_start=start, kv_layout=layout,
+                                                         return_lse=True)
+        assert torch.isfinite(out).all(), f"{splits} splits: a poisoned slot reached the output"
+        assert_matches_reference(out, ref, f"poisoned slots, {splits} splits", fp32_units=DECODE_FP32_UNITS)
+        assert torch.allclose(lse.double(), ref_lse, rtol=1e-5, atol=1e-5)
+
+
 def test_empty_rows_give_zeros_and_minus_inf():
     gen = new_generator()
     q = torch.randn(3, 4, 64, generator=gen, device="cuda").to(torch.bfloat16)

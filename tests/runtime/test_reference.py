@@ -117,3 +117,13 @@ def test_decode_reference_empty_rows_are_zero_with_minus_inf_lse():
                                           return_lse=True)
     assert torch.equal(out[:2], torch.zeros_like(out[:2])) and torch.isneginf(lse[:2]).all()
     assert torch.isfinite(lse[2]).all()
+
+
+def test_decode_reference_ignores_whatever_the_unattended_slots_hold():
+    q, k, v = _decode_case()
+    lens, start = torch.tensor([40, 7, 25]), torch.tensor([0, 2, 20])
+    clean = reference.decode_attention(q, k, v, lens, kv_start=start)
+    t = torch.arange(40)
+    outside = ((t < start[:, None]) | (t >= lens[:, None]))[:, None, :, None]  # [b, 1, T, 1]
+    poisoned = [torch.where(outside, torch.full_like(c, float("nan")), c) for c in (k, v)]
+    assert torch.equal(reference.decode_attention(q, *poisoned, lens, kv_start=start), clean)

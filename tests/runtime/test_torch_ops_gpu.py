@@ -60,3 +60,21 @@ def test_compiled_fullgraph_matches_eager():
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     ref = cukiln.reference.decode_attention(q, k, k, lens)
     assert_matches_reference(got[1], ref, "compiled decode", fp32_units=64)
+
+
+def test_eager_direct_calls_match_the_op_and_positions_pass_through_it():
+    x, freqs = _inputs()
+    positions = torch.randint(0, 80, (64,), device="cuda", dtype=torch.int32)
+    direct = ct.rope(x, freqs=freqs, positions=positions)  # no grad wanted: the kernel is called directly
+    via_op = torch.ops.cukiln.rope(x, freqs, None, None, None, None, 1.0, "sbhd", False, None, positions, None,
+                                   None, None, 1, 0, None, False)
+    assert torch.equal(direct, via_op)
+    x.requires_grad_(True)
+    y = ct.rope(x, freqs=freqs, positions=positions)  # through the op (autograd), positions and no offsets
+    assert y.grad_fn is not None and torch.equal(y.detach(), direct)
+    q = torch.randn(2, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 2, 300, 128, device="cuda", dtype=torch.bfloat16)
+    lens = torch.tensor([300, 17], device="cuda", dtype=torch.int32)
+    out, lse = ct.decode_attention(q, k, k, lens, return_lse=True)
+    op_out, op_lse = torch.ops.cukiln.decode_attention(q, k, k, lens, 0, "bhsd", None, 0, None, None, None)
+    assert torch.equal(out, op_out) and torch.equal(lse, op_lse)
