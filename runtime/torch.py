@@ -10,9 +10,10 @@ backward kernel on the incoming gradient (the exact vector-Jacobian product); an
 offsets and cu_seqlens get none. In-place rope and decode attention are not differentiable.
 Arguments that take an int or a tensor in cukiln (offsets, kv_lens, kv_start) travel as two op arguments.
 
-An eager call that needs nothing of the dispatcher (a plain tensor, no gradient wanted, no torch.compile,
-functorch transform or dispatch mode watching) runs the kernel directly: the op's result, without the
-dispatcher's host time (see `cukiln bench overhead`). Every other call goes through the op.
+An eager call (a plain tensor, no torch.compile, functorch transform or dispatch mode watching) runs the
+kernels directly, with rope's gradient through an autograd.Function that calls the backward kernel: the
+ops' results without the dispatcher's host time (see `cukiln bench overhead`). Every other call, and
+in-place rope of a tensor that requires grad, goes through the ops.
 """
 
 from __future__ import annotations
@@ -23,12 +24,28 @@ from .decode_api import decode_attention as _decode_attention
 from .rope_api import rope as _rope
 
 
-def _direct(x: torch.Tensor) -> bool:
-    """True when calling the kernel directly is exactly the op: a plain tensor, no gradient wanted, and
-    nothing that traces or intercepts ops (torch.compile, functorch transforms, dispatch modes)."""
-    return (type(x) is torch.Tensor and not (x.requires_grad and torch.is_grad_enabled())
-            and not torch.compiler.is_compiling() and not torch._C._are_functorch_transforms_active()
-            and not torch._C._len_torch_dispatch_stack())
+def _eager(x: torch.Tensor) -> bool:
+    """True when nothing traces or intercepts ops (torch.compile, functorch transforms, dispatch modes) and
+    x is a plain tensor: then calling the kernels directly is exactly what the ops would do."""
+    return (type(x) is torch.Tensor and not torch.compiler.is_compiling()
+            and not torch._C._are_functorch_transforms_active() and not torch._C._len_torch_dispatch_stack())
+
+
+def _wants_grad(x: torch.Tensor) -> bool:
+    return x.requires_grad and torch.is_grad_enabled()
+
+
+class _EagerRope(torch.autograd.Function):
+    """The rope op's autograd in eager mode without the dispatcher: both directions call the kernels."""
+
+    @staticmethod
+    def forward(ctx, x, arguments: dict, backward: bool):
+        ctx.arguments, ctx.backward = arguments, backward
+        return _rope(x, backward=backward, **arguments)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _rope(grad, backward=not ctx.backward, **ctx.arguments), None, None
 
 
 def _rope_kwargs(freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions,
@@ -122,11 +139,13 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     if out is not None:
         raise ValueError("out: cukiln.torch.rope returns a new tensor (or rotates x with inplace=True); "
                          "use cukiln.rope for out=")
-    if _direct(x):
-        return _rope(x, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,
-                     interleaved=interleaved, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
-                     cu_seqlens=cu_seqlens, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen,
-                     backward=backward, inplace=inplace)
+    if _eager(x) and not (inplace and _wants_grad(x)):
+        arguments = dict(freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,
+                         interleaved=interleaved, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
+                         cu_seqlens=cu_seqlens, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen)
+        if _wants_grad(x):
+            return _EagerRope.apply(x, arguments, backward)
+        return _rope(x, backward=backward, inplace=inplace, **arguments)
     offsets_tensor = offsets if isinstance(offsets, torch.Tensor) else None
     offset = None if offsets_tensor is not None else offsets
     args = (x, freqs, cos, sin, inv_freq, None if base is None else float(base), float(scale), layout,
@@ -147,7 +166,7 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
                          "for out=")
     if not isinstance(kv_lens, (int, torch.Tensor)) or isinstance(kv_lens, bool):
         raise TypeError(f"kv_lens: expected an int or an int32 tensor [b], got {type(kv_lens).__name__}")
-    if _direct(q):
+    if _eager(q) and not _wants_grad(q):
         return _decode_attention(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
                                  softcap=softcap, num_splits=num_splits, return_lse=return_lse)
     lens_tensor = kv_lens if isinstance(kv_lens, torch.Tensor) else None

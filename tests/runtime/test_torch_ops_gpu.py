@@ -70,8 +70,14 @@ def test_eager_direct_calls_match_the_op_and_positions_pass_through_it():
                                    None, None, 1, 0, None, False)
     assert torch.equal(direct, via_op)
     x.requires_grad_(True)
-    y = ct.rope(x, freqs=freqs, positions=positions)  # through the op (autograd), positions and no offsets
-    assert y.grad_fn is not None and torch.equal(y.detach(), direct)
+    y = ct.rope(x, freqs=freqs, positions=positions)  # eager autograd: the kernels called directly
+    y_op = torch.ops.cukiln.rope(x, freqs, None, None, None, None, 1.0, "sbhd", False, None, positions, None,
+                                 None, None, 1, 0, None, False)  # the op's registered autograd
+    assert torch.equal(y.detach(), direct) and torch.equal(y_op.detach(), direct)
+    grad = torch.randn_like(direct)
+    want = cukiln.rope(grad, freqs=freqs, positions=positions, backward=True)
+    assert torch.equal(torch.autograd.grad(y, x, grad)[0], want)
+    assert torch.equal(torch.autograd.grad(y_op, x, grad)[0], want)
     q = torch.randn(2, 8, 128, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(2, 2, 300, 128, device="cuda", dtype=torch.bfloat16)
     lens = torch.tensor([300, 17], device="cuda", dtype=torch.int32)
