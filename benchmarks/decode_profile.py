@@ -37,10 +37,9 @@ def main() -> None:
     parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args()
 
-    import torch.nn.functional as F
 
     import cukiln
-    from cukiln.tools.decode import _inputs, kv_bytes
+    from cukiln.tools.decode import _inputs, kv_bytes, torch_sdpa
     from cukiln.tools.timing import median_ms, rotating_sets, run_metadata
 
     rows = []
@@ -49,8 +48,7 @@ def main() -> None:
         sets = rotating_sets(lambda: _inputs(b, T), kv_bytes(b, T))
         paths = {
             "cukiln": [lambda s=s: cukiln.decode_attention(*s, T) for s in sets],
-            "sdpa": [lambda s=s: F.scaled_dot_product_attention(s[0].unsqueeze(2), s[1], s[2], enable_gqa=True)
-                     for s in sets],
+            "sdpa": [lambda s=s: torch_sdpa(*s) for s in sets],
         }
         for name, calls in paths.items():
             index = iter(range(10**9))

@@ -62,10 +62,9 @@ def _split_counts(blocks: int, T: int) -> list[int]:
 
 def run(cubin_dir: Path, out_path: Path | None) -> None:
     import torch
-    import torch.nn.functional as F
 
     from cukiln.decode_api import plan_call
-    from cukiln.tools.decode import BENCH_GRID, HEADS_KV, _inputs, kv_bytes
+    from cukiln.tools.decode import BENCH_GRID, HEADS_KV, _inputs, kv_bytes, torch_sdpa
     from cukiln.tools.timing import copy_tbps, median_ms, rotating_sets
 
     index = json.loads((cubin_dir / "index.json").read_text())
@@ -81,10 +80,8 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
     for b, T in BENCH_GRID:
         nbytes = kv_bytes(b, T)
         sets = rotating_sets(lambda: _inputs(b, T), nbytes)
-        sdpa = median_ms([lambda s=s: F.scaled_dot_product_attention(s[0].unsqueeze(2), s[1], s[2], enable_gqa=True)
-                          for s in sets])
-        ref = F.scaled_dot_product_attention(sets[0][0].unsqueeze(2), sets[0][1], sets[0][2],
-                                             enable_gqa=True)[:, :, 0].float()
+        sdpa = median_ms([lambda s=s: torch_sdpa(*s) for s in sets])
+        ref = torch_sdpa(*sets[0]).float()
         print(f"b={b} T={T}: sdpa {sdpa * 1e3:.1f} us ({nbytes / sdpa / 1e9 / copy:.3f}x copy)")
         row = {"batch": b, "T": T, "kv_bytes": nbytes, "sdpa_ms": sdpa, "configs": {}}
         outs = [torch.empty_like(s[0]) for s in sets]

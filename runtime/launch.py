@@ -64,15 +64,7 @@ class Kernel:
                  block: tuple[int, int, int], shared: int = 0, overlap_previous: bool = False) -> None:
         self.symbol = symbol
         self.context, self.context_id = KERNELS.context(device)
-        current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
-        switch = int(current) != self.context_id
-        if switch:  # loading the module needs the device's context current
-            check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
-        try:
-            self.function = KERNELS.function(device, module, symbol, shared)
-        finally:
-            if switch:
-                driver.cuCtxSetCurrent(current)
+        self.function = KERNELS.function(device, module, symbol, shared)
         self.grid, self.block, self.shared = grid, block, shared
         packer = _STRUCTS.get(fmt)
         if packer is None:

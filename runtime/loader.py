@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import warnings
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 
@@ -69,13 +70,23 @@ class KernelCache:
                 entry = self._contexts.setdefault(device, (ctx, int(ctx)))
         return entry
 
+    @contextmanager
+    def current(self, device: int):
+        """``device``'s primary context made current for the block (loading and attribute calls need it)."""
+        ctx, _ = self.context(device)
+        check(driver.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
+        try:
+            yield
+        finally:
+            driver.cuCtxPopCurrent()
+
     def function(self, device: int, module: str, symbol: str, shared: int = 0):
-        """The CUfunction for ``symbol`` on ``device``, allowed ``shared`` bytes of dynamic shared memory;
-        the caller has made the device's context current."""
+        """The CUfunction for ``symbol`` on ``device``, allowed ``shared`` bytes of dynamic shared memory
+        (loaded, and opted in above 48 KB, on first use)."""
         key = (device, symbol)
         fn = self._functions.get(key)
         if fn is None:
-            with self._lock:
+            with self.current(device), self._lock:  # current() first: it may take the lock itself
                 mod = self._modules.get((device, module))
                 if mod is None:
                     mod = self._modules[(device, module)] = self._load_module(device, module)
@@ -84,7 +95,8 @@ class KernelCache:
         if shared > self._shared_limits.get(key, _DEFAULT_SHARED_LIMIT):
             # Above 48 KB a function must opt in before its launch.
             attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            check(driver.cuFuncSetAttribute(fn, attr, shared), f"cuFuncSetAttribute({symbol}, {shared} bytes)")
+            with self.current(device):
+                check(driver.cuFuncSetAttribute(fn, attr, shared), f"cuFuncSetAttribute({symbol}, {shared} bytes)")
             self._shared_limits[key] = shared
         return fn
 
@@ -94,15 +106,11 @@ class KernelCache:
         key = (device, symbol, threads, shared)
         value = self._occupancy.get(key)
         if value is None:
-            ctx, _ = self.context(device)
-            check(driver.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
-            try:
-                fn = self.function(device, module, symbol, shared)
+            fn = self.function(device, module, symbol, shared)
+            with self.current(device):
                 value = self._occupancy[key] = check(
                     driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(fn, threads, shared),
                     f"cuOccupancyMaxActiveBlocksPerMultiprocessor({symbol})")
-            finally:
-                driver.cuCtxPopCurrent()
         return value
 
     def sm_count(self, device: int) -> int:

@@ -134,16 +134,18 @@ torch.library.register_autograd("cukiln::rope", _rope_backward, setup_context=_r
 def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
          interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0,
          max_seqlen=None, backward=False, inplace=False, out=None):
-    """cukiln.rope through the custom ops (see cukiln.rope for the arguments). ``out=`` is not supported
-    here: an op returns a new tensor or mutates x (``inplace=True``)."""
+    """cukiln.rope as the ops cukiln::rope / cukiln::rope_ (see cukiln.rope for the arguments; eager calls
+    run the kernels directly, see the module docstring). ``out=`` is not supported here: an op returns a new
+    tensor or mutates x (``inplace=True``)."""
     if out is not None:
         raise ValueError("out: cukiln.torch.rope returns a new tensor (or rotates x with inplace=True); "
                          "use cukiln.rope for out=")
-    if _eager(x) and not (inplace and _wants_grad(x)):
+    wants_grad = _wants_grad(x)
+    if _eager(x) and not (inplace and wants_grad):  # in place on a tensor that wants a gradient: left to the op and autograd
         arguments = dict(freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,
                          interleaved=interleaved, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
                          cu_seqlens=cu_seqlens, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen)
-        if _wants_grad(x):
+        if wants_grad:
             return _EagerRope.apply(x, arguments, backward)
         return _rope(x, backward=backward, inplace=inplace, **arguments)
     offsets_tensor = offsets if isinstance(offsets, torch.Tensor) else None
@@ -159,8 +161,8 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
 
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
                      num_splits=None, out=None, return_lse=False):
-    """cukiln.decode_attention through the custom op (see there for the arguments); ``out=`` is not
-    supported here."""
+    """cukiln.decode_attention as the op cukiln::decode_attention (see there for the arguments; eager calls
+    run the kernels directly); ``out=`` is not supported here."""
     if out is not None:
         raise ValueError("out: cukiln.torch.decode_attention returns a new tensor; use cukiln.decode_attention "
                          "for out=")

@@ -40,6 +40,13 @@ def _inputs(b: int, T: int):
     return q, k, v
 
 
+def torch_sdpa(q, k, v):
+    """torch's scaled_dot_product_attention on the same q [b, h_q, d] and cache slices: [b, h_q, d]."""
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q.unsqueeze(2), k, v, enable_gqa=True)[:, :, 0]
+
+
 def kv_bytes(b: int, T: int) -> int:
     return 2 * b * HEADS_KV * T * HEAD_DIM * 2
 
@@ -64,7 +71,6 @@ def _other_kernels() -> dict:
 
 def _bench_case(b: int, T: int, copy: float, others: dict) -> dict:
     import torch
-    import torch.nn.functional as F
 
     import cukiln
 
@@ -73,8 +79,7 @@ def _bench_case(b: int, T: int, copy: float, others: dict) -> dict:
     outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
     contenders = {
         "cukiln": [lambda s=s, o=o: cukiln.decode_attention(*s, T, out=o) for s, o in zip(sets, outs)],
-        "torch_sdpa": [lambda s=s: F.scaled_dot_product_attention(s[0].unsqueeze(2), s[1], s[2], enable_gqa=True)
-                       for s in sets],
+        "torch_sdpa": [lambda s=s: torch_sdpa(*s) for s in sets],
     }
     for name, fn in others.items():
         contenders[name] = [lambda s=s, fn=fn: fn(*s, T) for s in sets]
@@ -89,7 +94,7 @@ def _bench_case(b: int, T: int, copy: float, others: dict) -> dict:
         row[name] = {"ms": ms, "tbps": rate, "x_copy": rate / copy}
     row["speedup_vs_sdpa"] = row["torch_sdpa"]["ms"] / row["cukiln"]["ms"]
     # cukiln must agree with torch on these inputs (a benchmark of a wrong kernel is worthless).
-    ref = F.scaled_dot_product_attention(sets[0][0].unsqueeze(2), sets[0][1], sets[0][2], enable_gqa=True)[:, :, 0]
+    ref = torch_sdpa(*sets[0])
     got = cukiln.decode_attention(*sets[0], T)
     row["max_abs_diff_vs_sdpa"] = (got.float() - ref.float()).abs().max().item()
     return row

@@ -17,6 +17,7 @@ import statistics
 import time
 
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from .timing import run_metadata
@@ -116,20 +117,24 @@ def _bare_launch(bound, values, stream):
     return launch
 
 
-def measure(rounds: int = ROUNDS, calls: int = CALLS) -> dict:
-    """Median host µs per call of every path, with each round's figures."""
+def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None) -> dict:
+    """Median host µs per call of every path, with each round's figures (``advance`` after each round)."""
     paths = _paths()
     samples = {name: [] for name in paths}
     for _ in range(rounds):
         for name, fn in paths.items():
             samples[name].append(per_call_us(fn, calls))
+        advance()
     return {name: {"us_per_call": statistics.median(s), "rounds_us": s} for name, s in samples.items()}
 
 
 def run(console: Console, quick: bool = False) -> dict:
-    figures = measure(rounds=2 if quick else ROUNDS, calls=1000 if quick else CALLS)
+    rounds, calls = (2, 1000) if quick else (ROUNDS, CALLS)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("overhead rounds (warm-up and torch.compile first)", total=rounds)
+        figures = measure(rounds, calls, lambda: progress.advance(task))
     return {**run_metadata("overhead", "cukiln bench overhead" + (" --quick" if quick else "")),
-            "calls_per_round": 1000 if quick else CALLS, "paths": figures}
+            "calls_per_round": calls, "paths": figures}
 
 
 def print_result(result: dict, console: Console) -> None:

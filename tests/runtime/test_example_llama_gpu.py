@@ -30,6 +30,7 @@ pytestmark = pytest.mark.gpu
 
 VOCAB, HIDDEN, HEADS_Q, HEADS_KV, HEAD_DIM = 48, 256, 8, 2, 64
 MAX_POSITIONS, CACHE_CAPACITY, CACHE_STEP = 256, 64, 16
+TRAINABLE = ("embed", "norm", "wq", "wk", "wv", "wo")
 
 
 @dataclass
@@ -62,12 +63,11 @@ class Weights:
 
     def to(self, dtype) -> "Weights":
         """Trainable copies in ``dtype`` (the rotary caches stay fp32, as the kernels read them)."""
-        fields = {name: getattr(self, name) for name in ("embed", "norm", "wq", "wk", "wv", "wo")}
-        return Weights(**{n: t.to(dtype).clone().requires_grad_(True) for n, t in fields.items()},
+        return Weights(**{n: getattr(self, n).to(dtype).clone().requires_grad_(True) for n in TRAINABLE},
                        cos=self.cos, sin=self.sin)
 
     def trainable(self) -> list[torch.Tensor]:
-        return [self.embed, self.norm, self.wq, self.wk, self.wv, self.wo]
+        return [getattr(self, n) for n in TRAINABLE]
 
 
 class _ReferenceRope(torch.autograd.Function):
@@ -106,14 +106,20 @@ def rms_norm(x, weight):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
 
 
-def attention_block(w: Weights, backend: Backend, x, positions):
-    """x [b, s, HIDDEN] at int32 positions [b, s] -> (x + attention(x) [b, s, HIDDEN], k and v [b, s, h_kv, d])."""
+def project(w: Weights, backend: Backend, x, positions):
+    """x [b, s, HIDDEN] at int32 positions [b, s] -> rotated q [b, s, h_q, d], rotated k and v [b, s, h_kv, d]."""
     b, s, _ = x.shape
     h = rms_norm(x, w.norm)
     q = (h @ w.wq).view(b, s, HEADS_Q, HEAD_DIM)
     k = (h @ w.wk).view(b, s, HEADS_KV, HEAD_DIM)
     v = (h @ w.wv).view(b, s, HEADS_KV, HEAD_DIM)
-    q, k = backend.rope(q, w.cos, w.sin, positions), backend.rope(k, w.cos, w.sin, positions)
+    return backend.rope(q, w.cos, w.sin, positions), backend.rope(k, w.cos, w.sin, positions), v
+
+
+def attention_block(w: Weights, backend: Backend, x, positions):
+    """x [b, s, HIDDEN] at int32 positions [b, s] -> (x + attention(x) [b, s, HIDDEN], k and v [b, s, h_kv, d])."""
+    b, s, _ = x.shape
+    q, k, v = project(w, backend, x, positions)
     attended = torch.nn.functional.scaled_dot_product_attention(
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True)
     return x + attended.transpose(1, 2).reshape(b, s, HEADS_Q * HEAD_DIM) @ w.wo, k, v
@@ -137,13 +143,14 @@ def test_training_step_matches_the_float64_reference():
     ref_loss, ref_grads = _training_step(weights.to(torch.float64), REFERENCE, tokens, target)
 
     assert math.isclose(loss.item(), ref_loss.item(), rel_tol=1e-5)
-    for name, got, want in zip(("embed", "norm", "wq", "wk", "wv", "wo"), grads, ref_grads):
+    for name, got, want in zip(TRAINABLE, grads, ref_grads):
         err = (got.double() - want).abs().max().item() / want.abs().max().item()
         assert err < 1e-4, f"grad of {name}: max error {err:.2e} of its largest entry"
     # The rotation matters to the gradient: without it the block's wq/wk gradients are far off.
     no_rope = Backend("none", rope=lambda x, cos, sin, positions: x, decode=None)
     _, plain = _training_step(weights.to(torch.float64), no_rope, tokens, target)
-    assert (plain[2] - ref_grads[2]).abs().max() > 100 * (grads[2].double() - ref_grads[2]).abs().max()
+    wq = TRAINABLE.index("wq")
+    assert (plain[wq] - ref_grads[wq]).abs().max() > 100 * (grads[wq].double() - ref_grads[wq]).abs().max()
 
 
 class KVCache:
@@ -189,10 +196,7 @@ def _generate(w: Weights, backend: Backend, prompts: list[list[int]], steps: int
         all_logits.append(logits.float())
         positions = torch.tensor(lengths, device="cuda", dtype=torch.int32)[:, None]  # [b, 1]
         x = w.embed[token][:, None]  # [b, 1, HIDDEN]
-        h = rms_norm(x, w.norm)
-        q = backend.rope((h @ w.wq).view(batch, 1, HEADS_Q, HEAD_DIM), w.cos, w.sin, positions)
-        k = backend.rope((h @ w.wk).view(batch, 1, HEADS_KV, HEAD_DIM), w.cos, w.sin, positions)
-        v = (h @ w.wv).view(batch, 1, HEADS_KV, HEAD_DIM)
+        q, k, v = project(w, backend, x, positions)
         for row in range(batch):
             cache.write(row, lengths[row], k[row], v[row])
         lengths = [n + 1 for n in lengths]
@@ -206,9 +210,7 @@ def _generate(w: Weights, backend: Backend, prompts: list[list[int]], steps: int
 
 @torch.no_grad()
 def test_greedy_decode_with_a_growing_kv_cache_gives_the_reference_tokens():
-    weights = Weights.random(seed=3)
-    w = Weights(**{n: getattr(weights, n).to(torch.bfloat16) for n in ("embed", "norm", "wq", "wk", "wv", "wo")},
-                cos=weights.cos, sin=weights.sin)
+    w = Weights.random(seed=3).to(torch.bfloat16)
     prompts = [[5, 17, 3, 40, 22, 9, 31], [11, 2, 2, 8], [47, 30, 12, 1, 0, 19, 25, 33, 6, 14]]
     tokens, logits = _generate(w, CUKILN, prompts, steps=16)
     ref_tokens, ref_logits = _generate(w, REFERENCE, prompts, steps=16)
