@@ -3,15 +3,17 @@
 Two steps, so the compiling happens on a machine without a GPU:
 
     python benchmarks/decode_sweep.py build DIR          # render + compile every config for sm_90 into DIR
-    python benchmarks/decode_sweep.py run DIR [--out F]  # GPU: time every config x split count x case
+    python benchmarks/decode_sweep.py run DIR [--out F] [--cases 1x8192,8x512]
+                                                         # GPU: time every config x split count x case
 
-Compile-time knobs: K/V pipeline stages for head dim 128 (shared memory 4 + stages x 34 KB: 2 stages let
-three blocks share an H100 multiprocessor, 3 two, 4-6 one; an earlier run tried 2-6 stages:
-results/decode-stages-sweep-h100-2026-11-23.json) and the L2 fetch size of the K/V copies. Launch-time
-knob: the split count (SPLITS, where at least 64 keys a split and at most 4096 blocks remain); the
-combine kernel starts as the runtime starts it (programmatic launch). Cases: the bench grid of
-`cukiln bench decode` (bf16, h_q 32, h_kv 8, d 128), timed as bench times (CUDA events, median,
-rotating buffers) beside torch SDPA on the same inputs.
+Compile-time knob: K/V pipeline stages for head dim 128 (shared memory 4 + stages x 34 KB: 2 stages let
+three blocks share an H100 multiprocessor, 3 two, 4 one), with the L2 fetch size the build uses
+(earlier runs: 2-6 stages, results/decode-stages-sweep-h100-2026-11-23.json; L2 fetch sizes,
+results/decode-l2-sweep-h100-2026-11-23.json). Launch-time knob: the split count (SPLITS, where at
+least 64 keys a split and at most 4096 blocks remain); the combine kernel starts as the runtime starts
+it (programmatic launch). Cases: the bench grid of `cukiln bench decode` (bf16, h_q 32, h_kv 8, d 128)
+or those given, timed as bench times (CUDA events, median, rotating buffers) beside torch SDPA on the
+same inputs.
 """
 
 from __future__ import annotations
@@ -28,10 +30,9 @@ from cukiln.codegen.variants import Dtype
 from raw_launch import allow_shared, launcher, load_functions, sweep_main
 
 CONFIGS = {  # name -> (stages for head dim 128, L2 fetch size of the K/V copies)
-    "s2": (2, ""),
-    "s2_l2_128": (2, ".L2::128B"),
-    "s2_l2_256": (2, ".L2::256B"),
-    "s3_l2_256": (3, ".L2::256B"),
+    "s2": (2, ".L2::128B"),
+    "s3": (3, ".L2::128B"),
+    "s4": (4, ".L2::128B"),
 }
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 HEAD_DIM = 128
@@ -60,7 +61,7 @@ def _split_counts(blocks: int, T: int) -> list[int]:
     return [s for s in SPLITS if s == 1 or (T // s >= 64 and blocks * s <= 4096)]
 
 
-def run(cubin_dir: Path, out_path: Path | None) -> None:
+def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
     import torch
 
     from cukiln.decode_api import plan_call
@@ -77,7 +78,7 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
             allow_shared(functions[name][v.name], cfg["shared"])
     stream = torch.cuda.current_stream().cuda_stream
     rows = []
-    for b, T in BENCH_GRID:
+    for b, T in cases or BENCH_GRID:
         nbytes = kv_bytes(b, T)
         sets = rotating_sets(lambda: _inputs(b, T), nbytes)
         sdpa = median_ms([lambda s=s: torch_sdpa(*s) for s in sets])

@@ -49,6 +49,19 @@ def shared_bytes(head_dim: int, n_stages: int | None = None) -> int:
     assert WARPS * HEAD_ROWS * (head_dim + 2) * 4 <= pipeline, "the warps' partial results fit over the stages"
     return pipeline + query_bytes(head_dim)
 
+# Shared memory of one sm_90 multiprocessor, and what the driver keeps of it per resident block.
+SM90_SHARED_PER_SM = 228 * 1024
+SHARED_RESERVED_PER_BLOCK = 1024
+MAX_MIN_BLOCKS = 3  # 4 blocks of 128 threads would leave 128 registers a thread
+
+
+def min_blocks_per_sm(head_dim: int) -> int:
+    """Attention blocks of ``head_dim`` that sm_90's shared memory lets share a multiprocessor (at most
+    MAX_MIN_BLOCKS): the kernel's launch bound, so that registers never allow fewer than shared memory."""
+    fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim) + SHARED_RESERVED_PER_BLOCK)
+    return max(1, min(MAX_MIN_BLOCKS, fit))
+
+
 _ATTENTION = (
     (CPTR, "q"),
     (PTR, "out"),

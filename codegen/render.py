@@ -71,8 +71,6 @@ def render_rope_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks:
     )
 
 
-# Attention blocks per multiprocessor the register allocation must allow (up to 255 registers a thread).
-DECODE_MIN_BLOCKS_PER_SM = 2
 # Threads of a decode combine block (one per output element, looping for head dims above it).
 DECODE_COMBINE_THREADS = 128
 
@@ -86,7 +84,8 @@ def render_decode_module(dtype: Dtype, variants: list[DecodeVariant | DecodeComb
         variants=variants,
         params={v.name: decode_abi.decode_params(v) for v in variants},
         max_threads=32 * decode_abi.WARPS,
-        min_blocks=DECODE_MIN_BLOCKS_PER_SM,
+        # the register budget per head dim: as many resident blocks as shared memory allows
+        min_blocks={v.head_dim: decode_abi.min_blocks_per_sm(v.head_dim) for v in variants},
         combine_threads=DECODE_COMBINE_THREADS,
     )
 

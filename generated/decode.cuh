@@ -113,6 +113,14 @@ __device__ __forceinline__ void copy_to_shared(T* dst, const T* src, bool valid)
   }
 }
 
+// 2^x by the special-function unit, subnormal results flushed to 0: exp2(-inf) = 0. Softmax weights
+// below 2^-126 of the row's largest vanish either way next to it.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int Pending>
 __device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory"); }
@@ -133,20 +141,45 @@ __device__ __forceinline__ void wait_for_prerequisite_grid() {
 }
 
 // Copies keys [first, first + count) of one KV head into a [kKeys][kPitch] shared tile, zeros after them.
+// Thread i copies pieces i, i + kThreads, ... of the tile (piece = V elements of one key).
 template <typename T, int D, int V, typename Kv>
 __device__ __forceinline__ void load_tile(T* tile, const T* base, const Kv& kv, int b, int h, int first, int count) {
   constexpr int kPieces = D / V;
   constexpr int kKeys = Tile<D>::kKeys;
+  constexpr int kCopies = kKeys * kPieces / kThreads;  // per thread
   static_assert(kKeys * kPieces % kThreads == 0, "every thread copies the same number of pieces");
-  // Unrolled in steps of 8: narrow copies have up to 48 pieces a thread, whose addresses (and, for the
-  // 2-byte path, loaded values) would otherwise all be held in registers at once.
+  if constexpr (kThreads % kPieces == 0 && kCopies <= 16) {
+    // Every copy of a thread is the same piece of a key kStep keys further on: one address computed per
+    // tile, then a constant step, the loop unrolled into straight-line copies (wide pieces only: narrow
+    // ones would hold too many addresses in registers at once).
+    constexpr int kStep = kThreads / kPieces;
+    const int piece = threadIdx.x % kPieces, key0 = threadIdx.x / kPieces;
+    const long long step = kStep * kv.row(0, 0, 1);
+    const T* first_row = base + kv.row(b, h, first) + kv.col(piece * V);  // a key of the tile: a valid address
+    const T* src = first_row + key0 * kv.row(0, 0, 1);
+    T* dst = tile + key0 * Tile<D>::kPitch + piece * V;
+    if (count == kKeys) {  // a whole tile (every tile but a row's last): no key to check
+#pragma unroll
+      for (int c = 0; c < kCopies; ++c, src += step) copy_to_shared<T, V>(dst + c * kStep * Tile<D>::kPitch, src, true);
+    } else {
+#pragma unroll
+      for (int c = 0; c < kCopies; ++c, src += step) {
+        const bool valid = key0 + c * kStep < count;
+        copy_to_shared<T, V>(dst + c * kStep * Tile<D>::kPitch, valid ? src : first_row, valid);
+      }
+    }
+  } else {
+    // Unrolled in steps of 8: narrow copies have up to 48 pieces a thread, whose addresses (and, for the
+    // 2-byte path, loaded values) would otherwise all be held in registers at once.
 #pragma unroll 8
-  for (int i = threadIdx.x; i < kKeys * kPieces; i += kThreads) {
-    const int key = i / kPieces;
-    const int piece = i - key * kPieces;
-    const bool valid = key < count;
-    copy_to_shared<T, V>(tile + key * Tile<D>::kPitch + piece * V,
-                         base + kv.row(b, h, valid ? first + key : first) + kv.col(piece * V), valid);
+    for (int c = 0; c < kCopies; ++c) {
+      const int i = threadIdx.x + c * kThreads;
+      const int key = i / kPieces;
+      const int piece = i - key * kPieces;
+      const bool valid = key < count;
+      copy_to_shared<T, V>(tile + key * Tile<D>::kPitch + piece * V,
+                           base + kv.row(b, h, valid ? first + key : first) + kv.col(piece * V), valid);
+    }
   }
 }
 
@@ -196,12 +229,22 @@ template <> struct Mma<f16> {
 
 struct Scoring {
   float scale_log2;  // scale * log2(e), without softcap
-  float scale, softcap;
+  float scale_over_cap, cap_log2;  // softcap: logit = cap * tanh(dot * scale / cap), in base-2 units
 
-  // A logit in base-2 units.
-  __device__ __forceinline__ float operator()(float dot) const {
-    if (softcap > 0.f) return softcap * tanhf(dot * scale / softcap) * kLog2e;
-    return dot * scale_log2;
+  // Logits in base-2 units of one warp's scores, -inf past `count` keys. The softcap test is made once
+  // per tile (the same way by every thread), not per score.
+  template <int N>
+  __device__ __forceinline__ void apply(float (&s)[N][4], int key0, int lane, int count) const {
+    const bool capped = cap_log2 > 0.f;
+#pragma unroll
+    for (int nt = 0; nt < N; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+        const float logit = capped ? cap_log2 * tanhf(s[nt][e] * scale_over_cap) : s[nt][e] * scale_log2;
+        s[nt][e] = key < count ? logit : -CUKILN_INF;
+      }
+    }
   }
 };
 
@@ -306,6 +349,18 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   // ldmatrix row addresses: the matrix (lane / 8) and row (lane % 8) this lane points at.
   const int mat = lane / 8, mrow = lane % 8;
   const int key0 = warp * kKeysPerWarp;
+  // The query's A fragments, the same for every tile: held in registers where the head dim is small
+  // enough to leave room (32 registers at 128), read from shared memory per tile otherwise.
+  constexpr bool kQueryInRegisters = D <= 128;
+  unsigned q_regs[kQueryInRegisters ? D / 16 : 1][4];
+  const auto query_fragment = [&](unsigned (&a)[4], int kk) {
+    ldmatrix_x4(a, q_tile + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
+  };
+  if constexpr (kQueryInRegisters) {
+    __syncthreads();  // the query tile is written
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) query_fragment(q_regs[kk], kk);
+  }
 
   for (int t = 0; t < tiles_n; ++t) {
     const int count = min(kKeys, hi - lo - t * kKeys);
@@ -317,35 +372,44 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     const T* k_tile = tiles + (t % kStages) * 2 * kTileElems;
     const T* v_tile = k_tile + kTileElems;
 
-    // Scores of this warp's 16 keys: two 8-key column tiles.
-    float s[2][4] = {};  // zero-initialized
+    // Scores of this warp's 16 keys: two 8-key column tiles, summed over the head dim in two independent
+    // chains (even and odd 16-element steps), so that one mma's latency overlaps the other's.
+    float s[2][4] = {}, s_odd[2][4] = {};  // zero-initialized
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      unsigned a[4], bk[4];
-      ldmatrix_x4(a, q_tile + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
+      unsigned a_shared[4], bk[4];
+      if constexpr (!kQueryInRegisters) query_fragment(a_shared, kk);
+      const unsigned (&a)[4] = kQueryInRegisters ? q_regs[kQueryInRegisters ? kk : 0] : a_shared;
       ldmatrix_x4(bk, k_tile + (key0 + (mat / 2) * 8 + mrow) * kPitch + kk * 16 + (mat % 2) * 8);
-      M::run(s[0], a, bk[0], bk[1]);
-      M::run(s[1], a, bk[2], bk[3]);
+      float (&chain)[2][4] = kk % 2 == 0 ? s : s_odd;
+      M::run(chain[0], a, bk[0], bk[1]);
+      M::run(chain[1], a, bk[2], bk[3]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] += s_odd[nt][e];
     }
     // Online softmax per row: logits, masking past `count`, the new maximum over the row's 4 lanes.
+    scoring.apply(s, key0, lane, count);
     float tile_max[2] = {-CUKILN_INF, -CUKILN_INF};
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = key0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-        s[nt][e] = key < count ? scoring(s[nt][e]) : -CUKILN_INF;
-        tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nt][e]);
-      }
+      for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nt][e]);
     }
-    float correction[2];
+    float correction[2], m_base[2];
+    const float m_old[2] = {m[0], m[1]};
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
       tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-      const float m_new = fmaxf(m[i], tile_max[i]);
-      correction[i] = m[i] == -CUKILN_INF ? 0.f : exp2f(m[i] - m_new);
-      m[i] = m_new;
+      m[i] = fmaxf(m[i], tile_max[i]);
+      // Differences are taken from a finite base: a row with no key yet keeps m = -inf (and -inf - -inf
+      // is NaN), while exp2(-inf) is 0 both for masked keys and for a first correction.
+      const float base = m[i] == -CUKILN_INF ? 0.f : m[i];
+      correction[i] = fast_exp2(m_old[i] - base);
+      m_base[i] = base;
       l[i] *= correction[i];
     }
     unsigned p_hi[4], p_lo[4];  // the A operand of P . V: (row r0, keys 0-7), (r0 + 8, 0-7), (r0, 8-15), (r0 + 8, 8-15)
@@ -353,21 +417,23 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const float mx = m[half];
-        const float p0 = s[nt][2 * half] == -CUKILN_INF ? 0.f : exp2f(s[nt][2 * half] - mx);
-        const float p1 = s[nt][2 * half + 1] == -CUKILN_INF ? 0.f : exp2f(s[nt][2 * half + 1] - mx);
+        const float p0 = fast_exp2(s[nt][2 * half] - m_base[half]);
+        const float p1 = fast_exp2(s[nt][2 * half + 1] - m_base[half]);
         l[half] += p0 + p1;
         const unsigned rounded = M::pack(p0, p1);
         p_hi[nt * 2 + half] = rounded;
         p_lo[nt * 2 + half] = M::pack(p0 - M::low(rounded), p1 - M::high(rounded));
       }
     }
+    // O is rescaled only when a row's maximum grew somewhere in the warp (past the first tiles, seldom).
+    if (__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      acc[n][0] *= correction[0];
-      acc[n][1] *= correction[0];
-      acc[n][2] *= correction[1];
-      acc[n][3] *= correction[1];
+      for (int n = 0; n < D / 8; ++n) {
+        acc[n][0] *= correction[0];
+        acc[n][1] *= correction[0];
+        acc[n][2] *= correction[1];
+        acc[n][3] *= correction[1];
+      }
     }
     // O += P . V over this warp's 16 keys, two 8-wide column tiles of the head dim per ldmatrix.
 #pragma unroll

@@ -50,7 +50,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v1(const
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -100,7 +101,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v2(const
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -150,7 +152,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v4(const
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -200,7 +203,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v8(const
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -252,7 +256,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s4_v1(const
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -324,7 +329,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v1(const
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -374,7 +380,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v2(const
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -424,7 +431,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v4(const
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -474,7 +482,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v8(const
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -526,7 +535,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s4_v1(const
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -598,7 +608,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v1(const
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -648,7 +659,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v2(const
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -698,7 +710,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v4(const
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -748,7 +761,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v8(const
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -800,7 +814,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s4_v1(const
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -863,7 +878,7 @@ struct decode_bf16_d128_s3_v1_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v1(const decode_bf16_d128_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v1(const decode_bf16_d128_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
@@ -872,7 +887,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v1(cons
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -913,7 +929,7 @@ struct decode_bf16_d128_s3_v2_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v2(const decode_bf16_d128_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v2(const decode_bf16_d128_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
@@ -922,7 +938,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v2(cons
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -963,7 +980,7 @@ struct decode_bf16_d128_s3_v4_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v4(const decode_bf16_d128_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v4(const decode_bf16_d128_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
@@ -972,7 +989,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v4(cons
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -1013,7 +1031,7 @@ struct decode_bf16_d128_s3_v8_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v8(const decode_bf16_d128_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v8(const decode_bf16_d128_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
@@ -1022,7 +1040,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v8(cons
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -1065,7 +1084,7 @@ struct decode_bf16_d128_s4_v1_params {
   long long v_sd;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s4_v1(const decode_bf16_d128_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s4_v1(const decode_bf16_d128_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
@@ -1074,7 +1093,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s4_v1(cons
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -1146,7 +1166,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v1(cons
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -1196,7 +1217,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v2(cons
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -1246,7 +1268,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v4(cons
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -1296,7 +1319,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v8(cons
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -1348,7 +1372,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s4_v1(cons
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -1411,7 +1436,7 @@ struct decode_bf16_d256_s3_v1_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v1(const decode_bf16_d256_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v1(const decode_bf16_d256_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
@@ -1420,7 +1445,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v1(cons
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -1461,7 +1487,7 @@ struct decode_bf16_d256_s3_v2_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v2(const decode_bf16_d256_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v2(const decode_bf16_d256_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
@@ -1470,7 +1496,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v2(cons
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -1511,7 +1538,7 @@ struct decode_bf16_d256_s3_v4_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v4(const decode_bf16_d256_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v4(const decode_bf16_d256_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
@@ -1520,7 +1547,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v4(cons
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -1561,7 +1589,7 @@ struct decode_bf16_d256_s3_v8_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v8(const decode_bf16_d256_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v8(const decode_bf16_d256_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
@@ -1570,7 +1598,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s3_v8(cons
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
@@ -1613,7 +1642,7 @@ struct decode_bf16_d256_s4_v1_params {
   long long v_sd;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s4_v1(const decode_bf16_d256_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s4_v1(const decode_bf16_d256_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
@@ -1622,7 +1651,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d256_s4_v1(cons
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
       static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.scale), static_cast<float>(p.softcap)},
+      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+              static_cast<float>(p.softcap * 1.4426950408889634)},
       Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
           static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
           static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});

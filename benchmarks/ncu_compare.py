@@ -1,0 +1,58 @@
+"""Hardware counters of cukiln's kernels beside the ones they are measured against, for Nsight Compute.
+
+Each case runs a few warm-up calls, then exactly one profiled call of each contender between
+cudaProfilerStart/Stop, so that
+
+    ncu --clock-control none --profile-from-start off --section SpeedOfLight \
+        --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+        --section LaunchStats python benchmarks/ncu_compare.py [decode|rope ...]
+
+reports only those kernels. Decode: bf16, h_q 32, h_kv 8, d 128 (the bench's shape), cukiln against torch
+SDPA; RoPE: bf16 freqs forward on [s, b, h, d] = [4096, 2, 32, 128], cukiln against a copy of the same
+tensor. Without ncu the script just runs the calls (a smoke test).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+import cukiln
+from cukiln.tools.decode import _inputs, torch_sdpa
+
+DECODE_CASES = ((128, 8192), (1, 8192), (8, 512))
+WARMUP = 3
+
+
+def _profiled(label: str, fn) -> None:
+    for _ in range(WARMUP):
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    with torch.cuda.nvtx.range(label):
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    print(f"profiled: {label}", flush=True)
+
+
+def decode() -> None:
+    for b, T in DECODE_CASES:
+        q, k, v = _inputs(b, T)
+        _profiled(f"cukiln decode b={b} T={T}", lambda: cukiln.decode_attention(q, k, v, T))
+        _profiled(f"torch sdpa b={b} T={T}", lambda: torch_sdpa(q, k, v))
+
+
+def rope() -> None:
+    s, b, h, d = 4096, 2, 32, 128
+    x = torch.randn(s, b, h, d, device="cuda", dtype=torch.bfloat16)
+    freqs = torch.randn(s, 1, 1, d, device="cuda", dtype=torch.float32)
+    out = torch.empty_like(x)
+    _profiled("cukiln rope [4096,2,32,128]", lambda: cukiln.rope(x, freqs=freqs, out=out))
+    _profiled("copy of the same tensor", lambda: out.copy_(x))
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or ("decode", "rope"):
+        {"decode": decode, "rope": rope}[name]()

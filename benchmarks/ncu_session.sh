@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# GPU machine: decode GPU tests, Nsight Compute counters of decode (and RoPE) beside their references,
+# copy bandwidth by size, then `cukiln bench decode`. Results land in $OUT (or ./gpu-out).
+set -uo pipefail
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v -i warning | tail -2
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/runtime/test_decode_gpu.py 2>&1 | tail -3
+ncu --clock-control none --profile-from-start off --section SpeedOfLight --section MemoryWorkloadAnalysis \
+  --section Occupancy --section WarpStateStats --section LaunchStats --section SchedulerStats \
+  python3 benchmarks/ncu_compare.py ${NCU_CASES:-decode} > "$OUT/ncu.txt" 2>&1; echo "ncu rc $?"
+grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Warp Cycles Per Issued" "$OUT/ncu.txt" | cut -c1-90 | head -60
+python3 benchmarks/copy_sizes.py 2>&1 | tee "$OUT/copy-sizes.txt"
+cukiln bench decode --out "$OUT/bench-decode.json" 2>&1 | tail -22
