@@ -514,12 +514,15 @@ __device__ __forceinline__ float block_reduce(float value, float* scratch) {
 
 // Merges the per-split results of one (row, query head) — block blockIdx.x = row * heads_q + head — by
 // their log-sum-exp weights. A NaN partial (malformed row) makes the output NaN; no keys at all gives 0
-// and -inf. The splits' weights go through shared memory a chunk at a time, so that each thread then
-// sums its output elements over many splits with independent loads in flight.
+// and -inf. The first kPrefetch splits' partial results are read together with the log-sum-exps (one
+// round trip to L2 instead of two, when the attention grid has just finished); further splits' weights
+// go through shared memory a chunk at a time, so that each thread sums its output elements over many
+// splits with independent loads in flight.
 template <typename T, int D, int Threads>
 __device__ __forceinline__ void combine(const float* partial_out, const float* partial_lse, T* out, Rows3 out_rows,
                                         float* lse, int heads_q, int num_splits) {
   constexpr int kChunk = 1024;
+  constexpr int kPrefetch = 32;
   constexpr int kPerThread = (D + Threads - 1) / Threads;
   __shared__ float weights[kChunk];
   __shared__ float scratch[Threads / 32];
@@ -527,34 +530,44 @@ __device__ __forceinline__ void combine(const float* partial_out, const float* p
   const int b = blockIdx.x / heads_q, qh = blockIdx.x % heads_q;
   const float* lses = partial_lse + static_cast<long long>(blockIdx.x) * num_splits;
   const float* outs = partial_out + static_cast<long long>(blockIdx.x) * num_splits * D;
-  float top = -CUKILN_INF, nan = 0.f;
-  for (int s = threadIdx.x; s < num_splits; s += Threads) {
-    nan = isnan(lses[s]) ? 1.f : nan;
-    top = fmaxf(top, lses[s]);
+  // The maximum log-sum-exp, a NaN counted as +inf (above any finite one, and +inf itself only comes
+  // with a NaN result): one reduction finds both.
+  float top = -CUKILN_INF;
+  for (int s = threadIdx.x; s < num_splits; s += Threads) top = fmaxf(top, isnan(lses[s]) ? CUKILN_INF : lses[s]);
+  float early[kPerThread][kPrefetch];
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int j = threadIdx.x + i * Threads;
+#pragma unroll
+    for (int s = 0; s < kPrefetch; ++s) early[i][s] = j < D && s < num_splits ? outs[static_cast<long long>(s) * D + j] : 0.f;
   }
   top = block_reduce<Threads, true>(top, scratch);
-  const bool any_nan = block_reduce<Threads, true>(nan, scratch) > 0.f;
+  const bool any_nan = top == CUKILN_INF;
+  const bool empty = top == -CUKILN_INF;
   float total = 0.f;
-  if (top != -CUKILN_INF) {
+  if (!empty && !any_nan) {
     for (int s = threadIdx.x; s < num_splits; s += Threads) total += expf(lses[s] - top);
   }
   total = block_reduce<Threads, false>(total, scratch);
   const float inv_total = total > 0.f ? 1.f / total : 0.f;
 
   float sum[kPerThread] = {};
-  for (int first = 0; first < num_splits && top != -CUKILN_INF; first += kChunk) {
+  for (int first = 0; first < num_splits && !empty && !any_nan; first += kChunk) {
     const int n = min(kChunk, num_splits - first);
     __syncthreads();  // the previous chunk's weights are used up
     for (int s = threadIdx.x; s < n; s += Threads) weights[s] = expf(lses[first + s] - top) * inv_total;
     __syncthreads();
+    const int done = first == 0 ? min(kPrefetch, n) : 0;  // splits already read
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int j = threadIdx.x + i * Threads;
       if (j < D) {
-        const float* column = outs + static_cast<long long>(first) * D + j;
         float acc = 0.f;
+#pragma unroll
+        for (int s = 0; s < kPrefetch; ++s) acc = s < done ? fmaf(weights[s], early[i][s], acc) : acc;
+        const float* column = outs + static_cast<long long>(first) * D + j;
 #pragma unroll 8
-        for (int s = 0; s < n; ++s) acc = fmaf(weights[s], column[static_cast<long long>(s) * D], acc);
+        for (int s = done; s < n; ++s) acc = fmaf(weights[s], column[static_cast<long long>(s) * D], acc);
         sum[i] += acc;
       }
     }
@@ -565,7 +578,7 @@ __device__ __forceinline__ void combine(const float* partial_out, const float* p
     if (j < D) out[out_rows.at(b, qh, j)] = from_float<T>(any_nan ? CUKILN_NAN : sum[i]);
   }
   if (threadIdx.x == 0 && lse != nullptr) {
-    lse[blockIdx.x] = any_nan ? CUKILN_NAN : top == -CUKILN_INF ? -CUKILN_INF : top + logf(total);
+    lse[blockIdx.x] = any_nan ? CUKILN_NAN : empty ? -CUKILN_INF : top + logf(total);
   }
 }
 
