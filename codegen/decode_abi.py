@@ -15,7 +15,8 @@ from .rope_abi import CPTR, F64, I64, PTR
 HEAD_ROWS = 16
 # Warps per block: each takes 16 keys of every tile.
 WARPS = 4
-KEYS_PER_TILE = 16 * WARPS
+KEYS_PER_WARP = 16
+KEYS_PER_TILE = KEYS_PER_WARP * WARPS
 # Elements between tile rows in shared memory beyond the head dim (16 bytes), so that the eight rows an
 # ldmatrix phase reads start on distinct 16-byte bank groups.
 ROW_PADDING = 8
@@ -26,9 +27,9 @@ SHARED_BUDGET = 99 * 1024
 MIN_STAGES, MAX_STAGES = 2, 8
 
 
-def stage_bytes(head_dim: int, itemsize: int = 2) -> int:
-    """One pipeline stage: a K tile and a V tile."""
-    return 2 * KEYS_PER_TILE * (head_dim + ROW_PADDING) * itemsize
+def stage_bytes(head_dim: int, itemsize: int = 2, warps: int = WARPS) -> int:
+    """One pipeline stage: a K tile and a V tile (of KEYS_PER_WARP keys a warp)."""
+    return 2 * KEYS_PER_WARP * warps * (head_dim + ROW_PADDING) * itemsize
 
 
 def query_bytes(head_dim: int, itemsize: int = 2) -> int:
@@ -41,12 +42,12 @@ def stages(head_dim: int) -> int:
     return max(MIN_STAGES, min(MAX_STAGES, fit))
 
 
-def shared_bytes(head_dim: int, n_stages: int | None = None) -> int:
+def shared_bytes(head_dim: int, n_stages: int | None = None, warps: int = WARPS) -> int:
     """Dynamic shared memory of one attention block: the K/V stages, then the query tile. The warps'
     partial results are merged over the stages at the end, so those must hold them (asserted below)."""
     n_stages = stages(head_dim) if n_stages is None else n_stages
-    pipeline = n_stages * stage_bytes(head_dim)
-    assert WARPS * HEAD_ROWS * (head_dim + 2) * 4 <= pipeline, "the warps' partial results fit over the stages"
+    pipeline = n_stages * stage_bytes(head_dim, warps=warps)
+    assert warps * HEAD_ROWS * (head_dim + 2) * 4 <= pipeline, "the warps' partial results fit over the stages"
     return pipeline + query_bytes(head_dim)
 
 # Shared memory of one sm_90 multiprocessor, and what the driver keeps of it per resident block.

@@ -40,7 +40,7 @@ def _environment() -> jinja2.Environment:
 
 
 def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, decode_stages: dict[int, int] | None = None,
-                   decode_l2_prefetch: str = DECODE_L2_PREFETCH) -> dict[str, str]:
+                   decode_l2_prefetch: str = DECODE_L2_PREFETCH, decode_warps: int = decode_abi.WARPS) -> dict[str, str]:
     """Every header the modules include: name -> source (written to generated/, handed to NVRTC).
 
     Keyword arguments here and in render_rope_module exist for experiments (benchmarks/rope_sweep.py,
@@ -50,7 +50,7 @@ def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, decode_stages: dic
         COMMON_HEADER: _environment().get_template("common.cuh.j2").render(),
         ROPE_HEADER: _environment().get_template("rope.cuh.j2").render(heads_in_flight=heads_in_flight),
         DECODE_HEADER: _environment().get_template("decode.cuh.j2").render(
-            head_rows=decode_abi.HEAD_ROWS, warps=decode_abi.WARPS, keys_per_tile=decode_abi.KEYS_PER_TILE,
+            head_rows=decode_abi.HEAD_ROWS, warps=decode_warps, keys_per_tile=decode_abi.KEYS_PER_WARP * decode_warps,
             row_padding=decode_abi.ROW_PADDING,
             stages_by_dim=decode_stages or {d: decode_abi.stages(d) for d in HEAD_DIMS},
             l2_prefetch=decode_l2_prefetch),
@@ -75,7 +75,8 @@ def render_rope_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks:
 DECODE_COMBINE_THREADS = 128
 
 
-def render_decode_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVariant]) -> str:
+def render_decode_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVariant], *,
+                         warps: int = decode_abi.WARPS, min_blocks: dict[int, int] | None = None) -> str:
     """The .cu source holding the decode variants ``variants`` (all of element type ``dtype``)."""
     assert all(v.dtype is dtype for v in variants), "one element type per module"
     return _environment().get_template("decode.cu.j2").render(
@@ -83,9 +84,9 @@ def render_decode_module(dtype: Dtype, variants: list[DecodeVariant | DecodeComb
         dtype_ctype=_CTYPE[dtype],
         variants=variants,
         params={v.name: decode_abi.decode_params(v) for v in variants},
-        max_threads=32 * decode_abi.WARPS,
+        max_threads=32 * warps,
         # the register budget per head dim: as many resident blocks as shared memory allows
-        min_blocks={v.head_dim: decode_abi.min_blocks_per_sm(v.head_dim) for v in variants},
+        min_blocks=min_blocks or {v.head_dim: decode_abi.min_blocks_per_sm(v.head_dim) for v in variants},
         combine_threads=DECODE_COMBINE_THREADS,
     )
 
