@@ -334,9 +334,22 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   };
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) load_keys(t);
-  for (int i = threadIdx.x; i < kHeadRows * D; i += kThreads) {
-    const int r = i / D, j = i % D;
-    q_tile[r * kPitch + j] = r < rows ? q[q_rows.at(b, first_head + r, j)] : T{0};
+  {
+    // The query (any strides, so element by element): every load issued before any store, so that the
+    // block waits for one round trip to memory here, not one per batch of loads.
+    constexpr int kPerThread = kHeadRows * D / kThreads;
+    static_assert(kHeadRows * D % kThreads == 0, "every thread loads the same number of query elements");
+    T values[kPerThread];
+#pragma unroll
+    for (int c = 0; c < kPerThread; ++c) {
+      const int i = threadIdx.x + c * kThreads, r = i / D, j = i % D;
+      values[c] = r < rows ? q[q_rows.at(b, first_head + r, j)] : T{0};
+    }
+#pragma unroll
+    for (int c = 0; c < kPerThread; ++c) {
+      const int i = threadIdx.x + c * kThreads;
+      q_tile[(i / D) * kPitch + i % D] = values[c];
+    }
   }
 
   // Per thread, as the mma fragments lay them out: rows r0 = lane / 4 and r0 + 8 (query heads), columns

@@ -790,7 +790,7 @@ DECODE_PARAMS = {
 # from generated/tuning/<arch>.json: `cukiln tune decode`); one split means the one-pass kernel.
 DECODE_SPLIT_DEFAULT = {'blocks_per_sm': 2.0, 'min_keys_per_split': 256, 'wave_efficiency': 0.9}
 DECODE_SPLIT = {
-    'sm_90': {'blocks_per_sm': 2.0, 'min_keys_per_split': 64, 'wave_efficiency': 1.0},
+    'sm_90': {'blocks_per_sm': 1.0, 'min_keys_per_split': 64, 'wave_efficiency': 0.95},
 }
 
 DECODE = {
