@@ -127,8 +127,10 @@ __device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_grou
 
 // Programmatic dependent launch (sm_90 on): the attention grid lets the combine grid be scheduled
 // while it runs, and the combine grid waits for the attention grid's results before reading them, so
-// the second launch's start-up overlaps the first kernel. Without the launch attribute (or before
-// sm_90) the combine grid starts after the attention grid anyway and the wait returns at once.
+// the second launch's start-up overlaps the first kernel. The attention grid is launched the same way
+// after whatever kernel came before it in the stream (rope on q and k, say) and waits for that one to
+// finish, memory included, before it reads or writes anything. Without the launch attribute (or before
+// sm_90) a grid starts after the previous one anyway and the wait returns at once.
 __device__ __forceinline__ void allow_dependent_launch() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::);
@@ -305,6 +307,9 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   T* tiles = reinterpret_cast<T*>(shared);  // [kStages][K, V][kKeys][kPitch]
   T* q_tile = tiles + kStages * 2 * kTileElems;  // [kHeadRows][kPitch], rows past the group zero
 
+  // Inputs (q, K/V, lengths) may come from the kernel before this one, and outputs or workspace may
+  // reuse memory it reads: nothing is touched before it has finished.
+  wait_for_prerequisite_grid();
   if (sink.split_kv()) allow_dependent_launch();
   const KeyRange range = lengths.of(b);
   if (range.malformed) {

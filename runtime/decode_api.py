@@ -115,7 +115,7 @@ def _launch(plan: DecodePlan, out, lse, tensors) -> None:
         partial_out=partial_out.data_ptr() if partial_out is not None else 0,
         partial_lse=partial_lse.data_ptr() if partial_lse is not None else 0)
     a = plan.attention
-    launch(plan.device, a.module, a.symbol, a.fmt, attention, a.grid, a.block, stream, a.shared)
+    launch(plan.device, a.module, a.symbol, a.fmt, attention, a.grid, a.block, stream, a.shared, a.overlap_previous)
     if plan.combine is not None:
         c = plan.combine
         launch(plan.device, c.module, c.symbol, c.fmt, combine, c.grid, c.block, stream, c.shared, c.overlap_previous)

@@ -252,14 +252,16 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     module, symbol, layout_id, combine_symbol = dispatch.DECODE[key]
 
     names, fmt = dispatch.DECODE_PARAMS[layout_id]
+    # sm_90 on, both kernels are launched programmatically: each is scheduled while the kernel before it
+    # in the stream runs, and waits for that kernel's results before touching memory (decode.cuh).
+    programmatic = arch_number(arch) >= 90
     attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, b), (32 * dispatch.DECODE_WARPS, 1, 1),
-                       dispatch.DECODE_SHARED[d])
+                       dispatch.DECODE_SHARED[d], overlap_previous=programmatic)
     combine = None
     if splits > 1:  # the attention kernel writes partial results (partial_out, set at launch) to merge
         c_names, c_fmt = dispatch.DECODE_PARAMS["combine"]
-        # sm_90 on: the combine kernel is scheduled while the attention kernel runs (it waits for its results)
         combine = Launch(module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
-                         (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=arch_number(arch) >= 90)
+                         (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)
     fields = {
         "q": q.ptr, "k": k.ptr, "v": v.ptr,
         "kv_lens": lens_ptr, "kv_len": lens_value, "kv_start": start_ptr, "kv_start_value": start_value,

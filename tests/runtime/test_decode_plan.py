@@ -83,6 +83,12 @@ def test_split_variant_comes_with_its_combine_kernel_and_workspace_shape():
     assert dict(zip(p.combine.field_names, combine))["num_splits"] == 4
 
 
+def test_both_kernels_launch_programmatically_from_sm_90_on():
+    for arch, programmatic in (("sm_80", False), ("sm_90", True), ("sm_100", True), (None, False)):
+        p = plan(num_splits=4, arch=arch)
+        assert p.attention.overlap_previous is programmatic and p.combine.overlap_previous is programmatic
+
+
 def test_large_groups_take_several_blocks_per_kv_head():
     q = contiguous((1, 40, 64))
     k = cache_slice(1, 2, 100, 64, 100)
