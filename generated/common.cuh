@@ -4,6 +4,25 @@
 
 namespace cukiln {
 
+// Programmatic dependent launch (sm_90 on). cukiln launches its kernels with programmatic stream
+// serialization there: a grid may be scheduled before the kernel ahead of it in the stream has
+// finished (once every block of that kernel has allowed it with allow_dependent_launch, or exited),
+// and it waits for that kernel to finish, memory included, before it reads or writes anything
+// (wait_for_prerequisite_grid): the launch's start-up overlaps, not the work. Only the decode
+// attention kernel allows early, for its combine kernel. Without the launch attribute (a kernel of
+// another library before or after, or before sm_90) grids run one after the other as usual and the
+// wait returns at once.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::);
+#endif
+}
+__device__ __forceinline__ void wait_for_prerequisite_grid() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // 16-bit storage types. Arithmetic happens in fp32; these only carry bits, so no CUDA header is needed
 // and the same source compiles for every architecture from sm_80 on.
 struct f16 { unsigned short bits; };

@@ -35,6 +35,7 @@ struct rope_bf16_dense_half_freqs_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v1(const rope_bf16_dense_half_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -71,6 +72,7 @@ struct rope_bf16_dense_half_freqs_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v2(const rope_bf16_dense_half_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -107,6 +109,7 @@ struct rope_bf16_dense_half_freqs_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v4(const rope_bf16_dense_half_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -143,6 +146,7 @@ struct rope_bf16_dense_half_freqs_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v8(const rope_bf16_dense_half_freqs_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -185,6 +189,7 @@ struct rope_bf16_dense_half_freqs_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v1(const rope_bf16_dense_half_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -227,6 +232,7 @@ struct rope_bf16_dense_half_freqs_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v2(const rope_bf16_dense_half_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -269,6 +275,7 @@ struct rope_bf16_dense_half_freqs_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v4(const rope_bf16_dense_half_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -311,6 +318,7 @@ struct rope_bf16_dense_half_freqs_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v8(const rope_bf16_dense_half_freqs_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -355,6 +363,7 @@ struct rope_bf16_dense_half_freqs_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s4_v1(const rope_bf16_dense_half_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -394,6 +403,7 @@ struct rope_bf16_dense_half_cossin_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v1(const rope_bf16_dense_half_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -433,6 +443,7 @@ struct rope_bf16_dense_half_cossin_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v2(const rope_bf16_dense_half_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -472,6 +483,7 @@ struct rope_bf16_dense_half_cossin_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v4(const rope_bf16_dense_half_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -511,6 +523,7 @@ struct rope_bf16_dense_half_cossin_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v8(const rope_bf16_dense_half_cossin_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -556,6 +569,7 @@ struct rope_bf16_dense_half_cossin_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v1(const rope_bf16_dense_half_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -601,6 +615,7 @@ struct rope_bf16_dense_half_cossin_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v2(const rope_bf16_dense_half_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -646,6 +661,7 @@ struct rope_bf16_dense_half_cossin_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v4(const rope_bf16_dense_half_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -691,6 +707,7 @@ struct rope_bf16_dense_half_cossin_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v8(const rope_bf16_dense_half_cossin_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -738,6 +755,7 @@ struct rope_bf16_dense_half_cossin_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s4_v1(const rope_bf16_dense_half_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -777,6 +795,7 @@ struct rope_bf16_dense_half_cossinf32_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v1(const rope_bf16_dense_half_cossinf32_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -816,6 +835,7 @@ struct rope_bf16_dense_half_cossinf32_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v2(const rope_bf16_dense_half_cossinf32_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -855,6 +875,7 @@ struct rope_bf16_dense_half_cossinf32_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v4(const rope_bf16_dense_half_cossinf32_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -894,6 +915,7 @@ struct rope_bf16_dense_half_cossinf32_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v8(const rope_bf16_dense_half_cossinf32_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -939,6 +961,7 @@ struct rope_bf16_dense_half_cossinf32_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v1(const rope_bf16_dense_half_cossinf32_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -984,6 +1007,7 @@ struct rope_bf16_dense_half_cossinf32_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v2(const rope_bf16_dense_half_cossinf32_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1029,6 +1053,7 @@ struct rope_bf16_dense_half_cossinf32_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v4(const rope_bf16_dense_half_cossinf32_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1074,6 +1099,7 @@ struct rope_bf16_dense_half_cossinf32_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v8(const rope_bf16_dense_half_cossinf32_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1121,6 +1147,7 @@ struct rope_bf16_dense_half_cossinf32_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s4_v1(const rope_bf16_dense_half_cossinf32_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -1156,6 +1183,7 @@ struct rope_bf16_dense_half_invfreq_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v1(const rope_bf16_dense_half_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1191,6 +1219,7 @@ struct rope_bf16_dense_half_invfreq_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v2(const rope_bf16_dense_half_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1226,6 +1255,7 @@ struct rope_bf16_dense_half_invfreq_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v4(const rope_bf16_dense_half_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1261,6 +1291,7 @@ struct rope_bf16_dense_half_invfreq_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v8(const rope_bf16_dense_half_invfreq_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1302,6 +1333,7 @@ struct rope_bf16_dense_half_invfreq_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v1(const rope_bf16_dense_half_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1343,6 +1375,7 @@ struct rope_bf16_dense_half_invfreq_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v2(const rope_bf16_dense_half_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1384,6 +1417,7 @@ struct rope_bf16_dense_half_invfreq_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v4(const rope_bf16_dense_half_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1425,6 +1459,7 @@ struct rope_bf16_dense_half_invfreq_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v8(const rope_bf16_dense_half_invfreq_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1468,6 +1503,7 @@ struct rope_bf16_dense_half_invfreq_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s4_v1(const rope_bf16_dense_half_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -1504,6 +1540,7 @@ struct rope_bf16_dense_half_base_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v1(const rope_bf16_dense_half_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1540,6 +1577,7 @@ struct rope_bf16_dense_half_base_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v2(const rope_bf16_dense_half_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1576,6 +1614,7 @@ struct rope_bf16_dense_half_base_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v4(const rope_bf16_dense_half_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1612,6 +1651,7 @@ struct rope_bf16_dense_half_base_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v8(const rope_bf16_dense_half_base_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1654,6 +1694,7 @@ struct rope_bf16_dense_half_base_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v1(const rope_bf16_dense_half_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1696,6 +1737,7 @@ struct rope_bf16_dense_half_base_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v2(const rope_bf16_dense_half_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1738,6 +1780,7 @@ struct rope_bf16_dense_half_base_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v4(const rope_bf16_dense_half_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1780,6 +1823,7 @@ struct rope_bf16_dense_half_base_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v8(const rope_bf16_dense_half_base_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1824,6 +1868,7 @@ struct rope_bf16_dense_half_base_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s4_v1(const rope_bf16_dense_half_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, false>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -1860,6 +1905,7 @@ struct rope_bf16_dense_interleaved_freqs_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v1(const rope_bf16_dense_interleaved_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1896,6 +1942,7 @@ struct rope_bf16_dense_interleaved_freqs_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v2(const rope_bf16_dense_interleaved_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1932,6 +1979,7 @@ struct rope_bf16_dense_interleaved_freqs_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v4(const rope_bf16_dense_interleaved_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1968,6 +2016,7 @@ struct rope_bf16_dense_interleaved_freqs_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v8(const rope_bf16_dense_interleaved_freqs_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -2010,6 +2059,7 @@ struct rope_bf16_dense_interleaved_freqs_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v1(const rope_bf16_dense_interleaved_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2052,6 +2102,7 @@ struct rope_bf16_dense_interleaved_freqs_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v2(const rope_bf16_dense_interleaved_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2094,6 +2145,7 @@ struct rope_bf16_dense_interleaved_freqs_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v4(const rope_bf16_dense_interleaved_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2136,6 +2188,7 @@ struct rope_bf16_dense_interleaved_freqs_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v8(const rope_bf16_dense_interleaved_freqs_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2180,6 +2233,7 @@ struct rope_bf16_dense_interleaved_freqs_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s4_v1(const rope_bf16_dense_interleaved_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -2219,6 +2273,7 @@ struct rope_bf16_dense_interleaved_cossin_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v1(const rope_bf16_dense_interleaved_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -2258,6 +2313,7 @@ struct rope_bf16_dense_interleaved_cossin_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v2(const rope_bf16_dense_interleaved_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -2297,6 +2353,7 @@ struct rope_bf16_dense_interleaved_cossin_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v4(const rope_bf16_dense_interleaved_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -2336,6 +2393,7 @@ struct rope_bf16_dense_interleaved_cossin_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v8(const rope_bf16_dense_interleaved_cossin_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -2381,6 +2439,7 @@ struct rope_bf16_dense_interleaved_cossin_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v1(const rope_bf16_dense_interleaved_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2426,6 +2485,7 @@ struct rope_bf16_dense_interleaved_cossin_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v2(const rope_bf16_dense_interleaved_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2471,6 +2531,7 @@ struct rope_bf16_dense_interleaved_cossin_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v4(const rope_bf16_dense_interleaved_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2516,6 +2577,7 @@ struct rope_bf16_dense_interleaved_cossin_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v8(const rope_bf16_dense_interleaved_cossin_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2563,6 +2625,7 @@ struct rope_bf16_dense_interleaved_cossin_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s4_v1(const rope_bf16_dense_interleaved_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -2602,6 +2665,7 @@ struct rope_bf16_dense_interleaved_cossinf32_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v1(const rope_bf16_dense_interleaved_cossinf32_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -2641,6 +2705,7 @@ struct rope_bf16_dense_interleaved_cossinf32_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v2(const rope_bf16_dense_interleaved_cossinf32_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -2680,6 +2745,7 @@ struct rope_bf16_dense_interleaved_cossinf32_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v4(const rope_bf16_dense_interleaved_cossinf32_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -2719,6 +2785,7 @@ struct rope_bf16_dense_interleaved_cossinf32_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v8(const rope_bf16_dense_interleaved_cossinf32_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -2764,6 +2831,7 @@ struct rope_bf16_dense_interleaved_cossinf32_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v1(const rope_bf16_dense_interleaved_cossinf32_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2809,6 +2877,7 @@ struct rope_bf16_dense_interleaved_cossinf32_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v2(const rope_bf16_dense_interleaved_cossinf32_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2854,6 +2923,7 @@ struct rope_bf16_dense_interleaved_cossinf32_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v4(const rope_bf16_dense_interleaved_cossinf32_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2899,6 +2969,7 @@ struct rope_bf16_dense_interleaved_cossinf32_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v8(const rope_bf16_dense_interleaved_cossinf32_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2946,6 +3017,7 @@ struct rope_bf16_dense_interleaved_cossinf32_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s4_v1(const rope_bf16_dense_interleaved_cossinf32_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -2981,6 +3053,7 @@ struct rope_bf16_dense_interleaved_invfreq_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v1(const rope_bf16_dense_interleaved_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -3016,6 +3089,7 @@ struct rope_bf16_dense_interleaved_invfreq_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v2(const rope_bf16_dense_interleaved_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -3051,6 +3125,7 @@ struct rope_bf16_dense_interleaved_invfreq_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v4(const rope_bf16_dense_interleaved_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -3086,6 +3161,7 @@ struct rope_bf16_dense_interleaved_invfreq_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v8(const rope_bf16_dense_interleaved_invfreq_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -3127,6 +3203,7 @@ struct rope_bf16_dense_interleaved_invfreq_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v1(const rope_bf16_dense_interleaved_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -3168,6 +3245,7 @@ struct rope_bf16_dense_interleaved_invfreq_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v2(const rope_bf16_dense_interleaved_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -3209,6 +3287,7 @@ struct rope_bf16_dense_interleaved_invfreq_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v4(const rope_bf16_dense_interleaved_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -3250,6 +3329,7 @@ struct rope_bf16_dense_interleaved_invfreq_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v8(const rope_bf16_dense_interleaved_invfreq_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -3293,6 +3373,7 @@ struct rope_bf16_dense_interleaved_invfreq_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s4_v1(const rope_bf16_dense_interleaved_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -3329,6 +3410,7 @@ struct rope_bf16_dense_interleaved_base_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v1(const rope_bf16_dense_interleaved_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -3365,6 +3447,7 @@ struct rope_bf16_dense_interleaved_base_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v2(const rope_bf16_dense_interleaved_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -3401,6 +3484,7 @@ struct rope_bf16_dense_interleaved_base_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v4(const rope_bf16_dense_interleaved_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -3437,6 +3521,7 @@ struct rope_bf16_dense_interleaved_base_s0_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v8(const rope_bf16_dense_interleaved_base_s0_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -3479,6 +3564,7 @@ struct rope_bf16_dense_interleaved_base_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v1(const rope_bf16_dense_interleaved_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -3521,6 +3607,7 @@ struct rope_bf16_dense_interleaved_base_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v2(const rope_bf16_dense_interleaved_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 2, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -3563,6 +3650,7 @@ struct rope_bf16_dense_interleaved_base_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v4(const rope_bf16_dense_interleaved_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 4, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -3605,6 +3693,7 @@ struct rope_bf16_dense_interleaved_base_s3_v8_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v8(const rope_bf16_dense_interleaved_base_s3_v8_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 8, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -3649,6 +3738,7 @@ struct rope_bf16_dense_interleaved_base_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s4_v1(const rope_bf16_dense_interleaved_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<bf16, 1, true>(
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},

@@ -37,6 +37,7 @@ struct rope_fp16_thd_half_freqs_s0_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0_v1_grid(const rope_fp16_thd_half_freqs_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -76,6 +77,7 @@ struct rope_fp16_thd_half_freqs_s0_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0_v2_grid(const rope_fp16_thd_half_freqs_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -115,6 +117,7 @@ struct rope_fp16_thd_half_freqs_s0_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0_v4_grid(const rope_fp16_thd_half_freqs_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -154,6 +157,7 @@ struct rope_fp16_thd_half_freqs_s0_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0_v8_grid(const rope_fp16_thd_half_freqs_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -199,6 +203,7 @@ struct rope_fp16_thd_half_freqs_s3_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3_v1_grid(const rope_fp16_thd_half_freqs_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -244,6 +249,7 @@ struct rope_fp16_thd_half_freqs_s3_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3_v2_grid(const rope_fp16_thd_half_freqs_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -289,6 +295,7 @@ struct rope_fp16_thd_half_freqs_s3_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3_v4_grid(const rope_fp16_thd_half_freqs_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -334,6 +341,7 @@ struct rope_fp16_thd_half_freqs_s3_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3_v8_grid(const rope_fp16_thd_half_freqs_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -381,6 +389,7 @@ struct rope_fp16_thd_half_freqs_s4_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s4_v1_grid(const rope_fp16_thd_half_freqs_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -423,6 +432,7 @@ struct rope_fp16_thd_half_cossin_s0_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s0_v1_grid(const rope_fp16_thd_half_cossin_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -465,6 +475,7 @@ struct rope_fp16_thd_half_cossin_s0_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s0_v2_grid(const rope_fp16_thd_half_cossin_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -507,6 +518,7 @@ struct rope_fp16_thd_half_cossin_s0_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s0_v4_grid(const rope_fp16_thd_half_cossin_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -549,6 +561,7 @@ struct rope_fp16_thd_half_cossin_s0_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s0_v8_grid(const rope_fp16_thd_half_cossin_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -597,6 +610,7 @@ struct rope_fp16_thd_half_cossin_s3_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s3_v1_grid(const rope_fp16_thd_half_cossin_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -645,6 +659,7 @@ struct rope_fp16_thd_half_cossin_s3_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s3_v2_grid(const rope_fp16_thd_half_cossin_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -693,6 +708,7 @@ struct rope_fp16_thd_half_cossin_s3_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s3_v4_grid(const rope_fp16_thd_half_cossin_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -741,6 +757,7 @@ struct rope_fp16_thd_half_cossin_s3_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s3_v8_grid(const rope_fp16_thd_half_cossin_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -791,6 +808,7 @@ struct rope_fp16_thd_half_cossin_s4_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s4_v1_grid(const rope_fp16_thd_half_cossin_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -833,6 +851,7 @@ struct rope_fp16_thd_half_cossinf32_s0_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s0_v1_grid(const rope_fp16_thd_half_cossinf32_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -875,6 +894,7 @@ struct rope_fp16_thd_half_cossinf32_s0_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s0_v2_grid(const rope_fp16_thd_half_cossinf32_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -917,6 +937,7 @@ struct rope_fp16_thd_half_cossinf32_s0_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s0_v4_grid(const rope_fp16_thd_half_cossinf32_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -959,6 +980,7 @@ struct rope_fp16_thd_half_cossinf32_s0_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s0_v8_grid(const rope_fp16_thd_half_cossinf32_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1007,6 +1029,7 @@ struct rope_fp16_thd_half_cossinf32_s3_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s3_v1_grid(const rope_fp16_thd_half_cossinf32_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1055,6 +1078,7 @@ struct rope_fp16_thd_half_cossinf32_s3_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s3_v2_grid(const rope_fp16_thd_half_cossinf32_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1103,6 +1127,7 @@ struct rope_fp16_thd_half_cossinf32_s3_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s3_v4_grid(const rope_fp16_thd_half_cossinf32_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1151,6 +1176,7 @@ struct rope_fp16_thd_half_cossinf32_s3_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s3_v8_grid(const rope_fp16_thd_half_cossinf32_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1201,6 +1227,7 @@ struct rope_fp16_thd_half_cossinf32_s4_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s4_v1_grid(const rope_fp16_thd_half_cossinf32_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1239,6 +1266,7 @@ struct rope_fp16_thd_half_invfreq_s0_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s0_v1_grid(const rope_fp16_thd_half_invfreq_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1277,6 +1305,7 @@ struct rope_fp16_thd_half_invfreq_s0_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s0_v2_grid(const rope_fp16_thd_half_invfreq_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1315,6 +1344,7 @@ struct rope_fp16_thd_half_invfreq_s0_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s0_v4_grid(const rope_fp16_thd_half_invfreq_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1353,6 +1383,7 @@ struct rope_fp16_thd_half_invfreq_s0_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s0_v8_grid(const rope_fp16_thd_half_invfreq_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1397,6 +1428,7 @@ struct rope_fp16_thd_half_invfreq_s3_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s3_v1_grid(const rope_fp16_thd_half_invfreq_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1441,6 +1473,7 @@ struct rope_fp16_thd_half_invfreq_s3_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s3_v2_grid(const rope_fp16_thd_half_invfreq_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1485,6 +1518,7 @@ struct rope_fp16_thd_half_invfreq_s3_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s3_v4_grid(const rope_fp16_thd_half_invfreq_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1529,6 +1563,7 @@ struct rope_fp16_thd_half_invfreq_s3_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s3_v8_grid(const rope_fp16_thd_half_invfreq_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1575,6 +1610,7 @@ struct rope_fp16_thd_half_invfreq_s4_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s4_v1_grid(const rope_fp16_thd_half_invfreq_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1614,6 +1650,7 @@ struct rope_fp16_thd_half_base_s0_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_v1_grid(const rope_fp16_thd_half_base_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1653,6 +1690,7 @@ struct rope_fp16_thd_half_base_s0_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_v2_grid(const rope_fp16_thd_half_base_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1692,6 +1730,7 @@ struct rope_fp16_thd_half_base_s0_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_v4_grid(const rope_fp16_thd_half_base_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1731,6 +1770,7 @@ struct rope_fp16_thd_half_base_s0_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_v8_grid(const rope_fp16_thd_half_base_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1776,6 +1816,7 @@ struct rope_fp16_thd_half_base_s3_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_v1_grid(const rope_fp16_thd_half_base_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1821,6 +1862,7 @@ struct rope_fp16_thd_half_base_s3_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_v2_grid(const rope_fp16_thd_half_base_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1866,6 +1908,7 @@ struct rope_fp16_thd_half_base_s3_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_v4_grid(const rope_fp16_thd_half_base_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1911,6 +1954,7 @@ struct rope_fp16_thd_half_base_s3_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_v8_grid(const rope_fp16_thd_half_base_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1958,6 +2002,7 @@ struct rope_fp16_thd_half_base_s4_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s4_v1_grid(const rope_fp16_thd_half_base_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, false>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1997,6 +2042,7 @@ struct rope_fp16_thd_interleaved_freqs_s0_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s0_v1_grid(const rope_fp16_thd_interleaved_freqs_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2036,6 +2082,7 @@ struct rope_fp16_thd_interleaved_freqs_s0_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s0_v2_grid(const rope_fp16_thd_interleaved_freqs_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2075,6 +2122,7 @@ struct rope_fp16_thd_interleaved_freqs_s0_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s0_v4_grid(const rope_fp16_thd_interleaved_freqs_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2114,6 +2162,7 @@ struct rope_fp16_thd_interleaved_freqs_s0_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s0_v8_grid(const rope_fp16_thd_interleaved_freqs_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2159,6 +2208,7 @@ struct rope_fp16_thd_interleaved_freqs_s3_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s3_v1_grid(const rope_fp16_thd_interleaved_freqs_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2204,6 +2254,7 @@ struct rope_fp16_thd_interleaved_freqs_s3_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s3_v2_grid(const rope_fp16_thd_interleaved_freqs_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2249,6 +2300,7 @@ struct rope_fp16_thd_interleaved_freqs_s3_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s3_v4_grid(const rope_fp16_thd_interleaved_freqs_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2294,6 +2346,7 @@ struct rope_fp16_thd_interleaved_freqs_s3_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s3_v8_grid(const rope_fp16_thd_interleaved_freqs_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2341,6 +2394,7 @@ struct rope_fp16_thd_interleaved_freqs_s4_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s4_v1_grid(const rope_fp16_thd_interleaved_freqs_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2383,6 +2437,7 @@ struct rope_fp16_thd_interleaved_cossin_s0_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s0_v1_grid(const rope_fp16_thd_interleaved_cossin_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2425,6 +2480,7 @@ struct rope_fp16_thd_interleaved_cossin_s0_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s0_v2_grid(const rope_fp16_thd_interleaved_cossin_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2467,6 +2523,7 @@ struct rope_fp16_thd_interleaved_cossin_s0_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s0_v4_grid(const rope_fp16_thd_interleaved_cossin_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2509,6 +2566,7 @@ struct rope_fp16_thd_interleaved_cossin_s0_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s0_v8_grid(const rope_fp16_thd_interleaved_cossin_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2557,6 +2615,7 @@ struct rope_fp16_thd_interleaved_cossin_s3_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s3_v1_grid(const rope_fp16_thd_interleaved_cossin_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2605,6 +2664,7 @@ struct rope_fp16_thd_interleaved_cossin_s3_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s3_v2_grid(const rope_fp16_thd_interleaved_cossin_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2653,6 +2713,7 @@ struct rope_fp16_thd_interleaved_cossin_s3_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s3_v4_grid(const rope_fp16_thd_interleaved_cossin_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2701,6 +2762,7 @@ struct rope_fp16_thd_interleaved_cossin_s3_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s3_v8_grid(const rope_fp16_thd_interleaved_cossin_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2751,6 +2813,7 @@ struct rope_fp16_thd_interleaved_cossin_s4_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s4_v1_grid(const rope_fp16_thd_interleaved_cossin_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2793,6 +2856,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s0_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s0_v1_grid(const rope_fp16_thd_interleaved_cossinf32_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2835,6 +2899,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s0_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s0_v2_grid(const rope_fp16_thd_interleaved_cossinf32_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2877,6 +2942,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s0_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s0_v4_grid(const rope_fp16_thd_interleaved_cossinf32_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2919,6 +2985,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s0_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s0_v8_grid(const rope_fp16_thd_interleaved_cossinf32_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2967,6 +3034,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s3_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s3_v1_grid(const rope_fp16_thd_interleaved_cossinf32_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3015,6 +3083,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s3_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s3_v2_grid(const rope_fp16_thd_interleaved_cossinf32_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3063,6 +3132,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s3_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s3_v4_grid(const rope_fp16_thd_interleaved_cossinf32_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3111,6 +3181,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s3_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s3_v8_grid(const rope_fp16_thd_interleaved_cossinf32_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3161,6 +3232,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s4_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s4_v1_grid(const rope_fp16_thd_interleaved_cossinf32_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3199,6 +3271,7 @@ struct rope_fp16_thd_interleaved_invfreq_s0_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s0_v1_grid(const rope_fp16_thd_interleaved_invfreq_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3237,6 +3310,7 @@ struct rope_fp16_thd_interleaved_invfreq_s0_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s0_v2_grid(const rope_fp16_thd_interleaved_invfreq_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3275,6 +3349,7 @@ struct rope_fp16_thd_interleaved_invfreq_s0_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s0_v4_grid(const rope_fp16_thd_interleaved_invfreq_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3313,6 +3388,7 @@ struct rope_fp16_thd_interleaved_invfreq_s0_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s0_v8_grid(const rope_fp16_thd_interleaved_invfreq_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3357,6 +3433,7 @@ struct rope_fp16_thd_interleaved_invfreq_s3_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s3_v1_grid(const rope_fp16_thd_interleaved_invfreq_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3401,6 +3478,7 @@ struct rope_fp16_thd_interleaved_invfreq_s3_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s3_v2_grid(const rope_fp16_thd_interleaved_invfreq_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3445,6 +3523,7 @@ struct rope_fp16_thd_interleaved_invfreq_s3_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s3_v4_grid(const rope_fp16_thd_interleaved_invfreq_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3489,6 +3568,7 @@ struct rope_fp16_thd_interleaved_invfreq_s3_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s3_v8_grid(const rope_fp16_thd_interleaved_invfreq_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3535,6 +3615,7 @@ struct rope_fp16_thd_interleaved_invfreq_s4_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s4_v1_grid(const rope_fp16_thd_interleaved_invfreq_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3574,6 +3655,7 @@ struct rope_fp16_thd_interleaved_base_s0_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s0_v1_grid(const rope_fp16_thd_interleaved_base_s0_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3613,6 +3695,7 @@ struct rope_fp16_thd_interleaved_base_s0_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s0_v2_grid(const rope_fp16_thd_interleaved_base_s0_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3652,6 +3735,7 @@ struct rope_fp16_thd_interleaved_base_s0_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s0_v4_grid(const rope_fp16_thd_interleaved_base_s0_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3691,6 +3775,7 @@ struct rope_fp16_thd_interleaved_base_s0_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s0_v8_grid(const rope_fp16_thd_interleaved_base_s0_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3736,6 +3821,7 @@ struct rope_fp16_thd_interleaved_base_s3_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s3_v1_grid(const rope_fp16_thd_interleaved_base_s3_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3781,6 +3867,7 @@ struct rope_fp16_thd_interleaved_base_s3_v2_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s3_v2_grid(const rope_fp16_thd_interleaved_base_s3_v2_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 2, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3826,6 +3913,7 @@ struct rope_fp16_thd_interleaved_base_s3_v4_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s3_v4_grid(const rope_fp16_thd_interleaved_base_s3_v4_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 4, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3871,6 +3959,7 @@ struct rope_fp16_thd_interleaved_base_s3_v8_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s3_v8_grid(const rope_fp16_thd_interleaved_base_s3_v8_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 8, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -3918,6 +4007,7 @@ struct rope_fp16_thd_interleaved_base_s4_v1_grid_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s4_v1_grid(const rope_fp16_thd_interleaved_base_s4_v1_grid_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_grid<f16, 1, true>(
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},

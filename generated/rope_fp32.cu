@@ -35,6 +35,7 @@ struct rope_fp32_dense_half_freqs_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1(const rope_fp32_dense_half_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -71,6 +72,7 @@ struct rope_fp32_dense_half_freqs_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2(const rope_fp32_dense_half_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -107,6 +109,7 @@ struct rope_fp32_dense_half_freqs_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v4(const rope_fp32_dense_half_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -149,6 +152,7 @@ struct rope_fp32_dense_half_freqs_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1(const rope_fp32_dense_half_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -191,6 +195,7 @@ struct rope_fp32_dense_half_freqs_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2(const rope_fp32_dense_half_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -233,6 +238,7 @@ struct rope_fp32_dense_half_freqs_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v4(const rope_fp32_dense_half_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -277,6 +283,7 @@ struct rope_fp32_dense_half_freqs_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s4_v1(const rope_fp32_dense_half_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -316,6 +323,7 @@ struct rope_fp32_dense_half_cossin_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1(const rope_fp32_dense_half_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -355,6 +363,7 @@ struct rope_fp32_dense_half_cossin_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2(const rope_fp32_dense_half_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -394,6 +403,7 @@ struct rope_fp32_dense_half_cossin_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v4(const rope_fp32_dense_half_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -439,6 +449,7 @@ struct rope_fp32_dense_half_cossin_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1(const rope_fp32_dense_half_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -484,6 +495,7 @@ struct rope_fp32_dense_half_cossin_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2(const rope_fp32_dense_half_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -529,6 +541,7 @@ struct rope_fp32_dense_half_cossin_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v4(const rope_fp32_dense_half_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -576,6 +589,7 @@ struct rope_fp32_dense_half_cossin_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s4_v1(const rope_fp32_dense_half_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -611,6 +625,7 @@ struct rope_fp32_dense_half_invfreq_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1(const rope_fp32_dense_half_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -646,6 +661,7 @@ struct rope_fp32_dense_half_invfreq_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2(const rope_fp32_dense_half_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -681,6 +697,7 @@ struct rope_fp32_dense_half_invfreq_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v4(const rope_fp32_dense_half_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -722,6 +739,7 @@ struct rope_fp32_dense_half_invfreq_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1(const rope_fp32_dense_half_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -763,6 +781,7 @@ struct rope_fp32_dense_half_invfreq_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2(const rope_fp32_dense_half_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -804,6 +823,7 @@ struct rope_fp32_dense_half_invfreq_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v4(const rope_fp32_dense_half_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -847,6 +867,7 @@ struct rope_fp32_dense_half_invfreq_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s4_v1(const rope_fp32_dense_half_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -883,6 +904,7 @@ struct rope_fp32_dense_half_base_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1(const rope_fp32_dense_half_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -919,6 +941,7 @@ struct rope_fp32_dense_half_base_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2(const rope_fp32_dense_half_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -955,6 +978,7 @@ struct rope_fp32_dense_half_base_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v4(const rope_fp32_dense_half_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -997,6 +1021,7 @@ struct rope_fp32_dense_half_base_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1(const rope_fp32_dense_half_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1039,6 +1064,7 @@ struct rope_fp32_dense_half_base_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2(const rope_fp32_dense_half_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1081,6 +1107,7 @@ struct rope_fp32_dense_half_base_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v4(const rope_fp32_dense_half_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1125,6 +1152,7 @@ struct rope_fp32_dense_half_base_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s4_v1(const rope_fp32_dense_half_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -1161,6 +1189,7 @@ struct rope_fp32_dense_interleaved_freqs_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1(const rope_fp32_dense_interleaved_freqs_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1197,6 +1226,7 @@ struct rope_fp32_dense_interleaved_freqs_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2(const rope_fp32_dense_interleaved_freqs_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1233,6 +1263,7 @@ struct rope_fp32_dense_interleaved_freqs_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v4(const rope_fp32_dense_interleaved_freqs_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1275,6 +1306,7 @@ struct rope_fp32_dense_interleaved_freqs_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1(const rope_fp32_dense_interleaved_freqs_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1317,6 +1349,7 @@ struct rope_fp32_dense_interleaved_freqs_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2(const rope_fp32_dense_interleaved_freqs_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1359,6 +1392,7 @@ struct rope_fp32_dense_interleaved_freqs_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v4(const rope_fp32_dense_interleaved_freqs_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1403,6 +1437,7 @@ struct rope_fp32_dense_interleaved_freqs_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s4_v1(const rope_fp32_dense_interleaved_freqs_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -1442,6 +1477,7 @@ struct rope_fp32_dense_interleaved_cossin_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1(const rope_fp32_dense_interleaved_cossin_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1481,6 +1517,7 @@ struct rope_fp32_dense_interleaved_cossin_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2(const rope_fp32_dense_interleaved_cossin_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1520,6 +1557,7 @@ struct rope_fp32_dense_interleaved_cossin_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v4(const rope_fp32_dense_interleaved_cossin_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1565,6 +1603,7 @@ struct rope_fp32_dense_interleaved_cossin_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1(const rope_fp32_dense_interleaved_cossin_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1610,6 +1649,7 @@ struct rope_fp32_dense_interleaved_cossin_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2(const rope_fp32_dense_interleaved_cossin_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1655,6 +1695,7 @@ struct rope_fp32_dense_interleaved_cossin_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v4(const rope_fp32_dense_interleaved_cossin_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1702,6 +1743,7 @@ struct rope_fp32_dense_interleaved_cossin_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s4_v1(const rope_fp32_dense_interleaved_cossin_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -1737,6 +1779,7 @@ struct rope_fp32_dense_interleaved_invfreq_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1(const rope_fp32_dense_interleaved_invfreq_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1772,6 +1815,7 @@ struct rope_fp32_dense_interleaved_invfreq_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2(const rope_fp32_dense_interleaved_invfreq_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1807,6 +1851,7 @@ struct rope_fp32_dense_interleaved_invfreq_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v4(const rope_fp32_dense_interleaved_invfreq_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -1848,6 +1893,7 @@ struct rope_fp32_dense_interleaved_invfreq_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1(const rope_fp32_dense_interleaved_invfreq_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1889,6 +1935,7 @@ struct rope_fp32_dense_interleaved_invfreq_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2(const rope_fp32_dense_interleaved_invfreq_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1930,6 +1977,7 @@ struct rope_fp32_dense_interleaved_invfreq_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v4(const rope_fp32_dense_interleaved_invfreq_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -1973,6 +2021,7 @@ struct rope_fp32_dense_interleaved_invfreq_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s4_v1(const rope_fp32_dense_interleaved_invfreq_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
@@ -2009,6 +2058,7 @@ struct rope_fp32_dense_interleaved_base_s0_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1(const rope_fp32_dense_interleaved_base_s0_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -2045,6 +2095,7 @@ struct rope_fp32_dense_interleaved_base_s0_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2(const rope_fp32_dense_interleaved_base_s0_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -2081,6 +2132,7 @@ struct rope_fp32_dense_interleaved_base_s0_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v4(const rope_fp32_dense_interleaved_base_s0_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
@@ -2123,6 +2175,7 @@ struct rope_fp32_dense_interleaved_base_s3_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1(const rope_fp32_dense_interleaved_base_s3_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2165,6 +2218,7 @@ struct rope_fp32_dense_interleaved_base_s3_v2_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2(const rope_fp32_dense_interleaved_base_s3_v2_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2207,6 +2261,7 @@ struct rope_fp32_dense_interleaved_base_s3_v4_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v4(const rope_fp32_dense_interleaved_base_s3_v4_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
@@ -2251,6 +2306,7 @@ struct rope_fp32_dense_interleaved_base_s4_v1_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s4_v1(const rope_fp32_dense_interleaved_base_s4_v1_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_dense<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},

@@ -37,6 +37,7 @@ struct rope_fp32_thd_half_freqs_s0_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v1_token(const rope_fp32_thd_half_freqs_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -76,6 +77,7 @@ struct rope_fp32_thd_half_freqs_s0_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v2_token(const rope_fp32_thd_half_freqs_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -115,6 +117,7 @@ struct rope_fp32_thd_half_freqs_s0_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v4_token(const rope_fp32_thd_half_freqs_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -160,6 +163,7 @@ struct rope_fp32_thd_half_freqs_s3_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v1_token(const rope_fp32_thd_half_freqs_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -205,6 +209,7 @@ struct rope_fp32_thd_half_freqs_s3_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v2_token(const rope_fp32_thd_half_freqs_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -250,6 +255,7 @@ struct rope_fp32_thd_half_freqs_s3_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v4_token(const rope_fp32_thd_half_freqs_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -297,6 +303,7 @@ struct rope_fp32_thd_half_freqs_s4_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s4_v1_token(const rope_fp32_thd_half_freqs_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -339,6 +346,7 @@ struct rope_fp32_thd_half_cossin_s0_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v1_token(const rope_fp32_thd_half_cossin_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -381,6 +389,7 @@ struct rope_fp32_thd_half_cossin_s0_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v2_token(const rope_fp32_thd_half_cossin_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -423,6 +432,7 @@ struct rope_fp32_thd_half_cossin_s0_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v4_token(const rope_fp32_thd_half_cossin_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -471,6 +481,7 @@ struct rope_fp32_thd_half_cossin_s3_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v1_token(const rope_fp32_thd_half_cossin_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -519,6 +530,7 @@ struct rope_fp32_thd_half_cossin_s3_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v2_token(const rope_fp32_thd_half_cossin_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -567,6 +579,7 @@ struct rope_fp32_thd_half_cossin_s3_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v4_token(const rope_fp32_thd_half_cossin_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -617,6 +630,7 @@ struct rope_fp32_thd_half_cossin_s4_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s4_v1_token(const rope_fp32_thd_half_cossin_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -655,6 +669,7 @@ struct rope_fp32_thd_half_invfreq_s0_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v1_token(const rope_fp32_thd_half_invfreq_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -693,6 +708,7 @@ struct rope_fp32_thd_half_invfreq_s0_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v2_token(const rope_fp32_thd_half_invfreq_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -731,6 +747,7 @@ struct rope_fp32_thd_half_invfreq_s0_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v4_token(const rope_fp32_thd_half_invfreq_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -775,6 +792,7 @@ struct rope_fp32_thd_half_invfreq_s3_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v1_token(const rope_fp32_thd_half_invfreq_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -819,6 +837,7 @@ struct rope_fp32_thd_half_invfreq_s3_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v2_token(const rope_fp32_thd_half_invfreq_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -863,6 +882,7 @@ struct rope_fp32_thd_half_invfreq_s3_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v4_token(const rope_fp32_thd_half_invfreq_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -909,6 +929,7 @@ struct rope_fp32_thd_half_invfreq_s4_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s4_v1_token(const rope_fp32_thd_half_invfreq_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -948,6 +969,7 @@ struct rope_fp32_thd_half_base_s0_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v1_token(const rope_fp32_thd_half_base_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -987,6 +1009,7 @@ struct rope_fp32_thd_half_base_s0_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v2_token(const rope_fp32_thd_half_base_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1026,6 +1049,7 @@ struct rope_fp32_thd_half_base_s0_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v4_token(const rope_fp32_thd_half_base_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1071,6 +1095,7 @@ struct rope_fp32_thd_half_base_s3_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v1_token(const rope_fp32_thd_half_base_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1116,6 +1141,7 @@ struct rope_fp32_thd_half_base_s3_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v2_token(const rope_fp32_thd_half_base_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1161,6 +1187,7 @@ struct rope_fp32_thd_half_base_s3_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v4_token(const rope_fp32_thd_half_base_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1208,6 +1235,7 @@ struct rope_fp32_thd_half_base_s4_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s4_v1_token(const rope_fp32_thd_half_base_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, false>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1247,6 +1275,7 @@ struct rope_fp32_thd_interleaved_freqs_s0_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v1_token(const rope_fp32_thd_interleaved_freqs_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1286,6 +1315,7 @@ struct rope_fp32_thd_interleaved_freqs_s0_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v2_token(const rope_fp32_thd_interleaved_freqs_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1325,6 +1355,7 @@ struct rope_fp32_thd_interleaved_freqs_s0_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v4_token(const rope_fp32_thd_interleaved_freqs_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1370,6 +1401,7 @@ struct rope_fp32_thd_interleaved_freqs_s3_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v1_token(const rope_fp32_thd_interleaved_freqs_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1415,6 +1447,7 @@ struct rope_fp32_thd_interleaved_freqs_s3_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v2_token(const rope_fp32_thd_interleaved_freqs_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1460,6 +1493,7 @@ struct rope_fp32_thd_interleaved_freqs_s3_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v4_token(const rope_fp32_thd_interleaved_freqs_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1507,6 +1541,7 @@ struct rope_fp32_thd_interleaved_freqs_s4_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s4_v1_token(const rope_fp32_thd_interleaved_freqs_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1549,6 +1584,7 @@ struct rope_fp32_thd_interleaved_cossin_s0_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v1_token(const rope_fp32_thd_interleaved_cossin_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1591,6 +1627,7 @@ struct rope_fp32_thd_interleaved_cossin_s0_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v2_token(const rope_fp32_thd_interleaved_cossin_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1633,6 +1670,7 @@ struct rope_fp32_thd_interleaved_cossin_s0_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v4_token(const rope_fp32_thd_interleaved_cossin_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1681,6 +1719,7 @@ struct rope_fp32_thd_interleaved_cossin_s3_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v1_token(const rope_fp32_thd_interleaved_cossin_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1729,6 +1768,7 @@ struct rope_fp32_thd_interleaved_cossin_s3_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v2_token(const rope_fp32_thd_interleaved_cossin_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1777,6 +1817,7 @@ struct rope_fp32_thd_interleaved_cossin_s3_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v4_token(const rope_fp32_thd_interleaved_cossin_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1827,6 +1868,7 @@ struct rope_fp32_thd_interleaved_cossin_s4_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s4_v1_token(const rope_fp32_thd_interleaved_cossin_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1865,6 +1907,7 @@ struct rope_fp32_thd_interleaved_invfreq_s0_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v1_token(const rope_fp32_thd_interleaved_invfreq_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1903,6 +1946,7 @@ struct rope_fp32_thd_interleaved_invfreq_s0_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v2_token(const rope_fp32_thd_interleaved_invfreq_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1941,6 +1985,7 @@ struct rope_fp32_thd_interleaved_invfreq_s0_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v4_token(const rope_fp32_thd_interleaved_invfreq_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -1985,6 +2030,7 @@ struct rope_fp32_thd_interleaved_invfreq_s3_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v1_token(const rope_fp32_thd_interleaved_invfreq_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2029,6 +2075,7 @@ struct rope_fp32_thd_interleaved_invfreq_s3_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v2_token(const rope_fp32_thd_interleaved_invfreq_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2073,6 +2120,7 @@ struct rope_fp32_thd_interleaved_invfreq_s3_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v4_token(const rope_fp32_thd_interleaved_invfreq_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2119,6 +2167,7 @@ struct rope_fp32_thd_interleaved_invfreq_s4_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s4_v1_token(const rope_fp32_thd_interleaved_invfreq_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2158,6 +2207,7 @@ struct rope_fp32_thd_interleaved_base_s0_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v1_token(const rope_fp32_thd_interleaved_base_s0_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2197,6 +2247,7 @@ struct rope_fp32_thd_interleaved_base_s0_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v2_token(const rope_fp32_thd_interleaved_base_s0_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2236,6 +2287,7 @@ struct rope_fp32_thd_interleaved_base_s0_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v4_token(const rope_fp32_thd_interleaved_base_s0_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2281,6 +2333,7 @@ struct rope_fp32_thd_interleaved_base_s3_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v1_token(const rope_fp32_thd_interleaved_base_s3_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2326,6 +2379,7 @@ struct rope_fp32_thd_interleaved_base_s3_v2_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v2_token(const rope_fp32_thd_interleaved_base_s3_v2_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 2, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2371,6 +2425,7 @@ struct rope_fp32_thd_interleaved_base_s3_v4_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v4_token(const rope_fp32_thd_interleaved_base_s3_v4_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 4, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
@@ -2418,6 +2473,7 @@ struct rope_fp32_thd_interleaved_base_s4_v1_token_params {
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s4_v1_token(const rope_fp32_thd_interleaved_base_s4_v1_token_params p) {
   using namespace cukiln;
   using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
   rope_thd_token<float, 1, true>(
       static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from cukiln.generated import dispatch
 
+from .arch import programmatic_launch
 from .tensors import TensorInfo
 
 DTYPES = ("fp16", "bf16")
@@ -133,11 +134,6 @@ def effective_splits(keys: int, splits: int) -> int:
     return max(1, -(-keys // per_split))
 
 
-def arch_number(arch: str | None) -> int:
-    """90 for "sm_90"; 0 when unknown."""
-    return int(arch[3:]) if arch and arch.startswith("sm_") and arch[3:].isdigit() else 0
-
-
 def split_rule(arch: str | None) -> dict:
     return dispatch.DECODE_SPLIT.get(arch, dispatch.DECODE_SPLIT_DEFAULT)
 
@@ -253,8 +249,8 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
 
     names, fmt = dispatch.DECODE_PARAMS[layout_id]
     # sm_90 on, both kernels are launched programmatically: each is scheduled while the kernel before it
-    # in the stream runs, and waits for that kernel's results before touching memory (decode.cuh).
-    programmatic = arch_number(arch) >= 90
+    # in the stream runs, and waits for that kernel's results before touching memory (common.cuh).
+    programmatic = programmatic_launch(arch)
     attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, b), (32 * dispatch.DECODE_WARPS, 1, 1),
                        dispatch.DECODE_SHARED[d], overlap_previous=programmatic)
     combine = None

@@ -9,8 +9,9 @@ one context check and the launch (cuda.bindings' compiled wrappers: calling libc
 measured slower, `cukiln bench overhead`).
 
 A launch marked ``overlap_previous`` goes through cuLaunchKernelEx with programmatic stream
-serialization (sm_90 on): the kernel may be scheduled before the previous kernel in the stream has
-finished, and waits for that kernel's results itself (griddepcontrol.wait in the decode combine kernel).
+serialization (sm_90 on, every cukiln kernel: runtime/arch.py): the kernel may be scheduled before the
+previous kernel in the stream has finished, and waits for that kernel's results itself
+(griddepcontrol.wait at the top of every kernel, common.cuh).
 """
 
 from __future__ import annotations
@@ -28,25 +29,40 @@ _SUCCESS = driver.CUresult.CUDA_SUCCESS
 
 
 class _Buffers(threading.local):
-    """Per-thread scratch: the parameter struct and the pointer array cuLaunchKernel reads."""
+    """Per-thread scratch: the parameter struct and the pointer array cuLaunchKernel reads, and for
+    programmatic launches each kernel's launch configuration and the stream handles (per thread, since
+    a configuration is filled in per call)."""
+
+    MAX_CACHED = 4096
 
     def __init__(self) -> None:
         self.params = ctypes.create_string_buffer(_MAX_PARAM_BYTES)
         self.pointers = (ctypes.c_void_p * 1)(ctypes.addressof(self.params))
         self.address = ctypes.addressof(self.pointers)
-        self._config = None
+        self.configs: dict = {}  # Kernel -> CUlaunchConfig carrying the programmatic-serialization attribute
+        self.streams: dict = {}  # stream handle -> driver.CUstream
 
-    @property
-    def overlapping_config(self):
-        """A launch configuration carrying the programmatic-serialization attribute (built once a thread)."""
-        if self._config is None:
+    def config(self, k: "Kernel", stream: int):
+        config = self.configs.get(k)
+        if config is None:
+            if len(self.configs) >= self.MAX_CACHED:
+                self.configs.clear()
             attribute = driver.CUlaunchAttribute()
             attribute.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
             attribute.value.programmaticStreamSerializationAllowed = 1
-            self._config = driver.CUlaunchConfig()
-            self._config.attrs = [attribute]
-            self._config.numAttrs = 1
-        return self._config
+            config = self.configs[k] = driver.CUlaunchConfig()
+            config.attrs = [attribute]
+            config.numAttrs = 1
+            config.gridDimX, config.gridDimY, config.gridDimZ = k.grid
+            config.blockDimX, config.blockDimY, config.blockDimZ = k.block
+            config.sharedMemBytes = k.shared
+        handle = self.streams.get(stream)
+        if handle is None:
+            if len(self.streams) >= self.MAX_CACHED:
+                self.streams.clear()
+            handle = self.streams[stream] = driver.CUstream(stream)
+        config.hStream = handle
+        return config
 
 
 _BUFFERS = _Buffers()
@@ -81,12 +97,7 @@ class Kernel:
             check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
         try:
             if self.overlap_previous:
-                config = buffers.overlapping_config
-                config.gridDimX, config.gridDimY, config.gridDimZ = self.grid
-                config.blockDimX, config.blockDimY, config.blockDimZ = self.block
-                config.sharedMemBytes = self.shared
-                config.hStream = driver.CUstream(stream)
-                (err,) = driver.cuLaunchKernelEx(config, self.function, buffers.address, 0)
+                (err,) = driver.cuLaunchKernelEx(buffers.config(self, stream), self.function, buffers.address, 0)
             else:
                 grid, block = self.grid, self.block
                 (err,) = driver.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], block[0], block[1],

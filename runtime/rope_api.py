@@ -38,7 +38,7 @@ class _CachedPlan:
         k = self.kernel
         if k is None:
             p = self.plan
-            k = self.kernel = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block)
+            k = self.kernel = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
         k(values, stream)
 
 
@@ -123,7 +123,7 @@ def plan_call(x, **kwargs) -> tuple[RopePlan | None, object]:
     p = cached.plan
     if p is None:
         return None, out
-    return RopePlan(p.key, p.module, p.symbol, p.fmt, values, p.grid, p.block, p.device), out
+    return RopePlan(p.key, p.module, p.symbol, p.fmt, values, p.grid, p.block, p.device, p.overlap_previous), out
 
 
 def _prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from cukiln.generated import dispatch
 
+from .arch import programmatic_launch
 from .tensors import TensorInfo
 
 FLOAT_DTYPES = ("fp32", "fp16", "bf16")
@@ -33,6 +34,7 @@ class RopePlan:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     device: int
+    overlap_previous: bool = False  # a programmatic launch (sm_90 on: see runtime/arch.py)
 
 
 @dataclass(frozen=True)
@@ -394,7 +396,7 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
     for prefix, st in (("x", x_strides), ("out", out_strides)):
         fields[f"{prefix}_ss"], fields[f"{prefix}_sb"], fields[f"{prefix}_sh"], fields[f"{prefix}_sd"] = st
     values = tuple(fields[n] for n in names)
-    return RopePlan(key, module, symbol, fmt, values, grid, block, x.device)
+    return RopePlan(key, module, symbol, fmt, values, grid, block, x.device, programmatic_launch(arch))
 
 
 def launch_rule(arch: str | None, layout: str) -> dict:

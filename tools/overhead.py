@@ -68,7 +68,7 @@ def _paths() -> dict:
 
     cached, values, _, _ = rope_api._prepare(x, base=10000.0, inplace=True)
     p = cached.plan
-    bound = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block)
+    bound = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
     stream = torch.cuda.current_stream().cuda_stream
     op_args = (None, None, None, None, 10000.0, 1.0, "sbhd", False, None, None, None, None, None, 1, 0, None, False)
     x_grad = x.clone().requires_grad_(True)

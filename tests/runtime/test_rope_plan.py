@@ -236,7 +236,9 @@ def test_the_tuned_launch_rule_applies_to_dense_layouts_of_its_arch(monkeypatch)
     tuned = plan_rope(x, out_like(x), base=10000.0, arch="sm_90")
     assert tuned.key[4:6] == (3, 4)  # the strided kernel, 8-byte vectors
     assert tuned.block == (16, 8, 1)  # 16 pair groups x 8 head rows = 128 threads: min_threads capped by max
-    assert plan_rope(x, out_like(x), base=10000.0, arch="sm_80") == default  # other archs: the default
+    other = plan_rope(x, out_like(x), base=10000.0, arch="sm_80")  # other archs: the default launch
+    assert (other.key, other.grid, other.block) == (default.key, default.grid, default.block)
+    assert default.overlap_previous and not other.overlap_previous  # programmatic launches from sm_90 on
     thd = contiguous((256, 32, 128))
     positions = contiguous((256,), "int32", BASE * 2)
     assert plan_rope(thd, out_like(thd), base=10000.0, layout="thd", positions=positions, arch="sm_90").key[4:6] == (0, 8)
