@@ -46,7 +46,7 @@ def build(out_dir: Path) -> None:
     index = {}
     for name, (stages, warps) in CONFIGS.items():
         shared = decode_abi.shared_bytes(HEAD_DIM, stages, warps)
-        resident = max(1, min(3, decode_abi.SM90_SHARED_PER_SM // (shared + decode_abi.SHARED_RESERVED_PER_BLOCK)))
+        resident = decode_abi.min_blocks_per_sm(HEAD_DIM, stages, warps)
         source = render.render_decode_module(Dtype.BF16, VARIANTS, warps=warps, min_blocks={HEAD_DIM: resident})
         headers = render.render_headers(decode_stages={HEAD_DIM: stages}, decode_warps=warps)
         cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)

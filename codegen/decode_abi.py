@@ -56,10 +56,10 @@ SHARED_RESERVED_PER_BLOCK = 1024
 MAX_MIN_BLOCKS = 3  # 4 blocks of 128 threads would leave 128 registers a thread
 
 
-def min_blocks_per_sm(head_dim: int) -> int:
+def min_blocks_per_sm(head_dim: int, n_stages: int | None = None, warps: int = WARPS) -> int:
     """Attention blocks of ``head_dim`` that sm_90's shared memory lets share a multiprocessor (at most
     MAX_MIN_BLOCKS): the kernel's launch bound, so that registers never allow fewer than shared memory."""
-    fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim) + SHARED_RESERVED_PER_BLOCK)
+    fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim, n_stages, warps) + SHARED_RESERVED_PER_BLOCK)
     return max(1, min(MAX_MIN_BLOCKS, fit))
 
 

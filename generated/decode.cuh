@@ -23,7 +23,7 @@ constexpr int kHeadRows = 16;  // query heads per block: the mma's 16 rows
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kKeysPerWarp = 16;
-constexpr float kLog2e = 1.4426950408889634f;
+constexpr double kLog2e = 1.4426950408889634;
 constexpr float kLn2 = 0.6931471805599453f;
 // No math header under NVRTC: the two special values by their bits.
 #define CUKILN_INF __int_as_float(0x7f800000)
@@ -140,9 +140,9 @@ __device__ __forceinline__ void load_tile(T* tile, const T* base, const Kv& kv, 
     // ones would hold too many addresses in registers at once).
     constexpr int kStep = kThreads / kPieces;
     const int piece = threadIdx.x % kPieces, key0 = threadIdx.x / kPieces;
-    const long long step = kStep * kv.row(0, 0, 1);
+    const long long key_stride = kv.row(0, 0, 1), step = kStep * key_stride;
     const T* first_row = base + kv.row(b, h, first) + kv.col(piece * V);  // a key of the tile: a valid address
-    const T* src = first_row + key0 * kv.row(0, 0, 1);
+    const T* src = first_row + key0 * key_stride;
     T* dst = tile + key0 * Tile<D>::kPitch + piece * V;
     if (count == kKeys) {  // a whole tile (every tile but a row's last): no key to check
 #pragma unroll
@@ -266,6 +266,32 @@ struct Sink {
   }
 };
 
+
+// Kernel arguments from a variant's parameter struct (every attention variant has these fields; K/V
+// addressing is the entry point's, by its stride count).
+template <class P>
+__device__ __forceinline__ Rows3 out_rows_of(const P& p) {
+  return Rows3{p.out_sb, p.out_sh, p.out_sd};
+}
+
+template <class P>
+__device__ __forceinline__ RowLengths lengths_of(const P& p) {
+  return RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start),
+                    p.kv_start_value, p.capacity};
+}
+
+template <class P>
+__device__ __forceinline__ Scoring scoring_of(const P& p) {
+  return Scoring{static_cast<float>(p.scale * kLog2e), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
+                 static_cast<float>(p.softcap * kLog2e)};
+}
+
+template <typename T, int D, class P>
+__device__ __forceinline__ Sink<T, D> sink_of(const P& p) {
+  return Sink<T, D>{static_cast<T*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
+                    static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
+                    static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)};
+}
 
 // The attention of one block: row blockIdx.z, KV head blockIdx.y / head_groups (its query heads from
 // (blockIdx.y % head_groups) * kHeadRows on), keys of split blockIdx.x.

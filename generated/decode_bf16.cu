@@ -48,13 +48,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v1(const
   attend<T, 64, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
 }
 
 // decode_bf16_d64_s3_v2: head dim 64, 3 K/V strides, 2 per copy, one pass or split-KV
@@ -99,13 +94,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v2(const
   attend<T, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
 }
 
 // decode_bf16_d64_s3_v4: head dim 64, 3 K/V strides, 4 per copy, one pass or split-KV
@@ -150,13 +140,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v4(const
   attend<T, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
 }
 
 // decode_bf16_d64_s3_v8: head dim 64, 3 K/V strides, 8 per copy, one pass or split-KV
@@ -201,13 +186,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v8(const
   attend<T, 64, 8>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
 }
 
 // decode_bf16_d64_s4_v1: head dim 64, 4 K/V strides, 1 per copy, one pass or split-KV
@@ -254,13 +234,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s4_v1(const
   attend<T, 64, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 64>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
 }
 
 // decode_combine_bf16_d64: merges split-KV partial results, head dim 64
@@ -281,7 +256,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d64(const 
   using namespace cukiln;
   using namespace cukiln::decode;
   combine<bf16, 64, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
-      static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
+      static_cast<bf16*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
@@ -327,13 +302,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v1(const
   attend<T, 80, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 80>(p));
 }
 
 // decode_bf16_d80_s3_v2: head dim 80, 3 K/V strides, 2 per copy, one pass or split-KV
@@ -378,13 +348,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v2(const
   attend<T, 80, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 80>(p));
 }
 
 // decode_bf16_d80_s3_v4: head dim 80, 3 K/V strides, 4 per copy, one pass or split-KV
@@ -429,13 +394,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v4(const
   attend<T, 80, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 80>(p));
 }
 
 // decode_bf16_d80_s3_v8: head dim 80, 3 K/V strides, 8 per copy, one pass or split-KV
@@ -480,13 +440,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v8(const
   attend<T, 80, 8>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 80>(p));
 }
 
 // decode_bf16_d80_s4_v1: head dim 80, 4 K/V strides, 1 per copy, one pass or split-KV
@@ -533,13 +488,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s4_v1(const
   attend<T, 80, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 80>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 80>(p));
 }
 
 // decode_combine_bf16_d80: merges split-KV partial results, head dim 80
@@ -560,7 +510,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d80(const 
   using namespace cukiln;
   using namespace cukiln::decode;
   combine<bf16, 80, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
-      static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
+      static_cast<bf16*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
@@ -606,13 +556,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v1(const
   attend<T, 96, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 96>(p));
 }
 
 // decode_bf16_d96_s3_v2: head dim 96, 3 K/V strides, 2 per copy, one pass or split-KV
@@ -657,13 +602,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v2(const
   attend<T, 96, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 96>(p));
 }
 
 // decode_bf16_d96_s3_v4: head dim 96, 3 K/V strides, 4 per copy, one pass or split-KV
@@ -708,13 +648,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v4(const
   attend<T, 96, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 96>(p));
 }
 
 // decode_bf16_d96_s3_v8: head dim 96, 3 K/V strides, 8 per copy, one pass or split-KV
@@ -759,13 +694,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v8(const
   attend<T, 96, 8>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 96>(p));
 }
 
 // decode_bf16_d96_s4_v1: head dim 96, 4 K/V strides, 1 per copy, one pass or split-KV
@@ -812,13 +742,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s4_v1(const
   attend<T, 96, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 96>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 96>(p));
 }
 
 // decode_combine_bf16_d96: merges split-KV partial results, head dim 96
@@ -839,7 +764,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d96(const 
   using namespace cukiln;
   using namespace cukiln::decode;
   combine<bf16, 96, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
-      static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
+      static_cast<bf16*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
@@ -885,13 +810,8 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v1(cons
   attend<T, 128, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 128>(p));
 }
 
 // decode_bf16_d128_s3_v2: head dim 128, 3 K/V strides, 2 per copy, one pass or split-KV
@@ -936,13 +856,8 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v2(cons
   attend<T, 128, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 128>(p));
 }
 
 // decode_bf16_d128_s3_v4: head dim 128, 3 K/V strides, 4 per copy, one pass or split-KV
@@ -987,13 +902,8 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v4(cons
   attend<T, 128, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 128>(p));
 }
 
 // decode_bf16_d128_s3_v8: head dim 128, 3 K/V strides, 8 per copy, one pass or split-KV
@@ -1038,13 +948,8 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v8(cons
   attend<T, 128, 8>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 128>(p));
 }
 
 // decode_bf16_d128_s4_v1: head dim 128, 4 K/V strides, 1 per copy, one pass or split-KV
@@ -1091,13 +996,8 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s4_v1(cons
   attend<T, 128, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 128>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 128>(p));
 }
 
 // decode_combine_bf16_d128: merges split-KV partial results, head dim 128
@@ -1118,7 +1018,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d128(const
   using namespace cukiln;
   using namespace cukiln::decode;
   combine<bf16, 128, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
-      static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
+      static_cast<bf16*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
@@ -1164,13 +1064,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v1(cons
   attend<T, 192, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 192>(p));
 }
 
 // decode_bf16_d192_s3_v2: head dim 192, 3 K/V strides, 2 per copy, one pass or split-KV
@@ -1215,13 +1110,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v2(cons
   attend<T, 192, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 192>(p));
 }
 
 // decode_bf16_d192_s3_v4: head dim 192, 3 K/V strides, 4 per copy, one pass or split-KV
@@ -1266,13 +1156,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v4(cons
   attend<T, 192, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 192>(p));
 }
 
 // decode_bf16_d192_s3_v8: head dim 192, 3 K/V strides, 8 per copy, one pass or split-KV
@@ -1317,13 +1202,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v8(cons
   attend<T, 192, 8>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 192>(p));
 }
 
 // decode_bf16_d192_s4_v1: head dim 192, 4 K/V strides, 1 per copy, one pass or split-KV
@@ -1370,13 +1250,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s4_v1(cons
   attend<T, 192, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 192>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 192>(p));
 }
 
 // decode_combine_bf16_d192: merges split-KV partial results, head dim 192
@@ -1397,7 +1272,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d192(const
   using namespace cukiln;
   using namespace cukiln::decode;
   combine<bf16, 192, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
-      static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
+      static_cast<bf16*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
@@ -1443,13 +1318,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v1(cons
   attend<T, 256, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 256>(p));
 }
 
 // decode_bf16_d256_s3_v2: head dim 256, 3 K/V strides, 2 per copy, one pass or split-KV
@@ -1494,13 +1364,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v2(cons
   attend<T, 256, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 256>(p));
 }
 
 // decode_bf16_d256_s3_v4: head dim 256, 3 K/V strides, 4 per copy, one pass or split-KV
@@ -1545,13 +1410,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v4(cons
   attend<T, 256, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 256>(p));
 }
 
 // decode_bf16_d256_s3_v8: head dim 256, 3 K/V strides, 8 per copy, one pass or split-KV
@@ -1596,13 +1456,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v8(cons
   attend<T, 256, 8>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 256>(p));
 }
 
 // decode_bf16_d256_s4_v1: head dim 256, 4 K/V strides, 1 per copy, one pass or split-KV
@@ -1649,13 +1504,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s4_v1(cons
   attend<T, 256, 1>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start), p.kv_start_value, p.capacity},
-      static_cast<int>(p.group), static_cast<int>(p.head_groups),
-      Scoring{static_cast<float>(p.scale * 1.4426950408889634), static_cast<float>(p.softcap > 0 ? p.scale / p.softcap : 0.0),
-              static_cast<float>(p.softcap * 1.4426950408889634)},
-      Sink<T, 256>{static_cast<T*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd},
-          static_cast<float*>(p.lse), static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-          static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)});
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 256>(p));
 }
 
 // decode_combine_bf16_d256: merges split-KV partial results, head dim 256
@@ -1676,6 +1526,6 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d256(const
   using namespace cukiln;
   using namespace cukiln::decode;
   combine<bf16, 256, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
-      static_cast<bf16*>(p.out), Rows3{p.out_sb, p.out_sh, p.out_sd}, static_cast<float*>(p.lse),
+      static_cast<bf16*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }

@@ -9,7 +9,7 @@ runs the full validation of rope_plan.plan_rope.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .interop import accepts_foreign_arrays
 from .launch import kernel
@@ -123,7 +123,7 @@ def plan_call(x, **kwargs) -> tuple[RopePlan | None, object]:
     p = cached.plan
     if p is None:
         return None, out
-    return RopePlan(p.key, p.module, p.symbol, p.fmt, values, p.grid, p.block, p.device, p.overlap_previous), out
+    return replace(p, values=tuple(values)), out
 
 
 def _prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",

@@ -48,13 +48,17 @@ def tbps(nbytes: int, ms: float) -> float:
     return nbytes / (ms * 1e-3) / 1e12
 
 
-def copy_tbps(nbytes: int = 2**30) -> float:
-    """Device-to-device copy bandwidth in TB/s, counting bytes read plus bytes written."""
+def copy_tbps(nbytes: int = 2**30, rotate: bool = False) -> float:
+    """Device-to-device copy bandwidth in TB/s, counting bytes read plus bytes written (``rotate``: over
+    rotating buffer pairs, for sizes the L2 cache could otherwise serve)."""
     import torch
 
-    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_(0, 255)
-    dst = torch.empty_like(src)
-    ms = median_ms([lambda: dst.copy_(src)], min_batch_calls=10)
+    def pair():
+        src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_(0, 255)
+        return src, torch.empty_like(src)
+
+    pairs = rotating_sets(pair, 2 * nbytes) if rotate else [pair()]
+    ms = median_ms([lambda p=p: p[1].copy_(p[0]) for p in pairs], min_batch_calls=10)
     return tbps(2 * nbytes, ms)
 
 
