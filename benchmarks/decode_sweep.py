@@ -28,7 +28,7 @@ from cukiln.codegen.decode_variants import DecodeCombineVariant, DecodeVariant
 from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
 from cukiln.codegen.variants import Dtype
 
-from raw_launch import allow_shared, launcher, load_functions, sweep_main
+from raw_launch import allow_shared, launcher, load_functions, sdpa_case, sweep_main, timed_against_sdpa
 
 CONFIGS = {  # name -> (stages for head dim 128, warps of 16 keys: the tile's keys / 16)
     "w4_s2": (2, 4),
@@ -68,8 +68,8 @@ def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
     import torch
 
     from cukiln.decode_api import plan_call
-    from cukiln.tools.decode import BENCH_GRID, HEADS_KV, _inputs, kv_bytes, torch_sdpa
-    from cukiln.tools.timing import copy_tbps, median_ms, rotating_sets
+    from cukiln.tools.decode import BENCH_GRID, HEADS_KV
+    from cukiln.tools.timing import copy_tbps
 
     index = json.loads((cubin_dir / "index.json").read_text())
     torch.cuda.init()
@@ -82,10 +82,7 @@ def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
     stream = torch.cuda.current_stream().cuda_stream
     rows = []
     for b, T in cases or BENCH_GRID:
-        nbytes = kv_bytes(b, T)
-        sets = rotating_sets(lambda: _inputs(b, T), nbytes)
-        sdpa = median_ms([lambda s=s: torch_sdpa(*s) for s in sets])
-        ref = torch_sdpa(*sets[0]).float()
+        sets, nbytes, sdpa, ref = sdpa_case(b, T)
         print(f"b={b} T={T}: sdpa {sdpa * 1e3:.1f} us ({nbytes / sdpa / 1e9 / copy:.3f}x copy)")
         row = {"batch": b, "T": T, "kv_bytes": nbytes, "sdpa_ms": sdpa, "configs": {}}
         outs = [torch.empty_like(s[0]) for s in sets]
@@ -108,13 +105,8 @@ def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
                         steps.append(launcher(functions[name][c.symbol], c.fmt, comb, c.grid, c.block, 0, stream,
                                               overlap_previous=True))
                     calls.append(lambda steps=steps: [step() for step in steps])
-                calls[0]()
-                err = (outs[0].float() - ref).abs().max().item()
-                ms = median_ms(calls)
-                row["configs"].setdefault(name, {})[splits] = {"ms": ms, "max_abs_diff_vs_sdpa": err}
-                flag = "  WRONG" if not err < 0.02 else ""
-                print(f"  {name} splits {splits:4d}: {ms * 1e3:8.1f} us {nbytes / ms / 1e9 / copy:6.3f}x copy "
-                      f"{sdpa / ms:5.2f}x sdpa{flag}")
+                row["configs"].setdefault(name, {})[splits] = timed_against_sdpa(
+                    calls, outs[0], ref, f"{name} splits {splits:4d}", nbytes, copy, sdpa)
         rows.append(row)
         del sets, outs
         torch.cuda.empty_cache()

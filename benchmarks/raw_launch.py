@@ -31,24 +31,24 @@ def allow_shared(fn, nbytes: int) -> None:
     check(driver.cuFuncSetAttribute(fn, attr, nbytes), "cuFuncSetAttribute")
 
 
-def launcher(fn, fmt: str, values, grid, block, shared: int, stream: int, overlap_previous: bool = False):
+def launcher(fn, fmt: str, values, grid, block, shared: int, stream: int, overlap_previous: bool = False,
+             cluster: int = 1):
     """A zero-argument callable launching ``fn`` with its struct parameter packed once, here
-    (``overlap_previous``: a programmatic launch, as cukiln.launch makes it)."""
+    (``overlap_previous``: a programmatic launch, as cukiln.launch makes it, in clusters of ``cluster``)."""
     from cuda.bindings import driver
+
+    from cukiln.launch import launch_config
 
     params = ctypes.create_string_buffer(struct.pack(fmt, *values))
     pointers = (ctypes.c_void_p * 1)(ctypes.addressof(params))
-    config = driver.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = grid
-    config.blockDimX, config.blockDimY, config.blockDimZ = block
-    config.sharedMemBytes = shared
-    config.hStream = driver.CUstream(stream)
     if overlap_previous:
-        attribute = driver.CUlaunchAttribute()
-        attribute.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-        attribute.value.programmaticStreamSerializationAllowed = 1
-        config.attrs = [attribute]
-        config.numAttrs = 1
+        config = launch_config(grid, block, shared, cluster)
+    else:
+        config = driver.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = block
+        config.sharedMemBytes = shared
+    config.hStream = driver.CUstream(stream)
 
     def call() -> None:
         (err,) = driver.cuLaunchKernelEx(config, fn, ctypes.addressof(pointers), 0)
@@ -56,6 +56,32 @@ def launcher(fn, fmt: str, values, grid, block, shared: int, stream: int, overla
 
     call.keep = (params, pointers, config)  # alive as long as the callable
     return call
+
+
+def sdpa_case(b: int, T: int):
+    """A decode sweep case (the bench's shapes): rotating input sets, K+V bytes, torch SDPA's time on them
+    and its output on the first set (fp32): (sets, nbytes, sdpa_ms, ref)."""
+    from cukiln.tools.decode import _inputs, kv_bytes, torch_sdpa
+    from cukiln.tools.timing import median_ms, rotating_sets
+
+    nbytes = kv_bytes(b, T)
+    sets = rotating_sets(lambda: _inputs(b, T), nbytes)
+    sdpa = median_ms([lambda s=s: torch_sdpa(*s) for s in sets])
+    return sets, nbytes, sdpa, torch_sdpa(*sets[0]).float()
+
+
+def timed_against_sdpa(calls, out, ref, label: str, nbytes: int, copy_tbps: float, sdpa_ms: float) -> dict:
+    """Run ``calls[0]`` once into ``out`` (NaN-poisoned first) and compare with SDPA's ``ref``, time every
+    call (rotating inputs), print one line (flagged WRONG further than 0.02 from SDPA): {ms, diff}."""
+    from cukiln.tools.timing import median_ms
+
+    out.fill_(float("nan"))
+    calls[0]()
+    err = (out.float() - ref).abs().max().item()
+    ms = median_ms(calls)
+    flag = "  WRONG" if not err < 0.02 else ""
+    print(f"  {label}: {ms * 1e3:8.1f} us {nbytes / ms / 1e9 / copy_tbps:6.3f}x copy {sdpa_ms / ms:5.2f}x sdpa{flag}")
+    return {"ms": ms, "max_abs_diff_vs_sdpa": err}
 
 
 def sweep_main(argv: list[str], doc: str, build, run) -> int:

@@ -193,6 +193,8 @@ def _decode_dispatch_lines(variants: list[AnyVariant], tuning: dict[str, dict]) 
         f"DECODE_WARPS = {decode_abi.WARPS}",
         f"DECODE_KEYS_PER_TILE = {decode_abi.KEYS_PER_TILE}",
         f"DECODE_COMBINE_THREADS = {DECODE_COMBINE_THREADS}",
+        "# Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.",
+        f"DECODE_MAX_CLUSTER_SPLITS = {decode_abi.MAX_CLUSTER_SPLITS}",
         f"DECODE_SHARED = {dict((d, decode_abi.shared_bytes(d)) for d in HEAD_DIMS)!r}",
         "",
     ]

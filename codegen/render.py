@@ -53,7 +53,7 @@ def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, decode_stages: dic
             head_rows=decode_abi.HEAD_ROWS, warps=decode_warps, keys_per_tile=decode_abi.KEYS_PER_WARP * decode_warps,
             row_padding=decode_abi.ROW_PADDING,
             stages_by_dim=decode_stages or {d: decode_abi.stages(d) for d in HEAD_DIMS},
-            l2_prefetch=decode_l2_prefetch),
+            l2_prefetch=decode_l2_prefetch, max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS),
     }
 
 

@@ -13,6 +13,10 @@
 //   O[16 heads x D] += P . V with P split into a rounded part and its rounding residual (two mma each),
 //   so that the probabilities keep about 16 bits more than the element type holds.
 // The warps' partial results (their maximum, sum and O) are merged through shared memory at the end.
+// Split-KV on sm_90 and later runs the splits of one (row, KV head) as one thread-block cluster: each
+// block leaves its result in its own shared memory and the cluster merges them through distributed
+// shared memory, so no second kernel and no partial results in global memory are needed (the combine
+// kernel below serves earlier GPUs and more splits than a cluster holds).
 #pragma once
 #include "common.cuh"
 
@@ -120,6 +124,36 @@ __device__ __forceinline__ float fast_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
+
+// Thread-block clusters (sm_90 on). A launch without clusters is a cluster of one block.
+__device__ __forceinline__ unsigned blocks_in_cluster() {
+#if __CUDA_ARCH__ >= 900
+  unsigned n;
+  asm("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
+  return n;
+#else
+  return 1;
+#endif
+}
+#if __CUDA_ARCH__ >= 900
+__device__ __forceinline__ unsigned rank_in_cluster() {
+  unsigned r;
+  asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every block of the cluster has arrived: the shared-memory writes before it are visible cluster-wide.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// `p`'s place in the shared memory of the cluster's block `rank`, as a generic address: ordinary loads
+// read it, so the compiler can issue many before their first use.
+__device__ __forceinline__ const float* in_block(const float* p, unsigned rank) {
+  unsigned long long remote;
+  asm("mapa.u64 %0, %1, %2;\n" : "=l"(remote) : "l"(p), "r"(rank));
+  return reinterpret_cast<const float*>(remote);
+}
+#endif
+constexpr int kMaxClusterSplits = 8;  // splits merged in a cluster at most
 
 __device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int Pending>
@@ -292,6 +326,47 @@ __device__ __forceinline__ Sink<T, D> sink_of(const P& p) {
                     static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
                     static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)};
 }
+
+#if __CUDA_ARCH__ >= 900
+// Split-KV within a cluster: the splits' results (`own_o`, `own_lse` in every block's shared memory) merged
+// by their log-sum-exp weights, the outputs shared out over the cluster's threads. A NaN result makes
+// the output NaN; no keys in any split gives 0 and -inf.
+template <typename T, int D>
+__device__ __forceinline__ void merge_cluster(const float* own_o, const float* own_lse, int rows, int b,
+                                              int first_head, const Sink<T, D>& sink) {
+  const unsigned n = blocks_in_cluster(), rank = rank_in_cluster();
+  cluster_sync();  // every split's result is written
+  for (int i = rank * kThreads + threadIdx.x; i < rows * D; i += n * kThreads) {
+    const int r = i / D, j = i % D;
+    // Every split's log-sum-exp and output element, all loads in flight before the first use.
+    float lses[kMaxClusterSplits], outs[kMaxClusterSplits];
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) {
+      const bool mine = s < static_cast<int>(n);
+      lses[s] = mine ? *in_block(own_lse + r, s) : -CUKILN_INF;
+      outs[s] = mine ? *in_block(own_o + i, s) : 0.f;
+    }
+    float top = -CUKILN_INF;  // the largest log-sum-exp, NaN counted as +inf
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) top = fmaxf(top, isnan(lses[s]) ? CUKILN_INF : lses[s]);
+    float total = 0.f, value = 0.f;
+    if (top != -CUKILN_INF && top != CUKILN_INF) {
+#pragma unroll
+      for (int s = 0; s < kMaxClusterSplits; ++s) {
+        const float weight = exp2f(lses[s] - top);  // 0 for a split without keys (or past the cluster)
+        total += weight;
+        value += weight * outs[s];
+      }
+    }
+    const bool any_nan = top == CUKILN_INF;
+    sink.put(b, first_head + r, j, any_nan ? CUKILN_NAN : total > 0.f ? value / total : 0.f);
+    if (j == 0) {
+      sink.put_lse(b, first_head + r, any_nan ? CUKILN_NAN : total > 0.f ? (top + log2f(total)) * kLn2 : -CUKILN_INF);
+    }
+  }
+  cluster_sync();  // no block leaves while another may still read its shared memory
+}
+#endif
 
 // The attention of one block: row blockIdx.z, KV head blockIdx.y / head_groups (its query heads from
 // (blockIdx.y % head_groups) * kHeadRows on), keys of split blockIdx.x.
@@ -505,6 +580,13 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     o[8 * D + 1] = acc[n][3];
   }
   __syncthreads();
+  // A split of a cluster keeps its result ([kHeadRows][D] and the log-sum-exps, base 2) in its shared
+  // memory, past the warps' partial results, for the cluster's merge.
+  const bool clustered = blocks_in_cluster() > 1;
+  float* own_o = part_o + kWarps * kHeadRows * D;
+  float* own_lse = own_o + kHeadRows * D;
+  static_assert((kWarps * kHeadRows * (D + 2) + kHeadRows * (D + 1)) * 4 <= kStages * 2 * kTileElems * sizeof(T),
+                "the warps' partial results and the block's own fit over the K/V stages");
   for (int i = threadIdx.x; i < rows * D; i += kThreads) {
     const int r = i / D, j = i % D;
     float top = -CUKILN_INF;
@@ -520,9 +602,19 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
       }
     }
     // No key (an empty row or split): output 0 and log-sum-exp -inf.
-    sink.put(b, first_head + r, j, total > 0.f ? value / total : 0.f);
-    if (j == 0) sink.put_lse(b, first_head + r, total > 0.f ? (top + log2f(total)) * kLn2 : -CUKILN_INF);
+    const float o = total > 0.f ? value / total : 0.f;
+    const float lse2 = total > 0.f ? top + log2f(total) : -CUKILN_INF;
+    if (clustered) {
+      own_o[i] = o;
+      if (j == 0) own_lse[r] = lse2;
+    } else {
+      sink.put(b, first_head + r, j, o);
+      if (j == 0) sink.put_lse(b, first_head + r, lse2 * kLn2);
+    }
   }
+#if __CUDA_ARCH__ >= 900
+  if (clustered) merge_cluster<T, D>(own_o, own_lse, rows, b, first_head, sink);
+#endif
 }
 
 // Sum (or maximum) over the block of one value per thread; every thread gets the result.

@@ -5,6 +5,9 @@ from __future__ import annotations
 # From sm_90 on, kernels are launched with programmatic stream serialization: each may be scheduled
 # while the kernel before it in the stream runs, and waits for it before touching memory (common.cuh).
 PROGRAMMATIC_LAUNCH_FROM = 90
+# From sm_90 on, blocks can be launched as thread-block clusters sharing their shared memory (split-KV
+# decode merges its splits that way).
+CLUSTERS_FROM = 90
 
 
 def arch_number(arch: str | None) -> int:
@@ -14,3 +17,7 @@ def arch_number(arch: str | None) -> int:
 
 def programmatic_launch(arch: str | None) -> bool:
     return arch_number(arch) >= PROGRAMMATIC_LAUNCH_FROM
+
+
+def clusters(arch: str | None) -> bool:
+    return arch_number(arch) >= CLUSTERS_FROM

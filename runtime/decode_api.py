@@ -78,7 +78,9 @@ def _plan(q, k_cache, v_cache, kv_lens, *, kv_layout, kv_start, scale, softcap, 
                        sms=KERNELS.sm_count(device), arch=KERNELS.arch(device),
                        max_shared=KERNELS.max_shared_per_block(device),
                        resident=lambda module, symbol, shared: KERNELS.resident_blocks(
-                           device, module, symbol, 32 * dispatch.DECODE_WARPS, shared))
+                           device, module, symbol, 32 * dispatch.DECODE_WARPS, shared),
+                       active_clusters=lambda module, symbol, shared, cluster: KERNELS.active_clusters(
+                           device, module, symbol, 32 * dispatch.DECODE_WARPS, shared, cluster))
     if out is None:
         out = torch.empty((plan.batch, plan.heads_q, plan.head_dim), dtype=q.dtype, device=q.device).view(q.shape)
     return plan, out, (lengths[0][0], lengths[1][0])
@@ -115,7 +117,8 @@ def _launch(plan: DecodePlan, out, lse, tensors) -> None:
         partial_out=partial_out.data_ptr() if partial_out is not None else 0,
         partial_lse=partial_lse.data_ptr() if partial_lse is not None else 0)
     a = plan.attention
-    launch(plan.device, a.module, a.symbol, a.fmt, attention, a.grid, a.block, stream, a.shared, a.overlap_previous)
+    launch(plan.device, a.module, a.symbol, a.fmt, attention, a.grid, a.block, stream, a.shared, a.overlap_previous,
+           a.cluster)
     if plan.combine is not None:
         c = plan.combine
         launch(plan.device, c.module, c.symbol, c.fmt, combine, c.grid, c.block, stream, c.shared, c.overlap_previous)

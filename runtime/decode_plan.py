@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from cukiln.generated import dispatch
 
-from .arch import programmatic_launch
+from .arch import clusters, programmatic_launch
 from .tensors import TensorInfo
 
 DTYPES = ("fp16", "bf16")
@@ -25,6 +25,9 @@ INT32_MAX = 2**31 - 1
 MAX_SPLITS = 65536
 # The kernel splits a row's key range in 32-bit arithmetic: positions + splits must stay below 2**31.
 MAX_CAPACITY = INT32_MAX - MAX_SPLITS
+# Split-KV from sm_90 on: up to this many splits of a (row, KV head) run as one thread-block cluster and
+# merge their results in distributed shared memory (no combine kernel); more splits use the combine kernel.
+MAX_CLUSTER_SPLITS = dispatch.DECODE_MAX_CLUSTER_SPLITS
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Launch:
     block: tuple[int, int, int]
     shared: int
     overlap_previous: bool = False  # may start before the previous kernel ends (programmatic launch)
+    cluster: int = 1  # blocks per thread-block cluster, along x
 
 
 @dataclass(frozen=True)
@@ -156,13 +160,17 @@ def _lengths(value, name: str, batch: int, device: int) -> tuple[int, int, Tenso
 def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout: str = "bhsd", kv_start=None,
                 scale: float | None = None, softcap: float | None = None, num_splits: int | None = None,
                 out: TensorInfo | None = None, return_lse: bool = False, sms: int = 132,
-                arch: str | None = None, max_shared: int | None = None, resident=None) -> DecodePlan:
+                arch: str | None = None, max_shared: int | None = None, resident=None,
+                active_clusters=None) -> DecodePlan:
     """Validate a decode_attention call and plan its launches.
 
     kv_lens / kv_start: an int, or a TensorInfo of an int32 [b] tensor on q's device (its values are
     the device's business: out-of-range rows come out NaN). ``sms`` and ``arch`` feed the split rule, with
     ``resident(module, symbol, shared)``: blocks of a kernel one multiprocessor holds (None: the rule's);
     ``max_shared`` (the GPU's opt-in shared memory per block, bytes) rejects head dims whose tiles exceed it.
+    Split-KV on ``arch`` sm_90 on runs each (row, KV head)'s splits as one cluster when there are at most
+    MAX_CLUSTER_SPLITS of them and ``active_clusters(module, symbol, shared, cluster)`` (None: assumed)
+    says the GPU can place such a cluster; otherwise a combine kernel merges the splits.
     """
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout: expected one of {KV_LAYOUTS}, got {kv_layout!r}")
@@ -251,10 +259,15 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     # sm_90 on, both kernels are launched programmatically: each is scheduled while the kernel before it
     # in the stream runs, and waits for that kernel's results before touching memory (common.cuh).
     programmatic = programmatic_launch(arch)
+    shared = dispatch.DECODE_SHARED[d]
+    cluster = 1
+    if 1 < splits <= MAX_CLUSTER_SPLITS and clusters(arch) and (
+            active_clusters is None or active_clusters(module, symbol, shared, splits) > 0):
+        cluster = splits
     attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, b), (32 * dispatch.DECODE_WARPS, 1, 1),
-                       dispatch.DECODE_SHARED[d], overlap_previous=programmatic)
+                       shared, overlap_previous=programmatic, cluster=cluster)
     combine = None
-    if splits > 1:  # the attention kernel writes partial results (partial_out, set at launch) to merge
+    if splits > 1 and cluster == 1:  # the attention kernel writes partial results (partial_out, set at launch)
         c_names, c_fmt = dispatch.DECODE_PARAMS["combine"]
         combine = Launch(module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
                          (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)

@@ -11,7 +11,8 @@ measured slower, `cukiln bench overhead`).
 A launch marked ``overlap_previous`` goes through cuLaunchKernelEx with programmatic stream
 serialization (sm_90 on, every cukiln kernel: runtime/arch.py): the kernel may be scheduled before the
 previous kernel in the stream has finished, and waits for that kernel's results itself
-(griddepcontrol.wait at the top of every kernel, common.cuh).
+(griddepcontrol.wait at the top of every kernel, common.cuh). A launch with ``cluster`` > 1 (sm_90 on,
+always with ``overlap_previous``) groups that many consecutive blocks along x into a thread-block cluster.
 """
 
 from __future__ import annotations
@@ -47,15 +48,7 @@ class _Buffers(threading.local):
         if config is None:
             if len(self.configs) >= self.MAX_CACHED:
                 self.configs.clear()
-            attribute = driver.CUlaunchAttribute()
-            attribute.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-            attribute.value.programmaticStreamSerializationAllowed = 1
-            config = self.configs[k] = driver.CUlaunchConfig()
-            config.attrs = [attribute]
-            config.numAttrs = 1
-            config.gridDimX, config.gridDimY, config.gridDimZ = k.grid
-            config.blockDimX, config.blockDimY, config.blockDimZ = k.block
-            config.sharedMemBytes = k.shared
+            config = self.configs[k] = launch_config(k.grid, k.block, k.shared, k.cluster)
         handle = self.streams.get(stream)
         if handle is None:
             if len(self.streams) >= self.MAX_CACHED:
@@ -73,15 +66,17 @@ class Kernel:
     """One kernel bound to one device and launch shape: resolved once, then launched per call with
     ``kernel(values, stream)`` (the struct's field values, the stream handle)."""
 
-    __slots__ = ("symbol", "context", "context_id", "function", "grid", "block", "shared", "packer",
+    __slots__ = ("symbol", "context", "context_id", "function", "grid", "block", "shared", "cluster", "packer",
                  "overlap_previous")
 
     def __init__(self, device: int, module: str, symbol: str, fmt: str, grid: tuple[int, int, int],
-                 block: tuple[int, int, int], shared: int = 0, overlap_previous: bool = False) -> None:
+                 block: tuple[int, int, int], shared: int = 0, overlap_previous: bool = False,
+                 cluster: int = 1) -> None:
+        assert cluster == 1 or overlap_previous, "cluster launches go through cuLaunchKernelEx (sm_90 on)"
         self.symbol = symbol
         self.context, self.context_id = KERNELS.context(device)
         self.function = KERNELS.function(device, module, symbol, shared)
-        self.grid, self.block, self.shared = grid, block, shared
+        self.grid, self.block, self.shared, self.cluster = grid, block, shared, cluster
         packer = _STRUCTS.get(fmt)
         if packer is None:
             packer = _STRUCTS[fmt] = struct.Struct(fmt)
@@ -109,23 +104,44 @@ class Kernel:
                 driver.cuCtxSetCurrent(current)
 
 
+def launch_config(grid: tuple[int, int, int], block: tuple[int, int, int], shared: int, cluster: int = 1):
+    """A CUlaunchConfig (stream unset) for a programmatic launch, in clusters of ``cluster`` blocks along x."""
+    attribute = driver.CUlaunchAttribute()
+    attribute.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attribute.value.programmaticStreamSerializationAllowed = 1
+    attributes = [attribute]
+    if cluster > 1:
+        dims = driver.CUlaunchAttribute()
+        dims.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        dims.value.clusterDim.x, dims.value.clusterDim.y, dims.value.clusterDim.z = cluster, 1, 1
+        attributes.append(dims)
+    config = driver.CUlaunchConfig()
+    config.attrs = attributes
+    config.numAttrs = len(attributes)
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes = shared
+    return config
+
+
 _KERNELS: dict[tuple, Kernel] = {}
 
 
 def kernel(device: int, module: str, symbol: str, fmt: str, grid: tuple[int, int, int], block: tuple[int, int, int],
-           shared: int = 0, overlap_previous: bool = False) -> Kernel:
+           shared: int = 0, overlap_previous: bool = False, cluster: int = 1) -> Kernel:
     """The bound Kernel for these launch settings (cached; bounded like the plan caches)."""
-    key = (device, symbol, fmt, grid, block, shared, overlap_previous)
+    key = (device, symbol, fmt, grid, block, shared, overlap_previous, cluster)
     k = _KERNELS.get(key)
     if k is None:
         if len(_KERNELS) >= 4096:
             _KERNELS.clear()
-        k = _KERNELS[key] = Kernel(device, module, symbol, fmt, grid, block, shared, overlap_previous)
+        k = _KERNELS[key] = Kernel(device, module, symbol, fmt, grid, block, shared, overlap_previous, cluster)
     return k
 
 
 def launch(device: int, module: str, symbol: str, fmt: str, values, grid: tuple[int, int, int],
-           block: tuple[int, int, int], stream: int, shared: int = 0, overlap_previous: bool = False) -> None:
+           block: tuple[int, int, int], stream: int, shared: int = 0, overlap_previous: bool = False,
+           cluster: int = 1) -> None:
     """Launch ``symbol`` of ``module`` on ``device`` with the struct ``values`` packed as ``fmt`` and
-    ``shared`` bytes of dynamic shared memory."""
-    kernel(device, module, symbol, fmt, grid, block, shared, overlap_previous)(values, stream)
+    ``shared`` bytes of dynamic shared memory (in clusters of ``cluster`` blocks along x)."""
+    kernel(device, module, symbol, fmt, grid, block, shared, overlap_previous, cluster)(values, stream)

@@ -53,6 +53,7 @@ class KernelCache:
         self._warned: set[str] = set()
         self._device_attributes: dict[tuple, int] = {}
         self._occupancy: dict[tuple, int] = {}
+        self._clusters: dict[tuple, int] = {}
 
     @cached_property
     def manifest(self) -> dict:
@@ -100,6 +101,23 @@ class KernelCache:
             self._shared_limits[key] = shared
         return fn
 
+    def active_clusters(self, device: int, module: str, symbol: str, threads: int, shared: int, cluster: int) -> int:
+        """Clusters of ``cluster`` blocks (at most the portable 8) of ``symbol`` (``threads`` threads,
+        ``shared`` bytes of dynamic shared memory) that ``device`` runs at once, as the driver computes it
+        (cached); 0 when such a cluster cannot be placed at all."""
+        key = (device, symbol, threads, shared, cluster)
+        value = self._clusters.get(key)
+        if value is None:
+            from .launch import launch_config
+
+            fn = self.function(device, module, symbol, shared)
+            config = launch_config((cluster, 1, 1), (threads, 1, 1), shared, cluster)
+            with self.current(device):
+                err, value = driver.cuOccupancyMaxActiveClusters(fn, config)
+            # a cluster too large for the GPU is refused with an error: none fits
+            self._clusters[key] = value = int(value) if err == driver.CUresult.CUDA_SUCCESS else 0
+        return value
+
     def resident_blocks(self, device: int, module: str, symbol: str, threads: int, shared: int) -> int:
         """Blocks of ``symbol`` (``threads`` threads, ``shared`` bytes of dynamic shared memory) that one
         multiprocessor of ``device`` holds at once, as the driver computes it (cached)."""
@@ -120,6 +138,11 @@ class KernelCache:
     def max_shared_per_block(self, device: int) -> int:
         """Dynamic shared memory a block of ``device`` may opt in to, in bytes."""
         attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+        return self._attribute(device, attr)
+
+    def shared_per_sm(self, device: int) -> int:
+        """Shared memory of one multiprocessor of ``device``, in bytes (what its resident blocks share)."""
+        attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
         return self._attribute(device, attr)
 
     def _attribute(self, device: int, attr) -> int:

@@ -204,10 +204,10 @@ def run_decode_and_compare(q, k, v, kv_lens, **kwargs) -> tuple[str | None, obje
     return problem, out, lse
 
 
-def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3)) -> str | None:
+def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3, 20)) -> str | None:
     """Force the decode variant with these axes (random lengths per row, left padding, GQA 4) once per
-    split count: 1 (one pass, the output written directly), else split-KV partial results merged by the
-    combine kernel."""
+    split count: 1 (one pass, the output written directly), else split-KV: merged in a cluster (sm_90 on,
+    at most MAX_CLUSTER_SPLITS splits) or as partial results merged by the combine kernel."""
     import torch
 
     from cukiln.decode_api import plan_call
@@ -226,8 +226,9 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3)
         if plan.attention.symbol != name:
             return f"inputs selected {plan.attention.symbol}, not the variant under test"
         combine = plan.combine.symbol if plan.combine is not None else None
-        if combine != (f"decode_combine_{axes['dtype']}_d{d}" if num_splits > 1 else None):
-            return f"{num_splits} splits paired with combine kernel {combine}"
+        merged_by_kernel = num_splits > 1 and plan.attention.cluster == 1
+        if combine != (f"decode_combine_{axes['dtype']}_d{d}" if merged_by_kernel else None):
+            return f"{num_splits} splits (clusters of {plan.attention.cluster}) paired with combine kernel {combine}"
         problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
         if problem is not None:
             return f"{num_splits} splits: {problem}"
@@ -241,8 +242,12 @@ def check_entry(entry: dict) -> str | None:
         return check_rope_variant(axes, entry["name"])
     if entry["op"] == "decode":
         return check_decode_variant(axes, entry["name"])
+    from cukiln.decode_plan import MAX_CLUSTER_SPLITS
+
+    # more splits than a cluster holds: merged by the combine kernel on every GPU
     attention = {**axes, "strides": 3, "vec": 8}
-    return check_decode_variant(attention, f"decode_{axes['dtype']}_d{axes['head_dim']}_s3_v8", splits=(3,))
+    return check_decode_variant(attention, f"decode_{axes['dtype']}_d{axes['head_dim']}_s3_v8",
+                                splits=(MAX_CLUSTER_SPLITS + 4,))
 
 
 def verify(console: Console, only: str | None = None, out: str | None = None) -> int:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from cukiln.codegen import decode_abi
-from cukiln.decode_plan import choose_splits, effective_splits, plan_decode, widest_kv_vector
+from cukiln.decode_plan import MAX_CLUSTER_SPLITS, choose_splits, effective_splits, plan_decode, widest_kv_vector
 from cukiln.generated import dispatch
 from cukiln.tensors import TensorInfo
 
@@ -85,8 +85,38 @@ def test_split_variant_comes_with_its_combine_kernel_and_workspace_shape():
 
 def test_both_kernels_launch_programmatically_from_sm_90_on():
     for arch, programmatic in (("sm_80", False), ("sm_90", True), ("sm_100", True), (None, False)):
-        p = plan(num_splits=4, arch=arch)
+        p = plan(num_splits=MAX_CLUSTER_SPLITS + 1, arch=arch)  # more splits than a cluster: two kernels
         assert p.attention.overlap_previous is programmatic and p.combine.overlap_previous is programmatic
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+def test_split_kv_merges_in_one_cluster_per_row_and_kv_head_from_sm_90_on(arch):
+    for splits in range(2, MAX_CLUSTER_SPLITS + 1):
+        p = plan(num_splits=splits, arch=arch)
+        # one launch: the splits of a (row, KV head) are consecutive blocks along x, one cluster
+        assert p.attention.cluster == splits == p.attention.grid[0] and p.combine is None
+        assert p.attention.overlap_previous
+    p = plan(num_splits=MAX_CLUSTER_SPLITS + 1, arch=arch)
+    assert p.attention.cluster == 1 and p.combine is not None
+    assert plan(num_splits=1, arch=arch).attention.cluster == 1
+
+
+def test_clusters_only_where_the_gpu_has_them_and_can_place_them():
+    asked = []
+
+    def active_clusters(module, symbol, shared, cluster):
+        asked.append((symbol, shared, cluster))
+        return 0 if cluster > 6 else 5
+
+    for arch in ("sm_80", "sm_86", None):
+        p = plan(num_splits=4, arch=arch, active_clusters=active_clusters)
+        assert p.attention.cluster == 1 and p.combine is not None
+    assert asked == []  # not even asked before sm_90
+    assert plan(num_splits=6, arch="sm_90", active_clusters=active_clusters).attention.cluster == 6
+    p = plan(num_splits=7, arch="sm_90", active_clusters=active_clusters)  # the driver places none of 7
+    assert p.attention.cluster == 1 and p.combine.symbol == "decode_combine_bf16_d128"
+    assert asked == [("decode_bf16_d128_s3_v8", dispatch.DECODE_SHARED[128], 6),
+                     ("decode_bf16_d128_s3_v8", dispatch.DECODE_SHARED[128], 7)]
 
 
 def test_large_groups_take_several_blocks_per_kv_head():

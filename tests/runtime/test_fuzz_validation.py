@@ -13,7 +13,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from cukiln.decode_plan import plan_decode  # noqa: E402
+from cukiln.decode_plan import MAX_CLUSTER_SPLITS, plan_decode  # noqa: E402
 from cukiln.generated import dispatch  # noqa: E402
 from cukiln.rope_plan import plan_rope  # noqa: E402
 from cukiln.tensors import TensorInfo  # noqa: E402
@@ -179,7 +179,11 @@ def test_decode_validation_plans_a_consistent_variant_or_raises_a_clear_error(ca
     assert plan.attention.symbol == symbol and plan.attention.module == module
     dtype, head_dim, strides, vec = plan.key
     assert dtype == q.dtype and head_dim == q.shape[-1]
-    assert (plan.combine is None) == (plan.num_splits == 1)
+    # sm_90: split-KV runs as clusters of all of a (row, KV head)'s splits when there are few enough,
+    # else through the combine kernel
+    clustered = 1 < plan.num_splits <= MAX_CLUSTER_SPLITS
+    assert plan.attention.cluster == (plan.num_splits if clustered else 1)
+    assert (plan.combine is None) == (plan.num_splits == 1 or clustered)
     assert plan.combine is None or plan.combine.symbol == combine
     assert strides != 4 or vec == 1
     assert k.ptr % (vec * k.itemsize) == 0 and v.ptr % (vec * v.itemsize) == 0
