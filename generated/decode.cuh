@@ -268,9 +268,10 @@ struct Scoring {
   }
 };
 
-// Where a block writes its result: the final output (one pass) or, split-KV (partial_out given), its
-// split's partial result. A launch-wide choice made at run time: the branch is taken the same way by
-// every thread, and it is in the epilogue only, so one kernel serves both and the build compiles half.
+// Where a block writes its result: the final output (one pass, or a cluster's merged splits) or, split-KV
+// merged by the combine kernel (partial_out given), its split's partial result. A launch-wide choice made
+// at run time: the branch is taken the same way by every thread, and it is in the epilogue only, so one
+// kernel serves every mode and the build compiles it once.
 template <typename T, int D>
 struct Sink {
   T* out;
