@@ -8,8 +8,9 @@ cudaProfilerStart/Stop, so that
         --section LaunchStats python benchmarks/ncu_compare.py [decode|rope ...]
 
 reports only those kernels. Decode: bf16, h_q 32, h_kv 8, d 128 (the bench's shape), cukiln against torch
-SDPA; RoPE: bf16 freqs forward on [s, b, h, d] = [4096, 2, 32, 128], cukiln against a copy of the same
-tensor. Without ncu the script just runs the calls (a smoke test).
+SDPA, for the cases DECODE_CASES or those given as `decode=8x512,1x8192`; RoPE: bf16 freqs forward on
+[s, b, h, d] = [4096, 2, 32, 128], cukiln against a copy of the same tensor. Without ncu the script just
+runs the calls (a smoke test).
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def _profiled(label: str, fn) -> None:
     print(f"profiled: {label}", flush=True)
 
 
-def decode() -> None:
-    for b, T in DECODE_CASES:
+def decode(cases=DECODE_CASES) -> None:
+    for b, T in cases:
         q, k, v = _inputs(b, T)
         _profiled(f"cukiln decode b={b} T={T}", lambda: cukiln.decode_attention(q, k, v, T))
         _profiled(f"torch sdpa b={b} T={T}", lambda: torch_sdpa(q, k, v))
@@ -54,5 +55,9 @@ def rope() -> None:
 
 
 if __name__ == "__main__":
-    for name in sys.argv[1:] or ("decode", "rope"):
-        {"decode": decode, "rope": rope}[name]()
+    for arg in sys.argv[1:] or ("decode", "rope"):
+        name, _, cases = arg.partition("=")
+        if cases:
+            decode([tuple(int(n) for n in case.split("x")) for case in cases.split(",")])
+        else:
+            {"decode": decode, "rope": rope}[name]()

@@ -125,6 +125,29 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// Merges N partial results of one row, each with its running maximum m[s] and sum l[s] of exp2(logit -
+// m[s]) (base 2): sets each one's weight w[s] = exp2(m[s] - top) / total, total = sum of exp2(m[s] - top)
+// l[s] over the parts, top the largest maximum, and returns the merged log-sum-exp top + log2(total).
+// No key in any part (every m = -inf, l = 0): weights 0 and -inf. A NaN anywhere (fmaxf passes over a
+// NaN maximum, so it shows in the weights) makes every weight and the log-sum-exp NaN.
+template <int N>
+__device__ __forceinline__ float merge_weights(const float (&m)[N], const float (&l)[N], float (&w)[N]) {
+  float top = -CUKILN_INF;
+#pragma unroll
+  for (int s = 0; s < N; ++s) top = fmaxf(top, m[s]);
+  const float base = top == -CUKILN_INF ? 0.f : top;  // a finite base: -inf - -inf is NaN
+  float total = 0.f;
+#pragma unroll
+  for (int s = 0; s < N; ++s) {
+    w[s] = fast_exp2(m[s] - base);
+    total += w[s] * l[s];
+  }
+  const float scale = total > 0.f ? 1.f / total : total == 0.f ? 0.f : CUKILN_NAN;
+#pragma unroll
+  for (int s = 0; s < N; ++s) w[s] *= scale;
+  return total > 0.f ? base + log2f(total) : total == 0.f ? -CUKILN_INF : CUKILN_NAN;
+}
+
 // Thread-block clusters (sm_90 on). A launch without clusters is a cluster of one block.
 __device__ __forceinline__ unsigned blocks_in_cluster() {
 #if __CUDA_ARCH__ >= 900
@@ -329,43 +352,45 @@ __device__ __forceinline__ Sink<T, D> sink_of(const P& p) {
 }
 
 #if __CUDA_ARCH__ >= 900
-// Split-KV within a cluster: the splits' results (`own_o`, `own_lse` in every block's shared memory) merged
-// by their log-sum-exp weights, the outputs shared out over the cluster's threads. A NaN result makes
-// the output NaN; no keys in any split gives 0 and -inf.
+// Split-KV within a cluster: the splits' results (`own_o`, `own_lse` (base 2) in every block's shared
+// memory) merged by their log-sum-exp weights (merge_weights: no key in any split gives 0 and -inf, a NaN
+// anywhere NaN), the weights past `own_o` in each block's own shared memory.
 template <typename T, int D>
-__device__ __forceinline__ void merge_cluster(const float* own_o, const float* own_lse, int rows, int b,
-                                              int first_head, const Sink<T, D>& sink) {
+__device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse, int rows, int b, int first_head,
+                                              const Sink<T, D>& sink) {
   const unsigned n = blocks_in_cluster(), rank = rank_in_cluster();
+  float* split_weight = own_o + kHeadRows * D;  // [kMaxClusterSplits][kHeadRows]
+  float* merged_lse = split_weight + kMaxClusterSplits * kHeadRows;  // [kHeadRows]
   cluster_sync();  // every split's result is written
-  for (int i = rank * kThreads + threadIdx.x; i < rows * D; i += n * kThreads) {
-    const int r = i / D, j = i % D;
-    // Every split's log-sum-exp and output element, all loads in flight before the first use.
-    float lses[kMaxClusterSplits], outs[kMaxClusterSplits];
+  // Per row, once: each split's weight (its output rows are normalized: a sum of 1 each).
+  if (threadIdx.x < rows) {
+    const int r = threadIdx.x;
+    float lses[kMaxClusterSplits], ones[kMaxClusterSplits], w[kMaxClusterSplits];
 #pragma unroll
     for (int s = 0; s < kMaxClusterSplits; ++s) {
       const bool mine = s < static_cast<int>(n);
       lses[s] = mine ? *in_block(own_lse + r, s) : -CUKILN_INF;
-      outs[s] = mine ? *in_block(own_o + i, s) : 0.f;
+      ones[s] = mine ? 1.f : 0.f;
     }
-    float top = -CUKILN_INF;  // the largest log-sum-exp, NaN counted as +inf
+    merged_lse[r] = merge_weights(lses, ones, w);
 #pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) top = fmaxf(top, isnan(lses[s]) ? CUKILN_INF : lses[s]);
-    float total = 0.f, value = 0.f;
-    if (top != -CUKILN_INF && top != CUKILN_INF) {
-#pragma unroll
-      for (int s = 0; s < kMaxClusterSplits; ++s) {
-        const float weight = exp2f(lses[s] - top);  // 0 for a split without keys (or past the cluster)
-        total += weight;
-        value += weight * outs[s];
-      }
-    }
-    const bool any_nan = top == CUKILN_INF;
-    sink.put(b, first_head + r, j, any_nan ? CUKILN_NAN : total > 0.f ? value / total : 0.f);
-    if (j == 0) {
-      sink.put_lse(b, first_head + r, any_nan ? CUKILN_NAN : total > 0.f ? (top + log2f(total)) * kLn2 : -CUKILN_INF);
-    }
+    for (int s = 0; s < kMaxClusterSplits; ++s) split_weight[s * kHeadRows + r] = w[s];
   }
-  cluster_sync();  // no block leaves while another may still read its shared memory
+  __syncthreads();
+  // The outputs shared out over the cluster's threads; every split's element in flight before the sum.
+  for (int i = rank * kThreads + threadIdx.x; i < rows * D; i += n * kThreads) {
+    const int r = i / D, j = i % D;
+    float outs[kMaxClusterSplits];
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) outs[s] = s < static_cast<int>(n) ? *in_block(own_o + i, s) : 0.f;
+    float o = 0.f;
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) o += split_weight[s * kHeadRows + r] * outs[s];
+    sink.put(b, first_head + r, j, o);
+    if (j == 0) sink.put_lse(b, first_head + r, merged_lse[r] * kLn2);
+  }
+  // No block leaves while another may still read its shared memory (whose reads are all used: relaxed).
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
 }
 #endif
 
@@ -581,40 +606,43 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     o[8 * D + 1] = acc[n][3];
   }
   __syncthreads();
-  // A split of a cluster keeps its result ([kHeadRows][D] and the log-sum-exps, base 2) in its shared
-  // memory, past the warps' partial results, for the cluster's merge.
+  // Per row, once: each warp's weight and the row's log-sum-exp (base 2); then every output element is
+  // the weighted sum of the warps' O.
+  float* weight = part_o + kWarps * kHeadRows * D;  // [kWarps][kHeadRows]
+  float* row_lse = weight + kWarps * kHeadRows;  // [kHeadRows]
+  // A split of a cluster keeps its result in its shared memory for the cluster's merge (past these).
+  float* own_o = row_lse + kHeadRows;  // [kHeadRows][D]
+  static_assert(((2 + D + 1) * kWarps * kHeadRows + kHeadRows * (1 + D) + (kMaxClusterSplits + 1) * kHeadRows) * 4 <=
+                    kStages * 2 * kTileElems * sizeof(T),
+                "the warps' partial results, the weights and the block's own result fit over the K/V stages");
+  if (threadIdx.x < kHeadRows) {
+    const int r = threadIdx.x;
+    float pm[kWarps], pl[kWarps], w[kWarps];
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) {
+      pm[k] = part_m[k * kHeadRows + r];
+      pl[k] = part_l[k * kHeadRows + r];
+    }
+    row_lse[r] = merge_weights(pm, pl, w);
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) weight[k * kHeadRows + r] = w[k];
+  }
+  __syncthreads();
   const bool clustered = blocks_in_cluster() > 1;
-  float* own_o = part_o + kWarps * kHeadRows * D;
-  float* own_lse = own_o + kHeadRows * D;
-  static_assert((kWarps * kHeadRows * (D + 2) + kHeadRows * (D + 1)) * 4 <= kStages * 2 * kTileElems * sizeof(T),
-                "the warps' partial results and the block's own fit over the K/V stages");
   for (int i = threadIdx.x; i < rows * D; i += kThreads) {
     const int r = i / D, j = i % D;
-    float top = -CUKILN_INF;
+    float o = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, part_m[w * kHeadRows + r]);
-    float total = 0.f, value = 0.f;
-    if (top != -CUKILN_INF) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float weight = exp2f(part_m[w * kHeadRows + r] - top);  // 0 for a warp without keys
-        total += weight * part_l[w * kHeadRows + r];
-        value += weight * part_o[(w * kHeadRows + r) * D + j];
-      }
-    }
-    // No key (an empty row or split): output 0 and log-sum-exp -inf.
-    const float o = total > 0.f ? value / total : 0.f;
-    const float lse2 = total > 0.f ? top + log2f(total) : -CUKILN_INF;
+    for (int k = 0; k < kWarps; ++k) o += weight[k * kHeadRows + r] * part_o[(k * kHeadRows + r) * D + j];
     if (clustered) {
       own_o[i] = o;
-      if (j == 0) own_lse[r] = lse2;
     } else {
       sink.put(b, first_head + r, j, o);
-      if (j == 0) sink.put_lse(b, first_head + r, lse2 * kLn2);
+      if (j == 0) sink.put_lse(b, first_head + r, row_lse[r] * kLn2);
     }
   }
 #if __CUDA_ARCH__ >= 900
-  if (clustered) merge_cluster<T, D>(own_o, own_lse, rows, b, first_head, sink);
+  if (clustered) merge_cluster<T, D>(own_o, row_lse, rows, b, first_head, sink);
 #endif
 }
 

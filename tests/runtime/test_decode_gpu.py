@@ -129,6 +129,24 @@ def test_empty_rows_give_zeros_and_minus_inf():
         assert torch.isneginf(lse[:2]).all()
 
 
+def test_nan_in_a_query_head_makes_that_head_nan():
+    # NaN logits are passed over by the running maxima (fmaxf), so the merges must carry them through the
+    # sums: one pass, splits merged in a cluster and splits merged by the combine kernel alike.
+    gen = new_generator()
+    q = torch.randn(3, 8, 128, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (decode_cache_view(3, 2, 700, 128, torch.bfloat16, gen) for _ in range(2))
+    q[1, 5, 17] = float("nan")
+    nan = torch.zeros(3, 8, dtype=torch.bool, device="cuda")
+    nan[1, 5] = True
+    ref = cukiln.reference.decode_attention(q, k, v, 700)
+    assert torch.equal(torch.isnan(ref).all(-1), nan), "the reference: NaN in exactly that head"
+    for splits in (1, 4, 20):
+        out, lse = cukiln.decode_attention(q, k, v, 700, num_splits=splits, return_lse=True)
+        assert torch.equal(torch.isnan(out).all(-1), nan) and torch.equal(torch.isnan(lse), nan), f"{splits} splits"
+        assert_matches_reference(out[~nan], ref[~nan], f"the other heads, {splits} splits",
+                                 fp32_units=DECODE_FP32_UNITS)
+
+
 def test_out_of_range_device_lengths_give_nan_rows():
     gen = new_generator()
     q = torch.randn(4, 2, 64, generator=gen, device="cuda").to(torch.bfloat16)
