@@ -181,6 +181,14 @@ def render_dispatch(variants: list[AnyVariant], tuning: dict[str, dict] | None =
 DECODE_SPLIT_DEFAULT = {"blocks_per_sm": 2.0, "min_keys_per_split": 256, "wave_efficiency": 0.9}
 
 
+def _decode_split_rule(rule: dict) -> dict:
+    """A tuned split rule as dispatch.py holds it: the measured table as tuples (hashable, for the runtime's
+    cache), or a wave rule's values (tuning files written before the table)."""
+    if "table" in rule:
+        return {"table": tuple(tuple(int(x) for x in point) for point in rule["table"])}
+    return {k: type(v)(rule[k]) for k, v in DECODE_SPLIT_DEFAULT.items()}
+
+
 def _decode_dispatch_lines(variants: list[AnyVariant], tuning: dict[str, dict]) -> list[str]:
     attention = sorted((v for v in variants if isinstance(v, DecodeVariant)), key=lambda v: v.name)
     lines = [
@@ -201,14 +209,15 @@ def _decode_dispatch_lines(variants: list[AnyVariant], tuning: dict[str, dict]) 
     lines += _params_table_lines("DECODE_PARAMS", variants, decode_abi.decode_params, decode_abi.params_layout_id)
     lines += [
         "",
-        "# Split-KV: the least split count whose waves of blocks (blocks_per_sm per multiprocessor at most)",
-        "# reach wave_efficiency of the best, keeping at least min_keys_per_split keys per split (per arch",
-        "# from generated/tuning/<arch>.json: `cukiln tune decode`); one split means the one-pass kernel.",
+        "# Split-KV (runtime/decode_plan.choose_splits; one split means one pass). Per arch, from",
+        "# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured (blocks, T, fastest split",
+        "# count) points, the nearest point's total of blocks shared out. Other archs: the least split count",
+        "# whose waves of blocks (blocks_per_sm per multiprocessor at most) reach wave_efficiency of the best,",
+        "# keeping at least min_keys_per_split keys per split.",
         f"DECODE_SPLIT_DEFAULT = {DECODE_SPLIT_DEFAULT!r}",
         "DECODE_SPLIT = {",
     ]
-    lines += _tuned_rule_lines(tuning, "decode",
-                               lambda rule: {k: type(v)(rule[k]) for k, v in DECODE_SPLIT_DEFAULT.items()})
+    lines += _tuned_rule_lines(tuning, "decode", _decode_split_rule)
     lines += ["}", "", "DECODE = {"]
     for v in attention:
         lines.append(f"    {v.key!r}: ({v.module!r}, {v.name!r}, {decode_abi.params_layout_id(v)!r}, "

@@ -787,9 +787,11 @@ DECODE_PARAMS = {
     'combine': (('partial_out', 'partial_lse', 'out', 'lse', 'batch', 'heads_q', 'num_splits', 'out_sb', 'out_sh', 'out_sd'), '<QQQQqqqqqq'),
 }
 
-# Split-KV: the least split count whose waves of blocks (blocks_per_sm per multiprocessor at most)
-# reach wave_efficiency of the best, keeping at least min_keys_per_split keys per split (per arch
-# from generated/tuning/<arch>.json: `cukiln tune decode`); one split means the one-pass kernel.
+# Split-KV (runtime/decode_plan.choose_splits; one split means one pass). Per arch, from
+# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured (blocks, T, fastest split
+# count) points, the nearest point's total of blocks shared out. Other archs: the least split count
+# whose waves of blocks (blocks_per_sm per multiprocessor at most) reach wave_efficiency of the best,
+# keeping at least min_keys_per_split keys per split.
 DECODE_SPLIT_DEFAULT = {'blocks_per_sm': 2.0, 'min_keys_per_split': 256, 'wave_efficiency': 0.9}
 DECODE_SPLIT = {
     'sm_90': {'blocks_per_sm': 1.0, 'min_keys_per_split': 64, 'wave_efficiency': 0.95},

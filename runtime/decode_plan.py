@@ -102,11 +102,17 @@ def choose_splits(blocks: int, keys: int, sms: int, rule: dict, resident: int | 
     """Split count for a launch of ``blocks`` blocks (one pass) over a cache slice of ``keys`` positions
     (per-row lengths live on the device; T bounds them).
 
-    The GPU runs blocks in waves of ``slots`` = sms x min(rule["blocks_per_sm"], ``resident``, the
-    blocks a multiprocessor holds); a last wave that is mostly empty wastes the time of a whole one.
-    Among split counts that keep rule["min_keys_per_split"] keys per split, the least whose wave
-    efficiency (waves / whole waves started) reaches rule["wave_efficiency"] of the best one wins.
+    A tuned rule (rule["table"], `cukiln tune decode`) holds the measured best split count of a grid of
+    (blocks, keys) points: the nearest point (in log2 blocks and log2 keys) gives its best total of
+    blocks, shared out over ``blocks`` (split_from_table).
+
+    Otherwise the wave rule: the GPU runs blocks in waves of ``slots`` = sms x min(rule["blocks_per_sm"],
+    ``resident``, the blocks a multiprocessor holds); a last wave that is mostly empty wastes the time
+    of a whole one. Among split counts that keep rule["min_keys_per_split"] keys per split, the least
+    whose wave efficiency (waves / whole waves started) reaches rule["wave_efficiency"] of the best wins.
     """
+    if "table" in rule:
+        return split_from_table(blocks, keys, rule["table"])
     per_sm = rule["blocks_per_sm"] if resident is None else min(rule["blocks_per_sm"], resident)
     return _choose_splits(blocks, keys, max(1.0, sms * per_sm), rule["min_keys_per_split"], rule["wave_efficiency"])
 
@@ -128,6 +134,23 @@ def _choose_splits(blocks: int, keys: int, slots: float, min_keys: int, wave_eff
     counts = sorted({effective_splits(keys, s) for s in range(1, most + 1)})
     best = max(efficiency(s) for s in counts)
     return next(s for s in counts if efficiency(s) >= wave_efficiency * best)
+
+
+# Keys a split keeps at least under a tuned table (one tile): the ladder `cukiln tune decode` measures.
+MIN_KEYS_PER_SPLIT = 64
+
+
+@functools.lru_cache(maxsize=4096)
+def split_from_table(blocks: int, keys: int, table: tuple[tuple[int, int, int], ...]) -> int:
+    """The split count for ``blocks`` blocks over ``keys`` keys from measured (blocks, keys, best splits)
+    points: the nearest point's best total of blocks (blocks x splits) shared out over ``blocks``, each
+    split at least MIN_KEYS_PER_SPLIT keys, counted as the kernel shares keys out (effective_splits)."""
+    if blocks <= 0 or keys < 2 * MIN_KEYS_PER_SPLIT or not table:
+        return 1
+    tuned_blocks, _, tuned_splits = min(
+        table, key=lambda p: (math.log2(blocks / p[0]) ** 2 + math.log2(max(keys, 1) / p[1]) ** 2, p))
+    splits = round(tuned_splits * tuned_blocks / blocks)
+    return effective_splits(keys, max(1, min(splits, keys // MIN_KEYS_PER_SPLIT, MAX_SPLITS)))
 
 
 def effective_splits(keys: int, splits: int) -> int:

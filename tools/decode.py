@@ -3,15 +3,15 @@
 bench times cukiln against torch's scaled_dot_product_attention (same cache slices, enable_gqa=True)
 and any other decode kernel installed, bf16, d = 128, h_q = 32, h_kv = 8, over batch x cache length.
 Bytes counted: K and V of every row read once, plus q and the output. tune times, over a grid of
-(rows x KV heads, cache length), every split count that some candidate rule picks (runtime/decode_plan.
-choose_splits: blocks per multiprocessor, least keys per split, wave efficiency), fits the rule and
-writes generated/tuning/<arch>.json; the next `cukiln build` folds the rule into dispatch.py.
+(rows x KV heads, cache length), a ladder of split counts (SPLIT_LADDER, as the runtime launches them:
+clusters or the combine kernel), keeps each point's best as the rule's table (runtime/decode_plan.
+split_from_table) and writes generated/tuning/<arch>.json; the next `cukiln build` folds the table
+into dispatch.py.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 
 from rich.console import Console
 from rich.progress import Progress
@@ -23,11 +23,10 @@ HEADS_Q, HEADS_KV, HEAD_DIM = 32, 8, 128
 BENCH_GRID = tuple(itertools.product((1, 8, 32, 128), (512, 2048, 8192, 32768))) + ((1, 131072),)
 # The cache buffer holds this many more positions than the attended slice (a cache grown in steps).
 CAPACITY_SLACK = 256
-TUNE_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+TUNE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
 TUNE_LENGTHS = (512, 2048, 8192, 32768)
-RULE_BLOCKS_PER_SM = (1.0, 2.0, 3.0, 4.0)
-RULE_MIN_KEYS = (64, 128, 256, 512, 1024)
-RULE_WAVE_EFFICIENCY = (0.8, 0.85, 0.9, 0.95, 1.0)
+SPLIT_LADDER = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+MAX_TUNED_BLOCKS = 4096  # blocks x splits measured at most (several waves of any grid)
 
 
 def _inputs(b: int, T: int):
@@ -133,9 +132,14 @@ def print_bench(result: dict, console: Console) -> None:
     console.print(table)
 
 
-def candidate_rules():
-    for per_sm, min_keys, efficiency in itertools.product(RULE_BLOCKS_PER_SM, RULE_MIN_KEYS, RULE_WAVE_EFFICIENCY):
-        yield {"blocks_per_sm": per_sm, "min_keys_per_split": min_keys, "wave_efficiency": efficiency}
+def split_ladder(blocks: int, keys: int) -> list[int]:
+    """The split counts tuned at a point: SPLIT_LADDER's counts that differ in effect (the kernel shares keys
+    out in whole tiles), keep MIN_KEYS_PER_SPLIT keys a split and MAX_TUNED_BLOCKS blocks in all."""
+    from cukiln.decode_plan import MIN_KEYS_PER_SPLIT, effective_splits
+
+    counts = {effective_splits(keys, s) for s in SPLIT_LADDER
+              if s == 1 or (keys // s >= MIN_KEYS_PER_SPLIT and blocks * s <= MAX_TUNED_BLOCKS)}
+    return sorted(counts)
 
 
 def rule_choice(measurement: dict, sms: int, rule: dict) -> int:
@@ -151,18 +155,13 @@ def measured_choice(measurement: dict, sms: int, rule: dict) -> int:
     return min((int(s) for s in measurement["ms_by_splits"]), key=lambda s: (abs(s - chosen), s))
 
 
-def fit_rule(measurements: list[dict], sms: int) -> dict:
-    """The candidate rule whose choices lose least against each point's best split count: the sum over
-    points of chosen time / best time, smallest first; ties keep the earlier rule."""
-    best, best_cost = None, math.inf
-    for rule in candidate_rules():
-        cost = 0.0
-        for m in measurements:
-            times = {int(s): ms for s, ms in m["ms_by_splits"].items()}
-            cost += times[measured_choice(m, sms, rule)] / min(times.values())
-        if cost < best_cost - 1e-9:
-            best, best_cost = rule, cost
-    return {**best, "mean_time_over_best": best_cost / len(measurements)}
+def fit_table(measurements: list[dict]) -> dict:
+    """The tuned rule: each point's (blocks, T, fastest split count)."""
+    table = []
+    for m in measurements:
+        times = {int(s): ms for s, ms in m["ms_by_splits"].items()}
+        table.append([m["blocks"], m["T"], min(times, key=times.get)])
+    return {"table": sorted(table)}
 
 
 def tune(console: Console) -> dict:
@@ -188,7 +187,7 @@ def tune(console: Console) -> dict:
             outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
             point = {"batch": b, "T": T, "blocks": b * HEADS_KV, "resident": resident}
             times = {}
-            for s in sorted({rule_choice(point, sms, rule) for rule in candidate_rules()}):
+            for s in split_ladder(b * HEADS_KV, T):
                 times[s] = median_ms([lambda st=st, o=o, s=s: cukiln.decode_attention(*st, T, out=o, num_splits=s)
                                       for st, o in zip(sets, outs)], batches=9)
             best = min(times, key=times.get)
@@ -197,15 +196,14 @@ def tune(console: Console) -> dict:
                                  "best_tbps": rate, "best_x_copy": rate / copy})
             del sets, outs
             progress.advance(task)
-    rule = fit_rule(measurements, sms)
+    rule = fit_table(measurements)
     meta = run_metadata("decode-tune", "cukiln tune decode")
     result = {"device": meta["device"], "date": meta["date"], "sms": sms, "command": meta["command"],
               "versions": meta["versions"], "copy_tbps": copy,
               "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16"},
               "rule": rule, "measurements": measurements}
     path = emit.write_tuning(meta["arch"], "decode", result)
-    console.print(f"split rule for {meta['arch']}: at most {rule['blocks_per_sm']} blocks per SM ({resident} "
-                  f"resident), at least {rule['min_keys_per_split']} keys per split, wave efficiency "
-                  f"{rule['wave_efficiency']} (chosen/best time {rule['mean_time_over_best']:.3f});"
-                  f" wrote {path} — run `cukiln build` to fold it into dispatch.py")
+    console.print(f"split table for {meta['arch']}: the fastest of {len(SPLIT_LADDER)} split counts at "
+                  f"{len(measurements)} (rows x KV heads, T) points ({resident} blocks resident per SM); "
+                  f"wrote {path} — run `cukiln build` to fold it into dispatch.py")
     return result

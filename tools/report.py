@@ -272,14 +272,18 @@ def _print_thd_rule(console: Console, rule: dict) -> None:
 
 def _print_decode_rule(console: Console, rule: dict) -> None:
     def describe(r: dict) -> str:
-        return (f"<= {r['blocks_per_sm']} blocks/SM, >= {r['min_keys_per_split']} keys, "
+        if "table" in r:
+            return f"the fastest split count measured at {len(r['table'])} points"
+        return (f"the wave rule with <= {r['blocks_per_sm']} blocks/SM, >= {r['min_keys_per_split']} keys, "
                 f"wave efficiency {r['wave_efficiency']}")
 
     tuned = ", ".join(f"{a}: {describe(r)}" for a, r in sorted(rule["rules"].items())) or "none tuned"
-    console.print("decode split rule: the least split count (whole 64-key tiles a split) whose waves of blocks "
-                  "reach wave_efficiency of the best count's, with at most blocks_per_sm resident blocks per "
-                  "multiprocessor and at least min_keys_per_split keys per split (num_splits= overrides). "
-                  f"Per arch: {tuned}; other archs {describe(rule['default'])}.")
+    console.print("decode split rule (num_splits= overrides): where tuned, the nearest measured (rows x KV "
+                  "heads, T) point's fastest total of blocks, shared out over the call's blocks; elsewhere the "
+                  "least split count (whole 64-key tiles a split) whose waves of blocks reach wave_efficiency "
+                  "of the best count's, with at most blocks_per_sm resident blocks per multiprocessor and at "
+                  f"least min_keys_per_split keys per split. Per arch: {tuned}; other archs "
+                  f"{describe(rule['default'])}.")
     for arch, t in sorted(rule["tuning"].items()):
         table = Table(title=f"decode tuning data, {arch}: {t['device']} ({t['sms']} SMs), {t['date']}"
                             f"{_copy_note(t)}", title_justify="left")

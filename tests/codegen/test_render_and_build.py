@@ -57,6 +57,10 @@ def test_tuning_data_folds_into_the_decode_split_rule():
                                                    "wave_efficiency": 1.0}}
     exec(emit.render_dispatch(ALL_VARIANTS), namespace)
     assert namespace["DECODE_SPLIT"] == {} and namespace["DECODE_SPLIT_DEFAULT"] == emit.DECODE_SPLIT_DEFAULT
+    # a measured table (JSON lists) folds into tuples, which the runtime's cache can hash
+    tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 8], [64, 2048, 2]]}}}}
+    exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
+    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 8), (64, 2048, 2))}}
 
 
 def test_a_module_cache_key_covers_only_the_headers_it_includes():

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from cukiln.codegen import decode_abi
-from cukiln.decode_plan import MAX_CLUSTER_SPLITS, choose_splits, effective_splits, plan_decode, widest_kv_vector
+from cukiln.decode_plan import (MAX_CLUSTER_SPLITS, choose_splits, effective_splits, plan_decode,
+                                split_from_table, widest_kv_vector)
 from cukiln.generated import dispatch
 from cukiln.tensors import TensorInfo
 
@@ -183,6 +184,30 @@ def test_effective_splits_match_the_kernels_whole_tile_shares():
             with_keys = sum(1 for i in range(splits) if i * per_split < keys)
             assert effective_splits(keys, splits) == max(1, with_keys)
     assert effective_splits(2048, 31) == 16  # 67 keys a split round up to 128
+
+
+TABLE = ((8, 512, 8), (8, 8192, 26), (8, 32768, 32), (64, 8192, 2), (512, 2048, 2))
+
+
+def test_a_tuned_table_gives_the_nearest_points_total_of_blocks():
+    assert split_from_table(8, 8192, TABLE) == 26  # a tuned point: its fastest count
+    assert split_from_table(8, 600, TABLE) == effective_splits(600, 8) == 5  # nearest (8, 512): 8, in whole tiles
+    assert split_from_table(16, 8192, TABLE) == 13  # (8, 8192)'s 208 blocks over 16: 13 splits each
+    assert split_from_table(128, 8192, TABLE) == 1  # (64, 8192)'s 128 blocks: already there
+    assert split_from_table(4096, 2048, TABLE) == 1
+    assert split_from_table(8, 130000, TABLE) == 32  # beyond the grid: the nearest edge
+    # at least 64 keys a split, counted as the kernel shares keys out
+    assert split_from_table(8, 200, TABLE) == effective_splits(200, 3) == 2
+    assert split_from_table(8, 100, TABLE) == 1 and split_from_table(0, 8192, TABLE) == 1
+    assert split_from_table(8, 8192, ()) == 1
+
+
+def test_a_tuned_table_drives_the_plan_for_its_arch_only(monkeypatch):
+    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": TABLE})
+    q, k = contiguous((1, 32, 128)), cache_slice(1, 8, 8192, 128, 8192)
+    assert plan_decode(q, k, k, 8192, arch="sm_90").num_splits == 26
+    assert plan_decode(q, k, k, 8192, arch="sm_00").num_splits == choose_splits(
+        8, 8192, 132, dispatch.DECODE_SPLIT_DEFAULT)
 
 
 def test_rule_from_the_dispatch_table_is_used_without_num_splits():

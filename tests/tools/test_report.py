@@ -143,15 +143,24 @@ def test_thd_rule_fit_stops_at_the_first_real_loss():
     assert fit_grid_max_waste([row(100, 1.1, 1.0)]) == 0.0
 
 
-def test_decode_split_fit_minimises_the_loss_against_each_points_best():
-    from cukiln.tools.decode import fit_rule
+def test_decode_split_table_keeps_each_points_fastest_count_and_the_rule_picks_it_there():
+    from cukiln.tools.decode import fit_table, rule_choice
 
     points = [{"blocks": 8, "T": 8192, "resident": 3,
-               "ms_by_splits": {1: 1.0, 2: 0.6, 4: 0.35, 8: 0.2, 16: 0.15, 32: 0.2, 33: 0.25}},
-              {"blocks": 256, "T": 8192, "resident": 3, "ms_by_splits": {1: 1.0, 2: 1.2, 3: 1.1}}]
-    rule = fit_rule(points, sms=132)
-    assert rule["mean_time_over_best"] == pytest.approx(1.0)  # a rule exists that picks 16 and 1
-    assert rule["blocks_per_sm"] == 1.0  # 16 x 8 blocks fill 132 slots; 2 or more per SM would pick 33
+               "ms_by_splits": {"1": 1.0, "2": 0.6, "4": 0.35, "8": 0.2, "16": 0.15, "32": 0.2}},
+              {"blocks": 256, "T": 8192, "resident": 3, "ms_by_splits": {"1": 1.0, "2": 1.2, "3": 1.1}}]
+    rule = fit_table(points)
+    assert rule == {"table": [[8, 8192, 16], [256, 8192, 1]]}
+    folded = {"table": tuple(tuple(p) for p in rule["table"])}  # as dispatch.py holds it
+    assert [rule_choice(p, 132, folded) for p in points] == [16, 1]
+
+
+def test_decode_split_ladder_keeps_counts_that_differ_in_effect():
+    from cukiln.tools.decode import split_ladder
+
+    assert split_ladder(8, 512) == [1, 2, 3, 4, 8]  # 6 splits share 512 keys out as 4 whole tiles: as 4
+    assert split_ladder(1024, 32768) == [1, 2, 3, 4]  # at most 4096 blocks
+    assert split_ladder(8, 100) == [1]  # fewer than two splits' worth of keys
 
 
 def test_rope_launch_tuning_keeps_the_default_unless_a_candidate_wins_beyond_noise():
