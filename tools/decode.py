@@ -155,13 +155,19 @@ def measured_choice(measurement: dict, sms: int, rule: dict) -> int:
     return min((int(s) for s in measurement["ms_by_splits"]), key=lambda s: (abs(s - chosen), s))
 
 
+# Split counts within this fraction of a point's fastest tie with it (timing noise): the least wins.
+TIE = 0.01
+
+
 def fit_table(measurements: list[dict]) -> dict:
-    """The tuned rule: each point's (blocks, T, fastest split count)."""
+    """The tuned rule: each point's (blocks, T, split count), the least count within TIE of the fastest
+    (fewer splits: less merging, and the choice does not chase noise)."""
     table = []
     for m in measurements:
         times = {int(s): ms for s, ms in m["ms_by_splits"].items()}
-        table.append([m["blocks"], m["T"], min(times, key=times.get)])
-    return {"table": sorted(table)}
+        fastest = min(times.values())
+        table.append([m["blocks"], m["T"], min(s for s, ms in times.items() if ms <= fastest * (1 + TIE))])
+    return {"table": sorted(table), "tie": TIE}
 
 
 def tune(console: Console) -> dict:
@@ -203,7 +209,8 @@ def tune(console: Console) -> dict:
               "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16"},
               "rule": rule, "measurements": measurements}
     path = emit.write_tuning(meta["arch"], "decode", result)
-    console.print(f"split table for {meta['arch']}: the fastest of {len(SPLIT_LADDER)} split counts at "
+    console.print(f"split table for {meta['arch']}: the least of {len(SPLIT_LADDER)} split counts within "
+                  f"{TIE:.0%} of the fastest at "
                   f"{len(measurements)} (rows x KV heads, T) points ({resident} blocks resident per SM); "
                   f"wrote {path} — run `cukiln build` to fold it into dispatch.py")
     return result

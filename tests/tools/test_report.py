@@ -148,11 +148,13 @@ def test_decode_split_table_keeps_each_points_fastest_count_and_the_rule_picks_i
 
     points = [{"blocks": 8, "T": 8192, "resident": 3,
                "ms_by_splits": {"1": 1.0, "2": 0.6, "4": 0.35, "8": 0.2, "16": 0.15, "32": 0.2}},
-              {"blocks": 256, "T": 8192, "resident": 3, "ms_by_splits": {"1": 1.0, "2": 1.2, "3": 1.1}}]
+              {"blocks": 256, "T": 8192, "resident": 3, "ms_by_splits": {"1": 1.0, "2": 1.2, "3": 1.1}},
+              {"blocks": 64, "T": 2048, "resident": 3, "ms_by_splits": {"1": 1.2, "2": 1.005, "8": 1.0}}]
     rule = fit_table(points)
-    assert rule == {"table": [[8, 8192, 16], [256, 8192, 1]]}
+    # the last point's 2 splits tie with 8 (within 1 %): the fewer win
+    assert rule == {"table": [[8, 8192, 16], [64, 2048, 2], [256, 8192, 1]], "tie": 0.01}
     folded = {"table": tuple(tuple(p) for p in rule["table"])}  # as dispatch.py holds it
-    assert [rule_choice(p, 132, folded) for p in points] == [16, 1]
+    assert [rule_choice(p, 132, folded) for p in points] == [16, 1, 2]
 
 
 def test_decode_split_ladder_keeps_counts_that_differ_in_effect():
