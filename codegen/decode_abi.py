@@ -23,7 +23,7 @@ ROW_PADDING = 8
 # Split-KV from sm_90 on: up to this many splits of a (row, KV head) run as one thread-block cluster and
 # merge their results through distributed shared memory; more splits take the combine kernel. 8 is the
 # portable cluster size; clusters of 16 (H100's limit) were slower than 16 splits and the combine kernel
-# (b = 1, T = 8k: 21.0 against 20.3 us): a GPC holds few of them (benchmarks/NOTES.md, decode v12).
+# (b = 1, T = 8k: 21.0 against 20.3 us): a GPC holds few of them (benchmarks/NOTES.md, decode v13).
 MAX_CLUSTER_SPLITS = 8
 # Dynamic shared memory one attention block may use: the K/V pipeline takes as many tile stages as fit
 # (all but one in flight), at least 2. 99 KB is the opt-in limit of sm_86/89 and lets two blocks share

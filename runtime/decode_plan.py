@@ -28,6 +28,8 @@ MAX_CAPACITY = INT32_MAX - MAX_SPLITS
 # Split-KV from sm_90 on: up to this many splits of a (row, KV head) run as one thread-block cluster and
 # merge their results in distributed shared memory (no combine kernel); more splits use the combine kernel.
 MAX_CLUSTER_SPLITS = dispatch.DECODE_MAX_CLUSTER_SPLITS
+# Keys a split keeps at least under a tuned table (one tile), as in the ladder `cukiln tune decode` measures.
+MIN_KEYS_PER_SPLIT = dispatch.DECODE_KEYS_PER_TILE
 
 
 @dataclass(frozen=True)
@@ -136,10 +138,6 @@ def _choose_splits(blocks: int, keys: int, slots: float, min_keys: int, wave_eff
     return next(s for s in counts if efficiency(s) >= wave_efficiency * best)
 
 
-# Keys a split keeps at least under a tuned table (one tile): the ladder `cukiln tune decode` measures.
-MIN_KEYS_PER_SPLIT = 64
-
-
 @functools.lru_cache(maxsize=4096)
 def split_from_table(blocks: int, keys: int, table: tuple[tuple[int, int, int], ...]) -> int:
     """The split count for ``blocks`` blocks over ``keys`` keys from measured (blocks, keys, best splits)
@@ -148,7 +146,7 @@ def split_from_table(blocks: int, keys: int, table: tuple[tuple[int, int, int], 
     if blocks <= 0 or keys < 2 * MIN_KEYS_PER_SPLIT or not table:
         return 1
     tuned_blocks, _, tuned_splits = min(
-        table, key=lambda p: (math.log2(blocks / p[0]) ** 2 + math.log2(max(keys, 1) / p[1]) ** 2, p))
+        table, key=lambda p: (math.log2(blocks / p[0]) ** 2 + math.log2(keys / p[1]) ** 2, p))
     splits = round(tuned_splits * tuned_blocks / blocks)
     return effective_splits(keys, max(1, min(splits, keys // MIN_KEYS_PER_SPLIT, MAX_SPLITS)))
 
