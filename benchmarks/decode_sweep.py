@@ -6,9 +6,9 @@ Two steps, so the compiling happens on a machine without a GPU:
     python benchmarks/decode_sweep.py run DIR [--out F] [--cases 1x8192,8x512]
                                                          # GPU: time every config x split count x case
 
-Compile-time knobs: K/V pipeline stages for head dim 128 and warps per block (each takes 16 keys of a
-tile, so 8 warps walk 128-key tiles), from the build's template (shared memory: 4 KB + stages x 34 KB
-x warps / 4). Earlier runs: 2-6 stages (results/decode-stages-sweep-h100-2026-11-23.json), L2 fetch
+Compile-time knobs: K/V pipeline stages for head dim 128, warps per block and keys each warp takes of
+a tile per round (16 or 32: 8 warps of 16 or 4 of 32 walk 128-key tiles), from the build's template
+(shared memory: 4 KB + stages x 34 KB x warps x keys / 64). Earlier runs: 2-6 stages (results/decode-stages-sweep-h100-2026-11-23.json), L2 fetch
 sizes (results/decode-l2-sweep-h100-2026-11-23.json), the leaner loop (decode-lean-loop-sweep-...),
 8 warps (decode-warps-sweep-h100-2026-11-23.json). Launch-time knob: the split count (SPLITS, where at
 least 64 keys a split and at most 4096 blocks remain); the combine kernel starts as the runtime starts
@@ -30,10 +30,9 @@ from cukiln.codegen.variants import Dtype
 
 from raw_launch import allow_shared, launcher, load_functions, sdpa_case, sweep_main, timed_against_sdpa
 
-CONFIGS = {  # name -> (stages for head dim 128, warps of 16 keys: the tile's keys / 16)
-    "w4_s2": (2, 4),
-    "w8_s2": (2, 8),
-    "w8_s3": (3, 8),
+CONFIGS = {  # name -> (stages for head dim 128, warps, keys a warp takes of each tile)
+    "w4_s2": (2, 4, 16),
+    "w4k32_s2": (2, 4, 32),
 }
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 HEAD_DIM = 128
@@ -44,15 +43,17 @@ SYMBOLS = [v.name for v in VARIANTS]
 def build(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     index = {}
-    for name, (stages, warps) in CONFIGS.items():
-        shared = decode_abi.shared_bytes(HEAD_DIM, stages, warps)
-        resident = decode_abi.min_blocks_per_sm(HEAD_DIM, stages, warps)
+    for name, (stages, warps, keys) in CONFIGS.items():
+        shared = decode_abi.shared_bytes(HEAD_DIM, stages, warps, keys)
+        resident = decode_abi.min_blocks_per_sm(HEAD_DIM, stages, warps, keys)
         source = render.render_decode_module(Dtype.BF16, VARIANTS, warps=warps, min_blocks={HEAD_DIM: resident})
-        headers = render.render_headers(decode_stages={HEAD_DIM: stages}, decode_warps=warps)
+        headers = render.render_headers(decode_stages={HEAD_DIM: stages}, decode_warps=warps,
+                                        decode_keys_per_warp=keys)
         cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)
         (out_dir / f"{name}.cubin").write_bytes(cubin)
         resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
-        index[name] = {"stages": stages, "warps": warps, "shared": shared, "resources": resources}
+        index[name] = {"stages": stages, "warps": warps, "keys_per_warp": keys, "shared": shared,
+                       "resources": resources}
         regs = {k: (v["registers"], v["spill_store_bytes"] + v["spill_load_bytes"]) for k, v in resources.items()}
         print(f"{name}: {seconds:.1f} s, (registers, spill bytes) {regs}")
     (out_dir / "index.json").write_text(json.dumps(index, indent=1))
@@ -93,13 +94,15 @@ def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
             for name, cfg in index.items():
                 calls = []
                 for plan, out, (p_out, p_lse) in zip(plans, outs, work):
-                    # one split: no workspace, or the kernel would write partial results and no output
+                    # as the runtime launches it: a workspace only for the combine kernel (one pass or a
+                    # cluster merge write the output), programmatically, in the plan's clusters
+                    merged_by_kernel = plan.combine is not None
                     att, comb = plan.values(out=out.data_ptr(), lse=0,
-                                            partial_out=p_out.data_ptr() if splits > 1 else 0,
-                                            partial_lse=p_lse.data_ptr() if splits > 1 else 0)
+                                            partial_out=p_out.data_ptr() if merged_by_kernel else 0,
+                                            partial_lse=p_lse.data_ptr() if merged_by_kernel else 0)
                     a = plan.attention
                     steps = [launcher(functions[name][a.symbol], a.fmt, att, a.grid, (32 * cfg["warps"], 1, 1),
-                                      cfg["shared"], stream)]
+                                      cfg["shared"], stream, overlap_previous=True, cluster=a.cluster)]
                     if plan.combine is not None:
                         c = plan.combine
                         steps.append(launcher(functions[name][c.symbol], c.fmt, comb, c.grid, c.block, 0, stream,

@@ -32,9 +32,9 @@ SHARED_BUDGET = 99 * 1024
 MIN_STAGES, MAX_STAGES = 2, 8
 
 
-def stage_bytes(head_dim: int, itemsize: int = 2, warps: int = WARPS) -> int:
-    """One pipeline stage: a K tile and a V tile (of KEYS_PER_WARP keys a warp)."""
-    return 2 * KEYS_PER_WARP * warps * (head_dim + ROW_PADDING) * itemsize
+def stage_bytes(head_dim: int, itemsize: int = 2, warps: int = WARPS, keys_per_warp: int = KEYS_PER_WARP) -> int:
+    """One pipeline stage: a K tile and a V tile (of ``keys_per_warp`` keys a warp)."""
+    return 2 * keys_per_warp * warps * (head_dim + ROW_PADDING) * itemsize
 
 
 def query_bytes(head_dim: int, itemsize: int = 2) -> int:
@@ -47,11 +47,12 @@ def stages(head_dim: int) -> int:
     return max(MIN_STAGES, min(MAX_STAGES, fit))
 
 
-def shared_bytes(head_dim: int, n_stages: int | None = None, warps: int = WARPS) -> int:
+def shared_bytes(head_dim: int, n_stages: int | None = None, warps: int = WARPS,
+                 keys_per_warp: int = KEYS_PER_WARP) -> int:
     """Dynamic shared memory of one attention block: the K/V stages, then the query tile. The warps'
     partial results are merged over the stages at the end, so those must hold them (asserted below)."""
     n_stages = stages(head_dim) if n_stages is None else n_stages
-    pipeline = n_stages * stage_bytes(head_dim, warps=warps)
+    pipeline = n_stages * stage_bytes(head_dim, warps=warps, keys_per_warp=keys_per_warp)
     assert warps * HEAD_ROWS * (head_dim + 2) * 4 <= pipeline, "the warps' partial results fit over the stages"
     return pipeline + query_bytes(head_dim)
 
@@ -61,10 +62,11 @@ SHARED_RESERVED_PER_BLOCK = 1024
 MAX_MIN_BLOCKS = 3  # 4 blocks of 128 threads would leave 128 registers a thread
 
 
-def min_blocks_per_sm(head_dim: int, n_stages: int | None = None, warps: int = WARPS) -> int:
+def min_blocks_per_sm(head_dim: int, n_stages: int | None = None, warps: int = WARPS,
+                      keys_per_warp: int = KEYS_PER_WARP) -> int:
     """Attention blocks of ``head_dim`` that sm_90's shared memory lets share a multiprocessor (at most
     MAX_MIN_BLOCKS): the kernel's launch bound, so that registers never allow fewer than shared memory."""
-    fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim, n_stages, warps) + SHARED_RESERVED_PER_BLOCK)
+    fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim, n_stages, warps, keys_per_warp) + SHARED_RESERVED_PER_BLOCK)
     return max(1, min(MAX_MIN_BLOCKS, fit))
 
 

@@ -40,7 +40,8 @@ def _environment() -> jinja2.Environment:
 
 
 def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, decode_stages: dict[int, int] | None = None,
-                   decode_l2_prefetch: str = DECODE_L2_PREFETCH, decode_warps: int = decode_abi.WARPS) -> dict[str, str]:
+                   decode_l2_prefetch: str = DECODE_L2_PREFETCH, decode_warps: int = decode_abi.WARPS,
+                   decode_keys_per_warp: int = decode_abi.KEYS_PER_WARP) -> dict[str, str]:
     """Every header the modules include: name -> source (written to generated/, handed to NVRTC).
 
     Keyword arguments here and in render_rope_module exist for experiments (benchmarks/rope_sweep.py,
@@ -50,7 +51,8 @@ def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, decode_stages: dic
         COMMON_HEADER: _environment().get_template("common.cuh.j2").render(),
         ROPE_HEADER: _environment().get_template("rope.cuh.j2").render(heads_in_flight=heads_in_flight),
         DECODE_HEADER: _environment().get_template("decode.cuh.j2").render(
-            head_rows=decode_abi.HEAD_ROWS, warps=decode_warps, keys_per_tile=decode_abi.KEYS_PER_WARP * decode_warps,
+            head_rows=decode_abi.HEAD_ROWS, warps=decode_warps, keys_per_warp=decode_keys_per_warp,
+            keys_per_tile=decode_keys_per_warp * decode_warps,
             row_padding=decode_abi.ROW_PADDING,
             stages_by_dim=decode_stages or {d: decode_abi.stages(d) for d in HEAD_DIMS},
             l2_prefetch=decode_l2_prefetch, max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS),

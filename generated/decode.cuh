@@ -26,7 +26,8 @@ namespace decode {
 constexpr int kHeadRows = 16;  // query heads per block: the mma's 16 rows
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kKeysPerWarp = 16;
+constexpr int kKeysPerWarp = 16;  // keys a warp takes of every tile
+constexpr int kSlices = kKeysPerWarp / 16;  // in 16-key slices (the mma's k)
 constexpr double kLog2e = 1.4426950408889634;
 constexpr float kLn2 = 0.6931471805599453f;
 // No math header under NVRTC: the two special values by their bits.
@@ -503,21 +504,25 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     const T* k_tile = tiles + (t % kStages) * 2 * kTileElems;
     const T* v_tile = k_tile + kTileElems;
 
-    // Scores of this warp's 16 keys: two 8-key column tiles, summed over the head dim in two independent
-    // chains (even and odd 16-element steps), so that one mma's latency overlaps the other's.
-    float s[2][4] = {}, s_odd[2][4] = {};  // zero-initialized
+    // Scores of this warp's keys: two 8-key column tiles a slice, summed over the head dim in two
+    // independent chains (even and odd 16-element steps), so that one mma's latency overlaps the other's.
+    float s[2 * kSlices][4] = {}, s_odd[2 * kSlices][4] = {};  // zero-initialized
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      unsigned a_shared[4], bk[4];
+      unsigned a_shared[4];
       if constexpr (!kQueryInRegisters) query_fragment(a_shared, kk);
       const unsigned (&a)[4] = kQueryInRegisters ? q_regs[kQueryInRegisters ? kk : 0] : a_shared;
-      ldmatrix_x4(bk, k_tile + (key0 + (mat / 2) * 8 + mrow) * kPitch + kk * 16 + (mat % 2) * 8);
-      float (&chain)[2][4] = kk % 2 == 0 ? s : s_odd;
-      M::run(chain[0], a, bk[0], bk[1]);
-      M::run(chain[1], a, bk[2], bk[3]);
+      float (&chain)[2 * kSlices][4] = kk % 2 == 0 ? s : s_odd;
+#pragma unroll
+      for (int sl = 0; sl < kSlices; ++sl) {
+        unsigned bk[4];
+        ldmatrix_x4(bk, k_tile + (key0 + sl * 16 + (mat / 2) * 8 + mrow) * kPitch + kk * 16 + (mat % 2) * 8);
+        M::run(chain[2 * sl], a, bk[0], bk[1]);
+        M::run(chain[2 * sl + 1], a, bk[2], bk[3]);
+      }
     }
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
+    for (int nt = 0; nt < 2 * kSlices; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[nt][e] += s_odd[nt][e];
     }
@@ -525,7 +530,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     scoring.apply(s, key0, lane, count);
     float tile_max[2] = {-CUKILN_INF, -CUKILN_INF};
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
+    for (int nt = 0; nt < 2 * kSlices; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nt][e]);
     }
@@ -543,17 +548,18 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
       m_base[i] = base;
       l[i] *= correction[i];
     }
-    unsigned p_hi[4], p_lo[4];  // the A operand of P . V: (row r0, keys 0-7), (r0 + 8, 0-7), (r0, 8-15), (r0 + 8, 8-15)
+    // The A operand of P . V per slice: (row r0, keys 0-7), (r0 + 8, 0-7), (r0, 8-15), (r0 + 8, 8-15).
+    unsigned p_hi[kSlices][4], p_lo[kSlices][4];
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
+    for (int nt = 0; nt < 2 * kSlices; ++nt) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const float p0 = fast_exp2(s[nt][2 * half] - m_base[half]);
         const float p1 = fast_exp2(s[nt][2 * half + 1] - m_base[half]);
         l[half] += p0 + p1;
         const unsigned rounded = M::pack(p0, p1);
-        p_hi[nt * 2 + half] = rounded;
-        p_lo[nt * 2 + half] = M::pack(p0 - M::low(rounded), p1 - M::high(rounded));
+        p_hi[nt / 2][(nt % 2) * 2 + half] = rounded;
+        p_lo[nt / 2][(nt % 2) * 2 + half] = M::pack(p0 - M::low(rounded), p1 - M::high(rounded));
       }
     }
     // O is rescaled only when a row's maximum grew somewhere in the warp (past the first tiles, seldom).
@@ -566,15 +572,18 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
         acc[n][3] *= correction[1];
       }
     }
-    // O += P . V over this warp's 16 keys, two 8-wide column tiles of the head dim per ldmatrix.
+    // O += P . V over this warp's keys, two 8-wide column tiles of the head dim per ldmatrix.
 #pragma unroll
     for (int n = 0; n < D / 16; ++n) {
-      unsigned bv[4];
-      ldmatrix_x4_trans(bv, v_tile + (key0 + (mat % 2) * 8 + mrow) * kPitch + n * 16 + (mat / 2) * 8);
-      M::run(acc[2 * n], p_hi, bv[0], bv[1]);
-      M::run(acc[2 * n], p_lo, bv[0], bv[1]);
-      M::run(acc[2 * n + 1], p_hi, bv[2], bv[3]);
-      M::run(acc[2 * n + 1], p_lo, bv[2], bv[3]);
+#pragma unroll
+      for (int sl = 0; sl < kSlices; ++sl) {
+        unsigned bv[4];
+        ldmatrix_x4_trans(bv, v_tile + (key0 + sl * 16 + (mat % 2) * 8 + mrow) * kPitch + n * 16 + (mat / 2) * 8);
+        M::run(acc[2 * n], p_hi[sl], bv[0], bv[1]);
+        M::run(acc[2 * n], p_lo[sl], bv[0], bv[1]);
+        M::run(acc[2 * n + 1], p_hi[sl], bv[2], bv[3]);
+        M::run(acc[2 * n + 1], p_lo[sl], bv[2], bv[3]);
+      }
     }
   }
   wait_copies<0>();  // only empty groups can be pending here; the merge below reuses the stages
