@@ -33,11 +33,12 @@ def _timed_calls(plans, outs):
 
 
 def run(out_path: Path | None, cases) -> None:
-    import torch
-
     import dataclasses
 
-    from cukiln.decode_plan import MAX_CLUSTER_SPLITS, choose_splits, plan_decode, split_rule
+    import torch
+
+    from cukiln.decode_api import plan_call
+    from cukiln.decode_plan import MAX_CLUSTER_SPLITS, plan_decode
     from cukiln.generated import dispatch
     from cukiln.loader import KERNELS
     from cukiln.tensors import from_torch
@@ -61,8 +62,7 @@ def run(out_path: Path | None, cases) -> None:
     rows = []
     for b, T in cases or BENCH_GRID:
         sets, nbytes, sdpa, ref = sdpa_case(b, T)
-        rule = choose_splits(b * HEADS_KV * 1, T, sms, split_rule(arch), resident(*dispatch.DECODE[("bf16", 128, 3, 8)][:2],
-                                                                                  dispatch.DECODE_SHARED[128]))
+        rule = plan_call(*sets[0], T).num_splits  # what the runtime picks without num_splits=
         print(f"b={b} T={T}: sdpa {sdpa * 1e3:.1f} us ({nbytes / sdpa / 1e9 / copy:.3f}x copy), rule: {rule} splits")
         row = {"batch": b, "T": T, "kv_bytes": nbytes, "sdpa_ms": sdpa, "rule_splits": rule, "merges": {}}
         outs = [(torch.empty_like(s[0]), s) for s in sets]

@@ -8,8 +8,8 @@ Two steps, so the compiling happens on a machine without a GPU:
 
 Compile-time knobs: K/V pipeline stages for head dim 128, warps per block and keys each warp takes of
 a tile per round (16 or 32: 8 warps of 16 or 4 of 32 walk 128-key tiles), from the build's template
-(shared memory: 4 KB + stages x 34 KB x warps x keys / 64). Earlier runs: 2-6 stages (results/decode-stages-sweep-h100-2026-11-23.json), L2 fetch
-sizes (results/decode-l2-sweep-h100-2026-11-23.json), the leaner loop (decode-lean-loop-sweep-...),
+(shared memory: 4 KB + stages x 34 KB x warps x keys / 64). Earlier runs: 2-6 stages
+(results/decode-stages-sweep-h100-2026-11-23.json), L2 fetch sizes (results/decode-l2-sweep-h100-2026-11-23.json), the leaner loop (decode-lean-loop-sweep-...),
 8 warps (decode-warps-sweep-h100-2026-11-23.json). Launch-time knob: the split count (SPLITS, where at
 least 64 keys a split and at most 4096 blocks remain); the combine kernel starts as the runtime starts
 it (programmatic launch). Cases: the bench grid of `cukiln bench decode` (bf16, h_q 32, h_kv 8, d 128)

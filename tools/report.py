@@ -273,13 +273,15 @@ def _print_thd_rule(console: Console, rule: dict) -> None:
 def _print_decode_rule(console: Console, rule: dict) -> None:
     def describe(r: dict) -> str:
         if "table" in r:
-            return f"the fastest split count measured at {len(r['table'])} points"
+            from .decode import TIE
+
+            return f"the least split count within {TIE:.0%} of the fastest, measured at {len(r['table'])} points"
         return (f"the wave rule with <= {r['blocks_per_sm']} blocks/SM, >= {r['min_keys_per_split']} keys, "
                 f"wave efficiency {r['wave_efficiency']}")
 
     tuned = ", ".join(f"{a}: {describe(r)}" for a, r in sorted(rule["rules"].items())) or "none tuned"
     console.print("decode split rule (num_splits= overrides): where tuned, the nearest measured (rows x KV "
-                  "heads, T) point's fastest total of blocks, shared out over the call's blocks; elsewhere the "
+                  "heads, T) point's total of blocks (its fastest split count, or the least within the tie margin), shared out over the call's blocks; elsewhere the "
                   "least split count (whole 64-key tiles a split) whose waves of blocks reach wave_efficiency "
                   "of the best count's, with at most blocks_per_sm resident blocks per multiprocessor and at "
                   f"least min_keys_per_split keys per split. Per arch: {tuned}; other archs "
