@@ -7,8 +7,8 @@ Two steps, so the compiling happens on a machine without a GPU:
                                                          # GPU: time every config x split count x case
 
 Compile-time knobs: K/V pipeline stages for head dim 128, warps per block and keys each warp takes of
-a tile per round (16 or 32: 8 warps of 16 or 4 of 32 walk 128-key tiles), from the build's template
-(shared memory: 4 KB + stages x 34 KB x warps x keys / 64). Earlier runs: 2-6 stages
+a tile per round (the tile is warps x keys: 8 warps of 16 or 4 of 32 walk 128-key tiles, the build's
+wide variant), from the build's template (shared memory: 4 KB + stages x 34 KB x warps x keys / 64). Earlier runs: 2-6 stages
 (results/decode-stages-sweep-h100-2026-11-23.json), L2 fetch sizes (results/decode-l2-sweep-h100-2026-11-23.json), the leaner loop (decode-lean-loop-sweep-...),
 8 warps (decode-warps-sweep-h100-2026-11-23.json). Launch-time knob: the split count (SPLITS, where at
 least 64 keys a split and at most 4096 blocks remain); the combine kernel starts as the runtime starts
@@ -36,23 +36,25 @@ CONFIGS = {  # name -> (stages for head dim 128, warps, keys a warp takes of eac
 }
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 HEAD_DIM = 128
-VARIANTS = [DecodeVariant(Dtype.BF16, HEAD_DIM, 3, 8), DecodeCombineVariant(Dtype.BF16, HEAD_DIM)]
-SYMBOLS = [v.name for v in VARIANTS]
+COMBINE = DecodeCombineVariant(Dtype.BF16, HEAD_DIM)
 
 
 def build(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     index = {}
     for name, (stages, warps, keys) in CONFIGS.items():
-        shared = decode_abi.shared_bytes(HEAD_DIM, stages, warps, keys)
-        resident = decode_abi.min_blocks_per_sm(HEAD_DIM, stages, warps, keys)
-        source = render.render_decode_module(Dtype.BF16, VARIANTS, warps=warps, min_blocks={HEAD_DIM: resident})
-        headers = render.render_headers(decode_stages={HEAD_DIM: stages}, decode_warps=warps,
-                                        decode_keys_per_warp=keys)
+        tile = warps * keys
+        attention = DecodeVariant(Dtype.BF16, HEAD_DIM, 3, 8, tile)
+        shared = decode_abi.shared_bytes(HEAD_DIM, tile, stages, warps)
+        resident = decode_abi.min_blocks_per_sm(HEAD_DIM, tile, stages, warps)
+        source = render.render_decode_module(Dtype.BF16, [attention, COMBINE], warps=warps,
+                                             min_blocks={(HEAD_DIM, tile): resident})
+        headers = render.render_headers(decode_stages={(HEAD_DIM, tile): stages}, decode_warps=warps)
         cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)
         (out_dir / f"{name}.cubin").write_bytes(cubin)
         resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
-        index[name] = {"stages": stages, "warps": warps, "keys_per_warp": keys, "shared": shared,
+        index[name] = {"stages": stages, "warps": warps, "keys_per_warp": keys, "symbol": attention.name,
+                       "shared": shared,
                        "resources": resources}
         regs = {k: (v["registers"], v["spill_store_bytes"] + v["spill_load_bytes"]) for k, v in resources.items()}
         print(f"{name}: {seconds:.1f} s, (registers, spill bytes) {regs}")
@@ -76,10 +78,10 @@ def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
     torch.cuda.init()
     copy = copy_tbps()
     print(f"1 GiB copy {copy:.3f} TB/s")
-    functions = {name: load_functions(cubin_dir / f"{name}.cubin", SYMBOLS) for name in index}
+    functions = {name: load_functions(cubin_dir / f"{name}.cubin", [cfg["symbol"], COMBINE.name])
+                 for name, cfg in index.items()}
     for name, cfg in index.items():
-        for v in VARIANTS[:1]:
-            allow_shared(functions[name][v.name], cfg["shared"])
+        allow_shared(functions[name][cfg["symbol"]], cfg["shared"])
     stream = torch.cuda.current_stream().cuda_stream
     rows = []
     for b, T in cases or BENCH_GRID:
@@ -101,7 +103,7 @@ def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
                                             partial_out=p_out.data_ptr() if merged_by_kernel else 0,
                                             partial_lse=p_lse.data_ptr() if merged_by_kernel else 0)
                     a = plan.attention
-                    steps = [launcher(functions[name][a.symbol], a.fmt, att, a.grid, (32 * cfg["warps"], 1, 1),
+                    steps = [launcher(functions[name][cfg["symbol"]], a.fmt, att, a.grid, (32 * cfg["warps"], 1, 1),
                                       cfg["shared"], stream, overlap_previous=True, cluster=a.cluster)]
                     if plan.combine is not None:
                         c = plan.combine

@@ -7,16 +7,14 @@ Every field is 8 bytes, as in rope_abi.
 
 from __future__ import annotations
 
-from .decode_variants import DecodeCombineVariant, DecodeVariant
+from .decode_variants import NARROW_TILE, DecodeCombineVariant, DecodeVariant
 from .rope_abi import CPTR, F64, I64, PTR
 
 # Query heads one block serves from one read of its KV head: the 16 rows of the tensor-core tile. A GQA
 # group larger than this is split over several blocks (each reads the KV head again).
 HEAD_ROWS = 16
-# Warps per block: each takes 16 keys of every tile.
+# Warps per block: each takes a quarter of every K/V tile's keys (16 or 32, decode_variants.TILE_KEYS).
 WARPS = 4
-KEYS_PER_WARP = 16
-KEYS_PER_TILE = KEYS_PER_WARP * WARPS
 # Elements between tile rows in shared memory beyond the head dim (16 bytes), so that the eight rows an
 # ldmatrix phase reads start on distinct 16-byte bank groups.
 ROW_PADDING = 8
@@ -32,27 +30,26 @@ SHARED_BUDGET = 99 * 1024
 MIN_STAGES, MAX_STAGES = 2, 8
 
 
-def stage_bytes(head_dim: int, itemsize: int = 2, warps: int = WARPS, keys_per_warp: int = KEYS_PER_WARP) -> int:
-    """One pipeline stage: a K tile and a V tile (of ``keys_per_warp`` keys a warp)."""
-    return 2 * keys_per_warp * warps * (head_dim + ROW_PADDING) * itemsize
+def stage_bytes(head_dim: int, tile: int = NARROW_TILE, itemsize: int = 2) -> int:
+    """One pipeline stage: a K tile and a V tile of ``tile`` keys."""
+    return 2 * tile * (head_dim + ROW_PADDING) * itemsize
 
 
 def query_bytes(head_dim: int, itemsize: int = 2) -> int:
     return HEAD_ROWS * (head_dim + ROW_PADDING) * itemsize
 
 
-def stages(head_dim: int) -> int:
+def stages(head_dim: int, tile: int = NARROW_TILE) -> int:
     """K/V pipeline stages for ``head_dim``: as many as SHARED_BUDGET holds, within [MIN_STAGES, MAX_STAGES]."""
-    fit = (SHARED_BUDGET - query_bytes(head_dim)) // stage_bytes(head_dim)
+    fit = (SHARED_BUDGET - query_bytes(head_dim)) // stage_bytes(head_dim, tile)
     return max(MIN_STAGES, min(MAX_STAGES, fit))
 
 
-def shared_bytes(head_dim: int, n_stages: int | None = None, warps: int = WARPS,
-                 keys_per_warp: int = KEYS_PER_WARP) -> int:
+def shared_bytes(head_dim: int, tile: int = NARROW_TILE, n_stages: int | None = None, warps: int = WARPS) -> int:
     """Dynamic shared memory of one attention block: the K/V stages, then the query tile. The warps'
     partial results are merged over the stages at the end, so those must hold them (asserted below)."""
-    n_stages = stages(head_dim) if n_stages is None else n_stages
-    pipeline = n_stages * stage_bytes(head_dim, warps=warps, keys_per_warp=keys_per_warp)
+    n_stages = stages(head_dim, tile) if n_stages is None else n_stages
+    pipeline = n_stages * stage_bytes(head_dim, tile)
     assert warps * HEAD_ROWS * (head_dim + 2) * 4 <= pipeline, "the warps' partial results fit over the stages"
     return pipeline + query_bytes(head_dim)
 
@@ -62,11 +59,10 @@ SHARED_RESERVED_PER_BLOCK = 1024
 MAX_MIN_BLOCKS = 3  # 4 blocks of 128 threads would leave 128 registers a thread
 
 
-def min_blocks_per_sm(head_dim: int, n_stages: int | None = None, warps: int = WARPS,
-                      keys_per_warp: int = KEYS_PER_WARP) -> int:
+def min_blocks_per_sm(head_dim: int, tile: int = NARROW_TILE, n_stages: int | None = None, warps: int = WARPS) -> int:
     """Attention blocks of ``head_dim`` that sm_90's shared memory lets share a multiprocessor (at most
     MAX_MIN_BLOCKS): the kernel's launch bound, so that registers never allow fewer than shared memory."""
-    fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim, n_stages, warps, keys_per_warp) + SHARED_RESERVED_PER_BLOCK)
+    fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim, tile, n_stages, warps) + SHARED_RESERVED_PER_BLOCK)
     return max(1, min(MAX_MIN_BLOCKS, fit))
 
 

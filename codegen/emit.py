@@ -13,8 +13,8 @@ from importlib import resources
 from pathlib import Path
 
 from . import decode_abi
-from .decode_variants import HEAD_DIMS, DecodeCombineVariant, DecodeVariant
-from .render import DECODE_COMBINE_THREADS, HEADS_IN_FLIGHT, MAX_THREADS_PER_BLOCK
+from .decode_variants import NARROW_TILE, TILE_KEYS, DecodeCombineVariant, DecodeVariant
+from .render import DECODE_COMBINE_THREADS, HEADS_IN_FLIGHT, MAX_THREADS_PER_BLOCK, decode_tile_shapes
 from .rope_abi import rope_params, struct_format
 from .variants import RopeVariant
 
@@ -182,36 +182,41 @@ DECODE_SPLIT_DEFAULT = {"blocks_per_sm": 2.0, "min_keys_per_split": 256, "wave_e
 
 
 def _decode_split_rule(rule: dict) -> dict:
-    """A tuned split rule as dispatch.py holds it: the measured table as tuples (hashable, for the runtime's
-    cache), or a wave rule's values (tuning files written before the table)."""
+    """A tuned split rule as dispatch.py holds it: the measured table as tuples (blocks, T, keys per tile,
+    splits, splits with narrow tiles; hashable, for the runtime's cache), or a wave rule's values (tuning
+    files written before the table). Tables measured before the wide tile hold (blocks, T, splits)."""
     if "table" in rule:
-        return {"table": tuple(tuple(int(x) for x in point) for point in rule["table"])}
+        points = [tuple(int(x) for x in point) for point in rule["table"]]
+        return {"table": tuple(p if len(p) == 5 else (p[0], p[1], NARROW_TILE, p[2], p[2]) for p in points)}
     return {k: type(v)(rule[k]) for k, v in DECODE_SPLIT_DEFAULT.items()}
 
 
 def _decode_dispatch_lines(variants: list[AnyVariant], tuning: dict[str, dict]) -> list[str]:
     attention = sorted((v for v in variants if isinstance(v, DecodeVariant)), key=lambda v: v.name)
     lines = [
-        "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width) to (module, symbol,",
-        "# params layout, the combine symbol that merges split-KV partial results); DECODE_PARAMS as ROPE_PARAMS.",
-        "# Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head; combine blocks",
-        "# have DECODE_COMBINE_THREADS threads. DECODE_SHARED: head dim -> dynamic shared memory bytes of an",
-        "# attention block.",
+        "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, keys per tile) to (module,",
+        "# symbol, params layout, the combine symbol that merges split-KV partial results); DECODE_PARAMS as",
+        "# ROPE_PARAMS. Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head;",
+        "# combine blocks have DECODE_COMBINE_THREADS threads. Every variant has DECODE_NARROW_TILE-key tiles;",
+        "# the bandwidth path also DECODE_WIDE_TILE (chosen by the split table). DECODE_SHARED: (head dim, keys",
+        "# per tile) -> dynamic shared memory bytes of an attention block.",
         f"DECODE_HEAD_ROWS = {decode_abi.HEAD_ROWS}",
         f"DECODE_WARPS = {decode_abi.WARPS}",
-        f"DECODE_KEYS_PER_TILE = {decode_abi.KEYS_PER_TILE}",
+        f"DECODE_NARROW_TILE = {NARROW_TILE}",
+        f"DECODE_WIDE_TILE = {max(TILE_KEYS)}",
         f"DECODE_COMBINE_THREADS = {DECODE_COMBINE_THREADS}",
         "# Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.",
         f"DECODE_MAX_CLUSTER_SPLITS = {decode_abi.MAX_CLUSTER_SPLITS}",
-        f"DECODE_SHARED = {dict((d, decode_abi.shared_bytes(d)) for d in HEAD_DIMS)!r}",
+        f"DECODE_SHARED = {dict((shape, decode_abi.shared_bytes(*shape)) for shape in decode_tile_shapes())!r}",
         "",
     ]
     lines += _params_table_lines("DECODE_PARAMS", variants, decode_abi.decode_params, decode_abi.params_layout_id)
     lines += [
         "",
-        "# Split-KV (runtime/decode_plan.choose_splits; one split means one pass). Per arch, from",
-        "# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured (blocks, T, fastest split",
-        "# count) points, the nearest point's total of blocks shared out. Other archs: the least split count",
+        "# Split-KV (runtime/decode_plan.choose_tiling; one split means one pass). Per arch, from",
+        "# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured points (blocks, T, best keys",
+        "# per tile, best split count with narrow tiles, with wide tiles): the nearest point's tile (narrow where",
+        "# a call has no wide variant) and that tile's total of blocks, shared out. Other archs: the least split count",
         "# whose waves of blocks (blocks_per_sm per multiprocessor at most) reach wave_efficiency of the best,",
         "# keeping at least min_keys_per_split keys per split.",
         f"DECODE_SPLIT_DEFAULT = {DECODE_SPLIT_DEFAULT!r}",

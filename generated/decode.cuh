@@ -8,7 +8,8 @@
 // by asynchronous copies, several tiles in flight while one is used.
 //
 // The arithmetic runs on tensor cores (mma m16n8k16, fp32 accumulation): the block's query heads are the
-// 16 rows of the A operand (rows past the group are zero), each warp takes 16 keys of every tile:
+// 16 rows of the A operand (rows past the group are zero), each warp takes a quarter of every tile's
+// keys (16 of a 64-key tile, 32 of a 128-key one), in 16-key slices:
 //   scores S[16 heads x 16 keys] = Q . K^T, then an online softmax in base 2 per warp,
 //   O[16 heads x D] += P . V with P split into a rounded part and its rounding residual (two mma each),
 //   so that the probabilities keep about 16 bits more than the element type holds.
@@ -26,35 +27,56 @@ namespace decode {
 constexpr int kHeadRows = 16;  // query heads per block: the mma's 16 rows
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kKeysPerWarp = 16;  // keys a warp takes of every tile
-constexpr int kSlices = kKeysPerWarp / 16;  // in 16-key slices (the mma's k)
 constexpr double kLog2e = 1.4426950408889634;
 constexpr float kLn2 = 0.6931471805599453f;
 // No math header under NVRTC: the two special values by their bits.
 #define CUKILN_INF __int_as_float(0x7f800000)
 #define CUKILN_NAN __int_as_float(0x7fffffff)
 
-// Tile geometry: keys per tile, the shared-memory row pitch in elements (16 bytes more than a row, so
-// that the eight rows an ldmatrix phase reads start on distinct bank groups) and the pipeline's stages:
-// as many tiles as fit the shared-memory budget (decode_abi.py), all but one of them in flight.
-template <int D> struct Tile;
-template <> struct Tile<64> {
+// Tile geometry per head dim and keys per tile: the shared-memory row pitch in elements (16 bytes more
+// than a row, so that the eight rows an ldmatrix phase reads start on distinct bank groups), the
+// pipeline's stages (as many tiles as fit the shared-memory budget, all but one of them in flight,
+// decode_abi.py) and the keys each warp takes of a tile, in 16-key slices (the mma's k).
+template <int D, int Keys> struct Tile;
+template <> struct Tile<64, 64> {
   static constexpr int kKeys = 64, kPitch = 64 + 8, kStages = 5;
+  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
 };
-template <> struct Tile<80> {
+template <> struct Tile<64, 128> {
+  static constexpr int kKeys = 128, kPitch = 64 + 8, kStages = 2;
+  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
+};
+template <> struct Tile<80, 64> {
   static constexpr int kKeys = 64, kPitch = 80 + 8, kStages = 4;
+  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
 };
-template <> struct Tile<96> {
+template <> struct Tile<80, 128> {
+  static constexpr int kKeys = 128, kPitch = 80 + 8, kStages = 2;
+  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
+};
+template <> struct Tile<96, 64> {
   static constexpr int kKeys = 64, kPitch = 96 + 8, kStages = 3;
+  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
 };
-template <> struct Tile<128> {
+template <> struct Tile<96, 128> {
+  static constexpr int kKeys = 128, kPitch = 96 + 8, kStages = 2;
+  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
+};
+template <> struct Tile<128, 64> {
   static constexpr int kKeys = 64, kPitch = 128 + 8, kStages = 2;
+  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
 };
-template <> struct Tile<192> {
+template <> struct Tile<128, 128> {
+  static constexpr int kKeys = 128, kPitch = 128 + 8, kStages = 2;
+  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
+};
+template <> struct Tile<192, 64> {
   static constexpr int kKeys = 64, kPitch = 192 + 8, kStages = 2;
+  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
 };
-template <> struct Tile<256> {
+template <> struct Tile<256, 64> {
   static constexpr int kKeys = 64, kPitch = 256 + 8, kStages = 2;
+  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
 };
 
 // The keys a row attends to. Out of range (end beyond the capacity, negative, start after end): the
@@ -186,10 +208,11 @@ __device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_grou
 
 // Copies keys [first, first + count) of one KV head into a [kKeys][kPitch] shared tile, zeros after them.
 // Thread i copies pieces i, i + kThreads, ... of the tile (piece = V elements of one key).
-template <typename T, int D, int V, typename Kv>
+template <typename T, int D, int V, int Keys, typename Kv>
 __device__ __forceinline__ void load_tile(T* tile, const T* base, const Kv& kv, int b, int h, int first, int count) {
   constexpr int kPieces = D / V;
-  constexpr int kKeys = Tile<D>::kKeys;
+  using Geometry = Tile<D, Keys>;
+  constexpr int kKeys = Geometry::kKeys;
   constexpr int kCopies = kKeys * kPieces / kThreads;  // per thread
   static_assert(kKeys * kPieces % kThreads == 0, "every thread copies the same number of pieces");
   if constexpr (kThreads % kPieces == 0 && kCopies <= 16) {
@@ -201,15 +224,15 @@ __device__ __forceinline__ void load_tile(T* tile, const T* base, const Kv& kv, 
     const long long key_stride = kv.row(0, 0, 1), step = kStep * key_stride;
     const T* first_row = base + kv.row(b, h, first) + kv.col(piece * V);  // a key of the tile: a valid address
     const T* src = first_row + key0 * key_stride;
-    T* dst = tile + key0 * Tile<D>::kPitch + piece * V;
+    T* dst = tile + key0 * Geometry::kPitch + piece * V;
     if (count == kKeys) {  // a whole tile (every tile but a row's last): no key to check
 #pragma unroll
-      for (int c = 0; c < kCopies; ++c, src += step) copy_to_shared<T, V>(dst + c * kStep * Tile<D>::kPitch, src, true);
+      for (int c = 0; c < kCopies; ++c, src += step) copy_to_shared<T, V>(dst + c * kStep * Geometry::kPitch, src, true);
     } else {
 #pragma unroll
       for (int c = 0; c < kCopies; ++c, src += step) {
         const bool valid = key0 + c * kStep < count;
-        copy_to_shared<T, V>(dst + c * kStep * Tile<D>::kPitch, valid ? src : first_row, valid);
+        copy_to_shared<T, V>(dst + c * kStep * Geometry::kPitch, valid ? src : first_row, valid);
       }
     }
   } else {
@@ -221,7 +244,7 @@ __device__ __forceinline__ void load_tile(T* tile, const T* base, const Kv& kv, 
       const int key = i / kPieces;
       const int piece = i - key * kPieces;
       const bool valid = key < count;
-      copy_to_shared<T, V>(tile + key * Tile<D>::kPitch + piece * V,
+      copy_to_shared<T, V>(tile + key * Geometry::kPitch + piece * V,
                            base + kv.row(b, h, valid ? first + key : first) + kv.col(piece * V), valid);
     }
   }
@@ -397,14 +420,17 @@ __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse
 
 // The attention of one block: row blockIdx.z, KV head blockIdx.y / head_groups (its query heads from
 // (blockIdx.y % head_groups) * kHeadRows on), keys of split blockIdx.x.
-template <typename T, int D, int V, typename Kv>
+template <typename T, int D, int V, int Keys, typename Kv>
 __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, const T* v, Kv k_rows, Kv v_rows,
                                        RowLengths lengths, int group, int head_groups, Scoring scoring,
                                        Sink<T, D> sink) {
   using M = Mma<T>;
-  constexpr int kKeys = Tile<D>::kKeys;
-  constexpr int kPitch = Tile<D>::kPitch;
-  constexpr int kStages = Tile<D>::kStages;
+  using Geometry = Tile<D, Keys>;
+  constexpr int kKeys = Geometry::kKeys;
+  constexpr int kPitch = Geometry::kPitch;
+  constexpr int kStages = Geometry::kStages;
+  constexpr int kKeysPerWarp = Geometry::kKeysPerWarp;
+  constexpr int kSlices = Geometry::kSlices;
   constexpr int kTileElems = kKeys * kPitch;
   static_assert(kKeys == kWarps * kKeysPerWarp && D % 16 == 0, "tile shape");
 
@@ -446,8 +472,8 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     if (t < tiles_n) {
       T* stage = tiles + (t % kStages) * 2 * kTileElems;
       const int first = lo + t * kKeys, count = min(kKeys, hi - first);
-      load_tile<T, D, V>(stage, k, k_rows, b, kv_head, first, count);
-      load_tile<T, D, V>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
+      load_tile<T, D, V, Keys>(stage, k, k_rows, b, kv_head, first, count);
+      load_tile<T, D, V, Keys>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
     }
     commit_copies();
   };

@@ -1,4 +1,4 @@
-// cukiln decode-attention kernels, element type bf16: 36 variants.
+// cukiln decode-attention kernels, element type bf16: 40 variants.
 // Rendered from templates/decode.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel bodies are in decode.cuh; each entry point below picks its head dim, K/V addressing,
 // and vector width; whether a launch writes the output (one pass) or split-KV partial results is a kernel
@@ -6,7 +6,7 @@
 #include "decode.cuh"
 
 
-// decode_bf16_d64_s3_v1: head dim 64, 3 K/V strides, 1 per copy, one pass or split-KV
+// decode_bf16_d64_s3_v1: head dim 64, 3 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d64_s3_v1_params {
   const void* q;
   void* out;
@@ -45,14 +45,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v1(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 64, 1>(
+  attend<T, 64, 1, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
-// decode_bf16_d64_s3_v2: head dim 64, 3 K/V strides, 2 per copy, one pass or split-KV
+// decode_bf16_d64_s3_v2: head dim 64, 3 K/V strides, 2 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d64_s3_v2_params {
   const void* q;
   void* out;
@@ -91,14 +91,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v2(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 64, 2>(
+  attend<T, 64, 2, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
-// decode_bf16_d64_s3_v4: head dim 64, 3 K/V strides, 4 per copy, one pass or split-KV
+// decode_bf16_d64_s3_v4: head dim 64, 3 K/V strides, 4 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d64_s3_v4_params {
   const void* q;
   void* out;
@@ -137,14 +137,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v4(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 64, 4>(
+  attend<T, 64, 4, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
-// decode_bf16_d64_s3_v8: head dim 64, 3 K/V strides, 8 per copy, one pass or split-KV
+// decode_bf16_d64_s3_v8: head dim 64, 3 K/V strides, 8 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d64_s3_v8_params {
   const void* q;
   void* out;
@@ -183,14 +183,60 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v8(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 64, 8>(
+  attend<T, 64, 8, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
-// decode_bf16_d64_s4_v1: head dim 64, 4 K/V strides, 1 per copy, one pass or split-KV
+// decode_bf16_d64_s3_v8_k128: head dim 64, 3 K/V strides, 8 per copy, 128-key tiles, one pass or split-KV
+struct decode_bf16_d64_s3_v8_k128_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d64_s3_v8_k128(const decode_bf16_d64_s3_v8_k128_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 64, 8, 128>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
+}
+
+// decode_bf16_d64_s4_v1: head dim 64, 4 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d64_s4_v1_params {
   const void* q;
   void* out;
@@ -231,7 +277,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s4_v1(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 64, 1>(
+  attend<T, 64, 1, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
@@ -260,7 +306,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d64(const 
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_bf16_d80_s3_v1: head dim 80, 3 K/V strides, 1 per copy, one pass or split-KV
+// decode_bf16_d80_s3_v1: head dim 80, 3 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d80_s3_v1_params {
   const void* q;
   void* out;
@@ -299,14 +345,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v1(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 80, 1>(
+  attend<T, 80, 1, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
-// decode_bf16_d80_s3_v2: head dim 80, 3 K/V strides, 2 per copy, one pass or split-KV
+// decode_bf16_d80_s3_v2: head dim 80, 3 K/V strides, 2 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d80_s3_v2_params {
   const void* q;
   void* out;
@@ -345,14 +391,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v2(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 80, 2>(
+  attend<T, 80, 2, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
-// decode_bf16_d80_s3_v4: head dim 80, 3 K/V strides, 4 per copy, one pass or split-KV
+// decode_bf16_d80_s3_v4: head dim 80, 3 K/V strides, 4 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d80_s3_v4_params {
   const void* q;
   void* out;
@@ -391,14 +437,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v4(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 80, 4>(
+  attend<T, 80, 4, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
-// decode_bf16_d80_s3_v8: head dim 80, 3 K/V strides, 8 per copy, one pass or split-KV
+// decode_bf16_d80_s3_v8: head dim 80, 3 K/V strides, 8 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d80_s3_v8_params {
   const void* q;
   void* out;
@@ -437,14 +483,60 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v8(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 80, 8>(
+  attend<T, 80, 8, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
-// decode_bf16_d80_s4_v1: head dim 80, 4 K/V strides, 1 per copy, one pass or split-KV
+// decode_bf16_d80_s3_v8_k128: head dim 80, 3 K/V strides, 8 per copy, 128-key tiles, one pass or split-KV
+struct decode_bf16_d80_s3_v8_k128_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v8_k128(const decode_bf16_d80_s3_v8_k128_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 80, 8, 128>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 80>(p));
+}
+
+// decode_bf16_d80_s4_v1: head dim 80, 4 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d80_s4_v1_params {
   const void* q;
   void* out;
@@ -485,7 +577,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s4_v1(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 80, 1>(
+  attend<T, 80, 1, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
@@ -514,7 +606,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d80(const 
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_bf16_d96_s3_v1: head dim 96, 3 K/V strides, 1 per copy, one pass or split-KV
+// decode_bf16_d96_s3_v1: head dim 96, 3 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d96_s3_v1_params {
   const void* q;
   void* out;
@@ -553,14 +645,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v1(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 96, 1>(
+  attend<T, 96, 1, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
-// decode_bf16_d96_s3_v2: head dim 96, 3 K/V strides, 2 per copy, one pass or split-KV
+// decode_bf16_d96_s3_v2: head dim 96, 3 K/V strides, 2 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d96_s3_v2_params {
   const void* q;
   void* out;
@@ -599,14 +691,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v2(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 96, 2>(
+  attend<T, 96, 2, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
-// decode_bf16_d96_s3_v4: head dim 96, 3 K/V strides, 4 per copy, one pass or split-KV
+// decode_bf16_d96_s3_v4: head dim 96, 3 K/V strides, 4 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d96_s3_v4_params {
   const void* q;
   void* out;
@@ -645,14 +737,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v4(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 96, 4>(
+  attend<T, 96, 4, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
-// decode_bf16_d96_s3_v8: head dim 96, 3 K/V strides, 8 per copy, one pass or split-KV
+// decode_bf16_d96_s3_v8: head dim 96, 3 K/V strides, 8 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d96_s3_v8_params {
   const void* q;
   void* out;
@@ -691,14 +783,60 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v8(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 96, 8>(
+  attend<T, 96, 8, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
-// decode_bf16_d96_s4_v1: head dim 96, 4 K/V strides, 1 per copy, one pass or split-KV
+// decode_bf16_d96_s3_v8_k128: head dim 96, 3 K/V strides, 8 per copy, 128-key tiles, one pass or split-KV
+struct decode_bf16_d96_s3_v8_k128_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v8_k128(const decode_bf16_d96_s3_v8_k128_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 96, 8, 128>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 96>(p));
+}
+
+// decode_bf16_d96_s4_v1: head dim 96, 4 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d96_s4_v1_params {
   const void* q;
   void* out;
@@ -739,7 +877,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s4_v1(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 96, 1>(
+  attend<T, 96, 1, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
@@ -768,7 +906,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d96(const 
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_bf16_d128_s3_v1: head dim 128, 3 K/V strides, 1 per copy, one pass or split-KV
+// decode_bf16_d128_s3_v1: head dim 128, 3 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d128_s3_v1_params {
   const void* q;
   void* out;
@@ -807,14 +945,14 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v1(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 128, 1>(
+  attend<T, 128, 1, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
-// decode_bf16_d128_s3_v2: head dim 128, 3 K/V strides, 2 per copy, one pass or split-KV
+// decode_bf16_d128_s3_v2: head dim 128, 3 K/V strides, 2 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d128_s3_v2_params {
   const void* q;
   void* out;
@@ -853,14 +991,14 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v2(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 128, 2>(
+  attend<T, 128, 2, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
-// decode_bf16_d128_s3_v4: head dim 128, 3 K/V strides, 4 per copy, one pass or split-KV
+// decode_bf16_d128_s3_v4: head dim 128, 3 K/V strides, 4 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d128_s3_v4_params {
   const void* q;
   void* out;
@@ -899,14 +1037,14 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v4(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 128, 4>(
+  attend<T, 128, 4, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
-// decode_bf16_d128_s3_v8: head dim 128, 3 K/V strides, 8 per copy, one pass or split-KV
+// decode_bf16_d128_s3_v8: head dim 128, 3 K/V strides, 8 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d128_s3_v8_params {
   const void* q;
   void* out;
@@ -945,14 +1083,60 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v8(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 128, 8>(
+  attend<T, 128, 8, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
-// decode_bf16_d128_s4_v1: head dim 128, 4 K/V strides, 1 per copy, one pass or split-KV
+// decode_bf16_d128_s3_v8_k128: head dim 128, 3 K/V strides, 8 per copy, 128-key tiles, one pass or split-KV
+struct decode_bf16_d128_s3_v8_k128_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d128_s3_v8_k128(const decode_bf16_d128_s3_v8_k128_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = bf16;
+  attend<T, 128, 8, 128>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 128>(p));
+}
+
+// decode_bf16_d128_s4_v1: head dim 128, 4 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d128_s4_v1_params {
   const void* q;
   void* out;
@@ -993,7 +1177,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s4_v1(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 128, 1>(
+  attend<T, 128, 1, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
@@ -1022,7 +1206,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d128(const
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_bf16_d192_s3_v1: head dim 192, 3 K/V strides, 1 per copy, one pass or split-KV
+// decode_bf16_d192_s3_v1: head dim 192, 3 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d192_s3_v1_params {
   const void* q;
   void* out;
@@ -1061,14 +1245,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v1(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 192, 1>(
+  attend<T, 192, 1, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
-// decode_bf16_d192_s3_v2: head dim 192, 3 K/V strides, 2 per copy, one pass or split-KV
+// decode_bf16_d192_s3_v2: head dim 192, 3 K/V strides, 2 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d192_s3_v2_params {
   const void* q;
   void* out;
@@ -1107,14 +1291,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v2(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 192, 2>(
+  attend<T, 192, 2, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
-// decode_bf16_d192_s3_v4: head dim 192, 3 K/V strides, 4 per copy, one pass or split-KV
+// decode_bf16_d192_s3_v4: head dim 192, 3 K/V strides, 4 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d192_s3_v4_params {
   const void* q;
   void* out;
@@ -1153,14 +1337,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v4(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 192, 4>(
+  attend<T, 192, 4, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
-// decode_bf16_d192_s3_v8: head dim 192, 3 K/V strides, 8 per copy, one pass or split-KV
+// decode_bf16_d192_s3_v8: head dim 192, 3 K/V strides, 8 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d192_s3_v8_params {
   const void* q;
   void* out;
@@ -1199,14 +1383,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v8(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 192, 8>(
+  attend<T, 192, 8, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
-// decode_bf16_d192_s4_v1: head dim 192, 4 K/V strides, 1 per copy, one pass or split-KV
+// decode_bf16_d192_s4_v1: head dim 192, 4 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d192_s4_v1_params {
   const void* q;
   void* out;
@@ -1247,7 +1431,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s4_v1(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 192, 1>(
+  attend<T, 192, 1, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
@@ -1276,7 +1460,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d192(const
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_bf16_d256_s3_v1: head dim 256, 3 K/V strides, 1 per copy, one pass or split-KV
+// decode_bf16_d256_s3_v1: head dim 256, 3 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d256_s3_v1_params {
   const void* q;
   void* out;
@@ -1315,14 +1499,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v1(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 256, 1>(
+  attend<T, 256, 1, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 
-// decode_bf16_d256_s3_v2: head dim 256, 3 K/V strides, 2 per copy, one pass or split-KV
+// decode_bf16_d256_s3_v2: head dim 256, 3 K/V strides, 2 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d256_s3_v2_params {
   const void* q;
   void* out;
@@ -1361,14 +1545,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v2(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 256, 2>(
+  attend<T, 256, 2, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 
-// decode_bf16_d256_s3_v4: head dim 256, 3 K/V strides, 4 per copy, one pass or split-KV
+// decode_bf16_d256_s3_v4: head dim 256, 3 K/V strides, 4 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d256_s3_v4_params {
   const void* q;
   void* out;
@@ -1407,14 +1591,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v4(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 256, 4>(
+  attend<T, 256, 4, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 
-// decode_bf16_d256_s3_v8: head dim 256, 3 K/V strides, 8 per copy, one pass or split-KV
+// decode_bf16_d256_s3_v8: head dim 256, 3 K/V strides, 8 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d256_s3_v8_params {
   const void* q;
   void* out;
@@ -1453,14 +1637,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v8(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 256, 8>(
+  attend<T, 256, 8, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 
-// decode_bf16_d256_s4_v1: head dim 256, 4 K/V strides, 1 per copy, one pass or split-KV
+// decode_bf16_d256_s4_v1: head dim 256, 4 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
 struct decode_bf16_d256_s4_v1_params {
   const void* q;
   void* out;
@@ -1501,7 +1685,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s4_v1(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = bf16;
-  attend<T, 256, 1>(
+  attend<T, 256, 1, 64>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),

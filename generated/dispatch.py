@@ -768,18 +768,20 @@ ROPE = {
     ('fp32', 'thd', 'interleaved', 'invfreq', 4, 1, 'token'): ('rope_fp32_thd_token', 'rope_fp32_thd_interleaved_invfreq_s4_v1_token', 'thd_s4_invfreq'),
 }
 
-# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width) to (module, symbol,
-# params layout, the combine symbol that merges split-KV partial results); DECODE_PARAMS as ROPE_PARAMS.
-# Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head; combine blocks
-# have DECODE_COMBINE_THREADS threads. DECODE_SHARED: head dim -> dynamic shared memory bytes of an
-# attention block.
+# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, keys per tile) to (module,
+# symbol, params layout, the combine symbol that merges split-KV partial results); DECODE_PARAMS as
+# ROPE_PARAMS. Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head;
+# combine blocks have DECODE_COMBINE_THREADS threads. Every variant has DECODE_NARROW_TILE-key tiles;
+# the bandwidth path also DECODE_WIDE_TILE (chosen by the split table). DECODE_SHARED: (head dim, keys
+# per tile) -> dynamic shared memory bytes of an attention block.
 DECODE_HEAD_ROWS = 16
 DECODE_WARPS = 4
-DECODE_KEYS_PER_TILE = 64
+DECODE_NARROW_TILE = 64
+DECODE_WIDE_TILE = 128
 DECODE_COMBINE_THREADS = 128
 # Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.
 DECODE_MAX_CLUSTER_SPLITS = 8
-DECODE_SHARED = {64: 94464, 80: 92928, 96: 83200, 128: 73984, 192: 108800, 256: 143616}
+DECODE_SHARED = {(64, 64): 94464, (64, 128): 76032, (80, 64): 92928, (80, 128): 92928, (96, 64): 83200, (96, 128): 109824, (128, 64): 73984, (128, 128): 143616, (192, 64): 108800, (256, 64): 143616}
 
 DECODE_PARAMS = {
     'attention_s3': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqq'),
@@ -787,75 +789,84 @@ DECODE_PARAMS = {
     'combine': (('partial_out', 'partial_lse', 'out', 'lse', 'batch', 'heads_q', 'num_splits', 'out_sb', 'out_sh', 'out_sd'), '<QQQQqqqqqq'),
 }
 
-# Split-KV (runtime/decode_plan.choose_splits; one split means one pass). Per arch, from
-# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured (blocks, T, fastest split
-# count) points, the nearest point's total of blocks shared out. Other archs: the least split count
+# Split-KV (runtime/decode_plan.choose_tiling; one split means one pass). Per arch, from
+# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured points (blocks, T, best keys
+# per tile, best split count with narrow tiles, with wide tiles): the nearest point's tile (narrow where
+# a call has no wide variant) and that tile's total of blocks, shared out. Other archs: the least split count
 # whose waves of blocks (blocks_per_sm per multiprocessor at most) reach wave_efficiency of the best,
 # keeping at least min_keys_per_split keys per split.
 DECODE_SPLIT_DEFAULT = {'blocks_per_sm': 2.0, 'min_keys_per_split': 256, 'wave_efficiency': 0.9}
 DECODE_SPLIT = {
-    'sm_90': {'table': ((8, 512, 8), (8, 2048, 8), (8, 8192, 22), (8, 32768, 32), (16, 512, 8), (16, 2048, 8), (16, 8192, 8), (16, 32768, 16), (32, 512, 3), (32, 2048, 6), (32, 8192, 6), (32, 32768, 6), (64, 512, 2), (64, 2048, 2), (64, 8192, 2), (64, 32768, 12), (128, 512, 1), (128, 2048, 2), (128, 8192, 2), (128, 32768, 2), (256, 512, 1), (256, 2048, 1), (256, 8192, 1), (256, 32768, 1), (512, 512, 1), (512, 2048, 2), (512, 8192, 2), (512, 32768, 2), (1024, 512, 1), (1024, 2048, 1), (1024, 8192, 2), (1024, 32768, 1))},
+    'sm_90': {'table': ((8, 512, 64, 8, 8), (8, 2048, 64, 8, 8), (8, 8192, 64, 22, 22), (8, 32768, 64, 32, 32), (16, 512, 64, 8, 8), (16, 2048, 64, 8, 8), (16, 8192, 64, 8, 8), (16, 32768, 64, 16, 16), (32, 512, 64, 3, 3), (32, 2048, 64, 6, 6), (32, 8192, 64, 6, 6), (32, 32768, 64, 6, 6), (64, 512, 64, 2, 2), (64, 2048, 64, 2, 2), (64, 8192, 64, 2, 2), (64, 32768, 64, 12, 12), (128, 512, 64, 1, 1), (128, 2048, 64, 2, 2), (128, 8192, 64, 2, 2), (128, 32768, 64, 2, 2), (256, 512, 64, 1, 1), (256, 2048, 64, 1, 1), (256, 8192, 64, 1, 1), (256, 32768, 64, 1, 1), (512, 512, 64, 1, 1), (512, 2048, 64, 2, 2), (512, 8192, 64, 2, 2), (512, 32768, 64, 2, 2), (1024, 512, 64, 1, 1), (1024, 2048, 64, 1, 1), (1024, 8192, 64, 2, 2), (1024, 32768, 64, 1, 1))},
 }
 
 DECODE = {
-    ('bf16', 128, 3, 1): ('decode_bf16', 'decode_bf16_d128_s3_v1', 'attention_s3', 'decode_combine_bf16_d128'),
-    ('bf16', 128, 3, 2): ('decode_bf16', 'decode_bf16_d128_s3_v2', 'attention_s3', 'decode_combine_bf16_d128'),
-    ('bf16', 128, 3, 4): ('decode_bf16', 'decode_bf16_d128_s3_v4', 'attention_s3', 'decode_combine_bf16_d128'),
-    ('bf16', 128, 3, 8): ('decode_bf16', 'decode_bf16_d128_s3_v8', 'attention_s3', 'decode_combine_bf16_d128'),
-    ('bf16', 128, 4, 1): ('decode_bf16', 'decode_bf16_d128_s4_v1', 'attention_s4', 'decode_combine_bf16_d128'),
-    ('bf16', 192, 3, 1): ('decode_bf16', 'decode_bf16_d192_s3_v1', 'attention_s3', 'decode_combine_bf16_d192'),
-    ('bf16', 192, 3, 2): ('decode_bf16', 'decode_bf16_d192_s3_v2', 'attention_s3', 'decode_combine_bf16_d192'),
-    ('bf16', 192, 3, 4): ('decode_bf16', 'decode_bf16_d192_s3_v4', 'attention_s3', 'decode_combine_bf16_d192'),
-    ('bf16', 192, 3, 8): ('decode_bf16', 'decode_bf16_d192_s3_v8', 'attention_s3', 'decode_combine_bf16_d192'),
-    ('bf16', 192, 4, 1): ('decode_bf16', 'decode_bf16_d192_s4_v1', 'attention_s4', 'decode_combine_bf16_d192'),
-    ('bf16', 256, 3, 1): ('decode_bf16', 'decode_bf16_d256_s3_v1', 'attention_s3', 'decode_combine_bf16_d256'),
-    ('bf16', 256, 3, 2): ('decode_bf16', 'decode_bf16_d256_s3_v2', 'attention_s3', 'decode_combine_bf16_d256'),
-    ('bf16', 256, 3, 4): ('decode_bf16', 'decode_bf16_d256_s3_v4', 'attention_s3', 'decode_combine_bf16_d256'),
-    ('bf16', 256, 3, 8): ('decode_bf16', 'decode_bf16_d256_s3_v8', 'attention_s3', 'decode_combine_bf16_d256'),
-    ('bf16', 256, 4, 1): ('decode_bf16', 'decode_bf16_d256_s4_v1', 'attention_s4', 'decode_combine_bf16_d256'),
-    ('bf16', 64, 3, 1): ('decode_bf16', 'decode_bf16_d64_s3_v1', 'attention_s3', 'decode_combine_bf16_d64'),
-    ('bf16', 64, 3, 2): ('decode_bf16', 'decode_bf16_d64_s3_v2', 'attention_s3', 'decode_combine_bf16_d64'),
-    ('bf16', 64, 3, 4): ('decode_bf16', 'decode_bf16_d64_s3_v4', 'attention_s3', 'decode_combine_bf16_d64'),
-    ('bf16', 64, 3, 8): ('decode_bf16', 'decode_bf16_d64_s3_v8', 'attention_s3', 'decode_combine_bf16_d64'),
-    ('bf16', 64, 4, 1): ('decode_bf16', 'decode_bf16_d64_s4_v1', 'attention_s4', 'decode_combine_bf16_d64'),
-    ('bf16', 80, 3, 1): ('decode_bf16', 'decode_bf16_d80_s3_v1', 'attention_s3', 'decode_combine_bf16_d80'),
-    ('bf16', 80, 3, 2): ('decode_bf16', 'decode_bf16_d80_s3_v2', 'attention_s3', 'decode_combine_bf16_d80'),
-    ('bf16', 80, 3, 4): ('decode_bf16', 'decode_bf16_d80_s3_v4', 'attention_s3', 'decode_combine_bf16_d80'),
-    ('bf16', 80, 3, 8): ('decode_bf16', 'decode_bf16_d80_s3_v8', 'attention_s3', 'decode_combine_bf16_d80'),
-    ('bf16', 80, 4, 1): ('decode_bf16', 'decode_bf16_d80_s4_v1', 'attention_s4', 'decode_combine_bf16_d80'),
-    ('bf16', 96, 3, 1): ('decode_bf16', 'decode_bf16_d96_s3_v1', 'attention_s3', 'decode_combine_bf16_d96'),
-    ('bf16', 96, 3, 2): ('decode_bf16', 'decode_bf16_d96_s3_v2', 'attention_s3', 'decode_combine_bf16_d96'),
-    ('bf16', 96, 3, 4): ('decode_bf16', 'decode_bf16_d96_s3_v4', 'attention_s3', 'decode_combine_bf16_d96'),
-    ('bf16', 96, 3, 8): ('decode_bf16', 'decode_bf16_d96_s3_v8', 'attention_s3', 'decode_combine_bf16_d96'),
-    ('bf16', 96, 4, 1): ('decode_bf16', 'decode_bf16_d96_s4_v1', 'attention_s4', 'decode_combine_bf16_d96'),
-    ('fp16', 128, 3, 1): ('decode_fp16', 'decode_fp16_d128_s3_v1', 'attention_s3', 'decode_combine_fp16_d128'),
-    ('fp16', 128, 3, 2): ('decode_fp16', 'decode_fp16_d128_s3_v2', 'attention_s3', 'decode_combine_fp16_d128'),
-    ('fp16', 128, 3, 4): ('decode_fp16', 'decode_fp16_d128_s3_v4', 'attention_s3', 'decode_combine_fp16_d128'),
-    ('fp16', 128, 3, 8): ('decode_fp16', 'decode_fp16_d128_s3_v8', 'attention_s3', 'decode_combine_fp16_d128'),
-    ('fp16', 128, 4, 1): ('decode_fp16', 'decode_fp16_d128_s4_v1', 'attention_s4', 'decode_combine_fp16_d128'),
-    ('fp16', 192, 3, 1): ('decode_fp16', 'decode_fp16_d192_s3_v1', 'attention_s3', 'decode_combine_fp16_d192'),
-    ('fp16', 192, 3, 2): ('decode_fp16', 'decode_fp16_d192_s3_v2', 'attention_s3', 'decode_combine_fp16_d192'),
-    ('fp16', 192, 3, 4): ('decode_fp16', 'decode_fp16_d192_s3_v4', 'attention_s3', 'decode_combine_fp16_d192'),
-    ('fp16', 192, 3, 8): ('decode_fp16', 'decode_fp16_d192_s3_v8', 'attention_s3', 'decode_combine_fp16_d192'),
-    ('fp16', 192, 4, 1): ('decode_fp16', 'decode_fp16_d192_s4_v1', 'attention_s4', 'decode_combine_fp16_d192'),
-    ('fp16', 256, 3, 1): ('decode_fp16', 'decode_fp16_d256_s3_v1', 'attention_s3', 'decode_combine_fp16_d256'),
-    ('fp16', 256, 3, 2): ('decode_fp16', 'decode_fp16_d256_s3_v2', 'attention_s3', 'decode_combine_fp16_d256'),
-    ('fp16', 256, 3, 4): ('decode_fp16', 'decode_fp16_d256_s3_v4', 'attention_s3', 'decode_combine_fp16_d256'),
-    ('fp16', 256, 3, 8): ('decode_fp16', 'decode_fp16_d256_s3_v8', 'attention_s3', 'decode_combine_fp16_d256'),
-    ('fp16', 256, 4, 1): ('decode_fp16', 'decode_fp16_d256_s4_v1', 'attention_s4', 'decode_combine_fp16_d256'),
-    ('fp16', 64, 3, 1): ('decode_fp16', 'decode_fp16_d64_s3_v1', 'attention_s3', 'decode_combine_fp16_d64'),
-    ('fp16', 64, 3, 2): ('decode_fp16', 'decode_fp16_d64_s3_v2', 'attention_s3', 'decode_combine_fp16_d64'),
-    ('fp16', 64, 3, 4): ('decode_fp16', 'decode_fp16_d64_s3_v4', 'attention_s3', 'decode_combine_fp16_d64'),
-    ('fp16', 64, 3, 8): ('decode_fp16', 'decode_fp16_d64_s3_v8', 'attention_s3', 'decode_combine_fp16_d64'),
-    ('fp16', 64, 4, 1): ('decode_fp16', 'decode_fp16_d64_s4_v1', 'attention_s4', 'decode_combine_fp16_d64'),
-    ('fp16', 80, 3, 1): ('decode_fp16', 'decode_fp16_d80_s3_v1', 'attention_s3', 'decode_combine_fp16_d80'),
-    ('fp16', 80, 3, 2): ('decode_fp16', 'decode_fp16_d80_s3_v2', 'attention_s3', 'decode_combine_fp16_d80'),
-    ('fp16', 80, 3, 4): ('decode_fp16', 'decode_fp16_d80_s3_v4', 'attention_s3', 'decode_combine_fp16_d80'),
-    ('fp16', 80, 3, 8): ('decode_fp16', 'decode_fp16_d80_s3_v8', 'attention_s3', 'decode_combine_fp16_d80'),
-    ('fp16', 80, 4, 1): ('decode_fp16', 'decode_fp16_d80_s4_v1', 'attention_s4', 'decode_combine_fp16_d80'),
-    ('fp16', 96, 3, 1): ('decode_fp16', 'decode_fp16_d96_s3_v1', 'attention_s3', 'decode_combine_fp16_d96'),
-    ('fp16', 96, 3, 2): ('decode_fp16', 'decode_fp16_d96_s3_v2', 'attention_s3', 'decode_combine_fp16_d96'),
-    ('fp16', 96, 3, 4): ('decode_fp16', 'decode_fp16_d96_s3_v4', 'attention_s3', 'decode_combine_fp16_d96'),
-    ('fp16', 96, 3, 8): ('decode_fp16', 'decode_fp16_d96_s3_v8', 'attention_s3', 'decode_combine_fp16_d96'),
-    ('fp16', 96, 4, 1): ('decode_fp16', 'decode_fp16_d96_s4_v1', 'attention_s4', 'decode_combine_fp16_d96'),
+    ('bf16', 128, 3, 1, 64): ('decode_bf16', 'decode_bf16_d128_s3_v1', 'attention_s3', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 2, 64): ('decode_bf16', 'decode_bf16_d128_s3_v2', 'attention_s3', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 4, 64): ('decode_bf16', 'decode_bf16_d128_s3_v4', 'attention_s3', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 8, 64): ('decode_bf16', 'decode_bf16_d128_s3_v8', 'attention_s3', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 8, 128): ('decode_bf16', 'decode_bf16_d128_s3_v8_k128', 'attention_s3', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 4, 1, 64): ('decode_bf16', 'decode_bf16_d128_s4_v1', 'attention_s4', 'decode_combine_bf16_d128'),
+    ('bf16', 192, 3, 1, 64): ('decode_bf16', 'decode_bf16_d192_s3_v1', 'attention_s3', 'decode_combine_bf16_d192'),
+    ('bf16', 192, 3, 2, 64): ('decode_bf16', 'decode_bf16_d192_s3_v2', 'attention_s3', 'decode_combine_bf16_d192'),
+    ('bf16', 192, 3, 4, 64): ('decode_bf16', 'decode_bf16_d192_s3_v4', 'attention_s3', 'decode_combine_bf16_d192'),
+    ('bf16', 192, 3, 8, 64): ('decode_bf16', 'decode_bf16_d192_s3_v8', 'attention_s3', 'decode_combine_bf16_d192'),
+    ('bf16', 192, 4, 1, 64): ('decode_bf16', 'decode_bf16_d192_s4_v1', 'attention_s4', 'decode_combine_bf16_d192'),
+    ('bf16', 256, 3, 1, 64): ('decode_bf16', 'decode_bf16_d256_s3_v1', 'attention_s3', 'decode_combine_bf16_d256'),
+    ('bf16', 256, 3, 2, 64): ('decode_bf16', 'decode_bf16_d256_s3_v2', 'attention_s3', 'decode_combine_bf16_d256'),
+    ('bf16', 256, 3, 4, 64): ('decode_bf16', 'decode_bf16_d256_s3_v4', 'attention_s3', 'decode_combine_bf16_d256'),
+    ('bf16', 256, 3, 8, 64): ('decode_bf16', 'decode_bf16_d256_s3_v8', 'attention_s3', 'decode_combine_bf16_d256'),
+    ('bf16', 256, 4, 1, 64): ('decode_bf16', 'decode_bf16_d256_s4_v1', 'attention_s4', 'decode_combine_bf16_d256'),
+    ('bf16', 64, 3, 1, 64): ('decode_bf16', 'decode_bf16_d64_s3_v1', 'attention_s3', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 2, 64): ('decode_bf16', 'decode_bf16_d64_s3_v2', 'attention_s3', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 4, 64): ('decode_bf16', 'decode_bf16_d64_s3_v4', 'attention_s3', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 8, 64): ('decode_bf16', 'decode_bf16_d64_s3_v8', 'attention_s3', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 8, 128): ('decode_bf16', 'decode_bf16_d64_s3_v8_k128', 'attention_s3', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 4, 1, 64): ('decode_bf16', 'decode_bf16_d64_s4_v1', 'attention_s4', 'decode_combine_bf16_d64'),
+    ('bf16', 80, 3, 1, 64): ('decode_bf16', 'decode_bf16_d80_s3_v1', 'attention_s3', 'decode_combine_bf16_d80'),
+    ('bf16', 80, 3, 2, 64): ('decode_bf16', 'decode_bf16_d80_s3_v2', 'attention_s3', 'decode_combine_bf16_d80'),
+    ('bf16', 80, 3, 4, 64): ('decode_bf16', 'decode_bf16_d80_s3_v4', 'attention_s3', 'decode_combine_bf16_d80'),
+    ('bf16', 80, 3, 8, 64): ('decode_bf16', 'decode_bf16_d80_s3_v8', 'attention_s3', 'decode_combine_bf16_d80'),
+    ('bf16', 80, 3, 8, 128): ('decode_bf16', 'decode_bf16_d80_s3_v8_k128', 'attention_s3', 'decode_combine_bf16_d80'),
+    ('bf16', 80, 4, 1, 64): ('decode_bf16', 'decode_bf16_d80_s4_v1', 'attention_s4', 'decode_combine_bf16_d80'),
+    ('bf16', 96, 3, 1, 64): ('decode_bf16', 'decode_bf16_d96_s3_v1', 'attention_s3', 'decode_combine_bf16_d96'),
+    ('bf16', 96, 3, 2, 64): ('decode_bf16', 'decode_bf16_d96_s3_v2', 'attention_s3', 'decode_combine_bf16_d96'),
+    ('bf16', 96, 3, 4, 64): ('decode_bf16', 'decode_bf16_d96_s3_v4', 'attention_s3', 'decode_combine_bf16_d96'),
+    ('bf16', 96, 3, 8, 64): ('decode_bf16', 'decode_bf16_d96_s3_v8', 'attention_s3', 'decode_combine_bf16_d96'),
+    ('bf16', 96, 3, 8, 128): ('decode_bf16', 'decode_bf16_d96_s3_v8_k128', 'attention_s3', 'decode_combine_bf16_d96'),
+    ('bf16', 96, 4, 1, 64): ('decode_bf16', 'decode_bf16_d96_s4_v1', 'attention_s4', 'decode_combine_bf16_d96'),
+    ('fp16', 128, 3, 1, 64): ('decode_fp16', 'decode_fp16_d128_s3_v1', 'attention_s3', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 2, 64): ('decode_fp16', 'decode_fp16_d128_s3_v2', 'attention_s3', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 4, 64): ('decode_fp16', 'decode_fp16_d128_s3_v4', 'attention_s3', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 8, 64): ('decode_fp16', 'decode_fp16_d128_s3_v8', 'attention_s3', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 8, 128): ('decode_fp16', 'decode_fp16_d128_s3_v8_k128', 'attention_s3', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 4, 1, 64): ('decode_fp16', 'decode_fp16_d128_s4_v1', 'attention_s4', 'decode_combine_fp16_d128'),
+    ('fp16', 192, 3, 1, 64): ('decode_fp16', 'decode_fp16_d192_s3_v1', 'attention_s3', 'decode_combine_fp16_d192'),
+    ('fp16', 192, 3, 2, 64): ('decode_fp16', 'decode_fp16_d192_s3_v2', 'attention_s3', 'decode_combine_fp16_d192'),
+    ('fp16', 192, 3, 4, 64): ('decode_fp16', 'decode_fp16_d192_s3_v4', 'attention_s3', 'decode_combine_fp16_d192'),
+    ('fp16', 192, 3, 8, 64): ('decode_fp16', 'decode_fp16_d192_s3_v8', 'attention_s3', 'decode_combine_fp16_d192'),
+    ('fp16', 192, 4, 1, 64): ('decode_fp16', 'decode_fp16_d192_s4_v1', 'attention_s4', 'decode_combine_fp16_d192'),
+    ('fp16', 256, 3, 1, 64): ('decode_fp16', 'decode_fp16_d256_s3_v1', 'attention_s3', 'decode_combine_fp16_d256'),
+    ('fp16', 256, 3, 2, 64): ('decode_fp16', 'decode_fp16_d256_s3_v2', 'attention_s3', 'decode_combine_fp16_d256'),
+    ('fp16', 256, 3, 4, 64): ('decode_fp16', 'decode_fp16_d256_s3_v4', 'attention_s3', 'decode_combine_fp16_d256'),
+    ('fp16', 256, 3, 8, 64): ('decode_fp16', 'decode_fp16_d256_s3_v8', 'attention_s3', 'decode_combine_fp16_d256'),
+    ('fp16', 256, 4, 1, 64): ('decode_fp16', 'decode_fp16_d256_s4_v1', 'attention_s4', 'decode_combine_fp16_d256'),
+    ('fp16', 64, 3, 1, 64): ('decode_fp16', 'decode_fp16_d64_s3_v1', 'attention_s3', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 2, 64): ('decode_fp16', 'decode_fp16_d64_s3_v2', 'attention_s3', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 4, 64): ('decode_fp16', 'decode_fp16_d64_s3_v4', 'attention_s3', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 8, 64): ('decode_fp16', 'decode_fp16_d64_s3_v8', 'attention_s3', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 8, 128): ('decode_fp16', 'decode_fp16_d64_s3_v8_k128', 'attention_s3', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 4, 1, 64): ('decode_fp16', 'decode_fp16_d64_s4_v1', 'attention_s4', 'decode_combine_fp16_d64'),
+    ('fp16', 80, 3, 1, 64): ('decode_fp16', 'decode_fp16_d80_s3_v1', 'attention_s3', 'decode_combine_fp16_d80'),
+    ('fp16', 80, 3, 2, 64): ('decode_fp16', 'decode_fp16_d80_s3_v2', 'attention_s3', 'decode_combine_fp16_d80'),
+    ('fp16', 80, 3, 4, 64): ('decode_fp16', 'decode_fp16_d80_s3_v4', 'attention_s3', 'decode_combine_fp16_d80'),
+    ('fp16', 80, 3, 8, 64): ('decode_fp16', 'decode_fp16_d80_s3_v8', 'attention_s3', 'decode_combine_fp16_d80'),
+    ('fp16', 80, 3, 8, 128): ('decode_fp16', 'decode_fp16_d80_s3_v8_k128', 'attention_s3', 'decode_combine_fp16_d80'),
+    ('fp16', 80, 4, 1, 64): ('decode_fp16', 'decode_fp16_d80_s4_v1', 'attention_s4', 'decode_combine_fp16_d80'),
+    ('fp16', 96, 3, 1, 64): ('decode_fp16', 'decode_fp16_d96_s3_v1', 'attention_s3', 'decode_combine_fp16_d96'),
+    ('fp16', 96, 3, 2, 64): ('decode_fp16', 'decode_fp16_d96_s3_v2', 'attention_s3', 'decode_combine_fp16_d96'),
+    ('fp16', 96, 3, 4, 64): ('decode_fp16', 'decode_fp16_d96_s3_v4', 'attention_s3', 'decode_combine_fp16_d96'),
+    ('fp16', 96, 3, 8, 64): ('decode_fp16', 'decode_fp16_d96_s3_v8', 'attention_s3', 'decode_combine_fp16_d96'),
+    ('fp16', 96, 3, 8, 128): ('decode_fp16', 'decode_fp16_d96_s3_v8_k128', 'attention_s3', 'decode_combine_fp16_d96'),
+    ('fp16', 96, 4, 1, 64): ('decode_fp16', 'decode_fp16_d96_s4_v1', 'attention_s4', 'decode_combine_fp16_d96'),
 }

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 from cukiln.generated import dispatch
 
-from .decode_plan import DecodePlan, plan_decode
+from .decode_plan import NARROW_TILE, TILE_ENV, WIDE_TILE, DecodePlan, plan_decode
 from .interop import accepts_foreign_arrays
 from .launch import launch
 from .loader import KERNELS
@@ -27,7 +29,8 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     checked without a synchronization: a row whose kv_lens exceeds T, or whose kv_start is negative or
     beyond its kv_lens, gives NaN (output and lse).
     scale: logit scale, default 1/sqrt(d); softcap: logits become softcap * tanh(logit / softcap).
-    num_splits: split-KV count (default: the tuned rule of the dispatch table for this GPU).
+    num_splits: split-KV count (default: the tuned rule of the dispatch table for this GPU, which also
+    picks 64- or 128-key K/V tiles per grid; ``CUKILN_DECODE_TILE=64|128`` forces one, for measurements).
     out: q-shaped output (allocated when None). return_lse: also return the natural-log log-sum-exp of
     the scaled logits, fp32 [b, h_q].
     Runs on the current torch stream without synchronizing (``stream=`` picks another); CUDA-graph
@@ -80,10 +83,21 @@ def _plan(q, k_cache, v_cache, kv_lens, *, kv_layout, kv_start, scale, softcap, 
                        resident=lambda module, symbol, shared: KERNELS.resident_blocks(
                            device, module, symbol, 32 * dispatch.DECODE_WARPS, shared),
                        active_clusters=lambda module, symbol, shared, cluster: KERNELS.active_clusters(
-                           device, module, symbol, 32 * dispatch.DECODE_WARPS, shared, cluster))
+                           device, module, symbol, 32 * dispatch.DECODE_WARPS, shared, cluster),
+                       tile=_forced_tile())
     if out is None:
         out = torch.empty((plan.batch, plan.heads_q, plan.head_dim), dtype=q.dtype, device=q.device).view(q.shape)
     return plan, out, (lengths[0][0], lengths[1][0])
+
+
+def _forced_tile() -> int | None:
+    """Keys per K/V tile forced by CUKILN_DECODE_TILE (unset or "auto": None, the dispatch table's choice)."""
+    value = os.environ.get(TILE_ENV, "auto")
+    if value == "auto":
+        return None
+    if value not in (str(NARROW_TILE), str(WIDE_TILE)):
+        raise ValueError(f"{TILE_ENV}: expected {NARROW_TILE}, {WIDE_TILE} or auto, got {value!r}")
+    return int(value)
 
 
 def _host_lengths(value, name, kv_lens, kv_start, k_info, kv_layout):

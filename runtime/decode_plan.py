@@ -28,8 +28,12 @@ MAX_CAPACITY = INT32_MAX - MAX_SPLITS
 # Split-KV from sm_90 on: up to this many splits of a (row, KV head) run as one thread-block cluster and
 # merge their results in distributed shared memory (no combine kernel); more splits use the combine kernel.
 MAX_CLUSTER_SPLITS = dispatch.DECODE_MAX_CLUSTER_SPLITS
+# Keys per K/V tile: every variant has narrow tiles; the bandwidth path also wide ones (decode_variants).
+NARROW_TILE, WIDE_TILE = dispatch.DECODE_NARROW_TILE, dispatch.DECODE_WIDE_TILE
+TILE_ENV = "CUKILN_DECODE_TILE"  # 64 or 128 forces the tile (for tests and measurements); auto: the table's
 # Keys a split keeps at least under a tuned table (one tile), as in the ladder `cukiln tune decode` measures.
-MIN_KEYS_PER_SPLIT = dispatch.DECODE_KEYS_PER_TILE
+MIN_KEYS_PER_SPLIT = NARROW_TILE
+WIDE_TILE_MAX_HEAD_DIM = max((key[1] for key in dispatch.DECODE if key[4] == WIDE_TILE), default=0)
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ def choose_splits(blocks: int, keys: int, sms: int, rule: dict, resident: int | 
     whose wave efficiency (waves / whole waves started) reaches rule["wave_efficiency"] of the best wins.
     """
     if "table" in rule:
-        return split_from_table(blocks, keys, rule["table"])
+        return split_from_table(blocks, keys, rule["table"], NARROW_TILE)[0]
     per_sm = rule["blocks_per_sm"] if resident is None else min(rule["blocks_per_sm"], resident)
     return _choose_splits(blocks, keys, max(1.0, sms * per_sm), rule["min_keys_per_split"], rule["wave_efficiency"])
 
@@ -138,23 +142,39 @@ def _choose_splits(blocks: int, keys: int, slots: float, min_keys: int, wave_eff
     return next(s for s in counts if efficiency(s) >= wave_efficiency * best)
 
 
+def choose_tiling(blocks: int, keys: int, sms: int, rule: dict, resident: int | None = None,
+                  wide: bool = True, tile: int | None = None) -> tuple[int, int]:
+    """(split count, keys per tile) for a launch of ``blocks`` blocks over ``keys`` cache positions.
+
+    A tuned table chooses both (split_from_table; ``wide``: the call has a wide-tile variant). Without
+    one, narrow tiles and the wave rule (choose_splits). ``tile`` forces the tile; the split count is then
+    the table's best for that tile.
+    """
+    if "table" in rule:
+        return split_from_table(blocks, keys, rule["table"], tile or (None if wide else NARROW_TILE))
+    return choose_splits(blocks, keys, sms, rule, resident), tile or NARROW_TILE
+
+
 @functools.lru_cache(maxsize=4096)
-def split_from_table(blocks: int, keys: int, table: tuple[tuple[int, int, int], ...]) -> int:
-    """The split count for ``blocks`` blocks over ``keys`` keys from measured (blocks, keys, best splits)
-    points: the nearest point's best total of blocks (blocks x splits) shared out over ``blocks``, each
-    split at least MIN_KEYS_PER_SPLIT keys, counted as the kernel shares keys out (effective_splits)."""
-    if blocks <= 0 or keys < 2 * MIN_KEYS_PER_SPLIT or not table:
-        return 1
-    tuned_blocks, _, tuned_splits = min(
+def split_from_table(blocks: int, keys: int, table: tuple[tuple[int, int, int, int, int], ...],
+                     tile: int | None = None) -> tuple[int, int]:
+    """(split count, keys per tile) for ``blocks`` blocks over ``keys`` keys from measured points (blocks,
+    keys, best tile, best splits with narrow tiles, best splits with wide tiles): the nearest point's
+    tile (``tile`` given: that one) and that tile's best total of blocks (blocks x splits) shared out over
+    ``blocks``, each split at least one tile of keys, counted as the kernel shares keys out
+    (effective_splits)."""
+    if blocks <= 0 or not table:
+        return 1, tile or NARROW_TILE
+    tuned_blocks, _, best_tile, narrow_splits, wide_splits = min(
         table, key=lambda p: (math.log2(blocks / p[0]) ** 2 + math.log2(keys / p[1]) ** 2, p))
-    splits = round(tuned_splits * tuned_blocks / blocks)
-    return effective_splits(keys, max(1, min(splits, keys // MIN_KEYS_PER_SPLIT, MAX_SPLITS)))
+    tile = tile or best_tile
+    splits = round((narrow_splits if tile == NARROW_TILE else wide_splits) * tuned_blocks / blocks)
+    return effective_splits(keys, max(1, min(splits, keys // tile, MAX_SPLITS)), tile), tile
 
 
-def effective_splits(keys: int, splits: int) -> int:
+def effective_splits(keys: int, splits: int, tile: int = NARROW_TILE) -> int:
     """Splits that get keys when ``keys`` are shared out as the kernel does: ceil(keys / splits) rounded
-    up to whole tiles of KEYS_PER_TILE."""
-    tile = dispatch.DECODE_KEYS_PER_TILE
+    up to whole tiles of ``tile`` keys."""
     per_split = -(-(-(-keys // splits)) // tile) * tile
     return max(1, -(-keys // per_split))
 
@@ -182,7 +202,7 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
                 scale: float | None = None, softcap: float | None = None, num_splits: int | None = None,
                 out: TensorInfo | None = None, return_lse: bool = False, sms: int = 132,
                 arch: str | None = None, max_shared: int | None = None, resident=None,
-                active_clusters=None) -> DecodePlan:
+                active_clusters=None, tile: int | None = None) -> DecodePlan:
     """Validate a decode_attention call and plan its launches.
 
     kv_lens / kv_start: an int, or a TensorInfo of an int32 [b] tensor on q's device (its values are
@@ -192,6 +212,8 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     Split-KV on ``arch`` sm_90 on runs each (row, KV head)'s splits as one cluster when there are at most
     MAX_CLUSTER_SPLITS of them and ``active_clusters(module, symbol, shared, cluster)`` (None: assumed)
     says the GPU can place such a cluster; otherwise a combine kernel merges the splits.
+    Keys per K/V tile: the tuned table's choice where the call has a wide-tile variant that ``max_shared``
+    allows (otherwise, and with ``num_splits`` given, narrow tiles); ``tile`` (64 or 128) forces it.
     """
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout: expected one of {KV_LAYOUTS}, got {kv_layout!r}")
@@ -220,9 +242,11 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
         raise ValueError(f"q: at most {GRID_YZ_MAX} rows per call, got {b}")
     if capacity > MAX_CAPACITY:
         raise ValueError(f"k_cache: at most {MAX_CAPACITY} positions, got {capacity}")
-    if max_shared is not None and dispatch.DECODE_SHARED[d] > max_shared:
-        raise ValueError(f"q: head dim {d} needs {dispatch.DECODE_SHARED[d]} bytes of shared memory per block; "
-                         f"this GPU allows {max_shared}")
+    if max_shared is not None and dispatch.DECODE_SHARED[d, NARROW_TILE] > max_shared:
+        raise ValueError(f"q: head dim {d} needs {dispatch.DECODE_SHARED[d, NARROW_TILE]} bytes of shared memory "
+                         f"per block; this GPU allows {max_shared}")
+    if tile is not None and tile not in (NARROW_TILE, WIDE_TILE):
+        raise ValueError(f"tile: expected {NARROW_TILE} or {WIDE_TILE} keys per K/V tile, or None, got {tile!r}")
     group = h_q // h_kv
     head_groups = math.ceil(group / dispatch.DECODE_HEAD_ROWS)
     if h_kv * head_groups > GRID_YZ_MAX:
@@ -268,19 +292,25 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     strides = 4 if general else 3
     vec = 1 if general else widest_kv_vector([(k.ptr, k_strides[:3]), (v.ptr, v_strides[:3])], k.itemsize, d)
     blocks = b * h_kv * head_groups
+    wide = (q.dtype, d, strides, vec, WIDE_TILE) in dispatch.DECODE and (
+        max_shared is None or dispatch.DECODE_SHARED[d, WIDE_TILE] <= max_shared)
+    if tile == WIDE_TILE and not wide:
+        raise ValueError(f"tile: {WIDE_TILE}-key tiles need a contiguous head dim of at most {WIDE_TILE_MAX_HEAD_DIM}, "
+                         f"16-byte aligned K/V rows and the shared memory they take; this call has head dim {d}, "
+                         f"{strides} K/V strides, {vec}-element copies")
     if num_splits is None:
-        module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec)][:2]
-        per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d]) if resident is not None else None
-        num_splits = choose_splits(blocks, capacity, sms, split_rule(arch), per_sm)
+        module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW_TILE)][:2]
+        per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d, NARROW_TILE]) if resident is not None else None
+        num_splits, tile = choose_tiling(blocks, capacity, sms, split_rule(arch), per_sm, wide, tile)
     splits = num_splits
-    key = (q.dtype, d, strides, vec)
+    key = (q.dtype, d, strides, vec, tile or NARROW_TILE)
     module, symbol, layout_id, combine_symbol = dispatch.DECODE[key]
 
     names, fmt = dispatch.DECODE_PARAMS[layout_id]
     # sm_90 on, both kernels are launched programmatically: each is scheduled while the kernel before it
     # in the stream runs, and waits for that kernel's results before touching memory (common.cuh).
     programmatic = programmatic_launch(arch)
-    shared = dispatch.DECODE_SHARED[d]
+    shared = dispatch.DECODE_SHARED[d, key[-1]]
     cluster = 1
     if 1 < splits <= MAX_CLUSTER_SPLITS and clusters(arch) and (
             active_clusters is None or active_clusters(module, symbol, shared, splits) > 0):

@@ -4,9 +4,9 @@ bench times cukiln against torch's scaled_dot_product_attention (same cache slic
 and any other decode kernel installed, bf16, d = 128, h_q = 32, h_kv = 8, over batch x cache length.
 Bytes counted: K and V of every row read once, plus q and the output. tune times, over a grid of
 (rows x KV heads, cache length), a ladder of split counts (SPLIT_LADDER, as the runtime launches them:
-clusters or the combine kernel), keeps each point's best as the rule's table (runtime/decode_plan.
-split_from_table) and writes generated/tuning/<arch>.json; the next `cukiln build` folds the table
-into dispatch.py.
+clusters or the combine kernel) with 64- and with 128-key K/V tiles, keeps each point's best as the
+rule's table (runtime/decode_plan.split_from_table) and writes generated/tuning/<arch>.json; the next
+`cukiln build` folds the table into dispatch.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from cukiln.codegen.decode_variants import NARROW_TILE, TILE_KEYS
+
 from .timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
+from .verify import forced_decode_tile
+
+WIDE_TILE = max(TILE_KEYS)
 
 HEADS_Q, HEADS_KV, HEAD_DIM = 32, 8, 128
 BENCH_GRID = tuple(itertools.product((1, 8, 32, 128), (512, 2048, 8192, 32768))) + ((1, 131072),)
@@ -132,41 +137,63 @@ def print_bench(result: dict, console: Console) -> None:
     console.print(table)
 
 
-def split_ladder(blocks: int, keys: int) -> list[int]:
+def split_ladder(blocks: int, keys: int, tile: int = NARROW_TILE) -> list[int]:
     """The split counts tuned at a point: SPLIT_LADDER's counts that differ in effect (the kernel shares keys
-    out in whole tiles), keep MIN_KEYS_PER_SPLIT keys a split and MAX_TUNED_BLOCKS blocks in all."""
-    from cukiln.decode_plan import MIN_KEYS_PER_SPLIT, effective_splits
+    out in whole tiles of ``tile`` keys), keep a tile of keys a split and MAX_TUNED_BLOCKS blocks in all."""
+    from cukiln.decode_plan import effective_splits
 
-    counts = {effective_splits(keys, s) for s in SPLIT_LADDER
-              if s == 1 or (keys // s >= MIN_KEYS_PER_SPLIT and blocks * s <= MAX_TUNED_BLOCKS)}
+    counts = {effective_splits(keys, s, tile) for s in SPLIT_LADDER
+              if s == 1 or (keys // s >= tile and blocks * s <= MAX_TUNED_BLOCKS)}
     return sorted(counts)
 
 
-def rule_choice(measurement: dict, sms: int, rule: dict) -> int:
-    """The split count ``rule`` picks for a tuned point (whose blocks, T and resident blocks it records)."""
-    from cukiln.decode_plan import choose_splits
-
-    return choose_splits(measurement["blocks"], measurement["T"], sms, rule, measurement.get("resident"))
-
-
-def measured_choice(measurement: dict, sms: int, rule: dict) -> int:
-    """rule_choice, snapped to the nearest split count that was measured."""
-    chosen = rule_choice(measurement, sms, rule)
-    return min((int(s) for s in measurement["ms_by_splits"]), key=lambda s: (abs(s - chosen), s))
+def measured_times(measurement: dict) -> dict[int, dict[int, float]]:
+    """keys per tile -> split count -> ms of a tuned point (files from before the wide tile: narrow only)."""
+    out = {NARROW_TILE: {int(s): ms for s, ms in measurement["ms_by_splits"].items()}}
+    if measurement.get("ms_by_splits_wide"):
+        out[WIDE_TILE] = {int(s): ms for s, ms in measurement["ms_by_splits_wide"].items()}
+    return out
 
 
-# Split counts within this fraction of a point's fastest tie with it (timing noise): the least wins.
+def rule_choice(measurement: dict, sms: int, rule: dict) -> tuple[int, int]:
+    """The (split count, keys per tile) ``rule`` picks for a tuned point (whose blocks, T and resident
+    blocks it records), for a call that has both tiles."""
+    from cukiln.decode_plan import choose_tiling
+
+    return choose_tiling(measurement["blocks"], measurement["T"], sms, rule, measurement.get("resident"))
+
+
+def measured_choice(measurement: dict, sms: int, rule: dict) -> tuple[int, int]:
+    """rule_choice, snapped to the nearest split count measured with that tile (or narrow tiles, when the
+    point has no wide-tile times)."""
+    splits, tile = rule_choice(measurement, sms, rule)
+    times = measured_times(measurement)
+    tile = tile if tile in times else NARROW_TILE
+    return min(times[tile], key=lambda s: (abs(s - splits), s)), tile
+
+
+# Times within this fraction of a point's fastest tie with it (timing noise): the least split count wins,
+# and wide tiles only where they beat narrow ones by more.
 TIE = 0.01
 
 
+def _least_within_tie(times: dict[int, float]) -> int:
+    fastest = min(times.values())
+    return min(s for s, ms in times.items() if ms <= fastest * (1 + TIE))
+
+
 def fit_table(measurements: list[dict]) -> dict:
-    """The tuned rule: each point's (blocks, T, split count), the least count within TIE of the fastest
-    (fewer splits: less merging, and the choice does not chase noise)."""
+    """The tuned rule: per point (blocks, T, tile, narrow-tile split count, wide-tile split count), each
+    count the least within TIE of that tile's fastest (fewer splits: less merging, and the choice does
+    not chase noise), the tile wide only where its fastest beats the narrow tile's beyond TIE."""
     table = []
     for m in measurements:
-        times = {int(s): ms for s, ms in m["ms_by_splits"].items()}
-        fastest = min(times.values())
-        table.append([m["blocks"], m["T"], min(s for s, ms in times.items() if ms <= fastest * (1 + TIE))])
+        times = measured_times(m)
+        narrow = times[NARROW_TILE]
+        wide = times.get(WIDE_TILE)
+        tile = WIDE_TILE if wide and min(wide.values()) * (1 + TIE) < min(narrow.values()) else NARROW_TILE
+        table.append([m["blocks"], m["T"], tile, _least_within_tie(narrow),
+                      _least_within_tie(wide) if wide else _least_within_tie(narrow)])
     return {"table": sorted(table), "tie": TIE}
 
 
@@ -193,12 +220,15 @@ def tune(console: Console) -> dict:
             outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
             point = {"batch": b, "T": T, "blocks": b * HEADS_KV, "resident": resident}
             times = {}
-            for s in split_ladder(b * HEADS_KV, T):
-                times[s] = median_ms([lambda st=st, o=o, s=s: cukiln.decode_attention(*st, T, out=o, num_splits=s)
-                                      for st, o in zip(sets, outs)], batches=9)
-            best = min(times, key=times.get)
-            rate = tbps(moved_bytes(b, T), times[best])
-            measurements.append({**point, "ms_by_splits": times, "best_splits": best, "bytes": moved_bytes(b, T),
+            for tile in (NARROW_TILE, WIDE_TILE):
+                with forced_decode_tile(tile):
+                    times[tile] = {s: median_ms([lambda st=st, o=o, s=s: cukiln.decode_attention(
+                        *st, T, out=o, num_splits=s) for st, o in zip(sets, outs)], batches=9)
+                        for s in split_ladder(b * HEADS_KV, T, tile)}
+            best_tile, best = min(((t, s) for t in times for s in times[t]), key=lambda ts: times[ts[0]][ts[1]])
+            rate = tbps(moved_bytes(b, T), times[best_tile][best])
+            measurements.append({**point, "ms_by_splits": times[NARROW_TILE], "ms_by_splits_wide": times[WIDE_TILE],
+                                 "best_tile": best_tile, "best_splits": best, "bytes": moved_bytes(b, T),
                                  "best_tbps": rate, "best_x_copy": rate / copy})
             del sets, outs
             progress.advance(task)
@@ -209,8 +239,8 @@ def tune(console: Console) -> dict:
               "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16"},
               "rule": rule, "measurements": measurements}
     path = emit.write_tuning(meta["arch"], "decode", result)
-    console.print(f"split table for {meta['arch']}: the least of {len(SPLIT_LADDER)} split counts within "
-                  f"{TIE:.0%} of the fastest at "
+    console.print(f"split table for {meta['arch']}: per K/V tile (64 and 128 keys), the least of "
+                  f"{len(SPLIT_LADDER)} split counts within {TIE:.0%} of the fastest, at "
                   f"{len(measurements)} (rows x KV heads, T) points ({resident} blocks resident per SM); "
                   f"wrote {path} — run `cukiln build` to fold it into dispatch.py")
     return result

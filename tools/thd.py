@@ -9,13 +9,11 @@ path across sequence counts beside grid dispatch, as a ratio of a same-run copy.
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from .overrides import env_override
 from .timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
 
 HEADS, HEAD_DIM = 32, 128
@@ -34,19 +32,11 @@ def split_lengths(tokens: int, n_seqs: int, skew: bool = False) -> list[int]:
     return [q + (i < r) for i in range(n_seqs)]
 
 
-@contextlib.contextmanager
 def dispatch_mode(mode: str):
+    """A block whose thd rope calls take ``mode`` (token, grid or auto) dispatch."""
     from cukiln.rope_api import THD_DISPATCH_ENV
 
-    old = os.environ.get(THD_DISPATCH_ENV)
-    os.environ[THD_DISPATCH_ENV] = mode
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ[THD_DISPATCH_ENV]
-        else:
-            os.environ[THD_DISPATCH_ENV] = old
+    return env_override(THD_DISPATCH_ENV, mode)
 
 
 def time_case(lengths: list[int], modes: tuple[str, ...], hint: bool = True) -> dict:

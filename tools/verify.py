@@ -15,6 +15,9 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from cukiln.codegen.decode_variants import NARROW_TILE
+
+from .overrides import env_override
 from .timing import run_metadata
 
 # Comparison: fp32 outputs within 1e-5 of the reference relative to its largest magnitude; fp16/bf16
@@ -220,19 +223,27 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
                               strided_d=axes["strides"] == 4) for _ in range(2))
     lens = torch.tensor([T, 1, 177], dtype=torch.int32, device="cuda")
     start = torch.tensor([0, 0, 40], dtype=torch.int32, device="cuda")
-    for num_splits in splits:
-        kwargs = dict(kv_start=start, num_splits=num_splits)
-        plan = plan_call(q, k, v, lens, **kwargs)
-        if plan.attention.symbol != name:
-            return f"inputs selected {plan.attention.symbol}, not the variant under test"
-        combine = plan.combine.symbol if plan.combine is not None else None
-        merged_by_kernel = num_splits > 1 and plan.attention.cluster == 1
-        if combine != (f"decode_combine_{axes['dtype']}_d{d}" if merged_by_kernel else None):
-            return f"{num_splits} splits (clusters of {plan.attention.cluster}) paired with combine kernel {combine}"
-        problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
-        if problem is not None:
-            return f"{num_splits} splits: {problem}"
+    with forced_decode_tile(axes.get("tile", NARROW_TILE)):
+        for num_splits in splits:
+            kwargs = dict(kv_start=start, num_splits=num_splits)
+            plan = plan_call(q, k, v, lens, **kwargs)
+            if plan.attention.symbol != name:
+                return f"inputs selected {plan.attention.symbol}, not the variant under test"
+            combine = plan.combine.symbol if plan.combine is not None else None
+            merged_by_kernel = num_splits > 1 and plan.attention.cluster == 1
+            if combine != (f"decode_combine_{axes['dtype']}_d{d}" if merged_by_kernel else None):
+                return f"{num_splits} splits (clusters of {plan.attention.cluster}) paired with combine kernel {combine}"
+            problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
+            if problem is not None:
+                return f"{num_splits} splits: {problem}"
     return None
+
+
+def forced_decode_tile(tile: int):
+    """A block whose decode calls run ``tile``-key K/V tiles (CUKILN_DECODE_TILE), whatever the table says."""
+    from cukiln.decode_plan import TILE_ENV
+
+    return env_override(TILE_ENV, str(tile))
 
 
 def check_entry(entry: dict) -> str | None:

@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
+from cukiln.decode_api import plan_call  # noqa: E402
 from cukiln.tools.verify import (DECODE_FP32_UNITS, check_decode_variant, check_entry,  # noqa: E402
                                  decode_cache_view, new_generator, run_decode_and_compare, torch_dtype)
 from tests.checks import assert_matches_reference  # noqa: E402
@@ -50,14 +51,17 @@ def test_every_combine_kernel_through_a_split_variant(entry):
 @pytest.mark.parametrize("group", [1, 2, 4, 8, 16, 20])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("num_splits", [1, 4, None])
-def test_gqa_ratios_layouts_and_splits(group, layout, num_splits):
+@pytest.mark.parametrize("tile", ["64", "128"])
+def test_gqa_ratios_layouts_splits_and_tiles(group, layout, num_splits, tile, monkeypatch):
+    monkeypatch.setenv("CUKILN_DECODE_TILE", tile)
     gen = new_generator()
     b, h_kv, T, d = 5, 2, 1000, 128
     q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(torch.bfloat16)
     k, v = (decode_cache_view(b, h_kv, T, d, torch.bfloat16, gen, layout=layout, capacity=1536) for _ in range(2))
     lens = torch.randint(1, T + 1, (b,), generator=gen, device="cuda", dtype=torch.int32)
     lens[0], lens[1] = 1, T
-    run_and_check(q, k, v, lens, f"group {group} {layout}", kv_layout=layout, num_splits=num_splits)
+    assert plan_call(q, k, v, lens, kv_layout=layout, num_splits=num_splits).key[-1] == int(tile)
+    run_and_check(q, k, v, lens, f"group {group} {layout}, {tile}-key tiles", kv_layout=layout, num_splits=num_splits)
 
 
 @pytest.mark.parametrize("d", [64, 80, 96, 128, 192, 256])

@@ -39,7 +39,7 @@ def plan(q=None, k=None, v=None, kv_lens=100, **kw):
 
 def test_a_cache_slice_selects_the_wide_three_stride_variant():
     p = plan(num_splits=1)
-    assert p.key == ("bf16", 128, 3, 8)
+    assert p.key == ("bf16", 128, 3, 8, 64)
     assert p.attention.symbol == "decode_bf16_d128_s3_v8" and p.combine is None
     assert p.attention.grid == (1, 2, 2) and p.attention.block == (32 * dispatch.DECODE_WARPS, 1, 1)
     assert p.fields["k_st"] == 128 and p.fields["k_sh"] == 512 * 128  # the buffer's strides, no copy
@@ -76,7 +76,7 @@ def test_query_forms_drop_the_single_token_axis():
 
 def test_split_variant_comes_with_its_combine_kernel_and_workspace_shape():
     p = plan(num_splits=4)
-    assert p.key == ("bf16", 128, 3, 8) and p.num_splits == 4 and p.attention.grid[0] == 4
+    assert p.key == ("bf16", 128, 3, 8, 64) and p.num_splits == 4 and p.attention.grid[0] == 4
     assert p.combine.symbol == "decode_combine_bf16_d128" and p.combine.grid == (2 * 8, 1, 1)
     attention, combine = p.values(out=1, lse=2, partial_out=3, partial_lse=4)
     names = dict(zip(p.attention.field_names, attention))
@@ -116,8 +116,8 @@ def test_clusters_only_where_the_gpu_has_them_and_can_place_them():
     assert plan(num_splits=6, arch="sm_90", active_clusters=active_clusters).attention.cluster == 6
     p = plan(num_splits=7, arch="sm_90", active_clusters=active_clusters)  # the driver places none of 7
     assert p.attention.cluster == 1 and p.combine.symbol == "decode_combine_bf16_d128"
-    assert asked == [("decode_bf16_d128_s3_v8", dispatch.DECODE_SHARED[128], 6),
-                     ("decode_bf16_d128_s3_v8", dispatch.DECODE_SHARED[128], 7)]
+    assert asked == [("decode_bf16_d128_s3_v8", dispatch.DECODE_SHARED[128, 64], 6),
+                     ("decode_bf16_d128_s3_v8", dispatch.DECODE_SHARED[128, 64], 7)]
 
 
 def test_large_groups_take_several_blocks_per_kv_head():
@@ -128,13 +128,15 @@ def test_large_groups_take_several_blocks_per_kv_head():
     assert p.attention.grid == (1, 4, 1) and p.fields["group"] > dispatch.DECODE_HEAD_ROWS
 
 
-def test_shared_memory_fits_an_h100_block_for_every_head_dim():
-    for d in dispatch.DECODE_SHARED:
-        keys, pitch = decode_abi.KEYS_PER_TILE, d + decode_abi.ROW_PADDING
+def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_tile():
+    for d, keys in dispatch.DECODE_SHARED:
+        pitch = d + decode_abi.ROW_PADDING
         q = contiguous((1, 16, d))
         k = cache_slice(1, 1, 64, d, 64)
-        p = plan_decode(q, k, k, 64, max_shared=227 * 1024)  # an H100's opt-in limit takes every head dim
-        stages = decode_abi.stages(d)
+        # an H100's opt-in limit takes every head dim and tile
+        p = plan_decode(q, k, k, 64, max_shared=227 * 1024, num_splits=1, tile=keys)
+        assert p.key[-1] == keys
+        stages = decode_abi.stages(d, keys)
         assert p.attention.shared == stages * 2 * keys * pitch * 2 + 16 * pitch * 2
         assert p.attention.shared <= 227 * 1024
         # as many stages as the budget holds, but never fewer than 2 (one in flight, one in use)
@@ -175,31 +177,38 @@ def test_split_rule_fills_whole_waves():
 
 
 def test_effective_splits_match_the_kernels_whole_tile_shares():
-    tile = dispatch.DECODE_KEYS_PER_TILE
-    for keys in (1, 63, 64, 65, 100, 2048, 2049, 32768, 100003):
-        for splits in (1, 2, 3, 7, 15, 16, 31, 64, 1000):
-            share = -(-keys // splits)
-            per_split = -(-share // tile) * tile
-            # the kernel's split i covers [i * per_split, (i + 1) * per_split) clipped to the keys
-            with_keys = sum(1 for i in range(splits) if i * per_split < keys)
-            assert effective_splits(keys, splits) == max(1, with_keys)
+    for tile in (dispatch.DECODE_NARROW_TILE, dispatch.DECODE_WIDE_TILE):
+        for keys in (1, 63, 64, 65, 100, 2048, 2049, 32768, 100003):
+            for splits in (1, 2, 3, 7, 15, 16, 31, 64, 1000):
+                share = -(-keys // splits)
+                per_split = -(-share // tile) * tile
+                # the kernel's split i covers [i * per_split, (i + 1) * per_split) clipped to the keys
+                with_keys = sum(1 for i in range(splits) if i * per_split < keys)
+                assert effective_splits(keys, splits, tile) == max(1, with_keys)
     assert effective_splits(2048, 31) == 16  # 67 keys a split round up to 128
+    assert (effective_splits(2048, 12), effective_splits(2048, 12, 128)) == (11, 8)  # 171 keys: 192 or 256
 
 
-TABLE = ((8, 512, 8), (8, 8192, 26), (8, 32768, 32), (64, 8192, 2), (512, 2048, 2))
+# (blocks, T, best tile, best splits with 64-key tiles, with 128-key tiles)
+TABLE = ((8, 512, 64, 8, 4), (8, 8192, 64, 26, 16), (8, 32768, 64, 32, 16), (64, 8192, 128, 2, 2),
+         (512, 2048, 64, 2, 1))
 
 
-def test_a_tuned_table_gives_the_nearest_points_total_of_blocks():
-    assert split_from_table(8, 8192, TABLE) == 26  # a tuned point: its fastest count
-    assert split_from_table(8, 600, TABLE) == effective_splits(600, 8) == 5  # nearest (8, 512): 8, in whole tiles
-    assert split_from_table(16, 8192, TABLE) == 13  # (8, 8192)'s 208 blocks over 16: 13 splits each
-    assert split_from_table(128, 8192, TABLE) == 1  # (64, 8192)'s 128 blocks: already there
-    assert split_from_table(4096, 2048, TABLE) == 1
-    assert split_from_table(8, 130000, TABLE) == 32  # beyond the grid: the nearest edge
-    # at least 64 keys a split, counted as the kernel shares keys out
-    assert split_from_table(8, 200, TABLE) == effective_splits(200, 3) == 2
-    assert split_from_table(8, 100, TABLE) == 1 and split_from_table(0, 8192, TABLE) == 1
-    assert split_from_table(8, 8192, ()) == 1
+def test_a_tuned_table_gives_the_nearest_points_tile_and_total_of_blocks():
+    assert split_from_table(8, 8192, TABLE) == (26, 64)  # a tuned point: its fastest count
+    assert split_from_table(8, 600, TABLE) == (effective_splits(600, 8), 64) == (5, 64)  # nearest (8, 512), whole tiles
+    assert split_from_table(16, 8192, TABLE) == (13, 64)  # (8, 8192)'s 208 blocks over 16: 13 splits each
+    assert split_from_table(128, 8192, TABLE) == (1, 128)  # (64, 8192)'s 128 blocks: already there
+    assert split_from_table(4096, 2048, TABLE) == (1, 64)
+    assert split_from_table(8, 130000, TABLE) == (32, 64)  # beyond the grid: the nearest edge
+    # at least one tile of keys a split, counted as the kernel shares keys out
+    assert split_from_table(8, 200, TABLE) == (effective_splits(200, 3), 64) == (2, 64)
+    assert split_from_table(8, 100, TABLE) == (1, 64) and split_from_table(0, 8192, TABLE) == (1, 64)
+    assert split_from_table(8, 8192, ()) == (1, 64)
+    # a forced tile takes that tile's best count at the nearest point
+    assert split_from_table(8, 8192, TABLE, 128) == (16, 128)
+    assert split_from_table(64, 8192, TABLE, 64) == (2, 64)
+    assert split_from_table(8, 200, TABLE, 128) == (1, 128)  # fewer than two wide tiles of keys
 
 
 def test_a_tuned_table_drives_the_plan_for_its_arch_only(monkeypatch):
@@ -264,3 +273,31 @@ def test_bad_inputs(changes, error, words):
     args = _bad(**changes)
     with pytest.raises(error, match=words):
         plan_decode(args.pop("q"), args.pop("k"), args.pop("v"), args.pop("kv_lens"), **args)
+
+
+def test_the_table_picks_wide_tiles_where_the_call_has_them(monkeypatch):
+    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": TABLE})
+    q = contiguous((8, 32, 128))
+    k, v = cache_slice(8, 8, 8192, 128, 8192), cache_slice(8, 8, 8192, 128, 8192, ptr=BASE * 4096)
+    p = plan_decode(q, k, v, 8192, arch="sm_90")
+    assert (p.key[-1], p.num_splits, p.attention.symbol) == (128, 2, "decode_bf16_d128_s3_v8_k128")
+    assert p.attention.shared == dispatch.DECODE_SHARED[128, 128]
+    # no wide variant (4-element copies), or not the shared memory it takes: narrow tiles, their best count
+    narrow = plan_decode(q, cache_slice(8, 8, 8192, 128, 8192, ptr=BASE + 8), v, 8192, arch="sm_90")
+    assert (narrow.key[3:], narrow.num_splits) == ((4, 64), 2)
+    small = plan_decode(q, k, v, 8192, arch="sm_90", max_shared=99 * 1024)
+    assert (small.key[-1], small.attention.symbol) == (64, "decode_bf16_d128_s3_v8")
+    # num_splits given: narrow tiles unless forced
+    assert plan_decode(q, k, v, 8192, arch="sm_90", num_splits=3).key[-1] == 64
+    assert plan_decode(q, k, v, 8192, arch="sm_90", num_splits=3, tile=128).key[-1] == 128
+    assert plan_decode(q, k, v, 8192, arch="sm_90", tile=64).key[-1] == 64
+
+
+def test_forcing_a_tile_the_call_cannot_take_is_an_error():
+    with pytest.raises(ValueError, match="128-key tiles need"):
+        plan(k=cache_slice(2, 2, 256, 128, 512, ptr=BASE + 8), tile=128)
+    q, k = contiguous((1, 8, 256)), cache_slice(1, 2, 256, 256, 256)
+    with pytest.raises(ValueError, match="head dim 256"):
+        plan_decode(q, k, k, 100, tile=128)
+    with pytest.raises(ValueError, match="tile: expected 64 or 128"):
+        plan(tile=96)

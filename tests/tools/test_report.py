@@ -150,11 +150,13 @@ def test_decode_split_table_keeps_each_points_fastest_count_and_the_rule_picks_i
                "ms_by_splits": {"1": 1.0, "2": 0.6, "4": 0.35, "8": 0.2, "16": 0.15, "32": 0.2}},
               {"blocks": 256, "T": 8192, "resident": 3, "ms_by_splits": {"1": 1.0, "2": 1.2, "3": 1.1}},
               {"blocks": 64, "T": 2048, "resident": 3, "ms_by_splits": {"1": 1.2, "2": 1.005, "8": 1.0}}]
+    points[0]["ms_by_splits_wide"] = {"1": 0.9, "2": 0.5, "4": 0.3, "8": 0.12, "16": 0.13}  # wins beyond the tie
+    points[1]["ms_by_splits_wide"] = {"1": 0.995, "2": 1.3}  # within the tie of narrow tiles: not taken
     rule = fit_table(points)
-    # the last point's 2 splits tie with 8 (within 1 %): the fewer win
-    assert rule == {"table": [[8, 8192, 16], [64, 2048, 2], [256, 8192, 1]], "tie": 0.01}
+    # the last point's 2 splits tie with 8 (within 1 %): the fewer win; it has no wide-tile times
+    assert rule == {"table": [[8, 8192, 128, 16, 8], [64, 2048, 64, 2, 2], [256, 8192, 64, 1, 1]], "tie": 0.01}
     folded = {"table": tuple(tuple(p) for p in rule["table"])}  # as dispatch.py holds it
-    assert [rule_choice(p, 132, folded) for p in points] == [16, 1, 2]
+    assert [rule_choice(p, 132, folded) for p in points] == [(8, 128), (1, 64), (2, 64)]
 
 
 def test_decode_split_ladder_keeps_counts_that_differ_in_effect():
@@ -163,6 +165,7 @@ def test_decode_split_ladder_keeps_counts_that_differ_in_effect():
     assert split_ladder(8, 512) == [1, 2, 3, 4, 8]  # 6 splits share 512 keys out as 4 whole tiles: as 4
     assert split_ladder(1024, 32768) == [1, 2, 3, 4]  # at most 4096 blocks
     assert split_ladder(8, 100) == [1]  # fewer than two splits' worth of keys
+    assert split_ladder(8, 512, 128) == [1, 2, 4]  # 128-key tiles: 3 splits take 2 tiles each, as 2
 
 
 def test_rope_launch_tuning_keeps_the_default_unless_a_candidate_wins_beyond_noise():
