@@ -6,7 +6,8 @@ Two steps, so the compiling happens on a machine without a GPU:
     python benchmarks/decode_sweep.py run DIR [--out F] [--cases 1x8192,8x512]
                                                          # GPU: time every config x split count x case
 
-Compile-time knobs: K/V pipeline stages for head dim 128, warps per block and keys each warp takes of
+Compile-time knobs: K/V pipeline stages for head dim 128, the L2 fetch size of the K/V copies, warps
+per block and keys each warp takes of
 a tile per round (the tile is warps x keys: 8 warps of 16 or 4 of 32 walk 128-key tiles, the build's
 wide variant), from the build's template (shared memory: 4 KB + stages x 34 KB x warps x keys / 64). Earlier runs: 2-6 stages
 (results/decode-stages-sweep-h100-2026-11-23.json), L2 fetch sizes (results/decode-l2-sweep-h100-2026-11-23.json), the leaner loop (decode-lean-loop-sweep-...),
@@ -30,9 +31,12 @@ from cukiln.codegen.variants import Dtype
 
 from raw_launch import allow_shared, launcher, load_functions, sdpa_case, sweep_main, timed_against_sdpa
 
-CONFIGS = {  # name -> (stages for head dim 128, warps, keys a warp takes of each tile)
-    "w4_s2": (2, 4, 16),
-    "w4k32_s2": (2, 4, 32),
+CONFIGS = {  # name -> (stages for head dim 128, warps, keys a warp takes of each tile, L2 fetch of K/V copies)
+    "w4_s2": (2, 4, 16, render.DECODE_L2_PREFETCH),
+    "w4_s2_l2none": (2, 4, 16, ""),
+    "w4_s2_l2256": (2, 4, 16, ".L2::256B"),
+    "w4_s3": (3, 4, 16, render.DECODE_L2_PREFETCH),
+    "w4k32_s2": (2, 4, 32, render.DECODE_L2_PREFETCH),
 }
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 HEAD_DIM = 128
@@ -42,18 +46,20 @@ COMBINE = DecodeCombineVariant(Dtype.BF16, HEAD_DIM)
 def build(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     index = {}
-    for name, (stages, warps, keys) in CONFIGS.items():
+    for name, (stages, warps, keys, l2_prefetch) in CONFIGS.items():
         tile = warps * keys
         attention = DecodeVariant(Dtype.BF16, HEAD_DIM, 3, 8, tile)
         shared = decode_abi.shared_bytes(HEAD_DIM, tile, stages, warps)
         resident = decode_abi.min_blocks_per_sm(HEAD_DIM, tile, stages, warps)
         source = render.render_decode_module(Dtype.BF16, [attention, COMBINE], warps=warps,
                                              min_blocks={(HEAD_DIM, tile): resident})
-        headers = render.render_headers(decode_stages={(HEAD_DIM, tile): stages}, decode_warps=warps)
+        headers = render.render_headers(decode_stages={(HEAD_DIM, tile): stages}, decode_warps=warps,
+                                        decode_l2_prefetch=l2_prefetch)
         cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)
         (out_dir / f"{name}.cubin").write_bytes(cubin)
         resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
-        index[name] = {"stages": stages, "warps": warps, "keys_per_warp": keys, "symbol": attention.name,
+        index[name] = {"stages": stages, "warps": warps, "keys_per_warp": keys, "l2_prefetch": l2_prefetch,
+                       "symbol": attention.name,
                        "shared": shared,
                        "resources": resources}
         regs = {k: (v["registers"], v["spill_store_bytes"] + v["spill_load_bytes"]) for k, v in resources.items()}

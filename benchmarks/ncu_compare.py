@@ -9,8 +9,10 @@ cudaProfilerStart/Stop, so that
 
 reports only those kernels. Decode: bf16, h_q 32, h_kv 8, d 128 (the bench's shape), cukiln against torch
 SDPA, for the cases DECODE_CASES or those given as `decode=8x512,1x8192`; RoPE: bf16 freqs forward on
-[s, b, h, d] = [4096, 2, 32, 128], cukiln against a copy of the same tensor. Without ncu the script just
-runs the calls (a smoke test).
+[s, b, h, d] = [4096, 2, 32, 128], cukiln against a copy of the same tensor; rope-partial: the bench's
+in-place rotary_dim = d/4 call on [4096, 1, 128, 128] beside the full-width out-of-place one (for the
+DRAM bytes each moves: `--metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum`).
+Without ncu the script just runs the calls (a smoke test).
 """
 
 from __future__ import annotations
@@ -54,10 +56,19 @@ def rope() -> None:
     _profiled("copy of the same tensor", lambda: out.copy_(x))
 
 
+def rope_partial() -> None:
+    s, b, h, d = 4096, 1, 128, 128
+    x = torch.randn(s, b, h, d, device="cuda", dtype=torch.bfloat16)
+    full, quarter = (torch.rand(s, 1, 1, width, device="cuda") * 100 for width in (d, d // 4))
+    out = torch.empty_like(x)
+    _profiled("cukiln rope full width, out of place", lambda: cukiln.rope(x, freqs=full, out=out))
+    _profiled("cukiln rope rotary_dim = d/4, in place", lambda: cukiln.rope(x, freqs=quarter, inplace=True))
+
+
 if __name__ == "__main__":
     for arg in sys.argv[1:] or ("decode", "rope"):
         name, _, cases = arg.partition("=")
         if cases:
             decode([tuple(int(n) for n in case.split("x")) for case in cases.split(",")])
         else:
-            {"decode": decode, "rope": rope}[name]()
+            {"decode": decode, "rope": rope, "rope-partial": rope_partial}[name]()
