@@ -7,15 +7,14 @@ import os
 from cukiln.generated import dispatch
 
 from .decode_plan import NARROW_TILE, TILE_ENV, WIDE_TILE, DecodePlan, plan_decode
-from .interop import accepts_foreign_arrays
+from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import launch
 from .loader import KERNELS
 from .tensors import from_torch
 
 
-@accepts_foreign_arrays
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
-                     num_splits=None, out=None, return_lse=False):
+                     num_splits=None, out=None, return_lse=False, stream=None):
     """Attention of one query token per row over keys [kv_start, kv_lens) of that row's KV cache.
 
     q: [b, h_q, d] (or [b, 1, h_q, d] / [b, h_q, 1, d]), fp16 or bf16, any strides.
@@ -37,6 +36,8 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     capturable. CuPy, JAX or any ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a
     copy and the results come back in q's framework (see cukiln.interop).
     """
+    if not is_plain_torch_call(q, stream):  # other frameworks' arrays, or a stream named
+        return call_with_foreign_arrays(decode_attention, locals())
     import torch
 
     plan, out, tensors = _plan(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,

@@ -8,13 +8,10 @@ arrays, else torch's current stream. The call then runs with that stream made to
 outputs are allocated for it too. JAX arrays are immutable: in place and ``out=`` are refused for them.
 
 A call whose first array is a torch tensor and that names no stream goes straight through (the fast path
-costs one set lookup of the argument's type).
+costs one set lookup of the argument's type, made inline by the entry point: is_plain_torch_call).
 """
 
 from __future__ import annotations
-
-import functools
-import inspect
 
 
 def framework(obj) -> str | None:
@@ -89,35 +86,44 @@ def default_stream(kind: str) -> int | None:
 _TORCH_TYPES: set[type] = set()  # types framework() found to be torch tensors: the fast path's one check
 
 
-def accepts_foreign_arrays(fn):
-    """Wraps rope/decode_attention(first, *rest, stream=None, **kwargs) as the module docstring says: every
-    argument that is an array is viewed as a torch tensor, anything else passes unchanged."""
-    first_name = next(iter(inspect.signature(fn).parameters))  # x or q, for error messages
+def is_plain_torch_call(first, stream) -> bool:
+    """True when a call needs no conversion: its first array is a torch tensor and it names no stream. The
+    entry points test this first, inline: one set lookup on their fast path (a wrapping function's extra
+    frame and keyword re-binding cost ~2 us a call)."""
+    if stream is not None:
+        return False
+    if type(first) in _TORCH_TYPES:
+        return True
+    if framework(first) == "torch":
+        _TORCH_TYPES.add(type(first))
+        return True
+    return False
 
-    @functools.wraps(fn)
-    def call(first, *rest, stream=None, **kwargs):
-        if stream is None:
-            if type(first) in _TORCH_TYPES:
-                return fn(first, *rest, **kwargs)
-            if framework(first) == "torch":
-                _TORCH_TYPES.add(type(first))
-                return fn(first, *rest, **kwargs)
-        import torch
 
-        kind = framework(first) or "torch"
-        if kind == "jax" and (kwargs.get("inplace") or kwargs.get("out") is not None):
-            raise TypeError("inplace/out: JAX arrays are immutable; call without them and use the result")
-        first_t = as_torch(first, first_name)
-        rest = [as_torch(a, f"argument {i + 2}") for i, a in enumerate(rest)]
-        kwargs = {k: as_torch(v, k) for k, v in kwargs.items()}
-        handle = stream_handle(stream) if stream is not None else default_stream(kind)
-        if handle is None:
-            result = fn(first_t, *rest, **kwargs)
-        else:
-            with torch.cuda.device(first_t.device), torch.cuda.stream(torch.cuda.ExternalStream(handle, device=first_t.device)):
-                result = fn(first_t, *rest, **kwargs)
-        if isinstance(result, tuple):
-            return tuple(to_framework(r, kind) for r in result)
-        return to_framework(result, kind)
+def call_with_foreign_arrays(fn, arguments: dict):
+    """``fn(**arguments)`` as the module docstring says: every argument that is an array is viewed as a torch
+    tensor, anything else passes unchanged; the call runs on ``arguments["stream"]`` (or the framework's
+    default stream); each result comes back in the framework of ``fn``'s first argument."""
+    import torch
 
-    return call
+    names = list(arguments)
+    first_name, stream = names[0], arguments["stream"]
+    first = arguments[first_name]
+    kind = framework(first)
+    if kind is None:  # not an array at all: the TypeError that names the argument
+        from .tensors import from_torch
+
+        from_torch(first, first_name)
+    if kind == "jax" and (arguments.get("inplace") or arguments.get("out") is not None):
+        raise TypeError("inplace/out: JAX arrays are immutable; call without them and use the result")
+    converted = {name: as_torch(value, name) for name, value in arguments.items() if name != "stream"}
+    first_t = converted[first_name]
+    handle = stream_handle(stream) if stream is not None else default_stream(kind)
+    if handle is None:
+        result = fn(**converted)
+    else:
+        with torch.cuda.device(first_t.device), torch.cuda.stream(torch.cuda.ExternalStream(handle, device=first_t.device)):
+            result = fn(**converted)
+    if isinstance(result, tuple):
+        return tuple(to_framework(r, kind) for r in result)
+    return to_framework(result, kind)

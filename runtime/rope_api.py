@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from .interop import accepts_foreign_arrays
+from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import kernel
 from .loader import KERNELS
 from .rope_plan import RopePlan, plan_rope
@@ -66,10 +66,9 @@ class PlanCache:
 PLANS = PlanCache()
 
 
-@accepts_foreign_arrays
 def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
          interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
-         cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
+         cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None, stream=None):
     """Rotate the first ``rotary_dim`` features of every head of ``x`` by position-dependent angles.
 
     x: [s, b, h, d] (layout "sbhd"), [b, s, h, d] ("bshd") or packed [t, h, d] ("thd"), fp32/fp16/bf16,
@@ -98,6 +97,8 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a copy and the result comes back
     in x's framework (see cukiln.interop). Returns the output tensor.
     """
+    if not is_plain_torch_call(x, stream):  # other frameworks' arrays, or a stream named
+        return call_with_foreign_arrays(rope, locals())
     # Positional: 19 keyword arguments would cost this call about a microsecond.
     cached, values, out, copied = _prepare(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim,
                                            positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward,

@@ -86,8 +86,6 @@ def _paths() -> dict:
         "CUDA graph replay of cukiln.rope": graph.replay,
         "torch: x.add_(1.0)": lambda: x.add_(1.0),
         "torch: x + 1.0 (allocates)": lambda: x + 1.0,
-        "breakdown: rope without the foreign-array check": lambda: rope_api.rope.__wrapped__(
-            x, base=10000.0, inplace=True),
         "breakdown: plan-cache hit and pointer refill": lambda: rope_api._prepare(x, base=10000.0, inplace=True),
         "breakdown: bound kernel launch (pack, context check, launch)": lambda: bound(values, stream),
         "breakdown: cuLaunchKernel alone": _bare_launch(bound, values, stream),

@@ -38,30 +38,37 @@ def test_stream_handles_from_ints_streams_and_the_stream_protocol():
             interop.stream_handle(bad)
 
 
-def test_torch_calls_without_a_stream_go_straight_through(monkeypatch):
+def test_torch_calls_without_a_stream_take_the_plain_path():
+    x = torch.zeros(2)
+    assert interop.is_plain_torch_call(x, None)
+    assert type(x) in interop._TORCH_TYPES  # remembered: later calls cost one set lookup
+    assert not interop.is_plain_torch_call(x, 0)  # a stream named
+    assert not interop.is_plain_torch_call(_fake("cupy._core.core", __cuda_array_interface__={}), None)
+    assert not interop.is_plain_torch_call([1.0], None)
+
+
+def test_a_stream_on_a_torch_call_converts_nothing_and_calls_back_once(monkeypatch):
     seen = []
 
-    def rope(x, *, freqs=None, out=None):
-        seen.append((x, freqs))
+    def rope(x, *, freqs=None, out=None, stream=None):
+        seen.append((x, freqs, stream))
         return x
 
-    wrapped = interop.accepts_foreign_arrays(rope)
     x = torch.zeros(2)
-    monkeypatch.setattr(interop, "as_torch", lambda *a: pytest.fail("no conversion on the torch path"))
-    assert wrapped(x, freqs=x) is x and seen == [(x, x)]
-    assert wrapped.__name__ == "rope" and wrapped.__wrapped__ is rope
+    monkeypatch.setattr(interop, "default_stream", lambda kind: None)
+    assert interop.call_with_foreign_arrays(rope, {"x": x, "freqs": x, "out": None, "stream": None}) is x
+    assert seen == [(x, x, None)]  # called once, without the stream argument
 
 
 def test_jax_arrays_refuse_in_place_and_out():
-    def rope(x, *, inplace=False, out=None):
+    def rope(x, *, inplace=False, out=None, stream=None):
         pytest.fail("refused before the call")
 
-    wrapped = interop.accepts_foreign_arrays(rope)
     x = _fake("jaxlib.xla_extension", __dlpack__=lambda: None)
     with pytest.raises(TypeError, match="JAX arrays are immutable"):
-        wrapped(x, inplace=True)
+        interop.call_with_foreign_arrays(rope, {"x": x, "inplace": True, "out": None, "stream": None})
     with pytest.raises(TypeError, match="JAX arrays are immutable"):
-        wrapped(x, out=x)
+        interop.call_with_foreign_arrays(rope, {"x": x, "inplace": False, "out": x, "stream": None})
 
 
 def test_non_arrays_reach_the_validation_which_names_them():
