@@ -31,10 +31,12 @@ from cukiln.codegen.variants import Dtype
 
 from raw_launch import allow_shared, launcher, load_functions, sdpa_case, sweep_main, timed_against_sdpa
 
-CONFIGS = {  # name -> (stages for head dim 128, warps, keys a warp takes of each tile, L2 fetch of K/V copies)
+# name -> (stages for head dim 128, warps, keys a warp takes of each tile, L2 fetch of K/V copies). Tried and
+# dropped: each K/V row as one TMA bulk copy completing on the stage's mbarrier, issued by one warp
+# (results/decode-bulk-sweep-h100-2026-11-25.json: 0.79-0.93x the cp.async kernel at 2 stages, less at 3 or
+# with 128-key tiles).
+CONFIGS = {
     "w4_s2": (2, 4, 16, render.DECODE_L2_PREFETCH),
-    "w4_s2_l2none": (2, 4, 16, ""),
-    "w4_s2_l2256": (2, 4, 16, ".L2::256B"),
     "w4_s3": (3, 4, 16, render.DECODE_L2_PREFETCH),
     "w4k32_s2": (2, 4, 32, render.DECODE_L2_PREFETCH),
 }
