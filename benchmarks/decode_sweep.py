@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from cukiln.codegen import decode_abi, render
-from cukiln.codegen.decode_variants import DecodeCombineVariant, DecodeVariant
+from cukiln.codegen.decode_variants import DecodeCombineVariant, DecodeVariant, Pipeline
 from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
 from cukiln.codegen.variants import Dtype
 
@@ -50,13 +50,13 @@ def build(out_dir: Path) -> None:
     index = {}
     for name, (stages, warps, keys, l2_prefetch) in CONFIGS.items():
         tile = warps * keys
-        attention = DecodeVariant(Dtype.BF16, HEAD_DIM, 3, 8, tile)
-        shared = decode_abi.shared_bytes(HEAD_DIM, tile, stages, warps)
-        resident = decode_abi.min_blocks_per_sm(HEAD_DIM, tile, stages, warps)
+        # the build's variant of this tile (its name is the symbol); the geometry is the config's
+        attention = DecodeVariant(Dtype.BF16, HEAD_DIM, 3, 8, Pipeline.WIDE if tile == 128 else Pipeline.NARROW)
+        shared = decode_abi.shared_bytes(HEAD_DIM, n_stages=stages, warps=warps, tile=tile)
+        resident = decode_abi.min_blocks_per_sm(HEAD_DIM, n_stages=stages, warps=warps, tile=tile)
         source = render.render_decode_module(Dtype.BF16, [attention, COMBINE], warps=warps,
-                                             min_blocks={(HEAD_DIM, tile): resident})
-        headers = render.render_headers(decode_stages={(HEAD_DIM, tile): stages}, decode_warps=warps,
-                                        decode_l2_prefetch=l2_prefetch)
+                                             geometry={attention.name: (tile, stages, resident)})
+        headers = render.render_headers(decode_warps=warps, decode_l2_prefetch=l2_prefetch)
         cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)
         (out_dir / f"{name}.cubin").write_bytes(cubin)
         resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}

@@ -7,13 +7,13 @@ Every field is 8 bytes, as in rope_abi.
 
 from __future__ import annotations
 
-from .decode_variants import NARROW_TILE, DecodeCombineVariant, DecodeVariant
+from .decode_variants import DecodeCombineVariant, DecodeVariant, Pipeline
 from .rope_abi import CPTR, F64, I64, PTR
 
 # Query heads one block serves from one read of its KV head: the 16 rows of the tensor-core tile. A GQA
 # group larger than this is split over several blocks (each reads the KV head again).
 HEAD_ROWS = 16
-# Warps per block: each takes a quarter of every K/V tile's keys (16 or 32, decode_variants.TILE_KEYS).
+# Warps per block: each takes a quarter of every K/V tile's keys (16 or 32, decode_variants.Pipeline).
 WARPS = 4
 # Elements between tile rows in shared memory beyond the head dim (16 bytes), so that the eight rows an
 # ldmatrix phase reads start on distinct 16-byte bank groups.
@@ -23,14 +23,20 @@ ROW_PADDING = 8
 # portable cluster size; clusters of 16 (H100's limit) were slower than 16 splits and the combine kernel
 # (b = 1, T = 8k: 21.0 against 20.3 us): a GPC holds few of them (benchmarks/NOTES.md, decode v13).
 MAX_CLUSTER_SPLITS = 8
-# Dynamic shared memory one attention block may use: the K/V pipeline takes as many tile stages as fit
-# (all but one in flight), at least 2. 99 KB is the opt-in limit of sm_86/89 and lets two blocks share
-# an sm_90 multiprocessor.
+# Shared memory of one sm_90 multiprocessor, and what the driver keeps of it per resident block.
+SM90_SHARED_PER_SM = 228 * 1024
+SHARED_RESERVED_PER_BLOCK = 1024
+MAX_MIN_BLOCKS = 3  # 4 blocks of 128 threads would leave 128 registers a thread
+# Dynamic shared memory one attention block may use, per pipeline: the K/V stages take as many tiles as
+# fit (all but one in flight), at least 2. The narrow pipeline's 99 KB is the opt-in limit of sm_86/89
+# and lets two blocks share an sm_90 multiprocessor (three at head dim 128); the deep one takes what two
+# blocks per sm_90 multiprocessor leave room for; the wide one always 2 stages.
 SHARED_BUDGET = 99 * 1024
+TWO_BLOCK_BUDGET = SM90_SHARED_PER_SM // 2 - SHARED_RESERVED_PER_BLOCK
 MIN_STAGES, MAX_STAGES = 2, 8
 
 
-def stage_bytes(head_dim: int, tile: int = NARROW_TILE, itemsize: int = 2) -> int:
+def stage_bytes(head_dim: int, tile: int, itemsize: int = 2) -> int:
     """One pipeline stage: a K tile and a V tile of ``tile`` keys."""
     return 2 * tile * (head_dim + ROW_PADDING) * itemsize
 
@@ -39,30 +45,32 @@ def query_bytes(head_dim: int, itemsize: int = 2) -> int:
     return HEAD_ROWS * (head_dim + ROW_PADDING) * itemsize
 
 
-def stages(head_dim: int, tile: int = NARROW_TILE) -> int:
-    """K/V pipeline stages for ``head_dim``: as many as SHARED_BUDGET holds, within [MIN_STAGES, MAX_STAGES]."""
-    fit = (SHARED_BUDGET - query_bytes(head_dim)) // stage_bytes(head_dim, tile)
+def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW) -> int:
+    """K/V pipeline stages for ``head_dim``: as many as the pipeline's budget holds, within [MIN_STAGES,
+    MAX_STAGES]."""
+    if pipeline is Pipeline.WIDE:
+        return MIN_STAGES
+    budget = TWO_BLOCK_BUDGET if pipeline is Pipeline.DEEP else SHARED_BUDGET
+    fit = (budget - query_bytes(head_dim)) // stage_bytes(head_dim, pipeline.tile_keys)
     return max(MIN_STAGES, min(MAX_STAGES, fit))
 
 
-def shared_bytes(head_dim: int, tile: int = NARROW_TILE, n_stages: int | None = None, warps: int = WARPS) -> int:
+def shared_bytes(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: int | None = None,
+                 warps: int = WARPS, tile: int | None = None) -> int:
     """Dynamic shared memory of one attention block: the K/V stages, then the query tile. The warps'
-    partial results are merged over the stages at the end, so those must hold them (asserted below)."""
-    n_stages = stages(head_dim, tile) if n_stages is None else n_stages
-    pipeline = n_stages * stage_bytes(head_dim, tile)
-    assert warps * HEAD_ROWS * (head_dim + 2) * 4 <= pipeline, "the warps' partial results fit over the stages"
-    return pipeline + query_bytes(head_dim)
-
-# Shared memory of one sm_90 multiprocessor, and what the driver keeps of it per resident block.
-SM90_SHARED_PER_SM = 228 * 1024
-SHARED_RESERVED_PER_BLOCK = 1024
-MAX_MIN_BLOCKS = 3  # 4 blocks of 128 threads would leave 128 registers a thread
+    partial results are merged over the stages at the end, so those must hold them (asserted below).
+    ``n_stages``, ``warps`` and ``tile`` (keys) override the pipeline's, for experiments."""
+    n_stages = stages(head_dim, pipeline) if n_stages is None else n_stages
+    stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys)
+    assert warps * HEAD_ROWS * (head_dim + 2) * 4 <= stages_total, "the warps' partial results fit over the stages"
+    return stages_total + query_bytes(head_dim)
 
 
-def min_blocks_per_sm(head_dim: int, tile: int = NARROW_TILE, n_stages: int | None = None, warps: int = WARPS) -> int:
+def min_blocks_per_sm(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: int | None = None,
+                      warps: int = WARPS, tile: int | None = None) -> int:
     """Attention blocks of ``head_dim`` that sm_90's shared memory lets share a multiprocessor (at most
     MAX_MIN_BLOCKS): the kernel's launch bound, so that registers never allow fewer than shared memory."""
-    fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim, tile, n_stages, warps) + SHARED_RESERVED_PER_BLOCK)
+    fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim, pipeline, n_stages, warps, tile) + SHARED_RESERVED_PER_BLOCK)
     return max(1, min(MAX_MIN_BLOCKS, fit))
 
 

@@ -1,7 +1,7 @@
 """The decode-attention variant space: one query token per row over a fixed-capacity KV cache.
 
 Names are ``extern "C"`` symbols and parse back into variants, e.g. ``decode_bf16_d128_s3_v8``
-(attention kernel, 64-key tiles), ``decode_bf16_d128_s3_v8_k128`` (the same over 128-key tiles) and
+(attention kernel, narrow pipeline), ``decode_bf16_d128_s3_v8_wide`` (the same over 128-key tiles) and
 ``decode_combine_bf16_d128`` (the kernel that merges split-KV partial results).
 Axes are in DESIGN.md section 3. One pass versus split-KV is not an axis: it is a kernel argument (the
 partial-result pointer, null for one pass), since it changes only where the epilogue writes; one kernel
@@ -10,6 +10,7 @@ for both halves the build.
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 from typing import Iterator
@@ -19,14 +20,26 @@ from .variants import MAX_VECTOR_BYTES, VECTOR_WIDTHS, AxisRecord, Dtype, first_
 HEAD_DIMS = (64, 80, 96, 128, 192, 256)
 DECODE_DTYPES = (Dtype.FP16, Dtype.BF16)  # fp32 accumulation inside; fp32 caches are not a decode format
 KV_STRIDE_COUNTS = (3, 4)  # 3: the head dim is contiguous, strides of (batch, head, position) passed; 4: general
-# Keys of one K/V tile (a pipeline stage; each of the block's warps takes a quarter of them per round).
-# 64 is every variant's; 128 halves the rounds a block walks and doubles the bytes each stage has in
-# flight, at one block per multiprocessor (143 KB of shared memory at head dim 128): it pays where a grid
-# has about one block per multiprocessor (benchmarks/NOTES.md, decode v16/v17), so the tuned split table
-# chooses it per grid, and only the bandwidth path (16-byte copies, 3 strides, head dim <= 128) has it.
-TILE_KEYS = (64, 128)
-NARROW_TILE = 64
-WIDE_TILE_MAX_HEAD_DIM = 128
+
+
+class Pipeline(str, enum.Enum):
+    """How a block stages K/V in shared memory: keys per tile (each warp takes a quarter of a tile per
+    round) and tiles in flight. Every variant has the narrow pipeline; the other two pay on grids of about
+    one or two blocks per multiprocessor and lose on large ones (benchmarks/NOTES.md, decode v16-v18), so
+    the tuned split table chooses per grid, and only the bandwidth path (16-byte copies, 3 strides, head
+    dims up to 128) has them."""
+
+    NARROW = "narrow"  # 64-key tiles, as many stages as three blocks per sm_90 multiprocessor leave room for
+    DEEP = "deep"  # 64-key tiles, as many stages as two blocks per multiprocessor leave room for
+    WIDE = "wide"  # 128-key tiles, two stages (one block per multiprocessor at head dim 128)
+
+    @property
+    def tile_keys(self) -> int:
+        return 128 if self is Pipeline.WIDE else 64
+
+
+PIPELINES = tuple(Pipeline)
+FAST_PIPELINES_MAX_HEAD_DIM = 128
 
 
 @dataclass(frozen=True, order=True)
@@ -37,13 +50,13 @@ class DecodeVariant(AxisRecord):
     head_dim: int
     strides: int  # stride count of K and V (q and out always pass all their strides: they are small)
     vec: int  # elements of one K/V row moved per access into shared memory
-    tile: int = NARROW_TILE  # keys per K/V tile
+    pipeline: Pipeline = Pipeline.NARROW
 
     op = "decode"
 
     @property
     def name(self) -> str:
-        suffix = "" if self.tile == NARROW_TILE else f"_k{self.tile}"
+        suffix = "" if self.pipeline is Pipeline.NARROW else f"_{self.pipeline.value}"
         return f"decode_{self.dtype.value}_d{self.head_dim}_s{self.strides}_v{self.vec}{suffix}"
 
     @property
@@ -95,16 +108,16 @@ def rule_decode_vector_divides_head_dim(v: DecodeVariant) -> str | None:
     return None
 
 
-def rule_decode_wide_tile_on_the_bandwidth_path(v: DecodeVariant) -> str | None:
-    if v.tile != NARROW_TILE and (v.strides != 3 or v.vec * v.dtype.itemsize != MAX_VECTOR_BYTES
-                                  or v.head_dim > WIDE_TILE_MAX_HEAD_DIM):
-        return (f"{v.tile}-key tiles only with 3 strides, 16-byte copies and head dims up to "
-                f"{WIDE_TILE_MAX_HEAD_DIM} (one block per multiprocessor already at head dim {WIDE_TILE_MAX_HEAD_DIM})")
+def rule_decode_fast_pipelines_on_the_bandwidth_path(v: DecodeVariant) -> str | None:
+    if v.pipeline is not Pipeline.NARROW and (v.strides != 3 or v.vec * v.dtype.itemsize != MAX_VECTOR_BYTES
+                                              or v.head_dim > FAST_PIPELINES_MAX_HEAD_DIM):
+        return (f"the {v.pipeline.value} pipeline only with 3 strides, 16-byte copies and head dims up to "
+                f"{FAST_PIPELINES_MAX_HEAD_DIM} (larger ones hold one block per multiprocessor already)")
     return None
 
 
 DECODE_RULES = (rule_decode_vector_fits_16_bytes, rule_decode_general_strides_are_scalar,
-                rule_decode_vector_divides_head_dim, rule_decode_wide_tile_on_the_bandwidth_path)
+                rule_decode_vector_divides_head_dim, rule_decode_fast_pipelines_on_the_bandwidth_path)
 
 
 def decode_rejection(v: DecodeVariant) -> str | None:
@@ -117,8 +130,8 @@ def enumerate_decode() -> Iterator[DecodeVariant | DecodeCombineVariant]:
         for head_dim in HEAD_DIMS:
             for strides in KV_STRIDE_COUNTS:
                 for vec in VECTOR_WIDTHS:
-                    for tile in TILE_KEYS:
-                        v = DecodeVariant(dtype, head_dim, strides, vec, tile)
+                    for pipeline in PIPELINES:
+                        v = DecodeVariant(dtype, head_dim, strides, vec, pipeline)
                         if decode_rejection(v) is None:
                             yield v
             yield DecodeCombineVariant(dtype, head_dim)
@@ -129,7 +142,7 @@ def _alternatives(values) -> str:
 
 
 _NAME_RE = re.compile(
-    rf"^decode_(?P<dtype>{_alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)_s(?P<strides>\d+)_v(?P<vec>\d+)(_k(?P<tile>\d+))?$"
+    rf"^decode_(?P<dtype>{_alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)_s(?P<strides>\d+)_v(?P<vec>\d+)(_(?P<pipeline>{_alternatives(PIPELINES)}))?$"
 )
 _COMBINE_RE = re.compile(rf"^decode_combine_(?P<dtype>{_alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)$")
 
@@ -145,13 +158,12 @@ def parse_decode_name(name: str) -> DecodeVariant | DecodeCombineVariant:
     m = _NAME_RE.match(name)
     if m is None:
         raise ValueError(f"not a decode variant name: {name!r}")
-    tile = int(m["tile"]) if m["tile"] is not None else NARROW_TILE
-    v = DecodeVariant(Dtype(m["dtype"]), int(m["head_dim"]), int(m["strides"]), int(m["vec"]), tile)
-    if (v.head_dim not in HEAD_DIMS or v.strides not in KV_STRIDE_COUNTS or v.vec not in VECTOR_WIDTHS
-            or v.tile not in TILE_KEYS or v.name != name):
+    pipeline = Pipeline(m["pipeline"]) if m["pipeline"] is not None else Pipeline.NARROW
+    v = DecodeVariant(Dtype(m["dtype"]), int(m["head_dim"]), int(m["strides"]), int(m["vec"]), pipeline)
+    if v.head_dim not in HEAD_DIMS or v.strides not in KV_STRIDE_COUNTS or v.vec not in VECTOR_WIDTHS or v.name != name:
         raise ValueError(f"{name!r}: head dim must be one of {HEAD_DIMS}, strides one of {KV_STRIDE_COUNTS}, "
-                         f"vector width one of {VECTOR_WIDTHS}, tile keys one of {TILE_KEYS} (named only "
-                         f"when not {NARROW_TILE})")
+                         f"vector width one of {VECTOR_WIDTHS}, a pipeline suffix one of "
+                         f"{[p.value for p in PIPELINES[1:]]} (none: narrow)")
     reason = decode_rejection(v)
     if reason is not None:
         raise ValueError(f"{name!r} names a pruned combination: {reason}")

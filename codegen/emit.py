@@ -13,8 +13,8 @@ from importlib import resources
 from pathlib import Path
 
 from . import decode_abi
-from .decode_variants import NARROW_TILE, TILE_KEYS, DecodeCombineVariant, DecodeVariant
-from .render import DECODE_COMBINE_THREADS, HEADS_IN_FLIGHT, MAX_THREADS_PER_BLOCK, decode_tile_shapes
+from .decode_variants import PIPELINES, DecodeCombineVariant, DecodeVariant
+from .render import DECODE_COMBINE_THREADS, HEADS_IN_FLIGHT, MAX_THREADS_PER_BLOCK
 from .rope_abi import rope_params, struct_format
 from .variants import RopeVariant
 
@@ -182,41 +182,49 @@ DECODE_SPLIT_DEFAULT = {"blocks_per_sm": 2.0, "min_keys_per_split": 256, "wave_e
 
 
 def _decode_split_rule(rule: dict) -> dict:
-    """A tuned split rule as dispatch.py holds it: the measured table as tuples (blocks, T, keys per tile,
-    splits, splits with narrow tiles; hashable, for the runtime's cache), or a wave rule's values (tuning
-    files written before the table). Tables measured before the wide tile hold (blocks, T, splits)."""
+    """A tuned split rule as dispatch.py holds it: the measured table as tuples (blocks, T, the best
+    pipeline's index in DECODE_PIPELINES, then each pipeline's best split count; hashable, for the
+    runtime's cache), or a wave rule's values (tuning files written before the table). Older tables hold
+    (blocks, T, splits): narrow pipelines only, their count for every pipeline."""
     if "table" in rule:
         points = [tuple(int(x) for x in point) for point in rule["table"]]
-        return {"table": tuple(p if len(p) == 5 else (p[0], p[1], NARROW_TILE, p[2], p[2]) for p in points)}
+        return {"table": tuple(p if len(p) == 3 + len(PIPELINES) else (p[0], p[1], 0) + (p[2],) * len(PIPELINES)
+                               for p in points)}
     return {k: type(v)(rule[k]) for k, v in DECODE_SPLIT_DEFAULT.items()}
+
+
+def _decode_shared(variants: list[AnyVariant]) -> dict[tuple[int, str], int]:
+    shapes = sorted({(v.head_dim, v.pipeline) for v in variants if isinstance(v, DecodeVariant)},
+                    key=lambda s: (s[0], PIPELINES.index(s[1])))
+    return {(d, p.value): decode_abi.shared_bytes(d, p) for d, p in shapes}
 
 
 def _decode_dispatch_lines(variants: list[AnyVariant], tuning: dict[str, dict]) -> list[str]:
     attention = sorted((v for v in variants if isinstance(v, DecodeVariant)), key=lambda v: v.name)
     lines = [
-        "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, keys per tile) to (module,",
+        "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, pipeline) to (module,",
         "# symbol, params layout, the combine symbol that merges split-KV partial results); DECODE_PARAMS as",
         "# ROPE_PARAMS. Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head;",
-        "# combine blocks have DECODE_COMBINE_THREADS threads. Every variant has DECODE_NARROW_TILE-key tiles;",
-        "# the bandwidth path also DECODE_WIDE_TILE (chosen by the split table). DECODE_SHARED: (head dim, keys",
-        "# per tile) -> dynamic shared memory bytes of an attention block.",
+        "# combine blocks have DECODE_COMBINE_THREADS threads. Pipelines (decode_variants.Pipeline): every",
+        "# variant has the first, the bandwidth path all (the split table chooses); DECODE_TILE_KEYS: keys per",
+        "# K/V tile of each. DECODE_SHARED: (head dim, pipeline) -> dynamic shared memory bytes of a block.",
         f"DECODE_HEAD_ROWS = {decode_abi.HEAD_ROWS}",
         f"DECODE_WARPS = {decode_abi.WARPS}",
-        f"DECODE_NARROW_TILE = {NARROW_TILE}",
-        f"DECODE_WIDE_TILE = {max(TILE_KEYS)}",
+        f"DECODE_PIPELINES = {tuple(p.value for p in PIPELINES)!r}",
+        f"DECODE_TILE_KEYS = {dict((p.value, p.tile_keys) for p in PIPELINES)!r}",
         f"DECODE_COMBINE_THREADS = {DECODE_COMBINE_THREADS}",
         "# Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.",
         f"DECODE_MAX_CLUSTER_SPLITS = {decode_abi.MAX_CLUSTER_SPLITS}",
-        f"DECODE_SHARED = {dict((shape, decode_abi.shared_bytes(*shape)) for shape in decode_tile_shapes())!r}",
+        f"DECODE_SHARED = {_decode_shared(variants)!r}",
         "",
     ]
     lines += _params_table_lines("DECODE_PARAMS", variants, decode_abi.decode_params, decode_abi.params_layout_id)
     lines += [
         "",
         "# Split-KV (runtime/decode_plan.choose_tiling; one split means one pass). Per arch, from",
-        "# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured points (blocks, T, best keys",
-        "# per tile, best split count with narrow tiles, with wide tiles): the nearest point's tile (narrow where",
-        "# a call has no wide variant) and that tile's total of blocks, shared out. Other archs: the least split count",
+        "# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured points (blocks, T, the best",
+        "# pipeline's index, each pipeline's best split count): the nearest point's pipeline (narrow where a",
+        "# call has no such variant) and that pipeline's total of blocks, shared out. Other archs: the least split count",
         "# whose waves of blocks (blocks_per_sm per multiprocessor at most) reach wave_efficiency of the best,",
         "# keeping at least min_keys_per_split keys per split.",
         f"DECODE_SPLIT_DEFAULT = {DECODE_SPLIT_DEFAULT!r}",

@@ -8,7 +8,7 @@ from importlib import resources
 import jinja2
 
 from . import decode_abi
-from .decode_variants import DecodeCombineVariant, DecodeVariant, enumerate_decode
+from .decode_variants import DecodeCombineVariant, DecodeVariant
 from .rope_abi import rope_params
 from .variants import Dtype, RopeVariant
 
@@ -39,27 +39,18 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def decode_tile_shapes() -> list[tuple[int, int]]:
-    """(head dim, keys per tile) of every decode attention variant, in a stable order."""
-    return sorted({(v.head_dim, v.tile) for v in enumerate_decode() if isinstance(v, DecodeVariant)})
-
-
-def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, decode_stages: dict[tuple[int, int], int] | None = None,
-                   decode_l2_prefetch: str = DECODE_L2_PREFETCH, decode_warps: int = decode_abi.WARPS
-                   ) -> dict[str, str]:
+def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, decode_l2_prefetch: str = DECODE_L2_PREFETCH,
+                   decode_warps: int = decode_abi.WARPS) -> dict[str, str]:
     """Every header the modules include: name -> source (written to generated/, handed to NVRTC).
 
-    Keyword arguments here and in render_rope_module exist for experiments (benchmarks/rope_sweep.py,
-    benchmarks/decode_sweep.py: ``decode_stages`` maps (head dim, keys per tile) to K/V stages); the
-    build uses the defaults.
+    Keyword arguments here and in render_rope_module / render_decode_module exist for experiments
+    (benchmarks/rope_sweep.py, benchmarks/decode_sweep.py); the build uses the defaults.
     """
-    stages = decode_stages or {shape: decode_abi.stages(*shape) for shape in decode_tile_shapes()}
     return {
         COMMON_HEADER: _environment().get_template("common.cuh.j2").render(),
         ROPE_HEADER: _environment().get_template("rope.cuh.j2").render(heads_in_flight=heads_in_flight),
         DECODE_HEADER: _environment().get_template("decode.cuh.j2").render(
             head_rows=decode_abi.HEAD_ROWS, warps=decode_warps, row_padding=decode_abi.ROW_PADDING,
-            tiles=[(d, keys, n) for (d, keys), n in sorted(stages.items())],
             l2_prefetch=decode_l2_prefetch, max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS),
     }
 
@@ -83,18 +74,22 @@ DECODE_COMBINE_THREADS = 128
 
 
 def render_decode_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVariant], *,
-                         warps: int = decode_abi.WARPS, min_blocks: dict[tuple[int, int], int] | None = None) -> str:
-    """The .cu source holding the decode variants ``variants`` (all of element type ``dtype``);
-    ``min_blocks``: (head dim, keys per tile) -> the launch bound's blocks per multiprocessor."""
+                         warps: int = decode_abi.WARPS, geometry: dict[str, tuple[int, int, int]] | None = None
+                         ) -> str:
+    """The .cu source holding the decode variants ``variants`` (all of element type ``dtype``).
+    ``geometry``: attention variant name -> (keys per tile, stages, the launch bound's blocks per
+    multiprocessor), by default the variant's pipeline's (decode_abi)."""
     assert all(v.dtype is dtype for v in variants), "one element type per module"
+    attention = [v for v in variants if isinstance(v, DecodeVariant)]
     return _environment().get_template("decode.cu.j2").render(
         dtype=dtype,
         dtype_ctype=_CTYPE[dtype],
         variants=variants,
         params={v.name: decode_abi.decode_params(v) for v in variants},
         max_threads=32 * warps,
-        # the register budget per tile shape: as many resident blocks as shared memory allows
-        min_blocks=min_blocks or {shape: decode_abi.min_blocks_per_sm(*shape) for shape in decode_tile_shapes()},
+        # the register budget per variant: as many resident blocks as its shared memory allows
+        geometry=geometry or {v.name: (v.pipeline.tile_keys, decode_abi.stages(v.head_dim, v.pipeline),
+                                       decode_abi.min_blocks_per_sm(v.head_dim, v.pipeline)) for v in attention},
         combine_threads=DECODE_COMBINE_THREADS,
     )
 

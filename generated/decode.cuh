@@ -33,49 +33,13 @@ constexpr float kLn2 = 0.6931471805599453f;
 #define CUKILN_INF __int_as_float(0x7f800000)
 #define CUKILN_NAN __int_as_float(0x7fffffff)
 
-// Tile geometry per head dim and keys per tile: the shared-memory row pitch in elements (16 bytes more
-// than a row, so that the eight rows an ldmatrix phase reads start on distinct bank groups), the
-// pipeline's stages (as many tiles as fit the shared-memory budget, all but one of them in flight,
-// decode_abi.py) and the keys each warp takes of a tile, in 16-key slices (the mma's k).
-template <int D, int Keys> struct Tile;
-template <> struct Tile<64, 64> {
-  static constexpr int kKeys = 64, kPitch = 64 + 8, kStages = 5;
-  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
-};
-template <> struct Tile<64, 128> {
-  static constexpr int kKeys = 128, kPitch = 64 + 8, kStages = 2;
-  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
-};
-template <> struct Tile<80, 64> {
-  static constexpr int kKeys = 64, kPitch = 80 + 8, kStages = 4;
-  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
-};
-template <> struct Tile<80, 128> {
-  static constexpr int kKeys = 128, kPitch = 80 + 8, kStages = 2;
-  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
-};
-template <> struct Tile<96, 64> {
-  static constexpr int kKeys = 64, kPitch = 96 + 8, kStages = 3;
-  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
-};
-template <> struct Tile<96, 128> {
-  static constexpr int kKeys = 128, kPitch = 96 + 8, kStages = 2;
-  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
-};
-template <> struct Tile<128, 64> {
-  static constexpr int kKeys = 64, kPitch = 128 + 8, kStages = 2;
-  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
-};
-template <> struct Tile<128, 128> {
-  static constexpr int kKeys = 128, kPitch = 128 + 8, kStages = 2;
-  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
-};
-template <> struct Tile<192, 64> {
-  static constexpr int kKeys = 64, kPitch = 192 + 8, kStages = 2;
-  static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
-};
-template <> struct Tile<256, 64> {
-  static constexpr int kKeys = 64, kPitch = 256 + 8, kStages = 2;
+// Tile geometry of a variant's pipeline (decode_variants.Pipeline): keys per tile, the shared-memory row
+// pitch in elements (16 bytes more than a row, so that the eight rows an ldmatrix phase reads start on
+// distinct bank groups), the stages (tiles, all but one of them in flight; decode_abi.py sizes them) and
+// the keys each warp takes of a tile, in 16-key slices (the mma's k).
+template <int D, int Keys, int Stages>
+struct Tile {
+  static constexpr int kKeys = Keys, kPitch = D + 8, kStages = Stages;
   static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
 };
 
@@ -208,10 +172,9 @@ __device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_grou
 
 // Copies keys [first, first + count) of one KV head into a [kKeys][kPitch] shared tile, zeros after them.
 // Thread i copies pieces i, i + kThreads, ... of the tile (piece = V elements of one key).
-template <typename T, int D, int V, int Keys, typename Kv>
+template <typename T, int D, int V, class Geometry, typename Kv>
 __device__ __forceinline__ void load_tile(T* tile, const T* base, const Kv& kv, int b, int h, int first, int count) {
   constexpr int kPieces = D / V;
-  using Geometry = Tile<D, Keys>;
   constexpr int kKeys = Geometry::kKeys;
   constexpr int kCopies = kKeys * kPieces / kThreads;  // per thread
   static_assert(kKeys * kPieces % kThreads == 0, "every thread copies the same number of pieces");
@@ -420,12 +383,12 @@ __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse
 
 // The attention of one block: row blockIdx.z, KV head blockIdx.y / head_groups (its query heads from
 // (blockIdx.y % head_groups) * kHeadRows on), keys of split blockIdx.x.
-template <typename T, int D, int V, int Keys, typename Kv>
+template <typename T, int D, int V, int Keys, int Stages, typename Kv>
 __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, const T* v, Kv k_rows, Kv v_rows,
                                        RowLengths lengths, int group, int head_groups, Scoring scoring,
                                        Sink<T, D> sink) {
   using M = Mma<T>;
-  using Geometry = Tile<D, Keys>;
+  using Geometry = Tile<D, Keys, Stages>;
   constexpr int kKeys = Geometry::kKeys;
   constexpr int kPitch = Geometry::kPitch;
   constexpr int kStages = Geometry::kStages;
@@ -472,8 +435,8 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     if (t < tiles_n) {
       T* stage = tiles + (t % kStages) * 2 * kTileElems;
       const int first = lo + t * kKeys, count = min(kKeys, hi - first);
-      load_tile<T, D, V, Keys>(stage, k, k_rows, b, kv_head, first, count);
-      load_tile<T, D, V, Keys>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
+      load_tile<T, D, V, Geometry>(stage, k, k_rows, b, kv_head, first, count);
+      load_tile<T, D, V, Geometry>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
     }
     commit_copies();
   };

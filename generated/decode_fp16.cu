@@ -1,4 +1,4 @@
-// cukiln decode-attention kernels, element type fp16: 40 variants.
+// cukiln decode-attention kernels, element type fp16: 44 variants.
 // Rendered from templates/decode.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel bodies are in decode.cuh; each entry point below picks its head dim, K/V addressing,
 // and vector width; whether a launch writes the output (one pass) or split-KV partial results is a kernel
@@ -6,7 +6,7 @@
 #include "decode.cuh"
 
 
-// decode_fp16_d64_s3_v1: head dim 64, 3 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d64_s3_v1: head dim 64, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
 struct decode_fp16_d64_s3_v1_params {
   const void* q;
   void* out;
@@ -45,14 +45,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v1(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 64, 1, 64>(
+  attend<T, 64, 1, 64, 5>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
-// decode_fp16_d64_s3_v2: head dim 64, 3 K/V strides, 2 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d64_s3_v2: head dim 64, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
 struct decode_fp16_d64_s3_v2_params {
   const void* q;
   void* out;
@@ -91,14 +91,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v2(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 64, 2, 64>(
+  attend<T, 64, 2, 64, 5>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
-// decode_fp16_d64_s3_v4: head dim 64, 3 K/V strides, 4 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d64_s3_v4: head dim 64, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
 struct decode_fp16_d64_s3_v4_params {
   const void* q;
   void* out;
@@ -137,14 +137,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v4(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 64, 4, 64>(
+  attend<T, 64, 4, 64, 5>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
-// decode_fp16_d64_s3_v8: head dim 64, 3 K/V strides, 8 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d64_s3_v8: head dim 64, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
 struct decode_fp16_d64_s3_v8_params {
   const void* q;
   void* out;
@@ -183,15 +183,15 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v8(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 64, 8, 64>(
+  attend<T, 64, 8, 64, 5>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
-// decode_fp16_d64_s3_v8_k128: head dim 64, 3 K/V strides, 8 per copy, 128-key tiles, one pass or split-KV
-struct decode_fp16_d64_s3_v8_k128_params {
+// decode_fp16_d64_s3_v8_deep: head dim 64, 3 K/V strides, 8 per copy, deep pipeline (64-key tiles, 6 stages), one pass or split-KV
+struct decode_fp16_d64_s3_v8_deep_params {
   const void* q;
   void* out;
   void* lse;
@@ -225,18 +225,64 @@ struct decode_fp16_d64_s3_v8_k128_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d64_s3_v8_k128(const decode_fp16_d64_s3_v8_k128_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v8_deep(const decode_fp16_d64_s3_v8_deep_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 64, 8, 128>(
+  attend<T, 64, 8, 64, 6>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
-// decode_fp16_d64_s4_v1: head dim 64, 4 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d64_s3_v8_wide: head dim 64, 3 K/V strides, 8 per copy, wide pipeline (128-key tiles, 2 stages), one pass or split-KV
+struct decode_fp16_d64_s3_v8_wide_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d64_s3_v8_wide(const decode_fp16_d64_s3_v8_wide_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = f16;
+  attend<T, 64, 8, 128, 2>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
+}
+
+// decode_fp16_d64_s4_v1: head dim 64, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
 struct decode_fp16_d64_s4_v1_params {
   const void* q;
   void* out;
@@ -277,7 +323,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s4_v1(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 64, 1, 64>(
+  attend<T, 64, 1, 64, 5>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
@@ -306,7 +352,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d64(const 
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_fp16_d80_s3_v1: head dim 80, 3 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d80_s3_v1: head dim 80, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
 struct decode_fp16_d80_s3_v1_params {
   const void* q;
   void* out;
@@ -345,14 +391,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v1(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 80, 1, 64>(
+  attend<T, 80, 1, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
-// decode_fp16_d80_s3_v2: head dim 80, 3 K/V strides, 2 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d80_s3_v2: head dim 80, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
 struct decode_fp16_d80_s3_v2_params {
   const void* q;
   void* out;
@@ -391,14 +437,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v2(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 80, 2, 64>(
+  attend<T, 80, 2, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
-// decode_fp16_d80_s3_v4: head dim 80, 3 K/V strides, 4 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d80_s3_v4: head dim 80, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
 struct decode_fp16_d80_s3_v4_params {
   const void* q;
   void* out;
@@ -437,14 +483,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v4(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 80, 4, 64>(
+  attend<T, 80, 4, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
-// decode_fp16_d80_s3_v8: head dim 80, 3 K/V strides, 8 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d80_s3_v8: head dim 80, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
 struct decode_fp16_d80_s3_v8_params {
   const void* q;
   void* out;
@@ -483,15 +529,15 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 80, 8, 64>(
+  attend<T, 80, 8, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
-// decode_fp16_d80_s3_v8_k128: head dim 80, 3 K/V strides, 8 per copy, 128-key tiles, one pass or split-KV
-struct decode_fp16_d80_s3_v8_k128_params {
+// decode_fp16_d80_s3_v8_deep: head dim 80, 3 K/V strides, 8 per copy, deep pipeline (64-key tiles, 5 stages), one pass or split-KV
+struct decode_fp16_d80_s3_v8_deep_params {
   const void* q;
   void* out;
   void* lse;
@@ -525,18 +571,64 @@ struct decode_fp16_d80_s3_v8_k128_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8_k128(const decode_fp16_d80_s3_v8_k128_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8_deep(const decode_fp16_d80_s3_v8_deep_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 80, 8, 128>(
+  attend<T, 80, 8, 64, 5>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
-// decode_fp16_d80_s4_v1: head dim 80, 4 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d80_s3_v8_wide: head dim 80, 3 K/V strides, 8 per copy, wide pipeline (128-key tiles, 2 stages), one pass or split-KV
+struct decode_fp16_d80_s3_v8_wide_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8_wide(const decode_fp16_d80_s3_v8_wide_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = f16;
+  attend<T, 80, 8, 128, 2>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 80>(p));
+}
+
+// decode_fp16_d80_s4_v1: head dim 80, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
 struct decode_fp16_d80_s4_v1_params {
   const void* q;
   void* out;
@@ -577,7 +669,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s4_v1(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 80, 1, 64>(
+  attend<T, 80, 1, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
@@ -606,7 +698,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d80(const 
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_fp16_d96_s3_v1: head dim 96, 3 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d96_s3_v1: head dim 96, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
 struct decode_fp16_d96_s3_v1_params {
   const void* q;
   void* out;
@@ -645,14 +737,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v1(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 96, 1, 64>(
+  attend<T, 96, 1, 64, 3>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
-// decode_fp16_d96_s3_v2: head dim 96, 3 K/V strides, 2 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d96_s3_v2: head dim 96, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
 struct decode_fp16_d96_s3_v2_params {
   const void* q;
   void* out;
@@ -691,14 +783,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v2(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 96, 2, 64>(
+  attend<T, 96, 2, 64, 3>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
-// decode_fp16_d96_s3_v4: head dim 96, 3 K/V strides, 4 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d96_s3_v4: head dim 96, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
 struct decode_fp16_d96_s3_v4_params {
   const void* q;
   void* out;
@@ -737,14 +829,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v4(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 96, 4, 64>(
+  attend<T, 96, 4, 64, 3>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
-// decode_fp16_d96_s3_v8: head dim 96, 3 K/V strides, 8 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d96_s3_v8: head dim 96, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
 struct decode_fp16_d96_s3_v8_params {
   const void* q;
   void* out;
@@ -783,15 +875,15 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 96, 8, 64>(
+  attend<T, 96, 8, 64, 3>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
-// decode_fp16_d96_s3_v8_k128: head dim 96, 3 K/V strides, 8 per copy, 128-key tiles, one pass or split-KV
-struct decode_fp16_d96_s3_v8_k128_params {
+// decode_fp16_d96_s3_v8_deep: head dim 96, 3 K/V strides, 8 per copy, deep pipeline (64-key tiles, 4 stages), one pass or split-KV
+struct decode_fp16_d96_s3_v8_deep_params {
   const void* q;
   void* out;
   void* lse;
@@ -825,18 +917,64 @@ struct decode_fp16_d96_s3_v8_k128_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8_k128(const decode_fp16_d96_s3_v8_k128_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8_deep(const decode_fp16_d96_s3_v8_deep_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 96, 8, 128>(
+  attend<T, 96, 8, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
-// decode_fp16_d96_s4_v1: head dim 96, 4 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d96_s3_v8_wide: head dim 96, 3 K/V strides, 8 per copy, wide pipeline (128-key tiles, 2 stages), one pass or split-KV
+struct decode_fp16_d96_s3_v8_wide_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8_wide(const decode_fp16_d96_s3_v8_wide_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = f16;
+  attend<T, 96, 8, 128, 2>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 96>(p));
+}
+
+// decode_fp16_d96_s4_v1: head dim 96, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
 struct decode_fp16_d96_s4_v1_params {
   const void* q;
   void* out;
@@ -877,7 +1015,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s4_v1(const
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 96, 1, 64>(
+  attend<T, 96, 1, 64, 3>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
@@ -906,7 +1044,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d96(const 
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_fp16_d128_s3_v1: head dim 128, 3 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d128_s3_v1: head dim 128, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d128_s3_v1_params {
   const void* q;
   void* out;
@@ -945,14 +1083,14 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v1(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 128, 1, 64>(
+  attend<T, 128, 1, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
-// decode_fp16_d128_s3_v2: head dim 128, 3 K/V strides, 2 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d128_s3_v2: head dim 128, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d128_s3_v2_params {
   const void* q;
   void* out;
@@ -991,14 +1129,14 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v2(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 128, 2, 64>(
+  attend<T, 128, 2, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
-// decode_fp16_d128_s3_v4: head dim 128, 3 K/V strides, 4 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d128_s3_v4: head dim 128, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d128_s3_v4_params {
   const void* q;
   void* out;
@@ -1037,14 +1175,14 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v4(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 128, 4, 64>(
+  attend<T, 128, 4, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
-// decode_fp16_d128_s3_v8: head dim 128, 3 K/V strides, 8 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d128_s3_v8: head dim 128, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d128_s3_v8_params {
   const void* q;
   void* out;
@@ -1083,15 +1221,15 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v8(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 128, 8, 64>(
+  attend<T, 128, 8, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
-// decode_fp16_d128_s3_v8_k128: head dim 128, 3 K/V strides, 8 per copy, 128-key tiles, one pass or split-KV
-struct decode_fp16_d128_s3_v8_k128_params {
+// decode_fp16_d128_s3_v8_deep: head dim 128, 3 K/V strides, 8 per copy, deep pipeline (64-key tiles, 3 stages), one pass or split-KV
+struct decode_fp16_d128_s3_v8_deep_params {
   const void* q;
   void* out;
   void* lse;
@@ -1125,18 +1263,64 @@ struct decode_fp16_d128_s3_v8_k128_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d128_s3_v8_k128(const decode_fp16_d128_s3_v8_k128_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d128_s3_v8_deep(const decode_fp16_d128_s3_v8_deep_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 128, 8, 128>(
+  attend<T, 128, 8, 64, 3>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
-// decode_fp16_d128_s4_v1: head dim 128, 4 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d128_s3_v8_wide: head dim 128, 3 K/V strides, 8 per copy, wide pipeline (128-key tiles, 2 stages), one pass or split-KV
+struct decode_fp16_d128_s3_v8_wide_params {
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d128_s3_v8_wide(const decode_fp16_d128_s3_v8_wide_params p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = f16;
+  attend<T, 128, 8, 128, 2>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 128>(p));
+}
+
+// decode_fp16_d128_s4_v1: head dim 128, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d128_s4_v1_params {
   const void* q;
   void* out;
@@ -1177,7 +1361,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s4_v1(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 128, 1, 64>(
+  attend<T, 128, 1, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
@@ -1206,7 +1390,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d128(const
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_fp16_d192_s3_v1: head dim 192, 3 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d192_s3_v1: head dim 192, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d192_s3_v1_params {
   const void* q;
   void* out;
@@ -1245,14 +1429,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v1(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 192, 1, 64>(
+  attend<T, 192, 1, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
-// decode_fp16_d192_s3_v2: head dim 192, 3 K/V strides, 2 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d192_s3_v2: head dim 192, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d192_s3_v2_params {
   const void* q;
   void* out;
@@ -1291,14 +1475,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v2(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 192, 2, 64>(
+  attend<T, 192, 2, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
-// decode_fp16_d192_s3_v4: head dim 192, 3 K/V strides, 4 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d192_s3_v4: head dim 192, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d192_s3_v4_params {
   const void* q;
   void* out;
@@ -1337,14 +1521,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v4(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 192, 4, 64>(
+  attend<T, 192, 4, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
-// decode_fp16_d192_s3_v8: head dim 192, 3 K/V strides, 8 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d192_s3_v8: head dim 192, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d192_s3_v8_params {
   const void* q;
   void* out;
@@ -1383,14 +1567,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v8(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 192, 8, 64>(
+  attend<T, 192, 8, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
-// decode_fp16_d192_s4_v1: head dim 192, 4 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d192_s4_v1: head dim 192, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d192_s4_v1_params {
   const void* q;
   void* out;
@@ -1431,7 +1615,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s4_v1(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 192, 1, 64>(
+  attend<T, 192, 1, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
@@ -1460,7 +1644,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d192(const
       static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
 }
 
-// decode_fp16_d256_s3_v1: head dim 256, 3 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d256_s3_v1: head dim 256, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d256_s3_v1_params {
   const void* q;
   void* out;
@@ -1499,14 +1683,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v1(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 256, 1, 64>(
+  attend<T, 256, 1, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 
-// decode_fp16_d256_s3_v2: head dim 256, 3 K/V strides, 2 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d256_s3_v2: head dim 256, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d256_s3_v2_params {
   const void* q;
   void* out;
@@ -1545,14 +1729,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v2(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 256, 2, 64>(
+  attend<T, 256, 2, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 
-// decode_fp16_d256_s3_v4: head dim 256, 3 K/V strides, 4 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d256_s3_v4: head dim 256, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d256_s3_v4_params {
   const void* q;
   void* out;
@@ -1591,14 +1775,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v4(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 256, 4, 64>(
+  attend<T, 256, 4, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 
-// decode_fp16_d256_s3_v8: head dim 256, 3 K/V strides, 8 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d256_s3_v8: head dim 256, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d256_s3_v8_params {
   const void* q;
   void* out;
@@ -1637,14 +1821,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v8(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 256, 8, 64>(
+  attend<T, 256, 8, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 
-// decode_fp16_d256_s4_v1: head dim 256, 4 K/V strides, 1 per copy, 64-key tiles, one pass or split-KV
+// decode_fp16_d256_s4_v1: head dim 256, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 struct decode_fp16_d256_s4_v1_params {
   const void* q;
   void* out;
@@ -1685,7 +1869,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s4_v1(cons
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
-  attend<T, 256, 1, 64>(
+  attend<T, 256, 1, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),

@@ -768,20 +768,20 @@ ROPE = {
     ('fp32', 'thd', 'interleaved', 'invfreq', 4, 1, 'token'): ('rope_fp32_thd_token', 'rope_fp32_thd_interleaved_invfreq_s4_v1_token', 'thd_s4_invfreq'),
 }
 
-# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, keys per tile) to (module,
+# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, pipeline) to (module,
 # symbol, params layout, the combine symbol that merges split-KV partial results); DECODE_PARAMS as
 # ROPE_PARAMS. Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head;
-# combine blocks have DECODE_COMBINE_THREADS threads. Every variant has DECODE_NARROW_TILE-key tiles;
-# the bandwidth path also DECODE_WIDE_TILE (chosen by the split table). DECODE_SHARED: (head dim, keys
-# per tile) -> dynamic shared memory bytes of an attention block.
+# combine blocks have DECODE_COMBINE_THREADS threads. Pipelines (decode_variants.Pipeline): every
+# variant has the first, the bandwidth path all (the split table chooses); DECODE_TILE_KEYS: keys per
+# K/V tile of each. DECODE_SHARED: (head dim, pipeline) -> dynamic shared memory bytes of a block.
 DECODE_HEAD_ROWS = 16
 DECODE_WARPS = 4
-DECODE_NARROW_TILE = 64
-DECODE_WIDE_TILE = 128
+DECODE_PIPELINES = ('narrow', 'deep', 'wide')
+DECODE_TILE_KEYS = {'narrow': 64, 'deep': 64, 'wide': 128}
 DECODE_COMBINE_THREADS = 128
 # Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.
 DECODE_MAX_CLUSTER_SPLITS = 8
-DECODE_SHARED = {(64, 64): 94464, (64, 128): 76032, (80, 64): 92928, (80, 128): 92928, (96, 64): 83200, (96, 128): 109824, (128, 64): 73984, (128, 128): 143616, (192, 64): 108800, (256, 64): 143616}
+DECODE_SHARED = {(64, 'narrow'): 94464, (64, 'deep'): 112896, (64, 'wide'): 76032, (80, 'narrow'): 92928, (80, 'deep'): 115456, (80, 'wide'): 92928, (96, 'narrow'): 83200, (96, 'deep'): 109824, (96, 'wide'): 109824, (128, 'narrow'): 73984, (128, 'deep'): 108800, (128, 'wide'): 143616, (192, 'narrow'): 108800, (256, 'narrow'): 143616}
 
 DECODE_PARAMS = {
     'attention_s3': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqq'),
@@ -790,83 +790,91 @@ DECODE_PARAMS = {
 }
 
 # Split-KV (runtime/decode_plan.choose_tiling; one split means one pass). Per arch, from
-# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured points (blocks, T, best keys
-# per tile, best split count with narrow tiles, with wide tiles): the nearest point's tile (narrow where
-# a call has no wide variant) and that tile's total of blocks, shared out. Other archs: the least split count
+# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured points (blocks, T, the best
+# pipeline's index, each pipeline's best split count): the nearest point's pipeline (narrow where a
+# call has no such variant) and that pipeline's total of blocks, shared out. Other archs: the least split count
 # whose waves of blocks (blocks_per_sm per multiprocessor at most) reach wave_efficiency of the best,
 # keeping at least min_keys_per_split keys per split.
 DECODE_SPLIT_DEFAULT = {'blocks_per_sm': 2.0, 'min_keys_per_split': 256, 'wave_efficiency': 0.9}
 DECODE_SPLIT = {
-    'sm_90': {'table': ((8, 512, 64, 8, 4), (8, 2048, 128, 8, 8), (8, 8192, 128, 22, 16), (8, 32768, 64, 32, 16), (16, 512, 64, 4, 4), (16, 2048, 128, 8, 6), (16, 8192, 128, 8, 6), (16, 32768, 64, 16, 6), (32, 512, 64, 3, 2), (32, 2048, 64, 6, 3), (32, 8192, 64, 6, 3), (32, 32768, 64, 6, 3), (64, 512, 64, 2, 1), (64, 2048, 64, 3, 2), (64, 8192, 128, 2, 2), (64, 32768, 128, 12, 2), (128, 512, 128, 1, 1), (128, 2048, 128, 1, 1), (128, 8192, 64, 2, 1), (128, 32768, 64, 2, 1), (256, 512, 64, 1, 1), (256, 2048, 64, 1, 1), (256, 8192, 64, 1, 1), (256, 32768, 64, 1, 1), (512, 512, 64, 1, 1), (512, 2048, 64, 2, 1), (512, 8192, 64, 2, 1), (512, 32768, 64, 2, 1), (1024, 512, 64, 1, 1), (1024, 2048, 64, 1, 1), (1024, 8192, 64, 1, 1), (1024, 32768, 64, 1, 1))},
+    'sm_90': {'table': ((8, 512, 0, 64, 64, 64), (8, 2048, 0, 128, 128, 128), (8, 8192, 0, 128, 128, 128), (8, 32768, 0, 64, 64, 64), (16, 512, 0, 64, 64, 64), (16, 2048, 0, 128, 128, 128), (16, 8192, 0, 128, 128, 128), (16, 32768, 0, 64, 64, 64), (32, 512, 0, 64, 64, 64), (32, 2048, 0, 64, 64, 64), (32, 8192, 0, 64, 64, 64), (32, 32768, 0, 64, 64, 64), (64, 512, 0, 64, 64, 64), (64, 2048, 0, 64, 64, 64), (64, 8192, 0, 128, 128, 128), (64, 32768, 0, 128, 128, 128), (128, 512, 0, 128, 128, 128), (128, 2048, 0, 128, 128, 128), (128, 8192, 0, 64, 64, 64), (128, 32768, 0, 64, 64, 64), (256, 512, 0, 64, 64, 64), (256, 2048, 0, 64, 64, 64), (256, 8192, 0, 64, 64, 64), (256, 32768, 0, 64, 64, 64), (512, 512, 0, 64, 64, 64), (512, 2048, 0, 64, 64, 64), (512, 8192, 0, 64, 64, 64), (512, 32768, 0, 64, 64, 64), (1024, 512, 0, 64, 64, 64), (1024, 2048, 0, 64, 64, 64), (1024, 8192, 0, 64, 64, 64), (1024, 32768, 0, 64, 64, 64))},
 }
 
 DECODE = {
-    ('bf16', 128, 3, 1, 64): ('decode_bf16', 'decode_bf16_d128_s3_v1', 'attention_s3', 'decode_combine_bf16_d128'),
-    ('bf16', 128, 3, 2, 64): ('decode_bf16', 'decode_bf16_d128_s3_v2', 'attention_s3', 'decode_combine_bf16_d128'),
-    ('bf16', 128, 3, 4, 64): ('decode_bf16', 'decode_bf16_d128_s3_v4', 'attention_s3', 'decode_combine_bf16_d128'),
-    ('bf16', 128, 3, 8, 64): ('decode_bf16', 'decode_bf16_d128_s3_v8', 'attention_s3', 'decode_combine_bf16_d128'),
-    ('bf16', 128, 3, 8, 128): ('decode_bf16', 'decode_bf16_d128_s3_v8_k128', 'attention_s3', 'decode_combine_bf16_d128'),
-    ('bf16', 128, 4, 1, 64): ('decode_bf16', 'decode_bf16_d128_s4_v1', 'attention_s4', 'decode_combine_bf16_d128'),
-    ('bf16', 192, 3, 1, 64): ('decode_bf16', 'decode_bf16_d192_s3_v1', 'attention_s3', 'decode_combine_bf16_d192'),
-    ('bf16', 192, 3, 2, 64): ('decode_bf16', 'decode_bf16_d192_s3_v2', 'attention_s3', 'decode_combine_bf16_d192'),
-    ('bf16', 192, 3, 4, 64): ('decode_bf16', 'decode_bf16_d192_s3_v4', 'attention_s3', 'decode_combine_bf16_d192'),
-    ('bf16', 192, 3, 8, 64): ('decode_bf16', 'decode_bf16_d192_s3_v8', 'attention_s3', 'decode_combine_bf16_d192'),
-    ('bf16', 192, 4, 1, 64): ('decode_bf16', 'decode_bf16_d192_s4_v1', 'attention_s4', 'decode_combine_bf16_d192'),
-    ('bf16', 256, 3, 1, 64): ('decode_bf16', 'decode_bf16_d256_s3_v1', 'attention_s3', 'decode_combine_bf16_d256'),
-    ('bf16', 256, 3, 2, 64): ('decode_bf16', 'decode_bf16_d256_s3_v2', 'attention_s3', 'decode_combine_bf16_d256'),
-    ('bf16', 256, 3, 4, 64): ('decode_bf16', 'decode_bf16_d256_s3_v4', 'attention_s3', 'decode_combine_bf16_d256'),
-    ('bf16', 256, 3, 8, 64): ('decode_bf16', 'decode_bf16_d256_s3_v8', 'attention_s3', 'decode_combine_bf16_d256'),
-    ('bf16', 256, 4, 1, 64): ('decode_bf16', 'decode_bf16_d256_s4_v1', 'attention_s4', 'decode_combine_bf16_d256'),
-    ('bf16', 64, 3, 1, 64): ('decode_bf16', 'decode_bf16_d64_s3_v1', 'attention_s3', 'decode_combine_bf16_d64'),
-    ('bf16', 64, 3, 2, 64): ('decode_bf16', 'decode_bf16_d64_s3_v2', 'attention_s3', 'decode_combine_bf16_d64'),
-    ('bf16', 64, 3, 4, 64): ('decode_bf16', 'decode_bf16_d64_s3_v4', 'attention_s3', 'decode_combine_bf16_d64'),
-    ('bf16', 64, 3, 8, 64): ('decode_bf16', 'decode_bf16_d64_s3_v8', 'attention_s3', 'decode_combine_bf16_d64'),
-    ('bf16', 64, 3, 8, 128): ('decode_bf16', 'decode_bf16_d64_s3_v8_k128', 'attention_s3', 'decode_combine_bf16_d64'),
-    ('bf16', 64, 4, 1, 64): ('decode_bf16', 'decode_bf16_d64_s4_v1', 'attention_s4', 'decode_combine_bf16_d64'),
-    ('bf16', 80, 3, 1, 64): ('decode_bf16', 'decode_bf16_d80_s3_v1', 'attention_s3', 'decode_combine_bf16_d80'),
-    ('bf16', 80, 3, 2, 64): ('decode_bf16', 'decode_bf16_d80_s3_v2', 'attention_s3', 'decode_combine_bf16_d80'),
-    ('bf16', 80, 3, 4, 64): ('decode_bf16', 'decode_bf16_d80_s3_v4', 'attention_s3', 'decode_combine_bf16_d80'),
-    ('bf16', 80, 3, 8, 64): ('decode_bf16', 'decode_bf16_d80_s3_v8', 'attention_s3', 'decode_combine_bf16_d80'),
-    ('bf16', 80, 3, 8, 128): ('decode_bf16', 'decode_bf16_d80_s3_v8_k128', 'attention_s3', 'decode_combine_bf16_d80'),
-    ('bf16', 80, 4, 1, 64): ('decode_bf16', 'decode_bf16_d80_s4_v1', 'attention_s4', 'decode_combine_bf16_d80'),
-    ('bf16', 96, 3, 1, 64): ('decode_bf16', 'decode_bf16_d96_s3_v1', 'attention_s3', 'decode_combine_bf16_d96'),
-    ('bf16', 96, 3, 2, 64): ('decode_bf16', 'decode_bf16_d96_s3_v2', 'attention_s3', 'decode_combine_bf16_d96'),
-    ('bf16', 96, 3, 4, 64): ('decode_bf16', 'decode_bf16_d96_s3_v4', 'attention_s3', 'decode_combine_bf16_d96'),
-    ('bf16', 96, 3, 8, 64): ('decode_bf16', 'decode_bf16_d96_s3_v8', 'attention_s3', 'decode_combine_bf16_d96'),
-    ('bf16', 96, 3, 8, 128): ('decode_bf16', 'decode_bf16_d96_s3_v8_k128', 'attention_s3', 'decode_combine_bf16_d96'),
-    ('bf16', 96, 4, 1, 64): ('decode_bf16', 'decode_bf16_d96_s4_v1', 'attention_s4', 'decode_combine_bf16_d96'),
-    ('fp16', 128, 3, 1, 64): ('decode_fp16', 'decode_fp16_d128_s3_v1', 'attention_s3', 'decode_combine_fp16_d128'),
-    ('fp16', 128, 3, 2, 64): ('decode_fp16', 'decode_fp16_d128_s3_v2', 'attention_s3', 'decode_combine_fp16_d128'),
-    ('fp16', 128, 3, 4, 64): ('decode_fp16', 'decode_fp16_d128_s3_v4', 'attention_s3', 'decode_combine_fp16_d128'),
-    ('fp16', 128, 3, 8, 64): ('decode_fp16', 'decode_fp16_d128_s3_v8', 'attention_s3', 'decode_combine_fp16_d128'),
-    ('fp16', 128, 3, 8, 128): ('decode_fp16', 'decode_fp16_d128_s3_v8_k128', 'attention_s3', 'decode_combine_fp16_d128'),
-    ('fp16', 128, 4, 1, 64): ('decode_fp16', 'decode_fp16_d128_s4_v1', 'attention_s4', 'decode_combine_fp16_d128'),
-    ('fp16', 192, 3, 1, 64): ('decode_fp16', 'decode_fp16_d192_s3_v1', 'attention_s3', 'decode_combine_fp16_d192'),
-    ('fp16', 192, 3, 2, 64): ('decode_fp16', 'decode_fp16_d192_s3_v2', 'attention_s3', 'decode_combine_fp16_d192'),
-    ('fp16', 192, 3, 4, 64): ('decode_fp16', 'decode_fp16_d192_s3_v4', 'attention_s3', 'decode_combine_fp16_d192'),
-    ('fp16', 192, 3, 8, 64): ('decode_fp16', 'decode_fp16_d192_s3_v8', 'attention_s3', 'decode_combine_fp16_d192'),
-    ('fp16', 192, 4, 1, 64): ('decode_fp16', 'decode_fp16_d192_s4_v1', 'attention_s4', 'decode_combine_fp16_d192'),
-    ('fp16', 256, 3, 1, 64): ('decode_fp16', 'decode_fp16_d256_s3_v1', 'attention_s3', 'decode_combine_fp16_d256'),
-    ('fp16', 256, 3, 2, 64): ('decode_fp16', 'decode_fp16_d256_s3_v2', 'attention_s3', 'decode_combine_fp16_d256'),
-    ('fp16', 256, 3, 4, 64): ('decode_fp16', 'decode_fp16_d256_s3_v4', 'attention_s3', 'decode_combine_fp16_d256'),
-    ('fp16', 256, 3, 8, 64): ('decode_fp16', 'decode_fp16_d256_s3_v8', 'attention_s3', 'decode_combine_fp16_d256'),
-    ('fp16', 256, 4, 1, 64): ('decode_fp16', 'decode_fp16_d256_s4_v1', 'attention_s4', 'decode_combine_fp16_d256'),
-    ('fp16', 64, 3, 1, 64): ('decode_fp16', 'decode_fp16_d64_s3_v1', 'attention_s3', 'decode_combine_fp16_d64'),
-    ('fp16', 64, 3, 2, 64): ('decode_fp16', 'decode_fp16_d64_s3_v2', 'attention_s3', 'decode_combine_fp16_d64'),
-    ('fp16', 64, 3, 4, 64): ('decode_fp16', 'decode_fp16_d64_s3_v4', 'attention_s3', 'decode_combine_fp16_d64'),
-    ('fp16', 64, 3, 8, 64): ('decode_fp16', 'decode_fp16_d64_s3_v8', 'attention_s3', 'decode_combine_fp16_d64'),
-    ('fp16', 64, 3, 8, 128): ('decode_fp16', 'decode_fp16_d64_s3_v8_k128', 'attention_s3', 'decode_combine_fp16_d64'),
-    ('fp16', 64, 4, 1, 64): ('decode_fp16', 'decode_fp16_d64_s4_v1', 'attention_s4', 'decode_combine_fp16_d64'),
-    ('fp16', 80, 3, 1, 64): ('decode_fp16', 'decode_fp16_d80_s3_v1', 'attention_s3', 'decode_combine_fp16_d80'),
-    ('fp16', 80, 3, 2, 64): ('decode_fp16', 'decode_fp16_d80_s3_v2', 'attention_s3', 'decode_combine_fp16_d80'),
-    ('fp16', 80, 3, 4, 64): ('decode_fp16', 'decode_fp16_d80_s3_v4', 'attention_s3', 'decode_combine_fp16_d80'),
-    ('fp16', 80, 3, 8, 64): ('decode_fp16', 'decode_fp16_d80_s3_v8', 'attention_s3', 'decode_combine_fp16_d80'),
-    ('fp16', 80, 3, 8, 128): ('decode_fp16', 'decode_fp16_d80_s3_v8_k128', 'attention_s3', 'decode_combine_fp16_d80'),
-    ('fp16', 80, 4, 1, 64): ('decode_fp16', 'decode_fp16_d80_s4_v1', 'attention_s4', 'decode_combine_fp16_d80'),
-    ('fp16', 96, 3, 1, 64): ('decode_fp16', 'decode_fp16_d96_s3_v1', 'attention_s3', 'decode_combine_fp16_d96'),
-    ('fp16', 96, 3, 2, 64): ('decode_fp16', 'decode_fp16_d96_s3_v2', 'attention_s3', 'decode_combine_fp16_d96'),
-    ('fp16', 96, 3, 4, 64): ('decode_fp16', 'decode_fp16_d96_s3_v4', 'attention_s3', 'decode_combine_fp16_d96'),
-    ('fp16', 96, 3, 8, 64): ('decode_fp16', 'decode_fp16_d96_s3_v8', 'attention_s3', 'decode_combine_fp16_d96'),
-    ('fp16', 96, 3, 8, 128): ('decode_fp16', 'decode_fp16_d96_s3_v8_k128', 'attention_s3', 'decode_combine_fp16_d96'),
-    ('fp16', 96, 4, 1, 64): ('decode_fp16', 'decode_fp16_d96_s4_v1', 'attention_s4', 'decode_combine_fp16_d96'),
+    ('bf16', 128, 3, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d128_s3_v1', 'attention_s3', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 2, 'narrow'): ('decode_bf16', 'decode_bf16_d128_s3_v2', 'attention_s3', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 4, 'narrow'): ('decode_bf16', 'decode_bf16_d128_s3_v4', 'attention_s3', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 8, 'narrow'): ('decode_bf16', 'decode_bf16_d128_s3_v8', 'attention_s3', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 8, 'deep'): ('decode_bf16', 'decode_bf16_d128_s3_v8_deep', 'attention_s3', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 8, 'wide'): ('decode_bf16', 'decode_bf16_d128_s3_v8_wide', 'attention_s3', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 4, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d128_s4_v1', 'attention_s4', 'decode_combine_bf16_d128'),
+    ('bf16', 192, 3, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d192_s3_v1', 'attention_s3', 'decode_combine_bf16_d192'),
+    ('bf16', 192, 3, 2, 'narrow'): ('decode_bf16', 'decode_bf16_d192_s3_v2', 'attention_s3', 'decode_combine_bf16_d192'),
+    ('bf16', 192, 3, 4, 'narrow'): ('decode_bf16', 'decode_bf16_d192_s3_v4', 'attention_s3', 'decode_combine_bf16_d192'),
+    ('bf16', 192, 3, 8, 'narrow'): ('decode_bf16', 'decode_bf16_d192_s3_v8', 'attention_s3', 'decode_combine_bf16_d192'),
+    ('bf16', 192, 4, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d192_s4_v1', 'attention_s4', 'decode_combine_bf16_d192'),
+    ('bf16', 256, 3, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d256_s3_v1', 'attention_s3', 'decode_combine_bf16_d256'),
+    ('bf16', 256, 3, 2, 'narrow'): ('decode_bf16', 'decode_bf16_d256_s3_v2', 'attention_s3', 'decode_combine_bf16_d256'),
+    ('bf16', 256, 3, 4, 'narrow'): ('decode_bf16', 'decode_bf16_d256_s3_v4', 'attention_s3', 'decode_combine_bf16_d256'),
+    ('bf16', 256, 3, 8, 'narrow'): ('decode_bf16', 'decode_bf16_d256_s3_v8', 'attention_s3', 'decode_combine_bf16_d256'),
+    ('bf16', 256, 4, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d256_s4_v1', 'attention_s4', 'decode_combine_bf16_d256'),
+    ('bf16', 64, 3, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d64_s3_v1', 'attention_s3', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 2, 'narrow'): ('decode_bf16', 'decode_bf16_d64_s3_v2', 'attention_s3', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 4, 'narrow'): ('decode_bf16', 'decode_bf16_d64_s3_v4', 'attention_s3', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 8, 'narrow'): ('decode_bf16', 'decode_bf16_d64_s3_v8', 'attention_s3', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 8, 'deep'): ('decode_bf16', 'decode_bf16_d64_s3_v8_deep', 'attention_s3', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 8, 'wide'): ('decode_bf16', 'decode_bf16_d64_s3_v8_wide', 'attention_s3', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 4, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d64_s4_v1', 'attention_s4', 'decode_combine_bf16_d64'),
+    ('bf16', 80, 3, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d80_s3_v1', 'attention_s3', 'decode_combine_bf16_d80'),
+    ('bf16', 80, 3, 2, 'narrow'): ('decode_bf16', 'decode_bf16_d80_s3_v2', 'attention_s3', 'decode_combine_bf16_d80'),
+    ('bf16', 80, 3, 4, 'narrow'): ('decode_bf16', 'decode_bf16_d80_s3_v4', 'attention_s3', 'decode_combine_bf16_d80'),
+    ('bf16', 80, 3, 8, 'narrow'): ('decode_bf16', 'decode_bf16_d80_s3_v8', 'attention_s3', 'decode_combine_bf16_d80'),
+    ('bf16', 80, 3, 8, 'deep'): ('decode_bf16', 'decode_bf16_d80_s3_v8_deep', 'attention_s3', 'decode_combine_bf16_d80'),
+    ('bf16', 80, 3, 8, 'wide'): ('decode_bf16', 'decode_bf16_d80_s3_v8_wide', 'attention_s3', 'decode_combine_bf16_d80'),
+    ('bf16', 80, 4, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d80_s4_v1', 'attention_s4', 'decode_combine_bf16_d80'),
+    ('bf16', 96, 3, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d96_s3_v1', 'attention_s3', 'decode_combine_bf16_d96'),
+    ('bf16', 96, 3, 2, 'narrow'): ('decode_bf16', 'decode_bf16_d96_s3_v2', 'attention_s3', 'decode_combine_bf16_d96'),
+    ('bf16', 96, 3, 4, 'narrow'): ('decode_bf16', 'decode_bf16_d96_s3_v4', 'attention_s3', 'decode_combine_bf16_d96'),
+    ('bf16', 96, 3, 8, 'narrow'): ('decode_bf16', 'decode_bf16_d96_s3_v8', 'attention_s3', 'decode_combine_bf16_d96'),
+    ('bf16', 96, 3, 8, 'deep'): ('decode_bf16', 'decode_bf16_d96_s3_v8_deep', 'attention_s3', 'decode_combine_bf16_d96'),
+    ('bf16', 96, 3, 8, 'wide'): ('decode_bf16', 'decode_bf16_d96_s3_v8_wide', 'attention_s3', 'decode_combine_bf16_d96'),
+    ('bf16', 96, 4, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d96_s4_v1', 'attention_s4', 'decode_combine_bf16_d96'),
+    ('fp16', 128, 3, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d128_s3_v1', 'attention_s3', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 2, 'narrow'): ('decode_fp16', 'decode_fp16_d128_s3_v2', 'attention_s3', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 4, 'narrow'): ('decode_fp16', 'decode_fp16_d128_s3_v4', 'attention_s3', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 8, 'narrow'): ('decode_fp16', 'decode_fp16_d128_s3_v8', 'attention_s3', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 8, 'deep'): ('decode_fp16', 'decode_fp16_d128_s3_v8_deep', 'attention_s3', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 8, 'wide'): ('decode_fp16', 'decode_fp16_d128_s3_v8_wide', 'attention_s3', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 4, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d128_s4_v1', 'attention_s4', 'decode_combine_fp16_d128'),
+    ('fp16', 192, 3, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d192_s3_v1', 'attention_s3', 'decode_combine_fp16_d192'),
+    ('fp16', 192, 3, 2, 'narrow'): ('decode_fp16', 'decode_fp16_d192_s3_v2', 'attention_s3', 'decode_combine_fp16_d192'),
+    ('fp16', 192, 3, 4, 'narrow'): ('decode_fp16', 'decode_fp16_d192_s3_v4', 'attention_s3', 'decode_combine_fp16_d192'),
+    ('fp16', 192, 3, 8, 'narrow'): ('decode_fp16', 'decode_fp16_d192_s3_v8', 'attention_s3', 'decode_combine_fp16_d192'),
+    ('fp16', 192, 4, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d192_s4_v1', 'attention_s4', 'decode_combine_fp16_d192'),
+    ('fp16', 256, 3, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d256_s3_v1', 'attention_s3', 'decode_combine_fp16_d256'),
+    ('fp16', 256, 3, 2, 'narrow'): ('decode_fp16', 'decode_fp16_d256_s3_v2', 'attention_s3', 'decode_combine_fp16_d256'),
+    ('fp16', 256, 3, 4, 'narrow'): ('decode_fp16', 'decode_fp16_d256_s3_v4', 'attention_s3', 'decode_combine_fp16_d256'),
+    ('fp16', 256, 3, 8, 'narrow'): ('decode_fp16', 'decode_fp16_d256_s3_v8', 'attention_s3', 'decode_combine_fp16_d256'),
+    ('fp16', 256, 4, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d256_s4_v1', 'attention_s4', 'decode_combine_fp16_d256'),
+    ('fp16', 64, 3, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d64_s3_v1', 'attention_s3', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 2, 'narrow'): ('decode_fp16', 'decode_fp16_d64_s3_v2', 'attention_s3', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 4, 'narrow'): ('decode_fp16', 'decode_fp16_d64_s3_v4', 'attention_s3', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 8, 'narrow'): ('decode_fp16', 'decode_fp16_d64_s3_v8', 'attention_s3', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 8, 'deep'): ('decode_fp16', 'decode_fp16_d64_s3_v8_deep', 'attention_s3', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 8, 'wide'): ('decode_fp16', 'decode_fp16_d64_s3_v8_wide', 'attention_s3', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 4, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d64_s4_v1', 'attention_s4', 'decode_combine_fp16_d64'),
+    ('fp16', 80, 3, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d80_s3_v1', 'attention_s3', 'decode_combine_fp16_d80'),
+    ('fp16', 80, 3, 2, 'narrow'): ('decode_fp16', 'decode_fp16_d80_s3_v2', 'attention_s3', 'decode_combine_fp16_d80'),
+    ('fp16', 80, 3, 4, 'narrow'): ('decode_fp16', 'decode_fp16_d80_s3_v4', 'attention_s3', 'decode_combine_fp16_d80'),
+    ('fp16', 80, 3, 8, 'narrow'): ('decode_fp16', 'decode_fp16_d80_s3_v8', 'attention_s3', 'decode_combine_fp16_d80'),
+    ('fp16', 80, 3, 8, 'deep'): ('decode_fp16', 'decode_fp16_d80_s3_v8_deep', 'attention_s3', 'decode_combine_fp16_d80'),
+    ('fp16', 80, 3, 8, 'wide'): ('decode_fp16', 'decode_fp16_d80_s3_v8_wide', 'attention_s3', 'decode_combine_fp16_d80'),
+    ('fp16', 80, 4, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d80_s4_v1', 'attention_s4', 'decode_combine_fp16_d80'),
+    ('fp16', 96, 3, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d96_s3_v1', 'attention_s3', 'decode_combine_fp16_d96'),
+    ('fp16', 96, 3, 2, 'narrow'): ('decode_fp16', 'decode_fp16_d96_s3_v2', 'attention_s3', 'decode_combine_fp16_d96'),
+    ('fp16', 96, 3, 4, 'narrow'): ('decode_fp16', 'decode_fp16_d96_s3_v4', 'attention_s3', 'decode_combine_fp16_d96'),
+    ('fp16', 96, 3, 8, 'narrow'): ('decode_fp16', 'decode_fp16_d96_s3_v8', 'attention_s3', 'decode_combine_fp16_d96'),
+    ('fp16', 96, 3, 8, 'deep'): ('decode_fp16', 'decode_fp16_d96_s3_v8_deep', 'attention_s3', 'decode_combine_fp16_d96'),
+    ('fp16', 96, 3, 8, 'wide'): ('decode_fp16', 'decode_fp16_d96_s3_v8_wide', 'attention_s3', 'decode_combine_fp16_d96'),
+    ('fp16', 96, 4, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d96_s4_v1', 'attention_s4', 'decode_combine_fp16_d96'),
 }

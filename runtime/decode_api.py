@@ -6,7 +6,7 @@ import os
 
 from cukiln.generated import dispatch
 
-from .decode_plan import NARROW_TILE, TILE_ENV, WIDE_TILE, DecodePlan, plan_decode
+from .decode_plan import PIPELINE_ENV, PIPELINES, DecodePlan, plan_decode
 from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import launch
 from .loader import KERNELS
@@ -29,7 +29,8 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     beyond its kv_lens, gives NaN (output and lse).
     scale: logit scale, default 1/sqrt(d); softcap: logits become softcap * tanh(logit / softcap).
     num_splits: split-KV count (default: the tuned rule of the dispatch table for this GPU, which also
-    picks 64- or 128-key K/V tiles per grid; ``CUKILN_DECODE_TILE=64|128`` forces one, for measurements).
+    picks the K/V pipeline per grid; ``CUKILN_DECODE_PIPELINE=narrow|deep|wide`` forces one, for checks and
+    measurements).
     out: q-shaped output (allocated when None). return_lse: also return the natural-log log-sum-exp of
     the scaled logits, fp32 [b, h_q].
     Runs on the current torch stream without synchronizing (``stream=`` picks another); CUDA-graph
@@ -85,20 +86,20 @@ def _plan(q, k_cache, v_cache, kv_lens, *, kv_layout, kv_start, scale, softcap, 
                            device, module, symbol, 32 * dispatch.DECODE_WARPS, shared),
                        active_clusters=lambda module, symbol, shared, cluster: KERNELS.active_clusters(
                            device, module, symbol, 32 * dispatch.DECODE_WARPS, shared, cluster),
-                       tile=_forced_tile())
+                       pipeline=_forced_pipeline())
     if out is None:
         out = torch.empty((plan.batch, plan.heads_q, plan.head_dim), dtype=q.dtype, device=q.device).view(q.shape)
     return plan, out, (lengths[0][0], lengths[1][0])
 
 
-def _forced_tile() -> int | None:
-    """Keys per K/V tile forced by CUKILN_DECODE_TILE (unset or "auto": None, the dispatch table's choice)."""
-    value = os.environ.get(TILE_ENV, "auto")
+def _forced_pipeline() -> str | None:
+    """The K/V pipeline forced by CUKILN_DECODE_PIPELINE (unset or "auto": None, the dispatch table's choice)."""
+    value = os.environ.get(PIPELINE_ENV, "auto")
     if value == "auto":
         return None
-    if value not in (str(NARROW_TILE), str(WIDE_TILE)):
-        raise ValueError(f"{TILE_ENV}: expected {NARROW_TILE}, {WIDE_TILE} or auto, got {value!r}")
-    return int(value)
+    if value not in PIPELINES:
+        raise ValueError(f"{PIPELINE_ENV}: expected one of {PIPELINES} or auto, got {value!r}")
+    return value
 
 
 def _host_lengths(value, name, kv_lens, kv_start, k_info, kv_layout):

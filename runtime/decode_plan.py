@@ -28,12 +28,14 @@ MAX_CAPACITY = INT32_MAX - MAX_SPLITS
 # Split-KV from sm_90 on: up to this many splits of a (row, KV head) run as one thread-block cluster and
 # merge their results in distributed shared memory (no combine kernel); more splits use the combine kernel.
 MAX_CLUSTER_SPLITS = dispatch.DECODE_MAX_CLUSTER_SPLITS
-# Keys per K/V tile: every variant has narrow tiles; the bandwidth path also wide ones (decode_variants).
-NARROW_TILE, WIDE_TILE = dispatch.DECODE_NARROW_TILE, dispatch.DECODE_WIDE_TILE
-TILE_ENV = "CUKILN_DECODE_TILE"  # 64 or 128 forces the tile (for tests and measurements); auto: the table's
+# K/V pipelines (decode_variants.Pipeline): every variant has the first (narrow), the bandwidth path all.
+PIPELINES = dispatch.DECODE_PIPELINES
+NARROW = PIPELINES[0]
+TILE_KEYS = dispatch.DECODE_TILE_KEYS
+PIPELINE_ENV = "CUKILN_DECODE_PIPELINE"  # a pipeline's name forces it (checks, measurements); auto: the table's
 # Keys a split keeps at least under a tuned table (one tile), as in the ladder `cukiln tune decode` measures.
-MIN_KEYS_PER_SPLIT = NARROW_TILE
-WIDE_TILE_MAX_HEAD_DIM = max((key[1] for key in dispatch.DECODE if key[4] == WIDE_TILE), default=0)
+MIN_KEYS_PER_SPLIT = TILE_KEYS[NARROW]
+FAST_PIPELINES_MAX_HEAD_DIM = max((key[1] for key in dispatch.DECODE if key[4] != NARROW), default=0)
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ def choose_splits(blocks: int, keys: int, sms: int, rule: dict, resident: int | 
     whose wave efficiency (waves / whole waves started) reaches rule["wave_efficiency"] of the best wins.
     """
     if "table" in rule:
-        return split_from_table(blocks, keys, rule["table"], NARROW_TILE)[0]
+        return split_from_table(blocks, keys, rule["table"], NARROW)[0]
     per_sm = rule["blocks_per_sm"] if resident is None else min(rule["blocks_per_sm"], resident)
     return _choose_splits(blocks, keys, max(1.0, sms * per_sm), rule["min_keys_per_split"], rule["wave_efficiency"])
 
@@ -142,37 +144,38 @@ def _choose_splits(blocks: int, keys: int, slots: float, min_keys: int, wave_eff
     return next(s for s in counts if efficiency(s) >= wave_efficiency * best)
 
 
-def choose_tiling(blocks: int, keys: int, sms: int, rule: dict, resident: int | None = None,
-                  wide: bool = True, tile: int | None = None) -> tuple[int, int]:
-    """(split count, keys per tile) for a launch of ``blocks`` blocks over ``keys`` cache positions.
+def choose_pipeline(blocks: int, keys: int, sms: int, rule: dict, resident: int | None = None,
+                    available: tuple[str, ...] = PIPELINES, pipeline: str | None = None) -> tuple[int, str]:
+    """(split count, pipeline) for a launch of ``blocks`` blocks over ``keys`` cache positions.
 
-    A tuned table chooses both (split_from_table; ``wide``: the call has a wide-tile variant). Without
-    one, narrow tiles and the wave rule (choose_splits). ``tile`` forces the tile; the split count is then
-    the table's best for that tile.
+    A tuned table chooses both (split_from_table) among the ``available`` pipelines (those the call has
+    a variant of). Without one, the narrow pipeline and the wave rule (choose_splits). ``pipeline`` forces
+    the pipeline; the split count is then the table's best for it.
     """
     if "table" in rule:
-        return split_from_table(blocks, keys, rule["table"], tile or (None if wide else NARROW_TILE))
-    return choose_splits(blocks, keys, sms, rule, resident), tile or NARROW_TILE
+        return split_from_table(blocks, keys, rule["table"], pipeline, available)
+    return choose_splits(blocks, keys, sms, rule, resident), pipeline or NARROW
 
 
 @functools.lru_cache(maxsize=4096)
-def split_from_table(blocks: int, keys: int, table: tuple[tuple[int, int, int, int, int], ...],
-                     tile: int | None = None) -> tuple[int, int]:
-    """(split count, keys per tile) for ``blocks`` blocks over ``keys`` keys from measured points (blocks,
-    keys, best tile, best splits with narrow tiles, best splits with wide tiles): the nearest point's
-    tile (``tile`` given: that one) and that tile's best total of blocks (blocks x splits) shared out over
-    ``blocks``, each split at least one tile of keys, counted as the kernel shares keys out
-    (effective_splits)."""
+def split_from_table(blocks: int, keys: int, table: tuple[tuple[int, ...], ...], pipeline: str | None = None,
+                     available: tuple[str, ...] = PIPELINES) -> tuple[int, str]:
+    """(split count, pipeline) for ``blocks`` blocks over ``keys`` keys from measured points (blocks, keys,
+    the best pipeline's index in PIPELINES, then each pipeline's best split count): the nearest point's
+    pipeline (``pipeline`` given: that one; not ``available``: narrow) and that pipeline's best total of
+    blocks (blocks x splits) shared out over ``blocks``, each split at least one tile of keys, counted as
+    the kernel shares keys out (effective_splits)."""
     if blocks <= 0 or not table:
-        return 1, tile or NARROW_TILE
-    tuned_blocks, _, best_tile, narrow_splits, wide_splits = min(
-        table, key=lambda p: (math.log2(blocks / p[0]) ** 2 + math.log2(keys / p[1]) ** 2, p))
-    tile = tile or best_tile
-    splits = round((narrow_splits if tile == NARROW_TILE else wide_splits) * tuned_blocks / blocks)
-    return effective_splits(keys, max(1, min(splits, keys // tile, MAX_SPLITS)), tile), tile
+        return 1, pipeline or NARROW
+    point = min(table, key=lambda p: (math.log2(blocks / p[0]) ** 2 + math.log2(keys / p[1]) ** 2, p))
+    tuned_blocks, best = point[0], PIPELINES[point[2]]
+    pipeline = pipeline or (best if best in available else NARROW)
+    tile = TILE_KEYS[pipeline]
+    splits = round(point[3 + PIPELINES.index(pipeline)] * tuned_blocks / blocks)
+    return effective_splits(keys, max(1, min(splits, keys // tile, MAX_SPLITS)), tile), pipeline
 
 
-def effective_splits(keys: int, splits: int, tile: int = NARROW_TILE) -> int:
+def effective_splits(keys: int, splits: int, tile: int = MIN_KEYS_PER_SPLIT) -> int:
     """Splits that get keys when ``keys`` are shared out as the kernel does: ceil(keys / splits) rounded
     up to whole tiles of ``tile`` keys."""
     per_split = -(-(-(-keys // splits)) // tile) * tile
@@ -202,7 +205,7 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
                 scale: float | None = None, softcap: float | None = None, num_splits: int | None = None,
                 out: TensorInfo | None = None, return_lse: bool = False, sms: int = 132,
                 arch: str | None = None, max_shared: int | None = None, resident=None,
-                active_clusters=None, tile: int | None = None) -> DecodePlan:
+                active_clusters=None, pipeline: str | None = None) -> DecodePlan:
     """Validate a decode_attention call and plan its launches.
 
     kv_lens / kv_start: an int, or a TensorInfo of an int32 [b] tensor on q's device (its values are
@@ -212,8 +215,8 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     Split-KV on ``arch`` sm_90 on runs each (row, KV head)'s splits as one cluster when there are at most
     MAX_CLUSTER_SPLITS of them and ``active_clusters(module, symbol, shared, cluster)`` (None: assumed)
     says the GPU can place such a cluster; otherwise a combine kernel merges the splits.
-    Keys per K/V tile: the tuned table's choice where the call has a wide-tile variant that ``max_shared``
-    allows (otherwise, and with ``num_splits`` given, narrow tiles); ``tile`` (64 or 128) forces it.
+    K/V pipeline: the tuned table's choice among those the call has a variant of that ``max_shared``
+    allows (with ``num_splits`` given: narrow); ``pipeline`` (a name of PIPELINES) forces one.
     """
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout: expected one of {KV_LAYOUTS}, got {kv_layout!r}")
@@ -242,11 +245,11 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
         raise ValueError(f"q: at most {GRID_YZ_MAX} rows per call, got {b}")
     if capacity > MAX_CAPACITY:
         raise ValueError(f"k_cache: at most {MAX_CAPACITY} positions, got {capacity}")
-    if max_shared is not None and dispatch.DECODE_SHARED[d, NARROW_TILE] > max_shared:
-        raise ValueError(f"q: head dim {d} needs {dispatch.DECODE_SHARED[d, NARROW_TILE]} bytes of shared memory "
+    if max_shared is not None and dispatch.DECODE_SHARED[d, NARROW] > max_shared:
+        raise ValueError(f"q: head dim {d} needs {dispatch.DECODE_SHARED[d, NARROW]} bytes of shared memory "
                          f"per block; this GPU allows {max_shared}")
-    if tile is not None and tile not in (NARROW_TILE, WIDE_TILE):
-        raise ValueError(f"tile: expected {NARROW_TILE} or {WIDE_TILE} keys per K/V tile, or None, got {tile!r}")
+    if pipeline is not None and pipeline not in PIPELINES:
+        raise ValueError(f"pipeline: expected one of {PIPELINES} or None, got {pipeline!r}")
     group = h_q // h_kv
     head_groups = math.ceil(group / dispatch.DECODE_HEAD_ROWS)
     if h_kv * head_groups > GRID_YZ_MAX:
@@ -292,18 +295,18 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     strides = 4 if general else 3
     vec = 1 if general else widest_kv_vector([(k.ptr, k_strides[:3]), (v.ptr, v_strides[:3])], k.itemsize, d)
     blocks = b * h_kv * head_groups
-    wide = (q.dtype, d, strides, vec, WIDE_TILE) in dispatch.DECODE and (
-        max_shared is None or dispatch.DECODE_SHARED[d, WIDE_TILE] <= max_shared)
-    if tile == WIDE_TILE and not wide:
-        raise ValueError(f"tile: {WIDE_TILE}-key tiles need a contiguous head dim of at most {WIDE_TILE_MAX_HEAD_DIM}, "
-                         f"16-byte aligned K/V rows and the shared memory they take; this call has head dim {d}, "
-                         f"{strides} K/V strides, {vec}-element copies")
+    available = tuple(p for p in PIPELINES if (q.dtype, d, strides, vec, p) in dispatch.DECODE and (
+        max_shared is None or dispatch.DECODE_SHARED[d, p] <= max_shared))
+    if pipeline is not None and pipeline not in available:
+        raise ValueError(f"pipeline: the {pipeline} pipeline needs a contiguous head dim of at most "
+                         f"{FAST_PIPELINES_MAX_HEAD_DIM}, 16-byte aligned K/V rows and the shared memory it takes; "
+                         f"this call has head dim {d}, {strides} K/V strides, {vec}-element copies")
     if num_splits is None:
-        module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW_TILE)][:2]
-        per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d, NARROW_TILE]) if resident is not None else None
-        num_splits, tile = choose_tiling(blocks, capacity, sms, split_rule(arch), per_sm, wide, tile)
+        module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW)][:2]
+        per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d, NARROW]) if resident is not None else None
+        num_splits, pipeline = choose_pipeline(blocks, capacity, sms, split_rule(arch), per_sm, available, pipeline)
     splits = num_splits
-    key = (q.dtype, d, strides, vec, tile or NARROW_TILE)
+    key = (q.dtype, d, strides, vec, pipeline or NARROW)
     module, symbol, layout_id, combine_symbol = dispatch.DECODE[key]
 
     names, fmt = dispatch.DECODE_PARAMS[layout_id]

@@ -4,7 +4,7 @@ bench times cukiln against torch's scaled_dot_product_attention (same cache slic
 and any other decode kernel installed, bf16, d = 128, h_q = 32, h_kv = 8, over batch x cache length.
 Bytes counted: K and V of every row read once, plus q and the output. tune times, over a grid of
 (rows x KV heads, cache length), a ladder of split counts (SPLIT_LADDER, as the runtime launches them:
-clusters or the combine kernel) with 64- and with 128-key K/V tiles, keeps each point's best as the
+clusters or the combine kernel) with each K/V pipeline (decode_variants.Pipeline), keeps each point's best as the
 rule's table (runtime/decode_plan.split_from_table) and writes generated/tuning/<arch>.json; the next
 `cukiln build` folds the table into dispatch.py.
 """
@@ -17,12 +17,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from cukiln.codegen.decode_variants import NARROW_TILE, TILE_KEYS
+from cukiln.codegen.decode_variants import PIPELINES, Pipeline
 
 from .timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
-from .verify import forced_decode_tile
+from .verify import forced_decode_pipeline
 
-WIDE_TILE = max(TILE_KEYS)
+NARROW = Pipeline.NARROW.value
 
 HEADS_Q, HEADS_KV, HEAD_DIM = 32, 8, 128
 BENCH_GRID = tuple(itertools.product((1, 8, 32, 128), (512, 2048, 8192, 32768))) + ((1, 131072),)
@@ -137,7 +137,7 @@ def print_bench(result: dict, console: Console) -> None:
     console.print(table)
 
 
-def split_ladder(blocks: int, keys: int, tile: int = NARROW_TILE) -> list[int]:
+def split_ladder(blocks: int, keys: int, tile: int = Pipeline.NARROW.tile_keys) -> list[int]:
     """The split counts tuned at a point: SPLIT_LADDER's counts that differ in effect (the kernel shares keys
     out in whole tiles of ``tile`` keys), keep a tile of keys a split and MAX_TUNED_BLOCKS blocks in all."""
     from cukiln.decode_plan import effective_splits
@@ -147,33 +147,33 @@ def split_ladder(blocks: int, keys: int, tile: int = NARROW_TILE) -> list[int]:
     return sorted(counts)
 
 
-def measured_times(measurement: dict) -> dict[int, dict[int, float]]:
-    """keys per tile -> split count -> ms of a tuned point (files from before the wide tile: narrow only)."""
-    out = {NARROW_TILE: {int(s): ms for s, ms in measurement["ms_by_splits"].items()}}
-    if measurement.get("ms_by_splits_wide"):
-        out[WIDE_TILE] = {int(s): ms for s, ms in measurement["ms_by_splits_wide"].items()}
-    return out
+def measured_times(measurement: dict) -> dict[str, dict[int, float]]:
+    """pipeline -> split count -> ms of a tuned point (older files: narrow only, or narrow and wide)."""
+    by_pipeline = measurement.get("ms_by_pipeline") or {NARROW: measurement["ms_by_splits"],
+                                                        **({"wide": measurement["ms_by_splits_wide"]}
+                                                           if measurement.get("ms_by_splits_wide") else {})}
+    return {p: {int(s): ms for s, ms in times.items()} for p, times in by_pipeline.items()}
 
 
-def rule_choice(measurement: dict, sms: int, rule: dict) -> tuple[int, int]:
-    """The (split count, keys per tile) ``rule`` picks for a tuned point (whose blocks, T and resident
-    blocks it records), for a call that has both tiles."""
-    from cukiln.decode_plan import choose_tiling
+def rule_choice(measurement: dict, sms: int, rule: dict) -> tuple[int, str]:
+    """The (split count, pipeline) ``rule`` picks for a tuned point (whose blocks, T and resident blocks it
+    records), for a call that has every pipeline."""
+    from cukiln.decode_plan import choose_pipeline
 
-    return choose_tiling(measurement["blocks"], measurement["T"], sms, rule, measurement.get("resident"))
+    return choose_pipeline(measurement["blocks"], measurement["T"], sms, rule, measurement.get("resident"))
 
 
-def measured_choice(measurement: dict, sms: int, rule: dict) -> tuple[int, int]:
-    """rule_choice, snapped to the nearest split count measured with that tile (or narrow tiles, when the
-    point has no wide-tile times)."""
-    splits, tile = rule_choice(measurement, sms, rule)
+def measured_choice(measurement: dict, sms: int, rule: dict) -> tuple[int, str]:
+    """rule_choice, snapped to the nearest split count measured with that pipeline (or the narrow one, when
+    the point has no times for it)."""
+    splits, pipeline = rule_choice(measurement, sms, rule)
     times = measured_times(measurement)
-    tile = tile if tile in times else NARROW_TILE
-    return min(times[tile], key=lambda s: (abs(s - splits), s)), tile
+    pipeline = pipeline if pipeline in times else NARROW
+    return min(times[pipeline], key=lambda s: (abs(s - splits), s)), pipeline
 
 
 # Times within this fraction of a point's fastest tie with it (timing noise): the least split count wins,
-# and wide tiles only where they beat narrow ones by more.
+# and another pipeline than the narrow one only where it beats it by more.
 TIE = 0.01
 
 
@@ -183,17 +183,20 @@ def _least_within_tie(times: dict[int, float]) -> int:
 
 
 def fit_table(measurements: list[dict]) -> dict:
-    """The tuned rule: per point (blocks, T, tile, narrow-tile split count, wide-tile split count), each
-    count the least within TIE of that tile's fastest (fewer splits: less merging, and the choice does
-    not chase noise), the tile wide only where its fastest beats the narrow tile's beyond TIE."""
+    """The tuned rule: per point (blocks, T, the best pipeline's index in PIPELINES, each pipeline's split
+    count), each count the least within TIE of that pipeline's fastest (fewer splits: less merging, and the
+    choice does not chase noise); the best pipeline the fastest one where it beats the narrow one's
+    fastest beyond TIE, else the narrow one. A pipeline without times takes the narrow one's count."""
+    names = [p.value for p in PIPELINES]
     table = []
     for m in measurements:
         times = measured_times(m)
-        narrow = times[NARROW_TILE]
-        wide = times.get(WIDE_TILE)
-        tile = WIDE_TILE if wide and min(wide.values()) * (1 + TIE) < min(narrow.values()) else NARROW_TILE
-        table.append([m["blocks"], m["T"], tile, _least_within_tie(narrow),
-                      _least_within_tie(wide) if wide else _least_within_tie(narrow)])
+        fastest = {p: min(t.values()) for p, t in times.items()}
+        best = min(fastest, key=lambda p: (fastest[p], names.index(p)))
+        if fastest[best] * (1 + TIE) >= fastest[NARROW]:
+            best = NARROW
+        counts = [_least_within_tie(times.get(p, times[NARROW])) for p in names]
+        table.append([m["blocks"], m["T"], names.index(best), *counts])
     return {"table": sorted(table), "tie": TIE}
 
 
@@ -220,16 +223,15 @@ def tune(console: Console) -> dict:
             outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
             point = {"batch": b, "T": T, "blocks": b * HEADS_KV, "resident": resident}
             times = {}
-            for tile in (NARROW_TILE, WIDE_TILE):
-                with forced_decode_tile(tile):
-                    times[tile] = {s: median_ms([lambda st=st, o=o, s=s: cukiln.decode_attention(
+            for pipeline in PIPELINES:
+                with forced_decode_pipeline(pipeline.value):
+                    times[pipeline.value] = {s: median_ms([lambda st=st, o=o, s=s: cukiln.decode_attention(
                         *st, T, out=o, num_splits=s) for st, o in zip(sets, outs)], batches=9)
-                        for s in split_ladder(b * HEADS_KV, T, tile)}
-            best_tile, best = min(((t, s) for t in times for s in times[t]), key=lambda ts: times[ts[0]][ts[1]])
-            rate = tbps(moved_bytes(b, T), times[best_tile][best])
-            measurements.append({**point, "ms_by_splits": times[NARROW_TILE], "ms_by_splits_wide": times[WIDE_TILE],
-                                 "best_tile": best_tile, "best_splits": best, "bytes": moved_bytes(b, T),
-                                 "best_tbps": rate, "best_x_copy": rate / copy})
+                        for s in split_ladder(b * HEADS_KV, T, pipeline.tile_keys)}
+            best_pipeline, best = min(((p, s) for p in times for s in times[p]), key=lambda ps: times[ps[0]][ps[1]])
+            rate = tbps(moved_bytes(b, T), times[best_pipeline][best])
+            measurements.append({**point, "ms_by_pipeline": times, "best_pipeline": best_pipeline, "best_splits": best,
+                                 "bytes": moved_bytes(b, T), "best_tbps": rate, "best_x_copy": rate / copy})
             del sets, outs
             progress.advance(task)
     rule = fit_table(measurements)
@@ -239,7 +241,8 @@ def tune(console: Console) -> dict:
               "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16"},
               "rule": rule, "measurements": measurements}
     path = emit.write_tuning(meta["arch"], "decode", result)
-    console.print(f"split table for {meta['arch']}: per K/V tile (64 and 128 keys), the least of "
+    console.print(f"split table for {meta['arch']}: per K/V pipeline ({', '.join(p.value for p in PIPELINES)}), "
+                  f"the least of "
                   f"{len(SPLIT_LADDER)} split counts within {TIE:.0%} of the fastest, at "
                   f"{len(measurements)} (rows x KV heads, T) points ({resident} blocks resident per SM); "
                   f"wrote {path} — run `cukiln build` to fold it into dispatch.py")

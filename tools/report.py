@@ -120,14 +120,14 @@ def decode_rule(tuning: dict) -> dict:
         rule = dispatch.DECODE_SPLIT.get(arch, dispatch.DECODE_SPLIT_DEFAULT)
         points = []
         for m in t["measurements"]:
-            times = {(tile, s): ms for tile, by_splits in measured_times(m).items() for s, ms in by_splits.items()}
+            times = {(p, s): ms for p, by_splits in measured_times(m).items() for s, ms in by_splits.items()}
             ranked = sorted(times, key=times.get)
-            splits, tile = measured_choice(m, t["sms"], rule)
+            splits, pipeline = measured_choice(m, t["sms"], rule)
             best = times[ranked[0]]
-            points.append({"batch": m["batch"], "T": m["T"], "best_splits": ranked[0][1], "best_tile": ranked[0][0],
-                           "chosen_splits": splits, "chosen_tile": tile,
+            points.append({"batch": m["batch"], "T": m["T"], "best_splits": ranked[0][1],
+                           "best_pipeline": ranked[0][0], "chosen_splits": splits, "chosen_pipeline": pipeline,
                            "best_us": best * 1e3, "best_tbps": m.get("best_tbps"),
-                           "best_x_copy": m.get("best_x_copy"), "chosen_over_best": times[tile, splits] / best,
+                           "best_x_copy": m.get("best_x_copy"), "chosen_over_best": times[pipeline, splits] / best,
                            "runner_up_over_best": times[ranked[1]] / best if len(ranked) > 1 else None})
         data[arch] = {"device": t["device"], "date": t["date"], "sms": t["sms"], "rule": t["rule"],
                       "copy_tbps": t.get("copy_tbps"), "points": points}
@@ -277,15 +277,15 @@ def _print_decode_rule(console: Console, rule: dict) -> None:
         if "table" in r:
             from .decode import TIE
 
-            return (f"64- or 128-key tiles and the least split count within {TIE:.0%} of the fastest, measured at "
+            return (f"a K/V pipeline and the least split count within {TIE:.0%} of the fastest, measured at "
                     f"{len(r['table'])} points")
         return (f"the wave rule with <= {r['blocks_per_sm']} blocks/SM, >= {r['min_keys_per_split']} keys, "
                 f"wave efficiency {r['wave_efficiency']}")
 
     tuned = ", ".join(f"{a}: {describe(r)}" for a, r in sorted(rule["rules"].items())) or "none tuned"
     console.print("decode split rule (num_splits= overrides): where tuned, the nearest measured (rows x KV "
-                  "heads, T) point's K/V tile (128 keys only where it beats 64 beyond the tie margin, and where "
-                  "the call has a 128-key variant) and that tile's total of blocks (the least split count within "
+                  "heads, T) point's K/V pipeline (another than the narrow one only where it beats it beyond the "
+                  "tie margin and the call has a variant of it) and that pipeline's total of blocks (the least split count within "
                   "the tie margin of the fastest), shared out over the call's blocks; elsewhere the "
                   "least split count (whole 64-key tiles a split) whose waves of blocks reach wave_efficiency "
                   "of the best count's, with at most blocks_per_sm resident blocks per multiprocessor and at "
@@ -294,14 +294,14 @@ def _print_decode_rule(console: Console, rule: dict) -> None:
     for arch, t in sorted(rule["tuning"].items()):
         table = Table(title=f"decode tuning data, {arch}: {t['device']} ({t['sms']} SMs), {t['date']}"
                             f"{_copy_note(t)}", title_justify="left")
-        for col in ("b", "T", "best tile x splits", "best us", "best TB/s", "x copy", "rule's tile x splits",
+        for col in ("b", "T", "best pipeline x splits", "best us", "best TB/s", "x copy", "rule's pipeline x splits",
                     "rule / best", "runner-up / best"):
             table.add_column(col, justify="right")
         for p in t["points"]:
             loss = p["chosen_over_best"]
-            table.add_row(str(p["batch"]), str(p["T"]), f"{p['best_tile']} x {p['best_splits']}",
+            table.add_row(str(p["batch"]), str(p["T"]), f"{p['best_pipeline']} x {p['best_splits']}",
                           f"{p['best_us']:.1f}", f"{p['best_tbps']:.2f}" if p["best_tbps"] else "-",
-                          _ratio(p["best_x_copy"]), f"{p['chosen_tile']} x {p['chosen_splits']}", f"[{'red' if loss > 1.03 else 'green'}]{loss:.3f}[/]",
+                          _ratio(p["best_x_copy"]), f"{p['chosen_pipeline']} x {p['chosen_splits']}", f"[{'red' if loss > 1.03 else 'green'}]{loss:.3f}[/]",
                           f"{p['runner_up_over_best']:.3f}" if p["runner_up_over_best"] else "-")
         console.print(table)
 

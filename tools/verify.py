@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from cukiln.codegen.decode_variants import NARROW_TILE
+from cukiln.codegen.decode_variants import Pipeline
 
 from .overrides import env_override
 from .timing import run_metadata
@@ -223,7 +223,7 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
                               strided_d=axes["strides"] == 4) for _ in range(2))
     lens = torch.tensor([T, 1, 177], dtype=torch.int32, device="cuda")
     start = torch.tensor([0, 0, 40], dtype=torch.int32, device="cuda")
-    with forced_decode_tile(axes.get("tile", NARROW_TILE)):
+    with forced_decode_pipeline(axes.get("pipeline", Pipeline.NARROW.value)):
         for num_splits in splits:
             kwargs = dict(kv_start=start, num_splits=num_splits)
             plan = plan_call(q, k, v, lens, **kwargs)
@@ -239,11 +239,11 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
     return None
 
 
-def forced_decode_tile(tile: int):
-    """A block whose decode calls run ``tile``-key K/V tiles (CUKILN_DECODE_TILE), whatever the table says."""
-    from cukiln.decode_plan import TILE_ENV
+def forced_decode_pipeline(pipeline: str):
+    """A block whose decode calls run the K/V ``pipeline`` (CUKILN_DECODE_PIPELINE), whatever the table says."""
+    from cukiln.decode_plan import PIPELINE_ENV
 
-    return env_override(TILE_ENV, str(tile))
+    return env_override(PIPELINE_ENV, pipeline)
 
 
 def check_entry(entry: dict) -> str | None:

@@ -14,20 +14,22 @@ ATTENTION = [v for v in ALL if isinstance(v, D.DecodeVariant)]
 
 
 def test_enumeration_is_every_combination_the_rules_keep():
-    combos = itertools.product(D.DECODE_DTYPES, D.HEAD_DIMS, D.KV_STRIDE_COUNTS, VECTOR_WIDTHS, D.TILE_KEYS)
+    combos = itertools.product(D.DECODE_DTYPES, D.HEAD_DIMS, D.KV_STRIDE_COUNTS, VECTOR_WIDTHS, D.PIPELINES)
     kept = [D.DecodeVariant(*c) for c in combos if D.decode_rejection(D.DecodeVariant(*c)) is None]
     assert sorted(ATTENTION) == sorted(kept)
-    # 3 strides: four widths; 4 strides: scalar only; 128-key tiles: 16-byte copies of head dims 64-128
-    assert len(ATTENTION) == 2 * 6 * (4 + 1) + 2 * 4
+    # 3 strides: four widths; 4 strides: scalar only; deep and wide pipelines: 16-byte copies of head dims 64-128
+    assert len(ATTENTION) == 2 * 6 * (4 + 1) + 2 * 2 * 4
 
 
-def test_wide_tiles_only_on_the_bandwidth_path():
-    wide = {(v.dtype, v.head_dim, v.strides, v.vec) for v in ATTENTION if v.tile == 128}
-    assert wide == {(t, d, 3, 8) for t in D.DECODE_DTYPES for d in (64, 80, 96, 128)}
-    assert D.rule_decode_wide_tile_on_the_bandwidth_path(D.DecodeVariant(Dtype.BF16, 192, 3, 8, 128))
-    assert D.rule_decode_wide_tile_on_the_bandwidth_path(D.DecodeVariant(Dtype.BF16, 128, 3, 4, 128))
-    assert D.rule_decode_wide_tile_on_the_bandwidth_path(D.DecodeVariant(Dtype.BF16, 128, 4, 1, 128))
-    assert D.rule_decode_wide_tile_on_the_bandwidth_path(D.DecodeVariant(Dtype.BF16, 128, 3, 8, 128)) is None
+@pytest.mark.parametrize("pipeline", [D.Pipeline.DEEP, D.Pipeline.WIDE])
+def test_deep_and_wide_pipelines_only_on_the_bandwidth_path(pipeline):
+    fast = {(v.dtype, v.head_dim, v.strides, v.vec) for v in ATTENTION if v.pipeline is pipeline}
+    assert fast == {(t, d, 3, 8) for t in D.DECODE_DTYPES for d in (64, 80, 96, 128)}
+    rule = D.rule_decode_fast_pipelines_on_the_bandwidth_path
+    assert rule(D.DecodeVariant(Dtype.BF16, 192, 3, 8, pipeline))
+    assert rule(D.DecodeVariant(Dtype.BF16, 128, 3, 4, pipeline))
+    assert rule(D.DecodeVariant(Dtype.BF16, 128, 4, 1, pipeline))
+    assert rule(D.DecodeVariant(Dtype.BF16, 128, 3, 8, pipeline)) is None
 
 
 def test_one_combine_kernel_per_dtype_and_head_dim_serves_the_attention_variants():
@@ -53,7 +55,8 @@ def test_names_round_trip_and_are_c_identifiers(v):
 
 @pytest.mark.parametrize("name", ["decode_fp32_d128_s3_v8", "decode_bf16_d100_s3_v8",
                                   "decode_bf16_d128_s4_v8", "decode_bf16_d128_s3_v8_split",
-                                  "decode_bf16_d128_s3_v8_k64", "decode_bf16_d128_s3_v8_k256", "decode_bf16_d256_s3_v8_k128", "decode_combine_bf16_d100",
+                                  "decode_bf16_d128_s3_v8_narrow", "decode_bf16_d128_s3_v8_k128", "decode_bf16_d256_s3_v8_wide",
+                                  "decode_bf16_d128_s3_v4_deep", "decode_combine_bf16_d100",
                                   "rope_bf16_dense_half_freqs_s3_v8"])
 def test_bad_names_are_rejected(name):
     with pytest.raises(ValueError):

@@ -45,8 +45,10 @@ def test_decode_dispatch_table_names_each_attention_variant_and_its_combine_kern
         assert (module, symbol) == (v.module, v.name)
         assert namespace["DECODE_PARAMS"][layout_id][0] == tuple(f for _, f in decode_abi.decode_params(v))
         assert combine == f"decode_combine_{v.dtype.value}_d{v.head_dim}"
-    assert namespace["DECODE_SHARED"] == {(v.head_dim, v.tile): decode_abi.shared_bytes(v.head_dim, v.tile)
+    assert namespace["DECODE_SHARED"] == {(v.head_dim, v.pipeline.value): decode_abi.shared_bytes(v.head_dim, v.pipeline)
                                           for v in attention}
+    assert namespace["DECODE_PIPELINES"] == ("narrow", "deep", "wide")
+    assert namespace["DECODE_TILE_KEYS"] == {"narrow": 64, "deep": 64, "wide": 128}
 
 
 def test_tuning_data_folds_into_the_decode_split_rule():
@@ -59,13 +61,13 @@ def test_tuning_data_folds_into_the_decode_split_rule():
     exec(emit.render_dispatch(ALL_VARIANTS), namespace)
     assert namespace["DECODE_SPLIT"] == {} and namespace["DECODE_SPLIT_DEFAULT"] == emit.DECODE_SPLIT_DEFAULT
     # a measured table (JSON lists) folds into tuples, which the runtime's cache can hash
-    tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 128, 8, 4], [64, 2048, 64, 2, 1]]}}}}
+    tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 2, 8, 6, 4], [64, 2048, 0, 2, 2, 1]]}}}}
     exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
-    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 128, 8, 4), (64, 2048, 64, 2, 1))}}
-    # a table measured before the wide tile, (blocks, T, splits): narrow tiles with that count
+    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 2, 8, 6, 4), (64, 2048, 0, 2, 2, 1))}}
+    # a table measured before the pipelines, (blocks, T, splits): the narrow pipeline with that count
     tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 8], [64, 2048, 2]]}}}}
     exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
-    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 64, 8, 8), (64, 2048, 64, 2, 2))}}
+    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 0, 8, 8, 8), (64, 2048, 0, 2, 2, 2))}}
 
 
 def test_a_module_cache_key_covers_only_the_headers_it_includes():

@@ -51,17 +51,18 @@ def test_every_combine_kernel_through_a_split_variant(entry):
 @pytest.mark.parametrize("group", [1, 2, 4, 8, 16, 20])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("num_splits", [1, 4, None])
-@pytest.mark.parametrize("tile", ["64", "128"])
-def test_gqa_ratios_layouts_splits_and_tiles(group, layout, num_splits, tile, monkeypatch):
-    monkeypatch.setenv("CUKILN_DECODE_TILE", tile)
+@pytest.mark.parametrize("pipeline", ["narrow", "deep", "wide"])
+def test_gqa_ratios_layouts_splits_and_pipelines(group, layout, num_splits, pipeline, monkeypatch):
+    monkeypatch.setenv("CUKILN_DECODE_PIPELINE", pipeline)
     gen = new_generator()
     b, h_kv, T, d = 5, 2, 1000, 128
     q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(torch.bfloat16)
     k, v = (decode_cache_view(b, h_kv, T, d, torch.bfloat16, gen, layout=layout, capacity=1536) for _ in range(2))
     lens = torch.randint(1, T + 1, (b,), generator=gen, device="cuda", dtype=torch.int32)
     lens[0], lens[1] = 1, T
-    assert plan_call(q, k, v, lens, kv_layout=layout, num_splits=num_splits).key[-1] == int(tile)
-    run_and_check(q, k, v, lens, f"group {group} {layout}, {tile}-key tiles", kv_layout=layout, num_splits=num_splits)
+    assert plan_call(q, k, v, lens, kv_layout=layout, num_splits=num_splits).key[-1] == pipeline
+    run_and_check(q, k, v, lens, f"group {group} {layout}, {pipeline} pipeline", kv_layout=layout,
+                  num_splits=num_splits)
 
 
 @pytest.mark.parametrize("d", [64, 80, 96, 128, 192, 256])

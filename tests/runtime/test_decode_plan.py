@@ -7,6 +7,7 @@ import math
 import pytest
 
 from cukiln.codegen import decode_abi
+from cukiln.codegen.decode_variants import Pipeline
 from cukiln.decode_plan import (MAX_CLUSTER_SPLITS, choose_splits, effective_splits, plan_decode,
                                 split_from_table, widest_kv_vector)
 from cukiln.generated import dispatch
@@ -39,7 +40,7 @@ def plan(q=None, k=None, v=None, kv_lens=100, **kw):
 
 def test_a_cache_slice_selects_the_wide_three_stride_variant():
     p = plan(num_splits=1)
-    assert p.key == ("bf16", 128, 3, 8, 64)
+    assert p.key == ("bf16", 128, 3, 8, "narrow")
     assert p.attention.symbol == "decode_bf16_d128_s3_v8" and p.combine is None
     assert p.attention.grid == (1, 2, 2) and p.attention.block == (32 * dispatch.DECODE_WARPS, 1, 1)
     assert p.fields["k_st"] == 128 and p.fields["k_sh"] == 512 * 128  # the buffer's strides, no copy
@@ -76,7 +77,7 @@ def test_query_forms_drop_the_single_token_axis():
 
 def test_split_variant_comes_with_its_combine_kernel_and_workspace_shape():
     p = plan(num_splits=4)
-    assert p.key == ("bf16", 128, 3, 8, 64) and p.num_splits == 4 and p.attention.grid[0] == 4
+    assert p.key == ("bf16", 128, 3, 8, "narrow") and p.num_splits == 4 and p.attention.grid[0] == 4
     assert p.combine.symbol == "decode_combine_bf16_d128" and p.combine.grid == (2 * 8, 1, 1)
     attention, combine = p.values(out=1, lse=2, partial_out=3, partial_lse=4)
     names = dict(zip(p.attention.field_names, attention))
@@ -116,8 +117,8 @@ def test_clusters_only_where_the_gpu_has_them_and_can_place_them():
     assert plan(num_splits=6, arch="sm_90", active_clusters=active_clusters).attention.cluster == 6
     p = plan(num_splits=7, arch="sm_90", active_clusters=active_clusters)  # the driver places none of 7
     assert p.attention.cluster == 1 and p.combine.symbol == "decode_combine_bf16_d128"
-    assert asked == [("decode_bf16_d128_s3_v8", dispatch.DECODE_SHARED[128, 64], 6),
-                     ("decode_bf16_d128_s3_v8", dispatch.DECODE_SHARED[128, 64], 7)]
+    assert asked == [("decode_bf16_d128_s3_v8", dispatch.DECODE_SHARED[128, "narrow"], 6),
+                     ("decode_bf16_d128_s3_v8", dispatch.DECODE_SHARED[128, "narrow"], 7)]
 
 
 def test_large_groups_take_several_blocks_per_kv_head():
@@ -128,20 +129,25 @@ def test_large_groups_take_several_blocks_per_kv_head():
     assert p.attention.grid == (1, 4, 1) and p.fields["group"] > dispatch.DECODE_HEAD_ROWS
 
 
-def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_tile():
-    for d, keys in dispatch.DECODE_SHARED:
-        pitch = d + decode_abi.ROW_PADDING
+def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_pipeline():
+    for d, name in dispatch.DECODE_SHARED:
+        pipeline = Pipeline(name)
+        keys, pitch = pipeline.tile_keys, d + decode_abi.ROW_PADDING
         q = contiguous((1, 16, d))
         k = cache_slice(1, 1, 64, d, 64)
-        # an H100's opt-in limit takes every head dim and tile
-        p = plan_decode(q, k, k, 64, max_shared=227 * 1024, num_splits=1, tile=keys)
-        assert p.key[-1] == keys
-        stages = decode_abi.stages(d, keys)
+        # an H100's opt-in limit takes every head dim and pipeline
+        p = plan_decode(q, k, k, 64, max_shared=227 * 1024, num_splits=1, pipeline=name)
+        assert p.key[-1] == name
+        stages = decode_abi.stages(d, pipeline)
         assert p.attention.shared == stages * 2 * keys * pitch * 2 + 16 * pitch * 2
         assert p.attention.shared <= 227 * 1024
-        # as many stages as the budget holds, but never fewer than 2 (one in flight, one in use)
-        assert stages >= 2 and (stages == 2 or p.attention.shared <= decode_abi.SHARED_BUDGET)
-        assert stages == decode_abi.MAX_STAGES or p.attention.shared + 2 * keys * pitch * 2 > decode_abi.SHARED_BUDGET
+        # as many stages as the budget holds, but never fewer than 2 (one in flight, one in use); the wide
+        # pipeline takes 2
+        budget = {"narrow": decode_abi.SHARED_BUDGET, "deep": decode_abi.TWO_BLOCK_BUDGET, "wide": 0}[name]
+        assert stages >= 2 and (stages == 2 or p.attention.shared <= budget)
+        assert stages == decode_abi.MAX_STAGES or p.attention.shared + 2 * keys * pitch * 2 > budget
+    # the deep pipeline leaves room for two blocks per sm_90 multiprocessor, the narrow one three at d 128
+    assert [decode_abi.min_blocks_per_sm(128, p) for p in Pipeline] == [3, 2, 1]
 
 
 RULE = {"blocks_per_sm": 2.0, "min_keys_per_split": 512, "wave_efficiency": 0.9}
@@ -177,7 +183,7 @@ def test_split_rule_fills_whole_waves():
 
 
 def test_effective_splits_match_the_kernels_whole_tile_shares():
-    for tile in (dispatch.DECODE_NARROW_TILE, dispatch.DECODE_WIDE_TILE):
+    for tile in set(dispatch.DECODE_TILE_KEYS.values()):
         for keys in (1, 63, 64, 65, 100, 2048, 2049, 32768, 100003):
             for splits in (1, 2, 3, 7, 15, 16, 31, 64, 1000):
                 share = -(-keys // splits)
@@ -189,32 +195,35 @@ def test_effective_splits_match_the_kernels_whole_tile_shares():
     assert (effective_splits(2048, 12), effective_splits(2048, 12, 128)) == (11, 8)  # 171 keys: 192 or 256
 
 
-# (blocks, T, best tile, best splits with 64-key tiles, with 128-key tiles)
-TABLE = ((8, 512, 64, 8, 4), (8, 8192, 64, 26, 16), (8, 32768, 64, 32, 16), (64, 8192, 128, 2, 2),
-         (512, 2048, 64, 2, 1))
+# (blocks, T, best pipeline's index in (narrow, deep, wide), best splits of each pipeline)
+TABLE = ((8, 512, 0, 8, 6, 4), (8, 8192, 1, 26, 16, 8), (8, 32768, 0, 32, 24, 16), (64, 8192, 2, 2, 2, 2),
+         (512, 2048, 0, 2, 2, 1))
 
 
-def test_a_tuned_table_gives_the_nearest_points_tile_and_total_of_blocks():
-    assert split_from_table(8, 8192, TABLE) == (26, 64)  # a tuned point: its fastest count
-    assert split_from_table(8, 600, TABLE) == (effective_splits(600, 8), 64) == (5, 64)  # nearest (8, 512), whole tiles
-    assert split_from_table(16, 8192, TABLE) == (13, 64)  # (8, 8192)'s 208 blocks over 16: 13 splits each
-    assert split_from_table(128, 8192, TABLE) == (1, 128)  # (64, 8192)'s 128 blocks: already there
-    assert split_from_table(4096, 2048, TABLE) == (1, 64)
-    assert split_from_table(8, 130000, TABLE) == (32, 64)  # beyond the grid: the nearest edge
+def test_a_tuned_table_gives_the_nearest_points_pipeline_and_total_of_blocks():
+    assert split_from_table(8, 8192, TABLE) == (16, "deep")  # a tuned point: its fastest pipeline and count
+    assert split_from_table(8, 600, TABLE) == (effective_splits(600, 8), "narrow") == (5, "narrow")  # whole tiles
+    assert split_from_table(16, 8192, TABLE) == (8, "deep")  # (8, 8192)'s 128 blocks over 16: 8 splits each
+    assert split_from_table(128, 8192, TABLE) == (1, "wide")  # (64, 8192)'s 128 blocks: already there
+    assert split_from_table(4096, 2048, TABLE) == (1, "narrow")
+    assert split_from_table(8, 130000, TABLE) == (32, "narrow")  # beyond the grid: the nearest edge
     # at least one tile of keys a split, counted as the kernel shares keys out
-    assert split_from_table(8, 200, TABLE) == (effective_splits(200, 3), 64) == (2, 64)
-    assert split_from_table(8, 100, TABLE) == (1, 64) and split_from_table(0, 8192, TABLE) == (1, 64)
-    assert split_from_table(8, 8192, ()) == (1, 64)
-    # a forced tile takes that tile's best count at the nearest point
-    assert split_from_table(8, 8192, TABLE, 128) == (16, 128)
-    assert split_from_table(64, 8192, TABLE, 64) == (2, 64)
-    assert split_from_table(8, 200, TABLE, 128) == (1, 128)  # fewer than two wide tiles of keys
+    assert split_from_table(8, 200, TABLE) == (effective_splits(200, 3), "narrow") == (2, "narrow")
+    assert split_from_table(8, 100, TABLE) == (1, "narrow") and split_from_table(0, 8192, TABLE) == (1, "narrow")
+    assert split_from_table(8, 8192, ()) == (1, "narrow")
+    # a forced pipeline takes its own best count at the nearest point
+    assert split_from_table(8, 8192, TABLE, "wide") == (8, "wide")
+    assert split_from_table(64, 8192, TABLE, "narrow") == (2, "narrow")
+    assert split_from_table(8, 200, TABLE, "wide") == (1, "wide")  # fewer than two wide tiles of keys
+    # the best pipeline not available to the call: the narrow one
+    assert split_from_table(8, 8192, TABLE, None, ("narrow", "wide")) == (26, "narrow")
 
 
 def test_a_tuned_table_drives_the_plan_for_its_arch_only(monkeypatch):
     monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": TABLE})
     q, k = contiguous((1, 32, 128)), cache_slice(1, 8, 8192, 128, 8192)
-    assert plan_decode(q, k, k, 8192, arch="sm_90").num_splits == 26
+    p = plan_decode(q, k, k, 8192, arch="sm_90")
+    assert (p.num_splits, p.key[-1]) == (16, "deep")
     assert plan_decode(q, k, k, 8192, arch="sm_00").num_splits == choose_splits(
         8, 8192, 132, dispatch.DECODE_SPLIT_DEFAULT)
 
@@ -275,29 +284,29 @@ def test_bad_inputs(changes, error, words):
         plan_decode(args.pop("q"), args.pop("k"), args.pop("v"), args.pop("kv_lens"), **args)
 
 
-def test_the_table_picks_wide_tiles_where_the_call_has_them(monkeypatch):
+def test_the_table_picks_the_pipeline_where_the_call_has_it(monkeypatch):
     monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": TABLE})
     q = contiguous((8, 32, 128))
     k, v = cache_slice(8, 8, 8192, 128, 8192), cache_slice(8, 8, 8192, 128, 8192, ptr=BASE * 4096)
     p = plan_decode(q, k, v, 8192, arch="sm_90")
-    assert (p.key[-1], p.num_splits, p.attention.symbol) == (128, 2, "decode_bf16_d128_s3_v8_k128")
-    assert p.attention.shared == dispatch.DECODE_SHARED[128, 128]
-    # no wide variant (4-element copies), or not the shared memory it takes: narrow tiles, their best count
+    assert (p.key[-1], p.num_splits, p.attention.symbol) == ("wide", 2, "decode_bf16_d128_s3_v8_wide")
+    assert p.attention.shared == dispatch.DECODE_SHARED[128, "wide"]
+    # no such variant (4-element copies), or not the shared memory it takes: narrow, its best count
     narrow = plan_decode(q, cache_slice(8, 8, 8192, 128, 8192, ptr=BASE + 8), v, 8192, arch="sm_90")
-    assert (narrow.key[3:], narrow.num_splits) == ((4, 64), 2)
+    assert (narrow.key[3:], narrow.num_splits) == ((4, "narrow"), 2)
     small = plan_decode(q, k, v, 8192, arch="sm_90", max_shared=99 * 1024)
-    assert (small.key[-1], small.attention.symbol) == (64, "decode_bf16_d128_s3_v8")
-    # num_splits given: narrow tiles unless forced
-    assert plan_decode(q, k, v, 8192, arch="sm_90", num_splits=3).key[-1] == 64
-    assert plan_decode(q, k, v, 8192, arch="sm_90", num_splits=3, tile=128).key[-1] == 128
-    assert plan_decode(q, k, v, 8192, arch="sm_90", tile=64).key[-1] == 64
+    assert (small.key[-1], small.attention.symbol) == ("narrow", "decode_bf16_d128_s3_v8")
+    # num_splits given: narrow unless forced
+    assert plan_decode(q, k, v, 8192, arch="sm_90", num_splits=3).key[-1] == "narrow"
+    assert plan_decode(q, k, v, 8192, arch="sm_90", num_splits=3, pipeline="deep").key[-1] == "deep"
+    assert plan_decode(q, k, v, 8192, arch="sm_90", pipeline="narrow").key[-1] == "narrow"
 
 
-def test_forcing_a_tile_the_call_cannot_take_is_an_error():
-    with pytest.raises(ValueError, match="128-key tiles need"):
-        plan(k=cache_slice(2, 2, 256, 128, 512, ptr=BASE + 8), tile=128)
+def test_forcing_a_pipeline_the_call_cannot_take_is_an_error():
+    with pytest.raises(ValueError, match="the wide pipeline needs"):
+        plan(k=cache_slice(2, 2, 256, 128, 512, ptr=BASE + 8), pipeline="wide")
     q, k = contiguous((1, 8, 256)), cache_slice(1, 2, 256, 256, 256)
     with pytest.raises(ValueError, match="head dim 256"):
-        plan_decode(q, k, k, 100, tile=128)
-    with pytest.raises(ValueError, match="tile: expected 64 or 128"):
-        plan(tile=96)
+        plan_decode(q, k, k, 100, pipeline="deep")
+    with pytest.raises(ValueError, match="pipeline: expected one of"):
+        plan(pipeline="fast")

@@ -177,7 +177,7 @@ def test_decode_validation_plans_a_consistent_variant_or_raises_a_clear_error(ca
         return
     module, symbol, _, combine = dispatch.DECODE[plan.key]
     assert plan.attention.symbol == symbol and plan.attention.module == module
-    dtype, head_dim, strides, vec, tile = plan.key
+    dtype, head_dim, strides, vec, pipeline = plan.key
     assert dtype == q.dtype and head_dim == q.shape[-1]
     # sm_90: split-KV runs as clusters of all of a (row, KV head)'s splits when there are few enough,
     # else through the combine kernel
@@ -186,6 +186,6 @@ def test_decode_validation_plans_a_consistent_variant_or_raises_a_clear_error(ca
     assert (plan.combine is None) == (plan.num_splits == 1 or clustered)
     assert plan.combine is None or plan.combine.symbol == combine
     assert strides != 4 or vec == 1
-    assert tile == dispatch.DECODE_NARROW_TILE or (strides, vec * k.itemsize, head_dim <= 128) == (3, 16, True)
+    assert pipeline == "narrow" or (strides, vec * k.itemsize, head_dim <= 128) == (3, 16, True)
     assert k.ptr % (vec * k.itemsize) == 0 and v.ptr % (vec * v.itemsize) == 0
     assert plan.attention.block[0] == 32 * dispatch.DECODE_WARPS and plan.attention.grid[2] == plan.batch

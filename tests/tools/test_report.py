@@ -150,13 +150,16 @@ def test_decode_split_table_keeps_each_points_fastest_count_and_the_rule_picks_i
                "ms_by_splits": {"1": 1.0, "2": 0.6, "4": 0.35, "8": 0.2, "16": 0.15, "32": 0.2}},
               {"blocks": 256, "T": 8192, "resident": 3, "ms_by_splits": {"1": 1.0, "2": 1.2, "3": 1.1}},
               {"blocks": 64, "T": 2048, "resident": 3, "ms_by_splits": {"1": 1.2, "2": 1.005, "8": 1.0}}]
+    # a file from before the deep pipeline: narrow and wide times
     points[0]["ms_by_splits_wide"] = {"1": 0.9, "2": 0.5, "4": 0.3, "8": 0.12, "16": 0.13}  # wins beyond the tie
-    points[1]["ms_by_splits_wide"] = {"1": 0.995, "2": 1.3}  # within the tie of narrow tiles: not taken
+    # the current format: every pipeline; deep within the tie of narrow: not taken
+    points[1] = {"blocks": 256, "T": 8192, "resident": 3,
+                 "ms_by_pipeline": {"narrow": {"1": 1.0, "2": 1.2}, "deep": {"1": 0.995, "3": 1.1}, "wide": {"1": 1.5}}}
     rule = fit_table(points)
-    # the last point's 2 splits tie with 8 (within 1 %): the fewer win; it has no wide-tile times
-    assert rule == {"table": [[8, 8192, 128, 16, 8], [64, 2048, 64, 2, 2], [256, 8192, 64, 1, 1]], "tie": 0.01}
+    # the last point's 2 splits tie with 8 (within 1 %): the fewer win; it has narrow times only
+    assert rule == {"table": [[8, 8192, 2, 16, 16, 8], [64, 2048, 0, 2, 2, 2], [256, 8192, 0, 1, 1, 1]], "tie": 0.01}
     folded = {"table": tuple(tuple(p) for p in rule["table"])}  # as dispatch.py holds it
-    assert [rule_choice(p, 132, folded) for p in points] == [(8, 128), (1, 64), (2, 64)]
+    assert [rule_choice(p, 132, folded) for p in points] == [(8, "wide"), (1, "narrow"), (2, "narrow")]
 
 
 def test_decode_split_ladder_keeps_counts_that_differ_in_effect():
