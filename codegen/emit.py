@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import decode_abi
-from .decode_variants import PIPELINES, DecodeCombineVariant, DecodeVariant
+from .decode_variants import PIPELINES, DecodeCombineVariant, DecodeVariant, Pipeline
 from .render import DECODE_COMBINE_THREADS, HEADS_IN_FLIGHT, MAX_THREADS_PER_BLOCK
 from .rope_abi import rope_params, struct_format
 from .variants import RopeVariant
@@ -185,12 +185,21 @@ def _decode_split_rule(rule: dict) -> dict:
     """A tuned split rule as dispatch.py holds it: the measured table as tuples (blocks, T, the best
     pipeline's index in DECODE_PIPELINES, then each pipeline's best split count; hashable, for the
     runtime's cache), or a wave rule's values (tuning files written before the table). Older tables hold
-    (blocks, T, splits): narrow pipelines only, their count for every pipeline."""
+    (blocks, T, splits) (the narrow pipeline's count, taken for every pipeline) or (blocks, T, keys per
+    tile, count with 64-key tiles, count with 128-key ones) (narrow or wide; deep takes narrow's count)."""
     if "table" in rule:
-        points = [tuple(int(x) for x in point) for point in rule["table"]]
-        return {"table": tuple(p if len(p) == 3 + len(PIPELINES) else (p[0], p[1], 0) + (p[2],) * len(PIPELINES)
-                               for p in points)}
+        return {"table": tuple(_table_point([int(x) for x in point]) for point in rule["table"])}
     return {k: type(v)(rule[k]) for k, v in DECODE_SPLIT_DEFAULT.items()}
+
+
+def _table_point(p: list[int]) -> tuple[int, ...]:
+    names = [q.value for q in PIPELINES]
+    if len(p) == 3:
+        return (p[0], p[1], 0) + (p[2],) * len(PIPELINES)
+    if len(p) == 5:
+        tile = "wide" if p[2] == Pipeline.WIDE.tile_keys else "narrow"
+        return (p[0], p[1], names.index(tile), p[3], p[3], p[4])
+    return tuple(p)
 
 
 def _decode_shared(variants: list[AnyVariant]) -> dict[tuple[int, str], int]:
