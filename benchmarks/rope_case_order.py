@@ -1,8 +1,8 @@
 """Is the first RoPE case of a shape in `cukiln bench rope` slower because it is first? (bench artifact check)
 
 Times cukiln forward and backward on [4096, 2, 32, 128] sbhd bf16 exactly as the bench's cases do (fresh
-rotating buffers and angle table per case), in the order fwd, bwd, fwd, bwd, then bwd and fwd on one
-set of buffers, and prints each against the same-run copy:
+rotating buffers and angle table per case), in the order fwd, bwd, fwd, bwd, then bwd, fwd, bwd, fwd on
+one set of buffers, and prints each against the same-run copy:
 
     python benchmarks/rope_case_order.py
 """

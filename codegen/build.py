@@ -91,6 +91,16 @@ def included_headers(source: str, headers: dict[str, str]) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def module_sha256(source: str, headers: dict[str, str]) -> str:
+    """A hash of everything a module's kernels are made of: its source and every header it includes (the
+    kernel bodies live in the headers), so that tuning measured on it goes stale when either changes."""
+    h = hashlib.sha256(source.encode())
+    for name, text in included_headers(source, headers).items():
+        h.update(f"\0{name}\0".encode())
+        h.update(text.encode())
+    return h.hexdigest()
+
+
 def compile_module(module: str, arch: str, source: str, headers: dict[str, str]) -> CompileResult:
     """Compile one module for one arch through the content-addressed cache (runs in a worker)."""
     entry, cached = _compile_cached(module, source, headers, compile_cubin, COMPILE_OPTIONS, arch)
@@ -364,7 +374,7 @@ def _write_outputs(out_dir: Path, variants, sources, headers, results: list[Comp
     version = nvrtc_version()
     modules: dict[str, dict] = {}
     for module, text in sources.items():
-        modules[module] = {"source": f"{module}.cu", "source_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        modules[module] = {"source": f"{module}.cu", "source_sha256": module_sha256(text, headers),
                            "cubins": {}}
     resources: dict[str, dict] = {}
     for r in sorted(results, key=lambda r: (r.module, r.arch)):

@@ -132,8 +132,8 @@ def parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tune", help="measure dispatch choices on this GPU, write generated/tuning/<arch>.json")
     t.add_argument("op", choices=("rope", "rope-thd", "decode"),
                    help="rope: the dense launch choices (vector width, stride-free kernel, block size); "
-                        "rope-thd: the token/grid rule for packed sequences; decode: the split-KV table (split "
-                        "counts timed over batch x cache length)")
+                        "rope-thd: the token/grid rule for packed sequences; decode: the split-KV table (K/V "
+                        "pipeline and split count, timed over batch x cache length)")
     t.set_defaults(func=_tune)
     return p
 

@@ -29,7 +29,7 @@ class Pipeline(str, enum.Enum):
     the tuned split table chooses per grid, and only the bandwidth path (16-byte copies, 3 strides, head
     dims up to 128) has them."""
 
-    NARROW = "narrow"  # 64-key tiles, as many stages as three blocks per sm_90 multiprocessor leave room for
+    NARROW = "narrow"  # 64-key tiles, as many stages as 99 KB hold (three blocks per sm_90 SM at head dim 128)
     DEEP = "deep"  # 64-key tiles, as many stages as two blocks per multiprocessor leave room for
     WIDE = "wide"  # 128-key tiles, two stages (one block per multiprocessor at head dim 128)
 
@@ -112,7 +112,8 @@ def rule_decode_fast_pipelines_on_the_bandwidth_path(v: DecodeVariant) -> str | 
     if v.pipeline is not Pipeline.NARROW and (v.strides != 3 or v.vec * v.dtype.itemsize != MAX_VECTOR_BYTES
                                               or v.head_dim > FAST_PIPELINES_MAX_HEAD_DIM):
         return (f"the {v.pipeline.value} pipeline only with 3 strides, 16-byte copies and head dims up to "
-                f"{FAST_PIPELINES_MAX_HEAD_DIM} (larger ones hold one block per multiprocessor already)")
+                f"{FAST_PIPELINES_MAX_HEAD_DIM} (above it the deep pipeline gets no more stages than the narrow "
+                f"one, and the wide one one block per multiprocessor)")
     return None
 
 

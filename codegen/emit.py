@@ -199,6 +199,9 @@ def _table_point(p: list[int]) -> tuple[int, ...]:
     if len(p) == 5:
         tile = "wide" if p[2] == Pipeline.WIDE.tile_keys else "narrow"
         return (p[0], p[1], names.index(tile), p[3], p[3], p[4])
+    if len(p) != 3 + len(PIPELINES) or not 0 <= p[2] < len(PIPELINES) or min(p[:2] + p[3:]) < 1:
+        raise ValueError(f"decode tuning: a table point must be (blocks, T, pipeline index < {len(PIPELINES)}, "
+                         f"one split count per pipeline), got {p}")
     return tuple(p)
 
 
@@ -230,7 +233,7 @@ def _decode_dispatch_lines(variants: list[AnyVariant], tuning: dict[str, dict]) 
     lines += _params_table_lines("DECODE_PARAMS", variants, decode_abi.decode_params, decode_abi.params_layout_id)
     lines += [
         "",
-        "# Split-KV (runtime/decode_plan.choose_tiling; one split means one pass). Per arch, from",
+        "# Split-KV (runtime/decode_plan.choose_pipeline; one split means one pass). Per arch, from",
         "# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured points (blocks, T, the best",
         "# pipeline's index, each pipeline's best split count): the nearest point's pipeline (narrow where a",
         "# call has no such variant) and that pipeline's total of blocks, shared out. Other archs: the least split count",

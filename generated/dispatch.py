@@ -789,7 +789,7 @@ DECODE_PARAMS = {
     'combine': (('partial_out', 'partial_lse', 'out', 'lse', 'batch', 'heads_q', 'num_splits', 'out_sb', 'out_sh', 'out_sd'), '<QQQQqqqqqq'),
 }
 
-# Split-KV (runtime/decode_plan.choose_tiling; one split means one pass). Per arch, from
+# Split-KV (runtime/decode_plan.choose_pipeline; one split means one pass). Per arch, from
 # generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured points (blocks, T, the best
 # pipeline's index, each pipeline's best split count): the nearest point's pipeline (narrow where a
 # call has no such variant) and that pipeline's total of blocks, shared out. Other archs: the least split count

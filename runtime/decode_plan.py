@@ -33,7 +33,8 @@ PIPELINES = dispatch.DECODE_PIPELINES
 NARROW = PIPELINES[0]
 TILE_KEYS = dispatch.DECODE_TILE_KEYS
 PIPELINE_ENV = "CUKILN_DECODE_PIPELINE"  # a pipeline's name forces it (checks, measurements); auto: the table's
-# Keys a split keeps at least under a tuned table (one tile), as in the ladder `cukiln tune decode` measures.
+# Keys a split keeps at least (one narrow tile; split_from_table takes the chosen pipeline's tile), as in the
+# ladder `cukiln tune decode` measures.
 MIN_KEYS_PER_SPLIT = TILE_KEYS[NARROW]
 FAST_PIPELINES_MAX_HEAD_DIM = max((key[1] for key in dispatch.DECODE if key[4] != NARROW), default=0)
 
@@ -107,20 +108,15 @@ def widest_kv_vector(infos: list[tuple[int, tuple[int, ...]]], itemsize: int, he
 
 
 def choose_splits(blocks: int, keys: int, sms: int, rule: dict, resident: int | None = None) -> int:
-    """Split count for a launch of ``blocks`` blocks (one pass) over a cache slice of ``keys`` positions
-    (per-row lengths live on the device; T bounds them).
+    """The wave rule's split count for a launch of ``blocks`` blocks (one pass) over a cache slice of ``keys``
+    positions (per-row lengths live on the device; T bounds them), for GPUs without a tuned table
+    (choose_pipeline takes the table where there is one).
 
-    A tuned rule (rule["table"], `cukiln tune decode`) holds the measured best split count of a grid of
-    (blocks, keys) points: the nearest point (in log2 blocks and log2 keys) gives its best total of
-    blocks, shared out over ``blocks`` (split_from_table).
-
-    Otherwise the wave rule: the GPU runs blocks in waves of ``slots`` = sms x min(rule["blocks_per_sm"],
+    The GPU runs blocks in waves of ``slots`` = sms x min(rule["blocks_per_sm"],
     ``resident``, the blocks a multiprocessor holds); a last wave that is mostly empty wastes the time
     of a whole one. Among split counts that keep rule["min_keys_per_split"] keys per split, the least
     whose wave efficiency (waves / whole waves started) reaches rule["wave_efficiency"] of the best wins.
     """
-    if "table" in rule:
-        return split_from_table(blocks, keys, rule["table"], NARROW)[0]
     per_sm = rule["blocks_per_sm"] if resident is None else min(rule["blocks_per_sm"], resident)
     return _choose_splits(blocks, keys, max(1.0, sms * per_sm), rule["min_keys_per_split"], rule["wave_efficiency"])
 
@@ -150,7 +146,8 @@ def choose_pipeline(blocks: int, keys: int, sms: int, rule: dict, resident: int 
 
     A tuned table chooses both (split_from_table) among the ``available`` pipelines (those the call has
     a variant of). Without one, the narrow pipeline and the wave rule (choose_splits). ``pipeline`` forces
-    the pipeline; the split count is then the table's best for it.
+    the pipeline; the split count is then the table's best for it (without a table, the wave rule's, which
+    counts narrow tiles and resident blocks: a forced pipeline there is for checks, not for speed).
     """
     if "table" in rule:
         return split_from_table(blocks, keys, rule["table"], pipeline, available)
@@ -165,7 +162,7 @@ def split_from_table(blocks: int, keys: int, table: tuple[tuple[int, ...], ...],
     pipeline (``pipeline`` given: that one; not ``available``: narrow) and that pipeline's best total of
     blocks (blocks x splits) shared out over ``blocks``, each split at least one tile of keys, counted as
     the kernel shares keys out (effective_splits)."""
-    if blocks <= 0 or not table:
+    if blocks <= 0 or keys <= 0 or not table:
         return 1, pipeline or NARROW
     point = min(table, key=lambda p: (math.log2(blocks / p[0]) ** 2 + math.log2(keys / p[1]) ** 2, p))
     tuned_blocks, best = point[0], PIPELINES[point[2]]

@@ -7,7 +7,7 @@ The paths: ``cukiln.rope`` (in place, base angles, and out of place with a freqs
 ``cukiln.torch.rope`` in eager inference (it calls the kernel directly), with a gradient wanted (the
 custom op and its autograd node), and the ops themselves through the dispatcher; a
 ``torch.compile(fullgraph=True)`` function calling the op; one replay of a CUDA graph holding the call;
-tiny PyTorch ops beside them. A breakdown of ``cukiln.rope`` follows: the foreign-array check, the
+tiny PyTorch ops beside them. A breakdown of ``cukiln.rope`` follows: the
 plan-cache hit with the pointer refill, the bound kernel's launch, and cuLaunchKernel alone.
 """
 

@@ -106,8 +106,9 @@ def thd_rule(tuning: dict) -> dict:
 
 
 def decode_rule(tuning: dict) -> dict:
-    """The split-KV rule in force per arch and, per tuned point, the best split count, the rule's choice
-    and what the choice costs against the best (the runner-up's margin when the rule picks the best)."""
+    """The split-KV rule in force per arch and, per tuned point, the best (pipeline, split count), the
+    rule's choice and what the choice costs against the best (the runner-up's margin when the rule picks
+    the best)."""
     from cukiln.generated import dispatch
 
     from .decode import measured_choice, measured_times

@@ -81,6 +81,15 @@ def test_a_module_cache_key_covers_only_the_headers_it_includes():
     assert set(build.included_headers(sources["rope_bf16"], render.render_headers())) == {"common.cuh", "rope.cuh"}
 
 
+
+def test_a_modules_hash_covers_its_source_and_the_headers_it_includes():
+    headers = {"a.cuh": '#include "b.cuh"\n', "b.cuh": "// b\n", "c.cuh": "// c\n"}
+    source = '#include "a.cuh"\n'
+    before = build.module_sha256(source, headers)
+    assert build.module_sha256(source, {**headers, "b.cuh": "// b, changed\n"}) != before  # a kernel body
+    assert build.module_sha256(source, {**headers, "c.cuh": "// c, changed\n"}) == before  # not included
+    assert build.module_sha256(source + "// more\n", headers) != before
+
 def test_one_module_per_dtype_and_thd_dispatch_with_one_entry_per_variant():
     sources = render.render_modules(VARIANTS)
     assert set(sources) == {f"rope_{d.value}{suffix}" for d in Dtype for suffix in ("", "_thd_token", "_thd_grid")}

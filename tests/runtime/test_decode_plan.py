@@ -143,7 +143,10 @@ def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_pipeline():
         assert p.attention.shared <= 227 * 1024
         # as many stages as the budget holds, but never fewer than 2 (one in flight, one in use); the wide
         # pipeline takes 2
-        budget = {"narrow": decode_abi.SHARED_BUDGET, "deep": decode_abi.TWO_BLOCK_BUDGET, "wide": 0}[name]
+        if pipeline is Pipeline.WIDE:
+            assert stages == 2
+            continue
+        budget = decode_abi.TWO_BLOCK_BUDGET if pipeline is Pipeline.DEEP else decode_abi.SHARED_BUDGET
         assert stages >= 2 and (stages == 2 or p.attention.shared <= budget)
         assert stages == decode_abi.MAX_STAGES or p.attention.shared + 2 * keys * pitch * 2 > budget
     # the deep pipeline leaves room for two blocks per sm_90 multiprocessor, the narrow one three at d 128
@@ -211,6 +214,7 @@ def test_a_tuned_table_gives_the_nearest_points_pipeline_and_total_of_blocks():
     assert split_from_table(8, 200, TABLE) == (effective_splits(200, 3), "narrow") == (2, "narrow")
     assert split_from_table(8, 100, TABLE) == (1, "narrow") and split_from_table(0, 8192, TABLE) == (1, "narrow")
     assert split_from_table(8, 8192, ()) == (1, "narrow")
+    assert split_from_table(8, 0, TABLE) == (1, "narrow")  # an empty cache: one pass, nothing to split
     # a forced pipeline takes its own best count at the nearest point
     assert split_from_table(8, 8192, TABLE, "wide") == (8, "wide")
     assert split_from_table(64, 8192, TABLE, "narrow") == (2, "narrow")
@@ -300,6 +304,13 @@ def test_the_table_picks_the_pipeline_where_the_call_has_it(monkeypatch):
     assert plan_decode(q, k, v, 8192, arch="sm_90", num_splits=3).key[-1] == "narrow"
     assert plan_decode(q, k, v, 8192, arch="sm_90", num_splits=3, pipeline="deep").key[-1] == "deep"
     assert plan_decode(q, k, v, 8192, arch="sm_90", pipeline="narrow").key[-1] == "narrow"
+
+
+def test_an_empty_cache_plans_one_pass_under_a_tuned_table(monkeypatch):
+    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": TABLE})
+    q, k = contiguous((2, 8, 128)), cache_slice(2, 2, 0, 128, 64)
+    p = plan_decode(q, k, k, 0, arch="sm_90")
+    assert (p.num_splits, p.key[-1]) == (1, "narrow")
 
 
 def test_forcing_a_pipeline_the_call_cannot_take_is_an_error():

@@ -6,6 +6,7 @@ the inputs, or raises ValueError / TypeError; any other exception is a bug.
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -109,11 +110,17 @@ def planned_rope(x: TensorInfo, kwargs: dict) -> tuple[TensorInfo, object]:
         return out, REJECTED
 
 
+DECODE_ERROR_NAMES = re.compile(r"^(q|k_cache|v_cache|kv_lens|kv_start|kv_layout|scale|softcap|num_splits|out"
+                                r"|pipeline)\b")
+
+
 def planned_decode(q, k, v, kv_lens, kwargs: dict):
     """The plan of a drawn decode call (on a 132-multiprocessor sm_90), or REJECTED as planned_rope."""
     try:
         return plan_decode(q, k, v, kv_lens, sms=132, arch="sm_90", **kwargs)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError) as e:
+        # a rejection names the argument it is about (anything else is a crash in the planning itself)
+        assert DECODE_ERROR_NAMES.match(str(e)), f"not a validation error: {type(e).__name__}: {e}"
         return REJECTED
 
 

@@ -47,17 +47,30 @@ def test_torch_calls_without_a_stream_take_the_plain_path():
     assert not interop.is_plain_torch_call([1.0], None)
 
 
-def test_a_stream_on_a_torch_call_converts_nothing_and_calls_back_once(monkeypatch):
-    seen = []
+def test_a_stream_on_a_torch_call_converts_nothing_and_runs_the_call_on_that_stream(monkeypatch):
+    import contextlib
+
+    entered, seen = [], []
+
+    @contextlib.contextmanager
+    def entering(what):
+        entered.append(what)
+        yield
+
+    monkeypatch.setattr(torch.cuda, "ExternalStream", lambda handle, device: ("external", handle))
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: entering(s))
+    monkeypatch.setattr(torch.cuda, "device", lambda d: entering(("device", str(d))))
 
     def rope(x, *, freqs=None, out=None, stream=None):
-        seen.append((x, freqs, stream))
+        seen.append((x, freqs, stream, list(entered)))
         return x
 
     x = torch.zeros(2)
-    monkeypatch.setattr(interop, "default_stream", lambda kind: None)
-    assert interop.call_with_foreign_arrays(rope, {"x": x, "freqs": x, "out": None, "stream": None}) is x
-    assert seen == [(x, x, None)]  # called once, without the stream argument
+    assert interop.call_with_foreign_arrays(rope, {"x": x, "freqs": x, "out": None, "stream": 1234}) is x
+    # called once with the same tensors, without the stream argument, inside x's device and with the
+    # stream 1234 made torch's current one
+    assert len(seen) == 1 and seen[0][0] is x and seen[0][1] is x
+    assert seen[0][2:] == (None, [("device", "cpu"), ("external", 1234)])
 
 
 def test_jax_arrays_refuse_in_place_and_out():
