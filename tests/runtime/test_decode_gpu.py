@@ -134,6 +134,14 @@ def test_empty_rows_give_zeros_and_minus_inf():
         assert torch.isneginf(lse[:2]).all()
 
 
+def test_an_empty_cache_gives_zeros_and_minus_inf_under_the_tuned_rule():
+    gen = new_generator()
+    q = torch.randn(3, 8, 128, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (torch.randn(3, 2, 64, 128, generator=gen, device="cuda").to(torch.bfloat16)[:, :, :0] for _ in range(2))
+    out, lse = run_and_check(q, k, v, 0, "a cache of no positions")  # the split count from the dispatch table
+    assert torch.equal(out, torch.zeros_like(out)) and torch.isneginf(lse).all()
+
+
 def test_nan_in_a_query_head_makes_that_head_nan():
     # NaN logits are passed over by the running maxima (fmaxf), so the merges must carry them through the
     # sums: one pass, splits merged in a cluster and splits merged by the combine kernel alike.
