@@ -100,6 +100,14 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     if not is_plain_torch_call(x, stream):  # other frameworks' arrays, or a stream named
         return call_with_foreign_arrays(rope, locals())
     # Positional: 19 keyword arguments would cost this call about a microsecond.
+    return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
+                    cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out)
+
+
+def run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
+             cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out):
+    """rope() on torch tensors, every argument positional (as rope's signature orders them, less stream):
+    the entry for callers that already hold torch tensors, such as the torch ops."""
     cached, values, out, copied = _prepare(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim,
                                            positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward,
                                            inplace, out)

@@ -22,6 +22,7 @@ import torch
 
 from .decode_api import decode_attention as _decode_attention
 from .rope_api import rope as _rope
+from .rope_api import run_rope
 
 
 def _eager(x: torch.Tensor) -> bool:
@@ -48,14 +49,6 @@ class _EagerRope(torch.autograd.Function):
         return _rope(grad, backward=not ctx.backward, **ctx.arguments), None, None
 
 
-def _rope_kwargs(freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions,
-                 offsets_tensor, offset, cu_seqlens, cp_size, cp_rank, max_seqlen) -> dict:
-    return dict(freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,
-                interleaved=interleaved, rotary_dim=rotary_dim, positions=positions,
-                offsets=offsets_tensor if offsets_tensor is not None else offset, cu_seqlens=cu_seqlens,
-                cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen)
-
-
 # The ops are defined with torch.library.Library rather than torch.library.custom_op: the same schema,
 # fake kernels and autograd, at a fraction of custom_op's per-call host time (`cukiln bench overhead`).
 _LIB = torch.library.Library("cukiln", "DEF")
@@ -69,18 +62,20 @@ _LIB.define("decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? 
             "-> (Tensor, Tensor)")
 
 
+# The op kernels pass their arguments on positionally (run_rope): keyword re-binding of 19 arguments
+# costs about a microsecond a call.
 def _rope_kernel(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions,
                  offsets_tensor, offset, cu_seqlens, cp_size, cp_rank, max_seqlen, backward):
-    kwargs = _rope_kwargs(freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions,
-                          offsets_tensor, offset, cu_seqlens, cp_size, cp_rank, max_seqlen)
-    return _rope(x, backward=backward, out=torch.empty_like(x), **kwargs)
+    offsets = offsets_tensor if offsets_tensor is not None else offset
+    return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
+                    cu_seqlens, cp_size, cp_rank, max_seqlen, backward, False, torch.empty_like(x))
 
 
 def _rope_inplace_kernel(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions,
                          offsets_tensor, offset, cu_seqlens, cp_size, cp_rank, max_seqlen, backward):
-    kwargs = _rope_kwargs(freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions,
-                          offsets_tensor, offset, cu_seqlens, cp_size, cp_rank, max_seqlen)
-    _rope(x, backward=backward, inplace=True, **kwargs)
+    offsets = offsets_tensor if offsets_tensor is not None else offset
+    run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
+             cu_seqlens, cp_size, cp_rank, max_seqlen, backward, True, x)
 
 
 def _decode_kernel(q, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start, scale,
