@@ -30,6 +30,9 @@ BENCH_GRID = tuple(itertools.product((1, 8, 32, 128), (512, 2048, 8192, 32768)))
 CAPACITY_SLACK = 256
 TUNE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
 TUNE_LENGTHS = (512, 2048, 8192, 32768)
+# Beyond the grid where caches stay small enough to measure: long contexts of one row (the bench's
+# b = 1, T = 128k), whose best split count the nearest grid point (T = 32k) does not predict.
+TUNE_EXTRA_POINTS = ((1, 131072),)
 SPLIT_LADDER = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 MAX_TUNED_BLOCKS = 4096  # blocks x splits measured at most (several waves of any grid)
 
@@ -214,7 +217,7 @@ def tune(console: Console) -> dict:
     copy = copy_tbps()
     probe = plan_call(*_inputs(1, 1024), 1024, num_splits=2).attention
     resident = KERNELS.resident_blocks(0, probe.module, probe.symbol, 32 * dispatch.DECODE_WARPS, probe.shared)
-    points = [(b, T) for b in TUNE_BATCHES for T in TUNE_LENGTHS]
+    points = [(b, T) for b in TUNE_BATCHES for T in TUNE_LENGTHS] + list(TUNE_EXTRA_POINTS)
     measurements = []
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("decode split counts", total=len(points))
