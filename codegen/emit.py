@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import decode_abi
-from .decode_variants import PIPELINES, DecodeCombineVariant, DecodeVariant, Pipeline
+from .decode_variants import PIPELINES, DecodeCombineVariant, DecodeVariant
 from .render import DECODE_COMBINE_THREADS, HEADS_IN_FLIGHT, MAX_THREADS_PER_BLOCK
 from .rope_abi import rope_params, struct_format
 from .variants import RopeVariant
@@ -184,21 +184,16 @@ DECODE_SPLIT_DEFAULT = {"blocks_per_sm": 2.0, "min_keys_per_split": 256, "wave_e
 def _decode_split_rule(rule: dict) -> dict:
     """A tuned split rule as dispatch.py holds it: the measured table as tuples (blocks, T, the best
     pipeline's index in DECODE_PIPELINES, then each pipeline's best split count; hashable, for the
-    runtime's cache), or a wave rule's values (tuning files written before the table). Older tables hold
-    (blocks, T, splits) (the narrow pipeline's count, taken for every pipeline) or (blocks, T, keys per
-    tile, count with 64-key tiles, count with 128-key ones) (narrow or wide; deep takes narrow's count)."""
+    runtime's cache), or a wave rule's values (tuning files written before the table). Tables measured
+    before the pipelines hold (blocks, T, splits): the narrow pipeline, its count taken for every one."""
     if "table" in rule:
         return {"table": tuple(_table_point([int(x) for x in point]) for point in rule["table"])}
     return {k: type(v)(rule[k]) for k, v in DECODE_SPLIT_DEFAULT.items()}
 
 
 def _table_point(p: list[int]) -> tuple[int, ...]:
-    names = [q.value for q in PIPELINES]
     if len(p) == 3:
         return (p[0], p[1], 0) + (p[2],) * len(PIPELINES)
-    if len(p) == 5:
-        tile = "wide" if p[2] == Pipeline.WIDE.tile_keys else "narrow"
-        return (p[0], p[1], names.index(tile), p[3], p[3], p[4])
     if len(p) != 3 + len(PIPELINES) or not 0 <= p[2] < len(PIPELINES) or min(p[:2] + p[3:]) < 1:
         raise ValueError(f"decode tuning: a table point must be (blocks, T, pipeline index < {len(PIPELINES)}, "
                          f"one split count per pipeline), got {p}")

@@ -299,9 +299,12 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
                          f"{FAST_PIPELINES_MAX_HEAD_DIM}, 16-byte aligned K/V rows and the shared memory it takes; "
                          f"this call has head dim {d}, {strides} K/V strides, {vec}-element copies")
     if num_splits is None:
-        module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW)][:2]
-        per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d, NARROW]) if resident is not None else None
-        num_splits, pipeline = choose_pipeline(blocks, capacity, sms, split_rule(arch), per_sm, available, pipeline)
+        rule = split_rule(arch)
+        per_sm = None  # only the wave rule (no tuned table) counts resident blocks
+        if resident is not None and "table" not in rule:
+            module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW)][:2]
+            per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d, NARROW])
+        num_splits, pipeline = choose_pipeline(blocks, capacity, sms, rule, per_sm, available, pipeline)
     splits = num_splits
     key = (q.dtype, d, strides, vec, pipeline or NARROW)
     module, symbol, layout_id, combine_symbol = dispatch.DECODE[key]

@@ -151,10 +151,8 @@ def split_ladder(blocks: int, keys: int, tile: int = Pipeline.NARROW.tile_keys) 
 
 
 def measured_times(measurement: dict) -> dict[str, dict[int, float]]:
-    """pipeline -> split count -> ms of a tuned point (older files: narrow only, or narrow and wide)."""
-    by_pipeline = measurement.get("ms_by_pipeline") or {NARROW: measurement["ms_by_splits"],
-                                                        **({"wide": measurement["ms_by_splits_wide"]}
-                                                           if measurement.get("ms_by_splits_wide") else {})}
+    """pipeline -> split count -> ms of a tuned point (files from before the pipelines: narrow only)."""
+    by_pipeline = measurement.get("ms_by_pipeline") or {NARROW: measurement["ms_by_splits"]}
     return {p: {int(s): ms for s, ms in times.items()} for p, times in by_pipeline.items()}
 
 

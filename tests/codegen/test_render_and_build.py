@@ -68,10 +68,10 @@ def test_tuning_data_folds_into_the_decode_split_rule():
     tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 8], [64, 2048, 2]]}}}}
     exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
     assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 0, 8, 8, 8), (64, 2048, 0, 2, 2, 2))}}
-    # (blocks, T, keys per tile, 64-key count, 128-key count): narrow or wide, deep with narrow's count
-    tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 128, 8, 4], [64, 2048, 64, 2, 1]]}}}}
-    exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
-    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 2, 8, 8, 4), (64, 2048, 0, 2, 2, 1))}}
+    # a malformed point is refused at build, not at a call
+    tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 5, 8, 4, 4]]}}}}
+    with pytest.raises(ValueError, match="table point"):
+        emit.render_dispatch(ALL_VARIANTS, tuning)
 
 
 def test_a_module_cache_key_covers_only_the_headers_it_includes():

@@ -150,8 +150,10 @@ def test_decode_split_table_keeps_each_points_fastest_count_and_the_rule_picks_i
                "ms_by_splits": {"1": 1.0, "2": 0.6, "4": 0.35, "8": 0.2, "16": 0.15, "32": 0.2}},
               {"blocks": 256, "T": 8192, "resident": 3, "ms_by_splits": {"1": 1.0, "2": 1.2, "3": 1.1}},
               {"blocks": 64, "T": 2048, "resident": 3, "ms_by_splits": {"1": 1.2, "2": 1.005, "8": 1.0}}]
-    # a file from before the deep pipeline: narrow and wide times
-    points[0]["ms_by_splits_wide"] = {"1": 0.9, "2": 0.5, "4": 0.3, "8": 0.12, "16": 0.13}  # wins beyond the tie
+    # the first point: wide wins beyond the tie (the others' files predate the pipelines: narrow only)
+    points[0] = {"blocks": 8, "T": 8192, "resident": 3,
+                 "ms_by_pipeline": {"narrow": points[0]["ms_by_splits"],
+                                    "wide": {"1": 0.9, "2": 0.5, "4": 0.3, "8": 0.12, "16": 0.13}}}
     # the current format: every pipeline; deep within the tie of narrow: not taken
     points[1] = {"blocks": 256, "T": 8192, "resident": 3,
                  "ms_by_pipeline": {"narrow": {"1": 1.0, "2": 1.2}, "deep": {"1": 0.995, "3": 1.1}, "wide": {"1": 1.5}}}
