@@ -31,8 +31,8 @@ _SUCCESS = driver.CUresult.CUDA_SUCCESS
 
 class _Buffers(threading.local):
     """Per-thread scratch: the parameter struct and the pointer array cuLaunchKernel reads, and for
-    programmatic launches each kernel's launch configuration and the stream handles (per thread, since
-    a configuration is filled in per call)."""
+    programmatic launches each (kernel, stream)'s launch configuration (per thread, so that no other
+    thread's call changes a configuration between its lookup and its launch)."""
 
     MAX_CACHED = 4096
 
@@ -40,21 +40,13 @@ class _Buffers(threading.local):
         self.params = ctypes.create_string_buffer(_MAX_PARAM_BYTES)
         self.pointers = (ctypes.c_void_p * 1)(ctypes.addressof(self.params))
         self.address = ctypes.addressof(self.pointers)
-        self.configs: dict = {}  # Kernel -> CUlaunchConfig carrying the programmatic-serialization attribute
-        self.streams: dict = {}  # stream handle -> driver.CUstream
+        self.configs: dict = {}  # (Kernel, stream handle) -> CUlaunchConfig for a programmatic launch
 
-    def config(self, k: "Kernel", stream: int):
-        config = self.configs.get(k)
-        if config is None:
-            if len(self.configs) >= self.MAX_CACHED:
-                self.configs.clear()
-            config = self.configs[k] = launch_config(k.grid, k.block, k.shared, k.cluster)
-        handle = self.streams.get(stream)
-        if handle is None:
-            if len(self.streams) >= self.MAX_CACHED:
-                self.streams.clear()
-            handle = self.streams[stream] = driver.CUstream(stream)
-        config.hStream = handle
+    def new_config(self, k: "Kernel", stream: int):
+        if len(self.configs) >= self.MAX_CACHED:
+            self.configs.clear()
+        config = self.configs[k, stream] = launch_config(k.grid, k.block, k.shared, k.cluster)
+        config.hStream = driver.CUstream(stream)
         return config
 
 
@@ -92,7 +84,8 @@ class Kernel:
             check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
         try:
             if self.overlap_previous:
-                (err,) = driver.cuLaunchKernelEx(buffers.config(self, stream), self.function, buffers.address, 0)
+                config = buffers.configs.get((self, stream)) or buffers.new_config(self, stream)
+                (err,) = driver.cuLaunchKernelEx(config, self.function, buffers.address, 0)
             else:
                 grid, block = self.grid, self.block
                 (err,) = driver.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], block[0], block[1],

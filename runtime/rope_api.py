@@ -30,16 +30,13 @@ class _CachedPlan:
     plan: RopePlan | None
     pointer_slots: tuple[tuple[int, int], ...]  # (index in plan.values, index in _TENSOR_ARGS)
     spans: tuple[tuple[int, int] | None, ...]  # per tensor arg: byte extent (low, high) relative to its pointer
-    check_overlaps: bool  # out was not freshly allocated: recheck it against the inputs' current pointers
-    in_place: bool
+    overlap_checks: tuple[int, ...]  # tensor args (indices) to recheck against out's current pointer per call
     kernel: object = None  # the bound launch.Kernel, made on the plan's first launch
 
-    def launch(self, values, stream: int) -> None:
-        k = self.kernel
-        if k is None:
-            p = self.plan
-            k = self.kernel = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
-        k(values, stream)
+    def bind(self):
+        p = self.plan
+        self.kernel = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
+        return self.kernel
 
 
 class PlanCache:
@@ -111,8 +108,9 @@ def run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rot
     cached, values, out, copied = _prepare(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim,
                                            positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward,
                                            inplace, out)
-    if cached.plan is not None:
-        cached.launch(values, _current_raw_stream(cached.plan.device))
+    p = cached.plan
+    if p is not None:
+        (cached.kernel or cached.bind())(values, _torch._C._cuda_getCurrentRawStream(p.device))
     # A device copy of host cu_seqlens lives until its kernel is queued: the caching allocator then
     # orders any reuse of its memory after the kernel (freed before the launch, an allocator without
     # a cache would release memory the kernel is about to read).
@@ -120,10 +118,15 @@ def run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rot
     return out
 
 
-def _current_raw_stream(device: int) -> int:
+_torch = None  # the torch module, imported by the first call (cukiln itself imports without torch)
+
+
+def _import_torch():
+    global _torch
     import torch
 
-    return torch._C._cuda_getCurrentRawStream(device)
+    _torch = torch
+    return torch
 
 
 def plan_call(x, **kwargs) -> tuple[RopePlan | None, object]:
@@ -139,17 +142,17 @@ def _prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=
              interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
              cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
     """(cached plan (its plan is None when there is nothing to launch), parameter values with this call's
-    pointers, output tensor, the device copy of host cu_seqlens or None, which must outlive the launch)."""
-    import torch
-
-    cu_host = None
-    if isinstance(cu_seqlens, torch.Tensor) and cu_seqlens.device.type == "cpu" and isinstance(x, torch.Tensor):
+    pointers, output tensor, the device copy of host cu_seqlens or None, which must outlive the launch).
+    Runs on every call: the plan-cache hit is written out for speed."""
+    torch = _torch or _import_torch()
+    cu_host = copied = None
+    if cu_seqlens is not None and isinstance(cu_seqlens, torch.Tensor) and cu_seqlens.device.type == "cpu" \
+            and isinstance(x, torch.Tensor):
         # Host values: checked in full by the plan, then copied to x's device (not cached: values vary).
         if cu_seqlens.dtype != torch.int32:
             raise TypeError(f"cu_seqlens: expected int32, got {str(cu_seqlens.dtype).replace('torch.', '')}")
         cu_host = tuple(cu_seqlens.tolist())
-        cu_seqlens = cu_seqlens.to(x.device)
-    copied = cu_seqlens if cu_host is not None else None
+        cu_seqlens = copied = cu_seqlens.to(x.device)
     thd_dispatch = os.environ.get(THD_DISPATCH_ENV, "auto") if layout == "thd" else "auto"
     if not isinstance(x, torch.Tensor):
         from_torch(x, "x")  # raises the TypeError naming x
@@ -160,17 +163,18 @@ def _prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=
         out = x
     elif out is None:
         out, fresh = torch.empty_like(x), True
-    args = (x, out, freqs, cos, sin, inv_freq, positions, offsets, cu_seqlens)
-    # The cache key: everything the plan depends on except pointer values (written out for speed: this
-    # runs on every call).
+    others = (freqs, cos, sin, inv_freq, positions, offsets, cu_seqlens)
+    # The cache key: everything the plan depends on except pointer values.
     try:
-        xp, op = x.data_ptr(), out.data_ptr()
+        xp = x.data_ptr()
+        pointers = [xp, xp]
         key = [x.shape, x.stride(), x.dtype, x.get_device(), xp & _ALIGN_MASK, base, scale, layout, interleaved,
                rotary_dim, backward, inplace, fresh, cp_size, cp_rank, max_seqlen, thd_dispatch, cu_host]
-        if not fresh and out is not x:
-            key += (out.shape, out.stride(), out.dtype, out.get_device(), op & _ALIGN_MASK, op == xp)
-        pointers = [xp, op]
-        for t in args[2:]:
+        if out is not x:
+            pointers[1] = op = out.data_ptr()
+            if not fresh:
+                key += (out.shape, out.stride(), out.dtype, out.get_device(), op & _ALIGN_MASK, op == xp)
+        for t in others:
             if t is None or type(t) is int:
                 key.append(t)
                 pointers.append(0)
@@ -183,10 +187,10 @@ def _prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=
     except (AttributeError, TypeError):  # not tensors, unhashable scalars: the full validation explains
         key, cached = None, None
     if cached is None:
-        cached = _plan_and_describe(args, base=base, scale=scale, layout=layout, interleaved=interleaved,
-                                    rotary_dim=rotary_dim, backward=backward, inplace=inplace, fresh=fresh,
-                                    cu_host=cu_host, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen,
-                                    thd_dispatch=thd_dispatch)
+        cached = _plan_and_describe((x, out) + others, base=base, scale=scale, layout=layout,
+                                    interleaved=interleaved, rotary_dim=rotary_dim, backward=backward,
+                                    inplace=inplace, fresh=fresh, cu_host=cu_host, cp_size=cp_size, cp_rank=cp_rank,
+                                    max_seqlen=max_seqlen, thd_dispatch=thd_dispatch)
         if key is not None:
             PLANS.put(key, cached)
         p = cached.plan
@@ -194,21 +198,19 @@ def _prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=
     p = cached.plan
     if p is None:
         return cached, (), out, copied
-    if cached.check_overlaps:
-        _check_out_overlaps(pointers, cached.spans, cached.in_place)
+    if cached.overlap_checks:
+        _check_out_overlaps(pointers, cached.spans, cached.overlap_checks)
     values = list(p.values)
     for slot, arg in cached.pointer_slots:
         values[slot] = pointers[arg]
     return cached, values, out, copied
 
 
-def _check_out_overlaps(pointers, spans, in_place: bool) -> None:
+def _check_out_overlaps(pointers, spans, checks) -> None:
     """Pointer-dependent part of the validation: out must not overlap an input (nor x, unless it is x)."""
     out_lo, out_hi = pointers[1] + spans[1][0], pointers[1] + spans[1][1]
-    for i, span in enumerate(spans):
-        if i == 1 or span is None or (i == 0 and in_place):
-            continue
-        lo, hi = pointers[i] + span[0], pointers[i] + span[1]
+    for i in checks:
+        lo, hi = pointers[i] + spans[i][0], pointers[i] + spans[i][1]
         if out_lo < hi and lo < out_hi:
             name = _TENSOR_ARGS[i]
             raise ValueError(f"out: overlaps {name}" + (
@@ -237,6 +239,10 @@ def _plan_and_describe(args, *, base, scale, layout, interleaved, rotary_dim, ba
         slots = tuple((names.index(_POINTER_FIELD[arg]), i) for i, arg in enumerate(_TENSOR_ARGS)
                       if infos[i] is not None and _POINTER_FIELD[arg] in names)
     spans = tuple(None if info is None else tuple(s - info.ptr for s in info.byte_span()) for info in infos)
+    # A fresh out overlaps nothing; otherwise out's current pointer is checked against every input's on
+    # each call (x's too, unless out is exactly x: a view of x with other strides is refused).
     in_place = inplace or (out is not None and out.same_view(x))
-    return _CachedPlan(plan, slots, spans, not fresh, in_place)
+    checks = () if fresh else tuple(i for i, span in enumerate(spans)
+                                    if span is not None and i != 1 and not (i == 0 and in_place))
+    return _CachedPlan(plan, slots, spans, checks)
 
