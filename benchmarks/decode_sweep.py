@@ -34,7 +34,9 @@ from raw_launch import allow_shared, launcher, load_functions, sdpa_case, sweep_
 # name -> (stages for head dim 128, warps, keys a warp takes of each tile, L2 fetch of K/V copies). Tried and
 # dropped: each K/V row as one TMA bulk copy completing on the stage's mbarrier, issued by one warp
 # (results/decode-bulk-sweep-h100-2026-11-25.json: 0.79-0.93x the cp.async kernel at 2 stages, less at 3 or
-# with 128-key tiles).
+# with 128-key tiles); whole K/V tiles bulk-prefetched into L2 (`cp.async.bulk.prefetch.L2`, one thread, 2-4
+# tiles ahead of the copies; results/decode-l2-ahead-sweep-h100-2026-11-25.json: at best 0.85-0.94x copy
+# against 0.93-0.99x without at b = 32-128; b = 1, T = 128k 0.962 against 0.944, b = 8 within 1 %).
 CONFIGS = {
     "w4_s2": (2, 4, 16, render.DECODE_L2_PREFETCH),
     "w4_s3": (3, 4, 16, render.DECODE_L2_PREFETCH),

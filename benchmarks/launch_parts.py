@@ -2,8 +2,8 @@
 
 Times the pieces of launch.Kernel's call for the in-place rope plan of `cukiln bench overhead` (the struct
 pack, cuCtxGetCurrent, torch's current device, the launch-config lookup, cuLaunchKernelEx with a
-ready config, plain cuLaunchKernel, the whole bound call), then the whole `cukiln.rope` and torch's
-`add_`, each two ways (microseconds per call, best of 5 rounds):
+ready config, plain cuLaunchKernel, the whole bound call), then the whole `cukiln.rope` (the
+three calls of `cukiln bench overhead`) and torch's `add_`, each two ways (microseconds per call, best of 5 rounds):
 
 - ``loop``: 20 000 calls, then one synchronize (what `cukiln bench overhead` reports);
 - ``issue``: 200 calls into an idle stream, timed without synchronizing: the host's own cost, since
@@ -85,6 +85,8 @@ def ctypes_launch_ex(k, stream: int, params_address: int, programmatic: bool):
 
 def main() -> None:
     x = torch.randn(1, 1, 1, 64, device="cuda")
+    freqs = torch.rand(1, 64, device="cuda")
+    out = torch.empty_like(x)
     cached, values, _, _ = rope_api._prepare(x, base=10000.0, inplace=True)
     p = cached.plan
     k = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
@@ -117,6 +119,9 @@ def main() -> None:
         "ctypes cuLaunchKernelEx, not programmatic": ctypes_launch_ex(k, stream, buffers.address, False),
         "bound Kernel call (pack, context, launch)": lambda: k(values, stream),
         "cukiln.rope (in place, base)": lambda: cukiln.rope(x, base=10000.0, inplace=True),
+        "cukiln.rope (out=, freqs)": lambda: cukiln.rope(x, freqs=freqs, out=out),
+        "cukiln.rope (allocates out, freqs)": lambda: cukiln.rope(x, freqs=freqs),
+        "torch.empty_like": lambda: torch.empty_like(x),
         "torch: x.add_(1.0)": lambda: x.add_(1.0),
     }
     for fn in (*parts.values(), *launches.values()):

@@ -137,12 +137,13 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
                          "use cukiln.rope for out=")
     wants_grad = _wants_grad(x)
     if _eager(x) and not (inplace and wants_grad):  # in place on a tensor that wants a gradient: left to the op and autograd
-        arguments = dict(freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,
-                         interleaved=interleaved, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
-                         cu_seqlens=cu_seqlens, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen)
         if wants_grad:
+            arguments = dict(freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,
+                             interleaved=interleaved, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
+                             cu_seqlens=cu_seqlens, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen)
             return _EagerRope.apply(x, arguments, backward)
-        return _rope(x, backward=backward, inplace=inplace, **arguments)
+        return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
+                        cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, None)
     offsets_tensor = offsets if isinstance(offsets, torch.Tensor) else None
     offset = None if offsets_tensor is not None else offsets
     args = (x, freqs, cos, sin, inv_freq, None if base is None else float(base), float(scale), layout,
