@@ -21,7 +21,6 @@ from __future__ import annotations
 import torch
 
 from .decode_api import decode_attention as _decode_attention
-from .rope_api import rope as _rope
 from .rope_api import run_rope
 
 
@@ -40,13 +39,14 @@ class _EagerRope(torch.autograd.Function):
     """The rope op's autograd in eager mode without the dispatcher: both directions call the kernels."""
 
     @staticmethod
-    def forward(ctx, x, arguments: dict, backward: bool):
+    def forward(ctx, x, arguments: tuple, backward: bool):
+        """``arguments``: run_rope's, from freqs to max_seqlen (x, the direction and in-place/out apart)."""
         ctx.arguments, ctx.backward = arguments, backward
-        return _rope(x, backward=backward, **arguments)
+        return run_rope(x, *arguments, backward, False, None)
 
     @staticmethod
     def backward(ctx, grad):
-        return _rope(grad, backward=not ctx.backward, **ctx.arguments), None, None
+        return run_rope(grad, *ctx.arguments, not ctx.backward, False, None), None, None
 
 
 # The ops are defined with torch.library.Library rather than torch.library.custom_op: the same schema,
@@ -138,10 +138,8 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     wants_grad = _wants_grad(x)
     if _eager(x) and not (inplace and wants_grad):  # in place on a tensor that wants a gradient: left to the op and autograd
         if wants_grad:
-            arguments = dict(freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale, layout=layout,
-                             interleaved=interleaved, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
-                             cu_seqlens=cu_seqlens, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen)
-            return _EagerRope.apply(x, arguments, backward)
+            return _EagerRope.apply(x, (freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim,
+                                        positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen), backward)
         return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
                         cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, None)
     offsets_tensor = offsets if isinstance(offsets, torch.Tensor) else None
