@@ -67,8 +67,9 @@ _LIB.define("decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? 
 def _rope_kernel(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions,
                  offsets_tensor, offset, cu_seqlens, cp_size, cp_rank, max_seqlen, backward):
     offsets = offsets_tensor if offsets_tensor is not None else offset
+    # out=None: run_rope allocates it, and a fresh out needs no overlap check nor key entries of its own
     return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
-                    cu_seqlens, cp_size, cp_rank, max_seqlen, backward, False, torch.empty_like(x))
+                    cu_seqlens, cp_size, cp_rank, max_seqlen, backward, False, None)
 
 
 def _rope_inplace_kernel(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions,
