@@ -83,7 +83,8 @@ def install_stubs() -> None:
     real = torch
     rope_api._torch = types.SimpleNamespace(
         Tensor=real.Tensor, empty_like=real.empty_like, int32=real.int32,
-        _C=types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0))
+        _C=types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0,
+                                _increment_version=real._C._increment_version))
 
 
 def paths() -> dict:

@@ -42,12 +42,14 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
         return call_with_foreign_arrays(decode_attention, locals())
     import torch
 
-    plan, out, tensors = _plan(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
-                               softcap=softcap, num_splits=num_splits, out=out, return_lse=return_lse)
+    plan, result, tensors = _plan(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start,
+                                  scale=scale, softcap=softcap, num_splits=num_splits, out=out, return_lse=return_lse)
     lse = torch.empty((plan.batch, plan.heads_q), dtype=torch.float32, device=q.device) if return_lse else None
     if plan.batch * plan.heads_q > 0:
-        _launch(plan, out, lse, tensors)
-    return (out, lse) if return_lse else out
+        _launch(plan, result, lse, tensors)
+        if out is not None:  # the caller's out, written behind autograd's back: bump its version (see rope)
+            torch._C._increment_version((out,))
+    return (result, lse) if return_lse else result
 
 
 def plan_call(q, k_cache, v_cache, kv_lens, **kwargs) -> DecodePlan:

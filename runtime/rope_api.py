@@ -105,17 +105,21 @@ def run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rot
              cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out):
     """rope() on torch tensors, every argument positional (as rope's signature orders them, less stream):
     the entry for callers that already hold torch tensors, such as the torch ops."""
-    cached, values, out, copied = _prepare(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim,
-                                           positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward,
-                                           inplace, out)
+    cached, values, result, copied = _prepare(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved,
+                                              rotary_dim, positions, offsets, cu_seqlens, cp_size, cp_rank,
+                                              max_seqlen, backward, inplace, out)
     p = cached.plan
     if p is not None:
         (cached.kernel or cached.bind())(values, _torch._C._cuda_getCurrentRawStream(p.device))
+        if inplace or out is not None:
+            # x or the caller's out written behind autograd's back: bump its version as torch's own in-place
+            # ops do, so that a backward needing the old values raises instead of reading the new ones
+            _torch._C._increment_version((result,))
     # A device copy of host cu_seqlens lives until its kernel is queued: the caching allocator then
     # orders any reuse of its memory after the kernel (freed before the launch, an allocator without
     # a cache would release memory the kernel is about to read).
     del copied
-    return out
+    return result
 
 
 _torch = None  # the torch module, imported by the first call (cukiln itself imports without torch)
@@ -168,19 +172,19 @@ def _prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=
     try:
         xp = x.data_ptr()
         pointers = [xp, xp]
-        key = [x.shape, x.stride(), x.dtype, x.get_device(), xp & _ALIGN_MASK, base, scale, layout, interleaved,
-               rotary_dim, backward, inplace, fresh, cp_size, cp_rank, max_seqlen, thd_dispatch, cu_host]
+        key = [x.shape, x.stride(), x.dtype, x.is_neg(), x.get_device(), xp & _ALIGN_MASK, base, scale, layout,
+               interleaved, rotary_dim, backward, inplace, fresh, cp_size, cp_rank, max_seqlen, thd_dispatch, cu_host]
         if out is not x:
             pointers[1] = op = out.data_ptr()
             if not fresh:
-                key += (out.shape, out.stride(), out.dtype, out.get_device(), op & _ALIGN_MASK, op == xp)
+                key += (out.shape, out.stride(), out.dtype, out.is_neg(), out.get_device(), op & _ALIGN_MASK, op == xp)
         for t in others:
             if t is None or type(t) is int:
                 key.append(t)
                 pointers.append(0)
             else:
                 ptr = t.data_ptr()
-                key.append((t.shape, t.stride(), t.dtype, t.get_device(), ptr & _ALIGN_MASK))
+                key.append((t.shape, t.stride(), t.dtype, t.is_neg(), t.get_device(), ptr & _ALIGN_MASK))
                 pointers.append(ptr)
         key = tuple(key)
         cached = PLANS.get(key)

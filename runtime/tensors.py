@@ -79,6 +79,9 @@ def from_torch(t, name: str, *, cuda: bool = True) -> TensorInfo:
     dtype = _torch_dtypes().get(t.dtype)
     if dtype is None:
         raise TypeError(f"{name}: expected float32, float16, bfloat16, int32 or int64, got {t.dtype}")
+    if t.is_neg():  # a lazily negated view: its memory holds the values' negatives, which a kernel would read
+        raise ValueError(f"{name}: a negated view (the imaginary part of a conjugated complex tensor is one); "
+                         "call .resolve_neg() on it first")
     device = t.device
     if cuda and device.type != "cuda":
         raise ValueError(f"{name}: expected a CUDA tensor, got one on {device}")

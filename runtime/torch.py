@@ -7,13 +7,16 @@ Ops: ``cukiln::rope`` (out of place), ``cukiln::rope_`` (in place, declared as m
 ``cukiln::decode_attention`` (returns the output and the log-sum-exp). Each has a fake (meta)
 implementation, so torch.compile traces them without running them. Gradients: rope's backward is cukiln's
 backward kernel on the incoming gradient (the exact vector-Jacobian product); angle tables, positions,
-offsets and cu_seqlens get none. In-place rope and decode attention are not differentiable.
+offsets and cu_seqlens get none. ``cukiln.torch.rope(..., inplace=True)`` is differentiable too (eager:
+the kernel in place, marked as such for autograd; traced: the out-of-place op and a copy into x), while
+the op ``cukiln::rope_`` and decode attention are not: given a tensor that requires grad, they raise
+rather than return a result that autograd would silently treat as a constant.
 Arguments that take an int or a tensor in cukiln (offsets, kv_lens, kv_start) travel as two op arguments.
 
 An eager call (a plain tensor, no torch.compile, functorch transform or dispatch mode watching) runs the
 kernels directly, with rope's gradient through an autograd.Function that calls the backward kernel: the
-ops' results without the dispatcher's host time (see `cukiln bench overhead`). Every other call, and
-in-place rope of a tensor that requires grad, goes through the ops.
+ops' results without the dispatcher's host time (see `cukiln bench overhead`). Every other call goes
+through the ops, whose autograd kernels again call the kernels directly when the call is eager.
 """
 
 from __future__ import annotations
@@ -35,18 +38,35 @@ def _wants_grad(x: torch.Tensor) -> bool:
     return x.requires_grad and torch.is_grad_enabled()
 
 
-class _EagerRope(torch.autograd.Function):
-    """The rope op's autograd in eager mode without the dispatcher: both directions call the kernels."""
+def _decode_wants_grad(q, k_cache, v_cache) -> bool:
+    return torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k_cache, v_cache))
+
+
+class _RopeGrad(torch.autograd.Function):
+    """Rope's autograd: the backward is the same rotation with the direction flipped (the exact
+    vector-Jacobian product), out of place, by the forward's ``run(x, arguments, backward, inplace)``.
+    Only x gets a gradient."""
 
     @staticmethod
-    def forward(ctx, x, arguments: tuple, backward: bool):
-        """``arguments``: run_rope's, from freqs to max_seqlen (x, the direction and in-place/out apart)."""
-        ctx.arguments, ctx.backward = arguments, backward
-        return run_rope(x, *arguments, backward, False, None)
+    def forward(ctx, x, run, arguments: tuple, backward: bool, inplace: bool):
+        ctx.run, ctx.arguments, ctx.backward = run, arguments, backward
+        if inplace:
+            ctx.mark_dirty(x)
+        return run(x, arguments, backward, inplace)
 
     @staticmethod
     def backward(ctx, grad):
-        return run_rope(grad, *ctx.arguments, not ctx.backward, False, None), None, None
+        return ctx.run(grad, ctx.arguments, not ctx.backward, False), None, None, None, None
+
+
+def _run_eager(x, arguments: tuple, backward: bool, inplace: bool):
+    """``arguments``: run_rope's, from freqs to max_seqlen (x, the direction and in-place/out apart)."""
+    return run_rope(x, *arguments, backward, inplace, x if inplace else None)
+
+
+def _run_op(x, arguments: tuple, backward: bool, inplace: bool):
+    """``arguments``: the allocating op's, from freqs to max_seqlen (its autograd never runs in place)."""
+    return _rope_op(x, *arguments, backward)
 
 
 # The ops are defined with torch.library.Library rather than torch.library.custom_op: the same schema,
@@ -112,19 +132,47 @@ def _(q, k_cache, v_cache, *args):
 
 
 _rope_op = torch.ops.cukiln.rope.default
+_rope_inplace_op = torch.ops.cukiln.rope_.default
+_decode_op = torch.ops.cukiln.decode_attention.default
 
 
-def _rope_setup_context(ctx, inputs, output):
-    ctx.arguments = inputs[1:]  # everything but x: the backward reuses them with the direction flipped
+# The ops' autograd kernels, written out rather than registered with register_autograd, whose generic
+# wrapper (a scan of every argument for requires_grad, then a redispatch back into Python) cost about
+# 6 µs a call without a gradient and 75 µs with one (benchmarks/host_path_sim.py). Without a gradient an
+# eager call runs the kernel at once: the dispatcher's remaining keys would do nothing for a plain tensor.
+def _rope_autograd(x, *arguments):
+    if _wants_grad(x):
+        *arguments, backward = arguments
+        return _RopeGrad.apply(x, _run_op, tuple(arguments), backward, False)
+    if _eager(x):
+        return _rope_kernel(x, *arguments)
+    with torch._C._AutoDispatchBelowAutograd():
+        return _rope_op(x, *arguments)
 
 
-def _rope_backward(ctx, grad):
-    *arguments, backward = ctx.arguments
-    grad_x = _rope_op(grad, *arguments, not backward)
-    return (grad_x,) + (None,) * len(ctx.arguments)
+def _rope_inplace_autograd(x, *arguments):
+    if _wants_grad(x):
+        raise RuntimeError("cukiln::rope_: the in-place op is not differentiable and x requires grad; "
+                           "cukiln.torch.rope(x, ..., inplace=True) is, and so is the op cukiln::rope")
+    if _eager(x):
+        return _rope_inplace_kernel(x, *arguments)
+    with torch._C._AutoDispatchBelowAutograd():
+        return _rope_inplace_op(x, *arguments)
 
 
-torch.library.register_autograd("cukiln::rope", _rope_backward, setup_context=_rope_setup_context, lib=_LIB)
+def _decode_autograd(q, k_cache, v_cache, *arguments):
+    if _decode_wants_grad(q, k_cache, v_cache):
+        raise RuntimeError("cukiln::decode_attention is not differentiable and q, k_cache or v_cache requires "
+                           "grad; run it under torch.no_grad() or on detached tensors")
+    if _eager(q):
+        return _decode_kernel(q, k_cache, v_cache, *arguments)
+    with torch._C._AutoDispatchBelowAutograd():
+        return _decode_op(q, k_cache, v_cache, *arguments)
+
+
+_LIB.impl("rope", _rope_autograd, "Autograd")
+_LIB.impl("rope_", _rope_inplace_autograd, "Autograd")
+_LIB.impl("decode_attention", _decode_autograd, "Autograd")
 
 
 def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
@@ -137,10 +185,11 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
         raise ValueError("out: cukiln.torch.rope returns a new tensor (or rotates x with inplace=True); "
                          "use cukiln.rope for out=")
     wants_grad = _wants_grad(x)
-    if _eager(x) and not (inplace and wants_grad):  # in place on a tensor that wants a gradient: left to the op and autograd
+    if _eager(x):
         if wants_grad:
-            return _EagerRope.apply(x, (freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim,
-                                        positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen), backward)
+            return _RopeGrad.apply(x, _run_eager, (freqs, cos, sin, inv_freq, base, scale, layout, interleaved,
+                                                   rotary_dim, positions, offsets, cu_seqlens, cp_size, cp_rank,
+                                                   max_seqlen), backward, inplace)
         return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
                         cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, None)
     offsets_tensor = offsets if isinstance(offsets, torch.Tensor) else None
@@ -148,10 +197,12 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     args = (x, freqs, cos, sin, inv_freq, None if base is None else float(base), float(scale), layout,
             bool(interleaved), rotary_dim, positions, offsets_tensor, offset, cu_seqlens, cp_size, cp_rank,
             max_seqlen, bool(backward))
+    if inplace and wants_grad:  # traced: the differentiable op, and a copy that autograd sees as in place
+        return x.copy_(_rope_op(*args))
     if inplace:
-        torch.ops.cukiln.rope_(*args)
+        _rope_inplace_op(*args)
         return x
-    return torch.ops.cukiln.rope(*args)
+    return _rope_op(*args)
 
 
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
@@ -163,12 +214,12 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
                          "for out=")
     if not isinstance(kv_lens, (int, torch.Tensor)) or isinstance(kv_lens, bool):
         raise TypeError(f"kv_lens: expected an int or an int32 tensor [b], got {type(kv_lens).__name__}")
-    if _eager(q) and not _wants_grad(q):
+    if _eager(q) and not _decode_wants_grad(q, k_cache, v_cache):
         return _decode_attention(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
                                  softcap=softcap, num_splits=num_splits, return_lse=return_lse)
     lens_tensor = kv_lens if isinstance(kv_lens, torch.Tensor) else None
     start_tensor = kv_start if isinstance(kv_start, torch.Tensor) else None
-    result, lse = torch.ops.cukiln.decode_attention(
+    result, lse = _decode_op(
         q, k_cache, v_cache, lens_tensor, 0 if lens_tensor is not None else kv_lens, kv_layout, start_tensor,
         0 if start_tensor is not None or kv_start is None else kv_start,
         None if scale is None else float(scale), None if softcap is None else float(softcap), num_splits)

@@ -1,0 +1,22 @@
+"""Tensor metadata on the CPU: what from_torch refuses before any planning."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cukiln  # noqa: E402
+from cukiln.tensors import from_torch  # noqa: E402
+
+
+def test_negated_views_are_refused_with_the_fix_named():
+    negated = torch.randn(4, 1, 1, 8, dtype=torch.complex64).conj().imag  # memory holds the negatives
+    assert negated.is_neg()
+    with pytest.raises(ValueError, match=r"x: a negated view.*resolve_neg"):
+        from_torch(negated, "x", cuda=False)
+    assert from_torch(negated.resolve_neg(), "x", cuda=False).shape == (4, 1, 1, 8)
+    with pytest.raises(ValueError, match="q: a negated view"):
+        cukiln.decode_attention(negated, negated, negated, 1)
+    with pytest.raises(ValueError, match="x: a negated view"):
+        cukiln.rope(negated, base=10000.0)
