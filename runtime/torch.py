@@ -38,6 +38,15 @@ def _wants_grad(x: torch.Tensor) -> bool:
     return x.requires_grad and torch.is_grad_enabled()
 
 
+def _refuse_leaf_in_place(x: torch.Tensor) -> None:
+    """Torch refuses in-place writes to a leaf that requires grad (or a view of one): refuse them too, before
+    the kernel runs (autograd.Function's own check comes after its forward has written x)."""
+    base = x._base
+    if x.is_leaf or (base is not None and base.is_leaf and base.requires_grad):
+        raise RuntimeError("x: a leaf Variable that requires grad (or a view of one) cannot be rotated in place, "
+                           "as torch refuses any in-place operation on one; use inplace=False")
+
+
 def _decode_wants_grad(q, k_cache, v_cache) -> bool:
     return torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k_cache, v_cache))
 
@@ -187,6 +196,8 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     wants_grad = _wants_grad(x)
     if _eager(x):
         if wants_grad:
+            if inplace:
+                _refuse_leaf_in_place(x)
             return _RopeGrad.apply(x, _run_eager, (freqs, cos, sin, inv_freq, base, scale, layout, interleaved,
                                                    rotary_dim, positions, offsets, cu_seqlens, cp_size, cp_rank,
                                                    max_seqlen), backward, inplace)

@@ -48,8 +48,9 @@ def test_in_place_rope_with_a_gradient_gives_the_backward_kernel_and_keeps_the_t
 def test_in_place_rope_of_a_leaf_that_requires_grad_is_refused_as_torch_refuses_it():
     x, freqs = _rope_inputs()
     leaf = x.clone().requires_grad_(True)
-    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
-        ct.rope(leaf, freqs=freqs, inplace=True)
+    for target in (leaf, leaf[:, :1]):  # the leaf, and a view of it
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            ct.rope(target, freqs=freqs, inplace=True)
     assert torch.equal(leaf.detach(), x), "a refused call wrote x"
 
 
