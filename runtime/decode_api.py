@@ -10,7 +10,7 @@ from .decode_plan import PIPELINE_ENV, PIPELINES, DecodePlan, plan_decode
 from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import launch
 from .loader import KERNELS
-from .tensors import from_torch
+from .tensors import from_torch, refuse_untracked_gradient
 
 
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
@@ -37,10 +37,15 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     Runs on the current torch stream without synchronizing (``stream=`` picks another); CUDA-graph
     capturable. CuPy, JAX or any ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a
     copy and the results come back in q's framework (see cukiln.interop).
+    Not differentiable: with grad mode on, q, k_cache or v_cache requiring grad is refused.
     """
     if not is_plain_torch_call(q, stream):  # other frameworks' arrays, or a stream named
         return call_with_foreign_arrays(decode_attention, locals())
     import torch
+
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if getattr(t, "requires_grad", False):
+            refuse_untracked_gradient("cukiln.decode_attention", name)
 
     plan, result, tensors = _plan(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start,
                                   scale=scale, softcap=softcap, num_splits=num_splits, out=out, return_lse=return_lse)

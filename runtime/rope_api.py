@@ -15,7 +15,7 @@ from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import kernel
 from .loader import KERNELS
 from .rope_plan import RopePlan, plan_rope
-from .tensors import from_torch
+from .tensors import from_torch, refuse_untracked_gradient
 
 # Tensor arguments in a fixed order: the plan's pointer fields name them.
 _TENSOR_ARGS = ("x", "out", "freqs", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens")
@@ -93,9 +93,13 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     Runs on the current torch stream without synchronizing (``stream=`` picks another); CuPy, JAX or any
     ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a copy and the result comes back
     in x's framework (see cukiln.interop). Returns the output tensor.
+    Autograd does not see this call: with grad mode on, an x that requires grad is refused (cukiln.torch.rope
+    is the differentiable form); inside an autograd.Function, or on x.detach(), it runs as usual.
     """
     if not is_plain_torch_call(x, stream):  # other frameworks' arrays, or a stream named
         return call_with_foreign_arrays(rope, locals())
+    if x.requires_grad:
+        refuse_untracked_gradient("cukiln.rope", "x", "cukiln.torch.rope")
     # Positional: 19 keyword arguments would cost this call about a microsecond.
     return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
                     cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out)

@@ -70,6 +70,18 @@ def describe(value) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
+def refuse_untracked_gradient(function: str, name: str, differentiable: str | None = None) -> None:
+    """For an argument that requires grad: raise when grad mode is on, since autograd would treat the
+    result as a constant (a gradient silently dropped) or miss an in-place write."""
+    import torch
+
+    if not torch.is_grad_enabled():
+        return
+    instead = f"use {differentiable}, which is differentiable, or " if differentiable else ""
+    raise RuntimeError(f"{name} requires grad, but autograd does not see {function} (the gradient through it "
+                       f"would be lost): {instead}pass a detached tensor or run under torch.no_grad()")
+
+
 def from_torch(t, name: str, *, cuda: bool = True) -> TensorInfo:
     """TensorInfo of a torch tensor; TypeError for non-tensors and unsupported dtypes, ValueError off-GPU."""
     import torch

@@ -121,3 +121,23 @@ def test_negated_views_are_refused_even_when_the_plain_tensor_is_cached():
     with pytest.raises(ValueError, match="negated view"):
         cukiln.rope(x, freqs=torch._neg_view(freqs))
     assert torch.equal(x, snapshot), "a refused call wrote x"
+
+
+def test_cukiln_rope_runs_inside_a_users_autograd_function_and_refuses_outside():
+    x, freqs = _rope_inputs()
+    x.requires_grad_(True)
+
+    class Rope(torch.autograd.Function):  # how a framework wraps the raw kernels itself
+        @staticmethod
+        def forward(ctx, t):
+            return cukiln.rope(t, freqs=freqs)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return cukiln.rope(grad, freqs=freqs, backward=True)
+
+    grad = torch.randn_like(x)
+    (gx,) = torch.autograd.grad(Rope.apply(x), x, grad)
+    assert torch.equal(gx, cukiln.rope(grad, freqs=freqs, backward=True))
+    with pytest.raises(RuntimeError, match="requires grad"):  # outside it, the gradient would be lost
+        cukiln.rope(x, freqs=freqs)

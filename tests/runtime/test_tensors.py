@@ -20,3 +20,19 @@ def test_negated_views_are_refused_with_the_fix_named():
         cukiln.decode_attention(negated, negated, negated, 1)
     with pytest.raises(ValueError, match="x: a negated view"):
         cukiln.rope(negated, base=10000.0)
+
+
+def test_tensors_that_require_grad_are_refused_while_grad_mode_is_on():
+    """Autograd would take the result as a constant: refused, before anything else is checked."""
+    x = torch.randn(4, 1, 1, 8, requires_grad=True)  # on the CPU: past the check, the device check answers
+    with pytest.raises(RuntimeError, match=r"x requires grad.*cukiln\.torch\.rope"):
+        cukiln.rope(x, base=10000.0)
+    with pytest.raises(RuntimeError, match="k_cache requires grad"):
+        cukiln.decode_attention(x.detach(), x, x.detach(), 1)
+    with torch.no_grad():
+        with pytest.raises(ValueError, match="CUDA tensor"):
+            cukiln.rope(x, base=10000.0)
+        with pytest.raises(ValueError, match="CUDA tensor"):
+            cukiln.decode_attention(x, x, x, 1)
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        cukiln.rope(x.detach(), base=10000.0)
