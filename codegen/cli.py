@@ -117,6 +117,9 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("--out", metavar="JSON",
                     help="write the results here, and a PNG plot beside it when matplotlib is installed")
     bn.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, not for quoting)")
+    bn.add_argument("--no-rotate", action="store_true",
+                    help="decode only: time every call on one input set, so that K/V which fit in L2 are served "
+                         "from it (by default input sets rotate and L2 serves nothing)")
     bn.set_defaults(func=_bench)
 
     v = sub.add_parser("verify", help="run every manifest variant once against the float64 reference (GPU)")

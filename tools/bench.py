@@ -170,6 +170,9 @@ def main(args) -> int:
     if not torch.cuda.is_available():
         console.print("[red]cukiln bench needs a CUDA GPU[/red]")
         return 2
+    if args.no_rotate and args.op != "decode":
+        console.print("[red]--no-rotate applies to `cukiln bench decode` only[/red]")
+        return 2
     if args.op == "rope-thd":
         from . import thd
 
@@ -178,7 +181,7 @@ def main(args) -> int:
     elif args.op == "decode":
         from . import decode
 
-        result = decode.bench(console, args.quick)
+        result = decode.bench(console, args.quick, rotate=not args.no_rotate)
         decode.print_bench(result, console)
     elif args.op == "overhead":
         from . import overhead

@@ -76,13 +76,13 @@ def _other_kernels() -> dict:
     return found
 
 
-def _bench_case(b: int, T: int, copy: float, others: dict) -> dict:
+def _bench_case(b: int, T: int, copy: float, others: dict, rotate: bool) -> dict:
     import torch
 
     import cukiln
 
     nbytes = moved_bytes(b, T)
-    sets = rotating_sets(lambda: _inputs(b, T), kv_bytes(b, T))
+    sets = rotating_sets(lambda: _inputs(b, T), kv_bytes(b, T)) if rotate else [_inputs(b, T)]
     outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
     contenders = {
         "cukiln": [lambda s=s, o=o: cukiln.decode_attention(*s, T, out=o) for s, o in zip(sets, outs)],
@@ -107,7 +107,9 @@ def _bench_case(b: int, T: int, copy: float, others: dict) -> dict:
     return row
 
 
-def bench(console: Console, quick: bool = False) -> dict:
+def bench(console: Console, quick: bool = False, rotate: bool = True) -> dict:
+    """Every case of BENCH_GRID (the first three with ``quick``); ``rotate=False`` times each call on one
+    input set, so that K/V which fit in L2 are served from it."""
     copy = copy_tbps()
     console.print(f"device-to-device copy: {copy:.3f} TB/s (read + write)")
     others = _other_kernels()
@@ -116,16 +118,18 @@ def bench(console: Console, quick: bool = False) -> dict:
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("decode cases", total=len(grid))
         for b, T in grid:
-            rows.append(_bench_case(b, T, copy, others))
+            rows.append(_bench_case(b, T, copy, others, rotate))
             progress.advance(task)
-    return {**run_metadata("decode", "cukiln bench decode" + (" --quick" if quick else "")), "copy_tbps": copy,
+    command = "cukiln bench decode" + (" --quick" if quick else "") + ("" if rotate else " --no-rotate")
+    return {**run_metadata("decode", command), "copy_tbps": copy, "rotating_buffers": rotate,
             "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
                       "capacity": f"T + {CAPACITY_SLACK}"},
             "others": sorted(others), "cases": rows}
 
 
 def print_bench(result: dict, console: Console) -> None:
-    table = Table(title=f"decode attention on {result['device']} — copy {result['copy_tbps']:.2f} TB/s",
+    inputs = "rotating input sets" if result.get("rotating_buffers", True) else "one input set (L2 warm)"
+    table = Table(title=f"decode attention on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, {inputs}",
                   title_justify="left")
     for col in ("b", "T", "K+V MB", "splits", "cukiln us", "x copy", "sdpa us", "sdpa x copy", "vs sdpa",
                 *result["others"]):
