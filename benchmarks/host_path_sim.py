@@ -6,7 +6,7 @@ three things that need a GPU replaced: planning returns a made-up plan (a RopePl
 the bound kernel already made), the driver's `cuCtxGetCurrent` / `cuLaunchKernelEx` are Python stubs
 (about 0.05 µs each, where the real calls take 0.2 and 3-5 µs) and torch's current-stream query returns 0.
 What it times is everything else: argument binding, the plan-cache key, pointer refill, the struct pack,
-the launch-configuration lookup and the autograd wrapper of `cukiln.torch.rope`:
+the launch-configuration lookup, the autograd wrapper of `cukiln.torch.rope` and the ops' dispatcher crossing:
 
     python benchmarks/host_path_sim.py        # µs per call, best of 7 rounds of 20 000 calls
 """
@@ -92,6 +92,7 @@ def paths() -> dict:
     freqs = torch.rand(1, 64)
     out = torch.empty_like(x)
     x_grad = torch.randn(1, 1, 1, 64, requires_grad=True)
+    op_args = (None, None, None, None, 10000.0, 1.0, "sbhd", False, None, None, None, None, None, 1, 0, None, False)
     return {
         "cukiln.rope (in place, base)": lambda: cukiln.rope(x, base=10000.0, inplace=True),
         "cukiln.rope (out=, freqs)": lambda: cukiln.rope(x, freqs=freqs, out=out),
@@ -99,6 +100,9 @@ def paths() -> dict:
         "cukiln.torch.rope (eager, in place, base)": lambda: ct.rope(x, base=10000.0, inplace=True),
         "cukiln.torch.rope (eager, allocates out, freqs)": lambda: ct.rope(x, freqs=freqs),
         "cukiln.torch.rope (x requires grad: autograd)": lambda: ct.rope(x_grad, base=10000.0),
+        "op cukiln::rope_ through the dispatcher (in place)": lambda: torch.ops.cukiln.rope_(x, *op_args),
+        "op cukiln::rope through the dispatcher (allocates)": lambda: torch.ops.cukiln.rope(x, *op_args),
+        "op cukiln::rope, x requires grad": lambda: torch.ops.cukiln.rope(x_grad, *op_args),
         "torch: x.add_(1.0) (CPU tensor)": lambda: x.add_(1.0),
         "torch.empty_like (CPU tensor)": lambda: torch.empty_like(x),
     }
