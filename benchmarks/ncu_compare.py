@@ -11,7 +11,8 @@ reports only those kernels. Decode: bf16, h_q 32, h_kv 8, d 128 (the bench's sha
 SDPA, for the cases DECODE_CASES or those given as `decode=8x512,1x8192`; RoPE: bf16 freqs forward on
 [s, b, h, d] = [4096, 2, 32, 128], cukiln against a copy of the same tensor; rope-partial: the bench's
 in-place rotary_dim = d/4 call on [4096, 1, 128, 128] beside the full-width out-of-place one (for the
-DRAM bytes each moves: `--metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum`).
+DRAM bytes each moves: `--metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum`);
+rope-views: [4096, 2, 32, 128] forward as sbhd and as a transposed (b, h, s, d) view, each beside a copy.
 Without ncu the script just runs the calls (a smoke test).
 """
 
@@ -56,6 +57,19 @@ def rope() -> None:
     _profiled("copy of the same tensor", lambda: out.copy_(x))
 
 
+def rope_views() -> None:
+    """[4096, 2, 32, 128] forward as sbhd and as a (b, h, s, d) tensor viewed as bshd (the bench's slowest
+    view), each beside a copy of the same tensor."""
+    s, b, h, d = 4096, 2, 32, 128
+    freqs = torch.rand(s, 1, 1, d, device="cuda") * 100
+    for label, x, layout in (
+            ("sbhd", torch.randn(s, b, h, d, device="cuda", dtype=torch.bfloat16), "sbhd"),
+            ("bhsd->bshd", torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2), "bshd")):
+        out = torch.empty_like(x)
+        _profiled(f"cukiln rope {label}", lambda: cukiln.rope(x, freqs=freqs, layout=layout, out=out))
+        _profiled(f"copy {label}", lambda: out.copy_(x))
+
+
 def rope_partial() -> None:
     s, b, h, d = 4096, 1, 128, 128
     x = torch.randn(s, b, h, d, device="cuda", dtype=torch.bfloat16)
@@ -71,4 +85,4 @@ if __name__ == "__main__":
         if cases:
             decode([tuple(int(n) for n in case.split("x")) for case in cases.split(",")])
         else:
-            {"decode": decode, "rope": rope, "rope-partial": rope_partial}[name]()
+            {"decode": decode, "rope": rope, "rope-partial": rope_partial, "rope-views": rope_views}[name]()
