@@ -37,13 +37,13 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     Runs on the current torch stream without synchronizing (``stream=`` picks another); CUDA-graph
     capturable. CuPy, JAX or any ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a
     copy and the results come back in q's framework (see cukiln.interop).
-    Not differentiable: with grad mode on, q, k_cache or v_cache requiring grad is refused.
+    Not differentiable: with grad mode on, q, k_cache, v_cache or out requiring grad is refused.
     """
     if not is_plain_torch_call(q, stream):  # other frameworks' arrays, or a stream named
         return call_with_foreign_arrays(decode_attention, locals())
     import torch
 
-    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)):
         if getattr(t, "requires_grad", False):
             refuse_untracked_gradient("cukiln.decode_attention", name)
 

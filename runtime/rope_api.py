@@ -93,13 +93,15 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     Runs on the current torch stream without synchronizing (``stream=`` picks another); CuPy, JAX or any
     ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a copy and the result comes back
     in x's framework (see cukiln.interop). Returns the output tensor.
-    Autograd does not see this call: with grad mode on, an x that requires grad is refused (cukiln.torch.rope
-    is the differentiable form); inside an autograd.Function, or on x.detach(), it runs as usual.
+    Autograd does not see this call: with grad mode on, an x or out that requires grad is refused
+    (cukiln.torch.rope is the differentiable form); inside an autograd.Function, or on x.detach(), it runs.
     """
     if not is_plain_torch_call(x, stream):  # other frameworks' arrays, or a stream named
         return call_with_foreign_arrays(rope, locals())
     if x.requires_grad:
         refuse_untracked_gradient("cukiln.rope", "x", "cukiln.torch.rope")
+    if out is not None and getattr(out, "requires_grad", False):
+        refuse_untracked_gradient("cukiln.rope", "out")
     # Positional: 19 keyword arguments would cost this call about a microsecond.
     return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
                     cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out)
