@@ -193,6 +193,9 @@ def _lengths(value, name: str, batch: int, device: int) -> tuple[int, int, Tenso
         raise TypeError(f"{name}: expected an int32 tensor, got dtype {value.dtype}")
     if value.shape != (batch,):
         raise ValueError(f"{name}: expected shape ({batch},) (one per row), got {value.shape}")
+    if batch > 1 and value.strides != (1,):  # the kernel reads lens[b] from the pointer alone
+        raise ValueError(f"{name}: expected a contiguous tensor (stride 1), got stride {value.strides[0]}; "
+                         f"pass {name}.contiguous()")
     if value.device != device:
         raise ValueError(f"{name}: expected a tensor on cuda:{device} (q's device), got one on device {value.device}")
     return value.ptr, 0, value

@@ -52,8 +52,13 @@ def as_torch(obj, name: str):
         return obj
     import torch
 
-    if kind == "cai":  # no __dlpack__
-        return torch.as_tensor(obj, device="cuda")
+    if kind == "cai":  # no __dlpack__: torch finds the device from the pointer (naming one copies to it)
+        tensor = torch.as_tensor(obj)
+        pointer = obj.__cuda_array_interface__["data"][0]
+        if tensor.numel() and tensor.data_ptr() != pointer:
+            raise TypeError(f"{name}: torch could not view the {type(obj).__name__}'s memory in place (it made a "
+                            f"copy), so cukiln's results would not reach it")
+        return tensor
     try:
         return torch.from_dlpack(obj)
     except Exception as e:  # e.g. a host array, or a dtype torch lacks

@@ -93,8 +93,8 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     Runs on the current torch stream without synchronizing (``stream=`` picks another); CuPy, JAX or any
     ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a copy and the result comes back
     in x's framework (see cukiln.interop). Returns the output tensor.
-    Autograd does not see this call: with grad mode on, an x or out that requires grad is refused
-    (cukiln.torch.rope is the differentiable form); inside an autograd.Function, or on x.detach(), it runs.
+    Autograd does not see this call: with grad mode on, an x, out or angle table that requires grad is refused
+    (cukiln.torch.rope is the differentiable form in x); inside an autograd.Function, or detached, it runs.
     """
     if not is_plain_torch_call(x, stream):  # other frameworks' arrays, or a stream named
         return call_with_foreign_arrays(rope, locals())
@@ -102,6 +102,11 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
         refuse_untracked_gradient("cukiln.rope", "x", "cukiln.torch.rope")
     if out is not None and getattr(out, "requires_grad", False):
         refuse_untracked_gradient("cukiln.rope", "out")
+    if ((freqs is not None and getattr(freqs, "requires_grad", False))
+            or (cos is not None and getattr(cos, "requires_grad", False))
+            or (sin is not None and getattr(sin, "requires_grad", False))
+            or (inv_freq is not None and getattr(inv_freq, "requires_grad", False))):
+        refuse_untracked_gradient("cukiln.rope", "an angle table")
     # Positional: 19 keyword arguments would cost this call about a microsecond.
     return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
                     cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out)
@@ -231,7 +236,9 @@ def _check_out_overlaps(pointers, spans, checks) -> None:
 def _plan_and_describe(args, *, base, scale, layout, interleaved, rotary_dim, backward, inplace, fresh, cu_host,
                        cp_size, cp_rank, max_seqlen, thd_dispatch) -> _CachedPlan:
     """Full validation and planning; records where the pointers go so that later calls only refill them."""
-    infos = [None if t is None or isinstance(t, int) else from_torch(t, name) for name, t in zip(_TENSOR_ARGS, args)]
+    # Only offsets takes an int; an int anywhere else is refused by from_torch (it would be no tensor at all).
+    infos = [None if t is None or (name == "offsets" and isinstance(t, int)) else from_torch(t, name)
+             for name, t in zip(_TENSOR_ARGS, args)]
     x, out, freqs, cos, sin, inv_freq, positions, offsets, cu_seqlens = infos
     offsets_arg = args[7] if isinstance(args[7], int) or args[7] is None else offsets
     guarded = tuple((name, info) for name, info in zip(_TENSOR_ARGS[2:], infos[2:]) if info is not None)

@@ -22,6 +22,9 @@ LAYOUTS = DENSE_LAYOUTS + ("thd",)
 THD_DISPATCH_MODES = ("auto", "token", "grid")
 GRID_Y_MAX = 65535  # CUDA's limit on gridDim.y: grid dispatch puts the sequences there
 INT32_MAX = 2**31 - 1
+# The kernels' token loops step an int index by the grid's width (about the token count) past the last
+# token: twice the tokens, plus a block's rows (at most 1024), must fit in an int.
+MAX_TOKENS = (INT32_MAX - 1024) // 2
 
 
 @dataclass(frozen=True)
@@ -357,8 +360,9 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
             raise ValueError(f"out: overlaps {name}, which the kernel reads while it writes out")
 
     tokens = S * B
-    if tokens > INT32_MAX or H > INT32_MAX // max(D, 1):
-        raise ValueError(f"x: at most {INT32_MAX} tokens (seq x batch) and heads x head_dim, got shape {list(x.shape)}")
+    if tokens > MAX_TOKENS or H > INT32_MAX // max(D, 1):
+        raise ValueError(f"x: at most {MAX_TOKENS} tokens (seq x batch) and {INT32_MAX} heads x head_dim, "
+                         f"got shape {list(x.shape)}")
     if x.numel == 0:
         return None
 

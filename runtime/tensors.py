@@ -47,7 +47,9 @@ class TensorInfo:
         return a0 < b1 and b0 < a1 and self.device == other.device
 
     def same_view(self, other: "TensorInfo") -> bool:
-        return self.ptr == other.ptr and self.shape == other.shape and self.strides == other.strides
+        """The same elements of the same type (a view of other memory as another dtype is not)."""
+        return (self.ptr == other.ptr and self.shape == other.shape and self.strides == other.strides
+                and self.dtype == other.dtype)
 
     def has_internal_overlap(self) -> bool:
         """True when two indices can reach one element (a broadcast, stride-0 dimension)."""

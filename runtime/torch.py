@@ -58,14 +58,22 @@ class _RopeGrad(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, run, arguments: tuple, backward: bool, inplace: bool):
-        ctx.run, ctx.arguments, ctx.backward = run, arguments, backward
+        # The tensor arguments (tables, positions, offsets) go through save_for_backward, whose version
+        # check makes a backward after one of them was changed in place raise instead of using new values.
+        ctx.tensor_slots = tuple(i for i, a in enumerate(arguments) if isinstance(a, torch.Tensor))
+        ctx.save_for_backward(*(arguments[i] for i in ctx.tensor_slots))
+        ctx.run, ctx.backward = run, backward
+        ctx.arguments = tuple(None if isinstance(a, torch.Tensor) else a for a in arguments)
         if inplace:
             ctx.mark_dirty(x)
         return run(x, arguments, backward, inplace)
 
     @staticmethod
     def backward(ctx, grad):
-        return ctx.run(grad, ctx.arguments, not ctx.backward, False), None, None, None, None
+        arguments = list(ctx.arguments)
+        for i, t in zip(ctx.tensor_slots, ctx.saved_tensors):
+            arguments[i] = t
+        return ctx.run(grad, tuple(arguments), not ctx.backward, False), None, None, None, None
 
 
 def _run_eager(x, arguments: tuple, backward: bool, inplace: bool):

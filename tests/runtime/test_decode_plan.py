@@ -265,6 +265,8 @@ def _bad(**changes):
     (dict(kv_lens=contiguous((2,), dtype="int64")), TypeError, "int32"),
     (dict(kv_lens=contiguous((3,), dtype="int32")), ValueError, "one per row"),
     (dict(kv_lens=contiguous((2,), dtype="int32", device=1)), ValueError, "device"),
+    (dict(kv_lens=TensorInfo(BASE * 9000, (2,), (2,), "int32", 0)), ValueError, "kv_lens: expected a contiguous"),
+    (dict(kv_start=TensorInfo(BASE * 9000, (2,), (0,), "int32", 0)), ValueError, "kv_start: expected a contiguous"),
     (dict(kv_start=101), ValueError, "kv_start"),
     (dict(kv_start=-2), ValueError, "kv_start"),
     (dict(kv_layout="bhds"), ValueError, "kv_layout"),

@@ -90,3 +90,23 @@ def test_decode_attention_takes_cupy_caches_and_returns_cupy_results():
     want, want_lse = cukiln.decode_attention(q, k, v, lens, return_lse=True)
     torch.testing.assert_close(torch.from_dlpack(out), want, rtol=0, atol=0)
     torch.testing.assert_close(torch.from_dlpack(lse), want_lse, rtol=0, atol=0)
+
+
+class _CudaArrayInterfaceOnly:
+    """An array that speaks only __cuda_array_interface__ (as Numba's device arrays do), over a tensor."""
+
+    def __init__(self, tensor):
+        self._tensor = tensor  # keeps the memory alive
+        self.__cuda_array_interface__ = tensor.__cuda_array_interface__
+
+
+def test_cuda_array_interface_arrays_are_written_in_place():
+    x, freqs = _rope_inputs()
+    expected = cukiln.rope(x, freqs=freqs)
+    out = torch.full_like(x, float("nan"))
+    cukiln.rope(_CudaArrayInterfaceOnly(x), freqs=_CudaArrayInterfaceOnly(freqs), out=_CudaArrayInterfaceOnly(out))
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    cukiln.rope(_CudaArrayInterfaceOnly(x), freqs=freqs, inplace=True)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(x, expected, rtol=0, atol=0)

@@ -153,6 +153,14 @@ def test_bad_input_raises_before_anything_is_written():
         cukiln.rope(x, freqs=freqs, offsets=1, out=out)  # positions 1..8 exceed an 8-row table
     with pytest.raises(ValueError, match="out"):
         cukiln.rope(x, freqs=freqs, out=x[1:2].expand(8, 1, 2, 32))
+    # only offsets takes an int: an int for a tensor argument is refused, not read as "none given"
+    for name, value in (("positions", 5), ("cu_seqlens", 3)):
+        with pytest.raises(TypeError, match=f"{name}: expected a torch.Tensor"):
+            cukiln.rope(x, freqs=freqs, out=out, **{name: value})
+    with pytest.raises(TypeError, match="inv_freq: expected a torch.Tensor"):
+        cukiln.rope(x, base=10000.0, inv_freq=2, out=out)
+    with pytest.raises(ValueError, match="out: expected shape"):  # x's memory seen as another dtype
+        cukiln.rope(x, freqs=freqs, out=x.view(torch.int32))
     torch.cuda.synchronize()
     assert torch.isnan(out).all()
 

@@ -242,3 +242,23 @@ def test_the_tuned_launch_rule_applies_to_dense_layouts_of_its_arch(monkeypatch)
     thd = contiguous((256, 32, 128))
     positions = contiguous((256,), "int32", BASE * 2)
     assert plan_rope(thd, out_like(thd), base=10000.0, layout="thd", positions=positions, arch="sm_90").key[4:6] == (0, 8)
+
+
+def test_token_count_is_capped_where_the_kernels_int_token_loop_would_wrap():
+    from cukiln.rope_plan import MAX_TOKENS
+
+    assert 2 * MAX_TOKENS + 1024 <= 2**31 - 1
+    x = contiguous((MAX_TOKENS, 1, 1, 8))
+    assert plan_rope(x, out_like(x, ptr=BASE * 64), base=10000.0) is not None
+    for shape in ((MAX_TOKENS + 1, 1, 1, 8), (2**30, 2, 1, 8)):
+        x = contiguous(shape)
+        with pytest.raises(ValueError, match=f"at most {MAX_TOKENS} tokens"):
+            plan_rope(x, out_like(x, ptr=BASE * 64), base=10000.0)
+
+
+def test_out_viewing_x_as_another_dtype_is_not_in_place():
+    x = contiguous((8, 2, 4, 64), "fp16")
+    as_bf16 = TensorInfo(x.ptr, x.shape, x.strides, "bf16", x.device)
+    assert not as_bf16.same_view(x)
+    with pytest.raises(ValueError, match="out: expected shape"):
+        plan_rope(x, as_bf16, base=10000.0)

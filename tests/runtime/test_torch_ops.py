@@ -68,3 +68,23 @@ def test_wrappers_reject_out_and_bad_lengths():
         ct.decode_attention(x, x, x, 1, out=x)
     with pytest.raises(TypeError, match="kv_lens"):
         ct.decode_attention(x, x, x, None)
+
+
+def test_a_backward_after_its_positions_changed_in_place_raises(monkeypatch):
+    """The eager autograd path on the CPU, with the float64 reference standing in for the kernel."""
+    from cukiln import reference
+
+    def reference_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions,
+                       offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out):
+        return reference.rope(x, base=base, positions=positions, backward=backward).to(x.dtype)
+
+    monkeypatch.setattr(ct, "run_rope", reference_rope)
+    x = torch.randn(8, 1, 2, 16, dtype=torch.float64, requires_grad=True)
+    positions = torch.arange(8, dtype=torch.int32)
+    y = ct.rope(x, base=10000.0, positions=positions)
+    grad = torch.randn_like(y)
+    (gx,) = torch.autograd.grad(y, x, grad, retain_graph=True)
+    assert torch.allclose(gx, reference.rope(grad, base=10000.0, positions=positions, backward=True))
+    positions.add_(1000)  # a reused positions buffer, rewritten before the backward
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        torch.autograd.grad(y, x, grad)
