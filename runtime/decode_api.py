@@ -10,7 +10,7 @@ from .decode_plan import PIPELINE_ENV, PIPELINES, DecodePlan, plan_decode
 from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import launch
 from .loader import KERNELS
-from .tensors import from_torch, refuse_untracked_gradient
+from .tensors import from_torch, refuse_untracked_gradients
 
 
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
@@ -43,10 +43,8 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
         return call_with_foreign_arrays(decode_attention, locals())
     import torch
 
-    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)):
-        if getattr(t, "requires_grad", False):
-            refuse_untracked_gradient("cukiln.decode_attention", name)
-
+    refuse_untracked_gradients("cukiln.decode_attention",
+                               (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)))
     plan, result, tensors = _plan(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start,
                                   scale=scale, softcap=softcap, num_splits=num_splits, out=out, return_lse=return_lse)
     lse = torch.empty((plan.batch, plan.heads_q), dtype=torch.float32, device=q.device) if return_lse else None

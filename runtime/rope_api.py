@@ -15,7 +15,7 @@ from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import kernel
 from .loader import KERNELS
 from .rope_plan import RopePlan, plan_rope
-from .tensors import from_torch, refuse_untracked_gradient
+from .tensors import from_torch, refuse_untracked_gradients
 
 # Tensor arguments in a fixed order: the plan's pointer fields name them.
 _TENSOR_ARGS = ("x", "out", "freqs", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens")
@@ -98,15 +98,14 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     """
     if not is_plain_torch_call(x, stream):  # other frameworks' arrays, or a stream named
         return call_with_foreign_arrays(rope, locals())
-    if x.requires_grad:
-        refuse_untracked_gradient("cukiln.rope", "x", "cukiln.torch.rope")
-    if out is not None and getattr(out, "requires_grad", False):
-        refuse_untracked_gradient("cukiln.rope", "out")
-    if ((freqs is not None and getattr(freqs, "requires_grad", False))
+    # Written out (not a loop over the tensors) because it runs on every call.
+    if (x.requires_grad or (out is not None and getattr(out, "requires_grad", False))
+            or (freqs is not None and getattr(freqs, "requires_grad", False))
             or (cos is not None and getattr(cos, "requires_grad", False))
             or (sin is not None and getattr(sin, "requires_grad", False))
             or (inv_freq is not None and getattr(inv_freq, "requires_grad", False))):
-        refuse_untracked_gradient("cukiln.rope", "an angle table")
+        refuse_untracked_gradients("cukiln.rope", (("x", x), ("out", out), ("freqs", freqs), ("cos", cos),
+                                                   ("sin", sin), ("inv_freq", inv_freq)), "cukiln.torch.rope")
     # Positional: 19 keyword arguments would cost this call about a microsecond.
     return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
                     cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out)

@@ -72,16 +72,19 @@ def describe(value) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-def refuse_untracked_gradient(function: str, name: str, differentiable: str | None = None) -> None:
-    """For an argument that requires grad: raise when grad mode is on, since autograd would treat the
-    result as a constant (a gradient silently dropped) or miss an in-place write."""
+def refuse_untracked_gradients(function: str, named_tensors, differentiable: str | None = None) -> None:
+    """With grad mode on, raise for the first (name, tensor) that requires grad: autograd does not see
+    ``function``, so it would treat the result as a constant (a gradient silently dropped) or miss a write.
+    ``differentiable`` names the form of the call that autograd does see, in x."""
     import torch
 
     if not torch.is_grad_enabled():
         return
-    instead = f"use {differentiable}, which is differentiable, or " if differentiable else ""
-    raise RuntimeError(f"{name} requires grad, but autograd does not see {function} (the gradient through it "
-                       f"would be lost): {instead}pass a detached tensor or run under torch.no_grad()")
+    for name, t in named_tensors:
+        if getattr(t, "requires_grad", False):
+            instead = f"use {differentiable}, which is differentiable in x, or " if differentiable else ""
+            raise RuntimeError(f"{name} requires grad, but autograd does not see {function} (the gradient through "
+                               f"it would be lost): {instead}pass a detached tensor or run under torch.no_grad()")
 
 
 def from_torch(t, name: str, *, cuda: bool = True) -> TensorInfo:

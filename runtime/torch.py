@@ -9,8 +9,8 @@ implementation, so torch.compile traces them without running them. Gradients: ro
 backward kernel on the incoming gradient (the exact vector-Jacobian product); angle tables, positions,
 offsets and cu_seqlens get none. ``cukiln.torch.rope(..., inplace=True)`` is differentiable too (eager:
 the kernel in place, marked as such for autograd; traced: the out-of-place op and a copy into x), while
-the op ``cukiln::rope_`` and decode attention are not: given a tensor that requires grad, they raise
-rather than return a result that autograd would silently treat as a constant.
+the op ``cukiln::rope_`` and decode attention are not: given a tensor that requires grad (grad mode on),
+they raise rather than return a result that autograd would silently treat as a constant.
 Arguments that take an int or a tensor in cukiln (offsets, kv_lens, kv_start) travel as two op arguments.
 
 An eager call (a plain tensor, no torch.compile, functorch transform or dispatch mode watching) runs the
@@ -25,6 +25,7 @@ import torch
 
 from .decode_api import decode_attention as _decode_attention
 from .rope_api import run_rope
+from .tensors import refuse_untracked_gradients
 
 
 def _eager(x: torch.Tensor) -> bool:
@@ -47,8 +48,7 @@ def _refuse_leaf_in_place(x: torch.Tensor) -> None:
                            "as torch refuses any in-place operation on one; use inplace=False")
 
 
-def _decode_wants_grad(q, k_cache, v_cache) -> bool:
-    return torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k_cache, v_cache))
+_SCALARS = frozenset((int, float, bool, str))
 
 
 class _RopeGrad(torch.autograd.Function):
@@ -58,22 +58,20 @@ class _RopeGrad(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, run, arguments: tuple, backward: bool, inplace: bool):
-        # The tensor arguments (tables, positions, offsets) go through save_for_backward, whose version
-        # check makes a backward after one of them was changed in place raise instead of using new values.
-        ctx.tensor_slots = tuple(i for i, a in enumerate(arguments) if isinstance(a, torch.Tensor))
-        ctx.save_for_backward(*(arguments[i] for i in ctx.tensor_slots))
-        ctx.run, ctx.backward = run, backward
-        ctx.arguments = tuple(None if isinstance(a, torch.Tensor) else a for a in arguments)
+        result = run(x, arguments, backward, inplace)  # first: it validates every argument
+        ctx.run, ctx.arguments, ctx.backward = run, arguments, backward
+        # The tensor arguments (tables, positions, offsets) are also saved for backward, for the version
+        # check on unpacking: a backward after one of them was changed in place raises. Once validated, an
+        # argument that is not a scalar is a tensor (a type test: isinstance with torch.Tensor is slow).
+        ctx.save_for_backward(*[a for a in arguments if a is not None and type(a) not in _SCALARS])
         if inplace:
             ctx.mark_dirty(x)
-        return run(x, arguments, backward, inplace)
+        return result
 
     @staticmethod
     def backward(ctx, grad):
-        arguments = list(ctx.arguments)
-        for i, t in zip(ctx.tensor_slots, ctx.saved_tensors):
-            arguments[i] = t
-        return ctx.run(grad, tuple(arguments), not ctx.backward, False), None, None, None, None
+        ctx.saved_tensors  # noqa: B018 (unpacked for the version check alone; ctx.arguments holds them too)
+        return ctx.run(grad, ctx.arguments, not ctx.backward, False), None, None, None, None
 
 
 def _run_eager(x, arguments: tuple, backward: bool, inplace: bool):
@@ -168,9 +166,8 @@ def _rope_autograd(x, *arguments):
 
 
 def _rope_inplace_autograd(x, *arguments):
-    if _wants_grad(x):
-        raise RuntimeError("cukiln::rope_: the in-place op is not differentiable and x requires grad; "
-                           "cukiln.torch.rope(x, ..., inplace=True) is, and so is the op cukiln::rope")
+    if x.requires_grad:  # tested first: the helper's grad-mode query would cost every call
+        refuse_untracked_gradients("cukiln::rope_", (("x", x),), "cukiln.torch.rope(x, ..., inplace=True)")
     if _eager(x):
         return _rope_inplace_kernel(x, *arguments)
     with torch._C._AutoDispatchBelowAutograd():
@@ -178,9 +175,7 @@ def _rope_inplace_autograd(x, *arguments):
 
 
 def _decode_autograd(q, k_cache, v_cache, *arguments):
-    if _decode_wants_grad(q, k_cache, v_cache):
-        raise RuntimeError("cukiln::decode_attention is not differentiable and q, k_cache or v_cache requires "
-                           "grad; run it under torch.no_grad() or on detached tensors")
+    refuse_untracked_gradients("cukiln::decode_attention", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)))
     if _eager(q):
         return _decode_kernel(q, k_cache, v_cache, *arguments)
     with torch._C._AutoDispatchBelowAutograd():
@@ -233,7 +228,7 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
                          "for out=")
     if not isinstance(kv_lens, (int, torch.Tensor)) or isinstance(kv_lens, bool):
         raise TypeError(f"kv_lens: expected an int or an int32 tensor [b], got {type(kv_lens).__name__}")
-    if _eager(q) and not _decode_wants_grad(q, k_cache, v_cache):
+    if _eager(q):  # decode_attention refuses tensors that require grad, as the op's autograd kernel does
         return _decode_attention(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
                                  softcap=softcap, num_splits=num_splits, return_lse=return_lse)
     lens_tensor = kv_lens if isinstance(kv_lens, torch.Tensor) else None
