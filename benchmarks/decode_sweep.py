@@ -37,10 +37,14 @@ from raw_launch import allow_shared, launcher, load_functions, sdpa_case, sweep_
 # with 128-key tiles); whole K/V tiles bulk-prefetched into L2 (`cp.async.bulk.prefetch.L2`, one thread, 2-4
 # tiles ahead of the copies; results/decode-l2-ahead-sweep-h100-2026-11-25.json: at best 0.85-0.94x copy
 # against 0.93-0.99x without at b = 32-128; b = 1, T = 128k 0.962 against 0.944, b = 8 within 1 %).
+# The fifth field: the next tile's copies issued before the wait for the current one (render.DECODE_ISSUE_EARLY).
 CONFIGS = {
-    "w4_s2": (2, 4, 16, render.DECODE_L2_PREFETCH),
-    "w4_s3": (3, 4, 16, render.DECODE_L2_PREFETCH),
-    "w4k32_s2": (2, 4, 32, render.DECODE_L2_PREFETCH),
+    "w4_s2": (2, 4, 16, render.DECODE_L2_PREFETCH, False),
+    "w4_s3": (3, 4, 16, render.DECODE_L2_PREFETCH, False),
+    "w4k32_s2": (2, 4, 32, render.DECODE_L2_PREFETCH, False),
+    "w4_s2_early": (2, 4, 16, render.DECODE_L2_PREFETCH, True),
+    "w4_s3_early": (3, 4, 16, render.DECODE_L2_PREFETCH, True),
+    "w4k32_s2_early": (2, 4, 32, render.DECODE_L2_PREFETCH, True),
 }
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 HEAD_DIM = 128
@@ -50,7 +54,7 @@ COMBINE = DecodeCombineVariant(Dtype.BF16, HEAD_DIM)
 def build(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     index = {}
-    for name, (stages, warps, keys, l2_prefetch) in CONFIGS.items():
+    for name, (stages, warps, keys, l2_prefetch, issue_early) in CONFIGS.items():
         tile = warps * keys
         # the build's variant of this tile (its name is the symbol); the geometry is the config's
         attention = DecodeVariant(Dtype.BF16, HEAD_DIM, 3, 8, Pipeline.WIDE if tile == 128 else Pipeline.NARROW)
@@ -58,11 +62,13 @@ def build(out_dir: Path) -> None:
         resident = decode_abi.min_blocks_per_sm(HEAD_DIM, n_stages=stages, warps=warps, tile=tile)
         source = render.render_decode_module(Dtype.BF16, [attention, COMBINE], warps=warps,
                                              geometry={attention.name: (tile, stages, resident)})
-        headers = render.render_headers(decode_warps=warps, decode_l2_prefetch=l2_prefetch)
+        headers = render.render_headers(decode_warps=warps, decode_l2_prefetch=l2_prefetch,
+                                        decode_issue_early=issue_early)
         cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)
         (out_dir / f"{name}.cubin").write_bytes(cubin)
         resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
         index[name] = {"stages": stages, "warps": warps, "keys_per_warp": keys, "l2_prefetch": l2_prefetch,
+                       "issue_early": issue_early,
                        "symbol": attention.name,
                        "shared": shared,
                        "resources": resources}

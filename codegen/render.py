@@ -23,6 +23,9 @@ MIN_BLOCKS_PER_SM = 3
 # Size qualifier of the decode kernel's 16-byte K/V copies ("", ".L2::128B" or ".L2::256B": how much the L2
 # fetches from memory around each one).
 DECODE_L2_PREFETCH = ".L2::128B"
+# Whether the decode loop puts the next tile's copies in flight before it waits for the current tile
+# (kStages tiles in flight during the wait, two barriers a tile) rather than after (kStages - 1, one).
+DECODE_ISSUE_EARLY = False
 
 _CTYPE = {Dtype.FP32: "float", Dtype.FP16: "f16", Dtype.BF16: "bf16"}
 
@@ -40,7 +43,8 @@ def _environment() -> jinja2.Environment:
 
 
 def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, decode_l2_prefetch: str = DECODE_L2_PREFETCH,
-                   decode_warps: int = decode_abi.WARPS) -> dict[str, str]:
+                   decode_warps: int = decode_abi.WARPS, decode_issue_early: bool = DECODE_ISSUE_EARLY
+                   ) -> dict[str, str]:
     """Every header the modules include: name -> source (written to generated/, handed to NVRTC).
 
     Keyword arguments here and in render_rope_module / render_decode_module exist for experiments
@@ -51,7 +55,8 @@ def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, decode_l2_prefetch
         ROPE_HEADER: _environment().get_template("rope.cuh.j2").render(heads_in_flight=heads_in_flight),
         DECODE_HEADER: _environment().get_template("decode.cuh.j2").render(
             head_rows=decode_abi.HEAD_ROWS, warps=decode_warps, row_padding=decode_abi.ROW_PADDING,
-            l2_prefetch=decode_l2_prefetch, max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS),
+            l2_prefetch=decode_l2_prefetch, max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS,
+            issue_early=decode_issue_early),
     }
 
 
