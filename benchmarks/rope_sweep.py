@@ -5,8 +5,9 @@ Two steps, so the compiling happens on a machine without a GPU:
     python benchmarks/rope_sweep.py build DIR          # render + compile every config for sm_90 into DIR
     python benchmarks/rope_sweep.py run DIR [--out F]  # GPU: time every config x launch shape x case
 
-Compile-time knobs: heads in flight per thread, the __launch_bounds__ minimum of blocks per SM (an
-earlier version also tried L2 prefetch hints on loads: results/rope-sweep-prefetch-h100-2026-11-23.json).
+Compile-time knobs: heads in flight per thread, the __launch_bounds__ minimum of blocks per SM, the
+evict-first (`.cs`) hint on x's loads and out's stores (an earlier version also tried L2 prefetch hints on
+loads: results/rope-sweep-prefetch-h100-2026-11-23.json).
 Launch-time knobs: threads per block, block rows (tokens) per block, and a grid
 capped at a multiple of the SM count (blocks then loop over tokens). Each row is timed as bench does
 (CUDA events, median, rotating buffers) beside a copy of the same bytes and a 1 GiB copy.
@@ -24,14 +25,15 @@ from cukiln.codegen.variants import Dtype, parse_rope_name
 
 from raw_launch import launcher, load_functions, sweep_main
 
-CONFIGS = {  # name -> (heads in flight, min blocks per SM, max threads per block)
-    "h4_b2": (4, 2, 256),
-    "h2_b3": (2, 3, 256),
-    "h8_b1": (8, 1, 256),
-    "h8_b2_t128": (8, 2, 128),
-    "h4_b4_t128": (4, 4, 128),
-    "h4_b8_t64": (4, 8, 64),
+# name -> (heads in flight, min blocks per SM, max threads per block, evict-first hints on x and out). Earlier
+# runs also tried (8, 1, 256), (8, 2, 128), (4, 4, 128), (4, 8, 64) (results/rope-sweep-h100-2026-11-23.json).
+CONFIGS = {
+    "h2_b3": (2, 3, 256, False),
+    "h2_b3_cs": (2, 3, 256, True),
+    "h4_b2": (4, 2, 256, False),
+    "h4_b2_cs": (4, 2, 256, True),
 }
+DEFAULT_CONFIG = "h2_b3"  # the build's (render.HEADS_IN_FLIGHT, MIN_BLOCKS_PER_SM, MAX_THREADS_PER_BLOCK)
 SYMBOLS = [f"rope_bf16_dense_half_freqs_s{s}_v8" for s in (0, 3)]
 
 
@@ -39,13 +41,13 @@ def build(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     variants = [parse_rope_name(s) for s in SYMBOLS]
     index = {}
-    for name, (heads, min_blocks, threads) in CONFIGS.items():
+    for name, (heads, min_blocks, threads, streaming) in CONFIGS.items():
         source = render.render_rope_module(Dtype.BF16, variants, min_blocks=min_blocks, max_threads=threads)
-        headers = render.render_headers(heads_in_flight=heads)
+        headers = render.render_headers(heads_in_flight=heads, rope_streaming=streaming)
         cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)
         (out_dir / f"{name}.cubin").write_bytes(cubin)
         resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
-        index[name] = {"heads_in_flight": heads, "min_blocks": min_blocks, "max_threads": threads,
+        index[name] = {"heads_in_flight": heads, "min_blocks": min_blocks, "max_threads": threads, "streaming": streaming,
                        "resources": resources}
         regs = {k: (v["registers"], v["spill_store_bytes"] + v["spill_load_bytes"]) for k, v in resources.items()}
         print(f"{name}: {seconds:.1f} s, (registers, spill bytes) {regs}")
@@ -115,7 +117,7 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
         symbol = plans[0].symbol
         copy_row["default_block"] = list(plans[0].block)
         rows.append(copy_row)
-        groups = rd // 2 // plans[0].key[-1]
+        groups = rd // 2 // parse_rope_name(symbol).vec
         for name, cfg in index.items():
             fn = functions[name][symbol]
             for label, block, grid in _launch_shapes(groups, H, S * B, cfg["heads_in_flight"], cfg["max_threads"],
@@ -136,7 +138,7 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
         timed = [r for r in rows if r["case"] == case and "tbps" in r]
         best = sorted(timed, key=lambda r: r["ms"])[:3]
         default_block = [r for r in rows if r["case"] == case and "default_block" in r][0]["default_block"]
-        base = [r for r in timed if r["config"] == "h4_b2" and r["block"] == default_block][0]
+        base = [r for r in timed if r["config"] == DEFAULT_CONFIG and r["block"] == default_block][0]
         print(f"{case}: default {base['x_big_copy']:.3f}; best " +
               "; ".join(f"{r['config']} {r['launch']} {r['x_big_copy']:.3f}" for r in best))
 

@@ -20,6 +20,8 @@ MAX_THREADS_PER_BLOCK = 256
 HEADS_IN_FLIGHT = 2
 # Blocks per multiprocessor the register allocation must allow (__launch_bounds__ minimum).
 MIN_BLOCKS_PER_SM = 3
+# Whether rope's loads of x and stores of out carry the evict-first (`.cs`) cache hint.
+ROPE_STREAMING = True
 # Size qualifier of the decode kernel's 16-byte K/V copies ("", ".L2::128B" or ".L2::256B": how much the L2
 # fetches from memory around each one).
 DECODE_L2_PREFETCH = ".L2::128B"
@@ -42,7 +44,8 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, decode_l2_prefetch: str = DECODE_L2_PREFETCH,
+def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, rope_streaming: bool = ROPE_STREAMING,
+                   decode_l2_prefetch: str = DECODE_L2_PREFETCH,
                    decode_warps: int = decode_abi.WARPS, decode_issue_early: bool = DECODE_ISSUE_EARLY
                    ) -> dict[str, str]:
     """Every header the modules include: name -> source (written to generated/, handed to NVRTC).
@@ -52,7 +55,8 @@ def render_headers(*, heads_in_flight: int = HEADS_IN_FLIGHT, decode_l2_prefetch
     """
     return {
         COMMON_HEADER: _environment().get_template("common.cuh.j2").render(),
-        ROPE_HEADER: _environment().get_template("rope.cuh.j2").render(heads_in_flight=heads_in_flight),
+        ROPE_HEADER: _environment().get_template("rope.cuh.j2").render(heads_in_flight=heads_in_flight,
+                                                                      streaming=rope_streaming),
         DECODE_HEADER: _environment().get_template("decode.cuh.j2").render(
             head_rows=decode_abi.HEAD_ROWS, warps=decode_warps, row_padding=decode_abi.ROW_PADDING,
             l2_prefetch=decode_l2_prefetch, max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS,

@@ -55,9 +55,44 @@ template <> __device__ __forceinline__ bf16 from_float<bf16>(float f) {
 template <typename T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
 
 // Every vector starts at an address aligned to its size; with a strided last dimension N is 1.
-template <typename T, int N>
+// Streaming: the access carries the evict-first hint (`.cs`) of data touched once, for widths of 4, 8 and
+// 16 bytes (narrower ones go plain).
+template <typename T, int N, bool Streaming = false>
 __device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
-  return *reinterpret_cast<const Vec<T, N>*>(p);
+  constexpr int kBytes = sizeof(T) * N;
+  if constexpr (Streaming && kBytes == 16) {
+    Vec<T, N> r;
+    unsigned* u = reinterpret_cast<unsigned*>(&r);
+    asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(p));
+    return r;
+  } else if constexpr (Streaming && kBytes == 8) {
+    Vec<T, N> r;
+    unsigned* u = reinterpret_cast<unsigned*>(&r);
+    asm volatile("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(u[0]), "=r"(u[1]) : "l"(p));
+    return r;
+  } else if constexpr (Streaming && kBytes == 4) {
+    Vec<T, N> r;
+    asm volatile("ld.global.cs.u32 %0, [%1];" : "=r"(*reinterpret_cast<unsigned*>(&r)) : "l"(p));
+    return r;
+  } else {
+    return *reinterpret_cast<const Vec<T, N>*>(p);
+  }
+}
+
+template <typename T, int N, bool Streaming = false>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& vec) {
+  constexpr int kBytes = sizeof(T) * N;
+  const unsigned* u = reinterpret_cast<const unsigned*>(&vec);
+  if constexpr (Streaming && kBytes == 16) {
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u[0]), "r"(u[1]), "r"(u[2]), "r"(u[3])
+                 : "memory");
+  } else if constexpr (Streaming && kBytes == 8) {
+    asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(u[0]), "r"(u[1]) : "memory");
+  } else if constexpr (Streaming && kBytes == 4) {
+    asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(u[0]) : "memory");
+  } else {
+    *reinterpret_cast<Vec<T, N>*>(p) = vec;
+  }
 }
 
 template <typename T, int N>
@@ -66,18 +101,18 @@ __device__ __forceinline__ void to_floats(const Vec<T, N>& vec, float (&out)[N])
   for (int k = 0; k < N; ++k) out[k] = to_float(vec.v[k]);
 }
 
-template <typename T, int N>
+template <typename T, int N, bool Streaming = false>
 __device__ __forceinline__ void store_floats(T* p, const float (&in)[N]) {
   Vec<T, N> vec;
 #pragma unroll
   for (int k = 0; k < N; ++k) vec.v[k] = from_float<T>(in[k]);
-  *reinterpret_cast<Vec<T, N>*>(p) = vec;
+  store_vec<T, N, Streaming>(p, vec);
 }
 
 // Moves N elements without converting them (the untouched tail of a partial rotary).
-template <typename T, int N>
+template <typename T, int N, bool Streaming = false>
 __device__ __forceinline__ void copy_vec(T* dst, const T* src) {
-  *reinterpret_cast<Vec<T, N>*>(dst) = *reinterpret_cast<const Vec<T, N>*>(src);
+  store_vec<T, N, Streaming>(dst, load_vec<T, N, Streaming>(src));
 }
 
 // An angle in radians, reduced to [-pi, pi] in double precision and returned as float, so that

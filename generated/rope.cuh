@@ -14,6 +14,9 @@ namespace rope {
 // Heads whose loads a thread issues before the first store: independent 16-byte loads in flight,
 // and correct in place because every load of an iteration happens before any of its stores.
 constexpr int kHeadsInFlight = 2;
+// x and out are each touched once: their accesses carry the evict-first hint when kStreaming (the angle
+// tables, read again by every block of a token, keep the default).
+constexpr bool kStreaming = true;
 
 struct Geometry {
   int tokens, seq_len, batch, heads, head_dim, rotary_dim;
@@ -267,8 +270,8 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, b
         const int h = h0 + u * blockDim.y;
         if (h < g.heads) {
           const T* row = x + x_rows.row(t, s, b, h);
-          a[u] = load_vec<T, V>(row + x_rows.elem(lo));
-          bv[u] = load_vec<T, V>(row + x_rows.elem(hi));
+          a[u] = load_vec<T, V, kStreaming>(row + x_rows.elem(lo));
+          bv[u] = load_vec<T, V, kStreaming>(row + x_rows.elem(hi));
         }
       }
       // The angles are computed while the first loads are in flight, then reused for every head.
@@ -286,8 +289,8 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, b
           to_floats(bv[u], fb);
           rotate<V, INTERLEAVED>(fa, fb, c_lo, s_lo, c_hi, s_hi);
           T* row = out + out_rows.row(t, s, b, h);
-          store_floats<T, V>(row + out_rows.elem(lo), fa);
-          store_floats<T, V>(row + out_rows.elem(hi), fb);
+          store_floats<T, V, kStreaming>(row + out_rows.elem(lo), fa);
+          store_floats<T, V, kStreaming>(row + out_rows.elem(hi), fb);
         }
       }
     }
@@ -299,7 +302,7 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, b
     for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < n; i += blockDim.x * blockDim.y) {
       const int h = i / tail_vecs;
       const int d = g.rotary_dim + (i - h * tail_vecs) * V;
-      copy_vec<T, V>(out + out_rows.row(t, s, b, h) + out_rows.elem(d), x + x_rows.row(t, s, b, h) + x_rows.elem(d));
+      copy_vec<T, V, kStreaming>(out + out_rows.row(t, s, b, h) + out_rows.elem(d), x + x_rows.row(t, s, b, h) + x_rows.elem(d));
     }
   }
 }
