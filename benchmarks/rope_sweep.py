@@ -8,13 +8,17 @@ Two steps, so the compiling happens on a machine without a GPU:
 Compile-time knobs: heads in flight per thread, the __launch_bounds__ minimum of blocks per SM, the
 evict-first (`.cs`) hint on x's loads and out's stores (an earlier version also tried L2 prefetch hints on
 loads: results/rope-sweep-prefetch-h100-2026-11-23.json).
-Launch-time knobs: threads per block, block rows (tokens) per block, and a grid
-capped at a multiple of the SM count (blocks then loop over tokens). Each row is timed as bench does
-(CUDA events, median, rotating buffers) beside a copy of the same bytes and a 1 GiB copy.
+Launch-time knobs: threads per block, block rows (tokens) per block, a grid capped at a multiple of the SM
+count (blocks then loop over tokens), and for (b, h, s, d) views also seq-major token numbering. Each row
+is first run once on a NaN-poisoned output and compared with cukiln.rope (flagged WRONG when it differs),
+then timed as bench does (CUDA events, median, rotating buffers) beside a copy of the same bytes and a 1 GiB
+copy. Raw launches, without the runtime's programmatic launch: compare configs within a run, and confirm a
+winner in bench conditions (benchmarks/ab_cubins.sh), where back-to-back calls can rank them otherwise.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -25,15 +29,15 @@ from cukiln.codegen.variants import Dtype, parse_rope_name
 
 from raw_launch import launcher, load_functions, sweep_main
 
-# name -> (heads in flight, min blocks per SM, max threads per block, evict-first hints on x and out). Earlier
-# runs also tried (8, 1, 256), (8, 2, 128), (4, 4, 128), (4, 8, 64) (results/rope-sweep-h100-2026-11-23.json).
+# name -> (heads in flight, min blocks per SM, max threads per block, evict-first hints on x and out). Earlier runs
+# also tried (8, 1, 256), (8, 2, 128), (4, 4, 128), (4, 8, 64) (results/rope-sweep-h100-2026-11-23.json), and x
+# staged in shared memory by cp.async with an evict-last policy on the angle tables (configs *_staged*, *_keep;
+# the template change is benchmarks/experiments/rope-staged-keep.patch, results/rope-staged-*-h100-2026-11-25.json).
 CONFIGS = {
-    "h2_b3": (2, 3, 256, False),
     "h2_b3_cs": (2, 3, 256, True),
-    "h4_b2": (4, 2, 256, False),
     "h4_b2_cs": (4, 2, 256, True),
 }
-DEFAULT_CONFIG = "h2_b3"  # the build's (render.HEADS_IN_FLIGHT, MIN_BLOCKS_PER_SM, MAX_THREADS_PER_BLOCK)
+DEFAULT_CONFIG = "h2_b3_cs"  # the build's (render.HEADS_IN_FLIGHT, MIN_BLOCKS_PER_SM, MAX_THREADS_PER_BLOCK, ROPE_STREAMING)
 SYMBOLS = [f"rope_bf16_dense_half_freqs_s{s}_v8" for s in (0, 3)]
 
 
@@ -84,7 +88,9 @@ def _launch_shapes(groups: int, heads: int, tokens: int, heads_in_flight: int, t
 def run(cubin_dir: Path, out_path: Path | None) -> None:
     import torch
 
+    import cukiln
     from cukiln import rope_api
+    from cukiln.generated import dispatch
     from cukiln.tools.timing import copy_tbps, median_ms, rotating_sets
 
     index = json.loads((cubin_dir / "index.json").read_text())
@@ -117,18 +123,44 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
         symbol = plans[0].symbol
         copy_row["default_block"] = list(plans[0].block)
         rows.append(copy_row)
+        x0, o0 = sets[0]
+        x_saved = x0.clone()
+        expected = cukiln.rope(x_saved, freqs=freqs, layout=layout, rotary_dim=rd).float()
+
+        def max_error(call) -> float:
+            """Run ``call`` (bound to sets[0]) once on a NaN-poisoned output (in place: on x as first made): its
+            largest difference from cukiln.rope's (the installed build), x restored after an in-place call."""
+            if in_place:
+                x0.copy_(x_saved)  # the timing calls have rotated it again and again
+            else:
+                o0.fill_(float("nan"))
+            call()
+            err = (o0.float() - expected).abs().max().item()
+            if in_place:
+                x0.copy_(x_saved)
+            return err
         groups = rd // 2 // parse_rope_name(symbol).vec
+        # Token numbering: the plan's (batch-major for a (b, h, s, d) view, following memory), and for such views
+        # also seq-major, where both batches' tokens of one position (one angle-table row) run side by side.
+        orders = [("", [p.values for p in plans])]
+        if view != "sbhd":
+            at = dispatch.ROPE_PARAMS[dispatch.ROPE[plans[0].key][2]][0].index("seq_major")
+            orders.append((" seq-major", [p.values[:at] + (1 - p.values[at],) + p.values[at + 1:] for p in plans]))
         for name, cfg in index.items():
             fn = functions[name][symbol]
-            for label, block, grid in _launch_shapes(groups, H, S * B, cfg["heads_in_flight"], cfg["max_threads"],
-                                                     sms):
-                calls = [launcher(fn, p.fmt, p.values, (grid, 1, 1), block, 0, stream) for p in plans]
+            for (label, block, grid), (order, values) in itertools.product(
+                    _launch_shapes(groups, H, S * B, cfg["heads_in_flight"], cfg["max_threads"], sms), orders):
+                label += order
+                calls = [launcher(fn, p.fmt, v, (grid, 1, 1), block, 0, stream) for p, v in zip(plans, values)]
+                err = max_error(calls[0])
                 ms = median_ms(calls)
                 tbps = moved / (ms * 1e-3) / 1e12
                 rows.append({"case": case, "config": name, "launch": label, "block": list(block), "symbol": symbol, "ms": ms,
                              "tbps": tbps, "x_big_copy": tbps / big_copy,
-                             "x_same_copy": same_copy / ms if not in_place else None})
-                print(f"  {name:12s} {label:22s} {ms * 1e3:7.1f} us {tbps:5.2f} TB/s {tbps / big_copy:5.3f}x")
+                             "x_same_copy": same_copy / ms if not in_place else None, "max_abs_diff": err})
+                # the same arithmetic in another order may differ by a bf16 ulp (1/32 at |y| < 8); a bug gives NaN
+                flag = "" if err <= 1 / 16 else f"  WRONG (max abs diff {err:.3g})"
+                print(f"  {name:14s} {label:32s} {ms * 1e3:7.1f} us {tbps:5.2f} TB/s {tbps / big_copy:5.3f}x{flag}")
     torch.cuda.synchronize()
     result = {"device": torch.cuda.get_device_name(0), "big_copy_tbps": big_copy, "configs": index, "rows": rows}
     if out_path:
