@@ -78,10 +78,8 @@ def refuse_untracked_gradients(function: str, named_tensors, differentiable: str
     ``differentiable`` names the form of the call that autograd does see, in x."""
     import torch
 
-    if not torch.is_grad_enabled():
-        return
-    for name, t in named_tensors:
-        if getattr(t, "requires_grad", False):
+    for name, t in named_tensors:  # requires_grad first: rarely true, and cheaper than the grad-mode query
+        if getattr(t, "requires_grad", False) and torch.is_grad_enabled():
             instead = f"use {differentiable}, which is differentiable in x, or " if differentiable else ""
             raise RuntimeError(f"{name} requires grad, but autograd does not see {function} (the gradient through "
                                f"it would be lost): {instead}pass a detached tensor or run under torch.no_grad()")

@@ -175,9 +175,10 @@ def _rope_inplace_autograd(x, *arguments):
 
 
 def _decode_autograd(q, k_cache, v_cache, *arguments):
-    refuse_untracked_gradients("cukiln::decode_attention", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)))
-    if _eager(q):
+    if _eager(q):  # decode_attention itself refuses tensors that require grad
         return _decode_kernel(q, k_cache, v_cache, *arguments)
+    # traced, the fake kernel runs instead of decode_attention: refuse here
+    refuse_untracked_gradients("cukiln::decode_attention", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)))
     with torch._C._AutoDispatchBelowAutograd():
         return _decode_op(q, k_cache, v_cache, *arguments)
 

@@ -60,6 +60,17 @@ def test_fake_decode_attention_returns_q_shaped_output_and_fp32_lse(shape):
         assert ct.decode_attention(q, k, k, 1000, kv_start=5).shape == q.shape
 
 
+def test_traced_decode_attention_refuses_a_query_that_requires_grad():
+    """Traced, the fake kernel runs instead of decode_attention, so the op's autograd kernel refuses."""
+    with FakeTensorMode():
+        q = torch.empty(3, 32, 128, requires_grad=True)
+        k = torch.empty(3, 8, 4096, 128)
+        with pytest.raises(RuntimeError, match="q requires grad, but autograd does not see cukiln::decode_attention"):
+            ct.decode_attention(q, k, k, 1000)
+        with torch.no_grad():
+            assert ct.decode_attention(q, k, k, 1000).shape == q.shape
+
+
 def test_wrappers_reject_out_and_bad_lengths():
     x = torch.empty(4, 1, 1, 8)
     with pytest.raises(ValueError, match="out"):
