@@ -23,7 +23,7 @@ class BuildWithCubins(build_py):
         # Only the cubins built now, which the manifest written with them describes (not any that the
         # source tree happens to hold).
         shutil.rmtree(os.path.join(self.build_lib, "cukiln", "generated", "cubins"), ignore_errors=True)
-        cmd = [sys.executable, "-m", "cukiln.codegen.cli", "build"]
+        cmd = [sys.executable, "-m", "cukiln.tools.cli", "build"]
         archs = os.environ.get("CUKILN_WHEEL_ARCHS")
         if archs:
             cmd += ["--arch", archs]

@@ -1,14 +1,15 @@
-"""Decode attention: kernel-parameter structs and the shared-memory tile geometry.
+"""Decode attention's kernel ABI and launch knobs: parameter structs, the shared-memory tile geometry, the
+constants the template is rendered with, and the split rule's default for GPUs without tuning data.
 
 Both the template and the runtime read these: the template to declare the struct and size its tiles, the
 runtime (through the generated dispatch table) to pack the struct and request the dynamic shared memory.
-Every field is 8 bytes, as in rope_abi.
+Every field is 8 bytes (abi.py).
 """
 
 from __future__ import annotations
 
+from .abi import CPTR, F64, I64, PTR, Params
 from .decode_variants import DecodeCombineVariant, DecodeVariant, Pipeline
-from .rope_abi import CPTR, F64, I64, PTR
 
 # Query heads one block serves from one read of its KV head: the 16 rows of the tensor-core tile. A GQA
 # group larger than this is split over several blocks (each reads the KV head again).
@@ -34,6 +35,16 @@ MAX_MIN_BLOCKS = 3  # 4 blocks of 128 threads would leave 128 registers a thread
 SHARED_BUDGET = 99 * 1024
 TWO_BLOCK_BUDGET = SM90_SHARED_PER_SM // 2 - SHARED_RESERVED_PER_BLOCK
 MIN_STAGES, MAX_STAGES = 2, 8
+# Threads of a combine block (one per output element, looping for head dims above it).
+COMBINE_THREADS = 128
+# Size qualifier of the attention kernel's 16-byte K/V copies ("", ".L2::128B" or ".L2::256B": how much the
+# L2 fetches from memory around each one).
+L2_PREFETCH = ".L2::128B"
+# Whether the loop puts the next tile's copies in flight before it waits for the current tile (kStages tiles
+# in flight during the wait, two barriers a tile) rather than after (kStages - 1, one): a knob for sweeps.
+ISSUE_EARLY = False
+# Without tuning data for an arch: the split rule of runtime/decode_plan.choose_splits with these values.
+SPLIT_DEFAULT = {"blocks_per_sm": 2.0, "min_keys_per_split": 256, "wave_efficiency": 0.9}
 
 
 def stage_bytes(head_dim: int, tile: int, itemsize: int = 2) -> int:
@@ -113,7 +124,7 @@ _COMBINE = (
 )
 
 
-def decode_params(v: DecodeVariant | DecodeCombineVariant) -> tuple[tuple[str, str], ...]:
+def decode_params(v: DecodeVariant | DecodeCombineVariant) -> Params:
     """(C type, field name) of every kernel parameter of ``v``, in struct order."""
     if isinstance(v, DecodeCombineVariant):
         return _COMBINE
@@ -122,4 +133,8 @@ def decode_params(v: DecodeVariant | DecodeCombineVariant) -> tuple[tuple[str, s
 
 def params_layout_id(v: DecodeVariant | DecodeCombineVariant) -> str:
     return "combine" if isinstance(v, DecodeCombineVariant) else f"attention_s{v.strides}"
+
+
+def max_threads(v: DecodeVariant | DecodeCombineVariant) -> int:
+    return COMBINE_THREADS if isinstance(v, DecodeCombineVariant) else 32 * WARPS
 

@@ -3,7 +3,7 @@
 Names are ``extern "C"`` symbols and parse back into variants, e.g. ``decode_bf16_d128_s3_v8``
 (attention kernel, narrow pipeline), ``decode_bf16_d128_s3_v8_wide`` (the same over 128-key tiles) and
 ``decode_combine_bf16_d128`` (the kernel that merges split-KV partial results).
-Axes are in DESIGN.md section 3. One pass versus split-KV is not an axis: it is a kernel argument (the
+Axes are in docs/ARCHITECTURE.md. One pass versus split-KV is not an axis: it is a kernel argument (the
 partial-result pointer, null for one pass), since it changes only where the epilogue writes; one kernel
 for both halves the build.
 """
@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from .variants import MAX_VECTOR_BYTES, VECTOR_WIDTHS, AxisRecord, Dtype, first_rejection
+from .axes import (MAX_VECTOR_BYTES, VECTOR_WIDTHS, AxisRecord, Dtype, alternatives, first_rejection,
+                   rule_general_strides_are_scalar, rule_vector_fits_16_bytes)
 
 HEAD_DIMS = (64, 80, 96, 128, 192, 256)
 DECODE_DTYPES = (Dtype.FP16, Dtype.BF16)  # fp32 accumulation inside; fp32 caches are not a decode format
@@ -90,18 +91,6 @@ class DecodeCombineVariant(AxisRecord):
 # --- pruning rules (None: valid; else the reason) ------------------------------------------------
 
 
-def rule_decode_vector_fits_16_bytes(v: DecodeVariant) -> str | None:
-    if v.vec * v.dtype.itemsize > MAX_VECTOR_BYTES:
-        return f"vector of {v.vec} x {v.dtype.itemsize} bytes exceeds {MAX_VECTOR_BYTES} bytes"
-    return None
-
-
-def rule_decode_general_strides_are_scalar(v: DecodeVariant) -> str | None:
-    if v.strides == 4 and v.vec != 1:
-        return "4 strides (strided head dim) only with vector width 1"
-    return None
-
-
 def rule_decode_vector_divides_head_dim(v: DecodeVariant) -> str | None:
     if v.head_dim % v.vec:
         return f"vector width {v.vec} does not divide head dim {v.head_dim}"
@@ -117,7 +106,7 @@ def rule_decode_fast_pipelines_on_the_bandwidth_path(v: DecodeVariant) -> str | 
     return None
 
 
-DECODE_RULES = (rule_decode_vector_fits_16_bytes, rule_decode_general_strides_are_scalar,
+DECODE_RULES = (rule_vector_fits_16_bytes, rule_general_strides_are_scalar,
                 rule_decode_vector_divides_head_dim, rule_decode_fast_pipelines_on_the_bandwidth_path)
 
 
@@ -138,14 +127,10 @@ def enumerate_decode() -> Iterator[DecodeVariant | DecodeCombineVariant]:
             yield DecodeCombineVariant(dtype, head_dim)
 
 
-def _alternatives(values) -> str:
-    return "|".join(re.escape(str(getattr(m, "value", m))) for m in values)
-
-
 _NAME_RE = re.compile(
-    rf"^decode_(?P<dtype>{_alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)_s(?P<strides>\d+)_v(?P<vec>\d+)(_(?P<pipeline>{_alternatives(PIPELINES)}))?$"
+    rf"^decode_(?P<dtype>{alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)_s(?P<strides>\d+)_v(?P<vec>\d+)(_(?P<pipeline>{alternatives(PIPELINES)}))?$"
 )
-_COMBINE_RE = re.compile(rf"^decode_combine_(?P<dtype>{_alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)$")
+_COMBINE_RE = re.compile(rf"^decode_combine_(?P<dtype>{alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)$")
 
 
 def parse_decode_name(name: str) -> DecodeVariant | DecodeCombineVariant:

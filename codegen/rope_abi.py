@@ -1,16 +1,28 @@
-"""The kernel-parameter struct of each RoPE variant: one list that both the template and the runtime read.
-
-Every field is 8 bytes (a pointer, a 64-bit integer or a double), so the struct has no padding and the
-runtime packs it with one ``struct.pack`` whose format is recorded in the dispatch table.
+"""RoPE's kernel ABI and launch knobs: the parameter struct of each variant (one list that both the template and
+the runtime read; every field 8 bytes, see abi.py), the launch-shape constants the template is rendered with,
+and the dispatch rules' defaults for GPUs without tuning data.
 """
 
 from __future__ import annotations
 
-from .variants import Angles, Layout, RopeVariant
+from .abi import CPTR, F64, I64, PTR, Params
+from .rope_variants import Angles, Layout, RopeVariant
 
-PTR, CPTR, I64, F64 = "void*", "const void*", "long long", "double"
-# Python struct codes for each C type above (little-endian, no padding: all fields are 8 bytes).
-STRUCT_CODE = {PTR: "Q", CPTR: "Q", I64: "q", F64: "d"}
+# Threads per block at most (the kernels' launch bound).
+MAX_THREADS_PER_BLOCK = 256
+# Heads whose loads one thread issues before its first store (kHeadsInFlight in rope.cuh.j2).
+HEADS_IN_FLIGHT = 2
+# Blocks per multiprocessor the register allocation must allow (__launch_bounds__ minimum).
+MIN_BLOCKS_PER_SM = 3
+# Whether the loads of x and stores of out carry the evict-first (`.cs`) cache hint.
+STREAMING = True
+
+# Without tuning data for an arch: the widest vector that fits, the stride-free kernel for packed
+# tensors, 64 to 256 threads per block (runtime/rope_plan.launch_rule and block_shape apply them).
+LAUNCH_DEFAULT = {"max_vector_bytes": 16, "packed_kernel": True, "max_threads": MAX_THREADS_PER_BLOCK,
+                  "min_threads": 64}
+# Without tuning data for an arch, thd takes grid dispatch only where it launches no more blocks than token.
+THD_GRID_MAX_WASTE_DEFAULT = 1.0
 
 _COMMON = (
     (CPTR, "x"),
@@ -54,11 +66,12 @@ _ANGLES = {
 _ANGLES[Angles.COS_SIN_F32] = _ANGLES[Angles.COS_SIN]
 
 
-def rope_params(v: RopeVariant) -> tuple[tuple[str, str], ...]:
+def rope_params(v: RopeVariant) -> Params:
     """(C type, field name) of every kernel parameter of ``v``, in struct order."""
     packed = _PACKED if v.layout is Layout.THD else ()
     return _COMMON + packed + _STRIDES[v.strides] + _ANGLES[v.angles]
 
 
-def struct_format(params: tuple[tuple[str, str], ...]) -> str:
-    return "<" + "".join(STRUCT_CODE[ctype] for ctype, _ in params)
+def params_layout_id(v: RopeVariant) -> str:
+    """Variants whose structs have the same fields share one entry of the dispatch table's ROPE_PARAMS."""
+    return f"{v.layout.value}_s{v.strides}_{v.angles.value}"

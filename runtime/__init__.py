@@ -1,32 +1,42 @@
 """cukiln: ahead-of-time compiled CUDA kernels for LLM stacks.
 
-``cukiln.rope`` and ``cukiln.decode_attention`` run the compiled kernels; ``cukiln.reference`` holds float64 implementations of the
-same API. Importing cukiln loads neither jinja2 nor NVRTC; cubins are loaded on first use.
+The kernel families' functions (``cukiln.rope``, ``cukiln.decode_attention``, ...) run the compiled kernels;
+``cukiln.reference`` holds float64 implementations of the same API; ``cukiln.torch`` registers them as torch
+ops; ``cukiln.context_parallel`` shards and reassembles batches for context parallelism. Importing cukiln loads
+neither torch, jinja2 nor NVRTC: each name is imported on first use (cubins are loaded on first launch).
 """
 
 from __future__ import annotations
 
+import importlib
+
 from . import reference
 
 __version__ = "0.1.0"
-__all__ = ["rope", "decode_attention", "reference"]
+
+_MODULES = ("reference", "torch", "context_parallel")  # submodules reachable as attributes
+
+
+def _api() -> dict[str, str]:
+    """Public function -> the runtime module defining it, from the generated families table (codegen/ops.py)."""
+    from cukiln.generated.families import API
+
+    return API
 
 
 def __getattr__(name: str):
-    # The kernel path needs cuda.bindings; import it on first use so that `import cukiln` stays cheap.
     # Each name is bound in the module on first use, so later lookups skip this function (host overhead).
-    if name == "rope":
-        from .rope_api import rope
+    if name == "__all__":
+        return sorted(_api()) + list(_MODULES) + ["__version__"]
+    if name in _MODULES:  # importing cukiln.torch registers the ops cukiln::rope, cukiln::rope_, ...
+        return importlib.import_module(f".{name}", __name__)
+    module = _api().get(name)
+    if module is None:
+        raise AttributeError(f"module 'cukiln' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
-        globals()["rope"] = rope
-        return rope
-    if name == "torch":  # the custom ops: importing them registers cukiln::rope, cukiln::rope_, ...
-        import importlib
 
-        return importlib.import_module(".torch", __name__)
-    if name == "decode_attention":
-        from .decode_api import decode_attention
-
-        globals()["decode_attention"] = decode_attention
-        return decode_attention
-    raise AttributeError(f"module 'cukiln' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_api()) | set(_MODULES))

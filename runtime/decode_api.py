@@ -1,16 +1,49 @@
-"""cukiln.decode_attention: one query token per row over a fixed-capacity KV cache, read in place."""
+"""cukiln.decode_attention: one query token per row over a fixed-capacity KV cache, read in place.
+
+The per-call path is the one every op shares (plan_cache.py): a call whose metadata (shapes, strides, dtypes,
+devices, pointer alignment, scalar arguments) was seen before takes its validated plan, refills the pointers
+and the integer lengths (re-checked against the cache's capacity), allocates the outputs and launches.
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from cukiln.generated import dispatch
 
-from .decode_plan import PIPELINE_ENV, PIPELINES, DecodePlan, plan_decode
+from .decode_plan import PIPELINE_ENV, PIPELINES, DecodePlan, check_lengths, plan_decode
 from .interop import call_with_foreign_arrays, is_plain_torch_call
-from .launch import launch
+from .launch import kernel
 from .loader import KERNELS
+from .plan_cache import ALIGN_MASK, PlanCache, Refill, slots_for
 from .tensors import from_torch, refuse_untracked_gradients
+
+# What a call fills into a cached plan's parameters, in a fixed order: pointers, then the integer lengths (the
+# kernel-parameter field of each is its name).
+_PER_CALL = ("q", "k", "v", "kv_lens", "kv_start", "out", "lse", "partial_out", "partial_lse", "kv_len",
+             "kv_start_value")
+_NAMES = ("q", "k_cache", "v_cache", "kv_lens", "kv_start", "out")  # the tensors, as the API names them
+_OUT = _PER_CALL.index("out")
+
+
+@dataclass
+class _CachedPlan:
+    plan: DecodePlan
+    templates: tuple[tuple, tuple]  # the attention and combine kernels' parameter values, pointers unset
+    attention: Refill
+    combine: Refill | None
+    kernels: tuple = ()  # the bound launch.Kernels (attention, then combine), made on the first launch
+
+    def bind(self) -> tuple:
+        p = self.plan
+        self.kernels = tuple(kernel(p.device, launch.module, launch.symbol, launch.fmt, launch.grid, launch.block,
+                                    launch.shared, launch.overlap_previous, launch.cluster)
+                             for launch in (p.attention, p.combine) if launch is not None)
+        return self.kernels
+
+
+PLANS = PlanCache()
 
 
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
@@ -41,51 +74,150 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     """
     if not is_plain_torch_call(q, stream):  # other frameworks' arrays, or a stream named
         return call_with_foreign_arrays(decode_attention, locals())
+    if (q.requires_grad or getattr(k_cache, "requires_grad", False) or getattr(v_cache, "requires_grad", False)
+            or getattr(out, "requires_grad", False)):
+        refuse_untracked_gradients("cukiln.decode_attention",
+                                   (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)))
+    return run_decode(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse)
+
+
+_torch = None  # the torch module, imported by the first call (cukiln itself imports without torch)
+
+
+def _import_torch():
+    global _torch
     import torch
 
-    refuse_untracked_gradients("cukiln.decode_attention",
-                               (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)))
-    plan, result, tensors = _plan(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start,
-                                  scale=scale, softcap=softcap, num_splits=num_splits, out=out, return_lse=return_lse)
-    lse = torch.empty((plan.batch, plan.heads_q), dtype=torch.float32, device=q.device) if return_lse else None
-    if plan.batch * plan.heads_q > 0:
-        _launch(plan, result, lse, tensors)
-        if out is not None:  # the caller's out, written behind autograd's back: bump its version (see rope)
-            torch._C._increment_version((out,))
+    _torch = torch
+    return torch
+
+
+def _lengths_key(value, torch):
+    """(key part, pointer, scalar) of kv_lens / kv_start; None for a CPU tensor (its values are checked on
+    every call, so such a call is planned in full)."""
+    if value is None or type(value) is int:
+        return "int", 0, value or 0
+    if isinstance(value, torch.Tensor):
+        if value.device.type == "cpu":
+            return None
+        ptr = value.data_ptr()
+        return (value.shape, value.stride(), value.dtype, value.get_device(), ptr & ALIGN_MASK), ptr, 0
+    return None  # anything else: the full validation explains it
+
+
+def run_decode(q, k_cache, v_cache, kv_lens, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
+               num_splits=None, out=None, return_lse=False):
+    """decode_attention() on torch tensors, every argument positional (as its signature orders them, less
+    stream): the entry for callers that already hold torch tensors, such as the torch ops."""
+    torch = _torch or _import_torch()
+    lens, start = _lengths_key(kv_lens, torch), _lengths_key(kv_start, torch)
+    cached = key = None
+    if lens is not None and start is not None:
+        try:
+            qp, kp, vp = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr()
+            key = (q.shape, q.stride(), q.dtype, q.is_neg(), q.get_device(), qp & ALIGN_MASK,
+                   k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.is_neg(), k_cache.get_device(),
+                   kp & ALIGN_MASK, v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.is_neg(),
+                   v_cache.get_device(), vp & ALIGN_MASK, lens[0], start[0], kv_layout, scale, softcap, num_splits,
+                   return_lse, os.environ.get(PIPELINE_ENV),
+                   None if out is None else (out.shape, out.stride(), out.dtype, out.is_neg(), out.get_device(),
+                                             out.data_ptr() & ALIGN_MASK))
+            cached = PLANS.get(key)
+        except (AttributeError, TypeError):  # not tensors, unhashable scalars: the full validation explains
+            key = None
+    if cached is None:
+        return _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out,
+                            return_lse, key)
+    p = cached.plan
+    check_lengths(lens[2], start[2], p.fields["capacity"], lens[0] != "int", start[0] != "int")
+    result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
+    lse = torch.empty((p.batch, p.heads_q), dtype=torch.float32, device=q.device) if return_lse else None
+    per_call = [qp, kp, vp, lens[1], start[1], result.data_ptr(), 0 if lse is None else lse.data_ptr(), 0, 0,
+                lens[2], start[2]]
+    _launch(cached, per_call, torch, out)
     return (result, lse) if return_lse else result
 
 
-def plan_call(q, k_cache, v_cache, kv_lens, **kwargs) -> DecodePlan:
+def _launch(cached: _CachedPlan, per_call: list, torch, written=None) -> None:
+    """The cached plan's kernels with this call's pointers and lengths (``per_call``, in _PER_CALL's order);
+    ``written``: the caller's out, whose version is bumped (written behind autograd's back, as rope does)."""
+    p = cached.plan
+    if p.batch * p.heads_q == 0:
+        return
+    attention = cached.attention
+    if attention.checks:
+        hit = attention.overlapping(per_call)
+        if hit is not None:
+            raise ValueError(f"out: overlaps {_NAMES[hit]}, which the kernel reads while it writes out")
+    partial = None
+    if cached.combine is not None:  # split-KV merged by the combine kernel: a workspace for partial results
+        shape = (p.batch, p.heads_q, p.num_splits)
+        partial = (torch.empty(shape + (p.head_dim,), dtype=torch.float32, device=f"cuda:{p.device}"),
+                   torch.empty(shape, dtype=torch.float32, device=f"cuda:{p.device}"))
+        per_call[7], per_call[8] = partial[0].data_ptr(), partial[1].data_ptr()
+    kernels = cached.kernels or cached.bind()
+    stream = torch._C._cuda_getCurrentRawStream(p.device)
+    kernels[0](attention.values(cached.templates[0], per_call), stream)
+    if cached.combine is not None:
+        kernels[1](cached.combine.values(cached.templates[1], per_call), stream)
+    if written is not None:
+        torch._C._increment_version((written,))
+    del partial  # kept alive until both launches are queued (the caching allocator orders reuse by stream)
+
+
+def _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
+                 key):
+    """The full path: validate and plan (caching the plan under ``key`` unless it is None), then launch."""
+    torch = _torch or _import_torch()
+    plan, infos, keep = _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out,
+                              return_lse)
+    spans = tuple(None if info is None else tuple(x - info.ptr for x in info.byte_span()) for info in infos)
+    spans += (None,) * (len(_PER_CALL) - len(spans))
+    checks = () if out is None else tuple(i for i in range(_OUT) if spans[i] is not None)
+    cached = _CachedPlan(plan, plan.values(out=0, lse=0),
+                         Refill(slots_for(plan.attention.field_names, _PER_CALL), spans, checks, _OUT),
+                         None if plan.combine is None else
+                         Refill(slots_for(plan.combine.field_names, _PER_CALL), spans, (), _OUT))
+    if key is not None:
+        PLANS.put(key, cached)
+    result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
+    lse = torch.empty((plan.batch, plan.heads_q), dtype=torch.float32, device=q.device) if return_lse else None
+    f = plan.fields
+    per_call = [f["q"], f["k"], f["v"], f["kv_lens"], f["kv_start"], result.data_ptr(),
+                0 if lse is None else lse.data_ptr(), 0, 0, f["kv_len"], f["kv_start_value"]]
+    _launch(cached, per_call, torch, out)
+    del keep  # device copies of CPU lengths live until the launch is queued
+    return (result, lse) if return_lse else result
+
+
+def plan_call(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
+              num_splits=None, out=None, return_lse=False) -> DecodePlan:
     """Validate a decode_attention call and plan it without launching."""
-    kwargs.setdefault("kv_layout", "bhsd")
-    for name in ("kv_start", "scale", "softcap", "num_splits", "out"):
-        kwargs.setdefault(name, None)
-    kwargs.setdefault("return_lse", False)
-    return _plan(q, k_cache, v_cache, kv_lens, **kwargs)[0]
+    return _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse)[0]
 
 
-def _plan(q, k_cache, v_cache, kv_lens, *, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse):
-    """Validate and plan: (plan, output tensor, tensors the launch must keep alive)."""
-    import torch
-
-    qi = from_torch(q, "q")
-    ki, vi = from_torch(k_cache, "k_cache"), from_torch(v_cache, "v_cache")
+def _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse):
+    """(plan, the TensorInfo of each tensor in _NAMES' order (None for an int length), tensors to keep alive)."""
+    torch = _torch or _import_torch()
     lengths = []
     for name, value in (("kv_lens", kv_lens), ("kv_start", kv_start)):
         if isinstance(value, torch.Tensor):
             if value.dtype != torch.int32:
                 raise TypeError(f"{name}: expected an int32 tensor, got {str(value.dtype).replace('torch.', '')}")
-            if value.device.type == "cpu":
-                value = _host_lengths(value, name, kv_lens, kv_start, ki, kv_layout).to(q.device)
+            if value.device.type == "cpu":  # checked, then copied to q's device for this launch
+                value = _host_lengths(value, name, kv_lens, kv_start, k_cache, kv_layout).to(q.device)
             lengths.append((value, from_torch(value, name)))
         else:
-            lengths.append((value, value))
+            lengths.append((value, None))
     if kv_lens is None:
         raise TypeError("kv_lens: expected an int or an int32 tensor [b], got None")
+    qi = from_torch(q, "q")
+    ki, vi = from_torch(k_cache, "k_cache"), from_torch(v_cache, "v_cache")
     oi = from_torch(out, "out") if out is not None else None
+    (lens, lens_info), (start, start_info) = lengths
     device = qi.device
-    plan = plan_decode(qi, ki, vi, lengths[0][1], kv_layout=kv_layout, kv_start=lengths[1][1], scale=scale,
-                       softcap=softcap, num_splits=num_splits, out=oi, return_lse=return_lse,
+    plan = plan_decode(qi, ki, vi, lens_info or lens, kv_layout=kv_layout, kv_start=start_info or start,
+                       scale=scale, softcap=softcap, num_splits=num_splits, out=oi, return_lse=return_lse,
                        sms=KERNELS.sm_count(device), arch=KERNELS.arch(device),
                        max_shared=KERNELS.max_shared_per_block(device),
                        resident=lambda module, symbol, shared: KERNELS.resident_blocks(
@@ -93,9 +225,7 @@ def _plan(q, k_cache, v_cache, kv_lens, *, kv_layout, kv_start, scale, softcap, 
                        active_clusters=lambda module, symbol, shared, cluster: KERNELS.active_clusters(
                            device, module, symbol, 32 * dispatch.DECODE_WARPS, shared, cluster),
                        pipeline=_forced_pipeline())
-    if out is None:
-        out = torch.empty((plan.batch, plan.heads_q, plan.head_dim), dtype=q.dtype, device=q.device).view(q.shape)
-    return plan, out, (lengths[0][0], lengths[1][0])
+    return plan, (qi, ki, vi, lens_info, start_info, oi), (lens, start)
 
 
 def _forced_pipeline() -> str | None:
@@ -108,13 +238,13 @@ def _forced_pipeline() -> str | None:
     return value
 
 
-def _host_lengths(value, name, kv_lens, kv_start, k_info, kv_layout):
+def _host_lengths(value, name, kv_lens, kv_start, k_cache, kv_layout):
     """A CPU kv_lens / kv_start: check every value (the device copy then needs no NaN rows)."""
     import torch
 
-    if k_info.ndim != 4:
+    if getattr(k_cache, "ndim", 0) != 4:
         return value  # the plan explains the cache's shape
-    capacity = k_info.shape[2] if kv_layout == "bhsd" else k_info.shape[1]
+    capacity = k_cache.shape[2] if kv_layout == "bhsd" else k_cache.shape[1]
     values = value.tolist()
     if name == "kv_lens" and any(not 0 <= n <= capacity for n in values):
         raise ValueError(f"kv_lens: expected values in [0, T = {capacity}], got {values}")
@@ -123,25 +253,3 @@ def _host_lengths(value, name, kv_lens, kv_start, k_info, kv_layout):
         if any(not 0 <= s <= n for s, n in zip(values, lens)):
             raise ValueError(f"kv_start: expected 0 <= kv_start <= kv_lens per row, got {values} for kv_lens {lens}")
     return value
-
-
-def _launch(plan: DecodePlan, out, lse, tensors) -> None:
-    import torch
-
-    stream = torch._C._cuda_getCurrentRawStream(plan.device)
-    partial_out = partial_lse = None
-    if plan.combine is not None:
-        shape = (plan.batch, plan.heads_q, plan.num_splits)
-        partial_out = torch.empty(shape + (plan.head_dim,), dtype=torch.float32, device=out.device)
-        partial_lse = torch.empty(shape, dtype=torch.float32, device=out.device)
-    attention, combine = plan.values(
-        out=out.data_ptr(), lse=lse.data_ptr() if lse is not None else 0,
-        partial_out=partial_out.data_ptr() if partial_out is not None else 0,
-        partial_lse=partial_lse.data_ptr() if partial_lse is not None else 0)
-    a = plan.attention
-    launch(plan.device, a.module, a.symbol, a.fmt, attention, a.grid, a.block, stream, a.shared, a.overlap_previous,
-           a.cluster)
-    if plan.combine is not None:
-        c = plan.combine
-        launch(plan.device, c.module, c.symbol, c.fmt, combine, c.grid, c.block, stream, c.shared, c.overlap_previous)
-    del tensors  # kept alive until both launches are queued (the caching allocator orders reuse by stream)

@@ -12,9 +12,9 @@ import functools
 import math
 from dataclasses import dataclass, field
 
+from cukiln.core.archs import clusters, programmatic_launch
 from cukiln.generated import dispatch
 
-from .arch import clusters, programmatic_launch
 from .tensors import TensorInfo
 
 DTYPES = ("fp16", "bf16")
@@ -201,6 +201,20 @@ def _lengths(value, name: str, batch: int, device: int) -> tuple[int, int, Tenso
     return value.ptr, 0, value
 
 
+@dataclass(frozen=True)
+class _Validated:
+    """A call whose arguments passed every check: the geometry and the fields that do not depend on the launch."""
+
+    batch: int
+    heads_q: int
+    head_dim: int
+    heads_kv: int
+    capacity: int
+    k_strides: tuple[int, int, int, int]
+    v_strides: tuple[int, int, int, int]
+    fields: dict
+
+
 def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout: str = "bhsd", kv_start=None,
                 scale: float | None = None, softcap: float | None = None, num_splits: int | None = None,
                 out: TensorInfo | None = None, return_lse: bool = False, sms: int = 132,
@@ -218,6 +232,26 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     K/V pipeline: the tuned table's choice among those the call has a variant of that ``max_shared``
     allows (with ``num_splits`` given: narrow); ``pipeline`` (a name of PIPELINES) forces one.
     """
+    call = _validate(q, k, v, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale, softcap=softcap,
+                     num_splits=num_splits, out=out, max_shared=max_shared, pipeline=pipeline)
+    return _choose_launch(q, k, v, call, num_splits=num_splits, sms=sms, arch=arch, max_shared=max_shared,
+                          resident=resident, active_clusters=active_clusters, pipeline=pipeline)
+
+
+def check_lengths(lens_value: int, start_value: int, capacity: int, lens_on_device: bool,
+                  start_on_device: bool) -> None:
+    """The checks of host-known lengths (ints): 0 <= kv_lens <= T, 0 <= kv_start (<= kv_lens when both are ints)."""
+    if not lens_on_device and not 0 <= lens_value <= capacity:
+        raise ValueError(f"kv_lens: expected 0 <= kv_lens <= T = {capacity} (the cache's positions), got {lens_value}")
+    if not start_on_device and start_value < 0:
+        raise ValueError(f"kv_start: expected a non-negative int, got {start_value}")
+    if not start_on_device and not lens_on_device and start_value > lens_value:
+        raise ValueError(f"kv_start: expected at most kv_lens = {lens_value}, got {start_value}")
+
+
+def _validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout, kv_start, scale, softcap,
+              num_splits, out, max_shared, pipeline) -> _Validated:
+    """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument."""
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout: expected one of {KV_LAYOUTS}, got {kv_layout!r}")
     for name, t in (("q", q), ("k_cache", k), ("v_cache", v)):
@@ -257,12 +291,7 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
 
     lens_ptr, lens_value, lens_info = _lengths(kv_lens, "kv_lens", b, q.device)
     start_ptr, start_value, start_info = _lengths(0 if kv_start is None else kv_start, "kv_start", b, q.device)
-    if lens_info is None and not 0 <= lens_value <= capacity:
-        raise ValueError(f"kv_lens: expected 0 <= kv_lens <= T = {capacity} (the cache's positions), got {lens_value}")
-    if start_info is None and start_value < 0:
-        raise ValueError(f"kv_start: expected a non-negative int, got {start_value}")
-    if start_info is None and lens_info is None and start_value > lens_value:
-        raise ValueError(f"kv_start: expected at most kv_lens = {lens_value}, got {start_value}")
+    check_lengths(lens_value, start_value, capacity, lens_info is not None, start_info is not None)
 
     if scale is None:
         scale = 1.0 / math.sqrt(d)
@@ -289,11 +318,29 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
                 raise ValueError(f"out: overlaps {name}, which the kernel reads while it writes out")
         out_strides = query_rows(out)[1]
     else:
-        out_strides = (h_q * d, d, 1)  # the caller allocates a contiguous [b, h_q, d]
+        out_strides = (h_q * d, d, 1)  # the caller allocates a contiguous tensor of q's shape
+    fields = {
+        "q": q.ptr, "k": k.ptr, "v": v.ptr,
+        "kv_lens": lens_ptr, "kv_len": lens_value, "kv_start": start_ptr, "kv_start_value": start_value,
+        "capacity": capacity, "batch": b, "heads_q": h_q, "group": group, "head_groups": head_groups,
+        "q_sb": q_strides[0], "q_sh": q_strides[1], "q_sd": q_strides[2],
+        "out_sb": out_strides[0], "out_sh": out_strides[1], "out_sd": out_strides[2],
+        "scale": float(scale), "softcap": float(softcap or 0.0),
+    }
+    for prefix, st in (("k", k_strides), ("v", v_strides)):
+        fields.update({f"{prefix}_sb": st[0], f"{prefix}_sh": st[1], f"{prefix}_st": st[2], f"{prefix}_sd": st[3]})
+    return _Validated(b, h_q, d, h_kv, capacity, k_strides, v_strides, fields)
 
-    general = k_strides[3] != 1 or v_strides[3] != 1
+
+def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated, *, num_splits, sms, arch,
+                   max_shared, resident, active_clusters, pipeline) -> DecodePlan:
+    """The variant, K/V pipeline, split count and launches of a validated call."""
+    b, h_q, d, h_kv = call.batch, call.heads_q, call.head_dim, call.heads_kv
+    head_groups = call.fields["head_groups"]
+    general = call.k_strides[3] != 1 or call.v_strides[3] != 1
     strides = 4 if general else 3
-    vec = 1 if general else widest_kv_vector([(k.ptr, k_strides[:3]), (v.ptr, v_strides[:3])], k.itemsize, d)
+    vec = 1 if general else widest_kv_vector([(k.ptr, call.k_strides[:3]), (v.ptr, call.v_strides[:3])],
+                                             k.itemsize, d)
     blocks = b * h_kv * head_groups
     available = tuple(p for p in PIPELINES if (q.dtype, d, strides, vec, p) in dispatch.DECODE and (
         max_shared is None or dispatch.DECODE_SHARED[d, p] <= max_shared))
@@ -307,7 +354,7 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
         if resident is not None and "table" not in rule:
             module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW)][:2]
             per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d, NARROW])
-        num_splits, pipeline = choose_pipeline(blocks, capacity, sms, rule, per_sm, available, pipeline)
+        num_splits, pipeline = choose_pipeline(blocks, call.capacity, sms, rule, per_sm, available, pipeline)
     splits = num_splits
     key = (q.dtype, d, strides, vec, pipeline or NARROW)
     module, symbol, layout_id, combine_symbol = dispatch.DECODE[key]
@@ -328,15 +375,5 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
         c_names, c_fmt = dispatch.DECODE_PARAMS["combine"]
         combine = Launch(module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
                          (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)
-    fields = {
-        "q": q.ptr, "k": k.ptr, "v": v.ptr,
-        "kv_lens": lens_ptr, "kv_len": lens_value, "kv_start": start_ptr, "kv_start_value": start_value,
-        "capacity": capacity, "batch": b, "heads_q": h_q, "group": group,
-        "head_groups": head_groups,
-        "q_sb": q_strides[0], "q_sh": q_strides[1], "q_sd": q_strides[2],
-        "out_sb": out_strides[0], "out_sh": out_strides[1], "out_sd": out_strides[2],
-        "scale": float(scale), "softcap": float(softcap or 0.0), "num_splits": splits,
-    }
-    for prefix, s in (("k", k_strides), ("v", v_strides)):
-        fields.update({f"{prefix}_sb": s[0], f"{prefix}_sh": s[1], f"{prefix}_st": s[2], f"{prefix}_sd": s[3]})
-    return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine, fields)
+    return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine,
+                      {**call.fields, "num_splits": splits})

@@ -88,21 +88,29 @@ def default_stream(kind: str) -> int | None:
     return None
 
 
-_TORCH_TYPES: set[type] = set()  # types framework() found to be torch tensors: the fast path's one check
+class _TensorTypes:
+    """The types framework() found to be torch tensors, remembered: the fast path's one check is a set lookup."""
+
+    def __init__(self) -> None:
+        self.known: set[type] = set()
+
+    def is_torch(self, obj) -> bool:
+        if type(obj) in self.known:
+            return True
+        if framework(obj) == "torch":
+            self.known.add(type(obj))
+            return True
+        return False
+
+
+TORCH_TYPES = _TensorTypes()
 
 
 def is_plain_torch_call(first, stream) -> bool:
     """True when a call needs no conversion: its first array is a torch tensor and it names no stream. The
-    entry points test this first, inline: one set lookup on their fast path (a wrapping function's extra
-    frame and keyword re-binding cost ~2 us a call)."""
-    if stream is not None:
-        return False
-    if type(first) in _TORCH_TYPES:
-        return True
-    if framework(first) == "torch":
-        _TORCH_TYPES.add(type(first))
-        return True
-    return False
+    entry points test this first: one set lookup on their fast path (a wrapping function's extra frame and
+    keyword re-binding cost ~2 us a call)."""
+    return stream is None and (type(first) in TORCH_TYPES.known or TORCH_TYPES.is_torch(first))
 
 
 def call_with_foreign_arrays(fn, arguments: dict):

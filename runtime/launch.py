@@ -23,7 +23,8 @@ import threading
 
 from cuda.bindings import driver
 
-from .loader import KERNELS, check
+from .driver import check, launch_config
+from .loader import KERNELS
 
 _MAX_PARAM_BYTES = 4096
 _SUCCESS = driver.CUresult.CUDA_SUCCESS
@@ -51,7 +52,6 @@ class _Buffers(threading.local):
 
 
 _BUFFERS = _Buffers()
-_STRUCTS: dict[str, struct.Struct] = {}
 
 
 class Kernel:
@@ -69,10 +69,7 @@ class Kernel:
         self.context, self.context_id = KERNELS.context(device)
         self.function = KERNELS.function(device, module, symbol, shared)
         self.grid, self.block, self.shared, self.cluster = grid, block, shared, cluster
-        packer = _STRUCTS.get(fmt)
-        if packer is None:
-            packer = _STRUCTS[fmt] = struct.Struct(fmt)
-        self.packer = packer
+        self.packer = struct.Struct(fmt)  # struct caches compiled formats itself
         self.overlap_previous = overlap_previous
 
     def __call__(self, values, stream: int) -> None:
@@ -97,39 +94,27 @@ class Kernel:
                 driver.cuCtxSetCurrent(current)
 
 
-def launch_config(grid: tuple[int, int, int], block: tuple[int, int, int], shared: int, cluster: int = 1):
-    """A CUlaunchConfig (stream unset) for a programmatic launch, in clusters of ``cluster`` blocks along x."""
-    attribute = driver.CUlaunchAttribute()
-    attribute.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    attribute.value.programmaticStreamSerializationAllowed = 1
-    attributes = [attribute]
-    if cluster > 1:
-        dims = driver.CUlaunchAttribute()
-        dims.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        dims.value.clusterDim.x, dims.value.clusterDim.y, dims.value.clusterDim.z = cluster, 1, 1
-        attributes.append(dims)
-    config = driver.CUlaunchConfig()
-    config.attrs = attributes
-    config.numAttrs = len(attributes)
-    config.gridDimX, config.gridDimY, config.gridDimZ = grid
-    config.blockDimX, config.blockDimY, config.blockDimZ = block
-    config.sharedMemBytes = shared
-    return config
+class BoundKernels:
+    """Owns every bound Kernel, one per (device, symbol, struct format, launch shape) (bounded like the plans)."""
+
+    MAX_ENTRIES = 4096
+
+    def __init__(self) -> None:
+        self._kernels: dict[tuple, Kernel] = {}
+
+    def get(self, device: int, module: str, symbol: str, fmt: str, grid: tuple[int, int, int],
+            block: tuple[int, int, int], shared: int = 0, overlap_previous: bool = False, cluster: int = 1) -> Kernel:
+        key = (device, symbol, fmt, grid, block, shared, overlap_previous, cluster)
+        k = self._kernels.get(key)
+        if k is None:
+            if len(self._kernels) >= self.MAX_ENTRIES:
+                self._kernels.clear()
+            k = self._kernels[key] = Kernel(device, module, symbol, fmt, grid, block, shared, overlap_previous, cluster)
+        return k
 
 
-_KERNELS: dict[tuple, Kernel] = {}
-
-
-def kernel(device: int, module: str, symbol: str, fmt: str, grid: tuple[int, int, int], block: tuple[int, int, int],
-           shared: int = 0, overlap_previous: bool = False, cluster: int = 1) -> Kernel:
-    """The bound Kernel for these launch settings (cached; bounded like the plan caches)."""
-    key = (device, symbol, fmt, grid, block, shared, overlap_previous, cluster)
-    k = _KERNELS.get(key)
-    if k is None:
-        if len(_KERNELS) >= 4096:
-            _KERNELS.clear()
-        k = _KERNELS[key] = Kernel(device, module, symbol, fmt, grid, block, shared, overlap_previous, cluster)
-    return k
+BOUND = BoundKernels()
+kernel = BOUND.get  # the bound Kernel for these launch settings
 
 
 def launch(device: int, module: str, symbol: str, fmt: str, values, grid: tuple[int, int, int],

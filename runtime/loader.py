@@ -7,38 +7,17 @@ the archs that were built and the command that builds more.
 
 from __future__ import annotations
 
-import json
 import threading
 import warnings
 from contextlib import contextmanager
-from functools import cached_property
-from pathlib import Path
 
 from cuda.bindings import driver
 
+from cukiln.core.artifacts import CUBINS, cubin_relpath, generated_dir, read_manifest
+
+from .driver import CudaError, check, launch_config
+
 _DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory a function may use without opting in
-
-
-def generated_dir() -> Path:
-    """generated/ of this installation (an editable install maps it beside the runtime's folder)."""
-    import cukiln.generated
-
-    return Path(cukiln.generated.__file__).resolve().parent
-
-
-class CudaError(RuntimeError):
-    pass
-
-
-def check(result, what: str):
-    """Unwraps a cuda.bindings return tuple, raising CudaError with the call's name on failure."""
-    err, *values = result if isinstance(result, tuple) else (result,)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        _, name = driver.cuGetErrorName(err)
-        raise CudaError(f"{what} failed: {name.decode() if isinstance(name, bytes) else name}")
-    if not values:
-        return None
-    return values[0] if len(values) == 1 else tuple(values)
 
 
 class KernelCache:
@@ -54,11 +33,6 @@ class KernelCache:
         self._device_attributes: dict[tuple, int] = {}
         self._occupancy: dict[tuple, int] = {}
         self._clusters: dict[tuple, int] = {}
-
-    @cached_property
-    def manifest(self) -> dict:
-        path = generated_dir() / "manifest.json"
-        return json.loads(path.read_text()) if path.exists() else {}
 
     def context(self, device: int):
         """(primary context of ``device``, its integer handle): the context PyTorch uses too."""
@@ -108,8 +82,6 @@ class KernelCache:
         key = (device, symbol, threads, shared, cluster)
         value = self._clusters.get(key)
         if value is None:
-            from .launch import launch_config
-
             fn = self.function(device, module, symbol, shared)
             config = launch_config((cluster, 1, 1), (threads, 1, 1), shared, cluster)
             with self.current(device):
@@ -140,11 +112,6 @@ class KernelCache:
         attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
         return self._attribute(device, attr)
 
-    def shared_per_sm(self, device: int) -> int:
-        """Shared memory of one multiprocessor of ``device``, in bytes (what its resident blocks share)."""
-        attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-        return self._attribute(device, attr)
-
     def _attribute(self, device: int, attr) -> int:
         value = self._device_attributes.get((device, attr))
         if value is None:
@@ -163,13 +130,13 @@ class KernelCache:
 
     def _load_module(self, device: int, module: str):
         arch = self.arch(device)
-        path = generated_dir() / "cubins" / arch / f"{module}.cubin"
+        path = generated_dir() / cubin_relpath(arch, module)
         cubin = path.read_bytes() if path.exists() else self._compile_missing(module, arch)
         err, mod = driver.cuModuleLoadData(cubin)
         if err != driver.CUresult.CUDA_SUCCESS:
             _, name = driver.cuGetErrorName(err)
             _, drv = driver.cuDriverGetVersion()
-            built = self.manifest.get("modules", {}).get(module, {}).get("cubins", {}).get(arch, {})
+            built = read_manifest(generated_dir()).get("modules", {}).get(module, {}).get("cubins", {}).get(arch, {})
             raise CudaError(
                 f"cannot load {module} for {arch}: {name.decode() if isinstance(name, bytes) else name}. "
                 f"The cubin was built by NVRTC {built.get('nvrtc_version', '?')}; the driver supports CUDA "
@@ -179,9 +146,9 @@ class KernelCache:
         return mod
 
     def _compile_missing(self, module: str, arch: str) -> bytes:
-        built = sorted(p.name for p in (generated_dir() / "cubins").glob("sm_*") if any(p.iterdir()))
+        built = sorted(p.name for p in (generated_dir() / CUBINS).glob("sm_*") if any(p.iterdir()))
         try:
-            from cukiln.codegen.build import compile_module
+            from cukiln.codegen.compile import compile_module
         except ImportError as e:  # no jinja2 / NVRTC in this environment
             raise CudaError(
                 f"no cubin of {module} for this GPU ({arch}); built archs: {', '.join(built) or 'none'}. "

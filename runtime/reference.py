@@ -6,6 +6,18 @@ accepted and ignored). Plain PyTorch, so it runs on the CPU or on the GPU.
 
 from __future__ import annotations
 
+import importlib
+
+
+def __getattr__(name: str):
+    """References defined in other runtime modules (the generated families table names where)."""
+    from cukiln.generated.families import REFERENCE
+
+    module = REFERENCE.get(name)
+    if module is None or module == "reference":
+        raise AttributeError(f"module 'cukiln.reference' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"cukiln.{module}"), name)
+
 
 def _pair_index(rotary_dim: int, interleaved: bool, device):
     """The pair each rotary feature belongs to: i for (i, i + rd/2), or i for (2i, 2i + 1)."""

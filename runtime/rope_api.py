@@ -8,56 +8,33 @@ runs the full validation of rope_plan.plan_rope.
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass, replace
 
 from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import kernel
 from .loader import KERNELS
+from .plan_cache import ALIGN_MASK, PlanCache, Refill, slots_for
 from .rope_plan import RopePlan, plan_rope
 from .tensors import from_torch, refuse_untracked_gradients
 
-# Tensor arguments in a fixed order: the plan's pointer fields name them.
+# Tensor arguments in a fixed order, and the kernel-parameter field each one's pointer fills.
 _TENSOR_ARGS = ("x", "out", "freqs", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens")
-_POINTER_FIELD = {"x": "x", "out": "out", "freqs": "table", "cos": "cos", "sin": "sin", "inv_freq": "inv_freq",
-                  "positions": "positions", "offsets": "offsets", "cu_seqlens": "cu_seqlens"}
+_POINTER_FIELDS = ("x", "out", "table", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens")
 THD_DISPATCH_ENV = "CUKILN_ROPE_THD_DISPATCH"
-_ALIGN_MASK = 15  # vector widths depend on pointer alignment up to 16 bytes
 
 
 @dataclass
 class _CachedPlan:
-    plan: RopePlan | None
-    pointer_slots: tuple[tuple[int, int], ...]  # (index in plan.values, index in _TENSOR_ARGS)
-    spans: tuple[tuple[int, int] | None, ...]  # per tensor arg: byte extent (low, high) relative to its pointer
-    overlap_checks: tuple[int, ...]  # tensor args (indices) to recheck against out's current pointer per call
+    plan: RopePlan | None  # None: nothing to launch (an empty tensor)
+    refill: Refill
     kernel: object = None  # the bound launch.Kernel, made on the plan's first launch
 
     def bind(self):
         p = self.plan
         self.kernel = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
         return self.kernel
-
-
-class PlanCache:
-    """Validated plans keyed by call metadata; the runtime's only per-call state (bounded)."""
-
-    MAX_ENTRIES = 4096
-
-    def __init__(self) -> None:
-        self._plans: dict[tuple, _CachedPlan] = {}
-
-    def get(self, key):
-        return self._plans.get(key)
-
-    def clear(self) -> None:
-        """Forget every plan (after the dispatch rules change, as `cukiln tune rope` does)."""
-        self._plans.clear()
-
-    def put(self, key, value: _CachedPlan) -> None:
-        if len(self._plans) >= self.MAX_ENTRIES:
-            self._plans.clear()
-        self._plans[key] = value
 
 
 PLANS = PlanCache()
@@ -111,11 +88,16 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
                     cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out)
 
 
+# rope's arguments after x, in order: the one declaration (its signature above) that run_rope, prepare, the
+# reference, the torch op's schema and cukiln.torch.rope follow (tests/runtime/test_signatures.py checks each).
+ARGUMENTS = tuple(inspect.signature(rope).parameters)[1:]
+
+
 def run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
              cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out):
     """rope() on torch tensors, every argument positional (as rope's signature orders them, less stream):
     the entry for callers that already hold torch tensors, such as the torch ops."""
-    cached, values, result, copied = _prepare(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved,
+    cached, values, result, copied = prepare(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved,
                                               rotary_dim, positions, offsets, cu_seqlens, cp_size, cp_rank,
                                               max_seqlen, backward, inplace, out)
     p = cached.plan
@@ -143,21 +125,44 @@ def _import_torch():
     return torch
 
 
-def plan_call(x, **kwargs) -> tuple[RopePlan | None, object]:
-    """Validate a rope() call and plan its launch without launching: (RopePlan or None, output tensor)."""
-    cached, values, out, _ = _prepare(x, **kwargs)
+def plan_call(x, *, rule: dict | None = None, **kwargs) -> tuple[RopePlan | None, object]:
+    """Validate a rope() call (the keyword arguments of cukiln.rope) and plan its launch without launching:
+    (RopePlan or None when there is nothing to launch, output tensor). ``rule``: the dense launch choices to
+    plan with instead of the dispatch table's (as `cukiln tune rope` measures them; the plan is not cached)."""
+    if rule is not None:
+        return _plan_uncached(x, rule=rule, **kwargs)
+    cached, values, out, _ = prepare(x, **kwargs)
     p = cached.plan
     if p is None:
         return None, out
     return replace(p, values=tuple(values)), out
 
 
-def _prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
-             interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
-             cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
-    """(cached plan (its plan is None when there is nothing to launch), parameter values with this call's
-    pointers, output tensor, the device copy of host cu_seqlens or None, which must outlive the launch).
-    Runs on every call: the plan-cache hit is written out for speed."""
+def launch_plan(plan: RopePlan) -> None:
+    """Launch a plan from plan_call on the current torch stream (measurements: the call's launch, without its
+    validation)."""
+    torch = _torch or _import_torch()
+    kernel(plan.device, plan.module, plan.symbol, plan.fmt, plan.grid, plan.block, 0, plan.overlap_previous)(
+        plan.values, torch._C._cuda_getCurrentRawStream(plan.device))
+
+
+def _plan_uncached(x, *, rule: dict, out=None, inplace=False, **kwargs):
+    torch = _torch or _import_torch()
+    out = x if inplace else (torch.empty_like(x) if out is None else out)
+    tensors = {name: kwargs.get(name) for name in _TENSOR_ARGS[2:]}
+    cached = _plan_and_describe((x, out) + tuple(tensors.values()), inplace=inplace, fresh=False, cu_host=None,
+                                thd_dispatch=os.environ.get(THD_DISPATCH_ENV, "auto"), rule=rule,
+                                **{k: v for k, v in kwargs.items() if k not in tensors})
+    return cached.plan, out
+
+
+def prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
+            interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
+            cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
+    """Everything of a rope() call but the launch: (cached plan (its plan is None when there is nothing to
+    launch), parameter values with this call's pointers, output tensor, the device copy of host cu_seqlens or
+    None, which must outlive the launch). Runs on every call (`cukiln bench overhead` times it alone): the
+    plan-cache hit is written out for speed."""
     torch = _torch or _import_torch()
     cu_host = copied = None
     if cu_seqlens is not None and isinstance(cu_seqlens, torch.Tensor) and cu_seqlens.device.type == "cpu" \
@@ -182,19 +187,19 @@ def _prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=
     try:
         xp = x.data_ptr()
         pointers = [xp, xp]
-        key = [x.shape, x.stride(), x.dtype, x.is_neg(), x.get_device(), xp & _ALIGN_MASK, base, scale, layout,
+        key = [x.shape, x.stride(), x.dtype, x.is_neg(), x.get_device(), xp & ALIGN_MASK, base, scale, layout,
                interleaved, rotary_dim, backward, inplace, fresh, cp_size, cp_rank, max_seqlen, thd_dispatch, cu_host]
         if out is not x:
             pointers[1] = op = out.data_ptr()
             if not fresh:
-                key += (out.shape, out.stride(), out.dtype, out.is_neg(), out.get_device(), op & _ALIGN_MASK, op == xp)
+                key += (out.shape, out.stride(), out.dtype, out.is_neg(), out.get_device(), op & ALIGN_MASK, op == xp)
         for t in others:
             if t is None or type(t) is int:
                 key.append(t)
                 pointers.append(0)
             else:
                 ptr = t.data_ptr()
-                key.append((t.shape, t.stride(), t.dtype, t.is_neg(), t.get_device(), ptr & _ALIGN_MASK))
+                key.append((t.shape, t.stride(), t.dtype, t.is_neg(), t.get_device(), ptr & ALIGN_MASK))
                 pointers.append(ptr)
         key = tuple(key)
         cached = PLANS.get(key)
@@ -212,28 +217,24 @@ def _prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=
     p = cached.plan
     if p is None:
         return cached, (), out, copied
-    if cached.overlap_checks:
-        _check_out_overlaps(pointers, cached.spans, cached.overlap_checks)
-    values = list(p.values)
-    for slot, arg in cached.pointer_slots:
-        values[slot] = pointers[arg]
-    return cached, values, out, copied
+    refill = cached.refill
+    if refill.checks:
+        _refuse_overlap(refill.overlapping(pointers))
+    return cached, refill.values(p.values, pointers), out, copied
 
 
-def _check_out_overlaps(pointers, spans, checks) -> None:
+def _refuse_overlap(arg: int | None) -> None:
     """Pointer-dependent part of the validation: out must not overlap an input (nor x, unless it is x)."""
-    out_lo, out_hi = pointers[1] + spans[1][0], pointers[1] + spans[1][1]
-    for i in checks:
-        lo, hi = pointers[i] + spans[i][0], pointers[i] + spans[i][1]
-        if out_lo < hi and lo < out_hi:
-            name = _TENSOR_ARGS[i]
-            raise ValueError(f"out: overlaps {name}" + (
-                " without being exactly x (use inplace=True to rotate x itself)" if name == "x"
-                else ", which the kernel reads while it writes out"))
+    if arg is not None:
+        name = _TENSOR_ARGS[arg]
+        raise ValueError(f"out: overlaps {name}" + (
+            " without being exactly x (use inplace=True to rotate x itself)" if name == "x"
+            else ", which the kernel reads while it writes out"))
 
 
-def _plan_and_describe(args, *, base, scale, layout, interleaved, rotary_dim, backward, inplace, fresh, cu_host,
-                       cp_size, cp_rank, max_seqlen, thd_dispatch) -> _CachedPlan:
+def _plan_and_describe(args, *, base=None, scale=1.0, layout="sbhd", interleaved=False, rotary_dim=None,
+                       backward=False, inplace=False, fresh=False, cu_host=None, cp_size=1, cp_rank=0,
+                       max_seqlen=None, thd_dispatch="auto", rule=None) -> _CachedPlan:
     """Full validation and planning; records where the pointers go so that later calls only refill them."""
     # Only offsets takes an int; an int anywhere else is refused by from_torch (it would be no tensor at all).
     infos = [None if t is None or (name == "offsets" and isinstance(t, int)) else from_torch(t, name)
@@ -246,19 +247,16 @@ def _plan_and_describe(args, *, base, scale, layout, interleaved, rotary_dim, ba
                      offsets=offsets_arg, cu_seqlens=cu_seqlens, cu_seqlens_host=cu_host, cp_size=cp_size,
                      cp_rank=cp_rank, max_seqlen=max_seqlen, thd_dispatch=thd_dispatch,
                      arch=KERNELS.arch(x.device), backward=backward,
-                     inplace=inplace, guarded=guarded)
+                     inplace=inplace, guarded=guarded, rule=rule)
     slots = ()
     if plan is not None:
-        from cukiln.generated import dispatch
-
-        names = dispatch.ROPE_PARAMS[dispatch.ROPE[plan.key][2]][0]
-        slots = tuple((names.index(_POINTER_FIELD[arg]), i) for i, arg in enumerate(_TENSOR_ARGS)
-                      if infos[i] is not None and _POINTER_FIELD[arg] in names)
+        fields = tuple(f if info is not None else None for f, info in zip(_POINTER_FIELDS, infos))
+        slots = slots_for(plan.field_names, fields)
     spans = tuple(None if info is None else tuple(s - info.ptr for s in info.byte_span()) for info in infos)
     # A fresh out overlaps nothing; otherwise out's current pointer is checked against every input's on
     # each call (x's too, unless out is exactly x: a view of x with other strides is refused).
     in_place = inplace or (out is not None and out.same_view(x))
     checks = () if fresh else tuple(i for i, span in enumerate(spans)
                                     if span is not None and i != 1 and not (i == 0 and in_place))
-    return _CachedPlan(plan, slots, spans, checks)
+    return _CachedPlan(plan, Refill(slots, spans, checks))
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from cukiln.core.archs import programmatic_launch
 from cukiln.generated import dispatch
 
-from .arch import programmatic_launch
 from .tensors import TensorInfo
 
 FLOAT_DTYPES = ("fp32", "fp16", "bf16")
@@ -33,6 +33,7 @@ class RopePlan:
     module: str
     symbol: str
     fmt: str
+    field_names: tuple[str, ...]  # the kernel-parameter struct's fields, in order
     values: tuple
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
@@ -287,18 +288,52 @@ def choose_thd_dispatch(seqs: PackedSequences, tokens: int, tokens_per_block: in
     return ("grid" if grid_x * seqs.num_seqs <= limit * token_blocks else "token"), grid_x
 
 
+@dataclass(frozen=True)
+class _Validated:
+    """A call whose arguments passed every check: what choosing the launch and filling the fields need."""
+
+    sizes: tuple[int, int, int, int]  # (S, B, H, D) of x seen as sbhd
+    x_strides: tuple[int, int, int, int]
+    out_strides: tuple[int, int, int, int]
+    angles: Angles
+    pos_fields: dict
+    seqs: PackedSequences | None  # thd by cu_seqlens; None for dense layouts and thd with positions
+    in_place: bool
+
+
 def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None,
               scale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, positions=None, offsets=None,
               cu_seqlens: TensorInfo | None = None, cu_seqlens_host: tuple[int, ...] | None = None, cp_size=1,
               cp_rank=0, max_seqlen=None, thd_dispatch: str = "auto", arch: str | None = None,
-              backward=False, inplace=False, guarded: tuple[tuple[str, TensorInfo], ...] = ()) -> RopePlan | None:
+              backward=False, inplace=False, guarded: tuple[tuple[str, TensorInfo], ...] = (),
+              rule: dict | None = None) -> RopePlan | None:
     """The launch for one call, or None when there is nothing to do (an empty tensor).
 
     ``out`` is the tensor written: x itself for an in-place call. ``guarded`` are the inputs that ``out``
     must not overlap (angle tables, positions, offsets, cu_seqlens). ``cu_seqlens_host`` are the values of
     cu_seqlens when the caller has them on the host (then fully checked); ``thd_dispatch`` forces token or
-    grid dispatch; ``arch`` (e.g. "sm_90") selects the tuned token/grid rule.
+    grid dispatch; ``arch`` (e.g. "sm_90") selects the tuned rules; ``rule`` replaces the dense launch rule
+    (launch_rule) for measurements.
     """
+    call = _validate(x, out, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale,
+                     layout=layout, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
+                     cu_seqlens=cu_seqlens, cu_seqlens_host=cu_seqlens_host, cp_size=cp_size, cp_rank=cp_rank,
+                     max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
+    if x.numel == 0 or (call.seqs is not None and call.seqs.num_seqs == 0):
+        return None  # nothing to rotate (with no sequence, every token lies past the last one's end)
+    key, grid, block, seq_major = _choose_launch(x, out, call, interleaved, thd_dispatch, arch,
+                                                 rule or launch_rule(arch, layout))
+    module, symbol, layout_id = dispatch.ROPE[key]
+    names, fmt = dispatch.ROPE_PARAMS[layout_id]
+    fields = _fields(x, out, call, seq_major, cp_size, cp_rank, cu_seqlens, backward)
+    return RopePlan(key, module, symbol, fmt, names, tuple(fields[n] for n in names), grid, block, x.device,
+                    programmatic_launch(arch))
+
+
+def _validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base, scale, layout, rotary_dim,
+              positions, offsets, cu_seqlens, cu_seqlens_host, cp_size, cp_rank, max_seqlen, inplace,
+              guarded) -> _Validated:
+    """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout: expected one of {', '.join(LAYOUTS)}, got {layout!r}")
     if x.dtype not in FLOAT_DTYPES:
@@ -322,7 +357,6 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
     S, B, H, D = sizes
     angles = resolve_angles(x, D, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale,
                             rotary_dim=rotary_dim)
-    rd = angles.rotary_dim
     seqs = None
     if packed:
         seqs = check_cu_seqlens(cu_seqlens, cu_seqlens_host, S, cp_size, x.device, max_seqlen)
@@ -358,20 +392,22 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
     for name, t in guarded:
         if t is not None and out.overlaps(t):
             raise ValueError(f"out: overlaps {name}, which the kernel reads while it writes out")
-
-    tokens = S * B
-    if tokens > MAX_TOKENS or H > INT32_MAX // max(D, 1):
+    if S * B > MAX_TOKENS or H > INT32_MAX // max(D, 1):
         raise ValueError(f"x: at most {MAX_TOKENS} tokens (seq x batch) and {INT32_MAX} heads x head_dim, "
                          f"got shape {list(x.shape)}")
-    if x.numel == 0:
-        return None
+    return _Validated(sizes, x_strides, _dense_view(out, layout)[1], angles, pos_fields, seqs, in_place)
 
-    _, out_strides = _dense_view(out, layout)
-    rule = launch_rule(arch, layout)
+
+def _choose_launch(x: TensorInfo, out: TensorInfo, call: _Validated, interleaved: bool, thd_dispatch: str,
+                   arch: str | None, rule: dict) -> tuple[tuple, tuple[int, int, int], tuple[int, int, int], bool]:
+    """(dispatch key, grid, block, seq_major): the variant and the launch shape for a validated call."""
+    S, B, H, D = call.sizes
+    x_strides, out_strides, rd = call.x_strides, call.out_strides, call.angles.rotary_dim
+    tokens = S * B
     seq_major = B == 1 or (S > 1 and x_strides[0] >= x_strides[1])
-    strides = stride_count(sizes, x_strides, out_strides, seq_major, rule["packed_kernel"])
-    copy_tail = not in_place and rd < D
-    row_strides = tuple(st for n, st in zip(sizes[:3] * 2, x_strides[:3] + out_strides[:3]) if n > 1)
+    strides = stride_count(call.sizes, x_strides, out_strides, seq_major, rule["packed_kernel"])
+    copy_tail = not call.in_place and rd < D
+    row_strides = tuple(st for n, st in zip(call.sizes[:3] * 2, x_strides[:3] + out_strides[:3]) if n > 1)
     vec = widest_vector(x.itemsize, rd, D, interleaved, copy_tail, strides, (x.ptr, out.ptr), row_strides,
                         rule["max_vector_bytes"])
     token_stride = x_strides[1] if seq_major else x_strides[0]
@@ -379,28 +415,31 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
     block = block_shape(rd // 2 // vec, H, tokens, head_outer, rule["max_threads"], rule["min_threads"])
     grid = (-(-tokens // block[2]), 1, 1)
     mode = "none"
-    if packed:
-        if seqs.num_seqs == 0:
-            return None  # no sequence: every token lies past the last one's end and is left alone
-        mode, grid_x = choose_thd_dispatch(seqs, tokens, block[2], thd_dispatch, arch)
+    if call.seqs is not None:
+        mode, grid_x = choose_thd_dispatch(call.seqs, tokens, block[2], thd_dispatch, arch)
         if mode == "grid":
-            grid = (grid_x, seqs.num_seqs, 1)
-    key = (x.dtype, "thd" if packed else "dense",
-           "interleaved" if interleaved else "half", angles.kind, strides, vec, mode)
-    module, symbol, layout_id = dispatch.ROPE[key]
-    names, fmt = dispatch.ROPE_PARAMS[layout_id]
+            grid = (grid_x, call.seqs.num_seqs, 1)
+    key = (x.dtype, "thd" if call.seqs is not None else "dense", "interleaved" if interleaved else "half",
+           call.angles.kind, strides, vec, mode)
+    return key, grid, block, seq_major
 
-    fields = {"x": x.ptr, "out": out.ptr, "tokens": tokens, "seq_len": S, "batch": B, "heads": H,
-              "head_dim": D, "rotary_dim": rd, "seq_major": int(seq_major), "copy_tail": int(copy_tail),
-              "backward": int(bool(backward))}
-    fields.update(pos_fields)
-    fields.update(angles.fields)
+
+def _fields(x: TensorInfo, out: TensorInfo, call: _Validated, seq_major: bool, cp_size: int, cp_rank: int,
+            cu_seqlens: TensorInfo | None, backward: bool) -> dict:
+    """Every kernel-parameter field a rope struct may have (each variant's struct takes those it names)."""
+    S, B, H, D = call.sizes
+    rd = call.angles.rotary_dim
+    fields = {"x": x.ptr, "out": out.ptr, "tokens": S * B, "seq_len": S, "batch": B, "heads": H,
+              "head_dim": D, "rotary_dim": rd, "seq_major": int(seq_major),
+              "copy_tail": int(not call.in_place and rd < D), "backward": int(bool(backward))}
+    fields.update(call.pos_fields)
+    fields.update(call.angles.fields)
+    packed = call.seqs is not None
     fields.update(cp_size=cp_size, cp_rank=cp_rank, cu_seqlens=cu_seqlens.ptr if packed else 0,
-                  num_seqs=seqs.num_seqs if packed else 0)
-    for prefix, st in (("x", x_strides), ("out", out_strides)):
+                  num_seqs=call.seqs.num_seqs if packed else 0)
+    for prefix, st in (("x", call.x_strides), ("out", call.out_strides)):
         fields[f"{prefix}_ss"], fields[f"{prefix}_sb"], fields[f"{prefix}_sh"], fields[f"{prefix}_sd"] = st
-    values = tuple(fields[n] for n in names)
-    return RopePlan(key, module, symbol, fmt, values, grid, block, x.device, programmatic_launch(arch))
+    return fields
 
 
 def launch_rule(arch: str | None, layout: str) -> dict:

@@ -3,12 +3,11 @@ takes about as long as an empty one, so the figure is what a call costs the CPU.
 
 Each path runs ``CALLS`` times and then synchronizes once; the paths take turns over ``ROUNDS`` rounds
 and each figure is the median round (a shared CPU is noisy: turns spread the noise over every path).
-The paths: ``cukiln.rope`` (in place, base angles, and out of place with a freqs table);
-``cukiln.torch.rope`` in eager inference (it calls the kernel directly), with a gradient wanted (the
-custom op and its autograd node), and the ops themselves through the dispatcher; a
-``torch.compile(fullgraph=True)`` function calling the op; one replay of a CUDA graph holding the call;
-tiny PyTorch ops beside them. A breakdown of ``cukiln.rope`` follows: the
-plan-cache hit with the pointer refill, the bound kernel's launch, and cuLaunchKernel alone.
+The paths: tiny PyTorch ops as the reference point (``y.add_(1.0)``), then each family's (its tool hooks'
+``overhead_paths``): the public call in its forms, the custom op in eager mode and through the dispatcher, a
+``torch.compile(fullgraph=True)`` function calling the op, one replay of a CUDA graph holding the call, and a
+breakdown of the public call (the plan-cache hit with its refill, the bound kernel's launch, cuLaunchKernel
+alone).
 """
 
 from __future__ import annotations
@@ -39,57 +38,19 @@ def per_call_us(fn, calls: int = CALLS) -> float:
 
 
 def _paths() -> dict:
-    """name -> zero-argument callable, warmed up (modules loaded, plans cached, graphs compiled)."""
+    """name -> zero-argument callable, warmed up (modules loaded, plans cached, graphs compiled): torch's own
+    small ops as the reference point, then every family's paths (its tool hooks' overhead_paths)."""
     import torch
 
-    import cukiln
-    import cukiln.torch
-    from cukiln import rope_api
-    from cukiln.launch import kernel
+    from cukiln.codegen.ops import FAMILIES
 
-    x = torch.randn(1, 1, 1, 64, device="cuda")
-    freqs = torch.rand(1, 64, device="cuda")
-    out = torch.empty_like(x)
+    from .hooks import tools_of
 
-    def compiled_body(t):
-        return cukiln.torch.rope(t, base=10000.0, inplace=True)
-
-    compiled = torch.compile(compiled_body, fullgraph=True)
-
-    graph_x = x.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm outside the capture: the module loads, the plan is cached
-        cukiln.rope(graph_x, base=10000.0, inplace=True)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        cukiln.rope(graph_x, base=10000.0, inplace=True)
-
-    cached, values, _, _ = rope_api._prepare(x, base=10000.0, inplace=True)
-    p = cached.plan
-    bound = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
-    stream = torch.cuda.current_stream().cuda_stream
-    op_args = (None, None, None, None, 10000.0, 1.0, "sbhd", False, None, None, None, None, None, 1, 0, None, False)
-    x_grad = x.clone().requires_grad_(True)
-
-    paths = {
-        "cukiln.rope (in place, base)": lambda: cukiln.rope(x, base=10000.0, inplace=True),
-        "cukiln.rope (out=, freqs)": lambda: cukiln.rope(x, freqs=freqs, out=out),
-        "cukiln.rope (allocates out, freqs)": lambda: cukiln.rope(x, freqs=freqs),
-        "cukiln.torch.rope (eager, in place, base)": lambda: cukiln.torch.rope(x, base=10000.0, inplace=True),
-        "cukiln.torch.rope (eager, allocates out, freqs)": lambda: cukiln.torch.rope(x, freqs=freqs),
-        "cukiln.torch.rope (x requires grad: op + autograd)": lambda: cukiln.torch.rope(x_grad, base=10000.0),
-        "op cukiln::rope_ through the dispatcher (in place)": lambda: torch.ops.cukiln.rope_(x, *op_args),
-        "op cukiln::rope through the dispatcher (allocates)": lambda: torch.ops.cukiln.rope(x, *op_args),
-        "torch.compile(fullgraph) of cukiln.torch.rope": lambda: compiled(x),
-        "CUDA graph replay of cukiln.rope": graph.replay,
-        "torch: x.add_(1.0)": lambda: x.add_(1.0),
-        "torch: x + 1.0 (allocates)": lambda: x + 1.0,
-        "breakdown: plan-cache hit and pointer refill": lambda: rope_api._prepare(x, base=10000.0, inplace=True),
-        "breakdown: bound kernel launch (pack, context check, launch)": lambda: bound(values, stream),
-        "breakdown: cuLaunchKernel alone": _bare_launch(bound, values, stream),
-    }
+    y = torch.randn(1, 1, 1, 64, device="cuda")
+    paths = {"torch: y.add_(1.0)": lambda: y.add_(1.0), "torch: y + 1.0 (allocates)": lambda: y + 1.0}
+    for family in FAMILIES:
+        if family.tools:
+            paths.update(tools_of(family).overhead_paths())
     for fn in paths.values():
         for _ in range(200):
             fn()
@@ -97,8 +58,31 @@ def _paths() -> dict:
     return paths
 
 
-def _bare_launch(bound, values, stream):
-    """cuLaunchKernel with the parameters packed once and no context check: the driver's share."""
+def compiled_and_graphed(body, *args) -> tuple:
+    """(a torch.compile(fullgraph=True) of ``body`` called on ``args``, one replay of a CUDA graph of ``body``
+    captured on copies of the tensors among ``args``): zero-argument callables."""
+    import torch
+
+    compiled = torch.compile(body, fullgraph=True)
+    graph_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm outside the capture: the module loads, the plan is cached
+        body(*graph_args)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        body(*graph_args)
+
+    def replay():  # holds the graph's copies of the arguments, whose addresses the graph recorded
+        graph.replay()
+        return graph_args
+
+    return (lambda: compiled(*args)), replay
+
+
+def bare_launch(bound, values, stream):
+    """cuLaunchKernel with the parameters packed once and no context check: the driver's share of a launch."""
     import ctypes
 
     from cuda.bindings import driver
@@ -110,7 +94,7 @@ def _bare_launch(bound, values, stream):
     grid, block = bound.grid, bound.block
 
     def launch():
-        driver.cuLaunchKernel(bound.function, *grid, *block, 0, stream, address, 0)
+        driver.cuLaunchKernel(bound.function, *grid, *block, bound.shared, stream, address, 0)
 
     return launch
 

@@ -9,27 +9,20 @@ import importlib.util
 import json
 from pathlib import Path
 
-CONTENDERS = {
-    "rope": ("cukiln", "torch", "torch.compile"),
-    "rope-thd": ("auto", "token", "grid", "grid, no max_seqlen"),
-    "decode": ("cukiln", "torch_sdpa"),
-}
 
 
-def _label(kind: str, case: dict) -> str:
-    if kind == "rope":
-        s, b, h, d = case["shape_sbhd"]
-        return f"{s}x{b}x{h}x{d} {case['view']} {case['dtype']} {case['direction']}"
-    if kind == "rope-thd":
-        return f"{case['lengths']['n_seqs']} seqs"
-    return f"b{case['batch']} T{case['T'] // 1024}k" if case["T"] >= 1024 else f"b{case['batch']} T{case['T']}"
+def drawable() -> dict:
+    """The benches that have a plot: name -> their hooks' Bench (contenders and case labels)."""
+    from .hooks import benches
+
+    return {name: b for name, b in benches().items() if b.contenders and b.label}
 
 
 def series(result: dict) -> tuple[list[str], dict[str, list[float | None]]]:
     """Case labels and, per contender present in the result, its TB/s per case (None where absent)."""
-    kind = result["benchmark"]
-    names = list(CONTENDERS[kind]) + [o for o in result.get("others", []) if o not in CONTENDERS[kind]]
-    labels = [_label(kind, c) for c in result["cases"]]
+    bench = drawable()[result["benchmark"]]
+    names = list(bench.contenders) + [o for o in result.get("others", []) if o not in bench.contenders]
+    labels = [bench.label(c) for c in result["cases"]]
     data = {name: [c[name]["tbps"] if name in c else None for c in result["cases"]] for name in names}
     return labels, {name: values for name, values in data.items() if any(v is not None for v in values)}
 
@@ -61,17 +54,19 @@ def plot(result: dict, path: str | Path) -> Path:
 
 
 def main(args) -> int:
-    from rich.console import Console
-
-    console = Console()
+    console = args.console
     if importlib.util.find_spec("matplotlib") is None:
         console.print("[red]cukiln plot needs matplotlib: pip install 'cukiln[plots]'[/red]")
         return 2
+    kinds = drawable()
     for name in args.results:
-        result = json.loads(Path(name).read_text())
-        if result.get("benchmark") not in CONTENDERS:
-            console.print(f"[red]{name}: not a `cukiln bench` result (benchmark {result.get('benchmark')!r})[/red]")
-            return 2
+        try:
+            result = json.loads(Path(name).read_text())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{name}: cannot read a benchmark result ({e})") from None
+        if not isinstance(result, dict) or result.get("benchmark") not in kinds:
+            raise ValueError(f"{name}: not a `cukiln bench` result with a plot (benchmark "
+                             f"{result.get('benchmark') if isinstance(result, dict) else None!r})")
         out = plot(result, Path(name).with_suffix(".png") if args.out is None else args.out)
         console.print(f"wrote {out}")
     return 0

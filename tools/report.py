@@ -16,7 +16,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from cukiln.codegen import emit
+from .hooks import tools_of
+
+from cukiln.codegen.ops import FAMILIES, tuned_modules
+from cukiln.core import artifacts
+from cukiln.core.archs import DEFAULT_ARCHS
 
 _SORT_KEYS = {
     "name": lambda row: row["name"],
@@ -26,13 +30,13 @@ _SORT_KEYS = {
     "size": lambda row: -row["cubin_bytes"],
     "compile": lambda row: -row["compile_seconds"],
 }
-# Archs a default build targets (a GPU's own arch comes on top): missing ones are reported.
-EXPECTED_ARCHS = ("sm_80", "sm_90")
 
 
-def rows(manifest: dict, only: str | None) -> list[dict]:
-    """One row per (variant, arch): resources and the size and compile time of its module's cubin."""
+def rows(manifest: dict, only: str | None, build_log: dict | None = None) -> list[dict]:
+    """One row per (variant, arch): resources and the size of its module's cubin, and the module's compile
+    time in the last build here (``build_log``, untracked; 0 when unknown)."""
     pattern = re.compile(only) if only else None
+    seconds = (build_log or {}).get("compile_seconds", {})
     out = []
     for entry in manifest.get("variants", []):
         if pattern and not pattern.search(entry["name"]):
@@ -45,7 +49,8 @@ def rows(manifest: dict, only: str | None) -> list[dict]:
                 "shared_bytes": res["shared_bytes"] if res else 0,
                 "stack_bytes": res["stack_bytes"] if res else 0,
                 "spill_bytes": res["spill_store_bytes"] + res["spill_load_bytes"] if res else 0,
-                "cubin_bytes": cubin.get("bytes", 0), "compile_seconds": cubin.get("compile_seconds", 0.0),
+                "cubin_bytes": cubin.get("bytes", 0),
+                "compile_seconds": seconds.get(arch, {}).get(entry["module"], 0.0),
             })
     return out
 
@@ -71,68 +76,13 @@ def op_summary(manifest: dict) -> dict:
             for name, op in sorted(ops.items())}
 
 
-def launch_rule(tuning: dict) -> dict:
-    """The dense RoPE launch choices in force per arch (from dispatch.py), and per arch the tuning behind
-    them: each choice's candidates with their time relative to the default, the winner and its margin."""
-    from cukiln.generated import dispatch
-
-    data = {}
-    for arch, t in sorted(tuning.items()):
-        t = t.get("rope")
-        if t:
-            data[arch] = {"device": t["device"], "date": t["date"], "rule": t["rule"], "choices": t["choices"],
-                          "combined_relative_time": t.get("combined_relative_time")}
-    return {"rules": dict(dispatch.ROPE_LAUNCH), "default": dict(dispatch.ROPE_LAUNCH_DEFAULT), "tuning": data}
+def copy_note(tuning: dict) -> str:
+    """The same-run copy bandwidth for a table title ("" for tuning files that predate it)."""
+    return f" — copy {tuning['copy_tbps']:.2f} TB/s" if tuning.get("copy_tbps") else ""
 
 
-def thd_rule(tuning: dict) -> dict:
-    """The token/grid rule in force (from dispatch.py) and the tuning data behind it, per arch."""
-    from cukiln.generated import dispatch
-
-    data = {}
-    for arch, t in sorted(tuning.items()):
-        t = t.get("rope-thd")
-        if t:
-            data[arch] = {"device": t["device"], "date": t["date"], "rule": t["rule"], "copy_tbps": t.get("copy_tbps"),
-                          "measurements": [{"tokens": m["lengths"]["tokens"], "n_seqs": m["lengths"]["n_seqs"],
-                                            "skewed": m.get("skewed", False),
-                                            "grid_over_token_blocks": m["grid"]["blocks"] / m["token"]["blocks"],
-                                            "token_us": m["token"]["ms"] * 1e3, "grid_us": m["grid"]["ms"] * 1e3,
-                                            "token_x_copy": m["token"].get("x_copy"),
-                                            "grid_x_copy": m["grid"].get("x_copy")}
-                                           for m in t["measurements"]]}
-    return {"grid_max_waste": dict(dispatch.ROPE_THD_GRID_MAX_WASTE),
-            "default": dispatch.ROPE_THD_GRID_MAX_WASTE_DEFAULT, "tuning": data}
-
-
-def decode_rule(tuning: dict) -> dict:
-    """The split-KV rule in force per arch and, per tuned point, the best (pipeline, split count), the
-    rule's choice and what the choice costs against the best (the runner-up's margin when the rule picks
-    the best)."""
-    from cukiln.generated import dispatch
-
-    from .decode import measured_choice, measured_times
-
-    data = {}
-    for arch, t in sorted(tuning.items()):
-        t = t.get("decode")
-        if not t:
-            continue
-        rule = dispatch.DECODE_SPLIT.get(arch, dispatch.DECODE_SPLIT_DEFAULT)
-        points = []
-        for m in t["measurements"]:
-            times = {(p, s): ms for p, by_splits in measured_times(m).items() for s, ms in by_splits.items()}
-            ranked = sorted(times, key=times.get)
-            splits, pipeline = measured_choice(m, t["sms"], rule)
-            best = times[ranked[0]]
-            points.append({"batch": m["batch"], "T": m["T"], "best_splits": ranked[0][1],
-                           "best_pipeline": ranked[0][0], "chosen_splits": splits, "chosen_pipeline": pipeline,
-                           "best_us": best * 1e3, "best_tbps": m.get("best_tbps"),
-                           "best_x_copy": m.get("best_x_copy"), "chosen_over_best": times[pipeline, splits] / best,
-                           "runner_up_over_best": times[ranked[1]] / best if len(ranked) > 1 else None})
-        data[arch] = {"device": t["device"], "date": t["date"], "sms": t["sms"], "rule": t["rule"],
-                      "copy_tbps": t.get("copy_tbps"), "points": points}
-    return {"rules": dict(dispatch.DECODE_SPLIT), "default": dict(dispatch.DECODE_SPLIT_DEFAULT), "tuning": data}
+def ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _sha256(path: Path) -> str:
@@ -150,14 +100,16 @@ def warnings(manifest: dict, tuning: dict, root: Path) -> list[dict]:
             elif res["spill_store_bytes"] + res["spill_load_bytes"]:
                 out.append({"kind": "spill", "detail": f"{entry['name']} on {arch}: "
                             f"{res['spill_store_bytes']} B stored, {res['spill_load_bytes']} B loaded"})
-    for arch in EXPECTED_ARCHS:
+    for arch in DEFAULT_ARCHS:
         if manifest and arch not in manifest.get("archs", []):
-            out.append({"kind": "missing arch", "detail": f"{arch} was not built (`cukiln build --arch {arch}`)"})
+            out.append({"kind": "missing arch", "detail": f"{arch} was not built (`cukiln build` builds every "
+                                                          "default arch)"})
+    tuned = tuned_modules()
     for arch, data in sorted(tuning.items()):
         for op, result in sorted(data.items()):
-            if op not in emit.TUNED_MODULES:
+            if op not in tuned:
                 continue
-            recorded, now = result.get("fingerprint"), emit.tuning_fingerprint(manifest, op)
+            recorded, now = result.get("fingerprint"), artifacts.tuning_fingerprint(manifest, tuned[op])
             if recorded != now:
                 why = "records no fingerprint of the sources it measured" if recorded is None else \
                     "was measured on kernel sources that have changed since"
@@ -167,7 +119,7 @@ def warnings(manifest: dict, tuning: dict, root: Path) -> list[dict]:
         for arch, cubin in sorted(module.get("cubins", {}).items()):
             path = root / cubin["path"]
             if not path.exists():
-                out.append({"kind": "missing cubin", "detail": f"{cubin['path']} (run `cukiln build --arch {arch}`)"})
+                out.append({"kind": "missing cubin", "detail": f"{cubin['path']} (run `cukiln build`)"})
             elif _sha256(path) != cubin["sha256"]:
                 out.append({"kind": "stale cubin", "detail": f"{cubin['path']} differs from the one the manifest "
                             "records (run `cukiln build`)"})
@@ -179,9 +131,8 @@ def collect(manifest: dict, tuning: dict, root: Path, only: str | None = None, s
     return {
         "nvrtc_version": manifest.get("nvrtc_version"), "archs": manifest.get("archs", []),
         "ops": op_summary(manifest),
-        "variants": sorted(rows(manifest, only), key=_SORT_KEYS[sort]),
-        "rules": {"rope_launch": launch_rule(tuning), "rope_thd": thd_rule(tuning),
-                  "decode_split": decode_rule(tuning)},
+        "variants": sorted(rows(manifest, only, artifacts.read_build_log(root)), key=_SORT_KEYS[sort]),
+        "rules": {f.name: tools_of(f).report_rules(tuning) for f in FAMILIES if f.tools},
         "warnings": warnings(manifest, tuning, root),
     }
 
@@ -223,106 +174,22 @@ def _print_variants(console: Console, rows_: list[dict], archs: list[str], nvrtc
         console.print(f"({len(rows_) - len(shown)} more rows: narrow with --only REGEX, or --limit 0 for all)")
 
 
-def _print_launch_rule(console: Console, rule: dict) -> None:
-    def describe(r: dict) -> str:
-        return (f"vectors <= {r['max_vector_bytes']} B, {'stride-free' if r['packed_kernel'] else 'strided'} kernel "
-                f"for packed tensors, {r['min_threads']}-{r['max_threads']} threads/block")
-
-    tuned = ", ".join(f"{a}: {describe(r)}" for a, r in sorted(rule["rules"].items())) or "none tuned"
-    console.print(f"rope launch rule (dense layouts): per arch {tuned}; other archs and thd {describe(rule['default'])}.")
-    for arch, t in sorted(rule["tuning"].items()):
-        console.print(launch_tuning_table(arch, t))
-
-
-def launch_tuning_table(arch: str, t: dict) -> Table:
-    """`cukiln tune rope`'s data for one arch: per choice, the candidates, the winner and its margin."""
-    table = Table(title=f"rope launch tuning, {arch}: {t['device']}, {t['date']} (time relative to the default, "
-                        "geometric mean over the cases a value changes)", title_justify="left")
-    for col in ("choice", "candidates: relative time (cases)", "winner", "runner-up", "margin"):
-        table.add_column(col, justify="left" if col.startswith("c") else "right")
-    for c in t["choices"]:
-        cands = ", ".join(f"{x['value']}: {x['relative_time']:.3f} ({x['cases']})" for x in c["candidates"])
-        table.add_row(c["choice"], cands, str(c["winner"]), str(c["runner_up"]), f"{c['margin'] * 100:.1f} %")
-    return table
-
-
-def _copy_note(tuning: dict) -> str:
-    """The same-run copy bandwidth for a table title ("" for tuning files that predate it)."""
-    return f" — copy {tuning['copy_tbps']:.2f} TB/s" if tuning.get("copy_tbps") else ""
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
-def _print_thd_rule(console: Console, rule: dict) -> None:
-    limits = ", ".join(f"{a}: {g:.2f}" for a, g in sorted(rule["grid_max_waste"].items())) or "none tuned"
-    console.print(f"thd dispatch rule: grid while sequences x blocks of the longest sequence <= G x the token "
-                  f"path's blocks, else token (CUKILN_ROPE_THD_DISPATCH overrides). G per arch: {limits}; "
-                  f"other archs {rule['default']:.2f}.")
-    for arch, t in sorted(rule["tuning"].items()):
-        table = Table(title=f"thd tuning data, {arch}: {t['device']}, {t['date']}{_copy_note(t)}",
-                      title_justify="left")
-        for col in ("tokens", "seqs", "skewed", "grid/token blocks", "token us", "token x copy", "grid us",
-                    "grid x copy"):
-            table.add_column(col, justify="right")
-        for m in t["measurements"]:
-            table.add_row(str(m["tokens"]), str(m["n_seqs"]), "yes" if m["skewed"] else "",
-                          f"{m['grid_over_token_blocks']:.2f}", f"{m['token_us']:.1f}", _ratio(m["token_x_copy"]),
-                          f"{m['grid_us']:.1f}", _ratio(m["grid_x_copy"]))
-        console.print(table)
-
-
-def _print_decode_rule(console: Console, rule: dict) -> None:
-    def describe(r: dict) -> str:
-        if "table" in r:
-            from .decode import TIE
-
-            return (f"a K/V pipeline and the least split count within {TIE:.0%} of the fastest, measured at "
-                    f"{len(r['table'])} points")
-        return (f"the wave rule with <= {r['blocks_per_sm']} blocks/SM, >= {r['min_keys_per_split']} keys, "
-                f"wave efficiency {r['wave_efficiency']}")
-
-    tuned = ", ".join(f"{a}: {describe(r)}" for a, r in sorted(rule["rules"].items())) or "none tuned"
-    console.print("decode split rule (num_splits= overrides): where tuned, the nearest measured (rows x KV "
-                  "heads, T) point's K/V pipeline (another than the narrow one only where it beats it beyond the "
-                  "tie margin and the call has a variant of it) and that pipeline's total of blocks (the least split count within "
-                  "the tie margin of the fastest), shared out over the call's blocks; elsewhere the "
-                  "least split count (whole 64-key tiles a split) whose waves of blocks reach wave_efficiency "
-                  "of the best count's, with at most blocks_per_sm resident blocks per multiprocessor and at "
-                  f"least min_keys_per_split keys per split. Per arch: {tuned}; other archs "
-                  f"{describe(rule['default'])}.")
-    for arch, t in sorted(rule["tuning"].items()):
-        table = Table(title=f"decode tuning data, {arch}: {t['device']} ({t['sms']} SMs), {t['date']}"
-                            f"{_copy_note(t)}", title_justify="left")
-        for col in ("b", "T", "best pipeline x splits", "best us", "best TB/s", "x copy", "rule's pipeline x splits",
-                    "rule / best", "runner-up / best"):
-            table.add_column(col, justify="right")
-        for p in t["points"]:
-            loss = p["chosen_over_best"]
-            table.add_row(str(p["batch"]), str(p["T"]), f"{p['best_pipeline']} x {p['best_splits']}",
-                          f"{p['best_us']:.1f}", f"{p['best_tbps']:.2f}" if p["best_tbps"] else "-",
-                          _ratio(p["best_x_copy"]), f"{p['chosen_pipeline']} x {p['chosen_splits']}", f"[{'red' if loss > 1.03 else 'green'}]{loss:.3f}[/]",
-                          f"{p['runner_up_over_best']:.3f}" if p["runner_up_over_best"] else "-")
-        console.print(table)
-
-
 def main(args) -> int:
-    console = Console()
-    root = emit.generated_dir()
-    manifest = emit.read_manifest()
+    console = args.console
+    root = artifacts.generated_dir()
+    manifest = artifacts.read_manifest(root)
     if not manifest:
         console.print("[red]no generated/manifest.json: run `cukiln build` first[/red]")
         return 1
-    report = collect(manifest, emit.read_tuning(), root, args.only, args.sort)
+    report = collect(manifest, artifacts.read_tuning(root), root, args.only, args.sort)
     if args.json:
         print(json.dumps(report, indent=1))
         return 0
     _print_ops(console, report["ops"])
     _print_variants(console, report["variants"], report["archs"], report["nvrtc_version"], args.limit)
-    _print_launch_rule(console, report["rules"]["rope_launch"])
-    _print_thd_rule(console, report["rules"]["rope_thd"])
-    _print_decode_rule(console, report["rules"]["decode_split"])
+    for f in FAMILIES:
+        if f.name in report["rules"]:
+            tools_of(f).print_rules(console, report["rules"][f.name])
     problems = report["warnings"]
     if problems:
         console.print(f"[yellow]{len(problems)} warnings[/yellow]")

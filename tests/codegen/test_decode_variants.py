@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from cukiln.codegen import decode_variants as D
-from cukiln.codegen.variants import VECTOR_WIDTHS, Dtype
+from cukiln.codegen.axes import VECTOR_WIDTHS, Dtype, rule_general_strides_are_scalar, rule_vector_fits_16_bytes
 
 ALL = list(D.enumerate_decode())
 ATTENTION = [v for v in ALL if isinstance(v, D.DecodeVariant)]
@@ -40,9 +40,9 @@ def test_one_combine_kernel_per_dtype_and_head_dim_serves_the_attention_variants
 
 
 def test_rules_name_what_they_reject():
-    assert D.rule_decode_general_strides_are_scalar(D.DecodeVariant(Dtype.BF16, 128, 4, 2))
-    assert D.rule_decode_general_strides_are_scalar(D.DecodeVariant(Dtype.BF16, 128, 4, 1)) is None
-    assert D.rule_decode_vector_fits_16_bytes(D.DecodeVariant(Dtype.BF16, 128, 3, 16))
+    assert rule_general_strides_are_scalar(D.DecodeVariant(Dtype.BF16, 128, 4, 2))
+    assert rule_general_strides_are_scalar(D.DecodeVariant(Dtype.BF16, 128, 4, 1)) is None
+    assert rule_vector_fits_16_bytes(D.DecodeVariant(Dtype.BF16, 128, 3, 16))
     assert D.rule_decode_vector_divides_head_dim(D.DecodeVariant(Dtype.BF16, 84, 3, 8))
 
 

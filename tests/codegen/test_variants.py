@@ -6,12 +6,12 @@ import itertools
 
 import pytest
 
-from cukiln.codegen import variants as V
+from cukiln.codegen import axes, rope_variants as V
 
 
 def all_combinations():
-    for combo in itertools.product(V.Dtype, V.Layout, V.Pairing, V.Angles, V.STRIDE_COUNTS,
-                                   V.VECTOR_WIDTHS, V.Dispatch):
+    for combo in itertools.product(axes.Dtype, V.Layout, V.Pairing, V.Angles, V.STRIDE_COUNTS,
+                                   axes.VECTOR_WIDTHS, V.Dispatch):
         yield V.RopeVariant(*combo)
 
 
@@ -34,23 +34,23 @@ def test_names_are_unique_and_are_c_identifiers():
 
 
 def test_vector_fits_16_bytes_rule():
-    v = V.RopeVariant(V.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.FREQS, 3, 8)
-    assert V.rule_vector_fits_16_bytes(v)
-    assert V.rule_vector_fits_16_bytes(V.RopeVariant(*(list(vars(v).values())[:5] + [4]))) is None
-    assert not V.rule_vector_fits_16_bytes(V.RopeVariant(*(list(vars(v).values())[:5] + [4])))
+    v = V.RopeVariant(axes.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.FREQS, 3, 8)
+    assert axes.rule_vector_fits_16_bytes(v)
+    assert axes.rule_vector_fits_16_bytes(V.RopeVariant(*(list(vars(v).values())[:5] + [4]))) is None
+    assert not axes.rule_vector_fits_16_bytes(V.RopeVariant(*(list(vars(v).values())[:5] + [4])))
     assert not any(x.vec * x.dtype.itemsize > 16 for x in V.enumerate_rope())
 
 
 def test_four_strides_only_scalar_rule():
-    v = V.RopeVariant(V.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.BASE, 4, 2)
-    assert V.rule_general_strides_are_scalar(v)
+    v = V.RopeVariant(axes.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.BASE, 4, 2)
+    assert axes.rule_general_strides_are_scalar(v)
     assert {x.vec for x in V.enumerate_rope() if x.strides == 4} == {1}
 
 
 def test_fp32_cache_angle_source_only_for_half_types_rule():
-    v = V.RopeVariant(V.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.COS_SIN_F32, 0, 1)
+    v = V.RopeVariant(axes.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.COS_SIN_F32, 0, 1)
     assert V.rule_f32_cache_only_for_half_types(v)
-    assert not any(x.angles is V.Angles.COS_SIN_F32 and x.dtype is V.Dtype.FP32 for x in V.enumerate_rope())
+    assert not any(x.angles is V.Angles.COS_SIN_F32 and x.dtype is axes.Dtype.FP32 for x in V.enumerate_rope())
 
 
 def test_every_rule_removes_something_and_nothing_else_is_removed():
@@ -61,9 +61,9 @@ def test_every_rule_removes_something_and_nothing_else_is_removed():
 
 
 def test_dispatch_only_for_thd_rule():
-    dense = V.RopeVariant(V.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.FREQS, 3, 8,
+    dense = V.RopeVariant(axes.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.FREQS, 3, 8,
                           V.Dispatch.TOKEN)
-    thd = V.RopeVariant(V.Dtype.BF16, V.Layout.THD, V.Pairing.HALF, V.Angles.FREQS, 3, 8)
+    thd = V.RopeVariant(axes.Dtype.BF16, V.Layout.THD, V.Pairing.HALF, V.Angles.FREQS, 3, 8)
     assert V.rule_dispatch_only_for_thd(dense) and V.rule_dispatch_only_for_thd(thd)
     counts = {}
     for v in V.enumerate_rope():

@@ -16,8 +16,9 @@ torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
 from cukiln.decode_api import plan_call  # noqa: E402
-from cukiln.tools.verify import (DECODE_FP32_UNITS, check_decode_variant, check_entry,  # noqa: E402
-                                 decode_cache_view, new_generator, run_decode_and_compare, torch_dtype)
+from cukiln.tools.decode.checks import (DECODE_FP32_UNITS, check_decode_variant,  # noqa: E402
+                                       decode_cache_view, run_decode_and_compare)
+from cukiln.tools.verify import check_entry, new_generator, torch_dtype  # noqa: E402
 from tests.checks import assert_matches_reference  # noqa: E402
 
 pytestmark = pytest.mark.gpu

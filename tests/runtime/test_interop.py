@@ -41,7 +41,7 @@ def test_stream_handles_from_ints_streams_and_the_stream_protocol():
 def test_torch_calls_without_a_stream_take_the_plain_path():
     x = torch.zeros(2)
     assert interop.is_plain_torch_call(x, None)
-    assert type(x) in interop._TORCH_TYPES  # remembered: later calls cost one set lookup
+    assert type(x) in interop.TORCH_TYPES.known  # remembered: later calls cost one set lookup
     assert not interop.is_plain_torch_call(x, 0)  # a stream named
     assert not interop.is_plain_torch_call(_fake("cupy._core.core", __cuda_array_interface__={}), None)
     assert not interop.is_plain_torch_call([1.0], None)

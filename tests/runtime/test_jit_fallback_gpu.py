@@ -47,7 +47,7 @@ SCRIPT = textwrap.dedent('''
 def test_a_missing_arch_is_compiled_into_the_user_cache_and_runs(tmp_path):
     import torch
 
-    from cukiln.loader import generated_dir
+    from cukiln.core.artifacts import generated_dir
 
     major, minor = torch.cuda.get_device_capability()
     arch = f"sm_{major}{minor}"

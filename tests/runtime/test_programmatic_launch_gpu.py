@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 cupy = pytest.importorskip("cupy")
 
 import cukiln  # noqa: E402
-from cukiln.tools.verify import DECODE_FP32_UNITS  # noqa: E402
+from cukiln.tools.decode.checks import DECODE_FP32_UNITS  # noqa: E402
 from tests.checks import assert_matches_reference  # noqa: E402
 
 pytestmark = pytest.mark.gpu

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
 from cukiln.rope_api import plan_call  # noqa: E402
-from cukiln.tools.verify import check_rope_variant  # noqa: E402
+from cukiln.tools.rope.checks import check_rope_variant  # noqa: E402
 from tests.checks import assert_matches_reference  # noqa: E402
 
 pytestmark = pytest.mark.gpu

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 import cukiln.torch as ct  # noqa: E402
+from cukiln import rope_torch  # noqa: E402
 
 
 def test_ops_are_registered_and_in_place_rope_declares_its_mutation():
@@ -40,8 +41,9 @@ def test_gradients_flow_to_x_through_the_backward_op_with_the_direction_flipped(
         assert grad_x.shape == x.shape
         assert torch.autograd.grad(ct.rope(x, freqs=freqs).sum(), freqs, allow_unused=True) == (None,)
         calls = []
-        real = ct._rope_op
-        monkeypatch.setattr(ct, "_rope_op", lambda grad, *arguments: calls.append(arguments) or real(grad, *arguments))
+        real = rope_torch._rope_op
+        monkeypatch.setattr(rope_torch, "_rope_op",
+                            lambda grad, *arguments: calls.append(arguments) or real(grad, *arguments))
         torch.autograd.grad(ct.rope(x, freqs=freqs, interleaved=True, backward=False).sum(), x)
     # the forward's op calls come first (its autograd kernel re-enters the op below autograd), the backward's last
     assert calls[0][-1] is False and calls[-1][-1] is True, "the backward of a forward rotation is the backward kernel"
@@ -89,7 +91,7 @@ def test_a_backward_after_its_positions_changed_in_place_raises(monkeypatch):
                        offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out):
         return reference.rope(x, base=base, positions=positions, backward=backward).to(x.dtype)
 
-    monkeypatch.setattr(ct, "run_rope", reference_rope)
+    monkeypatch.setattr(rope_torch, "run_rope", reference_rope)
     x = torch.randn(8, 1, 2, 16, dtype=torch.float64, requires_grad=True)
     positions = torch.arange(8, dtype=torch.int32)
     y = ct.rope(x, base=10000.0, positions=positions)

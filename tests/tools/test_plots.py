@@ -31,7 +31,7 @@ def test_plot_writes_a_png(tmp_path):
 
 def test_plot_command_rejects_a_file_that_is_not_a_bench_result(tmp_path):
     pytest.importorskip("matplotlib")
-    from cukiln.codegen import cli
+    from cukiln.tools import cli
 
     bad = tmp_path / "tuning.json"
     bad.write_text(json.dumps({"benchmark": "tune rope-thd"}))

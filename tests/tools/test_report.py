@@ -6,10 +6,18 @@ import hashlib
 import json
 from types import SimpleNamespace
 
-import pytest
+import io
 
-from cukiln.codegen import emit
+import pytest
+from rich.console import Console
+
+from cukiln.core import artifacts
 from cukiln.tools import report
+from cukiln.tools.decode import report as decode_report
+from cukiln.tools.decode.report import decode_rule
+from cukiln.tools.rope import report as rope_report
+from cukiln.tools.rope.report import thd_rule
+from cukiln.tools.tuning import write_tuning
 
 CUBIN = b"\x7fELF fixture cubin"
 
@@ -25,10 +33,10 @@ def fixture_manifest() -> dict:
         "nvrtc_version": "13.5", "archs": ["sm_80", "sm_90"],
         "modules": {
             "rope_bf16": {"source_sha256": "aa", "cubins": {
-                a: {"path": f"cubins/{a}/rope_bf16.cubin", "sha256": sha, "bytes": 4096, "compile_seconds": 2.5}
+                a: {"path": f"cubins/{a}/rope_bf16.cubin", "sha256": sha, "bytes": 4096}
                 for a in ("sm_80", "sm_90")}},
             "decode_bf16": {"source_sha256": "bb", "cubins": {
-                a: {"path": f"cubins/{a}/decode_bf16.cubin", "sha256": sha, "bytes": 8192, "compile_seconds": 9.0}
+                a: {"path": f"cubins/{a}/decode_bf16.cubin", "sha256": sha, "bytes": 8192}
                 for a in ("sm_80", "sm_90")}},
         },
         "variants": [
@@ -93,9 +101,9 @@ def test_missing_and_out_of_date_cubins_are_reported(generated):
 
 def test_tuning_is_stale_once_the_sources_it_measured_change(generated):
     manifest = fixture_manifest()
-    emit.write_tuning("sm_90", "decode", {"date": "2026-11-23", "rule": {}}, root=generated)
-    tuning = emit.read_tuning(generated)
-    assert tuning["sm_90"]["decode"]["fingerprint"] == emit.tuning_fingerprint(manifest, "decode")
+    write_tuning("sm_90", "decode", {"date": "2026-11-23", "rule": {}}, root=generated)
+    tuning = artifacts.read_tuning(generated)
+    assert tuning["sm_90"]["decode"]["fingerprint"] == artifacts.tuning_fingerprint(manifest, "^decode_")
     assert not [w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]
     manifest["modules"]["decode_bf16"]["source_sha256"] = "cc"  # the kernel changed after tuning
     stale = [w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]
@@ -105,16 +113,18 @@ def test_tuning_is_stale_once_the_sources_it_measured_change(generated):
 
 
 def test_text_and_json_views(generated, monkeypatch, capsys):
-    monkeypatch.setattr(report.emit, "generated_dir", lambda: generated)
-    monkeypatch.setattr(report.emit, "read_manifest", lambda: fixture_manifest())
-    monkeypatch.setattr(report.emit, "read_tuning", lambda: {})
-    assert report.main(SimpleNamespace(only=None, sort="registers", json=True, limit=40)) == 0
+    monkeypatch.setattr(report.artifacts, "generated_dir", lambda: generated)
+    monkeypatch.setattr(report.artifacts, "read_manifest", lambda root: fixture_manifest())
+    monkeypatch.setattr(report.artifacts, "read_tuning", lambda root: {})
+    console = Console(file=io.StringIO(), width=1000)
+    assert report.main(SimpleNamespace(only=None, sort="registers", json=True, limit=40, console=console)) == 0
     data = json.loads(capsys.readouterr().out)
     assert [v["registers"] for v in data["variants"]][:2] == [200, 96]
-    assert set(data["ops"]) == {"rope", "decode"} and {"rope_thd", "decode_split"} <= set(data["rules"])
+    assert set(data["ops"]) == {"rope", "decode"} and {"rope", "decode"} == set(data["rules"])
+    assert {"launch", "thd"} == set(data["rules"]["rope"])
     assert {w["kind"] for w in data["warnings"]} == {"spill", "missing arch"}
-    assert report.main(SimpleNamespace(only="rope", sort="spills", json=False, limit=1)) == 0
-    text = capsys.readouterr().out
+    assert report.main(SimpleNamespace(only="rope", sort="spills", json=False, limit=1, console=console)) == 0
+    text = console.file.getvalue()
     assert "variants per op and arch" in text and "3 more rows" in text
     assert "spill (1)" in text and "decode split rule" in text
 
@@ -123,17 +133,17 @@ def test_rules_carry_their_tuning_data_and_the_margin_of_each_choice():
     tuning = {"sm_90": {"decode": {"device": "H100", "date": "2026-11-23", "sms": 132, "rule": {},
                                    "measurements": [{"batch": 1, "T": 8192, "blocks": 8,
                                                      "ms_by_splits": {"1": 0.10, "8": 0.02, "16": 0.021}}]}}}
-    rule = report.decode_rule(tuning)
+    rule = decode_rule(tuning)
     point = rule["tuning"]["sm_90"]["points"][0]
     assert point["best_splits"] == 8 and point["runner_up_over_best"] == pytest.approx(1.05)
     assert point["chosen_over_best"] >= 1.0
-    thd = report.thd_rule(emit.read_tuning())
+    thd = thd_rule(artifacts.read_tuning())
     for arch, data in thd["tuning"].items():
         assert thd["grid_max_waste"][arch] == data["rule"]["grid_max_waste"]
 
 
 def test_thd_rule_fit_stops_at_the_first_real_loss():
-    from cukiln.tools.thd import fit_grid_max_waste
+    from cukiln.tools.rope.thd import fit_grid_max_waste
 
     def row(grid_blocks, grid_ms, token_ms):
         return {"grid": {"blocks": grid_blocks, "ms": grid_ms}, "token": {"blocks": 100, "ms": token_ms}}
@@ -144,7 +154,7 @@ def test_thd_rule_fit_stops_at_the_first_real_loss():
 
 
 def test_decode_split_table_keeps_each_points_fastest_count_and_the_rule_picks_it_there():
-    from cukiln.tools.decode import fit_table, rule_choice
+    from cukiln.tools.decode.tune import fit_table, rule_choice
 
     points = [{"blocks": 8, "T": 8192, "resident": 3,
                "ms_by_splits": {"1": 1.0, "2": 0.6, "4": 0.35, "8": 0.2, "16": 0.15, "32": 0.2}},
@@ -165,7 +175,7 @@ def test_decode_split_table_keeps_each_points_fastest_count_and_the_rule_picks_i
 
 
 def test_decode_split_ladder_keeps_counts_that_differ_in_effect():
-    from cukiln.tools.decode import split_ladder
+    from cukiln.tools.decode.tune import split_ladder
 
     assert split_ladder(8, 512) == [1, 2, 3, 4, 8]  # 6 splits share 512 keys out as 4 whole tiles: as 4
     assert split_ladder(1024, 32768) == [1, 2, 3, 4]  # at most 4096 blocks
@@ -174,10 +184,10 @@ def test_decode_split_ladder_keeps_counts_that_differ_in_effect():
 
 
 def test_rope_launch_tuning_keeps_the_default_unless_a_candidate_wins_beyond_noise():
-    from cukiln.codegen.emit import ROPE_LAUNCH_DEFAULT
-    from cukiln.tools import rope_tune
+    from cukiln.codegen.rope_abi import LAUNCH_DEFAULT
+    from cukiln.tools.rope import tune as rope_tune
 
-    default = dict(ROPE_LAUNCH_DEFAULT)
+    default = dict(LAUNCH_DEFAULT)
     cfgs = rope_tune.configs(default)
     assert cfgs[0] == default and len(cfgs) == 1 + sum(len(v) - 1 for v in rope_tune.CANDIDATES.values())
     label = rope_tune.config_label
@@ -213,9 +223,10 @@ def test_report_shows_the_rope_launch_rule_and_its_tuning(monkeypatch, capsys):
                              {"value": 8, "cases": 20, "relative_time": 1.04}]}
     tuning = {"sm_90": {"rope": {"device": "H100", "date": "2026-11-23", "rule": dict(dispatch.ROPE_LAUNCH_DEFAULT),
                                  "choices": [choice]}}}
-    data = report.launch_rule(tuning)
-    assert data["tuning"]["sm_90"]["choices"] == [choice] and data["default"] == dispatch.ROPE_LAUNCH_DEFAULT
-    report._print_launch_rule(report.Console(width=200), data)
+    data = rope_report.report_rules(tuning)
+    assert data["launch"]["tuning"]["sm_90"]["choices"] == [choice]
+    assert data["launch"]["default"] == dispatch.ROPE_LAUNCH_DEFAULT
+    rope_report.print_rules(Console(width=200), data)
     text = capsys.readouterr().out
     assert "rope launch tuning, sm_90: H100" in text and "4.0 %" in text and "8: 1.040 (20)" in text
 
@@ -231,10 +242,10 @@ def test_decode_and_thd_tuning_tables_show_bandwidth_against_the_same_run_copy(c
     plain = {k: v for k, v in side.items() if k != "x_copy"}
     old = {"device": "H100", "date": "2026-11-22", "rule": {"grid_max_waste": 1.0},  # before the ratios
            "measurements": [{"lengths": {"tokens": 8192, "n_seqs": 4}, "token": plain, "grid": plain}]}
-    console = report.Console(width=250)
-    report._print_decode_rule(console, report.decode_rule({"sm_90": {"decode": decode}}))
-    report._print_thd_rule(console, report.thd_rule({"sm_90": {"rope-thd": thd}, "sm_80": {"rope-thd": old}}))
+    console = Console(width=250)
+    decode_report.print_rules(console, decode_rule({"sm_90": {"decode": decode}}))
+    rope_report.print_rules(console, rope_report.report_rules({"sm_90": {"rope-thd": thd}, "sm_80": {"rope-thd": old}}))
     text = capsys.readouterr().out
     assert "copy 3.00 TB/s" in text and "1.70" in text and "0.567" in text  # decode: best TB/s and x copy
     assert "0.950" in text and "0.875" in text  # thd: token and grid x copy
-    assert report.thd_rule({"sm_80": {"rope-thd": old}})["tuning"]["sm_80"]["measurements"][0]["grid_x_copy"] is None
+    assert thd_rule({"sm_80": {"rope-thd": old}})["tuning"]["sm_80"]["measurements"][0]["grid_x_copy"] is None

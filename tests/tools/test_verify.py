@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch")
 
 from cukiln.decode_plan import MAX_CLUSTER_SPLITS  # noqa: E402
 from cukiln.tools import verify  # noqa: E402
+from cukiln.tools.decode import checks as decode_checks  # noqa: E402
 
 
 def test_exact_and_within_two_ulp_pass_three_ulp_fails():
@@ -34,14 +35,19 @@ def test_fp32_bound_and_the_fp32_allowance_for_small_elements():
     small = torch.tensor([4.0, 1e-4], dtype=torch.float64)  # an element far below the largest
     off = (small + torch.tensor([0.0, 16 * 2**-20])).to(torch.float16)  # 16 units of 2**-22 x max|ref|
     assert verify.compare(off, small) is not None
-    assert verify.compare(off, small, fp32_units=verify.DECODE_FP32_UNITS) is None
+    assert verify.compare(off, small, fp32_units=decode_checks.DECODE_FP32_UNITS) is None
 
 
 def test_a_combine_kernel_is_checked_through_a_split_launch_that_uses_it(monkeypatch):
     seen = []
-    monkeypatch.setattr(verify, "check_decode_variant", lambda axes, name, splits: seen.append((axes, name, splits)))
+    monkeypatch.setattr(decode_checks, "check_decode_variant", lambda axes, name, splits: seen.append((axes, name, splits)))
     verify.check_entry({"op": "decode_combine", "name": "decode_combine_fp16_d96",
                         "axes": {"dtype": "fp16", "head_dim": 96}})
     # more splits than a cluster holds, so that sm_90 and later GPUs run the combine kernel too
     (splits,) = seen[0][2]
     assert seen[0][1] == "decode_fp16_d96_s3_v8" and splits > MAX_CLUSTER_SPLITS
+
+
+def test_an_op_no_family_registers_is_an_error_not_a_decode_check():
+    with pytest.raises(ValueError, match="no registered family"):
+        verify.check_entry({"op": "rmsnorm", "name": "rmsnorm_bf16", "axes": {}})

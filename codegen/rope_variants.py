@@ -1,7 +1,7 @@
 """The RoPE variant space: every compile-time choice, the rules that prune it, and stable names.
 
 A variant's name is also its ``extern "C"`` symbol, and it parses back into the variant, e.g.
-``rope_bf16_dense_half_freqs_s3_v8``. The axes are described in DESIGN.md section 3. The direction
+``rope_bf16_dense_half_freqs_s3_v8``. The axes are described in docs/ARCHITECTURE.md. The direction
 (forward or backward) is not an axis: it is a kernel argument, since backward is the forward rotation
 with each pair's sines swapped and negated, and one kernel for both halves the build.
 """
@@ -10,22 +10,11 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Iterator
 
-
-class Dtype(str, enum.Enum):
-    FP32 = "fp32"
-    FP16 = "fp16"
-    BF16 = "bf16"
-
-    @property
-    def itemsize(self) -> int:
-        return 4 if self is Dtype.FP32 else 2
-
-    @property
-    def ctype(self) -> str:
-        return {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}[self.value]
+from .axes import (VECTOR_WIDTHS, AxisRecord, Dtype, alternatives, first_rejection, rule_general_strides_are_scalar,
+                   rule_vector_fits_16_bytes)
 
 
 class Layout(str, enum.Enum):
@@ -55,41 +44,8 @@ class Angles(str, enum.Enum):
     INV_FREQ = "invfreq"  # fp32 [rotary_dim/2]; angle = position * scale * inv_freq[i]
     BASE = "base"  # angle = position * scale * base ** (-2i / rotary_dim), computed in the kernel
 
-    @property
-    def has_table(self) -> bool:
-        """True when the angle source is a [max_pos, ...] table that positions index."""
-        return self in (Angles.FREQS, Angles.COS_SIN, Angles.COS_SIN_F32)
-
-
-class AxisRecord:
-    """For variant dataclasses: the axis values (the fields, in order) as a dispatch key and as data."""
-
-    def axes(self) -> dict[str, object]:
-        """The axis values as plain JSON-friendly data."""
-        out: dict[str, object] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = value.value if isinstance(value, enum.Enum) else value
-        return out
-
-    @property
-    def key(self) -> tuple:
-        """The runtime's dispatch key: every axis value, in field order."""
-        return tuple(self.axes().values())
-
-
-def first_rejection(rules, v) -> str | None:
-    """The reason of the first rule in ``rules`` that rejects ``v``, or None if every rule keeps it."""
-    for rule in rules:
-        reason = rule(v)
-        if reason is not None:
-            return reason
-    return None
-
 
 STRIDE_COUNTS = (0, 3, 4)
-VECTOR_WIDTHS = (1, 2, 4, 8)
-MAX_VECTOR_BYTES = 16
 
 
 @dataclass(frozen=True, order=True)
@@ -118,30 +74,13 @@ class RopeVariant(AxisRecord):
     def module(self) -> str:
         """All variants of one (op, dtype, layout, dispatch) share a translation unit: NVRTC then runs
         once per module and arch, and modules stay small enough to compile in parallel."""
-        base = module_name(self.op, self.dtype)
+        base = f"{self.op}_{self.dtype.value}"
         return base if self.layout is Layout.DENSE else f"{base}_{self.layout.value}_{self.dispatch.value}"
-
-
-def module_name(op: str, dtype: Dtype) -> str:
-    return f"{op}_{dtype.value}"
 
 
 # --- pruning rules -------------------------------------------------------------------------------
 # Each rule returns None when the combination is valid, else the reason it is not. They are kept
 # separate so that tests can name the rule that removes a combination.
-
-
-def rule_vector_fits_16_bytes(v: RopeVariant) -> str | None:
-    if v.vec * v.dtype.itemsize > MAX_VECTOR_BYTES:
-        return f"vector of {v.vec} x {v.dtype.itemsize} bytes exceeds {MAX_VECTOR_BYTES} bytes"
-    return None
-
-
-def rule_general_strides_are_scalar(v: RopeVariant) -> str | None:
-    # With 4 strides the last dimension may be strided, so consecutive elements are not adjacent.
-    if v.strides == 4 and v.vec != 1:
-        return "4 strides (strided last dim) only with vector width 1"
-    return None
 
 
 def rule_f32_cache_only_for_half_types(v: RopeVariant) -> str | None:
@@ -179,14 +118,10 @@ def enumerate_rope() -> Iterator[RopeVariant]:
                                     yield v
 
 
-def _alternatives(enum_type: type[enum.Enum]) -> str:
-    return "|".join(re.escape(m.value) for m in enum_type)
-
-
 _NAME_RE = re.compile(
-    rf"^rope_(?P<dtype>{_alternatives(Dtype)})"
-    rf"_(?P<layout>{_alternatives(Layout)})_(?P<pairing>{_alternatives(Pairing)})"
-    rf"_(?P<angles>{_alternatives(Angles)})_s(?P<strides>\d+)_v(?P<vec>\d+)"
+    rf"^rope_(?P<dtype>{alternatives(Dtype)})"
+    rf"_(?P<layout>{alternatives(Layout)})_(?P<pairing>{alternatives(Pairing)})"
+    rf"_(?P<angles>{alternatives(Angles)})_s(?P<strides>\d+)_v(?P<vec>\d+)"
     rf"(?:_(?P<dispatch>{Dispatch.GRID.value}|{Dispatch.TOKEN.value}))?$"
 )
 

@@ -17,8 +17,9 @@ import math
 from rich.console import Console
 from rich.progress import Progress
 
-from .bench import SHAPES, VIEWS, _make_x
-from .timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
+from ..timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
+from ..tuning import write_tuning
+from .bench import SHAPES, VIEWS, make_x
 
 CANDIDATES = {
     "max_vector_bytes": (16, 8, 4),
@@ -86,53 +87,40 @@ def _launch_signature(plan) -> tuple:
     return None if plan is None else (plan.symbol, plan.grid, plan.block)
 
 
-def _time_case(case: dict, configs_: list[dict], arch: str) -> dict:
-    """Times one case under each config (a config that launches as an earlier one reuses its time)."""
+def _time_case(case: dict, configs_: list[dict]) -> dict:
+    """Times one case under each config, planned with that rule (rope_api.plan_call(rule=...)); a config that
+    launches as an earlier one reuses its time."""
     import torch
 
-    import cukiln
     from cukiln import rope_api
-    from cukiln.generated import dispatch
 
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[case["dtype"]]
     shape, rd, inplace = tuple(case["shape_sbhd"]), case["rotary_dim"], case["inplace"]
     freqs = torch.rand(shape[0], 1, 1, rd, device="cuda") * 100
     x_bytes = math.prod(shape) * torch.finfo(dtype).bits // 8
-    sets = rotating_sets(lambda: _make_x(shape, case["view"], dtype), 2 * x_bytes)
+    sets = rotating_sets(lambda: make_x(shape, case["view"], dtype), 2 * x_bytes)
     sets = [(x, x if inplace else torch.empty_like(x), layout) for x, layout in sets]
-    layout = sets[0][2]
+    kw = dict(freqs=freqs, layout=sets[0][2], inplace=inplace)
     times, signatures, same = {}, {}, []
-    saved = dispatch.ROPE_LAUNCH.get(arch)
-    try:
-        for config in configs_:
-            dispatch.ROPE_LAUNCH[arch] = config
-            rope_api.PLANS.clear()
-            kw = dict(freqs=freqs, layout=layout, inplace=inplace)
-            plan, _ = rope_api.plan_call(sets[0][0], out=None if inplace else sets[0][1], **kw)
-            sig, label = _launch_signature(plan), config_label(config)
-            earlier = next((lab for lab, s in signatures.items() if s == sig), None)
-            if earlier is not None:
-                times[label] = times[earlier]
-                if earlier == config_label(configs_[0]):
-                    same.append(label)
-            else:
-                calls = [lambda x=x, o=o: cukiln.rope(x, out=None if inplace else o, **kw) for x, o, _ in sets]
-                times[label] = median_ms(calls)
-            signatures[label] = sig
-    finally:
-        if saved is None:
-            dispatch.ROPE_LAUNCH.pop(arch, None)
+    for config in configs_:
+        plans = [rope_api.plan_call(x, out=None if inplace else o, rule=config, **kw)[0] for x, o, _ in sets]
+        sig, label = _launch_signature(plans[0]), config_label(config)
+        earlier = next((lab for lab, s in signatures.items() if s == sig), None)
+        if earlier is not None:
+            times[label] = times[earlier]
+            if earlier == config_label(configs_[0]):
+                same.append(label)
         else:
-            dispatch.ROPE_LAUNCH[arch] = saved
-        rope_api.PLANS.clear()
+            times[label] = median_ms([lambda p=p: rope_api.launch_plan(p) for p in plans])
+        signatures[label] = sig
     moved = 2 * x_bytes * (rd / shape[3] if inplace else 1) + freqs.numel() * 4
     return {**case, "bytes": int(moved), "times": times, "same_as_default": same}
 
 
 def tune(console: Console) -> dict:
-    from cukiln.codegen.emit import ROPE_LAUNCH_DEFAULT, write_tuning
+    from cukiln.codegen.rope_abi import LAUNCH_DEFAULT
 
-    default = dict(ROPE_LAUNCH_DEFAULT)
+    default = dict(LAUNCH_DEFAULT)
     result = run_metadata("tune rope", "cukiln tune rope")
     arch = result["arch"]
     copy = copy_tbps()
@@ -141,7 +129,7 @@ def tune(console: Console) -> dict:
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("rope: launch choices", total=len(all_cases))
         for case in all_cases:
-            rows.append(_time_case(case, first, arch))
+            rows.append(_time_case(case, first))
             progress.advance(task)
         choices = score_choices(default, rows)
         rule = {c["choice"]: c["winner"] for c in choices}
@@ -150,7 +138,7 @@ def tune(console: Console) -> dict:
             task = progress.add_task("rope: the winners together", total=len(all_cases))
             pair = [default, rule]
             for row in rows:
-                again = _time_case(row, pair, arch)
+                again = _time_case(row, pair)
                 row["times"]["rule"] = again["times"][config_label(rule)]
                 row["times"]["default, rerun"] = again["times"][config_label(default)]
                 progress.advance(task)

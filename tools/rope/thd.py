@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from .overrides import env_override
-from .timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
+from ..overrides import env_override
+from ..timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
 
 HEADS, HEAD_DIM = 32, 128
 BENCH_TOKENS = 65536
@@ -86,7 +86,7 @@ def fit_grid_max_waste(rows: list[dict]) -> float:
 
 
 def tune(console: Console) -> dict:
-    from cukiln.codegen.emit import write_tuning
+    from ..tuning import write_tuning
 
     shapes = [(t, n, skew) for t in TUNE_TOKENS for n in TUNE_SEQS for skew in (False, True) if n > 1 or not skew]
     copy = copy_tbps()
@@ -121,7 +121,7 @@ def tune(console: Console) -> dict:
     return result
 
 
-def bench(console: Console) -> dict:
+def run(console: Console, args=None) -> dict:
     copy = copy_tbps()
     console.print(f"device-to-device copy: {copy:.3f} TB/s (read + write)")
     rows = []
@@ -143,7 +143,7 @@ def bench(console: Console) -> dict:
     return result
 
 
-def print_bench(result: dict, console: Console) -> None:
+def show(result: dict, console: Console) -> None:
     table = Table(title=f"rope-thd fwd+bwd, {BENCH_TOKENS} tokens, h={HEADS}, d={HEAD_DIM}, bf16 on "
                         f"{result['device']} — copy {result['copy_tbps']:.2f} TB/s", title_justify="left")
     for col in ("seqs", "auto us", "auto picks", "auto x copy", "token x copy", "grid x copy",

@@ -1,0 +1,124 @@
+"""The decode-attention family: its header and modules rendered, its section of the dispatch table, and its entry
+points in the runtime and the tools. Its variant space is decode_variants; its ABI and launch knobs decode_abi."""
+
+from __future__ import annotations
+
+from . import decode_abi, jinja
+from .abi import TEMPLATE_CTYPE
+from .axes import Dtype
+from .decode_variants import PIPELINES, DecodeCombineVariant, DecodeVariant, enumerate_decode, parse_decode_name
+from .family import OpFamily
+from .tables import params_table_lines, tuned_rule_lines
+
+HEADER = "decode.cuh"
+
+
+def render_headers(*, l2_prefetch: str = decode_abi.L2_PREFETCH, warps: int = decode_abi.WARPS,
+                   issue_early: bool = decode_abi.ISSUE_EARLY) -> dict[str, str]:
+    """decode.cuh, the kernel bodies (keywords other than the defaults are for experiments:
+    benchmarks/decode_sweep.py)."""
+    return {HEADER: jinja.render("decode.cuh.j2", head_rows=decode_abi.HEAD_ROWS, warps=warps,
+                                 row_padding=decode_abi.ROW_PADDING, l2_prefetch=l2_prefetch,
+                                 max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS, issue_early=issue_early)}
+
+
+def render_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVariant], *,
+                  warps: int = decode_abi.WARPS, geometry: dict[str, tuple[int, int, int]] | None = None) -> str:
+    """The .cu source holding the decode variants ``variants`` (all of element type ``dtype``).
+    ``geometry``: attention variant name -> (keys per tile, stages, the launch bound's blocks per
+    multiprocessor), by default the variant's pipeline's (decode_abi)."""
+    assert all(v.dtype is dtype for v in variants), "one element type per module"
+    attention = [v for v in variants if isinstance(v, DecodeVariant)]
+    return jinja.render(
+        "decode.cu.j2",
+        dtype=dtype,
+        dtype_ctype=TEMPLATE_CTYPE[dtype],
+        variants=variants,
+        params={v.name: decode_abi.decode_params(v) for v in variants},
+        max_threads=32 * warps,
+        # the register budget per variant: as many resident blocks as its shared memory allows
+        geometry=geometry or {v.name: (v.pipeline.tile_keys, decode_abi.stages(v.head_dim, v.pipeline),
+                                       decode_abi.min_blocks_per_sm(v.head_dim, v.pipeline)) for v in attention},
+        combine_threads=decode_abi.COMBINE_THREADS,
+    )
+
+
+def _split_rule(rule: dict) -> dict:
+    """A tuned split rule as dispatch.py holds it: the measured table as tuples (blocks, T, the best
+    pipeline's index in DECODE_PIPELINES, then each pipeline's best split count; hashable, for the
+    runtime's cache), or a wave rule's values (tuning files written before the table). Tables measured
+    before the pipelines hold (blocks, T, splits): the narrow pipeline, its count taken for every one."""
+    if "table" in rule:
+        return {"table": tuple(_table_point([int(x) for x in point]) for point in rule["table"])}
+    return {k: type(v)(rule[k]) for k, v in decode_abi.SPLIT_DEFAULT.items()}
+
+
+def _table_point(p: list[int]) -> tuple[int, ...]:
+    if len(p) == 3:
+        return (p[0], p[1], 0) + (p[2],) * len(PIPELINES)
+    if len(p) != 3 + len(PIPELINES) or not 0 <= p[2] < len(PIPELINES) or min(p[:2] + p[3:]) < 1:
+        raise ValueError(f"decode tuning: a table point must be (blocks, T, pipeline index < {len(PIPELINES)}, "
+                         f"one split count per pipeline), got {p}")
+    return tuple(p)
+
+
+def _shared(variants: list) -> dict[tuple[int, str], int]:
+    shapes = sorted({(v.head_dim, v.pipeline) for v in variants if isinstance(v, DecodeVariant)},
+                    key=lambda s: (s[0], PIPELINES.index(s[1])))
+    return {(d, p.value): decode_abi.shared_bytes(d, p) for d, p in shapes}
+
+
+def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
+    attention = sorted((v for v in variants if isinstance(v, DecodeVariant)), key=lambda v: v.name)
+    lines = [
+        "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, pipeline) to (module,",
+        "# symbol, params layout, the combine symbol that merges split-KV partial results); DECODE_PARAMS as",
+        "# ROPE_PARAMS. Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head;",
+        "# combine blocks have DECODE_COMBINE_THREADS threads. Pipelines (decode_variants.Pipeline): every",
+        "# variant has the first, the bandwidth path all (the split table chooses); DECODE_TILE_KEYS: keys per",
+        "# K/V tile of each. DECODE_SHARED: (head dim, pipeline) -> dynamic shared memory bytes of a block.",
+        f"DECODE_HEAD_ROWS = {decode_abi.HEAD_ROWS}",
+        f"DECODE_WARPS = {decode_abi.WARPS}",
+        f"DECODE_PIPELINES = {tuple(p.value for p in PIPELINES)!r}",
+        f"DECODE_TILE_KEYS = {dict((p.value, p.tile_keys) for p in PIPELINES)!r}",
+        f"DECODE_COMBINE_THREADS = {decode_abi.COMBINE_THREADS}",
+        "# Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.",
+        f"DECODE_MAX_CLUSTER_SPLITS = {decode_abi.MAX_CLUSTER_SPLITS}",
+        f"DECODE_SHARED = {_shared(variants)!r}",
+        "",
+    ]
+    lines += params_table_lines("DECODE_PARAMS", variants, decode_abi.decode_params, decode_abi.params_layout_id)
+    lines += [
+        "",
+        "# Split-KV (runtime/decode_plan.choose_pipeline; one split means one pass). Per arch, from",
+        "# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured points (blocks, T, the best",
+        "# pipeline's index, each pipeline's best split count): the nearest point's pipeline (narrow where a",
+        "# call has no such variant) and that pipeline's total of blocks, shared out. Other archs: the least split count",
+        "# whose waves of blocks (blocks_per_sm per multiprocessor at most) reach wave_efficiency of the best,",
+        "# keeping at least min_keys_per_split keys per split.",
+        f"DECODE_SPLIT_DEFAULT = {decode_abi.SPLIT_DEFAULT!r}",
+        "DECODE_SPLIT = {",
+    ]
+    lines += tuned_rule_lines(tuning, "decode", _split_rule)
+    lines += ["}", "", "DECODE = {"]
+    lines += [f"    {v.key!r}: ({v.module!r}, {v.name!r}, {decode_abi.params_layout_id(v)!r}, {v.combine.name!r}),"
+              for v in attention]
+    return lines + ["}"]
+
+
+FAMILY = OpFamily(
+    name="decode",
+    variant_ops=(DecodeVariant.op, DecodeCombineVariant.op),
+    enumerate=enumerate_decode,
+    parse_name=parse_decode_name,
+    render_headers=render_headers,
+    render_module=render_module,
+    params=decode_abi.decode_params,
+    max_threads=decode_abi.max_threads,
+    dispatch_lines=dispatch_lines,
+    tuned_modules={"decode": r"^decode_"},
+    api={"decode_attention": "decode_api"},
+    reference={"decode_attention": "reference"},
+    torch_ops="decode_torch",
+    tools="cukiln.tools.decode",
+)

@@ -1,0 +1,83 @@
+"""The RoPE family: its headers and modules rendered, its section of the dispatch table, and its entry points in
+the runtime and the tools. Its variant space is rope_variants; its ABI and launch knobs rope_abi."""
+
+from __future__ import annotations
+
+from . import jinja, rope_abi
+from .abi import TEMPLATE_CTYPE
+from .axes import Dtype
+from .family import OpFamily
+from .rope_variants import RopeVariant, enumerate_rope, parse_rope_name
+from .tables import params_table_lines, tuned_rule_lines
+
+HEADER = "rope.cuh"
+
+
+def render_headers(*, heads_in_flight: int = rope_abi.HEADS_IN_FLIGHT,
+                   streaming: bool = rope_abi.STREAMING) -> dict[str, str]:
+    """rope.cuh, the kernel body (keywords other than the defaults are for experiments: benchmarks/rope_sweep.py)."""
+    return {HEADER: jinja.render("rope.cuh.j2", heads_in_flight=heads_in_flight, streaming=streaming)}
+
+
+def render_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks: int = rope_abi.MIN_BLOCKS_PER_SM,
+                  max_threads: int = rope_abi.MAX_THREADS_PER_BLOCK) -> str:
+    """The .cu source holding every variant of ``variants`` (all of element type ``dtype``)."""
+    assert all(v.dtype is dtype for v in variants), "one element type per module"
+    return jinja.render("rope.cu.j2", dtype=dtype, dtype_ctype=TEMPLATE_CTYPE[dtype], variants=variants,
+                        params={v.name: rope_abi.rope_params(v) for v in variants}, max_threads=max_threads,
+                        min_blocks=min_blocks)
+
+
+def dispatch_lines(variants: list[RopeVariant], tuning: dict[str, dict]) -> list[str]:
+    """ROPE (dispatch key -> module, symbol, params layout), ROPE_PARAMS, the launch-shape constants and the
+    tuned rules (dense launch choices, thd token/grid) per arch."""
+    lines = [
+        "# RoPE. ROPE maps a dispatch key to (module, symbol, params layout); ROPE_PARAMS maps a params layout",
+        "# to the kernel-parameter field names and their struct format (every field 8 bytes).",
+        "# Key: (dtype, layout, pairing, angles, strides, vector width, dispatch); the direction is a kernel argument.",
+        "# Launch shape: threads per block, and heads whose loads a thread issues before its first store.",
+        f"ROPE_MAX_THREADS = {rope_abi.MAX_THREADS_PER_BLOCK}",
+        f"ROPE_HEADS_IN_FLIGHT = {rope_abi.HEADS_IN_FLIGHT}",
+        "",
+    ]
+    lines += params_table_lines("ROPE_PARAMS", variants, rope_abi.rope_params, rope_abi.params_layout_id) + [""]
+    lines += [
+        "# Dense launch choices: vectors of at most max_vector_bytes, the stride-free kernel for packed tensors",
+        "# when packed_kernel, min_threads to max_threads threads per block (per arch, from",
+        "# generated/tuning/<arch>.json: `cukiln tune rope`; thd keeps the default).",
+        f"ROPE_LAUNCH_DEFAULT = {rope_abi.LAUNCH_DEFAULT!r}",
+        "ROPE_LAUNCH = {",
+    ]
+    lines += tuned_rule_lines(tuning, "rope", lambda rule: {k: type(v)(rule[k])
+                                                             for k, v in rope_abi.LAUNCH_DEFAULT.items()})
+    lines += [
+        "}",
+        "",
+        "# thd: grid dispatch when sequences x blocks of the longest sequence <= this many times the token",
+        "# dispatch's blocks (per arch, from generated/tuning/<arch>.json: `cukiln tune rope-thd`); else token.",
+        f"ROPE_THD_GRID_MAX_WASTE_DEFAULT = {rope_abi.THD_GRID_MAX_WASTE_DEFAULT!r}",
+        "ROPE_THD_GRID_MAX_WASTE = {",
+    ]
+    lines += tuned_rule_lines(tuning, "rope-thd", lambda rule: float(rule["grid_max_waste"]))
+    lines += ["}", "", "ROPE = {"]
+    lines += [f"    {v.key!r}: ({v.module!r}, {v.name!r}, {rope_abi.params_layout_id(v)!r}),"
+              for v in sorted(variants, key=lambda v: v.name)]
+    return lines + ["}"]
+
+
+FAMILY = OpFamily(
+    name="rope",
+    variant_ops=(RopeVariant.op,),
+    enumerate=enumerate_rope,
+    parse_name=parse_rope_name,
+    render_headers=render_headers,
+    render_module=render_module,
+    params=rope_abi.rope_params,
+    max_threads=lambda v: rope_abi.MAX_THREADS_PER_BLOCK,
+    dispatch_lines=dispatch_lines,
+    tuned_modules={"rope": r"^rope_(fp32|fp16|bf16)$", "rope-thd": r"^rope_\w+_thd_"},
+    api={"rope": "rope_api"},
+    reference={"rope": "reference"},
+    torch_ops="rope_torch",
+    tools="cukiln.tools.rope",
+)

@@ -1,0 +1,43 @@
+"""GPU architecture names ("sm_90"): parsing, the archs a build targets, and the features the plans use."""
+
+from __future__ import annotations
+
+import re
+
+# What a plain `cukiln build` compiles for (the local GPU's arch comes on top); the committed manifest
+# describes exactly these.
+DEFAULT_ARCHS = ("sm_80", "sm_90", "sm_100")
+# The oldest arch the kernels are written for (cp.async, bf16 conversions, 99 KB of shared memory a block).
+MIN_ARCH = "sm_80"
+# From sm_90 on, kernels are launched with programmatic stream serialization: each may be scheduled
+# while the kernel before it in the stream runs, and waits for it before touching memory (common.cuh).
+PROGRAMMATIC_LAUNCH_FROM = 90
+# From sm_90 on, blocks can be launched as thread-block clusters sharing their shared memory (split-KV
+# decode merges its splits that way).
+CLUSTERS_FROM = 90
+
+_ARCH_RE = re.compile(r"^sm_(\d+)([af]?)$")  # sm_90a, sm_100f: arch-specific targets
+
+
+def arch_number(arch: str | None) -> int:
+    """90 for "sm_90" (and for the arch-specific "sm_90a"); 0 for None or anything that is no arch name."""
+    m = _ARCH_RE.match(arch or "")
+    return int(m[1]) if m else 0
+
+
+def check_arch(arch: str) -> str:
+    """``arch`` itself when cukiln can build for it; ValueError naming the minimum otherwise."""
+    if not _ARCH_RE.match(arch):
+        raise ValueError(f"expected arch names like sm_90, got {arch!r}")
+    if arch_number(arch) < arch_number(MIN_ARCH):
+        raise ValueError(f"{arch} is not supported: cukiln's kernels need {MIN_ARCH} or newer "
+                         f"(the default build targets {', '.join(DEFAULT_ARCHS)})")
+    return arch
+
+
+def programmatic_launch(arch: str | None) -> bool:
+    return arch_number(arch) >= PROGRAMMATIC_LAUNCH_FROM
+
+
+def clusters(arch: str | None) -> bool:
+    return arch_number(arch) >= CLUSTERS_FROM

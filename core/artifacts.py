@@ -1,0 +1,96 @@
+"""generated/: where it lives, and the files in it that codegen writes and tools and the runtime read.
+
+- ``manifest.json``: every variant's axes, parameters and, per arch, its resources, and every module's
+  cubins with their hashes. It holds only what the sources (and the compiler's version) determine, so a
+  build with no source change leaves it byte for byte as it was. Per-run facts (compile times) go to
+  ``cubins/build-log.json`` beside the cubins, which git ignores.
+- ``tuning/<arch>.json``: what `cukiln tune` measured on a GPU of that arch, per tuned rule, stamped with
+  a fingerprint of the kernel sources it measured.
+- ``cubins/<arch>/<module>.cubin``: the compiled modules (not checked in).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+DISPATCH = "dispatch.py"
+TUNING = "tuning"
+CUBINS = "cubins"
+BUILD_LOG = f"{CUBINS}/build-log.json"
+MANIFEST_SCHEMA = 2
+
+
+def generated_dir() -> Path:
+    """generated/ of this installation (an editable install maps it to the repository's folder)."""
+    import cukiln.generated
+
+    return Path(cukiln.generated.__file__).resolve().parent
+
+
+def cubin_relpath(arch: str, module: str) -> str:
+    return f"{CUBINS}/{arch}/{module}.cubin"
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def write_text_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` unless ``path`` already holds it (so unchanged files keep their times); True if written."""
+    if path.exists() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return True
+
+
+def read_manifest(root: Path | None = None) -> dict:
+    return read_json((root or generated_dir()) / MANIFEST)
+
+
+def write_manifest(manifest: dict, root: Path | None = None) -> bool:
+    return write_text_if_changed((root or generated_dir()) / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+
+
+def read_build_log(root: Path | None = None) -> dict:
+    """The last build's per-run facts: {"compile_seconds": {arch: {module: seconds}}} (empty when none)."""
+    return read_json((root or generated_dir()) / BUILD_LOG)
+
+
+def write_build_log(log: dict, root: Path | None = None) -> None:
+    path = (root or generated_dir()) / BUILD_LOG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(log, indent=1) + "\n")
+
+
+def read_tuning(root: Path | None = None) -> dict[str, dict]:
+    """arch -> tuning data, from generated/tuning/<arch>.json."""
+    folder = (root or generated_dir()) / TUNING
+    return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+
+
+def tuning_fingerprint(manifest: dict, modules: str) -> str:
+    """A short hash of the sources of the modules whose names match the regex ``modules`` (from the manifest):
+    the kernels a tuned rule was measured on."""
+    pattern = re.compile(modules)
+    h = hashlib.sha256()
+    for name, module in sorted(manifest.get("modules", {}).items()):
+        if pattern.match(name):
+            h.update(f"{name}:{module.get('source_sha256', '')}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def write_tuning(arch: str, rule: str, result: dict, modules: str, root: Path | None = None) -> Path:
+    """Store ``result`` as the entry ``rule`` of generated/tuning/<arch>.json, stamped with the fingerprint of
+    the modules (a regex of module names) it measured. Returns the path."""
+    root = root or generated_dir()
+    path = root / TUNING / f"{arch}.json"
+    data = read_json(path)
+    data[rule] = {**result, "fingerprint": tuning_fingerprint(read_manifest(root), modules)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path

@@ -1,0 +1,77 @@
+"""Decode attention as a torch op: ``cukiln::decode_attention`` (returns the output and the log-sum-exp), with a
+fake kernel for torch.compile; ``decode_attention`` is cukiln.torch.decode_attention. Not differentiable: given
+a tensor that requires grad (grad mode on), it raises rather than return a result autograd would treat as a
+constant. kv_lens and kv_start (an int or a tensor) travel as two op arguments each."""
+
+from __future__ import annotations
+
+import torch
+
+from .decode_api import decode_attention as _decode_attention
+from .decode_api import run_decode
+from .tensors import refuse_untracked_gradients
+from .torch_support import LIBRARY, eager
+
+__all__ = ["decode_attention"]
+
+LIBRARY.define("decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? kv_lens_tensor, int kv_len, "
+               "str kv_layout, Tensor? kv_start_tensor, int kv_start, float? scale, float? softcap, int? num_splits) "
+               "-> (Tensor, Tensor)")
+
+
+def _decode_kernel(q, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start, scale,
+                   softcap, num_splits):
+    return run_decode(q, k_cache, v_cache, kv_lens_tensor if kv_lens_tensor is not None else kv_len, kv_layout,
+                      kv_start_tensor if kv_start_tensor is not None else kv_start, scale, softcap, num_splits,
+                      None, True)
+
+
+# CompositeExplicitAutograd: every device reaches the kernel, whose validation explains a CPU tensor.
+LIBRARY.impl("decode_attention", _decode_kernel, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("cukiln::decode_attention", lib=LIBRARY)
+def _(q, k_cache, v_cache, *args):
+    b, d = q.shape[0], q.shape[-1]
+    heads = q.numel() // max(b * d, 1)
+    out = q.new_empty((b, heads, d)).view(q.shape)
+    return out, q.new_empty((b, heads), dtype=torch.float32)
+
+
+_decode_op = torch.ops.cukiln.decode_attention.default
+
+
+def _decode_autograd(q, k_cache, v_cache, *arguments):
+    if eager(q):
+        if q.requires_grad or k_cache.requires_grad or v_cache.requires_grad:
+            refuse_untracked_gradients("cukiln::decode_attention",
+                                       (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)))
+        return _decode_kernel(q, k_cache, v_cache, *arguments)
+    # traced, the fake kernel runs instead of decode_attention: refuse here
+    refuse_untracked_gradients("cukiln::decode_attention", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)))
+    with torch._C._AutoDispatchBelowAutograd():
+        return _decode_op(q, k_cache, v_cache, *arguments)
+
+
+LIBRARY.impl("decode_attention", _decode_autograd, "Autograd")
+
+
+def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
+                     num_splits=None, out=None, return_lse=False):
+    """cukiln.decode_attention as the op cukiln::decode_attention (see there for the arguments; eager calls
+    run the kernels directly); ``out=`` is not supported here."""
+    if out is not None:
+        raise ValueError("out: cukiln.torch.decode_attention returns a new tensor; use cukiln.decode_attention "
+                         "for out=")
+    if not isinstance(kv_lens, (int, torch.Tensor)) or isinstance(kv_lens, bool):
+        raise TypeError(f"kv_lens: expected an int or an int32 tensor [b], got {type(kv_lens).__name__}")
+    if eager(q):  # decode_attention refuses tensors that require grad, as the op's autograd kernel does
+        return _decode_attention(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
+                                 softcap=softcap, num_splits=num_splits, return_lse=return_lse)
+    lens_tensor = kv_lens if isinstance(kv_lens, torch.Tensor) else None
+    start_tensor = kv_start if isinstance(kv_start, torch.Tensor) else None
+    result, lse = _decode_op(
+        q, k_cache, v_cache, lens_tensor, 0 if lens_tensor is not None else kv_lens, kv_layout, start_tensor,
+        0 if start_tensor is not None or kv_start is None else kv_start,
+        None if scale is None else float(scale), None if softcap is None else float(softcap), num_splits)
+    return (result, lse) if return_lse else result

@@ -1,0 +1,171 @@
+"""RoPE as torch ops: ``cukiln::rope`` (out of place, differentiable in x) and ``cukiln::rope_`` (in place,
+declared as mutating x), with fake kernels for torch.compile; ``rope`` is cukiln.torch.rope.
+
+The ops take cukiln.rope's arguments (rope_api.ARGUMENTS, the one declaration) less ``inplace``, ``out`` and
+``stream``, with ``offsets`` (an int or a tensor) split into ``offsets_tensor`` and ``offset``; their schema and
+the argument positions below are derived from it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .rope_api import ARGUMENTS, run_rope
+from .tensors import refuse_untracked_gradients
+from .torch_support import LIBRARY, eager, wants_grad
+
+__all__ = ["rope"]
+
+# The op's arguments after x, each with its schema type (tests/runtime/test_signatures.py checks the names
+# against rope_api.ARGUMENTS).
+OP_TYPES = {"freqs": "Tensor?", "cos": "Tensor?", "sin": "Tensor?", "inv_freq": "Tensor?", "base": "float?",
+            "scale": "float", "layout": "str", "interleaved": "bool", "rotary_dim": "int?", "positions": "Tensor?",
+            "offsets_tensor": "Tensor?", "offset": "int?", "cu_seqlens": "Tensor?", "cp_size": "int",
+            "cp_rank": "int", "max_seqlen": "int?", "backward": "bool"}
+OP_ARGUMENTS = tuple(name for a in ARGUMENTS if a not in ("inplace", "out", "stream")
+                     for name in (("offsets_tensor", "offset") if a == "offsets" else (a,)))
+assert tuple(OP_TYPES) == OP_ARGUMENTS, "OP_TYPES must follow rope_api.ARGUMENTS"
+_SCHEMA = ", ".join(f"{OP_TYPES[name]} {name}" for name in OP_ARGUMENTS)
+_OFFSETS = OP_ARGUMENTS.index("offsets_tensor")  # then offset; run_rope takes them as one argument, offsets
+LIBRARY.define(f"rope(Tensor x, {_SCHEMA}) -> Tensor")
+LIBRARY.define(f"rope_(Tensor(a!) x, {_SCHEMA}) -> ()")
+
+
+def _run_args(args: tuple) -> tuple:
+    """The op's arguments after x as run_rope's (offsets merged), up to backward."""
+    offsets = args[_OFFSETS] if args[_OFFSETS] is not None else args[_OFFSETS + 1]
+    return args[:_OFFSETS] + (offsets,) + args[_OFFSETS + 2:]
+
+
+def _refuse_leaf_in_place(x: torch.Tensor) -> None:
+    """Torch refuses in-place writes to a leaf that requires grad (or a view of one): refuse them too, before
+    the kernel runs (autograd.Function's own check comes after its forward has written x)."""
+    base = x._base
+    if x.is_leaf or (base is not None and base.is_leaf and base.requires_grad):
+        raise RuntimeError("x: a leaf Variable that requires grad (or a view of one) cannot be rotated in place, "
+                           "as torch refuses any in-place operation on one; use inplace=False")
+
+
+_SCALARS = frozenset((int, float, bool, str))
+
+
+class _RopeGrad(torch.autograd.Function):
+    """Rope's autograd: the backward is the same rotation with the direction flipped (the exact
+    vector-Jacobian product), out of place, by the forward's ``run(x, arguments, backward, inplace)``.
+    Only x gets a gradient."""
+
+    @staticmethod
+    def forward(ctx, x, run, arguments: tuple, backward: bool, inplace: bool):
+        result = run(x, arguments, backward, inplace)  # first: it validates every argument
+        ctx.run, ctx.arguments, ctx.backward = run, arguments, backward
+        # The tensor arguments (tables, positions, offsets) are also saved for backward, for the version
+        # check on unpacking: a backward after one of them was changed in place raises. Once validated, an
+        # argument that is not a scalar is a tensor (a type test: isinstance with torch.Tensor is slow).
+        ctx.save_for_backward(*[a for a in arguments if a is not None and type(a) not in _SCALARS])
+        if inplace:
+            ctx.mark_dirty(x)
+        return result
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.saved_tensors  # noqa: B018 (unpacked for the version check alone; ctx.arguments holds them too)
+        return ctx.run(grad, ctx.arguments, not ctx.backward, False), None, None, None, None
+
+
+def _run_eager(x, arguments: tuple, backward: bool, inplace: bool):
+    """``arguments``: run_rope's, from freqs to max_seqlen (x, the direction and in-place/out apart)."""
+    return run_rope(x, *arguments, backward, inplace, x if inplace else None)
+
+
+def _run_op(x, arguments: tuple, backward: bool, inplace: bool):
+    """``arguments``: the allocating op's, from freqs to max_seqlen (its autograd never runs in place)."""
+    return _rope_op(x, *arguments, backward)
+
+
+# The op kernels pass their arguments on positionally (run_rope): keyword re-binding of 19 arguments
+# costs about a microsecond a call.
+def _rope_kernel(x, *args):
+    # out=None: run_rope allocates it, and a fresh out needs no overlap check nor key entries of its own
+    return run_rope(x, *_run_args(args), False, None)
+
+
+def _rope_inplace_kernel(x, *args):
+    run_rope(x, *_run_args(args), True, x)
+
+
+# CompositeExplicitAutograd: every device reaches the kernel, whose validation explains a CPU tensor.
+LIBRARY.impl("rope", _rope_kernel, "CompositeExplicitAutograd")
+LIBRARY.impl("rope_", _rope_inplace_kernel, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("cukiln::rope", lib=LIBRARY)
+def _(x, *args):
+    return torch.empty_like(x)
+
+
+@torch.library.register_fake("cukiln::rope_", lib=LIBRARY)
+def _(x, *args):
+    return None
+
+
+_rope_op = torch.ops.cukiln.rope.default
+_rope_inplace_op = torch.ops.cukiln.rope_.default
+
+
+# The ops' autograd kernels, written out rather than registered with register_autograd, whose generic
+# wrapper (a scan of every argument for requires_grad, then a redispatch back into Python) cost about
+# 6 µs a call without a gradient and 75 µs with one (benchmarks/host_path_sim.py). Without a gradient an
+# eager call runs the kernel at once: the dispatcher's remaining keys would do nothing for a plain tensor.
+def _rope_autograd(x, *arguments):
+    if wants_grad(x):
+        *arguments, backward = arguments
+        return _RopeGrad.apply(x, _run_op, tuple(arguments), backward, False)
+    if eager(x):
+        return _rope_kernel(x, *arguments)
+    with torch._C._AutoDispatchBelowAutograd():
+        return _rope_op(x, *arguments)
+
+
+def _rope_inplace_autograd(x, *arguments):
+    if x.requires_grad:  # tested first: the helper's grad-mode query would cost every call
+        refuse_untracked_gradients("cukiln::rope_", (("x", x),), "cukiln.torch.rope(x, ..., inplace=True)")
+    if eager(x):
+        return _rope_inplace_kernel(x, *arguments)
+    with torch._C._AutoDispatchBelowAutograd():
+        return _rope_inplace_op(x, *arguments)
+
+
+LIBRARY.impl("rope", _rope_autograd, "Autograd")
+LIBRARY.impl("rope_", _rope_inplace_autograd, "Autograd")
+
+
+def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
+         interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0,
+         max_seqlen=None, backward=False, inplace=False, out=None):
+    """cukiln.rope as the ops cukiln::rope / cukiln::rope_ (see cukiln.rope for the arguments; eager calls
+    run the kernels directly, see cukiln.torch). ``out=`` is not supported here: an op returns a new tensor or
+    mutates x (``inplace=True``)."""
+    if out is not None:
+        raise ValueError("out: cukiln.torch.rope returns a new tensor (or rotates x with inplace=True); "
+                         "use cukiln.rope for out=")
+    grad = wants_grad(x)
+    if eager(x):
+        if grad:
+            if inplace:
+                _refuse_leaf_in_place(x)
+            return _RopeGrad.apply(x, _run_eager, (freqs, cos, sin, inv_freq, base, scale, layout, interleaved,
+                                                   rotary_dim, positions, offsets, cu_seqlens, cp_size, cp_rank,
+                                                   max_seqlen), backward, inplace)
+        return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
+                        cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, None)
+    offsets_tensor = offsets if isinstance(offsets, torch.Tensor) else None
+    offset = None if offsets_tensor is not None else offsets
+    args = (x, freqs, cos, sin, inv_freq, None if base is None else float(base), float(scale), layout,
+            bool(interleaved), rotary_dim, positions, offsets_tensor, offset, cu_seqlens, cp_size, cp_rank,
+            max_seqlen, bool(backward))
+    if inplace and grad:  # traced: the differentiable op, and a copy that autograd sees as in place
+        return x.copy_(_rope_op(*args))
+    if inplace:
+        _rope_inplace_op(*args)
+        return x
+    return _rope_op(*args)

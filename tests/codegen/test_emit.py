@@ -1,0 +1,91 @@
+"""The generated tables: dispatch.py (each family's section, the tuning data folded in) and families.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from cukiln.codegen import decode_abi, emit, rope_abi
+from cukiln.codegen.decode_variants import DecodeVariant, enumerate_decode
+from cukiln.codegen.ops import FAMILIES, all_variants
+from cukiln.codegen.rope_abi import rope_params
+from cukiln.codegen.rope_variants import enumerate_rope
+
+VARIANTS = list(enumerate_rope())
+DECODE_VARIANTS = list(enumerate_decode())
+ALL_VARIANTS = all_variants()
+
+
+def test_decode_dispatch_table_names_each_attention_variant_and_its_combine_kernel():
+    namespace: dict = {}
+    exec(emit.render_dispatch(ALL_VARIANTS), namespace)
+    attention = [v for v in DECODE_VARIANTS if isinstance(v, DecodeVariant)]
+    assert len(namespace["DECODE"]) == len(attention)
+    for v in attention:
+        module, symbol, layout_id, combine = namespace["DECODE"][v.key]
+        assert (module, symbol) == (v.module, v.name)
+        assert namespace["DECODE_PARAMS"][layout_id][0] == tuple(f for _, f in decode_abi.decode_params(v))
+        assert combine == f"decode_combine_{v.dtype.value}_d{v.head_dim}"
+    assert namespace["DECODE_SHARED"] == {(v.head_dim, v.pipeline.value): decode_abi.shared_bytes(v.head_dim, v.pipeline)
+                                          for v in attention}
+    assert namespace["DECODE_PIPELINES"] == ("narrow", "deep", "wide")
+    assert namespace["DECODE_TILE_KEYS"] == {"narrow": 64, "deep": 64, "wide": 128}
+
+def test_tuning_data_folds_into_the_decode_split_rule():
+    namespace: dict = {}
+    tuning = {"sm_90": {"decode": {"rule": {"blocks_per_sm": 3, "min_keys_per_split": 256, "wave_efficiency": 1,
+                                            "extra": 1}}}}
+    exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
+    assert namespace["DECODE_SPLIT"] == {"sm_90": {"blocks_per_sm": 3.0, "min_keys_per_split": 256,
+                                                   "wave_efficiency": 1.0}}
+    exec(emit.render_dispatch(ALL_VARIANTS), namespace)
+    assert namespace["DECODE_SPLIT"] == {} and namespace["DECODE_SPLIT_DEFAULT"] == decode_abi.SPLIT_DEFAULT
+    # a measured table (JSON lists) folds into tuples, which the runtime's cache can hash
+    tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 2, 8, 6, 4], [64, 2048, 0, 2, 2, 1]]}}}}
+    exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
+    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 2, 8, 6, 4), (64, 2048, 0, 2, 2, 1))}}
+    # a table measured before the pipelines, (blocks, T, splits): the narrow pipeline with that count
+    tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 8], [64, 2048, 2]]}}}}
+    exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
+    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 0, 8, 8, 8), (64, 2048, 0, 2, 2, 2))}}
+    # a malformed point is refused at build, not at a call
+    tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 5, 8, 4, 4]]}}}}
+    with pytest.raises(ValueError, match="table point"):
+        emit.render_dispatch(ALL_VARIANTS, tuning)
+
+def test_dispatch_table_covers_every_variant_with_plain_tuples():
+    namespace: dict = {}
+    exec(emit.render_dispatch(VARIANTS), namespace)
+    table = namespace["ROPE"]
+    assert len(table) == len(VARIANTS)
+    for v in VARIANTS:
+        key = (v.dtype.value, v.layout.value, v.pairing.value, v.angles.value, v.strides, v.vec,
+               v.dispatch.value)
+        module, symbol, layout_id = table[key]
+        assert (module, symbol) == (v.module, v.name)
+        assert namespace["ROPE_PARAMS"][layout_id][0] == tuple(f for _, f in rope_params(v))
+
+def test_tuning_data_folds_into_the_thd_rule():
+    namespace: dict = {}
+    tuning = {"sm_90": {"rope-thd": {"rule": {"grid_max_waste": 1.25}}}, "sm_80": {"other-op": {}}}
+    exec(emit.render_dispatch(VARIANTS, tuning), namespace)
+    assert namespace["ROPE_THD_GRID_MAX_WASTE"] == {"sm_90": 1.25}
+    assert namespace["ROPE_THD_GRID_MAX_WASTE_DEFAULT"] == rope_abi.THD_GRID_MAX_WASTE_DEFAULT
+    exec(emit.render_dispatch(VARIANTS), namespace)
+    assert namespace["ROPE_THD_GRID_MAX_WASTE"] == {}
+
+def test_tuning_data_folds_into_the_rope_launch_rule():
+    namespace: dict = {}
+    rule = {"max_vector_bytes": 8, "packed_kernel": False, "max_threads": 128, "min_threads": 32}
+    exec(emit.render_dispatch(VARIANTS, {"sm_90": {"rope": {"rule": rule}}}), namespace)
+    assert namespace["ROPE_LAUNCH"] == {"sm_90": rule}
+    assert namespace["ROPE_LAUNCH_DEFAULT"] == rope_abi.LAUNCH_DEFAULT
+    exec(emit.render_dispatch(VARIANTS), namespace)
+    assert namespace["ROPE_LAUNCH"] == {}
+
+
+def test_families_table_names_every_public_function_and_torch_module():
+    namespace: dict = {}
+    exec(emit.render_families(), namespace)
+    assert namespace["API"] == {name: module for f in FAMILIES for name, module in f.api.items()}
+    assert set(namespace["API"]) >= {"rope", "decode_attention"}
+    assert namespace["TORCH_OPS"] == tuple(f.torch_ops for f in FAMILIES if f.torch_ops)

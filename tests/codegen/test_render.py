@@ -1,0 +1,62 @@
+"""Rendering: one module per (op, dtype, layout, dispatch), structs that match each family's ABI, the headers a
+module includes and the hash that covers them."""
+
+from __future__ import annotations
+
+import re
+
+from cukiln.codegen import compile as compile_, decode_abi, render
+from cukiln.codegen.abi import struct_format
+from cukiln.codegen.axes import Dtype
+from cukiln.codegen.decode_variants import enumerate_decode
+from cukiln.codegen.ops import all_variants
+from cukiln.codegen.rope_abi import rope_params
+from cukiln.codegen.rope_variants import enumerate_rope
+
+VARIANTS = list(enumerate_rope())
+DECODE_VARIANTS = list(enumerate_decode())
+ALL_VARIANTS = all_variants()
+
+
+def test_rendering_is_deterministic():
+    assert render.render_modules(ALL_VARIANTS) == render.render_modules(ALL_VARIANTS)
+    assert render.render_headers() == render.render_headers()
+
+def test_decode_modules_hold_every_decode_variant_and_their_structs_match_the_abi():
+    sources = render.render_modules(DECODE_VARIANTS)
+    assert set(sources) == {"decode_fp16", "decode_bf16"}
+    for v in DECODE_VARIANTS:
+        block = sources[v.module].split(f"struct {v.name}_params {{")[1].split("};")[0]
+        fields = [line.strip().rstrip(";").rsplit(" ", 1)[1] for line in block.strip().splitlines()]
+        assert fields == [f for _, f in decode_abi.decode_params(v)], v.name
+
+def test_a_module_cache_key_covers_only_the_headers_it_includes():
+    headers = {"a.cuh": '#include "b.cuh"\n', "b.cuh": "// b\n", "c.cuh": "// c\n"}
+    assert compile_.included_headers('#include "a.cuh"\n', headers) == {"a.cuh": headers["a.cuh"], "b.cuh": "// b\n"}
+    sources = render.render_modules(ALL_VARIANTS)
+    assert set(compile_.included_headers(sources["rope_bf16"], render.render_headers())) == {"common.cuh", "rope.cuh"}
+
+def test_a_modules_hash_covers_its_source_and_the_headers_it_includes():
+    headers = {"a.cuh": '#include "b.cuh"\n', "b.cuh": "// b\n", "c.cuh": "// c\n"}
+    source = '#include "a.cuh"\n'
+    before = compile_.module_sha256(source, headers)
+    assert compile_.module_sha256(source, {**headers, "b.cuh": "// b, changed\n"}) != before  # a kernel body
+    assert compile_.module_sha256(source, {**headers, "c.cuh": "// c, changed\n"}) == before  # not included
+    assert compile_.module_sha256(source + "// more\n", headers) != before
+
+def test_one_module_per_dtype_and_thd_dispatch_with_one_entry_per_variant():
+    sources = render.render_modules(VARIANTS)
+    assert set(sources) == {f"rope_{d.value}{suffix}" for d in Dtype for suffix in ("", "_thd_token", "_thd_grid")}
+    for v in VARIANTS:
+        src = sources[v.module]
+        assert 'extern "C" __global__ void __launch_bounds__' in src
+        assert re.search(rf"\b{v.name}\(const {v.name}_params p\)", src), v.name
+
+def test_param_structs_match_the_abi():
+    sources = render.render_modules(VARIANTS)
+    for v in VARIANTS[:: 11]:
+        src = sources[v.module]
+        block = src.split(f"struct {v.name}_params {{")[1].split("};")[0]
+        fields = [line.strip().rstrip(";").rsplit(" ", 1)[1] for line in block.strip().splitlines()]
+        assert fields == [f for _, f in rope_params(v)]
+        assert len(struct_format(rope_params(v))) - 1 == len(fields)

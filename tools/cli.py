@@ -1,0 +1,181 @@
+"""The `cukiln` command line: build (codegen), report, verify, bench, tune and plot (tools).
+
+Benches and tuning rules come from the families' tool hooks (cukiln.tools.hooks). A user mistake (a bad option, a
+file that is not there, a GPU command without a GPU) is one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from rich.console import Console
+
+from cukiln import __version__
+
+# Piped output is never cut: a console that is not a terminal gets room for the widest table.
+_PIPE_WIDTH = 1000
+
+
+def console() -> Console:
+    """The console commands print to: the terminal's width, or unlimited when piped to a file or program."""
+    return Console() if sys.stdout.isatty() else Console(width=_PIPE_WIDTH)
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression ({e})") from None
+    return text
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _needs_gpu() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError("needs a CUDA GPU, and torch sees none")
+
+
+def _build(args: argparse.Namespace) -> int:
+    from cukiln.codegen import build, check
+    from cukiln.core import artifacts
+
+    out_dir = artifacts.generated_dir()
+    if args.check:
+        return check.check(out_dir, args.console)
+    if args.dispatch_only:
+        return check.refold_dispatch(out_dir, args.console)
+    archs = [a for given in args.arch for a in given.split(",") if a] if args.arch else build.default_archs()
+    return build.build(archs, args.only, args.jobs, out_dir, args.console)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from . import report
+
+    return report.main(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from . import bench
+
+    return bench.main(args)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    _needs_gpu()
+    from . import verify
+
+    return verify.verify(args.console, args.only, args.out)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from . import plots
+
+    if args.out is not None and len(args.results) != 1:
+        raise ValueError("--out takes one result file")
+    return plots.main(args)
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from .hooks import tunes
+
+    _needs_gpu()
+    tunes()[args.op](args.console)
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not the usage block
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    from cukiln.codegen.build import default_jobs
+    from cukiln.core.archs import DEFAULT_ARCHS, MIN_ARCH
+
+    from .hooks import benches, tunes
+
+    p = _Parser(prog="cukiln", description="Ahead-of-time CUDA kernel generator and compiler.")
+    p.add_argument("--version", action="version", version=f"cukiln {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    b = sub.add_parser("build", help="render the templates, compile every variant with NVRTC (archs sharing one "
+                                     "PTX through ptxas where they can), write generated/")
+    b.add_argument("--arch", action="append", metavar="SM",
+                   help=f"target arch, repeatable or comma-separated, {MIN_ARCH} or newer (default: "
+                        f"{', '.join(DEFAULT_ARCHS)} and the local GPU's; other archs' entries of unchanged modules "
+                        "stay in the manifest)")
+    b.add_argument("--only", metavar="REGEX", type=_regex,
+                   help="build only the variants whose name matches (a partial build)")
+    b.add_argument("--jobs", type=_positive, default=default_jobs(), help="compile processes (default: CPU count)")
+    b.add_argument("--check", action="store_true",
+                   help="compile nothing; exit 1 if generated/ differs from what the templates produce")
+    b.add_argument("--dispatch-only", action="store_true",
+                   help="compile nothing; rewrite generated/dispatch.py with the tuning data in generated/tuning/ "
+                        "(after `cukiln tune`, when the kernels are unchanged)")
+    b.set_defaults(func=_build)
+
+    r = sub.add_parser("report", help="variants per op and axis, their resources, the dispatch rules and their "
+                                      "tuning data, and warnings (no GPU needed)")
+    r.add_argument("--only", metavar="REGEX", type=_regex, help="show only variants whose name matches")
+    r.add_argument("--sort", choices=("name", "registers", "spills", "smem", "size", "compile"), default="name",
+                   help="order of the variant rows (default: name)")
+    r.add_argument("--limit", type=int, default=40, metavar="N",
+                   help="variant rows shown in the text view (default 40, 0 for all; --json has every row)")
+    r.add_argument("--json", action="store_true", help="print the report as JSON")
+    r.set_defaults(func=_report)
+
+    names = sorted(benches())
+    bn = sub.add_parser("bench", help="time kernels on the GPU against a same-run device copy and their peers")
+    bn.add_argument("op", choices=names + ["overhead"],
+                    help="a family's bench (" + ", ".join(names) + "), or overhead: host µs per call on tiny inputs "
+                         "for every family's calls beside torch's own small ops")
+    bn.add_argument("--out", metavar="JSON",
+                    help="write the results here, and a PNG plot beside it when matplotlib is installed")
+    bn.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, not for quoting)")
+    bn.add_argument("--no-rotate", action="store_true",
+                    help="decode only: time every call on one input set, so that K/V which fit in L2 are served "
+                         "from it (by default input sets rotate and L2 serves nothing)")
+    bn.set_defaults(func=_bench)
+
+    v = sub.add_parser("verify", help="run every manifest variant once against the float64 reference (GPU)")
+    v.add_argument("--only", metavar="REGEX", type=_regex, help="verify only the variants whose name matches")
+    v.add_argument("--out", metavar="JSON", help="write every variant's result here")
+    v.set_defaults(func=_verify)
+
+    pl = sub.add_parser("plot", help="draw `cukiln bench` JSON results as PNG bar charts (matplotlib)")
+    pl.add_argument("results", nargs="+", metavar="JSON", help="benchmark results (written by bench --out)")
+    pl.add_argument("--out", metavar="PNG", help="output file, for one result (default: the JSON's name with .png)")
+    pl.set_defaults(func=_plot)
+
+    rules = sorted(tunes())
+    t = sub.add_parser("tune", help="measure dispatch choices on this GPU, write generated/tuning/<arch>.json")
+    t.add_argument("op", choices=rules, help="the rule to measure: " + ", ".join(rules))
+    t.set_defaults(func=_tune)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    args.console = console()
+    try:
+        return args.func(args)
+    except ValueError as e:  # a user mistake: one line, no traceback
+        print(f"cukiln {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

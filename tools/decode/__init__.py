@@ -1,0 +1,21 @@
+"""Decode attention's tool hooks (cukiln.tools.hooks): its verify check, bench, tuning rule, report section and
+overhead paths."""
+
+from __future__ import annotations
+
+from ..hooks import Bench
+from . import bench, tune
+from .checks import check_variant
+from .overhead import overhead_paths
+from .report import print_rules, report_rules
+
+
+def _label(case: dict) -> str:
+    T = case["T"]
+    return f"b{case['batch']} T{T // 1024}k" if T >= 1024 else f"b{case['batch']} T{T}"
+
+
+BENCHES = {"decode": Bench(bench.run, bench.show, ("cukiln", "torch_sdpa"), _label, options=("no_rotate",))}
+TUNES = {"decode": tune.tune}
+
+__all__ = ["BENCHES", "TUNES", "check_variant", "overhead_paths", "print_rules", "report_rules"]

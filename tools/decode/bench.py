@@ -1,0 +1,127 @@
+"""`cukiln bench decode` (GPU): cukiln against torch's scaled_dot_product_attention (same cache slices,
+enable_gqa=True) and any other decode kernel installed, bf16, d = 128, h_q = 32, h_kv = 8, over batch x cache
+length. Bytes counted: K and V of every row read once, plus q and the output.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from ..timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
+
+HEADS_Q, HEADS_KV, HEAD_DIM = 32, 8, 128
+BENCH_GRID = tuple(itertools.product((1, 8, 32, 128), (512, 2048, 8192, 32768))) + ((1, 131072),)
+# The cache buffer holds this many more positions than the attended slice (a cache grown in steps).
+CAPACITY_SLACK = 256
+
+
+def inputs(b: int, T: int):
+    """q [b, h_q, d] and K/V slices [:, :, :T] of [b, h_kv, T + slack, d] buffers, bf16."""
+    import torch
+
+    q = torch.randn(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, HEADS_KV, T + CAPACITY_SLACK, HEAD_DIM, device="cuda", dtype=torch.bfloat16)[:, :, :T]
+            for _ in range(2))
+    return q, k, v
+
+
+def torch_sdpa(q, k, v):
+    """torch's scaled_dot_product_attention on the same q [b, h_q, d] and cache slices: [b, h_q, d]."""
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q.unsqueeze(2), k, v, enable_gqa=True)[:, :, 0]
+
+
+def kv_bytes(b: int, T: int) -> int:
+    return 2 * b * HEADS_KV * T * HEAD_DIM * 2
+
+
+def moved_bytes(b: int, T: int) -> int:
+    """What a decode step must move: K and V of every row once, plus q and the output."""
+    return kv_bytes(b, T) + 2 * b * HEADS_Q * HEAD_DIM * 2
+
+
+def _other_kernels() -> dict:
+    """Decode kernels besides torch's that are installed here: name -> fn(q, k, v, T) -> output."""
+    found = {}
+    try:
+        from flash_attn import flash_attn_with_kvcache  # bshd caches only: timed on transposed views
+
+        found["flash_attn"] = lambda q, k, v, T: flash_attn_with_kvcache(
+            q.unsqueeze(1), k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=T)
+    except Exception:  # not installed, or built for another torch
+        pass
+    return found
+
+
+def _bench_case(b: int, T: int, copy: float, others: dict, rotate: bool) -> dict:
+    import torch
+
+    import cukiln
+
+    nbytes = moved_bytes(b, T)
+    sets = rotating_sets(lambda: inputs(b, T), kv_bytes(b, T)) if rotate else [inputs(b, T)]
+    outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
+    contenders = {
+        "cukiln": [lambda s=s, o=o: cukiln.decode_attention(*s, T, out=o) for s, o in zip(sets, outs)],
+        "torch_sdpa": [lambda s=s: torch_sdpa(*s) for s in sets],
+    }
+    for name, fn in others.items():
+        contenders[name] = [lambda s=s, fn=fn: fn(*s, T) for s in sets]
+    from cukiln.decode_api import plan_call
+
+    plan = plan_call(*sets[0], T)
+    row = {"batch": b, "T": T, "kv_bytes": kv_bytes(b, T), "bytes": nbytes, "num_splits": plan.num_splits,
+           "variant": plan.attention.symbol}
+    for name, calls in contenders.items():
+        ms = median_ms(calls)
+        rate = tbps(nbytes, ms)
+        row[name] = {"ms": ms, "tbps": rate, "x_copy": rate / copy}
+    row["speedup_vs_sdpa"] = row["torch_sdpa"]["ms"] / row["cukiln"]["ms"]
+    # cukiln must agree with torch on these inputs (a benchmark of a wrong kernel is worthless).
+    ref = torch_sdpa(*sets[0])
+    got = cukiln.decode_attention(*sets[0], T)
+    row["max_abs_diff_vs_sdpa"] = (got.float() - ref.float()).abs().max().item()
+    return row
+
+
+def run(console: Console, args) -> dict:
+    """Every case of BENCH_GRID (the first three with ``args.quick``); ``args.no_rotate`` times each call on one
+    input set, so that K/V which fit in L2 are served from it."""
+    quick, rotate = args.quick, not args.no_rotate
+    copy = copy_tbps()
+    console.print(f"device-to-device copy: {copy:.3f} TB/s (read + write)")
+    others = _other_kernels()
+    grid = BENCH_GRID[:3] if quick else BENCH_GRID
+    rows = []
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("decode cases", total=len(grid))
+        for b, T in grid:
+            rows.append(_bench_case(b, T, copy, others, rotate))
+            progress.advance(task)
+    command = "cukiln bench decode" + (" --quick" if quick else "") + ("" if rotate else " --no-rotate")
+    return {**run_metadata("decode", command), "copy_tbps": copy, "rotating_buffers": rotate,
+            "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
+                      "capacity": f"T + {CAPACITY_SLACK}"},
+            "others": sorted(others), "cases": rows}
+
+
+def show(result: dict, console: Console) -> None:
+    inputs = "rotating input sets" if result.get("rotating_buffers", True) else "one input set (L2 warm)"
+    table = Table(title=f"decode attention on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, {inputs}",
+                  title_justify="left")
+    for col in ("b", "T", "K+V MB", "splits", "cukiln us", "x copy", "sdpa us", "sdpa x copy", "vs sdpa",
+                *result["others"]):
+        table.add_column(col, justify="right")
+    for r in result["cases"]:
+        c = r["cukiln"]["x_copy"]
+        ok = (c >= 0.90 or r["kv_bytes"] < 256e6) and r["speedup_vs_sdpa"] >= 0.97
+        table.add_row(str(r["batch"]), str(r["T"]), f"{r['kv_bytes'] / 1e6:.0f}", str(r["num_splits"]),
+                      f"{r['cukiln']['ms'] * 1e3:.1f}", f"[{'green' if ok else 'red'}]{c:.3f}[/]",
+                      f"{r['torch_sdpa']['ms'] * 1e3:.1f}", f"{r['torch_sdpa']['x_copy']:.3f}",
+                      f"{r['speedup_vs_sdpa']:.2f}x", *(f"{r[o]['ms'] * 1e3:.1f}" for o in result["others"]))
+    console.print(table)

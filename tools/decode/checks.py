@@ -1,0 +1,112 @@
+"""`cukiln verify`'s check of a decode variant (attention kernels with every split mode, combine kernels through a
+split launch), and the inputs and comparisons the GPU tests build on. Inputs are fresh random draws and outputs
+are NaN-poisoned before each launch."""
+
+from __future__ import annotations
+
+from cukiln.codegen.decode_variants import Pipeline
+
+from ..overrides import env_override
+from ..verify import compare, new_generator, torch_dtype
+
+# fp32 logits carry a relative error of about d x 2**-24, which exp turns into an absolute error of the weights:
+# 2**-16 x max|ref| on top of 2 ulp (still 128x below a bf16 ulp at the largest value).
+DECODE_FP32_UNITS = 64
+# Element offset of a cache view inside its buffer that caps the copy width at each vector width.
+DECODE_OFFSET_FOR_VEC = {8: 0, 4: 4, 2: 2, 1: 1}
+
+
+
+def decode_cache_view(b, h_kv, T, d, dtype, gen, *, layout="bhsd", capacity=None, offset=0, strided_d=False):
+    """A [b, h_kv, T, d] (or bshd) slice of a larger random buffer of ``capacity`` positions, starting
+    ``offset`` elements into its storage; with ``strided_d`` every other element of a 2d-wide last axis."""
+    import torch
+
+    capacity = capacity or T + 5
+    width = 2 * d if strided_d else d
+    dims = (b, h_kv, capacity, width) if layout == "bhsd" else (b, capacity, h_kv, width)
+    n = b * h_kv * capacity * width
+    storage = torch.randn(n + offset, generator=gen, device="cuda", dtype=torch.float32).to(dtype)
+    full = storage[offset:].view(dims)
+    view = full[:, :, :T] if layout == "bhsd" else full[:, :T]
+    return view[..., ::2] if strided_d else view
+
+
+def check_lse(lse, ref_lse) -> str | None:
+    """None when the fp32 log-sum-exp matches the reference (-inf rows exactly, others to 1e-5)."""
+    import torch
+
+    if not torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse)):
+        return "log-sum-exp: rows without keys must be -inf, and only those"
+    finite = torch.isfinite(ref_lse)
+    err = (lse.double() - ref_lse)[finite].abs()
+    bound = 1e-5 * ref_lse[finite].abs().clamp_min(1.0)
+    return None if (err <= bound).all() else f"log-sum-exp error {err.max().item():.3g}"
+
+
+def run_decode_and_compare(q, k, v, kv_lens, **kwargs) -> tuple[str | None, object, object]:
+    """decode_attention into a NaN-poisoned out, compared with the reference: (problem, out, lse)."""
+    import torch
+
+    import cukiln
+
+    out = torch.full_like(q, float("nan"))
+    got, lse = cukiln.decode_attention(q, k, v, kv_lens, out=out, return_lse=True, **kwargs)
+    if got is not out:
+        return "out= was not the tensor returned", out, lse
+    kwargs.pop("num_splits", None)
+    ref, ref_lse = cukiln.reference.decode_attention(q, k, v, kv_lens, return_lse=True, **kwargs)
+    problem = compare(out.reshape(ref.shape), ref, fp32_units=DECODE_FP32_UNITS) or check_lse(lse, ref_lse)
+    return problem, out, lse
+
+
+def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3, 20)) -> str | None:
+    """Force the decode variant with these axes (random lengths per row, left padding, GQA 4) once per
+    split count: 1 (one pass, the output written directly), else split-KV: merged in a cluster (sm_90 on,
+    at most MAX_CLUSTER_SPLITS splits) or as partial results merged by the combine kernel."""
+    import torch
+
+    from cukiln.decode_api import plan_call
+
+    gen = new_generator()
+    dtype, d = torch_dtype(axes["dtype"]), axes["head_dim"]
+    b, h_kv, group, T = 3, 2, 4, 300
+    q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(dtype)
+    k, v = (decode_cache_view(b, h_kv, T, d, dtype, gen, offset=DECODE_OFFSET_FOR_VEC[axes["vec"]],
+                              strided_d=axes["strides"] == 4) for _ in range(2))
+    lens = torch.tensor([T, 1, 177], dtype=torch.int32, device="cuda")
+    start = torch.tensor([0, 0, 40], dtype=torch.int32, device="cuda")
+    with forced_decode_pipeline(axes.get("pipeline", Pipeline.NARROW.value)):
+        for num_splits in splits:
+            kwargs = dict(kv_start=start, num_splits=num_splits)
+            plan = plan_call(q, k, v, lens, **kwargs)
+            if plan.attention.symbol != name:
+                return f"inputs selected {plan.attention.symbol}, not the variant under test"
+            combine = plan.combine.symbol if plan.combine is not None else None
+            merged_by_kernel = num_splits > 1 and plan.attention.cluster == 1
+            if combine != (f"decode_combine_{axes['dtype']}_d{d}" if merged_by_kernel else None):
+                return f"{num_splits} splits (clusters of {plan.attention.cluster}) paired with combine kernel {combine}"
+            problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
+            if problem is not None:
+                return f"{num_splits} splits: {problem}"
+    return None
+
+
+def forced_decode_pipeline(pipeline: str):
+    """A block whose decode calls run the K/V ``pipeline`` (CUKILN_DECODE_PIPELINE), whatever the table says."""
+    from cukiln.decode_plan import PIPELINE_ENV
+
+    return env_override(PIPELINE_ENV, pipeline)
+
+
+def check_variant(entry: dict) -> str | None:
+    """The check of one manifest entry; a combine kernel is checked through a split launch that uses it."""
+    axes = entry["axes"]
+    if entry["op"] == "decode":
+        return check_decode_variant(axes, entry["name"])
+    from cukiln.decode_plan import MAX_CLUSTER_SPLITS
+
+    # more splits than a cluster holds: merged by the combine kernel on every GPU
+    attention = {**axes, "strides": 3, "vec": 8}
+    return check_decode_variant(attention, f"decode_{axes['dtype']}_d{axes['head_dim']}_s3_v8",
+                                splits=(MAX_CLUSTER_SPLITS + 4,))

@@ -1,0 +1,35 @@
+"""Decode attention's paths in `cukiln bench overhead`: host µs per call at b = 1, T = 64 (the kernel takes a
+few µs), beside rope's and torch's in the same run."""
+
+from __future__ import annotations
+
+
+def overhead_paths() -> dict:
+    """name -> zero-argument callable: cukiln.decode_attention with out= and allocating, the torch op eager and
+    through the dispatcher, a compiled function, a CUDA graph replay, and the breakdown of the out= call."""
+    import torch
+
+    import cukiln
+    import cukiln.torch
+    from cukiln import decode_api
+
+    from ..overhead import compiled_and_graphed
+
+    q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, 8, 64, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    out = torch.empty_like(q)
+    lens = torch.full((1,), 64, dtype=torch.int32, device="cuda")
+    compiled, replay = compiled_and_graphed(lambda t: cukiln.torch.decode_attention(t, k, v, 64), q)
+    return {
+        "cukiln.decode_attention (b=1, T=64, out=)": lambda: cukiln.decode_attention(q, k, v, 64, out=out),
+        "cukiln.decode_attention (allocates out)": lambda: cukiln.decode_attention(q, k, v, 64),
+        "cukiln.decode_attention (kv_lens tensor, out=)": lambda: cukiln.decode_attention(q, k, v, lens, out=out),
+        "cukiln.torch.decode_attention (eager)": lambda: cukiln.torch.decode_attention(q, k, v, 64),
+        "op cukiln::decode_attention through the dispatcher": lambda: torch.ops.cukiln.decode_attention(
+            q, k, v, None, 64, "bhsd", None, 0, None, None, None),
+        "torch.compile(fullgraph) of cukiln.torch.decode_attention": compiled,
+        "CUDA graph replay of cukiln.torch.decode_attention": replay,
+        "decode breakdown: run_decode (cached plan, out=)": lambda: decode_api.run_decode(q, k, v, 64, "bhsd", None,
+                                                                                          None, None, None, out),
+    }

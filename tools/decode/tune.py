@@ -1,0 +1,136 @@
+"""`cukiln tune decode` (GPU): over a grid of (rows x KV heads, cache length), a ladder of split counts
+(SPLIT_LADDER, as the runtime launches them: clusters or the combine kernel) with each K/V pipeline
+(decode_variants.Pipeline) is timed; each point's best goes into the rule's table
+(runtime/decode_plan.split_from_table), written to generated/tuning/<arch>.json; the next `cukiln build` folds
+the table into dispatch.py.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import Progress
+
+from cukiln.codegen.decode_variants import PIPELINES, Pipeline
+
+from ..timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
+from ..tuning import write_tuning
+from .bench import HEAD_DIM, HEADS_KV, HEADS_Q, inputs, kv_bytes, moved_bytes
+from .checks import forced_decode_pipeline
+
+NARROW = Pipeline.NARROW.value
+TUNE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
+TUNE_LENGTHS = (512, 2048, 8192, 32768)
+# Beyond the grid where caches stay small enough to measure: long contexts of one row (the bench's
+# b = 1, T = 128k), whose best split count the nearest grid point (T = 32k) does not predict.
+TUNE_EXTRA_POINTS = ((1, 131072),)
+SPLIT_LADDER = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+MAX_TUNED_BLOCKS = 4096  # blocks x splits measured at most (several waves of any grid)
+
+
+def split_ladder(blocks: int, keys: int, tile: int = Pipeline.NARROW.tile_keys) -> list[int]:
+    """The split counts tuned at a point: SPLIT_LADDER's counts that differ in effect (the kernel shares keys
+    out in whole tiles of ``tile`` keys), keep a tile of keys a split and MAX_TUNED_BLOCKS blocks in all."""
+    from cukiln.decode_plan import effective_splits
+
+    counts = {effective_splits(keys, s, tile) for s in SPLIT_LADDER
+              if s == 1 or (keys // s >= tile and blocks * s <= MAX_TUNED_BLOCKS)}
+    return sorted(counts)
+
+
+def measured_times(measurement: dict) -> dict[str, dict[int, float]]:
+    """pipeline -> split count -> ms of a tuned point (files from before the pipelines: narrow only)."""
+    by_pipeline = measurement.get("ms_by_pipeline") or {NARROW: measurement["ms_by_splits"]}
+    return {p: {int(s): ms for s, ms in times.items()} for p, times in by_pipeline.items()}
+
+
+def rule_choice(measurement: dict, sms: int, rule: dict) -> tuple[int, str]:
+    """The (split count, pipeline) ``rule`` picks for a tuned point (whose blocks, T and resident blocks it
+    records), for a call that has every pipeline."""
+    from cukiln.decode_plan import choose_pipeline
+
+    return choose_pipeline(measurement["blocks"], measurement["T"], sms, rule, measurement.get("resident"))
+
+
+def measured_choice(measurement: dict, sms: int, rule: dict) -> tuple[int, str]:
+    """rule_choice, snapped to the nearest split count measured with that pipeline (or the narrow one, when
+    the point has no times for it)."""
+    splits, pipeline = rule_choice(measurement, sms, rule)
+    times = measured_times(measurement)
+    pipeline = pipeline if pipeline in times else NARROW
+    return min(times[pipeline], key=lambda s: (abs(s - splits), s)), pipeline
+
+
+# Times within this fraction of a point's fastest tie with it (timing noise): the least split count wins,
+# and another pipeline than the narrow one only where it beats it by more.
+TIE = 0.01
+
+
+def _least_within_tie(times: dict[int, float]) -> int:
+    fastest = min(times.values())
+    return min(s for s, ms in times.items() if ms <= fastest * (1 + TIE))
+
+
+def fit_table(measurements: list[dict]) -> dict:
+    """The tuned rule: per point (blocks, T, the best pipeline's index in PIPELINES, each pipeline's split
+    count), each count the least within TIE of that pipeline's fastest (fewer splits: less merging, and the
+    choice does not chase noise); the best pipeline the fastest one where it beats the narrow one's
+    fastest beyond TIE, else the narrow one. A pipeline without times takes the narrow one's count."""
+    names = [p.value for p in PIPELINES]
+    table = []
+    for m in measurements:
+        times = measured_times(m)
+        fastest = {p: min(t.values()) for p, t in times.items()}
+        best = min(fastest, key=lambda p: (fastest[p], names.index(p)))
+        if fastest[best] * (1 + TIE) >= fastest[NARROW]:
+            best = NARROW
+        counts = [_least_within_tie(times.get(p, times[NARROW])) for p in names]
+        table.append([m["blocks"], m["T"], names.index(best), *counts])
+    return {"table": sorted(table), "tie": TIE}
+
+
+def tune(console: Console) -> dict:
+    import torch
+
+    import cukiln
+
+    from cukiln.decode_api import plan_call
+    from cukiln.generated import dispatch
+    from cukiln.loader import KERNELS
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    copy = copy_tbps()
+    probe = plan_call(*inputs(1, 1024), 1024, num_splits=2).attention
+    resident = KERNELS.resident_blocks(0, probe.module, probe.symbol, 32 * dispatch.DECODE_WARPS, probe.shared)
+    points = [(b, T) for b in TUNE_BATCHES for T in TUNE_LENGTHS] + list(TUNE_EXTRA_POINTS)
+    measurements = []
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("decode split counts", total=len(points))
+        for b, T in points:
+            sets = rotating_sets(lambda: inputs(b, T), kv_bytes(b, T))
+            outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
+            point = {"batch": b, "T": T, "blocks": b * HEADS_KV, "resident": resident}
+            times = {}
+            for pipeline in PIPELINES:
+                with forced_decode_pipeline(pipeline.value):
+                    times[pipeline.value] = {s: median_ms([lambda st=st, o=o, s=s: cukiln.decode_attention(
+                        *st, T, out=o, num_splits=s) for st, o in zip(sets, outs)], batches=9)
+                        for s in split_ladder(b * HEADS_KV, T, pipeline.tile_keys)}
+            best_pipeline, best = min(((p, s) for p in times for s in times[p]), key=lambda ps: times[ps[0]][ps[1]])
+            rate = tbps(moved_bytes(b, T), times[best_pipeline][best])
+            measurements.append({**point, "ms_by_pipeline": times, "best_pipeline": best_pipeline, "best_splits": best,
+                                 "bytes": moved_bytes(b, T), "best_tbps": rate, "best_x_copy": rate / copy})
+            del sets, outs
+            progress.advance(task)
+    rule = fit_table(measurements)
+    meta = run_metadata("decode-tune", "cukiln tune decode")
+    result = {"device": meta["device"], "date": meta["date"], "sms": sms, "command": meta["command"],
+              "versions": meta["versions"], "copy_tbps": copy,
+              "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16"},
+              "rule": rule, "measurements": measurements}
+    path = write_tuning(meta["arch"], "decode", result)
+    console.print(f"split table for {meta['arch']}: per K/V pipeline ({', '.join(p.value for p in PIPELINES)}), "
+                  f"the least of "
+                  f"{len(SPLIT_LADDER)} split counts within {TIE:.0%} of the fastest, at "
+                  f"{len(measurements)} (rows x KV heads, T) points ({resident} blocks resident per SM); "
+                  f"wrote {path} — run `cukiln build` to fold it into dispatch.py")
+    return result

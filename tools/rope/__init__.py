@@ -1,0 +1,29 @@
+"""RoPE's tool hooks (cukiln.tools.hooks): its verify check, benches, tuning rules, report section and
+overhead paths."""
+
+from __future__ import annotations
+
+from ..hooks import Bench
+from . import bench, thd, tune
+from .checks import check_rope_variant
+from .overhead import overhead_paths
+from .report import print_rules, report_rules
+
+
+def check_variant(entry: dict) -> str | None:
+    return check_rope_variant(entry["axes"], entry["name"])
+
+
+def _rope_label(case: dict) -> str:
+    s, b, h, d = case["shape_sbhd"]
+    return f"{s}x{b}x{h}x{d} {case['view']} {case['dtype']} {case['direction']}"
+
+
+BENCHES = {
+    "rope": Bench(bench.run, bench.show, ("cukiln", "torch", "torch.compile"), _rope_label),
+    "rope-thd": Bench(thd.run, thd.show, ("auto", "token", "grid", "grid, no max_seqlen"),
+                      lambda case: f"{case['lengths']['n_seqs']} seqs"),
+}
+TUNES = {"rope": tune.tune, "rope-thd": thd.tune}
+
+__all__ = ["BENCHES", "TUNES", "check_variant", "overhead_paths", "print_rules", "report_rules"]

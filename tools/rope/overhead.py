@@ -1,0 +1,46 @@
+"""RoPE's paths in `cukiln bench overhead`: host µs per call on a tiny tensor."""
+
+from __future__ import annotations
+
+
+def overhead_paths() -> dict:
+    """name -> zero-argument callable: cukiln.rope in its forms, cukiln.torch.rope eager and through the ops, a
+    compiled function, a CUDA graph replay, and the breakdown of the in-place call."""
+    import torch
+
+    import cukiln
+    import cukiln.torch
+    from cukiln import rope_api
+    from cukiln.launch import kernel
+
+    from ..overhead import bare_launch, compiled_and_graphed
+
+    x = torch.randn(1, 1, 1, 64, device="cuda")
+    freqs = torch.rand(1, 64, device="cuda")
+    out = torch.empty_like(x)
+    compiled, replay = compiled_and_graphed(lambda t: cukiln.torch.rope(t, base=10000.0, inplace=True), x)
+    _, graph_replay = compiled_and_graphed(lambda t: cukiln.rope(t, base=10000.0, inplace=True), x)
+
+    cached, values, _, _ = rope_api.prepare(x, base=10000.0, inplace=True)
+    p = cached.plan
+    bound = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
+    stream = torch.cuda.current_stream().cuda_stream
+    defaults = dict(rope_api.rope.__kwdefaults__, base=10000.0)  # the op's arguments as the call above
+    op_args = tuple(defaults.get(name) for name in cukiln.rope_torch.OP_ARGUMENTS)
+    x_grad = x.clone().requires_grad_(True)
+    return {
+        "cukiln.rope (in place, base)": lambda: cukiln.rope(x, base=10000.0, inplace=True),
+        "cukiln.rope (out=, freqs)": lambda: cukiln.rope(x, freqs=freqs, out=out),
+        "cukiln.rope (allocates out, freqs)": lambda: cukiln.rope(x, freqs=freqs),
+        "cukiln.torch.rope (eager, in place, base)": lambda: cukiln.torch.rope(x, base=10000.0, inplace=True),
+        "cukiln.torch.rope (eager, allocates out, freqs)": lambda: cukiln.torch.rope(x, freqs=freqs),
+        "cukiln.torch.rope (x requires grad: op + autograd)": lambda: cukiln.torch.rope(x_grad, base=10000.0),
+        "op cukiln::rope_ through the dispatcher (in place)": lambda: torch.ops.cukiln.rope_(x, *op_args),
+        "op cukiln::rope through the dispatcher (allocates)": lambda: torch.ops.cukiln.rope(x, *op_args),
+        "torch.compile(fullgraph) of cukiln.torch.rope": compiled,
+        "CUDA graph replay of cukiln.torch.rope": replay,
+        "CUDA graph replay of cukiln.rope": graph_replay,
+        "rope breakdown: plan-cache hit and pointer refill": lambda: rope_api.prepare(x, base=10000.0, inplace=True),
+        "rope breakdown: bound kernel launch (pack, context check, launch)": lambda: bound(values, stream),
+        "rope breakdown: cuLaunchKernel alone": bare_launch(bound, values, stream),
+    }
