@@ -242,14 +242,14 @@ def _decode_rows(functions, copy: float, stream: int) -> list[dict]:
     import torch
 
     import cukiln
-    from cukiln.tools.decode import HEADS_KV, _inputs, kv_bytes, torch_sdpa
+    from cukiln.tools.decode.bench import HEADS_KV, inputs, kv_bytes, torch_sdpa
     from cukiln.tools.timing import median_ms, rotating_sets, tbps
 
     sink = torch.zeros(4, dtype=torch.int32, device="cuda")
     rows = []
     for b, T, split_counts, rotate in DECODE_CASES:
         nbytes = kv_bytes(b, T)
-        sets = rotating_sets(lambda: _inputs(b, T), nbytes) if rotate else [_inputs(b, T)]
+        sets = rotating_sets(lambda: inputs(b, T), nbytes) if rotate else [inputs(b, T)]
         case = {"batch": b, "T": T, "rotate": rotate, "kv_bytes": nbytes, "patterns": {}}
 
         def time(name: str, calls, splits: int | None = None) -> None:

@@ -24,10 +24,10 @@ import json
 import sys
 from pathlib import Path
 
-from cukiln.codegen import decode_abi, render
+from cukiln.codegen import decode_abi, decode_family, render
 from cukiln.codegen.decode_variants import DecodeCombineVariant, DecodeVariant, Pipeline
 from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
-from cukiln.codegen.variants import Dtype
+from cukiln.codegen.axes import Dtype
 
 from raw_launch import allow_shared, launcher, load_functions, sdpa_case, sweep_main, timed_against_sdpa
 
@@ -37,14 +37,14 @@ from raw_launch import allow_shared, launcher, load_functions, sdpa_case, sweep_
 # with 128-key tiles); whole K/V tiles bulk-prefetched into L2 (`cp.async.bulk.prefetch.L2`, one thread, 2-4
 # tiles ahead of the copies; results/decode-l2-ahead-sweep-h100-2026-11-25.json: at best 0.85-0.94x copy
 # against 0.93-0.99x without at b = 32-128; b = 1, T = 128k 0.962 against 0.944, b = 8 within 1 %).
-# The fifth field: the next tile's copies issued before the wait for the current one (render.DECODE_ISSUE_EARLY).
+# The fifth field: the next tile's copies issued before the wait for the current one (decode_abi.ISSUE_EARLY).
 CONFIGS = {
-    "w4_s2": (2, 4, 16, render.DECODE_L2_PREFETCH, False),
-    "w4_s3": (3, 4, 16, render.DECODE_L2_PREFETCH, False),
-    "w4k32_s2": (2, 4, 32, render.DECODE_L2_PREFETCH, False),
-    "w4_s2_early": (2, 4, 16, render.DECODE_L2_PREFETCH, True),
-    "w4_s3_early": (3, 4, 16, render.DECODE_L2_PREFETCH, True),
-    "w4k32_s2_early": (2, 4, 32, render.DECODE_L2_PREFETCH, True),
+    "w4_s2": (2, 4, 16, decode_abi.L2_PREFETCH, False),
+    "w4_s3": (3, 4, 16, decode_abi.L2_PREFETCH, False),
+    "w4k32_s2": (2, 4, 32, decode_abi.L2_PREFETCH, False),
+    "w4_s2_early": (2, 4, 16, decode_abi.L2_PREFETCH, True),
+    "w4_s3_early": (3, 4, 16, decode_abi.L2_PREFETCH, True),
+    "w4k32_s2_early": (2, 4, 32, decode_abi.L2_PREFETCH, True),
 }
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 HEAD_DIM = 128
@@ -60,10 +60,10 @@ def build(out_dir: Path) -> None:
         attention = DecodeVariant(Dtype.BF16, HEAD_DIM, 3, 8, Pipeline.WIDE if tile == 128 else Pipeline.NARROW)
         shared = decode_abi.shared_bytes(HEAD_DIM, n_stages=stages, warps=warps, tile=tile)
         resident = decode_abi.min_blocks_per_sm(HEAD_DIM, n_stages=stages, warps=warps, tile=tile)
-        source = render.render_decode_module(Dtype.BF16, [attention, COMBINE], warps=warps,
+        source = decode_family.render_module(Dtype.BF16, [attention, COMBINE], warps=warps,
                                              geometry={attention.name: (tile, stages, resident)})
-        headers = render.render_headers(decode_warps=warps, decode_l2_prefetch=l2_prefetch,
-                                        decode_issue_early=issue_early)
+        headers = render.render_headers({"decode": {"warps": warps, "l2_prefetch": l2_prefetch,
+                                                    "issue_early": issue_early}})
         cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)
         (out_dir / f"{name}.cubin").write_bytes(cubin)
         resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
@@ -87,7 +87,7 @@ def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
     import torch
 
     from cukiln.decode_api import plan_call
-    from cukiln.tools.decode import BENCH_GRID, HEADS_KV
+    from cukiln.tools.decode.bench import BENCH_GRID, HEADS_KV
     from cukiln.tools.timing import copy_tbps
 
     index = json.loads((cubin_dir / "index.json").read_text())

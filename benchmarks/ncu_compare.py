@@ -23,7 +23,7 @@ import sys
 import torch
 
 import cukiln
-from cukiln.tools.decode import _inputs, torch_sdpa
+from cukiln.tools.decode.bench import inputs, torch_sdpa
 
 DECODE_CASES = ((128, 8192), (1, 8192), (8, 512))
 WARMUP = 3
@@ -43,7 +43,7 @@ def _profiled(label: str, fn) -> None:
 
 def decode(cases=DECODE_CASES) -> None:
     for b, T in cases:
-        q, k, v = _inputs(b, T)
+        q, k, v = inputs(b, T)
         _profiled(f"cukiln decode b={b} T={T}", lambda: cukiln.decode_attention(q, k, v, T))
         _profiled(f"torch sdpa b={b} T={T}", lambda: torch_sdpa(q, k, v))
 

@@ -13,7 +13,8 @@ def load_functions(cubin: Path, symbols) -> dict:
     """symbol -> CUfunction from ``cubin``, loaded into device 0's primary context (made current)."""
     from cuda.bindings import driver
 
-    from cukiln.loader import KERNELS, check
+    from cukiln.driver import check
+    from cukiln.loader import KERNELS
 
     ctx, _ = KERNELS.context(0)
     check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
@@ -25,7 +26,7 @@ def allow_shared(fn, nbytes: int) -> None:
     """Opt ``fn`` in to ``nbytes`` of dynamic shared memory (needed above 48 KB)."""
     from cuda.bindings import driver
 
-    from cukiln.loader import check
+    from cukiln.driver import check
 
     attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     check(driver.cuFuncSetAttribute(fn, attr, nbytes), "cuFuncSetAttribute")
@@ -37,7 +38,7 @@ def launcher(fn, fmt: str, values, grid, block, shared: int, stream: int, overla
     (``overlap_previous``: a programmatic launch, as cukiln.launch makes it, in clusters of ``cluster``)."""
     from cuda.bindings import driver
 
-    from cukiln.launch import launch_config
+    from cukiln.driver import launch_config
 
     params = ctypes.create_string_buffer(struct.pack(fmt, *values))
     pointers = (ctypes.c_void_p * 1)(ctypes.addressof(params))
@@ -61,11 +62,11 @@ def launcher(fn, fmt: str, values, grid, block, shared: int, stream: int, overla
 def sdpa_case(b: int, T: int):
     """A decode sweep case (the bench's shapes): rotating input sets, K+V bytes, torch SDPA's time on them
     and its output on the first set (fp32): (sets, nbytes, sdpa_ms, ref)."""
-    from cukiln.tools.decode import _inputs, kv_bytes, torch_sdpa
+    from cukiln.tools.decode.bench import inputs, kv_bytes, torch_sdpa
     from cukiln.tools.timing import median_ms, rotating_sets
 
     nbytes = kv_bytes(b, T)
-    sets = rotating_sets(lambda: _inputs(b, T), nbytes)
+    sets = rotating_sets(lambda: inputs(b, T), nbytes)
     sdpa = median_ms([lambda s=s: torch_sdpa(*s) for s in sets])
     return sets, nbytes, sdpa, torch_sdpa(*sets[0]).float()
 

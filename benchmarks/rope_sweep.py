@@ -23,21 +23,22 @@ import json
 import sys
 from pathlib import Path
 
-from cukiln.codegen import render
+from cukiln.codegen import render, rope_family
 from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
-from cukiln.codegen.variants import Dtype, parse_rope_name
+from cukiln.codegen.axes import Dtype
+from cukiln.codegen.rope_variants import parse_rope_name
 
 from raw_launch import launcher, load_functions, sweep_main
 
 # name -> (heads in flight, min blocks per SM, max threads per block, evict-first hints on x and out). Earlier runs
 # also tried (8, 1, 256), (8, 2, 128), (4, 4, 128), (4, 8, 64) (results/rope-sweep-h100-2026-11-23.json), and x
 # staged in shared memory by cp.async with an evict-last policy on the angle tables (configs *_staged*, *_keep;
-# the template change is benchmarks/experiments/rope-staged-keep.patch, results/rope-staged-*-h100-2026-11-25.json).
+# the template change is benchmarks/studies/rope-staged-keep.patch, results/rope-staged-*-h100-2026-11-25.json).
 CONFIGS = {
     "h2_b3_cs": (2, 3, 256, True),
     "h4_b2_cs": (4, 2, 256, True),
 }
-DEFAULT_CONFIG = "h2_b3_cs"  # the build's (render.HEADS_IN_FLIGHT, MIN_BLOCKS_PER_SM, MAX_THREADS_PER_BLOCK, ROPE_STREAMING)
+DEFAULT_CONFIG = "h2_b3_cs"  # the build's (rope_abi.HEADS_IN_FLIGHT, MIN_BLOCKS_PER_SM, MAX_THREADS_PER_BLOCK, STREAMING)
 SYMBOLS = [f"rope_bf16_dense_half_freqs_s{s}_v8" for s in (0, 3)]
 
 
@@ -46,8 +47,8 @@ def build(out_dir: Path) -> None:
     variants = [parse_rope_name(s) for s in SYMBOLS]
     index = {}
     for name, (heads, min_blocks, threads, streaming) in CONFIGS.items():
-        source = render.render_rope_module(Dtype.BF16, variants, min_blocks=min_blocks, max_threads=threads)
-        headers = render.render_headers(heads_in_flight=heads, rope_streaming=streaming)
+        source = rope_family.render_module(Dtype.BF16, variants, min_blocks=min_blocks, max_threads=threads)
+        headers = render.render_headers({"rope": {"heads_in_flight": heads, "streaming": streaming}})
         cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)
         (out_dir / f"{name}.cubin").write_bytes(cubin)
         resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
@@ -90,7 +91,6 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
 
     import cukiln
     from cukiln import rope_api
-    from cukiln.generated import dispatch
     from cukiln.tools.timing import copy_tbps, median_ms, rotating_sets
 
     index = json.loads((cubin_dir / "index.json").read_text())
@@ -144,7 +144,7 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
         # also seq-major, where both batches' tokens of one position (one angle-table row) run side by side.
         orders = [("", [p.values for p in plans])]
         if view != "sbhd":
-            at = dispatch.ROPE_PARAMS[dispatch.ROPE[plans[0].key][2]][0].index("seq_major")
+            at = plans[0].field_names.index("seq_major")
             orders.append((" seq-major", [p.values[:at] + (1 - p.values[at],) + p.values[at + 1:] for p in plans]))
         for name, cfg in index.items():
             fn = functions[name][symbol]

@@ -30,7 +30,7 @@ class OpFamily:
     # whose kernels it measures (its data goes stale when their sources change)
     tuned_modules: dict[str, str] = field(default_factory=dict)
     # runtime: public function (cukiln.<name>) -> the runtime module defining it; and where its float64
-    # reference (cukiln.reference.<name>) is defined
+    # reference (cukiln.reference.<name>) is defined: a module, or "module:function" for another name
     api: dict[str, str] = field(default_factory=dict)
     reference: dict[str, str] = field(default_factory=dict)
     torch_ops: str | None = None  # the runtime module registering its torch ops (cukiln.torch imports it)

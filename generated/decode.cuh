@@ -381,237 +381,185 @@ __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse
 }
 #endif
 
-// The attention of one block: row blockIdx.z, KV head blockIdx.y / head_groups (its query heads from
-// (blockIdx.y % head_groups) * kHeadRows on), keys of split blockIdx.x.
-template <typename T, int D, int V, int Keys, int Stages, typename Kv>
-__device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, const T* v, Kv k_rows, Kv v_rows,
-                                       RowLengths lengths, int group, int head_groups, Scoring scoring,
-                                       Sink<T, D> sink) {
-  using M = Mma<T>;
-  using Geometry = Tile<D, Keys, Stages>;
-  constexpr int kKeys = Geometry::kKeys;
-  constexpr int kPitch = Geometry::kPitch;
-  constexpr int kStages = Geometry::kStages;
-  constexpr int kKeysPerWarp = Geometry::kKeysPerWarp;
-  constexpr int kSlices = Geometry::kSlices;
-  constexpr int kTileElems = kKeys * kPitch;
-  static_assert(kKeys == kWarps * kKeysPerWarp && D % 16 == 0, "tile shape");
-
-  const int b = blockIdx.z;
-  const int kv_head = blockIdx.y / head_groups;
-  const int first_in_group = (blockIdx.y % head_groups) * kHeadRows;
-  const int rows = min(kHeadRows, group - first_in_group);  // query heads this block serves
-  const int first_head = kv_head * group + first_in_group;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-
-  extern __shared__ __align__(16) unsigned char shared[];
-  T* tiles = reinterpret_cast<T*>(shared);  // [kStages][K, V][kKeys][kPitch]
-  T* q_tile = tiles + kStages * 2 * kTileElems;  // [kHeadRows][kPitch], rows past the group zero
-
-  // Inputs (q, K/V, lengths) may come from the kernel before this one, and outputs or workspace may
-  // reuse memory it reads: nothing is touched before it has finished.
-  wait_for_prerequisite_grid();
-  // Split-KV: the combine grid (small: no shared memory) may be placed now. Not for one pass: a large
-  // grid placed early, into whatever slots this one leaves, starts unevenly spread (measured 10 % slower).
-  if (sink.split_kv()) allow_dependent_launch();
-  const KeyRange range = lengths.of(b);
-  if (range.malformed) {
-    for (int i = threadIdx.x; i < rows * D; i += kThreads) sink.put(b, first_head + i / D, i % D, CUKILN_NAN);
-    if (threadIdx.x < rows) sink.put_lse(b, first_head + threadIdx.x, CUKILN_NAN);
-    return;
-  }
-  // This split's keys: an equal share of the row's range, rounded up to whole tiles so that only the
-  // row's last tile can be partial (trailing splits may get no keys). 64-bit: the rounding may overshoot.
-  const long long share = (static_cast<long long>(range.end - range.start) + sink.num_splits - 1) / sink.num_splits;
+// The keys [lo, hi) of split ``split`` of ``num_splits``: an equal share of the row's range, rounded up to
+// whole tiles of kKeys so that only the row's last tile can be partial (trailing splits may get no keys).
+// 64-bit: the rounding may overshoot.
+template <int kKeys>
+__device__ __forceinline__ void split_range(const KeyRange& range, int split, int num_splits, int& lo, int& hi) {
+  const long long share = (static_cast<long long>(range.end - range.start) + num_splits - 1) / num_splits;
   const long long per_split = (share + kKeys - 1) / kKeys * kKeys;
-  const int lo = static_cast<int>(min(static_cast<long long>(range.end), range.start + sink.split * per_split));
-  const int hi = static_cast<int>(min(static_cast<long long>(range.end), lo + per_split));
-  const int tiles_n = (hi - lo + kKeys - 1) / kKeys;
+  lo = static_cast<int>(min(static_cast<long long>(range.end), range.start + split * per_split));
+  hi = static_cast<int>(min(static_cast<long long>(range.end), lo + per_split));
+}
 
-  // Tiles t = 0 .. kStages - 2 go in flight at once; tile t lives in stage t % kStages. Every step
-  // commits one copy group, empty or not, so "tile t has landed" is always "at most kStages - 2 groups
-  // pending" (a compile-time count, as cp.async.wait_group needs).
-  const auto load_keys = [&](int t) {
-    if (t < tiles_n) {
-      T* stage = tiles + (t % kStages) * 2 * kTileElems;
-      const int first = lo + t * kKeys, count = min(kKeys, hi - first);
-      load_tile<T, D, V, Geometry>(stage, k, k_rows, b, kv_head, first, count);
-      load_tile<T, D, V, Geometry>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
-    }
-    commit_copies();
-  };
+// The query rows of the block into shared memory (any strides, so element by element): every load issued
+// before any store, so that the block waits for one round trip to memory here, not one per batch of loads.
+template <typename T, int D, int kPitch>
+__device__ __forceinline__ void load_query(T* q_tile, const T* q, const Rows3& q_rows, int b, int first_head,
+                                           int rows) {
+  constexpr int kPerThread = kHeadRows * D / kThreads;
+  static_assert(kHeadRows * D % kThreads == 0, "every thread loads the same number of query elements");
+  T values[kPerThread];
 #pragma unroll
-  for (int t = 0; t < kStages - 1; ++t) load_keys(t);
-  {
-    // The query (any strides, so element by element): every load issued before any store, so that the
-    // block waits for one round trip to memory here, not one per batch of loads.
-    constexpr int kPerThread = kHeadRows * D / kThreads;
-    static_assert(kHeadRows * D % kThreads == 0, "every thread loads the same number of query elements");
-    T values[kPerThread];
-#pragma unroll
-    for (int c = 0; c < kPerThread; ++c) {
-      const int i = threadIdx.x + c * kThreads, r = i / D, j = i % D;
-      values[c] = r < rows ? q[q_rows.at(b, first_head + r, j)] : T{0};
-    }
-#pragma unroll
-    for (int c = 0; c < kPerThread; ++c) {
-      const int i = threadIdx.x + c * kThreads;
-      q_tile[(i / D) * kPitch + i % D] = values[c];
-    }
+  for (int c = 0; c < kPerThread; ++c) {
+    const int i = threadIdx.x + c * kThreads, r = i / D, j = i % D;
+    values[c] = r < rows ? q[q_rows.at(b, first_head + r, j)] : T{0};
   }
+#pragma unroll
+  for (int c = 0; c < kPerThread; ++c) {
+    const int i = threadIdx.x + c * kThreads;
+    q_tile[(i / D) * kPitch + i % D] = values[c];
+  }
+}
 
-  // Per thread, as the mma fragments lay them out: rows r0 = lane / 4 and r0 + 8 (query heads), columns
-  // 2 (lane % 4) + {0, 1} of each 8-wide column tile (keys for scores, head-dim elements for O).
+// One warp's running attention over its keys of every tile, as the mma fragments lay it out: rows
+// r0 = lane / 4 and r0 + 8 (query heads), columns 2 (lane % 4) + {0, 1} of each 8-wide column tile (keys for
+// scores, head-dim elements for O).
+template <int D>
+struct Running {
   float m[2] = {-CUKILN_INF, -CUKILN_INF};  // running maximum logit per row (base 2)
   float l[2] = {0.f, 0.f};  // this thread's part of the running sum of exp2(logit - m)
   float acc[D / 8][4];
+  __device__ __forceinline__ Running() {
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    for (int n = 0; n < D / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  }
+};
+
+// This warp's keys of one K/V tile (``count`` of its keys valid) into ``run``: scores against the query's A
+// fragments (``a(kk)``, per 16-element step of the head dim), online softmax, O += P . V.
+template <typename T, int D, class Geometry, class QueryFragment>
+__device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, const T* v_tile, int count,
+                                            const Scoring& scoring, const QueryFragment& a_of) {
+  using M = Mma<T>;
+  constexpr int kPitch = Geometry::kPitch;
+  constexpr int kSlices = Geometry::kSlices;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // ldmatrix row addresses: the matrix (lane / 8) and row (lane % 8) this lane points at.
   const int mat = lane / 8, mrow = lane % 8;
-  const int key0 = warp * kKeysPerWarp;
-  // The query's A fragments, the same for every tile: held in registers where the head dim is small
-  // enough to leave room (32 registers at 128), read from shared memory per tile otherwise.
-  constexpr bool kQueryInRegisters = D <= 128;
-  unsigned q_regs[kQueryInRegisters ? D / 16 : 1][4];
-  const auto query_fragment = [&](unsigned (&a)[4], int kk) {
-    ldmatrix_x4(a, q_tile + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
-  };
-  if constexpr (kQueryInRegisters) {
-    __syncthreads();  // the query tile is written
+  const int key0 = warp * Geometry::kKeysPerWarp;
+  // Scores of this warp's keys: two 8-key column tiles a slice, summed over the head dim in two
+  // independent chains (even and odd 16-element steps), so that one mma's latency overlaps the other's.
+  float s[2 * kSlices][4] = {}, s_odd[2 * kSlices][4] = {};  // zero-initialized
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) query_fragment(q_regs[kk], kk);
-  }
-
-  for (int t = 0; t < tiles_n; ++t) {
-    const int count = min(kKeys, hi - lo - t * kKeys);
-    wait_copies<kStages - 2>();
-    // Tile t is visible to every warp, and every warp is done with tile t - 1, whose stage the copies
-    // of tile t + kStages - 1 (issued next) overwrite.
-    __syncthreads();
-    load_keys(t + kStages - 1);
-    const T* k_tile = tiles + (t % kStages) * 2 * kTileElems;
-    const T* v_tile = k_tile + kTileElems;
-
-    // Scores of this warp's keys: two 8-key column tiles a slice, summed over the head dim in two
-    // independent chains (even and odd 16-element steps), so that one mma's latency overlaps the other's.
-    float s[2 * kSlices][4] = {}, s_odd[2 * kSlices][4] = {};  // zero-initialized
+  for (int kk = 0; kk < D / 16; ++kk) {
+    unsigned a_shared[4];
+    const unsigned (&a)[4] = a_of(kk, a_shared);
+    float (&chain)[2 * kSlices][4] = kk % 2 == 0 ? s : s_odd;
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      unsigned a_shared[4];
-      if constexpr (!kQueryInRegisters) query_fragment(a_shared, kk);
-      const unsigned (&a)[4] = kQueryInRegisters ? q_regs[kQueryInRegisters ? kk : 0] : a_shared;
-      float (&chain)[2 * kSlices][4] = kk % 2 == 0 ? s : s_odd;
-#pragma unroll
-      for (int sl = 0; sl < kSlices; ++sl) {
-        unsigned bk[4];
-        ldmatrix_x4(bk, k_tile + (key0 + sl * 16 + (mat / 2) * 8 + mrow) * kPitch + kk * 16 + (mat % 2) * 8);
-        M::run(chain[2 * sl], a, bk[0], bk[1]);
-        M::run(chain[2 * sl + 1], a, bk[2], bk[3]);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 2 * kSlices; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[nt][e] += s_odd[nt][e];
-    }
-    // Online softmax per row: logits, masking past `count`, the new maximum over the row's 4 lanes.
-    scoring.apply(s, key0, lane, count);
-    float tile_max[2] = {-CUKILN_INF, -CUKILN_INF};
-#pragma unroll
-    for (int nt = 0; nt < 2 * kSlices; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nt][e]);
-    }
-    float correction[2], m_base[2];
-    const float m_old[2] = {m[0], m[1]};
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-      m[i] = fmaxf(m[i], tile_max[i]);
-      // Differences are taken from a finite base: a row with no key yet keeps m = -inf (and -inf - -inf
-      // is NaN), while exp2(-inf) is 0 both for masked keys and for a first correction.
-      const float base = m[i] == -CUKILN_INF ? 0.f : m[i];
-      correction[i] = fast_exp2(m_old[i] - base);
-      m_base[i] = base;
-      l[i] *= correction[i];
-    }
-    // The A operand of P . V per slice: (row r0, keys 0-7), (r0 + 8, 0-7), (r0, 8-15), (r0 + 8, 8-15).
-    unsigned p_hi[kSlices][4], p_lo[kSlices][4];
-#pragma unroll
-    for (int nt = 0; nt < 2 * kSlices; ++nt) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float p0 = fast_exp2(s[nt][2 * half] - m_base[half]);
-        const float p1 = fast_exp2(s[nt][2 * half + 1] - m_base[half]);
-        l[half] += p0 + p1;
-        const unsigned rounded = M::pack(p0, p1);
-        p_hi[nt / 2][(nt % 2) * 2 + half] = rounded;
-        p_lo[nt / 2][(nt % 2) * 2 + half] = M::pack(p0 - M::low(rounded), p1 - M::high(rounded));
-      }
-    }
-    // O is rescaled only when a row's maximum grew somewhere in the warp (past the first tiles, seldom).
-    if (__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        acc[n][0] *= correction[0];
-        acc[n][1] *= correction[0];
-        acc[n][2] *= correction[1];
-        acc[n][3] *= correction[1];
-      }
-    }
-    // O += P . V over this warp's keys, two 8-wide column tiles of the head dim per ldmatrix.
-#pragma unroll
-    for (int n = 0; n < D / 16; ++n) {
-#pragma unroll
-      for (int sl = 0; sl < kSlices; ++sl) {
-        unsigned bv[4];
-        ldmatrix_x4_trans(bv, v_tile + (key0 + sl * 16 + (mat % 2) * 8 + mrow) * kPitch + n * 16 + (mat / 2) * 8);
-        M::run(acc[2 * n], p_hi[sl], bv[0], bv[1]);
-        M::run(acc[2 * n], p_lo[sl], bv[0], bv[1]);
-        M::run(acc[2 * n + 1], p_hi[sl], bv[2], bv[3]);
-        M::run(acc[2 * n + 1], p_lo[sl], bv[2], bv[3]);
-      }
+    for (int sl = 0; sl < kSlices; ++sl) {
+      unsigned bk[4];
+      ldmatrix_x4(bk, k_tile + (key0 + sl * 16 + (mat / 2) * 8 + mrow) * kPitch + kk * 16 + (mat % 2) * 8);
+      M::run(chain[2 * sl], a, bk[0], bk[1]);
+      M::run(chain[2 * sl + 1], a, bk[2], bk[3]);
     }
   }
-  wait_copies<0>();  // only empty groups can be pending here; the merge below reuses the stages
-  __syncthreads();
-
-  // Merge the warps: each leaves its maxima, sums and O in shared memory (over the K/V stages, now idle).
+#pragma unroll
+  for (int nt = 0; nt < 2 * kSlices; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[nt][e] += s_odd[nt][e];
+  }
+  // Online softmax per row: logits, masking past `count`, the new maximum over the row's 4 lanes.
+  scoring.apply(s, key0, lane, count);
+  float tile_max[2] = {-CUKILN_INF, -CUKILN_INF};
+#pragma unroll
+  for (int nt = 0; nt < 2 * kSlices; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nt][e]);
+  }
+  float correction[2], m_base[2];
+  const float m_old[2] = {run.m[0], run.m[1]};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+    tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+    run.m[i] = fmaxf(run.m[i], tile_max[i]);
+    // Differences are taken from a finite base: a row with no key yet keeps m = -inf (and -inf - -inf
+    // is NaN), while exp2(-inf) is 0 both for masked keys and for a first correction.
+    const float base = run.m[i] == -CUKILN_INF ? 0.f : run.m[i];
+    correction[i] = fast_exp2(m_old[i] - base);
+    m_base[i] = base;
+    run.l[i] *= correction[i];
+  }
+  // The A operand of P . V per slice: (row r0, keys 0-7), (r0 + 8, 0-7), (r0, 8-15), (r0 + 8, 8-15).
+  unsigned p_hi[kSlices][4], p_lo[kSlices][4];
+#pragma unroll
+  for (int nt = 0; nt < 2 * kSlices; ++nt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float p0 = fast_exp2(s[nt][2 * half] - m_base[half]);
+      const float p1 = fast_exp2(s[nt][2 * half + 1] - m_base[half]);
+      run.l[half] += p0 + p1;
+      const unsigned rounded = M::pack(p0, p1);
+      p_hi[nt / 2][(nt % 2) * 2 + half] = rounded;
+      p_lo[nt / 2][(nt % 2) * 2 + half] = M::pack(p0 - M::low(rounded), p1 - M::high(rounded));
+    }
+  }
+  // O is rescaled only when a row's maximum grew somewhere in the warp (past the first tiles, seldom).
+  if (__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      run.acc[n][0] *= correction[0];
+      run.acc[n][1] *= correction[0];
+      run.acc[n][2] *= correction[1];
+      run.acc[n][3] *= correction[1];
+    }
+  }
+  // O += P . V over this warp's keys, two 8-wide column tiles of the head dim per ldmatrix.
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) {
+#pragma unroll
+    for (int sl = 0; sl < kSlices; ++sl) {
+      unsigned bv[4];
+      ldmatrix_x4_trans(bv, v_tile + (key0 + sl * 16 + (mat % 2) * 8 + mrow) * kPitch + n * 16 + (mat / 2) * 8);
+      M::run(run.acc[2 * n], p_hi[sl], bv[0], bv[1]);
+      M::run(run.acc[2 * n], p_lo[sl], bv[0], bv[1]);
+      M::run(run.acc[2 * n + 1], p_hi[sl], bv[2], bv[3]);
+      M::run(run.acc[2 * n + 1], p_lo[sl], bv[2], bv[3]);
+    }
+  }
+}
+
+// The block's result from its warps' running states: each leaves its maxima, sums and O in shared memory
+// (over the K/V stages, now idle); per row, once, each warp's weight and the row's log-sum-exp (base 2); then
+// every output element is the weighted sum of the warps' O, written to the sink, or kept in shared memory
+// for the cluster's merge when the block is one split of a cluster.
+template <typename T, int D, class Geometry>
+__device__ __forceinline__ void finish_block(Running<D>& run, unsigned char* shared, int rows, int b, int first_head,
+                                             const Sink<T, D>& sink) {
+  constexpr int kTileElems = Geometry::kKeys * Geometry::kPitch;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    run.l[i] += __shfl_xor_sync(0xffffffffu, run.l[i], 1);
+    run.l[i] += __shfl_xor_sync(0xffffffffu, run.l[i], 2);
   }
   float* part_m = reinterpret_cast<float*>(shared);  // [kWarps][kHeadRows]
   float* part_l = part_m + kWarps * kHeadRows;  // [kWarps][kHeadRows]
   float* part_o = part_l + kWarps * kHeadRows;  // [kWarps][kHeadRows][D]
   const int r0 = lane / 4;
   if (lane % 4 == 0) {
-    part_m[warp * kHeadRows + r0] = m[0];
-    part_m[warp * kHeadRows + r0 + 8] = m[1];
-    part_l[warp * kHeadRows + r0] = l[0];
-    part_l[warp * kHeadRows + r0 + 8] = l[1];
+    part_m[warp * kHeadRows + r0] = run.m[0];
+    part_m[warp * kHeadRows + r0 + 8] = run.m[1];
+    part_l[warp * kHeadRows + r0] = run.l[0];
+    part_l[warp * kHeadRows + r0 + 8] = run.l[1];
   }
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) {
     const int j = n * 8 + (lane % 4) * 2;
     float* o = part_o + (warp * kHeadRows + r0) * D + j;
-    o[0] = acc[n][0];
-    o[1] = acc[n][1];
-    o[8 * D] = acc[n][2];
-    o[8 * D + 1] = acc[n][3];
+    o[0] = run.acc[n][0];
+    o[1] = run.acc[n][1];
+    o[8 * D] = run.acc[n][2];
+    o[8 * D + 1] = run.acc[n][3];
   }
   __syncthreads();
-  // Per row, once: each warp's weight and the row's log-sum-exp (base 2); then every output element is
-  // the weighted sum of the warps' O.
   float* weight = part_o + kWarps * kHeadRows * D;  // [kWarps][kHeadRows]
   float* row_lse = weight + kWarps * kHeadRows;  // [kHeadRows]
   // A split of a cluster keeps its result in its shared memory for the cluster's merge (past these).
   float* own_o = row_lse + kHeadRows;  // [kHeadRows][D]
   static_assert(((2 + D + 1) * kWarps * kHeadRows + kHeadRows * (1 + D) + (kMaxClusterSplits + 1) * kHeadRows) * 4 <=
-                    kStages * 2 * kTileElems * sizeof(T),
+                    Geometry::kStages * 2 * kTileElems * sizeof(T),
                 "the warps' partial results, the weights and the block's own result fit over the K/V stages");
   if (threadIdx.x < kHeadRows) {
     const int r = threadIdx.x;
@@ -642,6 +590,103 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
 #if __CUDA_ARCH__ >= 900
   if (clustered) merge_cluster<T, D>(own_o, row_lse, rows, b, first_head, sink);
 #endif
+}
+
+// The attention of one block: row blockIdx.z, KV head blockIdx.y / head_groups (its query heads from
+// (blockIdx.y % head_groups) * kHeadRows on), keys of split blockIdx.x. The prologue (the split's keys, the
+// first tiles in flight, the query), the loop over the split's K/V tiles (attend_tile) and the epilogue
+// (finish_block).
+template <typename T, int D, int V, int Keys, int Stages, typename Kv>
+__device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, const T* v, Kv k_rows, Kv v_rows,
+                                       RowLengths lengths, int group, int head_groups, Scoring scoring,
+                                       Sink<T, D> sink) {
+  using Geometry = Tile<D, Keys, Stages>;
+  constexpr int kKeys = Geometry::kKeys;
+  constexpr int kPitch = Geometry::kPitch;
+  constexpr int kStages = Geometry::kStages;
+  constexpr int kTileElems = kKeys * kPitch;
+  static_assert(kKeys == kWarps * Geometry::kKeysPerWarp && D % 16 == 0, "tile shape");
+
+  const int b = blockIdx.z;
+  const int kv_head = blockIdx.y / head_groups;
+  const int first_in_group = (blockIdx.y % head_groups) * kHeadRows;
+  const int rows = min(kHeadRows, group - first_in_group);  // query heads this block serves
+  const int first_head = kv_head * group + first_in_group;
+  const int lane = threadIdx.x % 32;
+
+  extern __shared__ __align__(16) unsigned char shared[];
+  T* tiles = reinterpret_cast<T*>(shared);  // [kStages][K, V][kKeys][kPitch]
+  T* q_tile = tiles + kStages * 2 * kTileElems;  // [kHeadRows][kPitch], rows past the group zero
+
+  // Inputs (q, K/V, lengths) may come from the kernel before this one, and outputs or workspace may
+  // reuse memory it reads: nothing is touched before it has finished.
+  wait_for_prerequisite_grid();
+  // Split-KV: the combine grid (small: no shared memory) may be placed now. Not for one pass: a large
+  // grid placed early, into whatever slots this one leaves, starts unevenly spread (measured 10 % slower).
+  if (sink.split_kv()) allow_dependent_launch();
+  const KeyRange range = lengths.of(b);
+  if (range.malformed) {
+    for (int i = threadIdx.x; i < rows * D; i += kThreads) sink.put(b, first_head + i / D, i % D, CUKILN_NAN);
+    if (threadIdx.x < rows) sink.put_lse(b, first_head + threadIdx.x, CUKILN_NAN);
+    return;
+  }
+  int lo, hi;
+  split_range<kKeys>(range, sink.split, sink.num_splits, lo, hi);
+  const int tiles_n = (hi - lo + kKeys - 1) / kKeys;
+
+  // Tiles t = 0 .. kStages - 2 go in flight at once; tile t lives in stage t % kStages. Every step
+  // commits one copy group, empty or not, so "tile t has landed" is always "at most kStages - 2 groups
+  // pending" (a compile-time count, as cp.async.wait_group needs).
+  const auto load_keys = [&](int t) {
+    if (t < tiles_n) {
+      T* stage = tiles + (t % kStages) * 2 * kTileElems;
+      const int first = lo + t * kKeys, count = min(kKeys, hi - first);
+      load_tile<T, D, V, Geometry>(stage, k, k_rows, b, kv_head, first, count);
+      load_tile<T, D, V, Geometry>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
+    }
+    commit_copies();
+  };
+#pragma unroll
+  for (int t = 0; t < kStages - 1; ++t) load_keys(t);
+  load_query<T, D, kPitch>(q_tile, q, q_rows, b, first_head, rows);
+
+  Running<D> run;
+  // The query's A fragments, the same for every tile: held in registers where the head dim is small
+  // enough to leave room (32 registers at 128), read from shared memory per tile otherwise.
+  const int mat = lane / 8, mrow = lane % 8;
+  constexpr bool kQueryInRegisters = D <= 128;
+  unsigned q_regs[kQueryInRegisters ? D / 16 : 1][4];
+  const auto query_fragment = [&](unsigned (&a)[4], int kk) {
+    ldmatrix_x4(a, q_tile + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
+  };
+  if constexpr (kQueryInRegisters) {
+    __syncthreads();  // the query tile is written
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) query_fragment(q_regs[kk], kk);
+  }
+  // The A fragment of 16-element step kk: from the registers, or read into ``scratch`` from shared memory.
+  const auto a_of = [&](int kk, unsigned (&scratch)[4]) -> const unsigned (&)[4] {
+    if constexpr (kQueryInRegisters) {
+      return q_regs[kk];
+    } else {
+      query_fragment(scratch, kk);
+      return scratch;
+    }
+  };
+
+  for (int t = 0; t < tiles_n; ++t) {
+    const int count = min(kKeys, hi - lo - t * kKeys);
+    wait_copies<kStages - 2>();
+    // Tile t is visible to every warp, and every warp is done with tile t - 1, whose stage the copies
+    // of tile t + kStages - 1 (issued next) overwrite.
+    __syncthreads();
+    load_keys(t + kStages - 1);
+    const T* k_tile = tiles + (t % kStages) * 2 * kTileElems;
+    attend_tile<T, D, Geometry>(run, k_tile, k_tile + kTileElems, count, scoring, a_of);
+  }
+  wait_copies<0>();  // only empty groups can be pending here; the merge below reuses the stages
+  __syncthreads();
+  finish_block<T, D, Geometry>(run, shared, rows, b, first_head, sink);
 }
 
 // Sum (or maximum) over the block of one value per thread; every thread gets the result.

@@ -10,13 +10,15 @@ import importlib
 
 
 def __getattr__(name: str):
-    """References defined in other runtime modules (the generated families table names where)."""
+    """References defined in other runtime modules: the generated families table names each one's module, or
+    "module:function" where the function's name is not the public one."""
     from cukiln.generated.families import REFERENCE
 
-    module = REFERENCE.get(name)
-    if module is None or module == "reference":
+    where = REFERENCE.get(name)
+    if where is None or where == "reference":
         raise AttributeError(f"module 'cukiln.reference' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"cukiln.{module}"), name)
+    module, _, attribute = where.partition(":")
+    return getattr(importlib.import_module(f"cukiln.{module}"), attribute or name)
 
 
 def _pair_index(rotary_dim: int, interleaved: bool, device):

@@ -114,7 +114,7 @@ _rope_inplace_op = torch.ops.cukiln.rope_.default
 
 # The ops' autograd kernels, written out rather than registered with register_autograd, whose generic
 # wrapper (a scan of every argument for requires_grad, then a redispatch back into Python) cost about
-# 6 µs a call without a gradient and 75 µs with one (benchmarks/host_path_sim.py). Without a gradient an
+# 6 µs a call without a gradient and 75 µs with one (benchmarks/studies/host_path_sim.py). Without a gradient an
 # eager call runs the kernel at once: the dispatcher's remaining keys would do nothing for a plain tensor.
 def _rope_autograd(x, *arguments):
     if wants_grad(x):

@@ -2,7 +2,7 @@
 tests/runtime/test_programmatic_launch_gpu.py catches a kernel touching memory before the kernel ahead
 of it has finished.
 
-    python benchmarks/broken_wait_build.py DIR          # render + compile rope_bf16, rope_fp32, decode_bf16 for sm_90
+    python benchmarks/studies/broken_wait_build.py DIR          # render + compile rope_bf16, rope_fp32, decode_bf16 for sm_90
     # on the GPU machine: the tests pass, then fail once DIR's cubins replace the build's
     python -m pytest -m gpu tests/runtime/test_programmatic_launch_gpu.py
     cp DIR/*.cubin generated/cubins/sm_90/ && python -m pytest -m gpu tests/runtime/test_programmatic_launch_gpu.py

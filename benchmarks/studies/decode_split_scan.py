@@ -1,9 +1,9 @@
 """Decode time per split count and K/V pipeline beside torch SDPA on a few bench shapes (GPU machine): what
 the split rule leaves on the table. Prints one line per shape and pipeline: splits:µs(SDPA time / cukiln).
 
-    python benchmarks/decode_split_scan.py               # rotating input sets: K/V from DRAM, as bench does
-    python benchmarks/decode_split_scan.py --no-rotate   # one input set: K/V that fit in L2 come from it
-    python benchmarks/decode_split_scan.py --small       # the small grids only (b = 1, 8), every pipeline
+    python benchmarks/studies/decode_split_scan.py               # rotating input sets: K/V from DRAM, as bench does
+    python benchmarks/studies/decode_split_scan.py --no-rotate   # one input set: K/V that fit in L2 come from it
+    python benchmarks/studies/decode_split_scan.py --small       # the small grids only (b = 1, 8), every pipeline
 """
 
 import argparse

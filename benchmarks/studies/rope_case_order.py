@@ -4,7 +4,7 @@ Times cukiln forward and backward on [4096, 2, 32, 128] sbhd bf16 exactly as the
 rotating buffers and angle table per case), in the order fwd, bwd, fwd, bwd, then bwd, fwd, bwd, fwd on
 one set of buffers, and prints each against the same-run copy:
 
-    python benchmarks/rope_case_order.py
+    python benchmarks/studies/rope_case_order.py
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
         -o rep python benchmarks/ncu_compare.py decode=8x512,1x8192
     ncu -i rep.ncu-rep --page source --csv --print-source sass > sass.csv
     # anywhere
-    python benchmarks/ncu_sass_regions.py sass.csv [--kernel decode_bf16] [--min-share 0.01]
+    python benchmarks/studies/ncu_sass_regions.py sass.csv [--kernel decode_bf16] [--min-share 0.01]
 
 For every profiled kernel in the CSV: instructions executed and warp-stall samples in total, then the
 SASS cut into regions of equal execution count per warp (a loop body runs as often as its trip count,

@@ -4,7 +4,7 @@ The attention kernel loads a tile's K rows and V rows (same key offsets) at the 
 kernel loads them at different points of its loop. This script times both on the bench's shape with V
 placed at several byte offsets from K inside one allocation, beside separate allocations:
 
-    python benchmarks/decode_kv_offset.py [--out F] [--cases 128x2048,32x8192]
+    python benchmarks/studies/decode_kv_offset.py [--out F] [--cases 128x2048,32x8192]
 
 Prints, per case and placement, cukiln's and SDPA's time and cukiln's ratio to SDPA.
 """

@@ -8,7 +8,7 @@ the bound kernel already made), the driver's `cuCtxGetCurrent` / `cuLaunchKernel
 What it times is everything else: argument binding, the plan-cache key, pointer refill, the struct pack,
 the launch-configuration lookup, the autograd wrapper of `cukiln.torch.rope` and the ops' dispatcher crossing:
 
-    python benchmarks/host_path_sim.py        # µs per call, best of 7 rounds of 20 000 calls
+    python benchmarks/studies/host_path_sim.py        # µs per call, best of 7 rounds of 20 000 calls
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 cukiln.decode_attention and torch SDPA on the bench shapes, beside each call's CUDA-event time. The
 difference between the call time and the sum of its kernels is the launch gap between them.
 
-    python benchmarks/decode_profile.py [--shapes 1x512,1x8192,...] [--out JSON]
+    python benchmarks/studies/decode_profile.py [--shapes 1x512,1x8192,...] [--out JSON]
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def main() -> None:
                   f"{listed}")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({**run_metadata("decode profile", "python benchmarks/decode_profile.py"), "rows": rows}, f,
+            json.dump({**run_metadata("decode profile", "python benchmarks/studies/decode_profile.py"), "rows": rows}, f,
                       indent=1)
 
 

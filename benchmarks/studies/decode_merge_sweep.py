@@ -1,6 +1,6 @@
 """Split-KV merge sweep: the combine kernel against the cluster merge, at every split count.
 
-    python benchmarks/decode_merge_sweep.py [--out F] [--cases 1x8192,8x512]     # GPU (sm_90 on)
+    python benchmarks/studies/decode_merge_sweep.py [--out F] [--cases 1x8192,8x512]     # GPU (sm_90 on)
 
 Runs the built kernels (generated/cubins) through the runtime's own plans and launches: for each case
 (the bench grid of `cukiln bench decode`: bf16, h_q 32, h_kv 8, d 128) and split count, once with the
@@ -86,7 +86,7 @@ def run(out_path: Path | None, cases) -> None:
         rows.append(row)
         del sets, outs
         torch.cuda.empty_cache()
-    result = {**run_metadata("decode merge sweep", "python benchmarks/decode_merge_sweep.py"), "copy_tbps": copy,
+    result = {**run_metadata("decode merge sweep", "python benchmarks/studies/decode_merge_sweep.py"), "copy_tbps": copy,
               "rows": rows}
     if out_path:
         out_path.write_text(json.dumps(result, indent=1))

@@ -9,7 +9,7 @@ three calls of `cukiln bench overhead`) and torch's `add_`, each two ways (micro
 - ``issue``: 200 calls into an idle stream, timed without synchronizing: the host's own cost, since
   200 launches do not fill the launch queue, so no call waits for the GPU.
 
-    python benchmarks/launch_parts.py
+    python benchmarks/studies/launch_parts.py
 """
 
 from __future__ import annotations

@@ -1,0 +1,51 @@
+"""Each op's arguments are declared once, by its public function; every other signature that takes them (the
+positional entry the torch ops call, the float64 reference, cukiln.torch's wrapper, the torch op's schema, the
+planner) agrees with it: same names, same order, same defaults."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from cukiln import decode_api, reference, rope_api, rope_plan
+
+
+def _parameters(fn) -> list[tuple[str, object]]:
+    return [(p.name, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+def test_rope_arguments_are_the_public_signatures():
+    declared = _parameters(rope_api.rope)
+    assert rope_api.ARGUMENTS == tuple(name for name, _ in declared[1:])
+    without_stream = [(n, d) for n, d in declared if n != "stream"]
+    assert _parameters(reference.rope) == without_stream
+    assert _parameters(rope_api.prepare) == without_stream
+    assert [n for n, _ in _parameters(rope_api.run_rope)] == [n for n, _ in without_stream]
+
+
+def test_rope_planner_takes_every_argument_it_validates():
+    planned = {n for n, _ in _parameters(rope_plan.plan_rope)}
+    assert set(rope_api.ARGUMENTS) - {"stream"} <= planned | {"x"}
+
+
+def test_decode_arguments_are_the_public_signatures():
+    declared = [(n, d) for n, d in _parameters(decode_api.decode_attention) if n != "stream"]
+    assert _parameters(reference.decode_attention) == declared
+    assert _parameters(decode_api.run_decode)[4:] == declared[4:]  # kv_lens and after, positional with defaults
+    assert [n for n, _ in _parameters(decode_api.run_decode)] == [n for n, _ in declared]
+
+
+def test_the_torch_wrappers_and_op_schemas_follow_the_declarations():
+    pytest.importorskip("torch")
+    import cukiln.torch as ct
+    from cukiln import rope_torch
+
+    rope_declared = [(n, d) for n, d in _parameters(rope_api.rope) if n != "stream"]
+    assert _parameters(ct.rope) == rope_declared
+    assert list(rope_torch.OP_TYPES) == list(rope_torch.OP_ARGUMENTS)
+    schema = str(__import__("torch").ops.cukiln.rope.default._schema)
+    assert [a.split(" ")[-1].split("=")[0] for a in schema.split("(", 1)[1].rsplit(")", 2)[0].split(", ")][1:] == \
+        list(rope_torch.OP_ARGUMENTS)
+    decode_declared = [(n, d) for n, d in _parameters(decode_api.decode_attention) if n != "stream"]
+    assert _parameters(ct.decode_attention) == decode_declared
