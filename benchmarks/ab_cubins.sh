@@ -1,31 +1,53 @@
 #!/usr/bin/env bash
-# Two builds' sm_90 cubins timed by the benches in one GPU session, in the order A B B A (rope) and A B (rope-thd),
-# so machine-to-machine spread does not enter the comparison. Run from the repository root on the GPU machine:
-#   bash benchmarks/ab_cubins.sh DIR_A DIR_B     (each a copy of some build's generated/cubins/sm_90)
-# The runtime loads whatever cubins lie in generated/cubins/sm_90; both builds must share dispatch.py (same
-# kernel names and launch rule). JSON lands in $OUT (or ./ab-out) as rope-<n>-<A|B>.json and thd-<A|B>.json.
+# Two builds' sm_90 cubins timed by the benches in one GPU session, in the order A B B A, so machine-to-machine
+# spread does not enter the comparison. Run from the repository root on the GPU machine:
+#   OPS="rope rope-thd decode" bash benchmarks/ab_cubins.sh DIR_A DIR_B   (each a copy of some build's
+#                                                                          generated/cubins/sm_90)
+# OPS: the benches to run (default: rope rope-thd). The runtime loads whatever cubins lie in
+# generated/cubins/sm_90; both builds must share dispatch.py (same kernel names and launch rules). JSON lands in
+# $OUT (or ./ab-out) as <bench>-<n>-<A|B>.json, and a table of each case's ratio to the copy is printed last.
 set -uo pipefail
 A=$1 B=$2
 OUT=${OUT:-ab-out}
+OPS=${OPS:-rope rope-thd}
 mkdir -p "$OUT"
+keep=$(mktemp -d)
+# copies of both builds first: either may be the folder the runtime loads from (generated/cubins/sm_90)
+cp -r generated/cubins/sm_90 "$keep/current" && cp -r "$A" "$keep/A" && cp -r "$B" "$keep/B"
+A=$keep/A B=$keep/B
 use() { rm -rf generated/cubins/sm_90 && cp -r "$1" generated/cubins/sm_90; }
-n=0
-for tag in A B B A; do
-  n=$((n + 1))
-  if [ $tag = A ]; then use "$A"; else use "$B"; fi
-  cukiln bench rope --out "$OUT/rope-$n-$tag.json" > "$OUT/rope-$n-$tag.log" 2>&1
+for op in $OPS; do
+  n=0
+  for tag in A B B A; do
+    n=$((n + 1))
+    if [ $tag = A ]; then use "$A"; else use "$B"; fi
+    cukiln bench "$op" --out "$OUT/$op-$n-$tag.json" > "$OUT/$op-$n-$tag.log" 2>&1 || echo "cukiln bench $op ($tag) failed: $OUT/$op-$n-$tag.log"
+  done
 done
-for tag in A B; do
-  if [ $tag = A ]; then use "$A"; else use "$B"; fi
-  cukiln bench rope-thd --out "$OUT/thd-$tag.json" > "$OUT/thd-$tag.log" 2>&1
-done
-python3 - "$OUT" <<'PY'
+use "$keep/current"
+python3 - "$OUT" $OPS <<'PY'
 import glob, json, sys
-runs = sorted(glob.glob(f"{sys.argv[1]}/rope-*.json"))
-data = [json.load(open(p)) for p in runs]
-print("rope x copy".ljust(40) + "".join(p.split("/")[-1][5:-5].rjust(9) for p in runs))
-for k, c in enumerate(data[0]["cases"]):
-    label = f"{c['shape_sbhd']} {c['view'][:4]} {c['dtype']} {c['direction']}"
-    print(label.ljust(40) + "".join(f"{d['cases'][k]['cukiln']['x_copy']:9.3f}" for d in data))
-print("in place rd = d/4, speedup".ljust(40) + "".join(f"{d['partial_in_place']['speedup']:9.3f}" for d in data))
+
+def label(c):
+    if "shape_sbhd" in c:
+        return f"{c['shape_sbhd']} {c['view'][:4]} {c['dtype']} {c['direction']}"
+    if "lengths" in c:
+        return f"{c['lengths']['n_seqs']} seqs"
+    return f"b={c['batch']} T={c['T']}"
+
+def ratio(c):
+    side = c.get("cukiln") or c.get("auto")
+    return side["x_copy"] if "x_copy" in side else side["tbps"]
+
+out = sys.argv[1]
+for op in sys.argv[2:]:
+    runs = sorted(glob.glob(f"{out}/{op}-[0-9]-*.json"))
+    if not runs:
+        continue
+    data = [json.load(open(p)) for p in runs]
+    print(f"{op}: x copy".ljust(44) + "".join(f"{p.rsplit('-', 2)[-2] + p.rsplit('-', 1)[-1][0]:>7}" for p in runs))
+    for k, c in enumerate(data[0]["cases"]):
+        values = [ratio(d["cases"][k]) for d in data]
+        a, b = (values[0] + values[3]) / 2, (values[1] + values[2]) / 2
+        print(label(c).ljust(44) + "".join(f"{v:7.3f}" for v in values) + f"   B/A {b / a:6.3f}")
 PY

@@ -7,15 +7,15 @@ and the integer lengths (re-checked against the cache's capacity), allocates the
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from cukiln.generated import dispatch
 
-from .decode_plan import PIPELINE_ENV, PIPELINES, DecodePlan, check_lengths, plan_decode
+from .decode_plan import PIPELINES, DecodePlan, check_lengths, plan_decode
 from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import kernel
 from .loader import KERNELS
+from .overrides import CURRENT as OVERRIDES
 from .plan_cache import ALIGN_MASK, PlanCache, Refill, slots_for
 from .tensors import from_torch, refuse_untracked_gradients
 
@@ -34,6 +34,11 @@ class _CachedPlan:
     attention: Refill
     combine: Refill | None
     kernels: tuple = ()  # the bound launch.Kernels (attention, then combine), made on the first launch
+
+    def __post_init__(self) -> None:  # what the hit path reads, flattened
+        p = self.plan
+        self.device, self.capacity, self.empty = p.device, p.fields["capacity"], p.batch * p.heads_q == 0
+        self.out_shape, self.lse_shape = (p.batch, p.heads_q, p.head_dim), (p.batch, p.heads_q)
 
     def bind(self) -> tuple:
         p = self.plan
@@ -63,8 +68,8 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     scale: logit scale, default 1/sqrt(d); softcap: logits become softcap * tanh(logit / softcap).
     num_splits: split-KV count (default: the tuned rule of the dispatch table for this GPU, which also
     picks the K/V pipeline per grid). A count given runs the narrow pipeline, which may be slower than the
-    table's choice on small grids; ``CUKILN_DECODE_PIPELINE=narrow|deep|wide`` forces a pipeline, for checks
-    and measurements.
+    table's choice on small grids; ``CUKILN_DECODE_PIPELINE=narrow|deep|wide`` (or
+    ``cukiln.overrides.forced("decode_pipeline", name)``) forces a pipeline, for checks and measurements.
     out: q-shaped output (allocated when None). return_lse: also return the natural-log log-sum-exp of
     the scaled logits, fp32 [b, h_q].
     Runs on the current torch stream without synchronizing (``stream=`` picks another); CUDA-graph
@@ -93,33 +98,34 @@ def _import_torch():
 
 
 def _lengths_key(value, torch):
-    """(key part, pointer, scalar) of kv_lens / kv_start; None for a CPU tensor (its values are checked on
-    every call, so such a call is planned in full)."""
-    if value is None or type(value) is int:
-        return "int", 0, value or 0
-    if isinstance(value, torch.Tensor):
-        if value.device.type == "cpu":
-            return None
+    """(key part, pointer, scalar) of a kv_lens / kv_start that is not an int; None for a CPU tensor (its values
+    are checked on every call, so such a call is planned in full) or anything else (the planner explains it)."""
+    if value is None:
+        return "int", 0, 0
+    if type(value) is torch.Tensor and value.is_cuda:
         ptr = value.data_ptr()
         return (value.shape, value.stride(), value.dtype, value.get_device(), ptr & ALIGN_MASK), ptr, 0
-    return None  # anything else: the full validation explains it
+    return None
 
 
 def run_decode(q, k_cache, v_cache, kv_lens, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
                num_splits=None, out=None, return_lse=False):
     """decode_attention() on torch tensors, every argument positional (as its signature orders them, less
-    stream): the entry for callers that already hold torch tensors, such as the torch ops."""
+    stream): the entry for callers that already hold torch tensors, such as the torch ops. Runs on every call:
+    the plan-cache hit is written out for speed."""
     torch = _torch or _import_torch()
-    lens, start = _lengths_key(kv_lens, torch), _lengths_key(kv_start, torch)
+    lens = ("int", 0, kv_lens) if type(kv_lens) is int else _lengths_key(kv_lens, torch)
+    start = ("int", 0, kv_start) if type(kv_start) is int else _lengths_key(kv_start, torch)
     cached = key = None
     if lens is not None and start is not None:
         try:
             qp, kp, vp = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr()
-            key = (q.shape, q.stride(), q.dtype, q.is_neg(), q.get_device(), qp & ALIGN_MASK,
+            # q's alignment does not enter the plan (q is read element by element); K/V's sets the copy width
+            key = (q.shape, q.stride(), q.dtype, q.is_neg(), q.get_device(),
                    k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.is_neg(), k_cache.get_device(),
                    kp & ALIGN_MASK, v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.is_neg(),
                    v_cache.get_device(), vp & ALIGN_MASK, lens[0], start[0], kv_layout, scale, softcap, num_splits,
-                   return_lse, os.environ.get(PIPELINE_ENV),
+                   return_lse, OVERRIDES["decode_pipeline"],
                    None if out is None else (out.shape, out.stride(), out.dtype, out.is_neg(), out.get_device(),
                                              out.data_ptr() & ALIGN_MASK))
             cached = PLANS.get(key)
@@ -128,35 +134,46 @@ def run_decode(q, k_cache, v_cache, kv_lens, kv_layout="bhsd", kv_start=None, sc
     if cached is None:
         return _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out,
                             return_lse, key)
-    p = cached.plan
-    check_lengths(lens[2], start[2], p.fields["capacity"], lens[0] != "int", start[0] != "int")
+    if lens[0] == "int" or start[0] == "int":
+        check_lengths(lens[2], start[2], cached.capacity, lens[0] != "int", start[0] != "int")
     result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
-    lse = torch.empty((p.batch, p.heads_q), dtype=torch.float32, device=q.device) if return_lse else None
+    lse = torch.empty(cached.lse_shape, dtype=torch.float32, device=q.device) if return_lse else None
     per_call = [qp, kp, vp, lens[1], start[1], result.data_ptr(), 0 if lse is None else lse.data_ptr(), 0, 0,
                 lens[2], start[2]]
-    _launch(cached, per_call, torch, out)
+    if cached.combine is None and cached.kernels:  # one kernel, bound: the common case, written out
+        refill = cached.attention
+        if refill.checks:
+            _refuse_overlap(refill.overlapping(per_call))
+        cached.kernels[0](refill.values(cached.templates[0], per_call), torch._C._cuda_getCurrentRawStream(cached.device))
+        if out is not None:
+            torch._C._increment_version((out,))
+    else:
+        _launch(cached, per_call, torch, out)
     return (result, lse) if return_lse else result
+
+
+def _refuse_overlap(arg: int | None) -> None:
+    if arg is not None:
+        raise ValueError(f"out: overlaps {_NAMES[arg]}, which the kernel reads while it writes out")
 
 
 def _launch(cached: _CachedPlan, per_call: list, torch, written=None) -> None:
     """The cached plan's kernels with this call's pointers and lengths (``per_call``, in _PER_CALL's order);
     ``written``: the caller's out, whose version is bumped (written behind autograd's back, as rope does)."""
-    p = cached.plan
-    if p.batch * p.heads_q == 0:
+    if cached.empty:
         return
     attention = cached.attention
     if attention.checks:
-        hit = attention.overlapping(per_call)
-        if hit is not None:
-            raise ValueError(f"out: overlaps {_NAMES[hit]}, which the kernel reads while it writes out")
+        _refuse_overlap(attention.overlapping(per_call))
     partial = None
     if cached.combine is not None:  # split-KV merged by the combine kernel: a workspace for partial results
+        p = cached.plan
         shape = (p.batch, p.heads_q, p.num_splits)
         partial = (torch.empty(shape + (p.head_dim,), dtype=torch.float32, device=f"cuda:{p.device}"),
                    torch.empty(shape, dtype=torch.float32, device=f"cuda:{p.device}"))
         per_call[7], per_call[8] = partial[0].data_ptr(), partial[1].data_ptr()
     kernels = cached.kernels or cached.bind()
-    stream = torch._C._cuda_getCurrentRawStream(p.device)
+    stream = torch._C._cuda_getCurrentRawStream(cached.device)
     kernels[0](attention.values(cached.templates[0], per_call), stream)
     if cached.combine is not None:
         kernels[1](cached.combine.values(cached.templates[1], per_call), stream)
@@ -181,7 +198,7 @@ def _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softc
     if key is not None:
         PLANS.put(key, cached)
     result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
-    lse = torch.empty((plan.batch, plan.heads_q), dtype=torch.float32, device=q.device) if return_lse else None
+    lse = torch.empty(cached.lse_shape, dtype=torch.float32, device=q.device) if return_lse else None
     f = plan.fields
     per_call = [f["q"], f["k"], f["v"], f["kv_lens"], f["kv_start"], result.data_ptr(),
                 0 if lse is None else lse.data_ptr(), 0, 0, f["kv_len"], f["kv_start_value"]]
@@ -229,12 +246,12 @@ def _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num
 
 
 def _forced_pipeline() -> str | None:
-    """The K/V pipeline forced by CUKILN_DECODE_PIPELINE (unset or "auto": None, the dispatch table's choice)."""
-    value = os.environ.get(PIPELINE_ENV, "auto")
+    """The K/V pipeline forced by the override (cukiln.overrides; "auto": None, the dispatch table's choice)."""
+    value = OVERRIDES["decode_pipeline"]
     if value == "auto":
         return None
     if value not in PIPELINES:
-        raise ValueError(f"{PIPELINE_ENV}: expected one of {PIPELINES} or auto, got {value!r}")
+        raise ValueError(f"CUKILN_DECODE_PIPELINE: expected one of {PIPELINES} or auto, got {value!r}")
     return value
 
 

@@ -9,12 +9,12 @@ runs the full validation of rope_plan.plan_rope.
 from __future__ import annotations
 
 import inspect
-import os
 from dataclasses import dataclass, replace
 
 from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import kernel
 from .loader import KERNELS
+from .overrides import CURRENT as OVERRIDES
 from .plan_cache import ALIGN_MASK, PlanCache, Refill, slots_for
 from .rope_plan import RopePlan, plan_rope
 from .tensors import from_torch, refuse_untracked_gradients
@@ -22,7 +22,6 @@ from .tensors import from_torch, refuse_untracked_gradients
 # Tensor arguments in a fixed order, and the kernel-parameter field each one's pointer fills.
 _TENSOR_ARGS = ("x", "out", "freqs", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens")
 _POINTER_FIELDS = ("x", "out", "table", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens")
-THD_DISPATCH_ENV = "CUKILN_ROPE_THD_DISPATCH"
 
 
 @dataclass
@@ -57,7 +56,8 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     thd: ``cu_seqlens`` int32 [b + 1] (on x's device, or on the CPU: then its values are checked and it is
     copied over) delimits the sequences; tokens past the last sequence are left alone (out-of-place,
     their rows of out are not written). ``max_seqlen`` (the longest global sequence, optional) lets the
-    token/grid rule consider grid dispatch; ``CUKILN_ROPE_THD_DISPATCH=token|grid|auto`` overrides the rule.
+    token/grid rule consider grid dispatch; ``CUKILN_ROPE_THD_DISPATCH=token|grid|auto`` (or
+    ``cukiln.overrides.forced("rope_thd_dispatch", mode)``) overrides the rule.
     Context parallel (``cp_size``, ``cp_rank``): TransformerEngine's load-balanced split, each sequence in
     2 * cp_size chunks of which this rank holds chunks cp_rank and 2 * cp_size - 1 - cp_rank; for thd,
     cu_seqlens are the global offsets. A malformed device-resident cu_seqlens (a negative length, or a
@@ -151,7 +151,7 @@ def _plan_uncached(x, *, rule: dict, out=None, inplace=False, **kwargs):
     out = x if inplace else (torch.empty_like(x) if out is None else out)
     tensors = {name: kwargs.get(name) for name in _TENSOR_ARGS[2:]}
     cached = _plan_and_describe((x, out) + tuple(tensors.values()), inplace=inplace, fresh=False, cu_host=None,
-                                thd_dispatch=os.environ.get(THD_DISPATCH_ENV, "auto"), rule=rule,
+                                thd_dispatch=OVERRIDES["rope_thd_dispatch"], rule=rule,
                                 **{k: v for k, v in kwargs.items() if k not in tensors})
     return cached.plan, out
 
@@ -172,7 +172,7 @@ def prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
             raise TypeError(f"cu_seqlens: expected int32, got {str(cu_seqlens.dtype).replace('torch.', '')}")
         cu_host = tuple(cu_seqlens.tolist())
         cu_seqlens = copied = cu_seqlens.to(x.device)
-    thd_dispatch = os.environ.get(THD_DISPATCH_ENV, "auto") if layout == "thd" else "auto"
+    thd_dispatch = OVERRIDES["rope_thd_dispatch"] if layout == "thd" else "auto"
     if not isinstance(x, torch.Tensor):
         from_torch(x, "x")  # raises the TypeError naming x
     fresh = False

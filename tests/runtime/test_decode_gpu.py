@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
+from cukiln import overrides  # noqa: E402
 from cukiln.decode_api import plan_call  # noqa: E402
 from cukiln.tools.decode.checks import (DECODE_FP32_UNITS, check_decode_variant,  # noqa: E402
                                        decode_cache_view, run_decode_and_compare)
@@ -54,7 +55,7 @@ def test_every_combine_kernel_through_a_split_variant(entry):
 @pytest.mark.parametrize("num_splits", [1, 4, None])
 @pytest.mark.parametrize("pipeline", ["narrow", "deep", "wide"])
 def test_gqa_ratios_layouts_splits_and_pipelines(group, layout, num_splits, pipeline, monkeypatch):
-    monkeypatch.setenv("CUKILN_DECODE_PIPELINE", pipeline)
+    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", pipeline)
     gen = new_generator()
     b, h_kv, T, d = 5, 2, 1000, 128
     q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(torch.bfloat16)

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
-from cukiln import launch, rope_api  # noqa: E402
+from cukiln import launch, overrides, rope_api  # noqa: E402
 from tests.checks import assert_matches_reference  # noqa: E402
 
 from .test_decode_gpu import DECODE_FP32_UNITS  # noqa: E402
@@ -26,7 +26,7 @@ def test_more_than_65535_packed_sequences_take_the_token_path(monkeypatch):
     out = torch.full_like(x, float("nan"))
     cukiln.rope(x, freqs=freqs, layout="thd", cu_seqlens=cu, out=out)
     assert_matches_reference(out, cukiln.reference.rope(x, freqs=freqs, layout="thd", cu_seqlens=cu), "70001 seqs")
-    monkeypatch.setenv(rope_api.THD_DISPATCH_ENV, "grid")
+    monkeypatch.setitem(overrides.CURRENT, "rope_thd_dispatch", "grid")
     with pytest.raises(ValueError, match="at most 65535 sequences"):
         cukiln.rope(x, freqs=freqs, layout="thd", cu_seqlens=cu, max_seqlen=3)
 

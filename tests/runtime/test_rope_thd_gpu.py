@@ -8,7 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
-from cukiln.rope_api import THD_DISPATCH_ENV, plan_call  # noqa: E402
+from cukiln import overrides  # noqa: E402
+from cukiln.rope_api import plan_call  # noqa: E402
 from tests.checks import assert_matches_reference  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -26,7 +27,7 @@ def _run_both(x, monkeypatch, **kw):
     """Outputs of token and grid dispatch from NaN-poisoned buffers."""
     outs = {}
     for mode in ("token", "grid"):
-        monkeypatch.setenv(THD_DISPATCH_ENV, mode)
+        monkeypatch.setitem(overrides.CURRENT, "rope_thd_dispatch", mode)
         out = torch.full_like(x, float("nan"))
         plan, _ = plan_call(x, out=out, **kw)
         assert plan.key[-1] == mode
@@ -66,7 +67,7 @@ def test_tokens_past_the_last_sequence_are_left_alone(monkeypatch):
     x = torch.randn(50, 2, 32, device=dev)
     cu = torch.tensor([0, 10, 30], device=dev, dtype=torch.int32)  # tokens 30..49 belong to no sequence
     for mode in ("token", "grid"):
-        monkeypatch.setenv(THD_DISPATCH_ENV, mode)
+        monkeypatch.setitem(overrides.CURRENT, "rope_thd_dispatch", mode)
         out = torch.full_like(x, float("nan"))
         cukiln.rope(x, base=10000.0, layout="thd", cu_seqlens=cu, out=out)
         assert torch.isnan(out[30:]).all(), f"{mode}: wrote rows outside every sequence"
@@ -78,7 +79,7 @@ def test_malformed_device_cu_seqlens_give_nan_rows_and_no_wild_reads(monkeypatch
     x = torch.randn(40, 2, 32, device=dev)
     cu = torch.tensor([0, 12, 18, 40], device=dev, dtype=torch.int32)  # lengths 12, 6, 22: 6 % 4 != 0, 22 % 4
     for mode in ("token", "grid"):
-        monkeypatch.setenv(THD_DISPATCH_ENV, mode)
+        monkeypatch.setitem(overrides.CURRENT, "rope_thd_dispatch", mode)
         out = torch.full_like(x, 7.0)
         cukiln.rope(x, base=10000.0, layout="thd", cu_seqlens=cu, cp_size=2, cp_rank=0, out=out)
         torch.cuda.synchronize()

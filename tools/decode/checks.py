@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from cukiln.codegen.decode_variants import Pipeline
 
-from ..overrides import env_override
 from ..verify import compare, new_generator, torch_dtype
 
 # fp32 logits carry a relative error of about d x 2**-24, which exp turns into an absolute error of the weights:
@@ -93,10 +92,10 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
 
 
 def forced_decode_pipeline(pipeline: str):
-    """A block whose decode calls run the K/V ``pipeline`` (CUKILN_DECODE_PIPELINE), whatever the table says."""
-    from cukiln.decode_plan import PIPELINE_ENV
+    """A block whose decode calls run the K/V ``pipeline``, whatever the table says (cukiln.overrides)."""
+    from cukiln.overrides import forced
 
-    return env_override(PIPELINE_ENV, pipeline)
+    return forced("decode_pipeline", pipeline)
 
 
 def check_variant(entry: dict) -> str | None:

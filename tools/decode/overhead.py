@@ -13,7 +13,9 @@ def overhead_paths() -> dict:
     import cukiln.torch
     from cukiln import decode_api
 
-    from ..overhead import compiled_and_graphed
+    from cukiln.launch import kernel
+
+    from ..overhead import bare_launch, compiled_and_graphed
 
     q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(1, 8, 64, 128, device="cuda", dtype=torch.bfloat16)
@@ -21,6 +23,11 @@ def overhead_paths() -> dict:
     out = torch.empty_like(q)
     lens = torch.full((1,), 64, dtype=torch.int32, device="cuda")
     compiled, replay = compiled_and_graphed(lambda t: cukiln.torch.decode_attention(t, k, v, 64), q)
+    plan = decode_api.plan_call(q, k, v, 64, out=out)
+    a = plan.attention
+    bound = kernel(plan.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared, a.overlap_previous, a.cluster)
+    values = plan.values(out=out.data_ptr(), lse=0)[0]
+    stream = torch.cuda.current_stream().cuda_stream
     return {
         "cukiln.decode_attention (b=1, T=64, out=)": lambda: cukiln.decode_attention(q, k, v, 64, out=out),
         "cukiln.decode_attention (allocates out)": lambda: cukiln.decode_attention(q, k, v, 64),
@@ -32,4 +39,6 @@ def overhead_paths() -> dict:
         "CUDA graph replay of cukiln.torch.decode_attention": replay,
         "decode breakdown: run_decode (cached plan, out=)": lambda: decode_api.run_decode(q, k, v, 64, "bhsd", None,
                                                                                           None, None, None, out),
+        "decode breakdown: bound kernel launch (pack, context check, launch)": lambda: bound(values, stream),
+        "decode breakdown: cuLaunchKernel alone": bare_launch(bound, values, stream),
     }

@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from ..overrides import env_override
 from ..timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
 
 HEADS, HEAD_DIM = 32, 128
@@ -34,9 +33,9 @@ def split_lengths(tokens: int, n_seqs: int, skew: bool = False) -> list[int]:
 
 def dispatch_mode(mode: str):
     """A block whose thd rope calls take ``mode`` (token, grid or auto) dispatch."""
-    from cukiln.rope_api import THD_DISPATCH_ENV
+    from cukiln.overrides import forced
 
-    return env_override(THD_DISPATCH_ENV, mode)
+    return forced("rope_thd_dispatch", mode)
 
 
 def time_case(lengths: list[int], modes: tuple[str, ...], hint: bool = True) -> dict:

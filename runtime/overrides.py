@@ -1,0 +1,28 @@
+"""Dispatch overrides, for checks and measurements: force a choice that the dispatch rules would otherwise make.
+
+Each starts from an environment variable, read once when cukiln's runtime is imported (``CUKILN_DECODE_PIPELINE
+=narrow|deep|wide|auto``, ``CUKILN_ROPE_THD_DISPATCH=token|grid|auto``), and is set for a block of calls with
+``forced(name, value)``. The ops read the current value from ``CURRENT`` (one dict lookup a call) and the
+planner validates it; "auto" leaves the choice to the dispatch rules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+ENVIRONMENT = {"decode_pipeline": "CUKILN_DECODE_PIPELINE", "rope_thd_dispatch": "CUKILN_ROPE_THD_DISPATCH"}
+CURRENT = {name: os.environ.get(variable, "auto") for name, variable in ENVIRONMENT.items()}
+
+
+@contextlib.contextmanager
+def forced(name: str, value: str):
+    """Calls inside the block take ``value`` for override ``name``; the previous value is restored after it."""
+    if name not in CURRENT:
+        raise ValueError(f"no override named {name!r}; known: {', '.join(CURRENT)}")
+    before = CURRENT[name]
+    CURRENT[name] = value
+    try:
+        yield
+    finally:
+        CURRENT[name] = before
