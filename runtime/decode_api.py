@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 from cukiln.generated import dispatch
 
-from .decode_plan import PIPELINES, DecodePlan, check_lengths, plan_decode
+from .decode_plan import PIPELINES, DecodePlan, check_host_lengths, check_lengths, plan_decode
 from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import kernel
 from .loader import KERNELS
 from .overrides import CURRENT as OVERRIDES
 from .plan_cache import ALIGN_MASK, PlanCache, Refill, slots_for
-from .tensors import from_torch, refuse_untracked_gradients
+from .tensors import HALVES, from_torch, refuse_untracked_gradients
 
 # What a call fills into a cached plan's parameters, in a fixed order: pointers, then the integer lengths (the
 # kernel-parameter field of each is its name).
@@ -222,15 +222,16 @@ def _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num
             if value.dtype != torch.int32:
                 raise TypeError(f"{name}: expected an int32 tensor, got {str(value.dtype).replace('torch.', '')}")
             if value.device.type == "cpu":  # checked, then copied to q's device for this launch
-                value = _host_lengths(value, name, kv_lens, kv_start, k_cache, kv_layout).to(q.device)
-            lengths.append((value, from_torch(value, name)))
+                check_host_lengths(name, value.tolist(), kv_lens, k_cache, kv_layout)
+                value = value.to(q.device)
+            lengths.append((value, from_torch(value, name, ("int32",))))
         else:
             lengths.append((value, None))
     if kv_lens is None:
         raise TypeError("kv_lens: expected an int or an int32 tensor [b], got None")
-    qi = from_torch(q, "q")
-    ki, vi = from_torch(k_cache, "k_cache"), from_torch(v_cache, "v_cache")
-    oi = from_torch(out, "out") if out is not None else None
+    qi = from_torch(q, "q", HALVES)
+    ki, vi = from_torch(k_cache, "k_cache", HALVES), from_torch(v_cache, "v_cache", HALVES)
+    oi = from_torch(out, "out", HALVES) if out is not None else None
     (lens, lens_info), (start, start_info) = lengths
     device = qi.device
     plan = plan_decode(qi, ki, vi, lens_info or lens, kv_layout=kv_layout, kv_start=start_info or start,
@@ -252,21 +253,4 @@ def _forced_pipeline() -> str | None:
         return None
     if value not in PIPELINES:
         raise ValueError(f"CUKILN_DECODE_PIPELINE: expected one of {PIPELINES} or auto, got {value!r}")
-    return value
-
-
-def _host_lengths(value, name, kv_lens, kv_start, k_cache, kv_layout):
-    """A CPU kv_lens / kv_start: check every value (the device copy then needs no NaN rows)."""
-    import torch
-
-    if getattr(k_cache, "ndim", 0) != 4:
-        return value  # the plan explains the cache's shape
-    capacity = k_cache.shape[2] if kv_layout == "bhsd" else k_cache.shape[1]
-    values = value.tolist()
-    if name == "kv_lens" and any(not 0 <= n <= capacity for n in values):
-        raise ValueError(f"kv_lens: expected values in [0, T = {capacity}], got {values}")
-    if name == "kv_start":
-        lens = kv_lens.tolist() if isinstance(kv_lens, torch.Tensor) else [kv_lens] * len(values)
-        if any(not 0 <= s <= n for s, n in zip(values, lens)):
-            raise ValueError(f"kv_start: expected 0 <= kv_start <= kv_lens per row, got {values} for kv_lens {lens}")
     return value

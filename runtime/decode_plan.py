@@ -232,7 +232,7 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     K/V pipeline: the tuned table's choice among those the call has a variant of that ``max_shared``
     allows (with ``num_splits`` given: narrow); ``pipeline`` (a name of PIPELINES) forces one.
     """
-    call = _validate(q, k, v, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale, softcap=softcap,
+    call = validate(q, k, v, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale, softcap=softcap,
                      num_splits=num_splits, out=out, max_shared=max_shared, pipeline=pipeline)
     return _choose_launch(q, k, v, call, num_splits=num_splits, sms=sms, arch=arch, max_shared=max_shared,
                           resident=resident, active_clusters=active_clusters, pipeline=pipeline)
@@ -249,9 +249,25 @@ def check_lengths(lens_value: int, start_value: int, capacity: int, lens_on_devi
         raise ValueError(f"kv_start: expected at most kv_lens = {lens_value}, got {start_value}")
 
 
-def _validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout, kv_start, scale, softcap,
+def check_host_lengths(name: str, values: list[int], kv_lens, k_cache, kv_layout: str) -> None:
+    """The values of a kv_lens or kv_start given on the host (a CPU tensor): every one checked (ValueError), so
+    that the device copy needs no NaN rows. ``kv_lens`` as given (for kv_start's bound), ``k_cache`` any
+    4-d array (its capacity); a cache of another rank is left to validate to explain."""
+    if len(getattr(k_cache, "shape", ())) != 4:
+        return
+    capacity = k_cache.shape[2] if kv_layout == "bhsd" else k_cache.shape[1]
+    if name == "kv_lens" and any(not 0 <= n <= capacity for n in values):
+        raise ValueError(f"kv_lens: expected values in [0, T = {capacity}], got {values}")
+    if name == "kv_start":
+        lens = kv_lens.tolist() if hasattr(kv_lens, "tolist") else [kv_lens] * len(values)
+        if any(not 0 <= s <= n for s, n in zip(values, lens)):
+            raise ValueError(f"kv_start: expected 0 <= kv_start <= kv_lens per row, got {values} for kv_lens {lens}")
+
+
+def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout, kv_start, scale, softcap,
               num_splits, out, max_shared, pipeline) -> _Validated:
-    """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument."""
+    """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument.
+    (The float64 reference runs it too: it takes the calls the kernels take.)"""
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout: expected one of {KV_LAYOUTS}, got {kv_layout!r}")
     for name, t in (("q", q), ("k_cache", k), ("v_cache", v)):

@@ -1,7 +1,10 @@
 """float64 reference implementations, written for clarity: the tests' ground truth.
 
-Same API as the kernels; the result is a new float64 tensor of x's shape (``inplace`` and ``out`` are
-accepted and ignored). Plain PyTorch, so it runs on the CPU or on the GPU.
+Same API as the kernels, on any device (plain PyTorch: CPU or GPU): every call is validated as the kernels
+validate it (the planners' own checks, so a call one refuses the other refuses too), then computed in float64.
+The result is a new float64 tensor of x's shape, or, with ``inplace=True`` / ``out=``, x or out written (in
+their dtype) and returned, as the kernels do. Wider dtypes than the kernels' are taken too (float64 for any
+floating tensor, int64 for lengths), validated as the kernel dtype they stand for.
 """
 
 from __future__ import annotations
@@ -95,6 +98,60 @@ def _lookup(table, pos):
     return torch.where(valid[..., None], got, torch.full_like(got, float("nan")))
 
 
+def _info(t, name: str, accepts, wide=None):
+    """TensorInfo of any torch tensor (the reference runs on the CPU too); a tensor of the wider torch dtype
+    ``wide[0]`` is described as the kernel dtype ``wide[1]`` it stands for."""
+    import torch
+
+    from .tensors import TensorInfo, from_torch
+
+    if wide is not None and isinstance(t, torch.Tensor) and t.dtype is wide[0]:
+        return TensorInfo(t.data_ptr(), tuple(t.shape), tuple(t.stride()), wide[1], t.get_device())
+    return from_torch(t, name, accepts, cuda=False)
+
+
+def _fresh_like(info):
+    """The TensorInfo of a new contiguous tensor like ``info`` (an output the kernels would allocate)."""
+    from .tensors import TensorInfo
+
+    strides, step = [], 1
+    for n in reversed(info.shape):
+        strides.insert(0, step)
+        step *= max(n, 1)
+    return TensorInfo(0, info.shape, tuple(strides), info.dtype, info.device)
+
+
+def _validate_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, rotary_dim, positions, offsets, cu_seqlens,
+                   cp_size, cp_rank, max_seqlen, inplace, out) -> None:
+    import torch
+
+    from .rope_plan import validate
+    from .tensors import FLOATS, INTS
+
+    wide = (torch.float64, "fp32")
+    xi = _info(x, "x", FLOATS, wide)
+    oi = xi if inplace else (_fresh_like(xi) if out is None else _info(out, "out", FLOATS, wide))
+    tables = {name: None if t is None else _info(t, name, accepts, wide) for name, t, accepts in
+              (("freqs", freqs, ("fp32",)), ("cos", cos, FLOATS), ("sin", sin, FLOATS),
+               ("inv_freq", inv_freq, ("fp32",)), ("positions", positions, INTS))}
+    offsets_arg = offsets if offsets is None or isinstance(offsets, int) else _info(offsets, "offsets", INTS)
+    cu = None if cu_seqlens is None else _info(cu_seqlens, "cu_seqlens", ("int32",))
+    guarded = tuple((n, i) for n, i in (*tables.items(), ("offsets", offsets_arg), ("cu_seqlens", cu))
+                    if i is not None and not isinstance(i, int))
+    validate(xi, oi, **tables, base=base, scale=scale, layout=layout, rotary_dim=rotary_dim, offsets=offsets_arg,
+             cu_seqlens=cu, cu_seqlens_host=None if cu is None else tuple(cu_seqlens.tolist()), cp_size=cp_size,
+             cp_rank=cp_rank, max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
+
+
+def _written(result, x, inplace: bool, out):
+    """The float64 result as the call asked for it: new, or written into x (in place) or out."""
+    target = x if inplace else out
+    if target is None:
+        return result
+    target.copy_(result)
+    return target
+
+
 def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
          interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
          cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
@@ -104,6 +161,8 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     """
     import torch
 
+    _validate_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, rotary_dim, positions, offsets, cu_seqlens,
+                   cp_size, cp_rank, max_seqlen, inplace, out)
     f64 = torch.float64
     dev = x.device
     covered = None
@@ -148,22 +207,45 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     result = xs.clone()
     result[..., :rd] = y
     if layout == "thd":
-        return result[:, 0]
-    return result if layout == "sbhd" else result.transpose(0, 1)
+        result = result[:, 0]
+    elif layout != "sbhd":
+        result = result.transpose(0, 1)
+    return _written(result, x, inplace, out)
 
 
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
                      num_splits=None, out=None, return_lse=False):
     """float64 attention of one query token per row over keys [kv_start, kv_lens) of each row.
 
-    Same arguments as cukiln.decode_attention (``num_splits`` and ``out`` are accepted and ignored);
-    returns the output shaped like q, as cukiln does, in float64 (and the natural-log log-sum-exp [b, h_q]
-    with return_lse).
-    A row without keys gives 0 and -inf.
+    Same arguments as cukiln.decode_attention (``num_splits`` is validated and otherwise ignored); returns the
+    output shaped like q, as cukiln does, in float64 (or written into ``out``), and with return_lse the
+    natural-log log-sum-exp [b, h_q]. A row without keys gives 0 and -inf; a row whose lengths on the device are
+    out of range (kv_lens beyond T, kv_start negative or past kv_lens) gives NaN, as the kernel does.
     """
     import math
 
     import torch
+
+    from .decode_plan import check_host_lengths, validate
+    from .tensors import HALVES
+
+    lengths = []
+    for name, value in (("kv_lens", kv_lens), ("kv_start", kv_start)):
+        if isinstance(value, torch.Tensor):
+            info = _info(value, name, ("int32",), (torch.int64, "int32"))
+            if value.device.type == "cpu":
+                check_host_lengths(name, value.tolist(), kv_lens, k_cache, kv_layout)
+            lengths.append(info)
+        else:
+            lengths.append(value)
+    if kv_lens is None:
+        raise TypeError("kv_lens: expected an int or an int32 tensor [b], got None")
+    wide = (torch.float64, "bf16")
+    qi = _info(q, "q", HALVES, wide)
+    validate(qi, _info(k_cache, "k_cache", HALVES, wide), _info(v_cache, "v_cache", HALVES, wide), lengths[0],
+             kv_layout=kv_layout, kv_start=lengths[1], scale=scale, softcap=softcap, num_splits=num_splits,
+             out=None if out is None else _info(out, "out", HALVES, wide), max_shared=None, pipeline=None)
+    target = out
 
     q_shape = q.shape
     q = (q.flatten(1, 2) if q.ndim == 4 else q).double()  # [b, 1, h, d] and [b, h, 1, d] -> [b, h, d]
@@ -184,9 +266,14 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
         logits = softcap * torch.tanh(logits / softcap)
     t = torch.arange(lo, hi, device=q.device).reshape(1, -1)
     keep = ((t >= starts) & (t < lens)).unsqueeze(1)  # [b, 1, hi - lo]
+    malformed = ((lens > capacity) | (starts < 0) | (starts > lens)).reshape(b)
     logits = logits.masked_fill(~keep, -math.inf)
     lse = torch.logsumexp(logits, dim=-1)  # -inf for a row without keys
     weights = torch.where(keep, torch.exp(logits - lse.unsqueeze(-1).clamp_min(-1e308)), 0.0)
     v = torch.where(keep.unsqueeze(-1), v, 0.0)  # slots a row does not attend to may hold anything, NaN too
-    result = torch.einsum("bkgt,bktd->bkgd", weights.reshape(b, h_kv, group, hi - lo), v).reshape(q_shape)
+    result = torch.einsum("bkgt,bktd->bkgd", weights.reshape(b, h_kv, group, hi - lo), v).reshape(b, h_q, d)
+    result = torch.where(malformed[:, None, None], float("nan"), result).reshape(q_shape)
+    lse = torch.where(malformed[:, None], float("nan"), lse)
+    if target is not None:
+        result = target.copy_(result)
     return (result, lse) if return_lse else result

@@ -17,10 +17,11 @@ from .loader import KERNELS
 from .overrides import CURRENT as OVERRIDES
 from .plan_cache import ALIGN_MASK, PlanCache, Refill, slots_for
 from .rope_plan import RopePlan, plan_rope
-from .tensors import from_torch, refuse_untracked_gradients
+from .tensors import FLOATS, INTS, from_torch, refuse_untracked_gradients
 
-# Tensor arguments in a fixed order, and the kernel-parameter field each one's pointer fills.
+# Tensor arguments in a fixed order, the dtypes each one takes, and the kernel-parameter field its pointer fills.
 _TENSOR_ARGS = ("x", "out", "freqs", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens")
+_ACCEPTS = (FLOATS, FLOATS, ("fp32",), FLOATS, FLOATS, ("fp32",), INTS, INTS, ("int32",))
 _POINTER_FIELDS = ("x", "out", "table", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens")
 
 
@@ -174,7 +175,7 @@ def prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
         cu_seqlens = copied = cu_seqlens.to(x.device)
     thd_dispatch = OVERRIDES["rope_thd_dispatch"] if layout == "thd" else "auto"
     if not isinstance(x, torch.Tensor):
-        from_torch(x, "x")  # raises the TypeError naming x
+        from_torch(x, "x", FLOATS)  # raises the TypeError naming x
     fresh = False
     if inplace:
         if out is not None and out is not x:
@@ -237,8 +238,8 @@ def _plan_and_describe(args, *, base=None, scale=1.0, layout="sbhd", interleaved
                        max_seqlen=None, thd_dispatch="auto", rule=None) -> _CachedPlan:
     """Full validation and planning; records where the pointers go so that later calls only refill them."""
     # Only offsets takes an int; an int anywhere else is refused by from_torch (it would be no tensor at all).
-    infos = [None if t is None or (name == "offsets" and isinstance(t, int)) else from_torch(t, name)
-             for name, t in zip(_TENSOR_ARGS, args)]
+    infos = [None if t is None or (name == "offsets" and isinstance(t, int)) else from_torch(t, name, accepts)
+             for name, t, accepts in zip(_TENSOR_ARGS, args, _ACCEPTS)]
     x, out, freqs, cos, sin, inv_freq, positions, offsets, cu_seqlens = infos
     offsets_arg = args[7] if isinstance(args[7], int) or args[7] is None else offsets
     guarded = tuple((name, info) for name, info in zip(_TENSOR_ARGS[2:], infos[2:]) if info is not None)

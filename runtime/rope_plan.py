@@ -315,7 +315,7 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
     grid dispatch; ``arch`` (e.g. "sm_90") selects the tuned rules; ``rule`` replaces the dense launch rule
     (launch_rule) for measurements.
     """
-    call = _validate(x, out, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale,
+    call = validate(x, out, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale,
                      layout=layout, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
                      cu_seqlens=cu_seqlens, cu_seqlens_host=cu_seqlens_host, cp_size=cp_size, cp_rank=cp_rank,
                      max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
@@ -330,10 +330,11 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
                     programmatic_launch(arch))
 
 
-def _validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base, scale, layout, rotary_dim,
+def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base, scale, layout, rotary_dim,
               positions, offsets, cu_seqlens, cu_seqlens_host, cp_size, cp_rank, max_seqlen, inplace,
               guarded) -> _Validated:
-    """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument."""
+    """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument.
+    (The float64 reference runs it too: it takes the calls the kernels take.)"""
     if layout not in LAYOUTS:
         raise ValueError(f"layout: expected one of {', '.join(LAYOUTS)}, got {layout!r}")
     if x.dtype not in FLOAT_DTYPES:

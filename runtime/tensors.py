@@ -6,6 +6,14 @@ import functools
 from dataclasses import dataclass
 
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "int32": 4, "int64": 8}
+TORCH_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int32": "int32", "int64": "int64"}
+FLOATS, HALVES, INTS = ("fp32", "fp16", "bf16"), ("fp16", "bf16"), ("int32", "int64")
+
+
+def dtype_list(names) -> str:
+    """"float32, float16 or bfloat16" for ("fp32", "fp16", "bf16"): what an argument accepts, in messages."""
+    words = [TORCH_NAMES[n] for n in names]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
 @dataclass(frozen=True)
@@ -85,18 +93,19 @@ def refuse_untracked_gradients(function: str, named_tensors, differentiable: str
                                f"it would be lost): {instead}pass a detached tensor or run under torch.no_grad()")
 
 
-def from_torch(t, name: str, *, cuda: bool = True) -> TensorInfo:
-    """TensorInfo of a torch tensor; TypeError for non-tensors and unsupported dtypes, ValueError off-GPU."""
+def from_torch(t, name: str, accepts=tuple(ITEMSIZE), *, cuda: bool = True) -> TensorInfo:
+    """TensorInfo of a torch tensor; TypeError for non-tensors and for dtypes outside ``accepts`` (the dtype
+    names this argument takes, which the message lists), ValueError off-GPU."""
     import torch
 
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {describe(t)}")
-    dtype = _torch_dtypes().get(t.dtype)
-    if dtype is None:
-        raise TypeError(f"{name}: expected float32, float16, bfloat16, int32 or int64, got {t.dtype}")
     if t.is_neg():  # a lazily negated view: its memory holds the values' negatives, which a kernel would read
         raise ValueError(f"{name}: a negated view (the imaginary part of a conjugated complex tensor is one); "
                          "call .resolve_neg() on it first")
+    dtype = _torch_dtypes().get(t.dtype)
+    if dtype not in accepts:
+        raise TypeError(f"{name}: expected {dtype_list(accepts)}, got {str(t.dtype).replace('torch.', '')}")
     device = t.device
     if cuda and device.type != "cuda":
         raise ValueError(f"{name}: expected a CUDA tensor, got one on {device}")

@@ -173,6 +173,9 @@ def test_out_of_range_device_lengths_give_nan_rows():
         assert torch.isnan(out[:3]).all() and torch.isnan(lse[:3]).all(), "malformed rows must be NaN"
         ref = cukiln.reference.decode_attention(q[3:], k[3:], v[3:], 20, kv_start=5)
         assert_matches_reference(out[3:], ref, "the well-formed row", fp32_units=DECODE_FP32_UNITS)
+    ref, ref_lse = cukiln.reference.decode_attention(q, k, v, lens, kv_start=start, return_lse=True)
+    assert torch.isnan(ref[:3]).all() and torch.isnan(ref_lse[:3]).all() and not torch.isnan(ref[3]).any(), \
+        "the reference marks the malformed rows as the kernel does"
 
 
 def test_host_lengths_are_checked_and_copied():

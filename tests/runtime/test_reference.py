@@ -59,16 +59,18 @@ def test_positions_and_offsets_agree():
     assert torch.equal(by_offsets, reference.rope(x, base=10.0, positions=positions))
 
 
-def test_positions_outside_a_table_give_nan():
+def test_positions_outside_a_table_give_nan_where_only_the_device_knows_them():
     x = _x(3, 1, 1, 4)
-    y = reference.rope(x, freqs=torch.rand(2, 4), offsets=0)
+    y = reference.rope(x, freqs=torch.rand(2, 4), positions=torch.arange(3))
     assert torch.isnan(y[2]).all() and not torch.isnan(y[:2]).any()
+    with pytest.raises(ValueError, match="fall outside the angle table"):  # known on the host: refused, as cukiln.rope
+        reference.rope(x, freqs=torch.rand(2, 4), offsets=0)
 
 
 # --- decode attention ---------------------------------------------------------------------------
 
 
-def _decode_case(b=3, h_q=8, h_kv=2, T=40, d=16, seed=0):
+def _decode_case(b=3, h_q=8, h_kv=2, T=40, d=64, seed=0):
     gen = torch.Generator().manual_seed(seed)
     q = torch.randn(b, h_q, d, generator=gen, dtype=torch.float64)
     k = torch.randn(b, h_kv, T, d, generator=gen, dtype=torch.float64)
@@ -127,3 +129,33 @@ def test_decode_reference_ignores_whatever_the_unattended_slots_hold():
     outside = ((t < start[:, None]) | (t >= lens[:, None]))[:, None, :, None]  # [b, 1, T, 1]
     poisoned = [torch.where(outside, torch.full_like(c, float("nan")), c) for c in (k, v)]
     assert torch.equal(reference.decode_attention(q, *poisoned, lens, kv_start=start), clean)
+
+
+def test_the_reference_refuses_what_the_kernels_refuse():
+    x = _x(5, 2, 3, 64)
+    with pytest.raises(ValueError, match="rotary_dim: expected an even number"):
+        reference.rope(x, base=10000.0, rotary_dim=33)
+    with pytest.raises(ValueError, match="angles: expected exactly one of"):
+        reference.rope(x)
+    q, k, v = _decode_case()[:3]
+    with pytest.raises(ValueError, match="kv_lens: expected 0 <= kv_lens <= T = 40"):
+        reference.decode_attention(q, k, v, 41)
+    with pytest.raises(ValueError, match="kv_lens: expected values in"):
+        reference.decode_attention(q, k, v, torch.tensor([40, 41, 1], dtype=torch.int32))
+    with pytest.raises(ValueError, match="multiple of k_cache's 3"):
+        reference.decode_attention(q, torch.cat([k, k[:, :1]], 1), torch.cat([v, v[:, :1]], 1), 40)
+
+
+def test_the_reference_writes_x_in_place_and_out_as_asked():
+    x = _x(5, 2, 3, 64).to(torch.float32)
+    expected = reference.rope(x, base=10000.0)
+    out = torch.full_like(x, float("nan"))
+    assert reference.rope(x, base=10000.0, out=out) is out
+    torch.testing.assert_close(out, expected.to(torch.float32))
+    y = x.clone()
+    assert reference.rope(y, base=10000.0, inplace=True) is y
+    torch.testing.assert_close(y, expected.to(torch.float32))
+    q, k, v = (t.to(torch.bfloat16) for t in _decode_case()[:3])
+    out = torch.full_like(q, float("nan"))
+    assert reference.decode_attention(q, k, v, 40, out=out) is out
+    torch.testing.assert_close(out, reference.decode_attention(q, k, v, 40).to(torch.bfloat16))

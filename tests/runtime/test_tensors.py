@@ -39,6 +39,21 @@ def test_tensors_that_require_grad_are_refused_while_grad_mode_is_on():
         with pytest.raises(ValueError, match="CUDA tensor"):
             cukiln.rope(x, base=10000.0)
         with pytest.raises(ValueError, match="CUDA tensor"):
-            cukiln.decode_attention(x, x, x, 1)
+            half = x.to(torch.bfloat16)
+            cukiln.decode_attention(half, half, half, 1)
     with pytest.raises(ValueError, match="CUDA tensor"):
         cukiln.rope(x.detach(), base=10000.0)
+
+
+def test_a_dtype_error_lists_what_that_argument_accepts():
+    x = torch.randn(4, 1, 1, 8, dtype=torch.float64)
+    with pytest.raises(TypeError, match=r"^x: expected float32, float16 or bfloat16, got float64$"):
+        cukiln.rope(x, base=10000.0)
+    good = torch.randn(4, 1, 1, 8)
+    with pytest.raises(TypeError, match=r"^positions: expected int32 or int64, got float32$"):
+        from_torch(good, "positions", ("int32", "int64"), cuda=False)
+    with pytest.raises(TypeError, match=r"^q: expected float16 or bfloat16, got float32$"):
+        cukiln.decode_attention(good[:, 0], good, good, 1)
+    with pytest.raises(TypeError, match=r"^kv_lens: expected an int32 tensor, got int64$"):
+        half = good.to(torch.float16)
+        cukiln.decode_attention(half[:, 0], half, half, torch.ones(4, dtype=torch.int64))
