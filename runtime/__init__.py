@@ -39,4 +39,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_api()) | set(_MODULES))
+    return sorted(set(_api()) | set(_MODULES) | {"__version__"} | {n for n in globals() if n.startswith("__")})

@@ -1,0 +1,76 @@
+"""The command line as a new user meets it: a user mistake is one line on stderr and exit status 2, piped
+output is never cut, --version answers, and the package's public names are all reachable without torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cukiln import __version__
+from cukiln.tools import cli
+
+
+def _run(argv, capsys):
+    try:
+        code = cli.main(argv)
+    except SystemExit as e:  # argparse's own exits (--version, a bad option)
+        code = e.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_version(capsys):
+    code, out, _ = _run(["--version"], capsys)
+    assert code == 0 and out.strip() == f"cukiln {__version__}"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["report", "--only", "["], "is not a regular expression"),
+    (["build", "--only", "["], "is not a regular expression"),
+    (["verify", "--only", "("], "is not a regular expression"),
+    (["build", "--arch", "sm_75"], "sm_75 is not supported: cukiln's kernels need sm_80 or newer"),
+    (["build", "--arch", "gfx90a"], "expected arch names like sm_90"),
+    (["build", "--jobs", "0"], "expected a positive integer"),
+    (["plot", "/nonexistent/result.json"], "/nonexistent/result.json: cannot read a benchmark result"),
+    (["bench", "rope-qkv"], "invalid choice"),
+])
+def test_a_user_mistake_is_one_line_and_exit_status_2(argv, message, capsys, monkeypatch):
+    from cukiln.codegen import build
+
+    monkeypatch.setattr(build, "compile_all", lambda *a, **k: pytest.fail("compiled after a bad option"))
+    code, out, err = _run(argv, capsys)
+    assert code == 2, (out, err)
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_gpu_commands_without_a_gpu_say_so_in_one_line(capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    for argv in (["bench", "rope"], ["tune", "decode"], ["verify"]):
+        code, _, err = _run(argv, capsys)
+        assert code == 2 and err.strip() == f"cukiln {argv[0]}: needs a CUDA GPU, and torch sees none"
+
+
+def test_piped_report_is_never_cut():
+    done = subprocess.run([sys.executable, "-m", "cukiln.tools.cli", "report", "--limit", "0"], capture_output=True,
+                          text=True, check=True)
+    assert "…" not in done.stdout
+    for name in ("sm_100", "decode_combine", "rope_bf16_thd_interleaved_cossinf32_s4_v1_token"):
+        assert name in done.stdout
+    report = json.loads(subprocess.run([sys.executable, "-m", "cukiln.tools.cli", "report", "--json"],
+                                       capture_output=True, text=True, check=True).stdout)
+    assert {"rope", "decode"} <= set(report["ops"])
+
+
+def test_the_package_lists_and_reaches_its_public_names_without_importing_torch():
+    code = ("import sys, cukiln; names = dir(cukiln); "
+            "assert {'rope', 'decode_attention', 'reference', 'context_parallel', 'torch'} <= set(names), names; "
+            "assert set(cukiln.__all__) >= {'rope', 'decode_attention', 'context_parallel'}; "
+            "assert 'torch' not in sys.modules, 'import cukiln imported torch'; "
+            "cukiln.context_parallel.shard_index([4], 1, 0); print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr
