@@ -12,8 +12,11 @@ from .rope_variants import Angles, Layout, RopeVariant
 MAX_THREADS_PER_BLOCK = 256
 # Heads whose loads one thread issues before its first store (kHeadsInFlight in rope.cuh.j2).
 HEADS_IN_FLIGHT = 2
-# Blocks per multiprocessor the register allocation must allow (__launch_bounds__ minimum).
+# Blocks per multiprocessor the register allocation must allow (__launch_bounds__ minimum): 80 registers a
+# thread. The _qk variants reading angle tables (per-feature angles) at 16-byte vectors need more (the two
+# tensors' addressing beside 32 angles spills at 80, on sm_80 or sm_90): they take 2 blocks, 128 registers.
 MIN_BLOCKS_PER_SM = 3
+MIN_BLOCKS_PER_SM_WIDE = 2
 # Whether the loads of x and stores of out carry the evict-first (`.cs`) cache hint.
 STREAMING = True
 
@@ -31,8 +34,10 @@ _COMMON = (
     (I64, "seq_len"),
     (I64, "batch"),
     (I64, "heads"),
+    (I64, "heads_k"),  # the second tensor's heads (0 but in the _qk variants)
     (I64, "head_dim"),
     (I64, "rotary_dim"),
+    (I64, "rotary_offset"),  # the rotated span's first feature
     (I64, "seq_major"),
     (I64, "copy_tail"),
     (I64, "backward"),
@@ -49,11 +54,9 @@ _COMMON = (
 # Packed sequences: int32 cu_seqlens[num_seqs + 1] on the device.
 _PACKED = ((CPTR, "cu_seqlens"), (I64, "num_seqs"))
 
-_STRIDES = {
-    0: (),
-    3: tuple((I64, f"{t}_{a}") for t in ("x", "out") for a in ("ss", "sb", "sh")),
-    4: tuple((I64, f"{t}_{a}") for t in ("x", "out") for a in ("ss", "sb", "sh", "sd")),
-}
+# A second tensor of the same tokens (the _qk variants: rope_qk's k), and its rows' strides.
+_PAIR = ((CPTR, "k"), (PTR, "k_out"))
+_STRIDE_NAMES = {0: (), 3: ("ss", "sb", "sh"), 4: ("ss", "sb", "sh", "sd")}
 
 _TABLE_ROWS = ((I64, "table_rows"),)
 _ANGLES = {
@@ -69,9 +72,18 @@ _ANGLES[Angles.COS_SIN_F32] = _ANGLES[Angles.COS_SIN]
 def rope_params(v: RopeVariant) -> Params:
     """(C type, field name) of every kernel parameter of ``v``, in struct order."""
     packed = _PACKED if v.layout is Layout.THD else ()
-    return _COMMON + packed + _STRIDES[v.strides] + _ANGLES[v.angles]
+    tensors = ("x", "out", "k", "k_out")[: 2 * v.tensors]
+    strides = tuple((I64, f"{t}_{a}") for t in tensors for a in _STRIDE_NAMES[v.strides])
+    return _COMMON + (_PAIR if v.tensors == 2 else ()) + packed + strides + _ANGLES[v.angles]
+
+
+def min_blocks_per_sm(v: RopeVariant) -> int:
+    """The launch bound's blocks per multiprocessor of ``v`` (see MIN_BLOCKS_PER_SM)."""
+    wide = (v.tensors == 2 and v.angles in (Angles.FREQS, Angles.COS_SIN, Angles.COS_SIN_F32)
+            and v.vec * v.dtype.itemsize == 16)
+    return MIN_BLOCKS_PER_SM_WIDE if wide else MIN_BLOCKS_PER_SM
 
 
 def params_layout_id(v: RopeVariant) -> str:
     """Variants whose structs have the same fields share one entry of the dispatch table's ROPE_PARAMS."""
-    return f"{v.layout.value}_s{v.strides}_{v.angles.value}"
+    return f"{v.layout.value}_s{v.strides}_{v.angles.value}" + ("_qk" if v.tensors == 2 else "")

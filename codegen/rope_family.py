@@ -19,13 +19,14 @@ def render_headers(*, heads_in_flight: int = rope_abi.HEADS_IN_FLIGHT,
     return {HEADER: jinja.render("rope.cuh.j2", heads_in_flight=heads_in_flight, streaming=streaming)}
 
 
-def render_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks: int = rope_abi.MIN_BLOCKS_PER_SM,
+def render_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks: int | None = None,
                   max_threads: int = rope_abi.MAX_THREADS_PER_BLOCK) -> str:
-    """The .cu source holding every variant of ``variants`` (all of element type ``dtype``)."""
+    """The .cu source holding every variant of ``variants`` (all of element type ``dtype``); ``min_blocks``
+    replaces every variant's launch bound (rope_abi.min_blocks_per_sm), for experiments."""
     assert all(v.dtype is dtype for v in variants), "one element type per module"
     return jinja.render("rope.cu.j2", dtype=dtype, dtype_ctype=TEMPLATE_CTYPE[dtype], variants=variants,
                         params={v.name: rope_abi.rope_params(v) for v in variants}, max_threads=max_threads,
-                        min_blocks=min_blocks)
+                        min_blocks={v.name: min_blocks or rope_abi.min_blocks_per_sm(v) for v in variants})
 
 
 def dispatch_lines(variants: list[RopeVariant], tuning: dict[str, dict]) -> list[str]:
@@ -34,7 +35,8 @@ def dispatch_lines(variants: list[RopeVariant], tuning: dict[str, dict]) -> list
     lines = [
         "# RoPE. ROPE maps a dispatch key to (module, symbol, params layout); ROPE_PARAMS maps a params layout",
         "# to the kernel-parameter field names and their struct format (every field 8 bytes).",
-        "# Key: (dtype, layout, pairing, angles, strides, vector width, dispatch); the direction is a kernel argument.",
+        "# Key: (dtype, layout, pairing, angles, strides, vector width, dispatch, tensors: 2 for rope_qk's one",
+        "# launch); the direction, the rotated span's offset and k's head count are kernel arguments.",
         "# Launch shape: threads per block, and heads whose loads a thread issues before its first store.",
         f"ROPE_MAX_THREADS = {rope_abi.MAX_THREADS_PER_BLOCK}",
         f"ROPE_HEADS_IN_FLIGHT = {rope_abi.HEADS_IN_FLIGHT}",
@@ -76,8 +78,8 @@ FAMILY = OpFamily(
     max_threads=lambda v: rope_abi.MAX_THREADS_PER_BLOCK,
     dispatch_lines=dispatch_lines,
     tuned_modules={"rope": r"^rope_(fp32|fp16|bf16)$", "rope-thd": r"^rope_\w+_thd_"},
-    api={"rope": "rope_api"},
-    reference={"rope": "reference"},
+    api={"rope": "rope_api", "rope_qk": "rope_api"},
+    reference={"rope": "reference", "rope_qk": "reference"},
     torch_ops="rope_torch",
     tools="cukiln.tools.rope",
 )

@@ -59,15 +59,17 @@ class RopeVariant(AxisRecord):
     strides: int  # 0: packed rows, addresses from the shape; 3: last dim contiguous; 4: fully general
     vec: int  # elements per load/store
     dispatch: Dispatch = Dispatch.NONE
+    tensors: int = 1  # 2: a second tensor of the same tokens (rope_qk's k) rotated in the same launch
 
     op = "rope"
 
     @property
     def name(self) -> str:
         suffix = "" if self.dispatch is Dispatch.NONE else f"_{self.dispatch.value}"
+        pair = "_qk" if self.tensors == 2 else ""
         return (
             f"rope_{self.dtype.value}_{self.layout.value}_{self.pairing.value}"
-            f"_{self.angles.value}_s{self.strides}_v{self.vec}{suffix}"
+            f"_{self.angles.value}_s{self.strides}_v{self.vec}{suffix}{pair}"
         )
 
     @property
@@ -95,8 +97,17 @@ def rule_dispatch_only_for_thd(v: RopeVariant) -> str | None:
     return None
 
 
+def rule_two_tensors_for_dense_rows(v: RopeVariant) -> str | None:
+    # rope_qk's q and k in one launch: the dense layouts (serving's [t, h, d] slices with positions are one) with
+    # packed or 3-stride rows; packed sequences (thd) and strided last dims take two launches of one tensor.
+    if v.tensors == 2 and (v.layout is not Layout.DENSE or v.strides not in (0, 3)):
+        return "two tensors (rope_qk in one launch) only for dense layouts with 0 or 3 strides"
+    return None
+
+
 RULES = (rule_vector_fits_16_bytes, rule_general_strides_are_scalar, rule_f32_cache_only_for_half_types,
-         rule_dispatch_only_for_thd)
+         rule_dispatch_only_for_thd, rule_two_tensors_for_dense_rows)
+TENSOR_COUNTS = (1, 2)
 
 
 def rejection(v: RopeVariant) -> str | None:
@@ -113,16 +124,17 @@ def enumerate_rope() -> Iterator[RopeVariant]:
                     for strides in STRIDE_COUNTS:
                         for vec in VECTOR_WIDTHS:
                             for dispatch in Dispatch:
-                                v = RopeVariant(dtype, layout, pairing, angles, strides, vec, dispatch)
-                                if rejection(v) is None:
-                                    yield v
+                                for tensors in TENSOR_COUNTS:
+                                    v = RopeVariant(dtype, layout, pairing, angles, strides, vec, dispatch, tensors)
+                                    if rejection(v) is None:
+                                        yield v
 
 
 _NAME_RE = re.compile(
     rf"^rope_(?P<dtype>{alternatives(Dtype)})"
     rf"_(?P<layout>{alternatives(Layout)})_(?P<pairing>{alternatives(Pairing)})"
     rf"_(?P<angles>{alternatives(Angles)})_s(?P<strides>\d+)_v(?P<vec>\d+)"
-    rf"(?:_(?P<dispatch>{Dispatch.GRID.value}|{Dispatch.TOKEN.value}))?$"
+    rf"(?:_(?P<dispatch>{Dispatch.GRID.value}|{Dispatch.TOKEN.value}))?(?P<qk>_qk)?$"
 )
 
 
@@ -139,6 +151,7 @@ def parse_rope_name(name: str) -> RopeVariant:
         int(m["strides"]),
         int(m["vec"]),
         Dispatch(m["dispatch"] or Dispatch.NONE.value),
+        2 if m["qk"] else 1,
     )
     if v.strides not in STRIDE_COUNTS or v.vec not in VECTOR_WIDTHS:
         raise ValueError(f"{name!r}: strides must be one of {STRIDE_COUNTS}, vector width one of {VECTOR_WIDTHS}")

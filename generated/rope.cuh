@@ -2,8 +2,11 @@
 // Rendered from templates/rope.cuh.j2 — edit the template, then run `cukiln build`.
 //
 // Work layout: one block row (threadIdx.z) per token at a time, threadIdx.x over groups of V pairs inside the
-// rotary features, threadIdx.y over heads. A thread computes the angles of its group once per token
-// and applies them to every head it visits, so the sin/cos work is shared across heads.
+// rotary features, threadIdx.y (and blockIdx.z, when a small grid splits the heads over blocks) over heads. A
+// thread computes the angles of its group once per token and applies them to every head it visits, so the
+// sin/cos work is shared across heads. A call may rotate two tensors of the same tokens at once (q and k,
+// rope_qk): their heads are numbered one after the other (q's, then k's), each with its own pointers and
+// strides, and both take the token's angles.
 #pragma once
 #include "common.cuh"
 
@@ -19,10 +22,16 @@ constexpr int kHeadsInFlight = 2;
 constexpr bool kStreaming = true;
 
 struct Geometry {
-  int tokens, seq_len, batch, heads, head_dim, rotary_dim;
+  int tokens, seq_len, batch, heads, heads_k, head_dim, rotary_dim, rotary_offset;
   bool seq_major;  // tokens are numbered s * batch + b (else b * seq_len + s), whichever follows memory
-  bool copy_tail;  // out-of-place partial rotary: features [rotary_dim, head_dim) are copied to out
+  bool copy_tail;  // out-of-place partial rotary: the features outside the rotated span are copied to out
   bool backward;   // apply the vector-Jacobian product of the forward rotation (rotation by -angle)
+
+  // Features [rotary_offset, rotary_offset + rotary_dim) of each head rotate; heads [0, heads) are the first
+  // tensor's (q), [heads, heads + heads_k) the second's (k, _qk variants only). The tensors' pointers point at the rotated span (the
+  // host adds rotary_offset to them), so feature indices here count from it.
+  template <bool kPair>
+  __device__ __forceinline__ int all_heads() const { return kPair ? heads + heads_k : heads; }
 
   __device__ __forceinline__ void split(int t, int& s, int& b) const {
     if (seq_major) {
@@ -85,6 +94,34 @@ struct Strided4Rows {  // fully general
   long long ss, sb, sh, sd;
   __device__ __forceinline__ long long row(int, int s, int b, int h) const { return s * ss + b * sb + h * sh; }
   __device__ __forceinline__ long long elem(int d) const { return d * sd; }
+};
+
+// The tensors a launch reads and writes: x and out; with kPair (the _qk variants, rope_qk) also x2 and out2, a
+// second tensor of the same tokens (k) whose heads come after x's heads_q heads, each tensor with its own Rows
+// addressing. A variant without kPair never looks at the second tensor (its kernels are the one-tensor ones).
+template <typename T, class Rows, bool kPair>
+struct Tensors {
+  const T* x;
+  T* out;
+  const T* x2;
+  T* out2;
+  Rows x_rows, out_rows, x2_rows, out2_rows;
+  int heads_q;
+
+  __device__ __forceinline__ bool second(int h) const { return kPair && h >= heads_q; }
+  // The row of head h of token (t, s, b) that is read, and the one written, and their feature offsets.
+  __device__ __forceinline__ const T* in_row(int t, int s, int b, int h) const {
+    return second(h) ? x2 + x2_rows.row(t, s, b, h - heads_q) : x + x_rows.row(t, s, b, h);
+  }
+  __device__ __forceinline__ T* out_row(int t, int s, int b, int h) const {
+    return second(h) ? out2 + out2_rows.row(t, s, b, h - heads_q) : out + out_rows.row(t, s, b, h);
+  }
+  __device__ __forceinline__ long long in_elem(int h, int d) const {
+    return second(h) ? x2_rows.elem(d) : x_rows.elem(d);
+  }
+  __device__ __forceinline__ long long out_elem(int h, int d) const {
+    return second(h) ? out2_rows.elem(d) : out_rows.elem(d);
+  }
 };
 
 // --- angle sources ------------------------------------------------------------------------------
@@ -247,31 +284,36 @@ __device__ __forceinline__ void rotate(float (&a)[V], float (&b)[V], const float
   }
 }
 
-// Every head of one token: the rotary features rotated, the tail copied when copy_tail. The token's rows
-// are at (t, s, b) for the Rows addressing; its angles are those of position pos (NaN when !valid).
-template <typename T, int V, bool INTERLEAVED, class Rows, class Src>
-__device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, bool valid, const T* x, T* out,
-                                           const Geometry& g, const Rows& x_rows, const Rows& out_rows,
-                                           const Src& src) {
+// Every head of one token: the rotary features rotated, the rest copied when copy_tail. The token's rows are at
+// (t, s, b) for the Rows addressing; its angles are those of position pos (NaN when !valid). With kSplitHeads
+// (dense layouts: a grid of few tokens splits the heads over blockIdx.z) this block visits heads
+// blockIdx.z * blockDim.y + threadIdx.y and every blockDim.y * gridDim.z-th after it, else every head.
+template <typename T, int V, bool INTERLEAVED, bool kPair, bool kSplitHeads, class Rows, class Src>
+__device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, bool valid, const Tensors<T, Rows, kPair>& io,
+                                           const Geometry& g, const Src& src) {
   const int half_rd = g.rotary_dim / 2;
   const int groups = half_rd / V;
+  const int heads = g.template all_heads<kPair>();
+  const int split = kSplitHeads ? blockIdx.z : 0, splits = kSplitHeads ? gridDim.z : 1;
+  const int head_step = blockDim.y * splits;
 
   for (int grp = threadIdx.x; grp < groups; grp += blockDim.x) {
+    // Feature indices inside the rotated span (the angle tables' columns, and the addresses' too).
     const int lo = INTERLEAVED ? 2 * V * grp : V * grp;
     const int hi = INTERLEAVED ? lo + V : lo + half_rd;
     float c_lo[V], s_lo[V], c_hi[V], s_hi[V];
     bool have_angles = false;
 
-    for (int h0 = threadIdx.y; h0 < g.heads; h0 += blockDim.y * kHeadsInFlight) {
+    for (int h0 = split * blockDim.y + threadIdx.y; h0 < heads; h0 += head_step * kHeadsInFlight) {
       // Raw vectors stay packed in registers until used: half the registers of converted floats.
       Vec<T, V> a[kHeadsInFlight], bv[kHeadsInFlight];
 #pragma unroll
       for (int u = 0; u < kHeadsInFlight; ++u) {
-        const int h = h0 + u * blockDim.y;
-        if (h < g.heads) {
-          const T* row = x + x_rows.row(t, s, b, h);
-          a[u] = load_vec<T, V, kStreaming>(row + x_rows.elem(lo));
-          bv[u] = load_vec<T, V, kStreaming>(row + x_rows.elem(hi));
+        const int h = h0 + u * head_step;
+        if (h < heads) {
+          const T* row = io.in_row(t, s, b, h);
+          a[u] = load_vec<T, V, kStreaming>(row + io.in_elem(h, lo));
+          bv[u] = load_vec<T, V, kStreaming>(row + io.in_elem(h, hi));
         }
       }
       // The angles are computed while the first loads are in flight, then reused for every head.
@@ -282,41 +324,45 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, b
       }
 #pragma unroll
       for (int u = 0; u < kHeadsInFlight; ++u) {
-        const int h = h0 + u * blockDim.y;
-        if (h < g.heads) {
+        const int h = h0 + u * head_step;
+        if (h < heads) {
           float fa[V], fb[V];
           to_floats(a[u], fa);
           to_floats(bv[u], fb);
           rotate<V, INTERLEAVED>(fa, fb, c_lo, s_lo, c_hi, s_hi);
-          T* row = out + out_rows.row(t, s, b, h);
-          store_floats<T, V, kStreaming>(row + out_rows.elem(lo), fa);
-          store_floats<T, V, kStreaming>(row + out_rows.elem(hi), fb);
+          T* row = io.out_row(t, s, b, h);
+          store_floats<T, V, kStreaming>(row + io.out_elem(h, lo), fa);
+          store_floats<T, V, kStreaming>(row + io.out_elem(h, hi), fb);
         }
       }
     }
   }
 
   if (g.copy_tail) {
+    // The features outside [rotary_offset, rotary_offset + rotary_dim): tail element e of a head is feature e
+    // before the span, e + rotary_dim after it (counted from the span's start, where the pointers point).
     const int tail_vecs = (g.head_dim - g.rotary_dim) / V;
-    const int n = tail_vecs * g.heads;
-    for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < n; i += blockDim.x * blockDim.y) {
+    const int n = tail_vecs * heads;
+    const int threads = blockDim.x * blockDim.y;
+    for (int i = split * threads + threadIdx.y * blockDim.x + threadIdx.x; i < n; i += threads * splits) {
       const int h = i / tail_vecs;
-      const int d = g.rotary_dim + (i - h * tail_vecs) * V;
-      copy_vec<T, V, kStreaming>(out + out_rows.row(t, s, b, h) + out_rows.elem(d), x + x_rows.row(t, s, b, h) + x_rows.elem(d));
+      const int e = (i - h * tail_vecs) * V;
+      const int d = (e < g.rotary_offset ? e : e + g.rotary_dim) - g.rotary_offset;
+      copy_vec<T, V, kStreaming>(io.out_row(t, s, b, h) + io.out_elem(h, d), io.in_row(t, s, b, h) + io.in_elem(h, d));
     }
   }
 }
 
 // Dense layouts: block rows (threadIdx.z) walk the tokens, so a launch may use fewer blocks than
 // tokens / blockDim.z and each block then handles several tokens in turn.
-template <typename T, int V, bool INTERLEAVED, class Rows, class Src>
-__device__ __forceinline__ void rope_dense(const T* x, T* out, const Geometry& g, const Positions& positions,
-                                           const Rows& x_rows, const Rows& out_rows, const Src& src) {
+template <typename T, int V, bool INTERLEAVED, bool kPair, class Rows, class Src>
+__device__ __forceinline__ void rope_dense(const Tensors<T, Rows, kPair>& io, const Geometry& g, const Positions& positions,
+                                           const Src& src) {
   for (int t = blockIdx.x * blockDim.z + threadIdx.z; t < g.tokens; t += gridDim.x * blockDim.z) {
     int s, b;
     g.split(t, s, b);
     const long long pos = positions.of(s, b, g.seq_len);
-    rope_token<T, V, INTERLEAVED>(t, s, b, pos, true, x, out, g, x_rows, out_rows, src);
+    rope_token<T, V, INTERLEAVED, kPair, true>(t, s, b, pos, true, io, g, src);
   }
 }
 
@@ -338,16 +384,16 @@ struct PackedSeqs {
 };
 
 // Rotates packed token t of local sequence i (whose start the caller has read) when it lies inside it.
-template <typename T, int V, bool INTERLEAVED, class Rows, class Src>
-__device__ __forceinline__ void rope_packed_token(int t, int i, int start, const PackedSeqs& seqs, const T* x, T* out,
-                                                  const Geometry& g, const Positions& positions, const Rows& x_rows,
-                                                  const Rows& out_rows, const Src& src) {
+template <typename T, int V, bool INTERLEAVED, bool kPair, class Rows, class Src>
+__device__ __forceinline__ void rope_packed_token(int t, int i, int start, const PackedSeqs& seqs,
+                                                  const Tensors<T, Rows, kPair>& io, const Geometry& g,
+                                                  const Positions& positions, const Src& src) {
   const int end = seqs.start(i + 1);
   if (t < 0 || t < start || t >= end || t >= g.tokens) return;
   const int n = end - start;
   const long long pos = positions.of(t - start, i, n);
   // Packed rows are addressed as a [tokens, 1] dense tensor: (s, b) = (t, 0).
-  rope_token<T, V, INTERLEAVED>(t, t, 0, pos, seqs.valid(i), x, out, g, x_rows, out_rows, src);
+  rope_token<T, V, INTERLEAVED, kPair, false>(t, t, 0, pos, seqs.valid(i), io, g, src);
 }
 
 // The last sequence whose start is <= t (-1 if none): a search by the first `lanes` (<= 32) threads of
@@ -370,10 +416,9 @@ __device__ __forceinline__ int find_sequence(const PackedSeqs& seqs, int t, int 
 // Token dispatch: one block row per packed token, cost linear in the tokens whatever the number of
 // sequences. The first warp finds the sequence of the block's first token once; each row then walks forward
 // over the (few) sequences that start inside the block.
-template <typename T, int V, bool INTERLEAVED, class Rows, class Src>
-__device__ __forceinline__ void rope_thd_token(const T* x, T* out, const Geometry& g, const Positions& positions,
-                                               const PackedSeqs& seqs, const Rows& x_rows, const Rows& out_rows,
-                                               const Src& src) {
+template <typename T, int V, bool INTERLEAVED, bool kPair, class Rows, class Src>
+__device__ __forceinline__ void rope_thd_token(const Tensors<T, Rows, kPair>& io, const Geometry& g,
+                                               const Positions& positions, const PackedSeqs& seqs, const Src& src) {
   __shared__ int first_seq;
   const int linear = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
   const int lanes = min(32, static_cast<int>(blockDim.x * blockDim.y * blockDim.z));
@@ -393,7 +438,7 @@ __device__ __forceinline__ void rope_thd_token(const T* x, T* out, const Geometr
         ++i;
         start = next;
       }
-      rope_packed_token<T, V, INTERLEAVED>(t, i, start, seqs, x, out, g, positions, x_rows, out_rows, src);
+      rope_packed_token<T, V, INTERLEAVED, kPair>(t, i, start, seqs, io, g, positions, src);
     }
     __syncthreads();  // first_seq is rewritten by the next iteration
   }
@@ -402,23 +447,22 @@ __device__ __forceinline__ void rope_thd_token(const T* x, T* out, const Geometr
 // Grid dispatch: blockIdx.y is the sequence, blockIdx.x walks its tokens. Blocks past the sequence's
 // end exit at once; a grid narrower than the longest sequence (a max_seqlen hint too small) still
 // covers every token, since blocks loop.
-template <typename T, int V, bool INTERLEAVED, class Rows, class Src>
-__device__ __forceinline__ void rope_thd_grid(const T* x, T* out, const Geometry& g, const Positions& positions,
-                                              const PackedSeqs& seqs, const Rows& x_rows, const Rows& out_rows,
-                                              const Src& src) {
+template <typename T, int V, bool INTERLEAVED, bool kPair, class Rows, class Src>
+__device__ __forceinline__ void rope_thd_grid(const Tensors<T, Rows, kPair>& io, const Geometry& g,
+                                              const Positions& positions, const PackedSeqs& seqs, const Src& src) {
   const int i = blockIdx.y;
   const int start = seqs.start(i), end = seqs.start(i + 1);
   const int n = min(end, g.tokens) - start;
   for (int k = blockIdx.x * blockDim.z + threadIdx.z; k < n; k += gridDim.x * blockDim.z) {
-    rope_packed_token<T, V, INTERLEAVED>(start + k, i, start, seqs, x, out, g, positions, x_rows,
-                                                   out_rows, src);
+    rope_packed_token<T, V, INTERLEAVED, kPair>(start + k, i, start, seqs, io, g, positions, src);
   }
 }
 
 template <class P>
 __device__ __forceinline__ Geometry geometry_of(const P& p) {
   return Geometry{static_cast<int>(p.tokens), static_cast<int>(p.seq_len), static_cast<int>(p.batch),
-                  static_cast<int>(p.heads), static_cast<int>(p.head_dim), static_cast<int>(p.rotary_dim),
+                  static_cast<int>(p.heads), static_cast<int>(p.heads_k), static_cast<int>(p.head_dim),
+                  static_cast<int>(p.rotary_dim), static_cast<int>(p.rotary_offset),
                   p.seq_major != 0, p.copy_tail != 0, p.backward != 0};
 }
 

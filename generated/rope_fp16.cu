@@ -1,7 +1,8 @@
-// cukiln RoPE kernels, element type fp16: 90 variants.
+// cukiln RoPE kernels, element type fp16: 170 variants.
 // Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
-// pairing, addressing and angle source; the direction (forward or backward) is a kernel argument.
+// pairing, addressing and angle source; the direction (forward or backward), a second tensor of the same
+// tokens (rope_qk's k) and the rotated span's offset are kernel arguments.
 #include "rope.cuh"
 
 
@@ -13,8 +14,10 @@ struct rope_fp16_dense_half_freqs_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -36,9 +39,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_half_freqs_s0_v1_qk: dense, half pairs, angles from freqs, 0 strides, 1 per access, q and k together
+struct rope_fp16_dense_half_freqs_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v1_qk(const rope_fp16_dense_half_freqs_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -50,8 +98,10 @@ struct rope_fp16_dense_half_freqs_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -73,9 +123,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_half_freqs_s0_v2_qk: dense, half pairs, angles from freqs, 0 strides, 2 per access, q and k together
+struct rope_fp16_dense_half_freqs_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v2_qk(const rope_fp16_dense_half_freqs_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -87,8 +182,10 @@ struct rope_fp16_dense_half_freqs_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -110,9 +207,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_half_freqs_s0_v4_qk: dense, half pairs, angles from freqs, 0 strides, 4 per access, q and k together
+struct rope_fp16_dense_half_freqs_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v4_qk(const rope_fp16_dense_half_freqs_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -124,8 +266,10 @@ struct rope_fp16_dense_half_freqs_s0_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -147,9 +291,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_half_freqs_s0_v8_qk: dense, half pairs, angles from freqs, 0 strides, 8 per access, q and k together
+struct rope_fp16_dense_half_freqs_s0_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_s0_v8_qk(const rope_fp16_dense_half_freqs_s0_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -161,8 +350,10 @@ struct rope_fp16_dense_half_freqs_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -190,9 +381,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_half_freqs_s3_v1_qk: dense, half pairs, angles from freqs, 3 strides, 1 per access, q and k together
+struct rope_fp16_dense_half_freqs_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v1_qk(const rope_fp16_dense_half_freqs_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -204,8 +452,10 @@ struct rope_fp16_dense_half_freqs_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -233,9 +483,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_half_freqs_s3_v2_qk: dense, half pairs, angles from freqs, 3 strides, 2 per access, q and k together
+struct rope_fp16_dense_half_freqs_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v2_qk(const rope_fp16_dense_half_freqs_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -247,8 +554,10 @@ struct rope_fp16_dense_half_freqs_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -276,9 +585,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_half_freqs_s3_v4_qk: dense, half pairs, angles from freqs, 3 strides, 4 per access, q and k together
+struct rope_fp16_dense_half_freqs_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v4_qk(const rope_fp16_dense_half_freqs_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -290,8 +656,10 @@ struct rope_fp16_dense_half_freqs_s3_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -319,9 +687,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_half_freqs_s3_v8_qk: dense, half pairs, angles from freqs, 3 strides, 8 per access, q and k together
+struct rope_fp16_dense_half_freqs_s3_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_s3_v8_qk(const rope_fp16_dense_half_freqs_s3_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -333,8 +758,10 @@ struct rope_fp16_dense_half_freqs_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -364,9 +791,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -378,8 +807,10 @@ struct rope_fp16_dense_half_cossin_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -404,9 +835,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossin_s0_v1_qk: dense, half pairs, angles from cossin, 0 strides, 1 per access, q and k together
+struct rope_fp16_dense_half_cossin_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v1_qk(const rope_fp16_dense_half_cossin_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -418,8 +897,10 @@ struct rope_fp16_dense_half_cossin_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -444,9 +925,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossin_s0_v2_qk: dense, half pairs, angles from cossin, 0 strides, 2 per access, q and k together
+struct rope_fp16_dense_half_cossin_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v2_qk(const rope_fp16_dense_half_cossin_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -458,8 +987,10 @@ struct rope_fp16_dense_half_cossin_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -484,9 +1015,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossin_s0_v4_qk: dense, half pairs, angles from cossin, 0 strides, 4 per access, q and k together
+struct rope_fp16_dense_half_cossin_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v4_qk(const rope_fp16_dense_half_cossin_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -498,8 +1077,10 @@ struct rope_fp16_dense_half_cossin_s0_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -524,9 +1105,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossin_s0_v8_qk: dense, half pairs, angles from cossin, 0 strides, 8 per access, q and k together
+struct rope_fp16_dense_half_cossin_s0_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin_s0_v8_qk(const rope_fp16_dense_half_cossin_s0_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -538,8 +1167,10 @@ struct rope_fp16_dense_half_cossin_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -570,9 +1201,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossin_s3_v1_qk: dense, half pairs, angles from cossin, 3 strides, 1 per access, q and k together
+struct rope_fp16_dense_half_cossin_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v1_qk(const rope_fp16_dense_half_cossin_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -584,8 +1275,10 @@ struct rope_fp16_dense_half_cossin_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -616,9 +1309,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossin_s3_v2_qk: dense, half pairs, angles from cossin, 3 strides, 2 per access, q and k together
+struct rope_fp16_dense_half_cossin_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v2_qk(const rope_fp16_dense_half_cossin_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -630,8 +1383,10 @@ struct rope_fp16_dense_half_cossin_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -662,9 +1417,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossin_s3_v4_qk: dense, half pairs, angles from cossin, 3 strides, 4 per access, q and k together
+struct rope_fp16_dense_half_cossin_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v4_qk(const rope_fp16_dense_half_cossin_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -676,8 +1491,10 @@ struct rope_fp16_dense_half_cossin_s3_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -708,9 +1525,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossin_s3_v8_qk: dense, half pairs, angles from cossin, 3 strides, 8 per access, q and k together
+struct rope_fp16_dense_half_cossin_s3_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin_s3_v8_qk(const rope_fp16_dense_half_cossin_s3_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -722,8 +1599,10 @@ struct rope_fp16_dense_half_cossin_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -756,9 +1635,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -770,8 +1651,10 @@ struct rope_fp16_dense_half_cossinf32_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -796,9 +1679,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossinf32_s0_v1_qk: dense, half pairs, angles from cossinf32, 0 strides, 1 per access, q and k together
+struct rope_fp16_dense_half_cossinf32_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v1_qk(const rope_fp16_dense_half_cossinf32_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -810,8 +1741,10 @@ struct rope_fp16_dense_half_cossinf32_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -836,9 +1769,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossinf32_s0_v2_qk: dense, half pairs, angles from cossinf32, 0 strides, 2 per access, q and k together
+struct rope_fp16_dense_half_cossinf32_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v2_qk(const rope_fp16_dense_half_cossinf32_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -850,8 +1831,10 @@ struct rope_fp16_dense_half_cossinf32_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -876,9 +1859,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossinf32_s0_v4_qk: dense, half pairs, angles from cossinf32, 0 strides, 4 per access, q and k together
+struct rope_fp16_dense_half_cossinf32_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v4_qk(const rope_fp16_dense_half_cossinf32_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -890,8 +1921,10 @@ struct rope_fp16_dense_half_cossinf32_s0_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -916,9 +1949,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossinf32_s0_v8_qk: dense, half pairs, angles from cossinf32, 0 strides, 8 per access, q and k together
+struct rope_fp16_dense_half_cossinf32_s0_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossinf32_s0_v8_qk(const rope_fp16_dense_half_cossinf32_s0_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -930,8 +2011,10 @@ struct rope_fp16_dense_half_cossinf32_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -962,9 +2045,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossinf32_s3_v1_qk: dense, half pairs, angles from cossinf32, 3 strides, 1 per access, q and k together
+struct rope_fp16_dense_half_cossinf32_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v1_qk(const rope_fp16_dense_half_cossinf32_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -976,8 +2119,10 @@ struct rope_fp16_dense_half_cossinf32_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1008,9 +2153,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossinf32_s3_v2_qk: dense, half pairs, angles from cossinf32, 3 strides, 2 per access, q and k together
+struct rope_fp16_dense_half_cossinf32_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v2_qk(const rope_fp16_dense_half_cossinf32_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1022,8 +2227,10 @@ struct rope_fp16_dense_half_cossinf32_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1054,9 +2261,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossinf32_s3_v4_qk: dense, half pairs, angles from cossinf32, 3 strides, 4 per access, q and k together
+struct rope_fp16_dense_half_cossinf32_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v4_qk(const rope_fp16_dense_half_cossinf32_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1068,8 +2335,10 @@ struct rope_fp16_dense_half_cossinf32_s3_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1100,9 +2369,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_half_cossinf32_s3_v8_qk: dense, half pairs, angles from cossinf32, 3 strides, 8 per access, q and k together
+struct rope_fp16_dense_half_cossinf32_s3_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossinf32_s3_v8_qk(const rope_fp16_dense_half_cossinf32_s3_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1114,8 +2443,10 @@ struct rope_fp16_dense_half_cossinf32_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1148,9 +2479,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1162,8 +2495,10 @@ struct rope_fp16_dense_half_invfreq_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1184,9 +2519,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_half_invfreq_s0_v1_qk: dense, half pairs, angles from invfreq, 0 strides, 1 per access, q and k together
+struct rope_fp16_dense_half_invfreq_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v1_qk(const rope_fp16_dense_half_invfreq_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1198,8 +2577,10 @@ struct rope_fp16_dense_half_invfreq_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1220,9 +2601,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_half_invfreq_s0_v2_qk: dense, half pairs, angles from invfreq, 0 strides, 2 per access, q and k together
+struct rope_fp16_dense_half_invfreq_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v2_qk(const rope_fp16_dense_half_invfreq_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1234,8 +2659,10 @@ struct rope_fp16_dense_half_invfreq_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1256,9 +2683,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_half_invfreq_s0_v4_qk: dense, half pairs, angles from invfreq, 0 strides, 4 per access, q and k together
+struct rope_fp16_dense_half_invfreq_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v4_qk(const rope_fp16_dense_half_invfreq_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1270,8 +2741,10 @@ struct rope_fp16_dense_half_invfreq_s0_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1292,9 +2765,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_half_invfreq_s0_v8_qk: dense, half pairs, angles from invfreq, 0 strides, 8 per access, q and k together
+struct rope_fp16_dense_half_invfreq_s0_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v8_qk(const rope_fp16_dense_half_invfreq_s0_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1306,8 +2823,10 @@ struct rope_fp16_dense_half_invfreq_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1334,9 +2853,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_half_invfreq_s3_v1_qk: dense, half pairs, angles from invfreq, 3 strides, 1 per access, q and k together
+struct rope_fp16_dense_half_invfreq_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v1_qk(const rope_fp16_dense_half_invfreq_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1348,8 +2923,10 @@ struct rope_fp16_dense_half_invfreq_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1376,9 +2953,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_half_invfreq_s3_v2_qk: dense, half pairs, angles from invfreq, 3 strides, 2 per access, q and k together
+struct rope_fp16_dense_half_invfreq_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v2_qk(const rope_fp16_dense_half_invfreq_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1390,8 +3023,10 @@ struct rope_fp16_dense_half_invfreq_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1418,9 +3053,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_half_invfreq_s3_v4_qk: dense, half pairs, angles from invfreq, 3 strides, 4 per access, q and k together
+struct rope_fp16_dense_half_invfreq_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v4_qk(const rope_fp16_dense_half_invfreq_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1432,8 +3123,10 @@ struct rope_fp16_dense_half_invfreq_s3_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1460,9 +3153,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_half_invfreq_s3_v8_qk: dense, half pairs, angles from invfreq, 3 strides, 8 per access, q and k together
+struct rope_fp16_dense_half_invfreq_s3_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v8_qk(const rope_fp16_dense_half_invfreq_s3_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1474,8 +3223,10 @@ struct rope_fp16_dense_half_invfreq_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1504,9 +3255,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1518,8 +3271,10 @@ struct rope_fp16_dense_half_base_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1541,9 +3296,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_half_base_s0_v1_qk: dense, half pairs, angles from base, 0 strides, 1 per access, q and k together
+struct rope_fp16_dense_half_base_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v1_qk(const rope_fp16_dense_half_base_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1555,8 +3355,10 @@ struct rope_fp16_dense_half_base_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1578,9 +3380,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_half_base_s0_v2_qk: dense, half pairs, angles from base, 0 strides, 2 per access, q and k together
+struct rope_fp16_dense_half_base_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v2_qk(const rope_fp16_dense_half_base_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1592,8 +3439,10 @@ struct rope_fp16_dense_half_base_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1615,9 +3464,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_half_base_s0_v4_qk: dense, half pairs, angles from base, 0 strides, 4 per access, q and k together
+struct rope_fp16_dense_half_base_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v4_qk(const rope_fp16_dense_half_base_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1629,8 +3523,10 @@ struct rope_fp16_dense_half_base_s0_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1652,9 +3548,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_half_base_s0_v8_qk: dense, half pairs, angles from base, 0 strides, 8 per access, q and k together
+struct rope_fp16_dense_half_base_s0_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v8_qk(const rope_fp16_dense_half_base_s0_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1666,8 +3607,10 @@ struct rope_fp16_dense_half_base_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1695,9 +3638,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_half_base_s3_v1_qk: dense, half pairs, angles from base, 3 strides, 1 per access, q and k together
+struct rope_fp16_dense_half_base_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v1_qk(const rope_fp16_dense_half_base_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1709,8 +3709,10 @@ struct rope_fp16_dense_half_base_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1738,9 +3740,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_half_base_s3_v2_qk: dense, half pairs, angles from base, 3 strides, 2 per access, q and k together
+struct rope_fp16_dense_half_base_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v2_qk(const rope_fp16_dense_half_base_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1752,8 +3811,10 @@ struct rope_fp16_dense_half_base_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1781,9 +3842,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_half_base_s3_v4_qk: dense, half pairs, angles from base, 3 strides, 4 per access, q and k together
+struct rope_fp16_dense_half_base_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v4_qk(const rope_fp16_dense_half_base_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1795,8 +3913,10 @@ struct rope_fp16_dense_half_base_s3_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1824,9 +3944,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_half_base_s3_v8_qk: dense, half pairs, angles from base, 3 strides, 8 per access, q and k together
+struct rope_fp16_dense_half_base_s3_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v8_qk(const rope_fp16_dense_half_base_s3_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1838,8 +4015,10 @@ struct rope_fp16_dense_half_base_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1869,9 +4048,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1883,8 +4064,10 @@ struct rope_fp16_dense_interleaved_freqs_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1906,9 +4089,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_interleaved_freqs_s0_v1_qk: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access, q and k together
+struct rope_fp16_dense_interleaved_freqs_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v1_qk(const rope_fp16_dense_interleaved_freqs_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1920,8 +4148,10 @@ struct rope_fp16_dense_interleaved_freqs_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1943,9 +4173,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_interleaved_freqs_s0_v2_qk: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access, q and k together
+struct rope_fp16_dense_interleaved_freqs_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v2_qk(const rope_fp16_dense_interleaved_freqs_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1957,8 +4232,10 @@ struct rope_fp16_dense_interleaved_freqs_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1980,9 +4257,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_interleaved_freqs_s0_v4_qk: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access, q and k together
+struct rope_fp16_dense_interleaved_freqs_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v4_qk(const rope_fp16_dense_interleaved_freqs_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1994,8 +4316,10 @@ struct rope_fp16_dense_interleaved_freqs_s0_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2017,9 +4341,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_interleaved_freqs_s0_v8_qk: dense, interleaved pairs, angles from freqs, 0 strides, 8 per access, q and k together
+struct rope_fp16_dense_interleaved_freqs_s0_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_freqs_s0_v8_qk(const rope_fp16_dense_interleaved_freqs_s0_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2031,8 +4400,10 @@ struct rope_fp16_dense_interleaved_freqs_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2060,9 +4431,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_interleaved_freqs_s3_v1_qk: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access, q and k together
+struct rope_fp16_dense_interleaved_freqs_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v1_qk(const rope_fp16_dense_interleaved_freqs_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2074,8 +4502,10 @@ struct rope_fp16_dense_interleaved_freqs_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2103,9 +4533,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_interleaved_freqs_s3_v2_qk: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access, q and k together
+struct rope_fp16_dense_interleaved_freqs_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v2_qk(const rope_fp16_dense_interleaved_freqs_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2117,8 +4604,10 @@ struct rope_fp16_dense_interleaved_freqs_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2146,9 +4635,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_interleaved_freqs_s3_v4_qk: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access, q and k together
+struct rope_fp16_dense_interleaved_freqs_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v4_qk(const rope_fp16_dense_interleaved_freqs_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2160,8 +4706,10 @@ struct rope_fp16_dense_interleaved_freqs_s3_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2189,9 +4737,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp16_dense_interleaved_freqs_s3_v8_qk: dense, interleaved pairs, angles from freqs, 3 strides, 8 per access, q and k together
+struct rope_fp16_dense_interleaved_freqs_s3_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_freqs_s3_v8_qk(const rope_fp16_dense_interleaved_freqs_s3_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2203,8 +4808,10 @@ struct rope_fp16_dense_interleaved_freqs_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2234,9 +4841,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2248,8 +4857,10 @@ struct rope_fp16_dense_interleaved_cossin_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2274,9 +4885,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossin_s0_v1_qk: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access, q and k together
+struct rope_fp16_dense_interleaved_cossin_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v1_qk(const rope_fp16_dense_interleaved_cossin_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2288,8 +4947,10 @@ struct rope_fp16_dense_interleaved_cossin_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2314,9 +4975,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossin_s0_v2_qk: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access, q and k together
+struct rope_fp16_dense_interleaved_cossin_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v2_qk(const rope_fp16_dense_interleaved_cossin_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2328,8 +5037,10 @@ struct rope_fp16_dense_interleaved_cossin_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2354,9 +5065,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossin_s0_v4_qk: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access, q and k together
+struct rope_fp16_dense_interleaved_cossin_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v4_qk(const rope_fp16_dense_interleaved_cossin_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2368,8 +5127,10 @@ struct rope_fp16_dense_interleaved_cossin_s0_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2394,9 +5155,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossin_s0_v8_qk: dense, interleaved pairs, angles from cossin, 0 strides, 8 per access, q and k together
+struct rope_fp16_dense_interleaved_cossin_s0_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossin_s0_v8_qk(const rope_fp16_dense_interleaved_cossin_s0_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2408,8 +5217,10 @@ struct rope_fp16_dense_interleaved_cossin_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2440,9 +5251,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossin_s3_v1_qk: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access, q and k together
+struct rope_fp16_dense_interleaved_cossin_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v1_qk(const rope_fp16_dense_interleaved_cossin_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2454,8 +5325,10 @@ struct rope_fp16_dense_interleaved_cossin_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2486,9 +5359,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossin_s3_v2_qk: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access, q and k together
+struct rope_fp16_dense_interleaved_cossin_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v2_qk(const rope_fp16_dense_interleaved_cossin_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2500,8 +5433,10 @@ struct rope_fp16_dense_interleaved_cossin_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2532,9 +5467,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossin_s3_v4_qk: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access, q and k together
+struct rope_fp16_dense_interleaved_cossin_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v4_qk(const rope_fp16_dense_interleaved_cossin_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2546,8 +5541,10 @@ struct rope_fp16_dense_interleaved_cossin_s3_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2578,9 +5575,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossin_s3_v8_qk: dense, interleaved pairs, angles from cossin, 3 strides, 8 per access, q and k together
+struct rope_fp16_dense_interleaved_cossin_s3_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossin_s3_v8_qk(const rope_fp16_dense_interleaved_cossin_s3_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2592,8 +5649,10 @@ struct rope_fp16_dense_interleaved_cossin_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2626,9 +5685,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2640,8 +5701,10 @@ struct rope_fp16_dense_interleaved_cossinf32_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2666,9 +5729,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossinf32_s0_v1_qk: dense, interleaved pairs, angles from cossinf32, 0 strides, 1 per access, q and k together
+struct rope_fp16_dense_interleaved_cossinf32_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v1_qk(const rope_fp16_dense_interleaved_cossinf32_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2680,8 +5791,10 @@ struct rope_fp16_dense_interleaved_cossinf32_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2706,9 +5819,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossinf32_s0_v2_qk: dense, interleaved pairs, angles from cossinf32, 0 strides, 2 per access, q and k together
+struct rope_fp16_dense_interleaved_cossinf32_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v2_qk(const rope_fp16_dense_interleaved_cossinf32_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2720,8 +5881,10 @@ struct rope_fp16_dense_interleaved_cossinf32_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2746,9 +5909,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossinf32_s0_v4_qk: dense, interleaved pairs, angles from cossinf32, 0 strides, 4 per access, q and k together
+struct rope_fp16_dense_interleaved_cossinf32_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v4_qk(const rope_fp16_dense_interleaved_cossinf32_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2760,8 +5971,10 @@ struct rope_fp16_dense_interleaved_cossinf32_s0_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2786,9 +5999,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossinf32_s0_v8_qk: dense, interleaved pairs, angles from cossinf32, 0 strides, 8 per access, q and k together
+struct rope_fp16_dense_interleaved_cossinf32_s0_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossinf32_s0_v8_qk(const rope_fp16_dense_interleaved_cossinf32_s0_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2800,8 +6061,10 @@ struct rope_fp16_dense_interleaved_cossinf32_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2832,9 +6095,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossinf32_s3_v1_qk: dense, interleaved pairs, angles from cossinf32, 3 strides, 1 per access, q and k together
+struct rope_fp16_dense_interleaved_cossinf32_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v1_qk(const rope_fp16_dense_interleaved_cossinf32_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2846,8 +6169,10 @@ struct rope_fp16_dense_interleaved_cossinf32_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2878,9 +6203,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossinf32_s3_v2_qk: dense, interleaved pairs, angles from cossinf32, 3 strides, 2 per access, q and k together
+struct rope_fp16_dense_interleaved_cossinf32_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v2_qk(const rope_fp16_dense_interleaved_cossinf32_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2892,8 +6277,10 @@ struct rope_fp16_dense_interleaved_cossinf32_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2924,9 +6311,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossinf32_s3_v4_qk: dense, interleaved pairs, angles from cossinf32, 3 strides, 4 per access, q and k together
+struct rope_fp16_dense_interleaved_cossinf32_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v4_qk(const rope_fp16_dense_interleaved_cossinf32_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2938,8 +6385,10 @@ struct rope_fp16_dense_interleaved_cossinf32_s3_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2970,9 +6419,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp16_dense_interleaved_cossinf32_s3_v8_qk: dense, interleaved pairs, angles from cossinf32, 3 strides, 8 per access, q and k together
+struct rope_fp16_dense_interleaved_cossinf32_s3_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossinf32_s3_v8_qk(const rope_fp16_dense_interleaved_cossinf32_s3_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2984,8 +6493,10 @@ struct rope_fp16_dense_interleaved_cossinf32_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3018,9 +6529,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -3032,8 +6545,10 @@ struct rope_fp16_dense_interleaved_invfreq_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3054,9 +6569,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_interleaved_invfreq_s0_v1_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access, q and k together
+struct rope_fp16_dense_interleaved_invfreq_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v1_qk(const rope_fp16_dense_interleaved_invfreq_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3068,8 +6627,10 @@ struct rope_fp16_dense_interleaved_invfreq_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3090,9 +6651,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_interleaved_invfreq_s0_v2_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access, q and k together
+struct rope_fp16_dense_interleaved_invfreq_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v2_qk(const rope_fp16_dense_interleaved_invfreq_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3104,8 +6709,10 @@ struct rope_fp16_dense_interleaved_invfreq_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3126,9 +6733,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_interleaved_invfreq_s0_v4_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access, q and k together
+struct rope_fp16_dense_interleaved_invfreq_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v4_qk(const rope_fp16_dense_interleaved_invfreq_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3140,8 +6791,10 @@ struct rope_fp16_dense_interleaved_invfreq_s0_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3162,9 +6815,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_interleaved_invfreq_s0_v8_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 8 per access, q and k together
+struct rope_fp16_dense_interleaved_invfreq_s0_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v8_qk(const rope_fp16_dense_interleaved_invfreq_s0_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3176,8 +6873,10 @@ struct rope_fp16_dense_interleaved_invfreq_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3204,9 +6903,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_interleaved_invfreq_s3_v1_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access, q and k together
+struct rope_fp16_dense_interleaved_invfreq_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v1_qk(const rope_fp16_dense_interleaved_invfreq_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3218,8 +6973,10 @@ struct rope_fp16_dense_interleaved_invfreq_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3246,9 +7003,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_interleaved_invfreq_s3_v2_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access, q and k together
+struct rope_fp16_dense_interleaved_invfreq_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v2_qk(const rope_fp16_dense_interleaved_invfreq_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3260,8 +7073,10 @@ struct rope_fp16_dense_interleaved_invfreq_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3288,9 +7103,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_interleaved_invfreq_s3_v4_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access, q and k together
+struct rope_fp16_dense_interleaved_invfreq_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v4_qk(const rope_fp16_dense_interleaved_invfreq_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3302,8 +7173,10 @@ struct rope_fp16_dense_interleaved_invfreq_s3_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3330,9 +7203,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp16_dense_interleaved_invfreq_s3_v8_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 8 per access, q and k together
+struct rope_fp16_dense_interleaved_invfreq_s3_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v8_qk(const rope_fp16_dense_interleaved_invfreq_s3_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3344,8 +7273,10 @@ struct rope_fp16_dense_interleaved_invfreq_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3374,9 +7305,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3388,8 +7321,10 @@ struct rope_fp16_dense_interleaved_base_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3411,9 +7346,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_interleaved_base_s0_v1_qk: dense, interleaved pairs, angles from base, 0 strides, 1 per access, q and k together
+struct rope_fp16_dense_interleaved_base_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v1_qk(const rope_fp16_dense_interleaved_base_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3425,8 +7405,10 @@ struct rope_fp16_dense_interleaved_base_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3448,9 +7430,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_interleaved_base_s0_v2_qk: dense, interleaved pairs, angles from base, 0 strides, 2 per access, q and k together
+struct rope_fp16_dense_interleaved_base_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v2_qk(const rope_fp16_dense_interleaved_base_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3462,8 +7489,10 @@ struct rope_fp16_dense_interleaved_base_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3485,9 +7514,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_interleaved_base_s0_v4_qk: dense, interleaved pairs, angles from base, 0 strides, 4 per access, q and k together
+struct rope_fp16_dense_interleaved_base_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v4_qk(const rope_fp16_dense_interleaved_base_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3499,8 +7573,10 @@ struct rope_fp16_dense_interleaved_base_s0_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3522,9 +7598,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_interleaved_base_s0_v8_qk: dense, interleaved pairs, angles from base, 0 strides, 8 per access, q and k together
+struct rope_fp16_dense_interleaved_base_s0_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v8_qk(const rope_fp16_dense_interleaved_base_s0_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3536,8 +7657,10 @@ struct rope_fp16_dense_interleaved_base_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3565,9 +7688,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_interleaved_base_s3_v1_qk: dense, interleaved pairs, angles from base, 3 strides, 1 per access, q and k together
+struct rope_fp16_dense_interleaved_base_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v1_qk(const rope_fp16_dense_interleaved_base_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3579,8 +7759,10 @@ struct rope_fp16_dense_interleaved_base_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3608,9 +7790,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_interleaved_base_s3_v2_qk: dense, interleaved pairs, angles from base, 3 strides, 2 per access, q and k together
+struct rope_fp16_dense_interleaved_base_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v2_qk(const rope_fp16_dense_interleaved_base_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3622,8 +7861,10 @@ struct rope_fp16_dense_interleaved_base_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3651,9 +7892,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_interleaved_base_s3_v4_qk: dense, interleaved pairs, angles from base, 3 strides, 4 per access, q and k together
+struct rope_fp16_dense_interleaved_base_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v4_qk(const rope_fp16_dense_interleaved_base_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3665,8 +7963,10 @@ struct rope_fp16_dense_interleaved_base_s3_v8_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3694,9 +7994,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp16_dense_interleaved_base_s3_v8_qk: dense, interleaved pairs, angles from base, 3 strides, 8 per access, q and k together
+struct rope_fp16_dense_interleaved_base_s3_v8_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v8_qk(const rope_fp16_dense_interleaved_base_s3_v8_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, true> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), static_cast<const f16*>(p.k), static_cast<f16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<f16, 8, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3708,8 +8065,10 @@ struct rope_fp16_dense_interleaved_base_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3739,8 +8098,10 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }

@@ -1,7 +1,8 @@
 // cukiln RoPE kernels, element type fp16: 90 variants.
 // Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
-// pairing, addressing and angle source; the direction (forward or backward) is a kernel argument.
+// pairing, addressing and angle source; the direction (forward or backward), a second tensor of the same
+// tokens (rope_qk's k) and the rotated span's offset are kernel arguments.
 #include "rope.cuh"
 
 
@@ -13,8 +14,10 @@ struct rope_fp16_thd_half_freqs_s0_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -38,10 +41,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -53,8 +58,10 @@ struct rope_fp16_thd_half_freqs_s0_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -78,10 +85,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -93,8 +102,10 @@ struct rope_fp16_thd_half_freqs_s0_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -118,10 +129,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -133,8 +146,10 @@ struct rope_fp16_thd_half_freqs_s0_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -158,10 +173,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -173,8 +190,10 @@ struct rope_fp16_thd_half_freqs_s3_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -204,10 +223,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -219,8 +240,10 @@ struct rope_fp16_thd_half_freqs_s3_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -250,10 +273,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -265,8 +290,10 @@ struct rope_fp16_thd_half_freqs_s3_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -296,10 +323,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -311,8 +340,10 @@ struct rope_fp16_thd_half_freqs_s3_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -342,10 +373,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -357,8 +390,10 @@ struct rope_fp16_thd_half_freqs_s4_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -390,10 +425,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s4
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -405,8 +442,10 @@ struct rope_fp16_thd_half_cossin_s0_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -433,10 +472,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -448,8 +489,10 @@ struct rope_fp16_thd_half_cossin_s0_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -476,10 +519,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -491,8 +536,10 @@ struct rope_fp16_thd_half_cossin_s0_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -519,10 +566,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -534,8 +583,10 @@ struct rope_fp16_thd_half_cossin_s0_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -562,10 +613,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -577,8 +630,10 @@ struct rope_fp16_thd_half_cossin_s3_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -611,10 +666,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -626,8 +683,10 @@ struct rope_fp16_thd_half_cossin_s3_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -660,10 +719,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -675,8 +736,10 @@ struct rope_fp16_thd_half_cossin_s3_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -709,10 +772,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -724,8 +789,10 @@ struct rope_fp16_thd_half_cossin_s3_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -758,10 +825,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -773,8 +842,10 @@ struct rope_fp16_thd_half_cossin_s4_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -809,10 +880,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -824,8 +897,10 @@ struct rope_fp16_thd_half_cossinf32_s0_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -852,10 +927,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -867,8 +944,10 @@ struct rope_fp16_thd_half_cossinf32_s0_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -895,10 +974,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -910,8 +991,10 @@ struct rope_fp16_thd_half_cossinf32_s0_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -938,10 +1021,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -953,8 +1038,10 @@ struct rope_fp16_thd_half_cossinf32_s0_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -981,10 +1068,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -996,8 +1085,10 @@ struct rope_fp16_thd_half_cossinf32_s3_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1030,10 +1121,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1045,8 +1138,10 @@ struct rope_fp16_thd_half_cossinf32_s3_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1079,10 +1174,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1094,8 +1191,10 @@ struct rope_fp16_thd_half_cossinf32_s3_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1128,10 +1227,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1143,8 +1244,10 @@ struct rope_fp16_thd_half_cossinf32_s3_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1177,10 +1280,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1192,8 +1297,10 @@ struct rope_fp16_thd_half_cossinf32_s4_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1228,10 +1335,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1243,8 +1352,10 @@ struct rope_fp16_thd_half_invfreq_s0_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1267,10 +1378,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1282,8 +1395,10 @@ struct rope_fp16_thd_half_invfreq_s0_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1306,10 +1421,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1321,8 +1438,10 @@ struct rope_fp16_thd_half_invfreq_s0_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1345,10 +1464,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1360,8 +1481,10 @@ struct rope_fp16_thd_half_invfreq_s0_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1384,10 +1507,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1399,8 +1524,10 @@ struct rope_fp16_thd_half_invfreq_s3_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1429,10 +1556,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1444,8 +1573,10 @@ struct rope_fp16_thd_half_invfreq_s3_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1474,10 +1605,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1489,8 +1622,10 @@ struct rope_fp16_thd_half_invfreq_s3_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1519,10 +1654,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1534,8 +1671,10 @@ struct rope_fp16_thd_half_invfreq_s3_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1564,10 +1703,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1579,8 +1720,10 @@ struct rope_fp16_thd_half_invfreq_s4_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1611,10 +1754,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1626,8 +1771,10 @@ struct rope_fp16_thd_half_base_s0_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1651,10 +1798,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1666,8 +1815,10 @@ struct rope_fp16_thd_half_base_s0_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1691,10 +1842,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1706,8 +1859,10 @@ struct rope_fp16_thd_half_base_s0_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1731,10 +1886,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1746,8 +1903,10 @@ struct rope_fp16_thd_half_base_s0_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1771,10 +1930,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1786,8 +1947,10 @@ struct rope_fp16_thd_half_base_s3_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1817,10 +1980,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1832,8 +1997,10 @@ struct rope_fp16_thd_half_base_s3_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1863,10 +2030,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1878,8 +2047,10 @@ struct rope_fp16_thd_half_base_s3_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1909,10 +2080,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1924,8 +2097,10 @@ struct rope_fp16_thd_half_base_s3_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1955,10 +2130,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1970,8 +2147,10 @@ struct rope_fp16_thd_half_base_s4_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2003,10 +2182,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s4_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, false>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2018,8 +2199,10 @@ struct rope_fp16_thd_interleaved_freqs_s0_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2043,10 +2226,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2058,8 +2243,10 @@ struct rope_fp16_thd_interleaved_freqs_s0_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2083,10 +2270,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2098,8 +2287,10 @@ struct rope_fp16_thd_interleaved_freqs_s0_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2123,10 +2314,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2138,8 +2331,10 @@ struct rope_fp16_thd_interleaved_freqs_s0_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2163,10 +2358,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2178,8 +2375,10 @@ struct rope_fp16_thd_interleaved_freqs_s3_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2209,10 +2408,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2224,8 +2425,10 @@ struct rope_fp16_thd_interleaved_freqs_s3_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2255,10 +2458,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2270,8 +2475,10 @@ struct rope_fp16_thd_interleaved_freqs_s3_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2301,10 +2508,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2316,8 +2525,10 @@ struct rope_fp16_thd_interleaved_freqs_s3_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2347,10 +2558,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2362,8 +2575,10 @@ struct rope_fp16_thd_interleaved_freqs_s4_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2395,10 +2610,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -2410,8 +2627,10 @@ struct rope_fp16_thd_interleaved_cossin_s0_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2438,10 +2657,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2453,8 +2674,10 @@ struct rope_fp16_thd_interleaved_cossin_s0_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2481,10 +2704,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2496,8 +2721,10 @@ struct rope_fp16_thd_interleaved_cossin_s0_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2524,10 +2751,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2539,8 +2768,10 @@ struct rope_fp16_thd_interleaved_cossin_s0_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2567,10 +2798,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2582,8 +2815,10 @@ struct rope_fp16_thd_interleaved_cossin_s3_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2616,10 +2851,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2631,8 +2868,10 @@ struct rope_fp16_thd_interleaved_cossin_s3_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2665,10 +2904,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2680,8 +2921,10 @@ struct rope_fp16_thd_interleaved_cossin_s3_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2714,10 +2957,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2729,8 +2974,10 @@ struct rope_fp16_thd_interleaved_cossin_s3_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2763,10 +3010,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2778,8 +3027,10 @@ struct rope_fp16_thd_interleaved_cossin_s4_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2814,10 +3065,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2829,8 +3082,10 @@ struct rope_fp16_thd_interleaved_cossinf32_s0_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2857,10 +3112,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2872,8 +3129,10 @@ struct rope_fp16_thd_interleaved_cossinf32_s0_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2900,10 +3159,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2915,8 +3176,10 @@ struct rope_fp16_thd_interleaved_cossinf32_s0_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2943,10 +3206,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -2958,8 +3223,10 @@ struct rope_fp16_thd_interleaved_cossinf32_s0_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2986,10 +3253,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -3001,8 +3270,10 @@ struct rope_fp16_thd_interleaved_cossinf32_s3_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3035,10 +3306,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -3050,8 +3323,10 @@ struct rope_fp16_thd_interleaved_cossinf32_s3_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3084,10 +3359,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -3099,8 +3376,10 @@ struct rope_fp16_thd_interleaved_cossinf32_s3_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3133,10 +3412,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -3148,8 +3429,10 @@ struct rope_fp16_thd_interleaved_cossinf32_s3_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3182,10 +3465,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -3197,8 +3482,10 @@ struct rope_fp16_thd_interleaved_cossinf32_s4_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3233,10 +3520,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -3248,8 +3537,10 @@ struct rope_fp16_thd_interleaved_invfreq_s0_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3272,10 +3563,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3287,8 +3580,10 @@ struct rope_fp16_thd_interleaved_invfreq_s0_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3311,10 +3606,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3326,8 +3623,10 @@ struct rope_fp16_thd_interleaved_invfreq_s0_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3350,10 +3649,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3365,8 +3666,10 @@ struct rope_fp16_thd_interleaved_invfreq_s0_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3389,10 +3692,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3404,8 +3709,10 @@ struct rope_fp16_thd_interleaved_invfreq_s3_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3434,10 +3741,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3449,8 +3758,10 @@ struct rope_fp16_thd_interleaved_invfreq_s3_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3479,10 +3790,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3494,8 +3807,10 @@ struct rope_fp16_thd_interleaved_invfreq_s3_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3524,10 +3839,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3539,8 +3856,10 @@ struct rope_fp16_thd_interleaved_invfreq_s3_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3569,10 +3888,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3584,8 +3905,10 @@ struct rope_fp16_thd_interleaved_invfreq_s4_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3616,10 +3939,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -3631,8 +3956,10 @@ struct rope_fp16_thd_interleaved_base_s0_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3656,10 +3983,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3671,8 +4000,10 @@ struct rope_fp16_thd_interleaved_base_s0_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3696,10 +4027,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3711,8 +4044,10 @@ struct rope_fp16_thd_interleaved_base_s0_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3736,10 +4071,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3751,8 +4088,10 @@ struct rope_fp16_thd_interleaved_base_s0_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3776,10 +4115,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3791,8 +4132,10 @@ struct rope_fp16_thd_interleaved_base_s3_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3822,10 +4165,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3837,8 +4182,10 @@ struct rope_fp16_thd_interleaved_base_s3_v2_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3868,10 +4215,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 2, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3883,8 +4232,10 @@ struct rope_fp16_thd_interleaved_base_s3_v4_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3914,10 +4265,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 4, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3929,8 +4282,10 @@ struct rope_fp16_thd_interleaved_base_s3_v8_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -3960,10 +4315,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 8, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 8, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -3975,8 +4332,10 @@ struct rope_fp16_thd_interleaved_base_s4_v1_token_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -4008,9 +4367,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_token<f16, 1, true>(
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<f16, Strided4Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_token<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }

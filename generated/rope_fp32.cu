@@ -1,7 +1,8 @@
-// cukiln RoPE kernels, element type fp32: 56 variants.
+// cukiln RoPE kernels, element type fp32: 104 variants.
 // Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
-// pairing, addressing and angle source; the direction (forward or backward) is a kernel argument.
+// pairing, addressing and angle source; the direction (forward or backward), a second tensor of the same
+// tokens (rope_qk's k) and the rotated span's offset are kernel arguments.
 #include "rope.cuh"
 
 
@@ -13,8 +14,10 @@ struct rope_fp32_dense_half_freqs_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -36,9 +39,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp32_dense_half_freqs_s0_v1_qk: dense, half pairs, angles from freqs, 0 strides, 1 per access, q and k together
+struct rope_fp32_dense_half_freqs_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1_qk(const rope_fp32_dense_half_freqs_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -50,8 +98,10 @@ struct rope_fp32_dense_half_freqs_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -73,9 +123,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp32_dense_half_freqs_s0_v2_qk: dense, half pairs, angles from freqs, 0 strides, 2 per access, q and k together
+struct rope_fp32_dense_half_freqs_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2_qk(const rope_fp32_dense_half_freqs_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -87,8 +182,10 @@ struct rope_fp32_dense_half_freqs_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -110,9 +207,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp32_dense_half_freqs_s0_v4_qk: dense, half pairs, angles from freqs, 0 strides, 4 per access, q and k together
+struct rope_fp32_dense_half_freqs_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s0_v4_qk(const rope_fp32_dense_half_freqs_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -124,8 +266,10 @@ struct rope_fp32_dense_half_freqs_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -153,9 +297,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp32_dense_half_freqs_s3_v1_qk: dense, half pairs, angles from freqs, 3 strides, 1 per access, q and k together
+struct rope_fp32_dense_half_freqs_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1_qk(const rope_fp32_dense_half_freqs_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -167,8 +368,10 @@ struct rope_fp32_dense_half_freqs_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -196,9 +399,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp32_dense_half_freqs_s3_v2_qk: dense, half pairs, angles from freqs, 3 strides, 2 per access, q and k together
+struct rope_fp32_dense_half_freqs_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2_qk(const rope_fp32_dense_half_freqs_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -210,8 +470,10 @@ struct rope_fp32_dense_half_freqs_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -239,9 +501,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp32_dense_half_freqs_s3_v4_qk: dense, half pairs, angles from freqs, 3 strides, 4 per access, q and k together
+struct rope_fp32_dense_half_freqs_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s3_v4_qk(const rope_fp32_dense_half_freqs_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -253,8 +572,10 @@ struct rope_fp32_dense_half_freqs_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -284,9 +605,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -298,8 +621,10 @@ struct rope_fp32_dense_half_cossin_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -324,9 +649,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp32_dense_half_cossin_s0_v1_qk: dense, half pairs, angles from cossin, 0 strides, 1 per access, q and k together
+struct rope_fp32_dense_half_cossin_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1_qk(const rope_fp32_dense_half_cossin_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -338,8 +711,10 @@ struct rope_fp32_dense_half_cossin_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -364,9 +739,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp32_dense_half_cossin_s0_v2_qk: dense, half pairs, angles from cossin, 0 strides, 2 per access, q and k together
+struct rope_fp32_dense_half_cossin_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2_qk(const rope_fp32_dense_half_cossin_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -378,8 +801,10 @@ struct rope_fp32_dense_half_cossin_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -404,9 +829,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp32_dense_half_cossin_s0_v4_qk: dense, half pairs, angles from cossin, 0 strides, 4 per access, q and k together
+struct rope_fp32_dense_half_cossin_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s0_v4_qk(const rope_fp32_dense_half_cossin_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -418,8 +891,10 @@ struct rope_fp32_dense_half_cossin_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -450,9 +925,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp32_dense_half_cossin_s3_v1_qk: dense, half pairs, angles from cossin, 3 strides, 1 per access, q and k together
+struct rope_fp32_dense_half_cossin_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1_qk(const rope_fp32_dense_half_cossin_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -464,8 +999,10 @@ struct rope_fp32_dense_half_cossin_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -496,9 +1033,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp32_dense_half_cossin_s3_v2_qk: dense, half pairs, angles from cossin, 3 strides, 2 per access, q and k together
+struct rope_fp32_dense_half_cossin_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2_qk(const rope_fp32_dense_half_cossin_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -510,8 +1107,10 @@ struct rope_fp32_dense_half_cossin_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -542,9 +1141,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp32_dense_half_cossin_s3_v4_qk: dense, half pairs, angles from cossin, 3 strides, 4 per access, q and k together
+struct rope_fp32_dense_half_cossin_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s3_v4_qk(const rope_fp32_dense_half_cossin_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -556,8 +1215,10 @@ struct rope_fp32_dense_half_cossin_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -590,9 +1251,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -604,8 +1267,10 @@ struct rope_fp32_dense_half_invfreq_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -626,9 +1291,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp32_dense_half_invfreq_s0_v1_qk: dense, half pairs, angles from invfreq, 0 strides, 1 per access, q and k together
+struct rope_fp32_dense_half_invfreq_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1_qk(const rope_fp32_dense_half_invfreq_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -640,8 +1349,10 @@ struct rope_fp32_dense_half_invfreq_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -662,9 +1373,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp32_dense_half_invfreq_s0_v2_qk: dense, half pairs, angles from invfreq, 0 strides, 2 per access, q and k together
+struct rope_fp32_dense_half_invfreq_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2_qk(const rope_fp32_dense_half_invfreq_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -676,8 +1431,10 @@ struct rope_fp32_dense_half_invfreq_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -698,9 +1455,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp32_dense_half_invfreq_s0_v4_qk: dense, half pairs, angles from invfreq, 0 strides, 4 per access, q and k together
+struct rope_fp32_dense_half_invfreq_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v4_qk(const rope_fp32_dense_half_invfreq_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -712,8 +1513,10 @@ struct rope_fp32_dense_half_invfreq_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -740,9 +1543,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp32_dense_half_invfreq_s3_v1_qk: dense, half pairs, angles from invfreq, 3 strides, 1 per access, q and k together
+struct rope_fp32_dense_half_invfreq_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1_qk(const rope_fp32_dense_half_invfreq_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -754,8 +1613,10 @@ struct rope_fp32_dense_half_invfreq_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -782,9 +1643,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp32_dense_half_invfreq_s3_v2_qk: dense, half pairs, angles from invfreq, 3 strides, 2 per access, q and k together
+struct rope_fp32_dense_half_invfreq_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2_qk(const rope_fp32_dense_half_invfreq_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -796,8 +1713,10 @@ struct rope_fp32_dense_half_invfreq_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -824,9 +1743,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp32_dense_half_invfreq_s3_v4_qk: dense, half pairs, angles from invfreq, 3 strides, 4 per access, q and k together
+struct rope_fp32_dense_half_invfreq_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v4_qk(const rope_fp32_dense_half_invfreq_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -838,8 +1813,10 @@ struct rope_fp32_dense_half_invfreq_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -868,9 +1845,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -882,8 +1861,10 @@ struct rope_fp32_dense_half_base_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -905,9 +1886,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp32_dense_half_base_s0_v1_qk: dense, half pairs, angles from base, 0 strides, 1 per access, q and k together
+struct rope_fp32_dense_half_base_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1_qk(const rope_fp32_dense_half_base_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -919,8 +1945,10 @@ struct rope_fp32_dense_half_base_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -942,9 +1970,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp32_dense_half_base_s0_v2_qk: dense, half pairs, angles from base, 0 strides, 2 per access, q and k together
+struct rope_fp32_dense_half_base_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2_qk(const rope_fp32_dense_half_base_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -956,8 +2029,10 @@ struct rope_fp32_dense_half_base_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -979,9 +2054,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp32_dense_half_base_s0_v4_qk: dense, half pairs, angles from base, 0 strides, 4 per access, q and k together
+struct rope_fp32_dense_half_base_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v4_qk(const rope_fp32_dense_half_base_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -993,8 +2113,10 @@ struct rope_fp32_dense_half_base_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1022,9 +2144,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp32_dense_half_base_s3_v1_qk: dense, half pairs, angles from base, 3 strides, 1 per access, q and k together
+struct rope_fp32_dense_half_base_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1_qk(const rope_fp32_dense_half_base_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1036,8 +2215,10 @@ struct rope_fp32_dense_half_base_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1065,9 +2246,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp32_dense_half_base_s3_v2_qk: dense, half pairs, angles from base, 3 strides, 2 per access, q and k together
+struct rope_fp32_dense_half_base_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2_qk(const rope_fp32_dense_half_base_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1079,8 +2317,10 @@ struct rope_fp32_dense_half_base_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1108,9 +2348,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp32_dense_half_base_s3_v4_qk: dense, half pairs, angles from base, 3 strides, 4 per access, q and k together
+struct rope_fp32_dense_half_base_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v4_qk(const rope_fp32_dense_half_base_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, false, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1122,8 +2419,10 @@ struct rope_fp32_dense_half_base_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1153,9 +2452,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1167,8 +2468,10 @@ struct rope_fp32_dense_interleaved_freqs_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1190,9 +2493,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp32_dense_interleaved_freqs_s0_v1_qk: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access, q and k together
+struct rope_fp32_dense_interleaved_freqs_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1_qk(const rope_fp32_dense_interleaved_freqs_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1204,8 +2552,10 @@ struct rope_fp32_dense_interleaved_freqs_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1227,9 +2577,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp32_dense_interleaved_freqs_s0_v2_qk: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access, q and k together
+struct rope_fp32_dense_interleaved_freqs_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2_qk(const rope_fp32_dense_interleaved_freqs_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1241,8 +2636,10 @@ struct rope_fp32_dense_interleaved_freqs_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1264,9 +2661,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp32_dense_interleaved_freqs_s0_v4_qk: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access, q and k together
+struct rope_fp32_dense_interleaved_freqs_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s0_v4_qk(const rope_fp32_dense_interleaved_freqs_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1278,8 +2720,10 @@ struct rope_fp32_dense_interleaved_freqs_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1307,9 +2751,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp32_dense_interleaved_freqs_s3_v1_qk: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access, q and k together
+struct rope_fp32_dense_interleaved_freqs_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1_qk(const rope_fp32_dense_interleaved_freqs_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1321,8 +2822,10 @@ struct rope_fp32_dense_interleaved_freqs_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1350,9 +2853,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp32_dense_interleaved_freqs_s3_v2_qk: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access, q and k together
+struct rope_fp32_dense_interleaved_freqs_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2_qk(const rope_fp32_dense_interleaved_freqs_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1364,8 +2924,10 @@ struct rope_fp32_dense_interleaved_freqs_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1393,9 +2955,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+}
+
+// rope_fp32_dense_interleaved_freqs_s3_v4_qk: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access, q and k together
+struct rope_fp32_dense_interleaved_freqs_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s3_v4_qk(const rope_fp32_dense_interleaved_freqs_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1407,8 +3026,10 @@ struct rope_fp32_dense_interleaved_freqs_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1438,9 +3059,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1452,8 +3075,10 @@ struct rope_fp32_dense_interleaved_cossin_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1478,9 +3103,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp32_dense_interleaved_cossin_s0_v1_qk: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access, q and k together
+struct rope_fp32_dense_interleaved_cossin_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1_qk(const rope_fp32_dense_interleaved_cossin_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1492,8 +3165,10 @@ struct rope_fp32_dense_interleaved_cossin_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1518,9 +3193,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp32_dense_interleaved_cossin_s0_v2_qk: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access, q and k together
+struct rope_fp32_dense_interleaved_cossin_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2_qk(const rope_fp32_dense_interleaved_cossin_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1532,8 +3255,10 @@ struct rope_fp32_dense_interleaved_cossin_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1558,9 +3283,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp32_dense_interleaved_cossin_s0_v4_qk: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access, q and k together
+struct rope_fp32_dense_interleaved_cossin_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s0_v4_qk(const rope_fp32_dense_interleaved_cossin_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1572,8 +3345,10 @@ struct rope_fp32_dense_interleaved_cossin_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1604,9 +3379,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp32_dense_interleaved_cossin_s3_v1_qk: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access, q and k together
+struct rope_fp32_dense_interleaved_cossin_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1_qk(const rope_fp32_dense_interleaved_cossin_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1618,8 +3453,10 @@ struct rope_fp32_dense_interleaved_cossin_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1650,9 +3487,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp32_dense_interleaved_cossin_s3_v2_qk: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access, q and k together
+struct rope_fp32_dense_interleaved_cossin_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2_qk(const rope_fp32_dense_interleaved_cossin_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1664,8 +3561,10 @@ struct rope_fp32_dense_interleaved_cossin_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1696,9 +3595,69 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
+}
+
+// rope_fp32_dense_interleaved_cossin_s3_v4_qk: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access, q and k together
+struct rope_fp32_dense_interleaved_cossin_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s3_v4_qk(const rope_fp32_dense_interleaved_cossin_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1710,8 +3669,10 @@ struct rope_fp32_dense_interleaved_cossin_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1744,9 +3705,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1758,8 +3721,10 @@ struct rope_fp32_dense_interleaved_invfreq_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1780,9 +3745,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp32_dense_interleaved_invfreq_s0_v1_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access, q and k together
+struct rope_fp32_dense_interleaved_invfreq_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1_qk(const rope_fp32_dense_interleaved_invfreq_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1794,8 +3803,10 @@ struct rope_fp32_dense_interleaved_invfreq_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1816,9 +3827,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp32_dense_interleaved_invfreq_s0_v2_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access, q and k together
+struct rope_fp32_dense_interleaved_invfreq_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2_qk(const rope_fp32_dense_interleaved_invfreq_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1830,8 +3885,10 @@ struct rope_fp32_dense_interleaved_invfreq_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1852,9 +3909,53 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp32_dense_interleaved_invfreq_s0_v4_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access, q and k together
+struct rope_fp32_dense_interleaved_invfreq_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v4_qk(const rope_fp32_dense_interleaved_invfreq_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1866,8 +3967,10 @@ struct rope_fp32_dense_interleaved_invfreq_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1894,9 +3997,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp32_dense_interleaved_invfreq_s3_v1_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access, q and k together
+struct rope_fp32_dense_interleaved_invfreq_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1_qk(const rope_fp32_dense_interleaved_invfreq_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1908,8 +4067,10 @@ struct rope_fp32_dense_interleaved_invfreq_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1936,9 +4097,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp32_dense_interleaved_invfreq_s3_v2_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access, q and k together
+struct rope_fp32_dense_interleaved_invfreq_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2_qk(const rope_fp32_dense_interleaved_invfreq_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1950,8 +4167,10 @@ struct rope_fp32_dense_interleaved_invfreq_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1978,9 +4197,65 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
+}
+
+// rope_fp32_dense_interleaved_invfreq_s3_v4_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access, q and k together
+struct rope_fp32_dense_interleaved_invfreq_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v4_qk(const rope_fp32_dense_interleaved_invfreq_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1992,8 +4267,10 @@ struct rope_fp32_dense_interleaved_invfreq_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2022,9 +4299,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -2036,8 +4315,10 @@ struct rope_fp32_dense_interleaved_base_s0_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2059,9 +4340,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp32_dense_interleaved_base_s0_v1_qk: dense, interleaved pairs, angles from base, 0 strides, 1 per access, q and k together
+struct rope_fp32_dense_interleaved_base_s0_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1_qk(const rope_fp32_dense_interleaved_base_s0_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2073,8 +4399,10 @@ struct rope_fp32_dense_interleaved_base_s0_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2096,9 +4424,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp32_dense_interleaved_base_s0_v2_qk: dense, interleaved pairs, angles from base, 0 strides, 2 per access, q and k together
+struct rope_fp32_dense_interleaved_base_s0_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2_qk(const rope_fp32_dense_interleaved_base_s0_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2110,8 +4483,10 @@ struct rope_fp32_dense_interleaved_base_s0_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2133,9 +4508,54 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp32_dense_interleaved_base_s0_v4_qk: dense, interleaved pairs, angles from base, 0 strides, 4 per access, q and k together
+struct rope_fp32_dense_interleaved_base_s0_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v4_qk(const rope_fp32_dense_interleaved_base_s0_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2147,8 +4567,10 @@ struct rope_fp32_dense_interleaved_base_s3_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2176,9 +4598,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp32_dense_interleaved_base_s3_v1_qk: dense, interleaved pairs, angles from base, 3 strides, 1 per access, q and k together
+struct rope_fp32_dense_interleaved_base_s3_v1_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1_qk(const rope_fp32_dense_interleaved_base_s3_v1_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2190,8 +4669,10 @@ struct rope_fp32_dense_interleaved_base_s3_v2_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2219,9 +4700,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp32_dense_interleaved_base_s3_v2_qk: dense, interleaved pairs, angles from base, 3 strides, 2 per access, q and k together
+struct rope_fp32_dense_interleaved_base_s3_v2_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2_qk(const rope_fp32_dense_interleaved_base_s3_v2_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2233,8 +4771,10 @@ struct rope_fp32_dense_interleaved_base_s3_v4_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2262,9 +4802,66 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      BaseAngles{p.exponent_step, p.ratio, p.scale});
+}
+
+// rope_fp32_dense_interleaved_base_s3_v4_qk: dense, interleaved pairs, angles from base, 3 strides, 4 per access, q and k together
+struct rope_fp32_dense_interleaved_base_s3_v4_qk_params {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v4_qk(const rope_fp32_dense_interleaved_base_s3_v4_qk_params p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 4, true, true>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2276,8 +4873,10 @@ struct rope_fp32_dense_interleaved_base_s4_v1_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2307,8 +4906,10 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_dense<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }

@@ -1,7 +1,8 @@
 // cukiln RoPE kernels, element type fp32: 56 variants.
 // Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
-// pairing, addressing and angle source; the direction (forward or backward) is a kernel argument.
+// pairing, addressing and angle source; the direction (forward or backward), a second tensor of the same
+// tokens (rope_qk's k) and the rotated span's offset are kernel arguments.
 #include "rope.cuh"
 
 
@@ -13,8 +14,10 @@ struct rope_fp32_thd_half_freqs_s0_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -38,10 +41,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -53,8 +58,10 @@ struct rope_fp32_thd_half_freqs_s0_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -78,10 +85,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -93,8 +102,10 @@ struct rope_fp32_thd_half_freqs_s0_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -118,10 +129,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -133,8 +146,10 @@ struct rope_fp32_thd_half_freqs_s3_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -164,10 +179,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -179,8 +196,10 @@ struct rope_fp32_thd_half_freqs_s3_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -210,10 +229,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -225,8 +246,10 @@ struct rope_fp32_thd_half_freqs_s3_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -256,10 +279,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -271,8 +296,10 @@ struct rope_fp32_thd_half_freqs_s4_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -304,10 +331,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s4
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -319,8 +348,10 @@ struct rope_fp32_thd_half_cossin_s0_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -347,10 +378,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -362,8 +395,10 @@ struct rope_fp32_thd_half_cossin_s0_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -390,10 +425,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -405,8 +442,10 @@ struct rope_fp32_thd_half_cossin_s0_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -433,10 +472,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -448,8 +489,10 @@ struct rope_fp32_thd_half_cossin_s3_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -482,10 +525,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -497,8 +542,10 @@ struct rope_fp32_thd_half_cossin_s3_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -531,10 +578,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -546,8 +595,10 @@ struct rope_fp32_thd_half_cossin_s3_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -580,10 +631,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -595,8 +648,10 @@ struct rope_fp32_thd_half_cossin_s4_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -631,10 +686,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -646,8 +703,10 @@ struct rope_fp32_thd_half_invfreq_s0_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -670,10 +729,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -685,8 +746,10 @@ struct rope_fp32_thd_half_invfreq_s0_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -709,10 +772,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -724,8 +789,10 @@ struct rope_fp32_thd_half_invfreq_s0_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -748,10 +815,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -763,8 +832,10 @@ struct rope_fp32_thd_half_invfreq_s3_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -793,10 +864,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -808,8 +881,10 @@ struct rope_fp32_thd_half_invfreq_s3_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -838,10 +913,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -853,8 +930,10 @@ struct rope_fp32_thd_half_invfreq_s3_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -883,10 +962,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -898,8 +979,10 @@ struct rope_fp32_thd_half_invfreq_s4_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -930,10 +1013,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -945,8 +1030,10 @@ struct rope_fp32_thd_half_base_s0_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -970,10 +1057,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -985,8 +1074,10 @@ struct rope_fp32_thd_half_base_s0_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1010,10 +1101,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1025,8 +1118,10 @@ struct rope_fp32_thd_half_base_s0_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1050,10 +1145,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1065,8 +1162,10 @@ struct rope_fp32_thd_half_base_s3_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1096,10 +1195,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1111,8 +1212,10 @@ struct rope_fp32_thd_half_base_s3_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1142,10 +1245,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1157,8 +1262,10 @@ struct rope_fp32_thd_half_base_s3_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1188,10 +1295,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1203,8 +1312,10 @@ struct rope_fp32_thd_half_base_s4_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1236,10 +1347,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s4_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, false>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1251,8 +1364,10 @@ struct rope_fp32_thd_interleaved_freqs_s0_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1276,10 +1391,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1291,8 +1408,10 @@ struct rope_fp32_thd_interleaved_freqs_s0_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1316,10 +1435,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1331,8 +1452,10 @@ struct rope_fp32_thd_interleaved_freqs_s0_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1356,10 +1479,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1371,8 +1496,10 @@ struct rope_fp32_thd_interleaved_freqs_s3_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1402,10 +1529,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1417,8 +1546,10 @@ struct rope_fp32_thd_interleaved_freqs_s3_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1448,10 +1579,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1463,8 +1596,10 @@ struct rope_fp32_thd_interleaved_freqs_s3_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1494,10 +1629,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1509,8 +1646,10 @@ struct rope_fp32_thd_interleaved_freqs_s4_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1542,10 +1681,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1557,8 +1698,10 @@ struct rope_fp32_thd_interleaved_cossin_s0_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1585,10 +1728,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1600,8 +1745,10 @@ struct rope_fp32_thd_interleaved_cossin_s0_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1628,10 +1775,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1643,8 +1792,10 @@ struct rope_fp32_thd_interleaved_cossin_s0_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1671,10 +1822,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1686,8 +1839,10 @@ struct rope_fp32_thd_interleaved_cossin_s3_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1720,10 +1875,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1735,8 +1892,10 @@ struct rope_fp32_thd_interleaved_cossin_s3_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1769,10 +1928,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1784,8 +1945,10 @@ struct rope_fp32_thd_interleaved_cossin_s3_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1818,10 +1981,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1833,8 +1998,10 @@ struct rope_fp32_thd_interleaved_cossin_s4_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1869,10 +2036,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1884,8 +2053,10 @@ struct rope_fp32_thd_interleaved_invfreq_s0_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1908,10 +2079,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1923,8 +2096,10 @@ struct rope_fp32_thd_interleaved_invfreq_s0_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1947,10 +2122,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1962,8 +2139,10 @@ struct rope_fp32_thd_interleaved_invfreq_s0_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -1986,10 +2165,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -2001,8 +2182,10 @@ struct rope_fp32_thd_interleaved_invfreq_s3_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2031,10 +2214,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -2046,8 +2231,10 @@ struct rope_fp32_thd_interleaved_invfreq_s3_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2076,10 +2263,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -2091,8 +2280,10 @@ struct rope_fp32_thd_interleaved_invfreq_s3_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2121,10 +2312,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -2136,8 +2329,10 @@ struct rope_fp32_thd_interleaved_invfreq_s4_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2168,10 +2363,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -2183,8 +2380,10 @@ struct rope_fp32_thd_interleaved_base_s0_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2208,10 +2407,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2223,8 +2424,10 @@ struct rope_fp32_thd_interleaved_base_s0_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2248,10 +2451,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2263,8 +2468,10 @@ struct rope_fp32_thd_interleaved_base_s0_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2288,10 +2495,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2303,8 +2512,10 @@ struct rope_fp32_thd_interleaved_base_s3_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2334,10 +2545,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2349,8 +2562,10 @@ struct rope_fp32_thd_interleaved_base_s3_v2_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2380,10 +2595,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 2, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2395,8 +2612,10 @@ struct rope_fp32_thd_interleaved_base_s3_v4_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2426,10 +2645,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 4, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2441,8 +2662,10 @@ struct rope_fp32_thd_interleaved_base_s4_v1_grid_params {
   long long seq_len;
   long long batch;
   long long heads;
+  long long heads_k;
   long long head_dim;
   long long rotary_dim;
+  long long rotary_offset;
   long long seq_major;
   long long copy_tail;
   long long backward;
@@ -2474,9 +2697,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  rope_thd_grid<float, 1, true>(
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), geometry_of(p), positions_of(p),
+  const Tensors<float, Strided4Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
+  rope_thd_grid<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }

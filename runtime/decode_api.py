@@ -152,9 +152,9 @@ def run_decode(q, k_cache, v_cache, kv_lens, kv_layout="bhsd", kv_start=None, sc
     return (result, lse) if return_lse else result
 
 
-def _refuse_overlap(arg: int | None) -> None:
-    if arg is not None:
-        raise ValueError(f"out: overlaps {_NAMES[arg]}, which the kernel reads while it writes out")
+def _refuse_overlap(hit: tuple[int, int] | None) -> None:
+    if hit is not None:
+        raise ValueError(f"out: overlaps {_NAMES[hit[1]]}, which the kernel reads while it writes out")
 
 
 def _launch(cached: _CachedPlan, per_call: list, torch, written=None) -> None:
@@ -192,9 +192,9 @@ def _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softc
     spans += (None,) * (len(_PER_CALL) - len(spans))
     checks = () if out is None else tuple(i for i in range(_OUT) if spans[i] is not None)
     cached = _CachedPlan(plan, plan.values(out=0, lse=0),
-                         Refill(slots_for(plan.attention.field_names, _PER_CALL), spans, checks, _OUT),
+                         Refill(slots_for(plan.attention.field_names, _PER_CALL), spans, checks, (_OUT,)),
                          None if plan.combine is None else
-                         Refill(slots_for(plan.combine.field_names, _PER_CALL), spans, (), _OUT))
+                         Refill(slots_for(plan.combine.field_names, _PER_CALL), spans, (), (_OUT,)))
     if key is not None:
         PLANS.put(key, cached)
     result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out

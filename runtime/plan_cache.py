@@ -8,7 +8,7 @@ launches the kernels bound at the first launch. A miss runs the op's full valida
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 ALIGN_MASK = 15  # vector widths depend on pointer alignment up to 16 bytes
 
@@ -38,33 +38,42 @@ class PlanCache:
 
 @dataclass(frozen=True)
 class Refill:
-    """Where a call's pointers go in a plan's parameter values, and which of them the written tensor must not
-    overlap. Pointers are listed by the op in a fixed order (its tensor arguments); index ``written`` is the
-    output's."""
+    """Where a call's pointers go in a plan's parameter values, and which of them the written tensors must not
+    overlap. Pointers are listed by the op in a fixed order (its tensor arguments); ``written`` are the outputs'
+    indices."""
 
-    slots: tuple[tuple[int, int], ...]  # (index in the parameter values, index in the call's pointers)
+    # (index in the parameter values, index in the call's pointers, bytes added to the pointer)
+    slots: tuple[tuple[int, int, int], ...]
     spans: tuple[tuple[int, int] | None, ...]  # per pointer: the tensor's byte extent relative to it
-    checks: tuple[int, ...] = ()  # pointers (indices) whose tensors are rechecked against the written one
-    written: int = 1
+    checks: tuple[int, ...] = ()  # pointers (indices) whose tensors are rechecked against each written one
+    written: tuple[int, ...] = (1,)
+    # (written, checked) -> the tensors.Interleaving of a pair whose byte spans may meet without their bytes
+    # meeting (q and k slices of one fused projection): apart while their pointers' distance stays in its window
+    windows: dict = field(default_factory=dict)
 
     def values(self, template: tuple, pointers) -> list:
         """``template`` (a plan's parameter values) with this call's pointers written into their slots."""
         values = list(template)
-        for slot, arg in self.slots:
-            values[slot] = pointers[arg]
+        for slot, arg, add in self.slots:
+            values[slot] = pointers[arg] + add
         return values
 
-    def overlapping(self, pointers) -> int | None:
-        """The first checked pointer whose tensor overlaps the written tensor at this call's addresses, or None."""
-        w = self.written
-        lo_w, hi_w = pointers[w] + self.spans[w][0], pointers[w] + self.spans[w][1]
-        for i in self.checks:
-            lo, hi = pointers[i] + self.spans[i][0], pointers[i] + self.spans[i][1]
-            if lo_w < hi and lo < hi_w:
-                return i
+    def overlapping(self, pointers) -> tuple[int, int] | None:
+        """(written, checked) indices of the first pair whose tensors overlap at this call's addresses, or None."""
+        for w in self.written:
+            lo_w, hi_w = pointers[w] + self.spans[w][0], pointers[w] + self.spans[w][1]
+            for i in self.checks:
+                if i == w:
+                    continue
+                lo, hi = pointers[i] + self.spans[i][0], pointers[i] + self.spans[i][1]
+                if lo_w < hi and lo < hi_w:
+                    window = self.windows.get((w, i))
+                    if window is None or not window.apart(pointers[i] - pointers[w]):
+                        return w, i
         return None
 
 
-def slots_for(field_names: tuple[str, ...], pointer_fields: tuple[str | None, ...]) -> tuple[tuple[int, int], ...]:
-    """(index in ``field_names``, index in ``pointer_fields``) for every pointer the struct has a field for."""
-    return tuple((field_names.index(f), i) for i, f in enumerate(pointer_fields) if f is not None and f in field_names)
+def slots_for(field_names: tuple[str, ...], pointer_fields: tuple[str | None, ...]) -> tuple[tuple[int, int, int], ...]:
+    """(index in ``field_names``, index in ``pointer_fields``, 0) for every pointer the struct has a field for."""
+    return tuple((field_names.index(f), i, 0) for i, f in enumerate(pointer_fields)
+                 if f is not None and f in field_names)

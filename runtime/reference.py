@@ -110,22 +110,24 @@ def _info(t, name: str, accepts, wide=None):
     return from_torch(t, name, accepts, cuda=False)
 
 
-def _fresh_like(info):
-    """The TensorInfo of a new contiguous tensor like ``info`` (an output the kernels would allocate)."""
+def _fresh_like(info, ptr: int = 1 << 60):
+    """The TensorInfo of a new contiguous tensor like ``info`` (an output the kernels would allocate), at a made-up
+    address ``ptr`` far from every real one."""
     from .tensors import TensorInfo
 
     strides, step = [], 1
     for n in reversed(info.shape):
         strides.insert(0, step)
         step *= max(n, 1)
-    return TensorInfo(0, info.shape, tuple(strides), info.dtype, info.device)
+    return TensorInfo(ptr, info.shape, tuple(strides), info.dtype, info.device)
 
 
-def _validate_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, rotary_dim, positions, offsets, cu_seqlens,
-                   cp_size, cp_rank, max_seqlen, inplace, out) -> None:
+def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, rotary_dim, rotary_offset,
+                   positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, inplace, out, k=None, k_out=None):
+    """The planner's validation of a rope (or, with k, rope_qk) call: its rotary dim."""
     import torch
 
-    from .rope_plan import validate
+    from .rope_plan import validate, validate_second
     from .tensors import FLOATS, INTS
 
     wide = (torch.float64, "fp32")
@@ -133,14 +135,21 @@ def _validate_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, rotary_dim
     oi = xi if inplace else (_fresh_like(xi) if out is None else _info(out, "out", FLOATS, wide))
     tables = {name: None if t is None else _info(t, name, accepts, wide) for name, t, accepts in
               (("freqs", freqs, ("fp32",)), ("cos", cos, FLOATS), ("sin", sin, FLOATS),
-               ("inv_freq", inv_freq, ("fp32",)), ("positions", positions, INTS))}
+               ("cos_sin_cache", cos_sin_cache, FLOATS), ("inv_freq", inv_freq, ("fp32",)),
+               ("positions", positions, INTS))}
     offsets_arg = offsets if offsets is None or isinstance(offsets, int) else _info(offsets, "offsets", INTS)
     cu = None if cu_seqlens is None else _info(cu_seqlens, "cu_seqlens", ("int32",))
     guarded = tuple((n, i) for n, i in (*tables.items(), ("offsets", offsets_arg), ("cu_seqlens", cu))
                     if i is not None and not isinstance(i, int))
-    validate(xi, oi, **tables, base=base, scale=scale, layout=layout, rotary_dim=rotary_dim, offsets=offsets_arg,
-             cu_seqlens=cu, cu_seqlens_host=None if cu is None else tuple(cu_seqlens.tolist()), cp_size=cp_size,
-             cp_rank=cp_rank, max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
+    call = validate(xi, oi, **tables, base=base, scale=scale, layout=layout, rotary_dim=rotary_dim,
+                    rotary_offset=rotary_offset, offsets=offsets_arg, cu_seqlens=cu,
+                    cu_seqlens_host=None if cu is None else tuple(cu_seqlens.tolist()), cp_size=cp_size,
+                    cp_rank=cp_rank, max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
+    if k is not None:
+        ki = _info(k, "k", FLOATS, wide)
+        koi = ki if inplace else (_fresh_like(ki, 1 << 61) if k_out is None else _info(k_out, "k_out", FLOATS, wide))
+        validate_second(xi, oi, ki, koi, call, layout=layout, inplace=inplace, guarded=guarded)
+    return call.angles.rotary_dim
 
 
 def _written(result, x, inplace: bool, out):
@@ -152,17 +161,36 @@ def _written(result, x, inplace: bool, out):
     return target
 
 
-def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
-         interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
-         cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
-    """float64 RoPE: y = x*cos + rot(x)*sin forward, g = x*cos - rot(x*sin) backward (see cukiln.rope).
+def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+         layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
+         cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
+    """float64 RoPE: y = x*cos + rot(x)*sin forward, g = x*cos - rot(x*sin) backward (see cukiln.rope), on
+    features [rotary_offset, rotary_offset + rotary_dim).
 
     thd tokens outside every sequence come back unchanged.
     """
+    rd = _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, rotary_dim, rotary_offset,
+                        positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, inplace, out)
+    return _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rd, rotary_offset,
+                 positions, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace, out)
+
+
+def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+            layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
+            cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
+    """float64 rope_qk: (rope of q, rope of k with q's angles and positions) as cukiln.rope_qk."""
+    q_out, k_out = (None, None) if out is None else out
+    rd = _validate_rope(q, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, rotary_dim, rotary_offset,
+                        positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, inplace, q_out, k, k_out)
+    args = (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rd, rotary_offset, positions,
+            offsets, cu_seqlens, cp_size, cp_rank, backward, inplace)
+    return _rope(q, *args, q_out), None if k is None else _rope(k, *args, k_out)
+
+
+def _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rd, rotary_offset,
+          positions, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace, out):
     import torch
 
-    _validate_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, rotary_dim, positions, offsets, cu_seqlens,
-                   cp_size, cp_rank, max_seqlen, inplace, out)
     f64 = torch.float64
     dev = x.device
     covered = None
@@ -177,35 +205,35 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     S, B, H, D = xs.shape
     pos = _token_positions(S, B, positions, offsets, dev, cp_size, cp_rank)
 
+    if cos_sin_cache is not None:  # the packed table: cos of the pairs, then their sin
+        table = cos_sin_cache.reshape(cos_sin_cache.shape[0], cos_sin_cache.shape[-1])
+        cos, sin = table[:, : rd // 2], table[:, rd // 2:]
     if freqs is not None:
         table = freqs.reshape(freqs.shape[0], freqs.shape[-1]).to(f64)
-        rd = rotary_dim or table.shape[-1]
         angle = _lookup(table, pos)
         c, s = torch.cos(angle), torch.sin(angle)
     elif cos is not None:
         ct = cos.reshape(cos.shape[0], cos.shape[-1]).to(f64)
         st = sin.reshape(sin.shape[0], sin.shape[-1]).to(f64)
-        rd = rotary_dim or ct.shape[-1]
         idx = torch.arange(rd, device=dev) if ct.shape[-1] == rd else _pair_index(rd, interleaved, dev)
         c, s = _lookup(ct, pos)[..., idx], _lookup(st, pos)[..., idx]
     else:
         if inv_freq is not None:
-            rd = rotary_dim or 2 * inv_freq.shape[0]
             inv = inv_freq.to(device=dev, dtype=f64)
         else:
-            rd = rotary_dim or D
             i = torch.arange(rd // 2, device=dev, dtype=f64)
             inv = float(base) ** (-2.0 * i / rd)
         angle = pos[..., None].to(f64) * float(scale) * inv[_pair_index(rd, interleaved, dev)]
         c, s = torch.cos(angle), torch.sin(angle)
 
     c, s = c[:, :, None, :], s[:, :, None, :]  # shared by every head
-    xr = xs[..., :rd]
+    span = slice(rotary_offset, rotary_offset + rd)
+    xr = xs[..., span]
     y = xr * c - _rotate(xr * s, interleaved) if backward else xr * c + _rotate(xr, interleaved) * s
     if covered is not None:
         y = torch.where(covered[:, None, None, None], y, xr)
     result = xs.clone()
-    result[..., :rd] = y
+    result[..., span] = y
     if layout == "thd":
         result = result[:, 0]
     elif layout != "sbhd":

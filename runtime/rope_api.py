@@ -1,9 +1,10 @@
-"""cukiln.rope: rotary position embedding for sbhd, bshd and packed thd tensors of any strides, without copies.
+"""cukiln.rope and cukiln.rope_qk: rotary position embedding for sbhd, bshd and packed thd tensors of any strides,
+without copies; rope_qk rotates q and k of the same tokens together, with each token's angles computed once.
 
-The per-call path: read each tensor's metadata, look the call up in the plan cache (keyed by everything
-a plan depends on except pointer values: shapes, strides, dtypes, devices, pointer alignment, scalar
-arguments), re-check what depends on pointers (overlaps), fill the pointers in, launch. A cache miss
-runs the full validation of rope_plan.plan_rope.
+The per-call path (plan_cache.py): read each tensor's metadata, look the call up in the plan cache (keyed by
+everything a plan depends on except pointer values: shapes, strides, dtypes, devices, pointer alignment, scalar
+arguments), re-check what depends on pointers (overlaps), fill the pointers in, launch. A cache miss runs the
+full validation of rope_plan.plan_rope.
 """
 
 from __future__ import annotations
@@ -15,20 +16,22 @@ from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import kernel
 from .loader import KERNELS
 from .overrides import CURRENT as OVERRIDES
-from .plan_cache import ALIGN_MASK, PlanCache, Refill, slots_for
+from .plan_cache import ALIGN_MASK, PlanCache, Refill
 from .rope_plan import RopePlan, plan_rope
-from .tensors import FLOATS, INTS, from_torch, refuse_untracked_gradients
+from .tensors import FLOATS, INTS, from_torch, interleaving, refuse_untracked_gradients
 
-# Tensor arguments in a fixed order, the dtypes each one takes, and the kernel-parameter field its pointer fills.
-_TENSOR_ARGS = ("x", "out", "freqs", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens")
-_ACCEPTS = (FLOATS, FLOATS, ("fp32",), FLOATS, FLOATS, ("fp32",), INTS, INTS, ("int32",))
-_POINTER_FIELDS = ("x", "out", "table", "cos", "sin", "inv_freq", "positions", "offsets", "cu_seqlens")
+# Tensor arguments in a fixed order (the call's pointers are listed so), and the dtypes each one takes.
+_TENSOR_ARGS = ("x", "out", "k", "k_out", "freqs", "cos", "sin", "cos_sin_cache", "inv_freq", "positions", "offsets",
+                "cu_seqlens")
+_ACCEPTS = (FLOATS, FLOATS, FLOATS, FLOATS, ("fp32",), FLOATS, FLOATS, FLOATS, ("fp32",), INTS, INTS, ("int32",))
+_INDEX = {name: i for i, name in enumerate(_TENSOR_ARGS)}
 
 
 @dataclass
 class _CachedPlan:
     plan: RopePlan | None  # None: nothing to launch (an empty tensor)
     refill: Refill
+    then: "_CachedPlan | None" = None  # a second launch (rope_qk's k where no _qk variant serves the call)
     kernel: object = None  # the bound launch.Kernel, made on the plan's first launch
 
     def bind(self):
@@ -40,20 +43,27 @@ class _CachedPlan:
 PLANS = PlanCache()
 
 
-def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
-         interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
-         cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None, stream=None):
-    """Rotate the first ``rotary_dim`` features of every head of ``x`` by position-dependent angles.
+def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+         layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
+         cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None, stream=None):
+    """Rotate features [rotary_offset, rotary_offset + rotary_dim) of every head of ``x`` by position-dependent
+    angles.
 
     x: [s, b, h, d] (layout "sbhd"), [b, s, h, d] ("bshd") or packed [t, h, d] ("thd"), fp32/fp16/bf16,
     any strides, on a CUDA device.
     Angles, exactly one source: ``freqs`` [max_pos, rotary_dim] fp32 angles (sin/cos taken in the kernel);
     ``cos``/``sin`` caches [max_pos, rotary_dim] or [max_pos, rotary_dim/2] in fp32 or x's dtype;
-    ``inv_freq`` [rotary_dim/2] fp32 with angle = position * scale * inv_freq[i]; or ``base``, with
-    inv_freq[i] = base ** (-2i / rotary_dim). Tables of shape [max_pos, 1, 1, width] are accepted.
-    rotary_dim defaults to the table width (freqs, cos/sin), 2 * len(inv_freq), or d (base).
+    ``cos_sin_cache`` [max_pos, rotary_dim], the packed table of vLLM, SGLang and FlashInfer (cos of the pairs in
+    the first half of a row, their sin in the second), fp32 or x's dtype; ``inv_freq`` [rotary_dim/2] fp32 with
+    angle = position * scale * inv_freq[i]; or ``base``, with inv_freq[i] = base ** (-2i / rotary_dim) (the
+    frequencies follow rotary_dim, not the head dim). Tables of shape [max_pos, 1, 1, width] are accepted.
+    rotary_dim defaults to the table width (freqs, cos_sin_cache), 2 * len(inv_freq), or d (base); cos/sin tables
+    of width w read as full-width (rotary_dim = w) or half-width (2w), and where both fit the head the call must
+    give rotary_dim. ``rotary_offset``: the rotated span's first feature (vLLM's rope_dim_offset; MLA's rotary
+    part at the end of the head); features outside the span pass through.
     Positions: the index in the sequence plus ``offsets`` (an int or an int tensor [b], one per sequence),
-    or explicit ``positions`` ([s] or [b, s] ints; [t] for thd, which then needs no cu_seqlens).
+    or explicit ``positions`` ([s] or [b, s] int32/int64, read as given; [t] for thd, which then needs no
+    cu_seqlens).
     thd: ``cu_seqlens`` int32 [b + 1] (on x's device, or on the CPU: then its values are checked and it is
     copied over) delimits the sequences; tokens past the last sequence are left alone (out-of-place,
     their rows of out are not written). ``max_seqlen`` (the longest global sequence, optional) lets the
@@ -67,7 +77,7 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     nothing is read out of bounds.
     ``backward=True`` applies the exact vector-Jacobian product of the forward to a gradient x.
     ``inplace=True`` rotates x itself, reading and writing only the rotated features; otherwise the
-    result goes to ``out`` (allocated like x when None) and features [rotary_dim:] are copied over.
+    result goes to ``out`` (allocated like x when None) and the other features are copied over.
     Runs on the current torch stream without synchronizing (``stream=`` picks another); CuPy, JAX or any
     ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a copy and the result comes back
     in x's framework (see cukiln.interop). Returns the output tensor.
@@ -81,26 +91,62 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
             or (freqs is not None and getattr(freqs, "requires_grad", False))
             or (cos is not None and getattr(cos, "requires_grad", False))
             or (sin is not None and getattr(sin, "requires_grad", False))
+            or (cos_sin_cache is not None and getattr(cos_sin_cache, "requires_grad", False))
             or (inv_freq is not None and getattr(inv_freq, "requires_grad", False))):
         refuse_untracked_gradients("cukiln.rope", (("x", x), ("out", out), ("freqs", freqs), ("cos", cos),
-                                                   ("sin", sin), ("inv_freq", inv_freq)), "cukiln.torch.rope")
-    # Positional: 19 keyword arguments would cost this call about a microsecond.
-    return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
-                    cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out)
+                                                   ("sin", sin), ("cos_sin_cache", cos_sin_cache),
+                                                   ("inv_freq", inv_freq)), "cukiln.torch.rope")
+    # Positional: 21 keyword arguments would cost this call about a microsecond.
+    return run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim,
+                    rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out)
 
 
-# rope's arguments after x, in order: the one declaration (its signature above) that run_rope, prepare, the
-# reference, the torch op's schema and cukiln.torch.rope follow (tests/runtime/test_signatures.py checks each).
+# rope's arguments after x, in order: the one declaration (its signature above) that run_rope, rope_qk, prepare,
+# the reference, the torch ops' schemas and cukiln.torch's wrappers follow (tests/runtime/test_signatures.py).
 ARGUMENTS = tuple(inspect.signature(rope).parameters)[1:]
 
 
-def run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
-             cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out):
+def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+            layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
+            cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None,
+            stream=None):
+    """cukiln.rope on q and k of the same tokens at once: (q_out, k_out). k may differ from q in its head count and
+    in every stride (e.g. ``qkv[:, :hq * d].view(t, hq, d)`` and the next slice); each token's angles are computed
+    once, for all of its q and k heads, in one launch (dense layouts with the last dim contiguous; packed thd
+    sequences and strided last dims take a second launch for k). ``k=None`` rotates q alone (k_out None).
+    Every other argument is cukiln.rope's; ``out`` is a pair (q_out, k_out) or None (both allocated).
+    """
+    if not is_plain_torch_call(q, stream):
+        return call_with_foreign_arrays(rope_qk, locals())
+    if out is None:
+        q_out = k_out = None
+    elif isinstance(out, (tuple, list)) and len(out) == 2:
+        q_out, k_out = out
+    else:
+        raise TypeError(f"out: expected a pair (q_out, k_out) or None, got {type(out).__name__}")
+    if k is None and k_out is not None:
+        raise ValueError("out: k_out given without k")
+    if (q.requires_grad or getattr(k, "requires_grad", False) or getattr(q_out, "requires_grad", False)
+            or getattr(k_out, "requires_grad", False) or getattr(freqs, "requires_grad", False)
+            or getattr(cos, "requires_grad", False) or getattr(sin, "requires_grad", False)
+            or getattr(cos_sin_cache, "requires_grad", False) or getattr(inv_freq, "requires_grad", False)):
+        refuse_untracked_gradients("cukiln.rope_qk", (("q", q), ("k", k), ("q_out", q_out), ("k_out", k_out),
+                                                      ("freqs", freqs), ("cos", cos), ("sin", sin),
+                                                      ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq)),
+                                   "cukiln.torch.rope_qk")
+    return run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim,
+                       rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace,
+                       q_out, k_out)
+
+
+def run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim, rotary_offset,
+             positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out):
     """rope() on torch tensors, every argument positional (as rope's signature orders them, less stream):
     the entry for callers that already hold torch tensors, such as the torch ops."""
-    cached, values, result, copied = prepare(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved,
-                                              rotary_dim, positions, offsets, cu_seqlens, cp_size, cp_rank,
-                                              max_seqlen, backward, inplace, out)
+    cached, values, result, _, copied = prepare(x, None, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale,
+                                                layout, interleaved, rotary_dim, rotary_offset, positions, offsets,
+                                                cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out,
+                                                None)
     p = cached.plan
     if p is not None:
         (cached.kernel or cached.bind())(values, _torch._C._cuda_getCurrentRawStream(p.device))
@@ -113,6 +159,26 @@ def run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rot
     # a cache would release memory the kernel is about to read).
     del copied
     return result
+
+
+def run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim,
+                rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace,
+                q_out, k_out):
+    """rope_qk() on torch tensors, every argument positional (out as q_out, k_out): (q_out, k_out)."""
+    cached, values, result, k_result, copied = prepare(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale,
+                                                       layout, interleaved, rotary_dim, rotary_offset, positions,
+                                                       offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward,
+                                                       inplace, q_out, k_out)
+    p = cached.plan
+    if p is not None:
+        stream = _torch._C._cuda_getCurrentRawStream(p.device)
+        (cached.kernel or cached.bind())(values[0], stream)
+        if cached.then is not None:
+            (cached.then.kernel or cached.then.bind())(values[1], stream)
+        if inplace or q_out is not None:  # the caller's tensors written (see run_rope)
+            _torch._C._increment_version((result,) if k is None else (result, k_result))
+    del copied
+    return result, k_result
 
 
 _torch = None  # the torch module, imported by the first call (cukiln itself imports without torch)
@@ -129,14 +195,24 @@ def _import_torch():
 def plan_call(x, *, rule: dict | None = None, **kwargs) -> tuple[RopePlan | None, object]:
     """Validate a rope() call (the keyword arguments of cukiln.rope) and plan its launch without launching:
     (RopePlan or None when there is nothing to launch, output tensor). ``rule``: the dense launch choices to
-    plan with instead of the dispatch table's (as `cukiln tune rope` measures them; the plan is not cached)."""
+    plan with instead of the dispatch table's (as `cukiln tune rope` measures them; the plan is not cached).
+    For rope_qk's plans give ``k=`` (and ``k_out=``); the plan's ``then`` is k's own launch where one is needed."""
+    k, k_out = kwargs.pop("k", None), kwargs.pop("k_out", None)
     if rule is not None:
-        return _plan_uncached(x, rule=rule, **kwargs)
-    cached, values, out, _ = prepare(x, **kwargs)
+        return _plan_uncached(x, k, k_out, rule=rule, **kwargs)
+    args = [kwargs.pop(name, default) for name, default in _DEFAULTS]
+    if kwargs:
+        raise TypeError(f"plan_call: unexpected arguments {sorted(kwargs)}")
+    cached, values, out, _, _ = prepare(x, k, *args, k_out)
     p = cached.plan
     if p is None:
         return None, out
-    return replace(p, values=tuple(values)), out
+    first = values[0] if k is not None else values
+    return replace(p, values=tuple(first)), out
+
+
+_DEFAULTS = tuple((name, p.default) for name, p in inspect.signature(rope).parameters.items()
+                  if name not in ("x", "stream"))
 
 
 def launch_plan(plan: RopePlan) -> None:
@@ -147,23 +223,25 @@ def launch_plan(plan: RopePlan) -> None:
         plan.values, torch._C._cuda_getCurrentRawStream(plan.device))
 
 
-def _plan_uncached(x, *, rule: dict, out=None, inplace=False, **kwargs):
+def _plan_uncached(x, k, k_out, *, rule: dict, out=None, inplace=False, **kwargs):
     torch = _torch or _import_torch()
     out = x if inplace else (torch.empty_like(x) if out is None else out)
-    tensors = {name: kwargs.get(name) for name in _TENSOR_ARGS[2:]}
-    cached = _plan_and_describe((x, out) + tuple(tensors.values()), inplace=inplace, fresh=False, cu_host=None,
-                                thd_dispatch=OVERRIDES["rope_thd_dispatch"], rule=rule,
-                                **{k: v for k, v in kwargs.items() if k not in tensors})
+    if k is not None:
+        k_out = k if inplace else (torch.empty_like(k) if k_out is None else k_out)
+    tensors = tuple(kwargs.pop(name, None) for name in _TENSOR_ARGS[4:])
+    cached = _plan_and_describe((x, out, k, k_out) + tensors, inplace=inplace, fresh=False, cu_host=None,
+                                thd_dispatch=OVERRIDES["rope_thd_dispatch"], rule=rule, **kwargs)
     return cached.plan, out
 
 
-def prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
-            interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1,
-            cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
-    """Everything of a rope() call but the launch: (cached plan (its plan is None when there is nothing to
-    launch), parameter values with this call's pointers, output tensor, the device copy of host cu_seqlens or
-    None, which must outlive the launch). Runs on every call (`cukiln bench overhead` times it alone): the
-    plan-cache hit is written out for speed."""
+def prepare(x, k, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+            layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
+            cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None,
+            k_out=None):
+    """Everything of a rope() (k None) or rope_qk() call but the launch: (cached plan (its plan is None when there
+    is nothing to launch), parameter values with this call's pointers (for rope_qk one list per launch), x's
+    output, k's output, the device copy of host cu_seqlens or None, which must outlive the launch). Runs on every
+    call (`cukiln bench overhead` times it alone): the plan-cache hit is written out for speed."""
     torch = _torch or _import_torch()
     cu_host = copied = None
     if cu_seqlens is not None and isinstance(cu_seqlens, torch.Tensor) and cu_seqlens.device.type == "cpu" \
@@ -180,20 +258,36 @@ def prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     if inplace:
         if out is not None and out is not x:
             raise ValueError("out: inplace=True writes x itself; got a different out tensor")
-        out = x
+        if k is not None and k_out is not None and k_out is not k:
+            raise ValueError("k_out: inplace=True writes k itself; got a different k_out tensor")
+        out, k_out = x, k
     elif out is None:
+        if k_out is not None:
+            raise ValueError("out: give both q_out and k_out, or neither")
         out, fresh = torch.empty_like(x), True
-    others = (freqs, cos, sin, inv_freq, positions, offsets, cu_seqlens)
+        if k is not None:
+            k_out = torch.empty_like(k)
+    elif k is not None and k_out is None:
+        raise ValueError("out: give both q_out and k_out, or neither")
+    others = (freqs, cos, sin, cos_sin_cache, inv_freq, positions, offsets, cu_seqlens)
     # The cache key: everything the plan depends on except pointer values.
     try:
         xp = x.data_ptr()
-        pointers = [xp, xp]
+        pointers = [xp, xp, 0, 0]
         key = [x.shape, x.stride(), x.dtype, x.is_neg(), x.get_device(), xp & ALIGN_MASK, base, scale, layout,
-               interleaved, rotary_dim, backward, inplace, fresh, cp_size, cp_rank, max_seqlen, thd_dispatch, cu_host]
+               interleaved, rotary_dim, rotary_offset, backward, inplace, fresh, cp_size, cp_rank, max_seqlen,
+               thd_dispatch, cu_host]
         if out is not x:
             pointers[1] = op = out.data_ptr()
             if not fresh:
                 key += (out.shape, out.stride(), out.dtype, out.is_neg(), out.get_device(), op & ALIGN_MASK, op == xp)
+        if k is not None:
+            pointers[2] = kp = k.data_ptr()
+            pointers[3] = kop = k_out.data_ptr()
+            key += (k.shape, k.stride(), k.dtype, k.is_neg(), k.get_device(), kp & ALIGN_MASK)
+            if not fresh and not inplace:
+                key += (k_out.shape, k_out.stride(), k_out.dtype, k_out.is_neg(), k_out.get_device(),
+                        kop & ALIGN_MASK, kop == kp)
         for t in others:
             if t is None or type(t) is int:
                 key.append(t)
@@ -207,57 +301,74 @@ def prepare(x, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
     except (AttributeError, TypeError):  # not tensors, unhashable scalars: the full validation explains
         key, cached = None, None
     if cached is None:
-        cached = _plan_and_describe((x, out) + others, base=base, scale=scale, layout=layout,
-                                    interleaved=interleaved, rotary_dim=rotary_dim, backward=backward,
-                                    inplace=inplace, fresh=fresh, cu_host=cu_host, cp_size=cp_size, cp_rank=cp_rank,
-                                    max_seqlen=max_seqlen, thd_dispatch=thd_dispatch)
+        cached = _plan_and_describe((x, out, k, k_out) + others, base=base, scale=scale, layout=layout,
+                                    interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
+                                    backward=backward, inplace=inplace, fresh=fresh, cu_host=cu_host, cp_size=cp_size,
+                                    cp_rank=cp_rank, max_seqlen=max_seqlen, thd_dispatch=thd_dispatch)
         if key is not None:
             PLANS.put(key, cached)
-        p = cached.plan
-        return cached, (p.values if p is not None else ()), out, copied
+        pointers = [0 if t is None or type(t) is int else t.data_ptr() for t in (x, out, k, k_out) + others]
     p = cached.plan
     if p is None:
-        return cached, (), out, copied
+        return cached, (), out, k_out, copied
     refill = cached.refill
     if refill.checks:
         _refuse_overlap(refill.overlapping(pointers))
-    return cached, refill.values(p.values, pointers), out, copied
+    values = refill.values(p.values, pointers)
+    if k is None:
+        return cached, values, out, k_out, copied
+    then = cached.then
+    return cached, (values, None if then is None else then.refill.values(then.plan.values, pointers)), out, k_out, copied
 
 
-def _refuse_overlap(arg: int | None) -> None:
-    """Pointer-dependent part of the validation: out must not overlap an input (nor x, unless it is x)."""
-    if arg is not None:
-        name = _TENSOR_ARGS[arg]
-        raise ValueError(f"out: overlaps {name}" + (
-            " without being exactly x (use inplace=True to rotate x itself)" if name == "x"
-            else ", which the kernel reads while it writes out"))
+def _refuse_overlap(hit: tuple[int, int] | None) -> None:
+    """Pointer-dependent part of the validation: an output must not overlap an input (nor x, unless it is x) or
+    the other output."""
+    if hit is not None:
+        written, name = _TENSOR_ARGS[hit[0]], _TENSOR_ARGS[hit[1]]
+        raise ValueError(f"{written}: overlaps {name}" + (
+            f" without being exactly {name} (use inplace=True to rotate {name} itself)" if name in ("x", "k")
+            else ", which the kernel reads while it writes it"))
 
 
 def _plan_and_describe(args, *, base=None, scale=1.0, layout="sbhd", interleaved=False, rotary_dim=None,
-                       backward=False, inplace=False, fresh=False, cu_host=None, cp_size=1, cp_rank=0,
-                       max_seqlen=None, thd_dispatch="auto", rule=None) -> _CachedPlan:
+                       rotary_offset=0, backward=False, inplace=False, fresh=False, cu_host=None, cp_size=1,
+                       cp_rank=0, max_seqlen=None, thd_dispatch="auto", rule=None) -> _CachedPlan:
     """Full validation and planning; records where the pointers go so that later calls only refill them."""
     # Only offsets takes an int; an int anywhere else is refused by from_torch (it would be no tensor at all).
     infos = [None if t is None or (name == "offsets" and isinstance(t, int)) else from_torch(t, name, accepts)
              for name, t, accepts in zip(_TENSOR_ARGS, args, _ACCEPTS)]
-    x, out, freqs, cos, sin, inv_freq, positions, offsets, cu_seqlens = infos
-    offsets_arg = args[7] if isinstance(args[7], int) or args[7] is None else offsets
-    guarded = tuple((name, info) for name, info in zip(_TENSOR_ARGS[2:], infos[2:]) if info is not None)
-    plan = plan_rope(x, out, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale,
-                     layout=layout, interleaved=interleaved, rotary_dim=rotary_dim, positions=positions,
-                     offsets=offsets_arg, cu_seqlens=cu_seqlens, cu_seqlens_host=cu_host, cp_size=cp_size,
-                     cp_rank=cp_rank, max_seqlen=max_seqlen, thd_dispatch=thd_dispatch,
-                     arch=KERNELS.arch(x.device), backward=backward,
-                     inplace=inplace, guarded=guarded, rule=rule)
-    slots = ()
-    if plan is not None:
-        fields = tuple(f if info is not None else None for f, info in zip(_POINTER_FIELDS, infos))
-        slots = slots_for(plan.field_names, fields)
-    spans = tuple(None if info is None else tuple(s - info.ptr for s in info.byte_span()) for info in infos)
+    x, out, k, k_out = infos[:4]
+    tables = dict(zip(_TENSOR_ARGS[4:], infos[4:]))
+    offsets = args[_INDEX["offsets"]]
+    offsets_arg = offsets if isinstance(offsets, int) or offsets is None else tables["offsets"]
+    guarded = tuple((name, info) for name, info in tables.items() if info is not None)
+    device = x.device
+    plan = plan_rope(x, out, freqs=tables["freqs"], cos=tables["cos"], sin=tables["sin"],
+                     cos_sin_cache=tables["cos_sin_cache"], inv_freq=tables["inv_freq"], base=base, scale=scale,
+                     layout=layout, interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
+                     positions=tables["positions"], offsets=offsets_arg, cu_seqlens=tables["cu_seqlens"],
+                     cu_seqlens_host=cu_host, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen,
+                     thd_dispatch=thd_dispatch, arch=KERNELS.arch(device), backward=backward, inplace=inplace,
+                     guarded=guarded, rule=rule, k=k, k_out=k_out, sms=KERNELS.sm_count(device))
+    spans = tuple(None if info is None else tuple(b - info.ptr for b in info.byte_span()) for info in infos)
     # A fresh out overlaps nothing; otherwise out's current pointer is checked against every input's on
     # each call (x's too, unless out is exactly x: a view of x with other strides is refused).
+    # Fresh outputs overlap nothing; otherwise each output's current pointer is checked against every other
+    # tensor's on each call (x's and k's too, unless written in place: a view of x with other strides is refused).
     in_place = inplace or (out is not None and out.same_view(x))
+    written = (1,) if k is None else (1, 3)
     checks = () if fresh else tuple(i for i, span in enumerate(spans)
-                                    if span is not None and i != 1 and not (i == 0 and in_place))
-    return _CachedPlan(plan, Refill(slots, spans, checks))
+                                    if span is not None and not (i == 0 and in_place) and not (i == 2 and in_place)
+                                    and not (i in written and len(written) == 1))
+    windows = {(w, i): window for w in written for i in checks
+               if i != w and (window := interleaving(infos[w], infos[i])) is not None}
+    if plan is None:
+        return _CachedPlan(None, Refill((), spans, checks, written, windows))
 
+    def cached(p: RopePlan) -> _CachedPlan:
+        slots = tuple((p.field_names.index(field), _INDEX[arg], add) for field, arg, add in p.pointers)
+        return _CachedPlan(p, Refill(slots, spans, checks, written, windows),
+                           None if p.then is None else cached(p.then))
+
+    return cached(plan)

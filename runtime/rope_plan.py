@@ -8,7 +8,7 @@ value, before anything is launched.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cukiln.core.archs import programmatic_launch
 from cukiln.generated import dispatch
@@ -29,7 +29,7 @@ MAX_TOKENS = (INT32_MAX - 1024) // 2
 
 @dataclass(frozen=True)
 class RopePlan:
-    key: tuple  # (dtype, layout, pairing, angles, strides, vector width, dispatch)
+    key: tuple  # (dtype, layout, pairing, angles, strides, vector width, dispatch, tensors)
     module: str
     symbol: str
     fmt: str
@@ -38,7 +38,11 @@ class RopePlan:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     device: int
-    overlap_previous: bool = False  # a programmatic launch (sm_90 on: see runtime/arch.py)
+    overlap_previous: bool = False  # a programmatic launch (sm_90 on: see core/archs.py)
+    # (field, tensor argument, bytes added): where each tensor argument's pointer goes in the values, for a call
+    # that refills them (the rotary offset and a packed cos|sin cache's sin half are byte offsets)
+    pointers: tuple[tuple[str, str, int], ...] = ()
+    then: "RopePlan | None" = None  # a second launch right after (rope_qk's k where no _qk variant serves)
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class Angles:
     rotary_dim: int
     fields: dict
     table_rows: int | None  # rows of a position-indexed table, None when any position is valid
+    pointers: tuple[tuple[str, str, int], ...] = ()  # (field, tensor argument, bytes added) of its tables
 
 
 def _table_2d(t: TensorInfo, name: str) -> tuple[int, int, int]:
@@ -65,15 +70,35 @@ def _check_rotary_dim(rotary_dim: int, head_dim: int) -> None:
         raise ValueError(f"rotary_dim: expected an even number in [2, head_dim={head_dim}], got {rotary_dim}")
 
 
-def resolve_angles(x: TensorInfo, head_dim: int, *, freqs, cos, sin, inv_freq, base, scale, rotary_dim) -> Angles:
+def _table_width_reading(width: int, head_dim: int, rotary_dim, name: str) -> int:
+    """The rotary dim of a cos/sin table of ``width`` columns: rotary_dim when given; else the only reading that
+    fits the head (full width: rotary_dim = width; half width, one entry per pair: 2 x width). Both fitting is
+    ambiguous, and an error naming both readings."""
+    if rotary_dim is not None:
+        return rotary_dim
+    readings = [rd for rd in (width, 2 * width) if rd % 2 == 0 and 0 < rd <= head_dim]
+    if len(readings) == 2:
+        raise ValueError(f"{name}: tables of width {width} with head_dim {head_dim} read two ways: full-width (one "
+                         f"entry per feature) for rotary_dim={width}, or half-width (one entry per pair) for "
+                         f"rotary_dim={2 * width}; give rotary_dim")
+    if not readings:
+        raise ValueError(f"{name}: tables of width {width} fit no rotary dim of head_dim {head_dim} (full-width "
+                         f"{width} or half-width {2 * width})")
+    return readings[0]
+
+
+def resolve_angles(x: TensorInfo, head_dim: int, *, freqs, cos, sin, inv_freq, base, scale, rotary_dim,
+                   cos_sin_cache=None) -> Angles:
     given = [n for n, v in (("freqs", freqs), ("cos/sin", cos if cos is not None else sin),
-                            ("inv_freq", inv_freq), ("base", base)) if v is not None]
+                            ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq), ("base", base)) if v is not None]
     if len(given) != 1:
-        raise ValueError(f"angles: expected exactly one of freqs, cos/sin, inv_freq, base; got {given or 'none'}")
-    table = given[0] in ("freqs", "cos/sin")
+        raise ValueError("angles: expected exactly one of freqs, cos/sin, cos_sin_cache, inv_freq, base; got "
+                         f"{given or 'none'}")
+    table = given[0] in ("freqs", "cos/sin", "cos_sin_cache")
     if table and scale != 1.0:
         raise ValueError(f"scale: applies to inv_freq and base only; got scale={scale} with {given[0]}")
-    for name, t in (("freqs", freqs), ("cos", cos), ("sin", sin), ("inv_freq", inv_freq)):
+    for name, t in (("freqs", freqs), ("cos", cos), ("sin", sin), ("cos_sin_cache", cos_sin_cache),
+                    ("inv_freq", inv_freq)):
         if t is not None and t.device != x.device:
             raise ValueError(f"{name}: expected a tensor on cuda:{x.device}, got one on cuda:{t.device}")
 
@@ -85,7 +110,26 @@ def resolve_angles(x: TensorInfo, head_dim: int, *, freqs, cos, sin, inv_freq, b
         if rd != width:
             raise ValueError(f"freqs: expected width rotary_dim={rd}, got {width}")
         _check_rotary_dim(rd, head_dim)
-        return Angles("freqs", rd, {"table": freqs.ptr, "table_row": row_stride, "table_rows": rows}, rows)
+        return Angles("freqs", rd, {"table": freqs.ptr, "table_row": row_stride, "table_rows": rows}, rows,
+                      (("table", "freqs", 0),))
+
+    if cos_sin_cache is not None:
+        # vLLM's, SGLang's and FlashInfer's packed table [max_pos, rotary_dim]: cos of the rotary_dim / 2 pairs, then
+        # their sin. It is a half-width cos table and a half-width sin table sharing rows.
+        c = cos_sin_cache
+        if c.dtype not in (x.dtype, "fp32"):
+            raise TypeError(f"cos_sin_cache: expected float32 or x's dtype {x.dtype}, got {c.dtype}")
+        rows, width, row_stride = _table_2d(c, "cos_sin_cache")
+        rd = width if rotary_dim is None else rotary_dim
+        if rd != width:
+            raise ValueError(f"cos_sin_cache: expected width rotary_dim={rd} (cos | sin of its {rd // 2} pairs), "
+                             f"got {width}")
+        _check_rotary_dim(rd, head_dim)
+        half = rd // 2
+        fields = {"cos": c.ptr, "sin": c.ptr + half * c.itemsize, "cos_row": row_stride, "sin_row": row_stride,
+                  "table_rows": rows, "per_pair": 1}
+        kind = "cossin" if c.dtype == x.dtype else "cossinf32"
+        return Angles(kind, rd, fields, rows, (("cos", "cos_sin_cache", 0), ("sin", "cos_sin_cache", half * c.itemsize)))
 
     if cos is not None or sin is not None:
         if cos is None or sin is None:
@@ -96,14 +140,14 @@ def resolve_angles(x: TensorInfo, head_dim: int, *, freqs, cos, sin, inv_freq, b
         sin_rows, sin_width, sin_row = _table_2d(sin, "sin")
         if (sin_rows, sin_width) != (rows, width):
             raise ValueError(f"sin: expected the shape of cos {list(cos.shape)}, got {list(sin.shape)}")
-        rd = width if rotary_dim is None else rotary_dim
+        rd = _table_width_reading(width, head_dim, rotary_dim, "cos/sin")
         _check_rotary_dim(rd, head_dim)
         if width not in (rd, rd // 2):
             raise ValueError(f"cos/sin: expected width rotary_dim={rd} or rotary_dim/2={rd // 2}, got {width}")
         kind = "cossin" if cos.dtype == x.dtype else "cossinf32"
         fields = {"cos": cos.ptr, "sin": sin.ptr, "cos_row": cos_row, "sin_row": sin_row, "table_rows": rows,
                   "per_pair": int(width == rd // 2 and width != rd)}
-        return Angles(kind, rd, fields, rows)
+        return Angles(kind, rd, fields, rows, (("cos", "cos", 0), ("sin", "sin", 0)))
 
     if inv_freq is not None:
         if inv_freq.dtype != "fp32" or inv_freq.ndim != 1:
@@ -114,7 +158,8 @@ def resolve_angles(x: TensorInfo, head_dim: int, *, freqs, cos, sin, inv_freq, b
         if rd != 2 * inv_freq.shape[0]:
             raise ValueError(f"inv_freq: expected rotary_dim/2={rd // 2} entries, got {inv_freq.shape[0]}")
         _check_rotary_dim(rd, head_dim)
-        return Angles("invfreq", rd, {"inv_freq": inv_freq.ptr, "scale": float(scale)}, None)
+        return Angles("invfreq", rd, {"inv_freq": inv_freq.ptr, "scale": float(scale)}, None,
+                      (("inv_freq", "inv_freq", 0),))
 
     if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 0 or math.isinf(base):
         raise ValueError(f"base: expected a positive finite number, got {base!r}")
@@ -159,9 +204,9 @@ def stride_count(x_sizes, x_strides, out_strides, seq_major: bool, packed_kernel
 
 def widest_vector(itemsize: int, rotary_dim: int, head_dim: int, interleaved: bool, copy_tail: bool,
                   strides: int, pointers: tuple[int, ...], row_strides: tuple[int, ...],
-                  max_bytes: int = 16) -> int:
+                  max_bytes: int = 16, rotary_offset: int = 0) -> int:
     """The widest vector (elements per access, at most ``max_bytes``) that keeps every access aligned
-    and inside its row."""
+    and inside its row. ``pointers`` point at the rotated span (``rotary_offset`` features into each head)."""
     if strides == 4:
         return 1
     for v in (8, 4, 2, 1):
@@ -169,7 +214,7 @@ def widest_vector(itemsize: int, rotary_dim: int, head_dim: int, interleaved: bo
             continue
         if (rotary_dim % (2 * v)) if interleaved else ((rotary_dim // 2) % v):
             continue
-        if copy_tail and (head_dim - rotary_dim) % v:
+        if (copy_tail and (head_dim - rotary_dim) % v) or rotary_offset % v:
             continue
         if any(p % (v * itemsize) for p in pointers) or any(s % v for s in row_strides):
             continue
@@ -299,40 +344,108 @@ class _Validated:
     pos_fields: dict
     seqs: PackedSequences | None  # thd by cu_seqlens; None for dense layouts and thd with positions
     in_place: bool
+    rotary_offset: int
 
 
-def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None,
-              scale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, positions=None, offsets=None,
-              cu_seqlens: TensorInfo | None = None, cu_seqlens_host: tuple[int, ...] | None = None, cp_size=1,
-              cp_rank=0, max_seqlen=None, thd_dispatch: str = "auto", arch: str | None = None,
+@dataclass(frozen=True)
+class _Operand:
+    """One tensor a launch rotates (x, or rope_qk's k) and the one it writes, with their layout."""
+
+    x: TensorInfo
+    out: TensorInfo
+    x_arg: str  # the tensor arguments they came from: ("x", "out") or ("k", "k_out")
+    out_arg: str
+    sizes: tuple[int, int, int, int]  # (S, B, H, D)
+    x_strides: tuple[int, int, int, int]
+    out_strides: tuple[int, int, int, int]
+
+    def span_pointers(self, rotary_offset: int) -> tuple[int, int]:
+        """x's and out's addresses of the rotated span's first feature (the kernels' base pointers)."""
+        return (self.x.ptr + rotary_offset * self.x_strides[3] * self.x.itemsize,
+                self.out.ptr + rotary_offset * self.out_strides[3] * self.out.itemsize)
+
+
+# Heads split over blockIdx.z (dense layouts): when a grid has fewer blocks than SMALL_GRID_SHARE of the
+# multiprocessors, its heads spread over more blocks, about one per multiprocessor in all (decode-size calls).
+SMALL_GRID_SHARE = 0.5
+
+
+def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None,
+              base=None, scale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None,
+              offsets=None, cu_seqlens: TensorInfo | None = None, cu_seqlens_host: tuple[int, ...] | None = None,
+              cp_size=1, cp_rank=0, max_seqlen=None, thd_dispatch: str = "auto", arch: str | None = None,
               backward=False, inplace=False, guarded: tuple[tuple[str, TensorInfo], ...] = (),
-              rule: dict | None = None) -> RopePlan | None:
+              rule: dict | None = None, k: TensorInfo | None = None, k_out: TensorInfo | None = None,
+              sms: int = 132) -> RopePlan | None:
     """The launch for one call, or None when there is nothing to do (an empty tensor).
 
     ``out`` is the tensor written: x itself for an in-place call. ``guarded`` are the inputs that ``out``
     must not overlap (angle tables, positions, offsets, cu_seqlens). ``cu_seqlens_host`` are the values of
     cu_seqlens when the caller has them on the host (then fully checked); ``thd_dispatch`` forces token or
     grid dispatch; ``arch`` (e.g. "sm_90") selects the tuned rules; ``rule`` replaces the dense launch rule
-    (launch_rule) for measurements.
+    (launch_rule) for measurements. ``k`` / ``k_out``: a second tensor of the same tokens and the one written
+    for it (rope_qk), rotated in the same launch where a _qk variant serves the call, else by the plan's
+    ``then``. ``sms``: the GPU's multiprocessors (small grids split their heads over more blocks).
     """
-    call = validate(x, out, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale,
-                     layout=layout, rotary_dim=rotary_dim, positions=positions, offsets=offsets,
-                     cu_seqlens=cu_seqlens, cu_seqlens_host=cu_seqlens_host, cp_size=cp_size, cp_rank=cp_rank,
-                     max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
+    call = validate(x, out, freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq, base=base,
+                    scale=scale, layout=layout, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
+                    positions=positions, offsets=offsets, cu_seqlens=cu_seqlens, cu_seqlens_host=cu_seqlens_host,
+                    cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
+    operands = [_Operand(x, out, "x", "out", call.sizes, call.x_strides, call.out_strides)]
+    if k is not None:
+        operands.append(validate_second(x, out, k, k_out, call, layout=layout, inplace=inplace, guarded=guarded))
     if x.numel == 0 or (call.seqs is not None and call.seqs.num_seqs == 0):
         return None  # nothing to rotate (with no sequence, every token lies past the last one's end)
-    key, grid, block, seq_major = _choose_launch(x, out, call, interleaved, thd_dispatch, arch,
-                                                 rule or launch_rule(arch, layout))
-    module, symbol, layout_id = dispatch.ROPE[key]
+    rule = rule or launch_rule(arch, layout)
+    common = dict(call=call, interleaved=interleaved, thd_dispatch=thd_dispatch, arch=arch, rule=rule, sms=sms,
+                  cp_size=cp_size, cp_rank=cp_rank, cu_seqlens=cu_seqlens, backward=backward, layout=layout)
+    if len(operands) == 2:
+        together = _plan_launch(operands, **common)
+        if together is not None:
+            return together
+        # no _qk variant serves this call (packed sequences, a strided last dim): k takes a launch of its own
+        first = _plan_launch(operands[:1], **common)
+        return replace(first, then=_plan_launch(operands[1:], **common))
+    return _plan_launch(operands, **common)
+
+
+def _plan_launch(operands: list[_Operand], *, call: _Validated, interleaved, thd_dispatch, arch, rule, sms, cp_size,
+                 cp_rank, cu_seqlens, backward, layout) -> RopePlan | None:
+    """One launch rotating ``operands`` (one tensor, or q and k together: None when no variant serves them)."""
+    key, grid, block, seq_major = _choose_launch(operands, call, interleaved, thd_dispatch, arch, rule, sms)
+    entry = dispatch.ROPE.get(key)
+    if entry is None:
+        if len(operands) == 2:
+            return None
+        raise AssertionError(f"no RoPE variant for {key}: the variant space and the planner disagree")
+    module, symbol, layout_id = entry
     names, fmt = dispatch.ROPE_PARAMS[layout_id]
-    fields = _fields(x, out, call, seq_major, cp_size, cp_rank, cu_seqlens, backward)
-    return RopePlan(key, module, symbol, fmt, names, tuple(fields[n] for n in names), grid, block, x.device,
-                    programmatic_launch(arch))
+    fields = _fields(operands, call, seq_major, cp_size, cp_rank, cu_seqlens, backward)
+    pointers = _pointer_fields(operands, call)
+    return RopePlan(key, module, symbol, fmt, names, tuple(fields[n] for n in names), grid, block,
+                    operands[0].x.device, programmatic_launch(arch),
+                    tuple(p for p in pointers if p[0] in names))
+
+
+def _pointer_fields(operands: list[_Operand], call: _Validated) -> tuple[tuple[str, str, int], ...]:
+    """(field, tensor argument, bytes added) of every pointer a launch of ``operands`` takes."""
+    found = []
+    for field_x, field_out, op in zip(("x", "k"), ("out", "k_out"), operands):
+        x_at, out_at = op.span_pointers(call.rotary_offset)
+        found += [(field_x, op.x_arg, x_at - op.x.ptr), (field_out, op.out_arg, out_at - op.out.ptr)]
+    found += list(call.angles.pointers)
+    if call.pos_fields["positions"]:
+        found.append(("positions", "positions", 0))
+    if call.pos_fields["offsets"]:
+        found.append(("offsets", "offsets", 0))
+    if call.seqs is not None:
+        found.append(("cu_seqlens", "cu_seqlens", 0))
+    return tuple(found)
 
 
 def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base, scale, layout, rotary_dim,
-              positions, offsets, cu_seqlens, cu_seqlens_host, cp_size, cp_rank, max_seqlen, inplace,
-              guarded) -> _Validated:
+             positions, offsets, cu_seqlens, cu_seqlens_host, cp_size, cp_rank, max_seqlen, inplace,
+             guarded, cos_sin_cache=None, rotary_offset=0) -> _Validated:
     """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument.
     (The float64 reference runs it too: it takes the calls the kernels take.)"""
     if layout not in LAYOUTS:
@@ -356,8 +469,13 @@ def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base,
         raise ValueError("cu_seqlens: layout 'thd' needs cu_seqlens (int32 [num_seqs + 1]) or explicit positions")
     sizes, x_strides = _dense_view(x, layout)
     S, B, H, D = sizes
-    angles = resolve_angles(x, D, freqs=freqs, cos=cos, sin=sin, inv_freq=inv_freq, base=base, scale=scale,
-                            rotary_dim=rotary_dim)
+    angles = resolve_angles(x, D, freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq,
+                            base=base, scale=scale, rotary_dim=rotary_dim)
+    if isinstance(rotary_offset, bool) or not isinstance(rotary_offset, int) or not (
+            0 <= rotary_offset <= D - angles.rotary_dim):
+        raise ValueError(f"rotary_offset: expected an int in [0, head_dim - rotary_dim = {D - angles.rotary_dim}] "
+                         f"(the rotated features [rotary_offset, rotary_offset + {angles.rotary_dim}) inside the head), "
+                         f"got {rotary_offset!r}")
     seqs = None
     if packed:
         seqs = check_cu_seqlens(cu_seqlens, cu_seqlens_host, S, cp_size, x.device, max_seqlen)
@@ -378,41 +496,76 @@ def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base,
         if lo < 0 or hi >= angles.table_rows:
             raise ValueError(f"positions: {lo}..{hi} fall outside the angle table of {angles.table_rows} rows")
 
-    in_place = inplace or out.same_view(x)
-    if inplace and not out.same_view(x):
-        raise ValueError("out: inplace=True writes x itself; got a different out tensor")
-    if not in_place:
-        if (out.shape, out.dtype, out.device) != (x.shape, x.dtype, x.device):
-            raise ValueError(f"out: expected shape {list(x.shape)}, dtype {x.dtype} on cuda:{x.device}; "
-                             f"got shape {list(out.shape)}, dtype {out.dtype} on cuda:{out.device}")
-        if out.overlaps(x):
-            raise ValueError("out: overlaps x without being exactly x (use inplace=True to rotate x itself)")
-    if out.has_internal_overlap():
-        raise ValueError(f"{'x' if in_place else 'out'}: written tensor has a broadcast (stride 0) dimension, "
-                         f"strides {list(out.strides)}")
-    for name, t in guarded:
-        if t is not None and out.overlaps(t):
-            raise ValueError(f"out: overlaps {name}, which the kernel reads while it writes out")
+    in_place = _check_written(x, out, "x", "out", inplace, guarded)
     if S * B > MAX_TOKENS or H > INT32_MAX // max(D, 1):
         raise ValueError(f"x: at most {MAX_TOKENS} tokens (seq x batch) and {INT32_MAX} heads x head_dim, "
                          f"got shape {list(x.shape)}")
-    return _Validated(sizes, x_strides, _dense_view(out, layout)[1], angles, pos_fields, seqs, in_place)
+    return _Validated(sizes, x_strides, _dense_view(out, layout)[1], angles, pos_fields, seqs, in_place,
+                      rotary_offset)
 
 
-def _choose_launch(x: TensorInfo, out: TensorInfo, call: _Validated, interleaved: bool, thd_dispatch: str,
-                   arch: str | None, rule: dict) -> tuple[tuple, tuple[int, int, int], tuple[int, int, int], bool]:
-    """(dispatch key, grid, block, seq_major): the variant and the launch shape for a validated call."""
-    S, B, H, D = call.sizes
-    x_strides, out_strides, rd = call.x_strides, call.out_strides, call.angles.rotary_dim
+def _check_written(x: TensorInfo, out: TensorInfo, x_name: str, out_name: str, inplace: bool, guarded) -> bool:
+    """The checks of the tensor a call writes for ``x`` (x itself in place); True when it writes x in place."""
+    in_place = inplace or out.same_view(x)
+    if inplace and not out.same_view(x):
+        raise ValueError(f"{out_name}: inplace=True writes {x_name} itself; got a different {out_name} tensor")
+    if not in_place:
+        if (out.shape, out.dtype, out.device) != (x.shape, x.dtype, x.device):
+            raise ValueError(f"{out_name}: expected shape {list(x.shape)}, dtype {x.dtype} on cuda:{x.device}; "
+                             f"got shape {list(out.shape)}, dtype {out.dtype} on cuda:{out.device}")
+        if out.overlaps(x):
+            raise ValueError(f"{out_name}: overlaps {x_name} without being exactly {x_name} (use inplace=True to "
+                             f"rotate {x_name} itself)")
+    if out.has_internal_overlap():
+        raise ValueError(f"{x_name if in_place else out_name}: written tensor has a broadcast (stride 0) dimension, "
+                         f"strides {list(out.strides)}")
+    for name, t in guarded:
+        if t is not None and out.overlaps(t):
+            raise ValueError(f"{out_name}: overlaps {name}, which the kernel reads while it writes {out_name}")
+    return in_place
+
+
+def validate_second(x: TensorInfo, out: TensorInfo, k: TensorInfo, k_out: TensorInfo, call: _Validated, *, layout,
+                    inplace, guarded) -> _Operand:
+    """rope_qk's k (and the tensor written for it): the tokens of x, its own heads and strides, the head dim of x,
+    and no overlap between what one tensor writes and what the call reads or writes elsewhere."""
+    if k.dtype != x.dtype or k.device != x.device:
+        raise TypeError(f"k: expected q's dtype {x.dtype} on cuda:{x.device}, got {k.dtype} on cuda:{k.device}")
+    if k.ndim != x.ndim:
+        raise ValueError(f"k: expected a {x.ndim}-D tensor like q in layout {layout}, got shape {list(k.shape)}")
+    sizes, strides = _dense_view(k, layout)
+    if (sizes[0], sizes[1], sizes[3]) != (call.sizes[0], call.sizes[1], call.sizes[3]):
+        raise ValueError(f"k: expected q's tokens and head dim (shape {list(x.shape)} but for the heads), got "
+                         f"{list(k.shape)}")
+    _check_written(k, k_out, "k", "k_out", inplace, guarded + (("q", x), ("out", out)))
+    if not call.in_place and (out.overlaps(k) or out.overlaps(k_out)):
+        raise ValueError("out: overlaps k or k_out, which the kernel reads or writes for k")
+    if k.overlaps(x) or k_out.overlaps(out):
+        raise ValueError("k: overlaps q (rotating one would change the other)")
+    return _Operand(k, k_out, "k", "k_out", sizes, strides, _dense_view(k_out, layout)[1])
+
+
+def _choose_launch(operands: list[_Operand], call: _Validated, interleaved: bool, thd_dispatch: str,
+                   arch: str | None, rule: dict, sms: int) -> tuple[tuple, tuple[int, int, int], tuple[int, int, int], bool]:
+    """(dispatch key, grid, block, seq_major): the variant and the launch shape for ``operands`` (the first one's
+    token order and layout lead)."""
+    lead = operands[0]
+    S, B, _, D = lead.sizes
+    H = sum(op.sizes[2] for op in operands)
+    rd = call.angles.rotary_dim
     tokens = S * B
-    seq_major = B == 1 or (S > 1 and x_strides[0] >= x_strides[1])
-    strides = stride_count(call.sizes, x_strides, out_strides, seq_major, rule["packed_kernel"])
+    seq_major = B == 1 or (S > 1 and lead.x_strides[0] >= lead.x_strides[1])
+    # the most general addressing any operand needs (packed rows are 3-stride rows too)
+    strides = max(stride_count(op.sizes, op.x_strides, op.out_strides, seq_major, rule["packed_kernel"])
+                  for op in operands)
     copy_tail = not call.in_place and rd < D
-    row_strides = tuple(st for n, st in zip(call.sizes[:3] * 2, x_strides[:3] + out_strides[:3]) if n > 1)
-    vec = widest_vector(x.itemsize, rd, D, interleaved, copy_tail, strides, (x.ptr, out.ptr), row_strides,
-                        rule["max_vector_bytes"])
-    token_stride = x_strides[1] if seq_major else x_strides[0]
-    head_outer = H > 1 and tokens > 1 and x_strides[2] > token_stride
+    pointers = tuple(p for op in operands for p in op.span_pointers(call.rotary_offset))
+    row_strides = tuple(st for op in operands for n, st in zip(op.sizes[:3] * 2, op.x_strides[:3] + op.out_strides[:3])
+                        if n > 1)
+    vec = widest_vector(lead.x.itemsize, rd, D, interleaved, copy_tail, strides, pointers, row_strides,
+                        rule["max_vector_bytes"], call.rotary_offset)
+    token_stride = lead.x_strides[1] if seq_major else lead.x_strides[0]
+    head_outer = H > 1 and tokens > 1 and lead.x_strides[2] > token_stride
     block = block_shape(rd // 2 // vec, H, tokens, head_outer, rule["max_threads"], rule["min_threads"])
     grid = (-(-tokens // block[2]), 1, 1)
     mode = "none"
@@ -420,26 +573,48 @@ def _choose_launch(x: TensorInfo, out: TensorInfo, call: _Validated, interleaved
         mode, grid_x = choose_thd_dispatch(call.seqs, tokens, block[2], thd_dispatch, arch)
         if mode == "grid":
             grid = (grid_x, call.seqs.num_seqs, 1)
-    key = (x.dtype, "thd" if call.seqs is not None else "dense", "interleaved" if interleaved else "half",
-           call.angles.kind, strides, vec, mode)
+    else:
+        block, grid = split_heads(block, grid, H, sms)
+    key = (lead.x.dtype, "thd" if call.seqs is not None else "dense", "interleaved" if interleaved else "half",
+           call.angles.kind, strides, vec, mode, len(operands))
     return key, grid, block, seq_major
 
 
-def _fields(x: TensorInfo, out: TensorInfo, call: _Validated, seq_major: bool, cp_size: int, cp_rank: int,
+def split_heads(block: tuple[int, int, int], grid: tuple[int, int, int], heads: int,
+                sms: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """A dense grid of fewer blocks than SMALL_GRID_SHARE of the ``sms`` multiprocessors spreads its heads over
+    blockIdx.z: about one block per multiprocessor in all, each block's head rows cut to its share."""
+    blocks = grid[0] * grid[1]
+    rows = -(-heads // dispatch.ROPE_HEADS_IN_FLIGHT)  # head rows a block of one split needs
+    if blocks >= SMALL_GRID_SHARE * sms or rows < 2:
+        return block, grid
+    splits = min(-(-sms // blocks), rows)
+    if splits < 2:
+        return block, grid
+    by = min(block[1], -(-rows // splits))
+    return (block[0], by, block[2]), (grid[0], grid[1], -(-rows // by))
+
+
+def _fields(operands: list[_Operand], call: _Validated, seq_major: bool, cp_size: int, cp_rank: int,
             cu_seqlens: TensorInfo | None, backward: bool) -> dict:
     """Every kernel-parameter field a rope struct may have (each variant's struct takes those it names)."""
     S, B, H, D = call.sizes
     rd = call.angles.rotary_dim
-    fields = {"x": x.ptr, "out": out.ptr, "tokens": S * B, "seq_len": S, "batch": B, "heads": H,
-              "head_dim": D, "rotary_dim": rd, "seq_major": int(seq_major),
+    fields = {"tokens": S * B, "seq_len": S, "batch": B, "heads": H, "heads_k": 0, "head_dim": D, "rotary_dim": rd,
+              "rotary_offset": call.rotary_offset, "seq_major": int(seq_major),
               "copy_tail": int(not call.in_place and rd < D), "backward": int(bool(backward))}
+    for names, op in zip((("x", "out"), ("k", "k_out")), operands):
+        fields[names[0]], fields[names[1]] = op.span_pointers(call.rotary_offset)
+        for prefix, st in zip(names, (op.x_strides, op.out_strides)):
+            fields[f"{prefix}_ss"], fields[f"{prefix}_sb"], fields[f"{prefix}_sh"], fields[f"{prefix}_sd"] = st
+    fields["heads"] = operands[0].sizes[2]
+    if len(operands) == 2:
+        fields["heads_k"] = operands[1].sizes[2]
     fields.update(call.pos_fields)
     fields.update(call.angles.fields)
     packed = call.seqs is not None
     fields.update(cp_size=cp_size, cp_rank=cp_rank, cu_seqlens=cu_seqlens.ptr if packed else 0,
                   num_seqs=call.seqs.num_seqs if packed else 0)
-    for prefix, st in (("x", call.x_strides), ("out", call.out_strides)):
-        fields[f"{prefix}_ss"], fields[f"{prefix}_sb"], fields[f"{prefix}_sh"], fields[f"{prefix}_sd"] = st
     return fields
 
 

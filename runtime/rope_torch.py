@@ -1,5 +1,7 @@
-"""RoPE as torch ops: ``cukiln::rope`` (out of place, differentiable in x) and ``cukiln::rope_`` (in place,
-declared as mutating x), with fake kernels for torch.compile; ``rope`` is cukiln.torch.rope.
+"""RoPE as torch ops: ``cukiln::rope`` (out of place, differentiable in x), ``cukiln::rope_`` (in place, declared
+as mutating x), ``cukiln::rope_qk`` (q and k out of place, differentiable in both) and ``cukiln::rope_qk_`` (in
+place, declared as mutating q and k), with fake kernels for torch.compile; ``rope`` and ``rope_qk`` are
+cukiln.torch.rope and cukiln.torch.rope_qk.
 
 The ops take cukiln.rope's arguments (rope_api.ARGUMENTS, the one declaration) less ``inplace``, ``out`` and
 ``stream``, with ``offsets`` (an int or a tensor) split into ``offsets_tensor`` and ``offset``; their schema and
@@ -10,18 +12,19 @@ from __future__ import annotations
 
 import torch
 
-from .rope_api import ARGUMENTS, run_rope
+from .rope_api import ARGUMENTS, run_rope, run_rope_qk
 from .tensors import refuse_untracked_gradients
 from .torch_support import LIBRARY, eager, wants_grad
 
-__all__ = ["rope"]
+__all__ = ["rope", "rope_qk"]
 
 # The op's arguments after x, each with its schema type (tests/runtime/test_signatures.py checks the names
 # against rope_api.ARGUMENTS).
-OP_TYPES = {"freqs": "Tensor?", "cos": "Tensor?", "sin": "Tensor?", "inv_freq": "Tensor?", "base": "float?",
-            "scale": "float", "layout": "str", "interleaved": "bool", "rotary_dim": "int?", "positions": "Tensor?",
-            "offsets_tensor": "Tensor?", "offset": "int?", "cu_seqlens": "Tensor?", "cp_size": "int",
-            "cp_rank": "int", "max_seqlen": "int?", "backward": "bool"}
+OP_TYPES = {"freqs": "Tensor?", "cos": "Tensor?", "sin": "Tensor?", "cos_sin_cache": "Tensor?",
+            "inv_freq": "Tensor?", "base": "float?", "scale": "float", "layout": "str", "interleaved": "bool",
+            "rotary_dim": "int?", "rotary_offset": "int", "positions": "Tensor?", "offsets_tensor": "Tensor?",
+            "offset": "int?", "cu_seqlens": "Tensor?", "cp_size": "int", "cp_rank": "int", "max_seqlen": "int?",
+            "backward": "bool"}
 OP_ARGUMENTS = tuple(name for a in ARGUMENTS if a not in ("inplace", "out", "stream")
                      for name in (("offsets_tensor", "offset") if a == "offsets" else (a,)))
 assert tuple(OP_TYPES) == OP_ARGUMENTS, "OP_TYPES must follow rope_api.ARGUMENTS"
@@ -29,6 +32,8 @@ _SCHEMA = ", ".join(f"{OP_TYPES[name]} {name}" for name in OP_ARGUMENTS)
 _OFFSETS = OP_ARGUMENTS.index("offsets_tensor")  # then offset; run_rope takes them as one argument, offsets
 LIBRARY.define(f"rope(Tensor x, {_SCHEMA}) -> Tensor")
 LIBRARY.define(f"rope_(Tensor(a!) x, {_SCHEMA}) -> ()")
+LIBRARY.define(f"rope_qk(Tensor q, Tensor k, {_SCHEMA}) -> (Tensor, Tensor)")
+LIBRARY.define(f"rope_qk_(Tensor(a!) q, Tensor(b!) k, {_SCHEMA}) -> ()")
 
 
 def _run_args(args: tuple) -> tuple:
@@ -72,6 +77,25 @@ class _RopeGrad(torch.autograd.Function):
         return ctx.run(grad, ctx.arguments, not ctx.backward, False), None, None, None, None
 
 
+class _RopeQkGrad(torch.autograd.Function):
+    """rope_qk's autograd: as _RopeGrad, for q and k together (``run(q, k, arguments, backward, inplace)``
+    returns both); q and k get gradients."""
+
+    @staticmethod
+    def forward(ctx, q, k, run, arguments: tuple, backward: bool, inplace: bool):
+        q_out, k_out = run(q, k, arguments, backward, inplace)
+        ctx.run, ctx.arguments, ctx.backward = run, arguments, backward
+        ctx.save_for_backward(*[a for a in arguments if a is not None and type(a) not in _SCALARS])
+        if inplace:
+            ctx.mark_dirty(q, k)
+        return q_out, k_out
+
+    @staticmethod
+    def backward(ctx, grad_q, grad_k):
+        ctx.saved_tensors  # noqa: B018 (the version check, as _RopeGrad's)
+        return (*ctx.run(grad_q, grad_k, ctx.arguments, not ctx.backward, False), None, None, None, None)
+
+
 def _run_eager(x, arguments: tuple, backward: bool, inplace: bool):
     """``arguments``: run_rope's, from freqs to max_seqlen (x, the direction and in-place/out apart)."""
     return run_rope(x, *arguments, backward, inplace, x if inplace else None)
@@ -80,6 +104,15 @@ def _run_eager(x, arguments: tuple, backward: bool, inplace: bool):
 def _run_op(x, arguments: tuple, backward: bool, inplace: bool):
     """``arguments``: the allocating op's, from freqs to max_seqlen (its autograd never runs in place)."""
     return _rope_op(x, *arguments, backward)
+
+
+def _run_qk_eager(q, k, arguments: tuple, backward: bool, inplace: bool):
+    """``arguments``: run_rope_qk's, from freqs to max_seqlen."""
+    return run_rope_qk(q, k, *arguments, backward, inplace, q if inplace else None, k if inplace else None)
+
+
+def _run_qk_op(q, k, arguments: tuple, backward: bool, inplace: bool):
+    return _rope_qk_op(q, k, *arguments, backward)
 
 
 # The op kernels pass their arguments on positionally (run_rope): keyword re-binding of 19 arguments
@@ -93,9 +126,19 @@ def _rope_inplace_kernel(x, *args):
     run_rope(x, *_run_args(args), True, x)
 
 
+def _rope_qk_kernel(q, k, *args):
+    return run_rope_qk(q, k, *_run_args(args), False, None, None)
+
+
+def _rope_qk_inplace_kernel(q, k, *args):
+    run_rope_qk(q, k, *_run_args(args), True, q, k)
+
+
 # CompositeExplicitAutograd: every device reaches the kernel, whose validation explains a CPU tensor.
 LIBRARY.impl("rope", _rope_kernel, "CompositeExplicitAutograd")
 LIBRARY.impl("rope_", _rope_inplace_kernel, "CompositeExplicitAutograd")
+LIBRARY.impl("rope_qk", _rope_qk_kernel, "CompositeExplicitAutograd")
+LIBRARY.impl("rope_qk_", _rope_qk_inplace_kernel, "CompositeExplicitAutograd")
 
 
 @torch.library.register_fake("cukiln::rope", lib=LIBRARY)
@@ -108,8 +151,20 @@ def _(x, *args):
     return None
 
 
+@torch.library.register_fake("cukiln::rope_qk", lib=LIBRARY)
+def _(q, k, *args):
+    return torch.empty_like(q), torch.empty_like(k)
+
+
+@torch.library.register_fake("cukiln::rope_qk_", lib=LIBRARY)
+def _(q, k, *args):
+    return None
+
+
 _rope_op = torch.ops.cukiln.rope.default
 _rope_inplace_op = torch.ops.cukiln.rope_.default
+_rope_qk_op = torch.ops.cukiln.rope_qk.default
+_rope_qk_inplace_op = torch.ops.cukiln.rope_qk_.default
 
 
 # The ops' autograd kernels, written out rather than registered with register_autograd, whose generic
@@ -135,13 +190,45 @@ def _rope_inplace_autograd(x, *arguments):
         return _rope_inplace_op(x, *arguments)
 
 
+def _rope_qk_autograd(q, k, *arguments):
+    if wants_grad(q) or wants_grad(k):
+        *arguments, backward = arguments
+        return _RopeQkGrad.apply(q, k, _run_qk_op, tuple(arguments), backward, False)
+    if eager(q):
+        return _rope_qk_kernel(q, k, *arguments)
+    with torch._C._AutoDispatchBelowAutograd():
+        return _rope_qk_op(q, k, *arguments)
+
+
+def _rope_qk_inplace_autograd(q, k, *arguments):
+    if q.requires_grad or k.requires_grad:
+        refuse_untracked_gradients("cukiln::rope_qk_", (("q", q), ("k", k)),
+                                   "cukiln.torch.rope_qk(q, k, ..., inplace=True)")
+    if eager(q):
+        return _rope_qk_inplace_kernel(q, k, *arguments)
+    with torch._C._AutoDispatchBelowAutograd():
+        return _rope_qk_inplace_op(q, k, *arguments)
+
+
 LIBRARY.impl("rope", _rope_autograd, "Autograd")
 LIBRARY.impl("rope_", _rope_inplace_autograd, "Autograd")
+LIBRARY.impl("rope_qk", _rope_qk_autograd, "Autograd")
+LIBRARY.impl("rope_qk_", _rope_qk_inplace_autograd, "Autograd")
 
 
-def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1.0, layout="sbhd",
-         interleaved=False, rotary_dim=None, positions=None, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0,
-         max_seqlen=None, backward=False, inplace=False, out=None):
+def _op_args(freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim, rotary_offset,
+             positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward) -> tuple:
+    """The ops' arguments after the tensors rotated: scalars normalized, offsets split in two."""
+    offsets_tensor = offsets if isinstance(offsets, torch.Tensor) else None
+    offset = None if offsets_tensor is not None else offsets
+    return (freqs, cos, sin, cos_sin_cache, inv_freq, None if base is None else float(base), float(scale), layout,
+            bool(interleaved), rotary_dim, rotary_offset, positions, offsets_tensor, offset, cu_seqlens, cp_size,
+            cp_rank, max_seqlen, bool(backward))
+
+
+def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+         layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
+         cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
     """cukiln.rope as the ops cukiln::rope / cukiln::rope_ (see cukiln.rope for the arguments; eager calls
     run the kernels directly, see cukiln.torch). ``out=`` is not supported here: an op returns a new tensor or
     mutates x (``inplace=True``)."""
@@ -153,19 +240,48 @@ def rope(x, *, freqs=None, cos=None, sin=None, inv_freq=None, base=None, scale=1
         if grad:
             if inplace:
                 _refuse_leaf_in_place(x)
-            return _RopeGrad.apply(x, _run_eager, (freqs, cos, sin, inv_freq, base, scale, layout, interleaved,
-                                                   rotary_dim, positions, offsets, cu_seqlens, cp_size, cp_rank,
-                                                   max_seqlen), backward, inplace)
-        return run_rope(x, freqs, cos, sin, inv_freq, base, scale, layout, interleaved, rotary_dim, positions, offsets,
-                        cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, None)
-    offsets_tensor = offsets if isinstance(offsets, torch.Tensor) else None
-    offset = None if offsets_tensor is not None else offsets
-    args = (x, freqs, cos, sin, inv_freq, None if base is None else float(base), float(scale), layout,
-            bool(interleaved), rotary_dim, positions, offsets_tensor, offset, cu_seqlens, cp_size, cp_rank,
-            max_seqlen, bool(backward))
+            return _RopeGrad.apply(x, _run_eager, (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout,
+                                                   interleaved, rotary_dim, rotary_offset, positions, offsets,
+                                                   cu_seqlens, cp_size, cp_rank, max_seqlen), backward, inplace)
+        return run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim,
+                        rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace,
+                        None)
+    args = (x, *_op_args(freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim,
+                         rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward))
     if inplace and grad:  # traced: the differentiable op, and a copy that autograd sees as in place
         return x.copy_(_rope_op(*args))
     if inplace:
         _rope_inplace_op(*args)
         return x
     return _rope_op(*args)
+
+
+def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+            layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
+            cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
+    """cukiln.rope_qk as the ops cukiln::rope_qk / cukiln::rope_qk_ (see cukiln.rope_qk for the arguments; eager
+    calls run the kernels directly): (q_out, k_out), differentiable in q and k. ``k=None``: q alone, as
+    cukiln.torch.rope (k_out None). ``out=`` is not supported here."""
+    if out is not None:
+        raise ValueError("out: cukiln.torch.rope_qk returns new tensors (or rotates q and k with inplace=True); "
+                         "use cukiln.rope_qk for out=")
+    arguments = (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim,
+                 rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen)
+    if k is None:
+        return rope(q, **dict(zip(ARGUMENTS, arguments)), backward=backward, inplace=inplace), None
+    grad = wants_grad(q) or wants_grad(k)
+    if eager(q) and type(k) is torch.Tensor:
+        if grad:
+            for t in (q, k) if inplace else ():
+                if t.requires_grad:
+                    _refuse_leaf_in_place(t)
+            return _RopeQkGrad.apply(q, k, _run_qk_eager, arguments, backward, inplace)
+        return _run_qk_eager(q, k, arguments, backward, inplace)
+    args = (q, k, *_op_args(*arguments, backward))
+    if inplace and grad:  # traced: the differentiable op, and copies that autograd sees as in place
+        q_new, k_new = _rope_qk_op(*args)
+        return q.copy_(q_new), k.copy_(k_new)
+    if inplace:
+        _rope_qk_inplace_op(*args)
+        return q, k
+    return _rope_qk_op(*args)

@@ -50,9 +50,16 @@ class TensorInfo:
         return (low, low + (reach + 1) * self.itemsize)
 
     def overlaps(self, other: "TensorInfo") -> bool:
+        """True when the two may share a byte: their byte spans meet, unless they interleave without touching (two
+        column slices of one buffer's rows, as q and k of a fused qkv projection: see interleaving)."""
+        if self.device != other.device:
+            return False
         a0, a1 = self.byte_span()
         b0, b1 = other.byte_span()
-        return a0 < b1 and b0 < a1 and self.device == other.device
+        if not (a0 < b1 and b0 < a1):
+            return False
+        window = interleaving(self, other)
+        return window is None or not window.apart(other.ptr - self.ptr)
 
     def same_view(self, other: "TensorInfo") -> bool:
         """The same elements of the same type (a view of other memory as another dtype is not)."""
@@ -62,6 +69,47 @@ class TensorInfo:
     def has_internal_overlap(self) -> bool:
         """True when two indices can reach one element (a broadcast, stride-0 dimension)."""
         return any(n > 1 and s == 0 for n, s in zip(self.shape, self.strides))
+
+
+@dataclass(frozen=True)
+class Interleaving:
+    """Two tensors whose rows step by the same strides, each one's row within the smallest of them: they share no
+    byte whenever the distance between their pointers, modulo that stride, lies in [lo, hi]."""
+
+    modulus: int
+    lo: int
+    hi: int
+
+    def apart(self, distance: int) -> bool:
+        return self.lo <= distance % self.modulus <= self.hi
+
+
+def interleaving(a: TensorInfo, b: TensorInfo) -> Interleaving | None:
+    """The Interleaving of a and b (in bytes), or None when their outermost dimensions differ in size or stride.
+
+    Their elements are a.ptr + (shared indices) . strides + r_a and b.ptr + (shared) . strides + r_b, r_a and r_b
+    within each one's own extent E over its other dimensions. With every shared stride a multiple of the
+    smallest, M, and E_a, E_b <= M, they can meet only where r_a - r_b = distance modulo M: never when the
+    distance modulo M lies in [E_a, M - E_b]."""
+    a_dims = sorted(((n, s * a.itemsize) for n, s in zip(a.shape, a.strides) if n > 1), key=lambda d: -abs(d[1]))
+    b_dims = sorted(((n, s * b.itemsize) for n, s in zip(b.shape, b.strides) if n > 1), key=lambda d: -abs(d[1]))
+    shared = []  # the outermost dimensions, as long as both have them alike
+    for da, db in zip(a_dims, b_dims):
+        if da != db or da[1] <= 0:
+            break
+        shared.append(da)
+    # the rows: the shortest run of shared outer dimensions that leaves each tensor's rest within the innermost
+    # of them, with room for both
+    for count in range(1, len(shared) + 1):
+        outer = shared[:count]
+        modulus = outer[-1][1]
+        if any(st % modulus for _, st in outer):
+            return None
+        ea = sum((n - 1) * abs(st) for n, st in a_dims[count:]) + a.itemsize
+        eb = sum((n - 1) * abs(st) for n, st in b_dims[count:]) + b.itemsize
+        if ea <= modulus - eb:
+            return Interleaving(modulus, ea, modulus - eb)
+    return None
 
 
 @functools.lru_cache(maxsize=1)

@@ -11,7 +11,7 @@ from cukiln.codegen import axes, rope_variants as V
 
 def all_combinations():
     for combo in itertools.product(axes.Dtype, V.Layout, V.Pairing, V.Angles, V.STRIDE_COUNTS,
-                                   axes.VECTOR_WIDTHS, V.Dispatch):
+                                   axes.VECTOR_WIDTHS, V.Dispatch, V.TENSOR_COUNTS):
         yield V.RopeVariant(*combo)
 
 
@@ -67,7 +67,8 @@ def test_dispatch_only_for_thd_rule():
     assert V.rule_dispatch_only_for_thd(dense) and V.rule_dispatch_only_for_thd(thd)
     counts = {}
     for v in V.enumerate_rope():
-        counts[(v.layout, v.dispatch)] = counts.get((v.layout, v.dispatch), 0) + 1
+        if v.tensors == 1:
+            counts[(v.layout, v.dispatch)] = counts.get((v.layout, v.dispatch), 0) + 1
     # every thd combination comes as a token and a grid variant, each as many as the dense ones
     assert counts == {(V.Layout.DENSE, V.Dispatch.NONE): counts[(V.Layout.DENSE, V.Dispatch.NONE)],
                       (V.Layout.THD, V.Dispatch.TOKEN): counts[(V.Layout.DENSE, V.Dispatch.NONE)],
@@ -79,7 +80,7 @@ def test_thd_names_carry_the_dispatch_and_modules_split_by_it():
     assert (v.layout, v.dispatch) == (V.Layout.THD, V.Dispatch.TOKEN)
     assert v.module == "rope_fp16_thd_token"
     assert V.parse_rope_name("rope_bf16_dense_half_freqs_s3_v8").module == "rope_bf16"
-    assert v.key == ("fp16", "thd", "interleaved", "base", 0, 8, "token")
+    assert v.key == ("fp16", "thd", "interleaved", "base", 0, 8, "token", 1)
 
 
 @pytest.mark.parametrize("bad", ["rope_fp32_dense_half_freqs_s3_v8", "rope_fp64_dense_half_freqs_s3_v1",
@@ -94,4 +95,18 @@ def test_bad_names_are_rejected(bad):
 def test_axes_are_json_friendly():
     v = next(V.enumerate_rope())
     assert v.axes() == {"dtype": "fp32", "layout": "dense", "pairing": "half",
-                        "angles": "freqs", "strides": 0, "vec": 1, "dispatch": "none"}
+                        "angles": "freqs", "strides": 0, "vec": 1, "dispatch": "none", "tensors": 1}
+
+
+def test_two_tensor_variants_exist_for_dense_rows_only_and_name_themselves():
+    pairs = [v for v in V.enumerate_rope() if v.tensors == 2]
+    assert pairs and all(v.layout is V.Layout.DENSE and v.strides in (0, 3) for v in pairs)
+    assert {(v.dtype, v.pairing, v.angles, v.strides, v.vec) for v in pairs} == {
+        (v.dtype, v.pairing, v.angles, v.strides, v.vec) for v in V.enumerate_rope()
+        if v.tensors == 1 and v.layout is V.Layout.DENSE and v.strides in (0, 3)}
+    v = V.parse_rope_name("rope_bf16_dense_half_freqs_s3_v8_qk")
+    assert v.tensors == 2 and v.name == "rope_bf16_dense_half_freqs_s3_v8_qk" and v.module == "rope_bf16"
+    assert V.rule_two_tensors_for_dense_rows(V.RopeVariant(axes.Dtype.BF16, V.Layout.THD, V.Pairing.HALF,
+                                                           V.Angles.FREQS, 3, 8, V.Dispatch.TOKEN, 2))
+    with pytest.raises(ValueError):
+        V.parse_rope_name("rope_bf16_dense_half_freqs_s4_v1_qk")

@@ -141,7 +141,7 @@ def test_rope_validation_plans_a_consistent_variant_or_raises_a_clear_error(call
         return
     module, symbol, _ = dispatch.ROPE[plan.key]
     assert (plan.module, plan.symbol) == (module, symbol)
-    dtype, kind, pairing, _, strides, vec, _ = plan.key
+    dtype, kind, pairing, _, strides, vec, _, _ = plan.key
     names = dispatch.ROPE_PARAMS[dispatch.ROPE[plan.key][2]][0]
     assert plan.values[names.index("backward")] == int(kwargs["backward"]) and dtype == x.dtype
     assert kind == ("thd" if kwargs["layout"] == "thd" else "dense")

@@ -18,9 +18,14 @@ def test_the_cache_is_bounded_and_clears_when_full():
 def test_refill_writes_each_pointer_into_its_field_and_finds_overlaps():
     fields = ("x", "n", "out", "table")
     refill = Refill(slots_for(fields, ("x", "out", "table", None)), spans=((0, 64), (0, 64), (0, 16), None),
-                    checks=(0, 2), written=1)
-    assert refill.slots == ((0, 0), (2, 1), (3, 2))
+                    checks=(0, 2), written=(1,))
+    assert refill.slots == ((0, 0, 0), (2, 1, 0), (3, 2, 0))
     assert refill.values((0, 5, 0, 0), [1000, 2000, 3000]) == [1000, 5, 2000, 3000]
     assert refill.overlapping([1000, 2000, 3000]) is None
-    assert refill.overlapping([1000, 1032, 3000]) == 0  # out's bytes reach into x's
-    assert refill.overlapping([1000, 2000, 2060]) == 2  # the table starts inside out
+    assert refill.overlapping([1000, 1032, 3000]) == (1, 0)  # out's bytes reach into x's
+    assert refill.overlapping([1000, 2000, 2060]) == (1, 2)  # the table starts inside out
+
+
+def test_a_slot_may_add_a_byte_offset_to_its_pointer():
+    refill = Refill(((0, 0, 0), (1, 0, 64)), spans=((0, 128),))
+    assert refill.values((0, 0), [1000]) == [1000, 1064]  # a packed cos|sin cache: sin half 64 bytes in
