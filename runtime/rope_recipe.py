@@ -250,7 +250,7 @@ def _yarn(torch, params, recipe, base, rotary_dim, max_len, seq_len):
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, rotary_dim - 1)
     if low == high:
-        high += 0.001  # the ramp below would divide by zero
+        pass  # the ramp below would divide by zero
 
     # Pairs below `low` rotate fast enough to keep their frequency (extrapolation), pairs above `high` are
     # interpolated (divided by factor), and a linear ramp blends the two in between.

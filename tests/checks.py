@@ -10,3 +10,13 @@ def assert_matches_reference(out, ref, what: str = "", *, fp32_units: float = 4)
     intermediates are themselves amplified, like logits through exp, passes a larger one)."""
     problem = compare(out, ref, fp32_units=fp32_units)
     assert problem is None, f"{what}: {problem}"
+
+
+def rope_op_args(**values) -> tuple:
+    """The arguments of the ops cukiln::rope / rope_ after x, in their schema's order (rope_torch.OP_ARGUMENTS): each
+    one's value from ``values``, else cukiln.rope's default (offsets_tensor and offset: None)."""
+    from cukiln import rope_api
+    from cukiln.rope_torch import OP_ARGUMENTS
+
+    defaults = dict(rope_api.rope.__kwdefaults__)
+    return tuple(values[name] if name in values else defaults.get(name) for name in OP_ARGUMENTS)

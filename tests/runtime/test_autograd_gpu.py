@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
 import cukiln.torch as ct  # noqa: E402
+from tests.checks import rope_op_args  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -65,8 +66,7 @@ def test_compiled_rope_gradient_is_the_backward_kernel():
 
 def test_opcheck_of_the_allocating_op_with_a_gradient():
     x, freqs = _rope_inputs()
-    args = (x.requires_grad_(True), freqs, None, None, None, None, 1.0, "sbhd", False, None, None, None, 0, None, 1,
-            0, None, False)
+    args = (x.requires_grad_(True), *rope_op_args(freqs=freqs, offset=0))
     torch.library.opcheck(torch.ops.cukiln.rope.default, args)
 
 
@@ -87,8 +87,7 @@ def test_every_write_into_a_callers_tensor_bumps_its_version(write):
     elif write == "ct.rope in place":
         ct.rope(x, freqs=freqs, inplace=True)
     elif write == "op cukiln::rope_":
-        torch.ops.cukiln.rope_(x, freqs, None, None, None, None, 1.0, "sbhd", False, None, None, None, 0, None, 1, 0,
-                               None, False)
+        torch.ops.cukiln.rope_(x, *rope_op_args(freqs=freqs, offset=0))
     else:
         cukiln.decode_attention(q, k, v, 300, out=target)
     assert target._version > before
@@ -101,8 +100,7 @@ def test_non_differentiable_ops_refuse_tensors_that_require_grad():
     q, k, v = _decode_inputs()
     x.requires_grad_(True)
     with pytest.raises(RuntimeError, match=r"x requires grad, but autograd does not see cukiln::rope_"):
-        torch.ops.cukiln.rope_(x * 1, freqs, None, None, None, None, 1.0, "sbhd", False, None, None, None, 0, None, 1,
-                               0, None, False)
+        torch.ops.cukiln.rope_(x * 1, *rope_op_args(freqs=freqs, offset=0))
     for grad_q, grad_k in ((True, False), (False, True)):
         with pytest.raises(RuntimeError, match="(q|k_cache) requires grad"):
             ct.decode_attention(q.clone().requires_grad_(grad_q), k.clone().requires_grad_(grad_k), v, 300)

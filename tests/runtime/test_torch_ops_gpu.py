@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
 import cukiln.torch as ct  # noqa: E402
-from tests.checks import assert_matches_reference  # noqa: E402
+from tests.checks import assert_matches_reference, rope_op_args  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -37,7 +37,7 @@ def test_in_place_op_rotates_x():
 
 def test_opcheck_passes_for_every_op():
     x, freqs = _inputs()
-    args = (x, freqs, None, None, None, None, 1.0, "sbhd", False, None, None, None, 0, None, 1, 0, None, False)
+    args = (x, *rope_op_args(freqs=freqs, offset=0))
     torch.library.opcheck(torch.ops.cukiln.rope.default, args)
     torch.library.opcheck(torch.ops.cukiln.rope_.default, (x.clone(),) + args[1:])
     q = torch.randn(2, 8, 128, device="cuda", dtype=torch.bfloat16)
@@ -66,13 +66,11 @@ def test_eager_direct_calls_match_the_op_and_positions_pass_through_it():
     x, freqs = _inputs()
     positions = torch.randint(0, 80, (64,), device="cuda", dtype=torch.int32)
     direct = ct.rope(x, freqs=freqs, positions=positions)  # no grad wanted: the kernel is called directly
-    via_op = torch.ops.cukiln.rope(x, freqs, None, None, None, None, 1.0, "sbhd", False, None, positions, None,
-                                   None, None, 1, 0, None, False)
+    via_op = torch.ops.cukiln.rope(x, *rope_op_args(freqs=freqs, positions=positions))
     assert torch.equal(direct, via_op)
     x.requires_grad_(True)
     y = ct.rope(x, freqs=freqs, positions=positions)  # eager autograd: the kernels called directly
-    y_op = torch.ops.cukiln.rope(x, freqs, None, None, None, None, 1.0, "sbhd", False, None, positions, None,
-                                 None, None, 1, 0, None, False)  # the op's registered autograd
+    y_op = torch.ops.cukiln.rope(x, *rope_op_args(freqs=freqs, positions=positions))  # the op's registered autograd
     assert torch.equal(y.detach(), direct) and torch.equal(y_op.detach(), direct)
     grad = torch.randn_like(direct)
     want = cukiln.rope(grad, freqs=freqs, positions=positions, backward=True)

@@ -4,7 +4,7 @@ overhead paths."""
 from __future__ import annotations
 
 from ..hooks import Bench
-from . import bench, thd, tune
+from . import bench, qk_bench, thd, tune
 from .checks import check_rope_variant
 from .overhead import overhead_paths
 from .report import print_rules, report_rules
@@ -23,6 +23,8 @@ BENCHES = {
     "rope": Bench(bench.run, bench.show, ("cukiln", "torch", "torch.compile"), _rope_label),
     "rope-thd": Bench(thd.run, thd.show, ("auto", "token", "grid", "grid, no max_seqlen"),
                       lambda case: f"{case['lengths']['n_seqs']} seqs"),
+    "rope-qk": Bench(qk_bench.run, qk_bench.show, ("cukiln in place", "cukiln", "flashinfer in place", "flashinfer",
+                                                   "torch.compile", "liger"), qk_bench.label),
 }
 TUNES = {"rope": tune.tune, "rope-thd": thd.tune}
 

@@ -8,8 +8,6 @@ from ..verify import compare, new_generator, torch_dtype
 # Packed sequences of the thd variants: 111 tokens, an empty sequence among them.
 THD_LENGTHS = (40, 0, 33, 38)
 
-
-
 def rope_angle_args(angles: str, dtype, max_pos: int, rd: int, gen, dev) -> dict:
     """Random angle-source arguments of the given kind."""
     import torch
@@ -45,6 +43,8 @@ def rope_x_for(strides: int, vec: int, itemsize: int, shape, dtype, gen, dev):
 def check_rope_variant(axes: dict, name: str) -> str | None:
     """Force the RoPE variant with these axes, forward then backward (a kernel argument); None when both
     match the reference, else why not."""
+    if axes.get("tensors", 1) == 2:
+        return check_rope_qk_variant(axes, name)
     import torch
 
     import cukiln
@@ -81,4 +81,39 @@ def check_rope_variant(axes: dict, name: str) -> str | None:
             problem = "the pass-through tail was not copied bit for bit"
         if problem is not None:
             return f"{'backward' if backward else 'forward'}: {problem}"
+    return None
+
+
+def check_rope_qk_variant(axes: dict, name: str) -> str | None:
+    """Force the _qk variant with these axes: rope_qk on q (5 heads) and k (3 heads, its own strides), a rotated
+    span inside the head (features 16..63; 0..15 copied through), forward then backward; None when q's and k's
+    outputs match the reference, else why not."""
+    import torch
+
+    import cukiln
+    from cukiln.rope_api import plan_call
+
+    dev = torch.device("cuda")
+    gen = new_generator()
+    dtype = torch_dtype(axes["dtype"])
+    itemsize = torch.finfo(dtype).bits // 8
+    rd, start, offset = 48, 16, 3
+    q = rope_x_for(axes["strides"], axes["vec"], itemsize, (37, 3, 5, 64), dtype, gen, dev)
+    k = rope_x_for(axes["strides"], axes["vec"], itemsize, (37, 3, 3, 64), dtype, gen, dev)
+    kwargs = dict(rope_angle_args(axes["angles"], dtype, 37 + offset + 5, rd, gen, dev), offsets=offset,
+                  interleaved=axes["pairing"] == "interleaved", rotary_dim=rd, rotary_offset=start)
+    for backward in (False, True):
+        q_out, k_out = (torch.full_like(t, float("nan")) for t in (q, k))
+        plan, _ = plan_call(q, k=k, k_out=k_out, out=q_out, backward=backward, **kwargs)
+        if plan.symbol != name or plan.then is not None:
+            return f"inputs selected {plan.symbol} (and a second launch: {plan.then is not None}), not the variant"
+        got = cukiln.rope_qk(q, k, out=(q_out, k_out), backward=backward, **kwargs)
+        if got[0] is not q_out or got[1] is not k_out:
+            return "rope_qk did not return the out= pair"
+        for what, x, out in (("q", q, q_out), ("k", k, k_out)):
+            problem = compare(out, cukiln.reference.rope(x, backward=backward, **kwargs))
+            if problem is None and not torch.equal(out[..., :start], x[..., :start]):
+                problem = "the features before the rotated span were not copied bit for bit"
+            if problem is not None:
+                return f"{'backward' if backward else 'forward'}, {what}: {problem}"
     return None
