@@ -41,6 +41,7 @@ _COMMON = (
     (I64, "seq_major"),
     (I64, "copy_tail"),
     (I64, "backward"),
+    (F64, "mscale"),  # cos and sin multiplied by it
     (CPTR, "positions"),
     (I64, "pos_stride_b"),
     (I64, "pos_stride_s"),

@@ -26,6 +26,7 @@ struct Geometry {
   bool seq_major;  // tokens are numbered s * batch + b (else b * seq_len + s), whichever follows memory
   bool copy_tail;  // out-of-place partial rotary: the features outside the rotated span are copied to out
   bool backward;   // apply the vector-Jacobian product of the forward rotation (rotation by -angle)
+  float mscale;    // cos and sin multiplied by it (YaRN's attention factor; 1 for plain RoPE)
 
   // Features [rotary_offset, rotary_offset + rotary_dim) of each head rotate; heads [0, heads) are the first
   // tensor's (q), [heads, heads + heads_k) the second's (k, _qk variants only). The tensors' pointers point at the rotated span (the
@@ -237,6 +238,19 @@ __device__ __forceinline__ void fill_angles(const Src& src, bool valid, long lon
   }
 }
 
+// cos and sin times m: the rotation scaled, forward and backward alike (its Jacobian is scaled by m too).
+template <int V>
+__device__ __forceinline__ void scale_angles(float m, float (&c_lo)[V], float (&s_lo)[V], float (&c_hi)[V],
+                                             float (&s_hi)[V]) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    c_lo[k] *= m;
+    s_lo[k] *= m;
+    c_hi[k] *= m;
+    s_hi[k] *= m;
+  }
+}
+
 // Pair (p, q), rot(x)[p] = -x[q], rot(x)[q] = x[p]. Forward: y = x*cos + rot(x)*sin, each feature with
 // its own angle: p' = p*cp - q*sp, q' = q*cq + p*sq.
 __device__ __forceinline__ void rotate_pair(float& p, float& q, float cp, float sp, float cq, float sq) {
@@ -319,6 +333,7 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, b
       // The angles are computed while the first loads are in flight, then reused for every head.
       if (!have_angles) {
         fill_angles<V, INTERLEAVED>(src, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+        if (g.mscale != 1.0f) scale_angles<V>(g.mscale, c_lo, s_lo, c_hi, s_hi);
         if (g.backward) sines_for_backward<V, INTERLEAVED>(s_lo, s_hi);
         have_angles = true;
       }
@@ -463,7 +478,7 @@ __device__ __forceinline__ Geometry geometry_of(const P& p) {
   return Geometry{static_cast<int>(p.tokens), static_cast<int>(p.seq_len), static_cast<int>(p.batch),
                   static_cast<int>(p.heads), static_cast<int>(p.heads_k), static_cast<int>(p.head_dim),
                   static_cast<int>(p.rotary_dim), static_cast<int>(p.rotary_offset),
-                  p.seq_major != 0, p.copy_tail != 0, p.backward != 0};
+                  p.seq_major != 0, p.copy_tail != 0, p.backward != 0, static_cast<float>(p.mscale)};
 }
 
 template <class P>

@@ -21,6 +21,7 @@ struct rope_fp16_dense_half_freqs_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -62,6 +63,7 @@ struct rope_fp16_dense_half_freqs_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -105,6 +107,7 @@ struct rope_fp16_dense_half_freqs_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -146,6 +149,7 @@ struct rope_fp16_dense_half_freqs_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -189,6 +193,7 @@ struct rope_fp16_dense_half_freqs_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -230,6 +235,7 @@ struct rope_fp16_dense_half_freqs_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -273,6 +279,7 @@ struct rope_fp16_dense_half_freqs_s0_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -314,6 +321,7 @@ struct rope_fp16_dense_half_freqs_s0_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -357,6 +365,7 @@ struct rope_fp16_dense_half_freqs_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -404,6 +413,7 @@ struct rope_fp16_dense_half_freqs_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -459,6 +469,7 @@ struct rope_fp16_dense_half_freqs_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -506,6 +517,7 @@ struct rope_fp16_dense_half_freqs_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -561,6 +573,7 @@ struct rope_fp16_dense_half_freqs_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -608,6 +621,7 @@ struct rope_fp16_dense_half_freqs_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -663,6 +677,7 @@ struct rope_fp16_dense_half_freqs_s3_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -710,6 +725,7 @@ struct rope_fp16_dense_half_freqs_s3_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -765,6 +781,7 @@ struct rope_fp16_dense_half_freqs_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -814,6 +831,7 @@ struct rope_fp16_dense_half_cossin_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -858,6 +876,7 @@ struct rope_fp16_dense_half_cossin_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -904,6 +923,7 @@ struct rope_fp16_dense_half_cossin_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -948,6 +968,7 @@ struct rope_fp16_dense_half_cossin_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -994,6 +1015,7 @@ struct rope_fp16_dense_half_cossin_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1038,6 +1060,7 @@ struct rope_fp16_dense_half_cossin_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1084,6 +1107,7 @@ struct rope_fp16_dense_half_cossin_s0_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1128,6 +1152,7 @@ struct rope_fp16_dense_half_cossin_s0_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1174,6 +1199,7 @@ struct rope_fp16_dense_half_cossin_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1224,6 +1250,7 @@ struct rope_fp16_dense_half_cossin_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1282,6 +1309,7 @@ struct rope_fp16_dense_half_cossin_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1332,6 +1360,7 @@ struct rope_fp16_dense_half_cossin_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1390,6 +1419,7 @@ struct rope_fp16_dense_half_cossin_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1440,6 +1470,7 @@ struct rope_fp16_dense_half_cossin_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1498,6 +1529,7 @@ struct rope_fp16_dense_half_cossin_s3_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1548,6 +1580,7 @@ struct rope_fp16_dense_half_cossin_s3_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1606,6 +1639,7 @@ struct rope_fp16_dense_half_cossin_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1658,6 +1692,7 @@ struct rope_fp16_dense_half_cossinf32_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1702,6 +1737,7 @@ struct rope_fp16_dense_half_cossinf32_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1748,6 +1784,7 @@ struct rope_fp16_dense_half_cossinf32_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1792,6 +1829,7 @@ struct rope_fp16_dense_half_cossinf32_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1838,6 +1876,7 @@ struct rope_fp16_dense_half_cossinf32_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1882,6 +1921,7 @@ struct rope_fp16_dense_half_cossinf32_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1928,6 +1968,7 @@ struct rope_fp16_dense_half_cossinf32_s0_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1972,6 +2013,7 @@ struct rope_fp16_dense_half_cossinf32_s0_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2018,6 +2060,7 @@ struct rope_fp16_dense_half_cossinf32_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2068,6 +2111,7 @@ struct rope_fp16_dense_half_cossinf32_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2126,6 +2170,7 @@ struct rope_fp16_dense_half_cossinf32_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2176,6 +2221,7 @@ struct rope_fp16_dense_half_cossinf32_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2234,6 +2280,7 @@ struct rope_fp16_dense_half_cossinf32_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2284,6 +2331,7 @@ struct rope_fp16_dense_half_cossinf32_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2342,6 +2390,7 @@ struct rope_fp16_dense_half_cossinf32_s3_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2392,6 +2441,7 @@ struct rope_fp16_dense_half_cossinf32_s3_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2450,6 +2500,7 @@ struct rope_fp16_dense_half_cossinf32_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2502,6 +2553,7 @@ struct rope_fp16_dense_half_invfreq_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2542,6 +2594,7 @@ struct rope_fp16_dense_half_invfreq_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2584,6 +2637,7 @@ struct rope_fp16_dense_half_invfreq_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2624,6 +2678,7 @@ struct rope_fp16_dense_half_invfreq_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2666,6 +2721,7 @@ struct rope_fp16_dense_half_invfreq_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2706,6 +2762,7 @@ struct rope_fp16_dense_half_invfreq_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2748,6 +2805,7 @@ struct rope_fp16_dense_half_invfreq_s0_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2788,6 +2846,7 @@ struct rope_fp16_dense_half_invfreq_s0_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2830,6 +2889,7 @@ struct rope_fp16_dense_half_invfreq_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2876,6 +2936,7 @@ struct rope_fp16_dense_half_invfreq_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2930,6 +2991,7 @@ struct rope_fp16_dense_half_invfreq_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2976,6 +3038,7 @@ struct rope_fp16_dense_half_invfreq_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3030,6 +3093,7 @@ struct rope_fp16_dense_half_invfreq_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3076,6 +3140,7 @@ struct rope_fp16_dense_half_invfreq_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3130,6 +3195,7 @@ struct rope_fp16_dense_half_invfreq_s3_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3176,6 +3242,7 @@ struct rope_fp16_dense_half_invfreq_s3_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3230,6 +3297,7 @@ struct rope_fp16_dense_half_invfreq_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3278,6 +3346,7 @@ struct rope_fp16_dense_half_base_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3319,6 +3388,7 @@ struct rope_fp16_dense_half_base_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3362,6 +3432,7 @@ struct rope_fp16_dense_half_base_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3403,6 +3474,7 @@ struct rope_fp16_dense_half_base_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3446,6 +3518,7 @@ struct rope_fp16_dense_half_base_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3487,6 +3560,7 @@ struct rope_fp16_dense_half_base_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3530,6 +3604,7 @@ struct rope_fp16_dense_half_base_s0_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3571,6 +3646,7 @@ struct rope_fp16_dense_half_base_s0_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3614,6 +3690,7 @@ struct rope_fp16_dense_half_base_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3661,6 +3738,7 @@ struct rope_fp16_dense_half_base_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3716,6 +3794,7 @@ struct rope_fp16_dense_half_base_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3763,6 +3842,7 @@ struct rope_fp16_dense_half_base_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3818,6 +3898,7 @@ struct rope_fp16_dense_half_base_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3865,6 +3946,7 @@ struct rope_fp16_dense_half_base_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3920,6 +4002,7 @@ struct rope_fp16_dense_half_base_s3_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3967,6 +4050,7 @@ struct rope_fp16_dense_half_base_s3_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4022,6 +4106,7 @@ struct rope_fp16_dense_half_base_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4071,6 +4156,7 @@ struct rope_fp16_dense_interleaved_freqs_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4112,6 +4198,7 @@ struct rope_fp16_dense_interleaved_freqs_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4155,6 +4242,7 @@ struct rope_fp16_dense_interleaved_freqs_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4196,6 +4284,7 @@ struct rope_fp16_dense_interleaved_freqs_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4239,6 +4328,7 @@ struct rope_fp16_dense_interleaved_freqs_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4280,6 +4370,7 @@ struct rope_fp16_dense_interleaved_freqs_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4323,6 +4414,7 @@ struct rope_fp16_dense_interleaved_freqs_s0_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4364,6 +4456,7 @@ struct rope_fp16_dense_interleaved_freqs_s0_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4407,6 +4500,7 @@ struct rope_fp16_dense_interleaved_freqs_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4454,6 +4548,7 @@ struct rope_fp16_dense_interleaved_freqs_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4509,6 +4604,7 @@ struct rope_fp16_dense_interleaved_freqs_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4556,6 +4652,7 @@ struct rope_fp16_dense_interleaved_freqs_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4611,6 +4708,7 @@ struct rope_fp16_dense_interleaved_freqs_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4658,6 +4756,7 @@ struct rope_fp16_dense_interleaved_freqs_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4713,6 +4812,7 @@ struct rope_fp16_dense_interleaved_freqs_s3_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4760,6 +4860,7 @@ struct rope_fp16_dense_interleaved_freqs_s3_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4815,6 +4916,7 @@ struct rope_fp16_dense_interleaved_freqs_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4864,6 +4966,7 @@ struct rope_fp16_dense_interleaved_cossin_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4908,6 +5011,7 @@ struct rope_fp16_dense_interleaved_cossin_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4954,6 +5058,7 @@ struct rope_fp16_dense_interleaved_cossin_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4998,6 +5103,7 @@ struct rope_fp16_dense_interleaved_cossin_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5044,6 +5150,7 @@ struct rope_fp16_dense_interleaved_cossin_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5088,6 +5195,7 @@ struct rope_fp16_dense_interleaved_cossin_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5134,6 +5242,7 @@ struct rope_fp16_dense_interleaved_cossin_s0_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5178,6 +5287,7 @@ struct rope_fp16_dense_interleaved_cossin_s0_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5224,6 +5334,7 @@ struct rope_fp16_dense_interleaved_cossin_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5274,6 +5385,7 @@ struct rope_fp16_dense_interleaved_cossin_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5332,6 +5444,7 @@ struct rope_fp16_dense_interleaved_cossin_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5382,6 +5495,7 @@ struct rope_fp16_dense_interleaved_cossin_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5440,6 +5554,7 @@ struct rope_fp16_dense_interleaved_cossin_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5490,6 +5605,7 @@ struct rope_fp16_dense_interleaved_cossin_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5548,6 +5664,7 @@ struct rope_fp16_dense_interleaved_cossin_s3_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5598,6 +5715,7 @@ struct rope_fp16_dense_interleaved_cossin_s3_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5656,6 +5774,7 @@ struct rope_fp16_dense_interleaved_cossin_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5708,6 +5827,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5752,6 +5872,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5798,6 +5919,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5842,6 +5964,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5888,6 +6011,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5932,6 +6056,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -5978,6 +6103,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s0_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6022,6 +6148,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s0_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6068,6 +6195,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6118,6 +6246,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6176,6 +6305,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6226,6 +6356,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6284,6 +6415,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6334,6 +6466,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6392,6 +6525,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s3_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6442,6 +6576,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s3_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6500,6 +6635,7 @@ struct rope_fp16_dense_interleaved_cossinf32_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6552,6 +6688,7 @@ struct rope_fp16_dense_interleaved_invfreq_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6592,6 +6729,7 @@ struct rope_fp16_dense_interleaved_invfreq_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6634,6 +6772,7 @@ struct rope_fp16_dense_interleaved_invfreq_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6674,6 +6813,7 @@ struct rope_fp16_dense_interleaved_invfreq_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6716,6 +6856,7 @@ struct rope_fp16_dense_interleaved_invfreq_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6756,6 +6897,7 @@ struct rope_fp16_dense_interleaved_invfreq_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6798,6 +6940,7 @@ struct rope_fp16_dense_interleaved_invfreq_s0_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6838,6 +6981,7 @@ struct rope_fp16_dense_interleaved_invfreq_s0_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6880,6 +7024,7 @@ struct rope_fp16_dense_interleaved_invfreq_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6926,6 +7071,7 @@ struct rope_fp16_dense_interleaved_invfreq_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -6980,6 +7126,7 @@ struct rope_fp16_dense_interleaved_invfreq_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7026,6 +7173,7 @@ struct rope_fp16_dense_interleaved_invfreq_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7080,6 +7228,7 @@ struct rope_fp16_dense_interleaved_invfreq_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7126,6 +7275,7 @@ struct rope_fp16_dense_interleaved_invfreq_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7180,6 +7330,7 @@ struct rope_fp16_dense_interleaved_invfreq_s3_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7226,6 +7377,7 @@ struct rope_fp16_dense_interleaved_invfreq_s3_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7280,6 +7432,7 @@ struct rope_fp16_dense_interleaved_invfreq_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7328,6 +7481,7 @@ struct rope_fp16_dense_interleaved_base_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7369,6 +7523,7 @@ struct rope_fp16_dense_interleaved_base_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7412,6 +7567,7 @@ struct rope_fp16_dense_interleaved_base_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7453,6 +7609,7 @@ struct rope_fp16_dense_interleaved_base_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7496,6 +7653,7 @@ struct rope_fp16_dense_interleaved_base_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7537,6 +7695,7 @@ struct rope_fp16_dense_interleaved_base_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7580,6 +7739,7 @@ struct rope_fp16_dense_interleaved_base_s0_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7621,6 +7781,7 @@ struct rope_fp16_dense_interleaved_base_s0_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7664,6 +7825,7 @@ struct rope_fp16_dense_interleaved_base_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7711,6 +7873,7 @@ struct rope_fp16_dense_interleaved_base_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7766,6 +7929,7 @@ struct rope_fp16_dense_interleaved_base_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7813,6 +7977,7 @@ struct rope_fp16_dense_interleaved_base_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7868,6 +8033,7 @@ struct rope_fp16_dense_interleaved_base_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7915,6 +8081,7 @@ struct rope_fp16_dense_interleaved_base_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -7970,6 +8137,7 @@ struct rope_fp16_dense_interleaved_base_s3_v8_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -8017,6 +8185,7 @@ struct rope_fp16_dense_interleaved_base_s3_v8_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -8072,6 +8241,7 @@ struct rope_fp16_dense_interleaved_base_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;

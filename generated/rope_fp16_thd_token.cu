@@ -21,6 +21,7 @@ struct rope_fp16_thd_half_freqs_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -65,6 +66,7 @@ struct rope_fp16_thd_half_freqs_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -109,6 +111,7 @@ struct rope_fp16_thd_half_freqs_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -153,6 +156,7 @@ struct rope_fp16_thd_half_freqs_s0_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -197,6 +201,7 @@ struct rope_fp16_thd_half_freqs_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -247,6 +252,7 @@ struct rope_fp16_thd_half_freqs_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -297,6 +303,7 @@ struct rope_fp16_thd_half_freqs_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -347,6 +354,7 @@ struct rope_fp16_thd_half_freqs_s3_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -397,6 +405,7 @@ struct rope_fp16_thd_half_freqs_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -449,6 +458,7 @@ struct rope_fp16_thd_half_cossin_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -496,6 +506,7 @@ struct rope_fp16_thd_half_cossin_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -543,6 +554,7 @@ struct rope_fp16_thd_half_cossin_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -590,6 +602,7 @@ struct rope_fp16_thd_half_cossin_s0_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -637,6 +650,7 @@ struct rope_fp16_thd_half_cossin_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -690,6 +704,7 @@ struct rope_fp16_thd_half_cossin_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -743,6 +758,7 @@ struct rope_fp16_thd_half_cossin_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -796,6 +812,7 @@ struct rope_fp16_thd_half_cossin_s3_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -849,6 +866,7 @@ struct rope_fp16_thd_half_cossin_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -904,6 +922,7 @@ struct rope_fp16_thd_half_cossinf32_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -951,6 +970,7 @@ struct rope_fp16_thd_half_cossinf32_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -998,6 +1018,7 @@ struct rope_fp16_thd_half_cossinf32_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1045,6 +1066,7 @@ struct rope_fp16_thd_half_cossinf32_s0_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1092,6 +1114,7 @@ struct rope_fp16_thd_half_cossinf32_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1145,6 +1168,7 @@ struct rope_fp16_thd_half_cossinf32_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1198,6 +1222,7 @@ struct rope_fp16_thd_half_cossinf32_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1251,6 +1276,7 @@ struct rope_fp16_thd_half_cossinf32_s3_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1304,6 +1330,7 @@ struct rope_fp16_thd_half_cossinf32_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1359,6 +1386,7 @@ struct rope_fp16_thd_half_invfreq_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1402,6 +1430,7 @@ struct rope_fp16_thd_half_invfreq_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1445,6 +1474,7 @@ struct rope_fp16_thd_half_invfreq_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1488,6 +1518,7 @@ struct rope_fp16_thd_half_invfreq_s0_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1531,6 +1562,7 @@ struct rope_fp16_thd_half_invfreq_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1580,6 +1612,7 @@ struct rope_fp16_thd_half_invfreq_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1629,6 +1662,7 @@ struct rope_fp16_thd_half_invfreq_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1678,6 +1712,7 @@ struct rope_fp16_thd_half_invfreq_s3_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1727,6 +1762,7 @@ struct rope_fp16_thd_half_invfreq_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1778,6 +1814,7 @@ struct rope_fp16_thd_half_base_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1822,6 +1859,7 @@ struct rope_fp16_thd_half_base_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1866,6 +1904,7 @@ struct rope_fp16_thd_half_base_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1910,6 +1949,7 @@ struct rope_fp16_thd_half_base_s0_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1954,6 +1994,7 @@ struct rope_fp16_thd_half_base_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2004,6 +2045,7 @@ struct rope_fp16_thd_half_base_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2054,6 +2096,7 @@ struct rope_fp16_thd_half_base_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2104,6 +2147,7 @@ struct rope_fp16_thd_half_base_s3_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2154,6 +2198,7 @@ struct rope_fp16_thd_half_base_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2206,6 +2251,7 @@ struct rope_fp16_thd_interleaved_freqs_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2250,6 +2296,7 @@ struct rope_fp16_thd_interleaved_freqs_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2294,6 +2341,7 @@ struct rope_fp16_thd_interleaved_freqs_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2338,6 +2386,7 @@ struct rope_fp16_thd_interleaved_freqs_s0_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2382,6 +2431,7 @@ struct rope_fp16_thd_interleaved_freqs_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2432,6 +2482,7 @@ struct rope_fp16_thd_interleaved_freqs_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2482,6 +2533,7 @@ struct rope_fp16_thd_interleaved_freqs_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2532,6 +2584,7 @@ struct rope_fp16_thd_interleaved_freqs_s3_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2582,6 +2635,7 @@ struct rope_fp16_thd_interleaved_freqs_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2634,6 +2688,7 @@ struct rope_fp16_thd_interleaved_cossin_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2681,6 +2736,7 @@ struct rope_fp16_thd_interleaved_cossin_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2728,6 +2784,7 @@ struct rope_fp16_thd_interleaved_cossin_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2775,6 +2832,7 @@ struct rope_fp16_thd_interleaved_cossin_s0_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2822,6 +2880,7 @@ struct rope_fp16_thd_interleaved_cossin_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2875,6 +2934,7 @@ struct rope_fp16_thd_interleaved_cossin_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2928,6 +2988,7 @@ struct rope_fp16_thd_interleaved_cossin_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2981,6 +3042,7 @@ struct rope_fp16_thd_interleaved_cossin_s3_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3034,6 +3096,7 @@ struct rope_fp16_thd_interleaved_cossin_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3089,6 +3152,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3136,6 +3200,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3183,6 +3248,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3230,6 +3296,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s0_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3277,6 +3344,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3330,6 +3398,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3383,6 +3452,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3436,6 +3506,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s3_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3489,6 +3560,7 @@ struct rope_fp16_thd_interleaved_cossinf32_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3544,6 +3616,7 @@ struct rope_fp16_thd_interleaved_invfreq_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3587,6 +3660,7 @@ struct rope_fp16_thd_interleaved_invfreq_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3630,6 +3704,7 @@ struct rope_fp16_thd_interleaved_invfreq_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3673,6 +3748,7 @@ struct rope_fp16_thd_interleaved_invfreq_s0_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3716,6 +3792,7 @@ struct rope_fp16_thd_interleaved_invfreq_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3765,6 +3842,7 @@ struct rope_fp16_thd_interleaved_invfreq_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3814,6 +3892,7 @@ struct rope_fp16_thd_interleaved_invfreq_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3863,6 +3942,7 @@ struct rope_fp16_thd_interleaved_invfreq_s3_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3912,6 +3992,7 @@ struct rope_fp16_thd_interleaved_invfreq_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3963,6 +4044,7 @@ struct rope_fp16_thd_interleaved_base_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4007,6 +4089,7 @@ struct rope_fp16_thd_interleaved_base_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4051,6 +4134,7 @@ struct rope_fp16_thd_interleaved_base_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4095,6 +4179,7 @@ struct rope_fp16_thd_interleaved_base_s0_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4139,6 +4224,7 @@ struct rope_fp16_thd_interleaved_base_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4189,6 +4275,7 @@ struct rope_fp16_thd_interleaved_base_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4239,6 +4326,7 @@ struct rope_fp16_thd_interleaved_base_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4289,6 +4377,7 @@ struct rope_fp16_thd_interleaved_base_s3_v8_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4339,6 +4428,7 @@ struct rope_fp16_thd_interleaved_base_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;

@@ -21,6 +21,7 @@ struct rope_fp32_dense_half_freqs_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -62,6 +63,7 @@ struct rope_fp32_dense_half_freqs_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -105,6 +107,7 @@ struct rope_fp32_dense_half_freqs_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -146,6 +149,7 @@ struct rope_fp32_dense_half_freqs_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -189,6 +193,7 @@ struct rope_fp32_dense_half_freqs_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -230,6 +235,7 @@ struct rope_fp32_dense_half_freqs_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -273,6 +279,7 @@ struct rope_fp32_dense_half_freqs_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -320,6 +327,7 @@ struct rope_fp32_dense_half_freqs_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -375,6 +383,7 @@ struct rope_fp32_dense_half_freqs_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -422,6 +431,7 @@ struct rope_fp32_dense_half_freqs_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -477,6 +487,7 @@ struct rope_fp32_dense_half_freqs_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -524,6 +535,7 @@ struct rope_fp32_dense_half_freqs_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -579,6 +591,7 @@ struct rope_fp32_dense_half_freqs_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -628,6 +641,7 @@ struct rope_fp32_dense_half_cossin_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -672,6 +686,7 @@ struct rope_fp32_dense_half_cossin_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -718,6 +733,7 @@ struct rope_fp32_dense_half_cossin_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -762,6 +778,7 @@ struct rope_fp32_dense_half_cossin_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -808,6 +825,7 @@ struct rope_fp32_dense_half_cossin_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -852,6 +870,7 @@ struct rope_fp32_dense_half_cossin_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -898,6 +917,7 @@ struct rope_fp32_dense_half_cossin_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -948,6 +968,7 @@ struct rope_fp32_dense_half_cossin_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1006,6 +1027,7 @@ struct rope_fp32_dense_half_cossin_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1056,6 +1078,7 @@ struct rope_fp32_dense_half_cossin_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1114,6 +1137,7 @@ struct rope_fp32_dense_half_cossin_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1164,6 +1188,7 @@ struct rope_fp32_dense_half_cossin_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1222,6 +1247,7 @@ struct rope_fp32_dense_half_cossin_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1274,6 +1300,7 @@ struct rope_fp32_dense_half_invfreq_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1314,6 +1341,7 @@ struct rope_fp32_dense_half_invfreq_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1356,6 +1384,7 @@ struct rope_fp32_dense_half_invfreq_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1396,6 +1425,7 @@ struct rope_fp32_dense_half_invfreq_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1438,6 +1468,7 @@ struct rope_fp32_dense_half_invfreq_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1478,6 +1509,7 @@ struct rope_fp32_dense_half_invfreq_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1520,6 +1552,7 @@ struct rope_fp32_dense_half_invfreq_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1566,6 +1599,7 @@ struct rope_fp32_dense_half_invfreq_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1620,6 +1654,7 @@ struct rope_fp32_dense_half_invfreq_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1666,6 +1701,7 @@ struct rope_fp32_dense_half_invfreq_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1720,6 +1756,7 @@ struct rope_fp32_dense_half_invfreq_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1766,6 +1803,7 @@ struct rope_fp32_dense_half_invfreq_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1820,6 +1858,7 @@ struct rope_fp32_dense_half_invfreq_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1868,6 +1907,7 @@ struct rope_fp32_dense_half_base_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1909,6 +1949,7 @@ struct rope_fp32_dense_half_base_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1952,6 +1993,7 @@ struct rope_fp32_dense_half_base_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1993,6 +2035,7 @@ struct rope_fp32_dense_half_base_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2036,6 +2079,7 @@ struct rope_fp32_dense_half_base_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2077,6 +2121,7 @@ struct rope_fp32_dense_half_base_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2120,6 +2165,7 @@ struct rope_fp32_dense_half_base_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2167,6 +2213,7 @@ struct rope_fp32_dense_half_base_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2222,6 +2269,7 @@ struct rope_fp32_dense_half_base_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2269,6 +2317,7 @@ struct rope_fp32_dense_half_base_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2324,6 +2373,7 @@ struct rope_fp32_dense_half_base_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2371,6 +2421,7 @@ struct rope_fp32_dense_half_base_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2426,6 +2477,7 @@ struct rope_fp32_dense_half_base_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2475,6 +2527,7 @@ struct rope_fp32_dense_interleaved_freqs_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2516,6 +2569,7 @@ struct rope_fp32_dense_interleaved_freqs_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2559,6 +2613,7 @@ struct rope_fp32_dense_interleaved_freqs_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2600,6 +2655,7 @@ struct rope_fp32_dense_interleaved_freqs_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2643,6 +2699,7 @@ struct rope_fp32_dense_interleaved_freqs_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2684,6 +2741,7 @@ struct rope_fp32_dense_interleaved_freqs_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2727,6 +2785,7 @@ struct rope_fp32_dense_interleaved_freqs_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2774,6 +2833,7 @@ struct rope_fp32_dense_interleaved_freqs_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2829,6 +2889,7 @@ struct rope_fp32_dense_interleaved_freqs_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2876,6 +2937,7 @@ struct rope_fp32_dense_interleaved_freqs_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2931,6 +2993,7 @@ struct rope_fp32_dense_interleaved_freqs_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2978,6 +3041,7 @@ struct rope_fp32_dense_interleaved_freqs_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3033,6 +3097,7 @@ struct rope_fp32_dense_interleaved_freqs_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3082,6 +3147,7 @@ struct rope_fp32_dense_interleaved_cossin_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3126,6 +3192,7 @@ struct rope_fp32_dense_interleaved_cossin_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3172,6 +3239,7 @@ struct rope_fp32_dense_interleaved_cossin_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3216,6 +3284,7 @@ struct rope_fp32_dense_interleaved_cossin_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3262,6 +3331,7 @@ struct rope_fp32_dense_interleaved_cossin_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3306,6 +3376,7 @@ struct rope_fp32_dense_interleaved_cossin_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3352,6 +3423,7 @@ struct rope_fp32_dense_interleaved_cossin_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3402,6 +3474,7 @@ struct rope_fp32_dense_interleaved_cossin_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3460,6 +3533,7 @@ struct rope_fp32_dense_interleaved_cossin_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3510,6 +3584,7 @@ struct rope_fp32_dense_interleaved_cossin_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3568,6 +3643,7 @@ struct rope_fp32_dense_interleaved_cossin_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3618,6 +3694,7 @@ struct rope_fp32_dense_interleaved_cossin_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3676,6 +3753,7 @@ struct rope_fp32_dense_interleaved_cossin_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3728,6 +3806,7 @@ struct rope_fp32_dense_interleaved_invfreq_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3768,6 +3847,7 @@ struct rope_fp32_dense_interleaved_invfreq_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3810,6 +3890,7 @@ struct rope_fp32_dense_interleaved_invfreq_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3850,6 +3931,7 @@ struct rope_fp32_dense_interleaved_invfreq_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3892,6 +3974,7 @@ struct rope_fp32_dense_interleaved_invfreq_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3932,6 +4015,7 @@ struct rope_fp32_dense_interleaved_invfreq_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -3974,6 +4058,7 @@ struct rope_fp32_dense_interleaved_invfreq_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4020,6 +4105,7 @@ struct rope_fp32_dense_interleaved_invfreq_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4074,6 +4160,7 @@ struct rope_fp32_dense_interleaved_invfreq_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4120,6 +4207,7 @@ struct rope_fp32_dense_interleaved_invfreq_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4174,6 +4262,7 @@ struct rope_fp32_dense_interleaved_invfreq_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4220,6 +4309,7 @@ struct rope_fp32_dense_interleaved_invfreq_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4274,6 +4364,7 @@ struct rope_fp32_dense_interleaved_invfreq_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4322,6 +4413,7 @@ struct rope_fp32_dense_interleaved_base_s0_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4363,6 +4455,7 @@ struct rope_fp32_dense_interleaved_base_s0_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4406,6 +4499,7 @@ struct rope_fp32_dense_interleaved_base_s0_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4447,6 +4541,7 @@ struct rope_fp32_dense_interleaved_base_s0_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4490,6 +4585,7 @@ struct rope_fp32_dense_interleaved_base_s0_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4531,6 +4627,7 @@ struct rope_fp32_dense_interleaved_base_s0_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4574,6 +4671,7 @@ struct rope_fp32_dense_interleaved_base_s3_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4621,6 +4719,7 @@ struct rope_fp32_dense_interleaved_base_s3_v1_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4676,6 +4775,7 @@ struct rope_fp32_dense_interleaved_base_s3_v2_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4723,6 +4823,7 @@ struct rope_fp32_dense_interleaved_base_s3_v2_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4778,6 +4879,7 @@ struct rope_fp32_dense_interleaved_base_s3_v4_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4825,6 +4927,7 @@ struct rope_fp32_dense_interleaved_base_s3_v4_qk_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -4880,6 +4983,7 @@ struct rope_fp32_dense_interleaved_base_s4_v1_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;

@@ -21,6 +21,7 @@ struct rope_fp32_thd_half_freqs_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -65,6 +66,7 @@ struct rope_fp32_thd_half_freqs_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -109,6 +111,7 @@ struct rope_fp32_thd_half_freqs_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -153,6 +156,7 @@ struct rope_fp32_thd_half_freqs_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -203,6 +207,7 @@ struct rope_fp32_thd_half_freqs_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -253,6 +258,7 @@ struct rope_fp32_thd_half_freqs_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -303,6 +309,7 @@ struct rope_fp32_thd_half_freqs_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -355,6 +362,7 @@ struct rope_fp32_thd_half_cossin_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -402,6 +410,7 @@ struct rope_fp32_thd_half_cossin_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -449,6 +458,7 @@ struct rope_fp32_thd_half_cossin_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -496,6 +506,7 @@ struct rope_fp32_thd_half_cossin_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -549,6 +560,7 @@ struct rope_fp32_thd_half_cossin_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -602,6 +614,7 @@ struct rope_fp32_thd_half_cossin_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -655,6 +668,7 @@ struct rope_fp32_thd_half_cossin_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -710,6 +724,7 @@ struct rope_fp32_thd_half_invfreq_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -753,6 +768,7 @@ struct rope_fp32_thd_half_invfreq_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -796,6 +812,7 @@ struct rope_fp32_thd_half_invfreq_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -839,6 +856,7 @@ struct rope_fp32_thd_half_invfreq_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -888,6 +906,7 @@ struct rope_fp32_thd_half_invfreq_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -937,6 +956,7 @@ struct rope_fp32_thd_half_invfreq_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -986,6 +1006,7 @@ struct rope_fp32_thd_half_invfreq_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1037,6 +1058,7 @@ struct rope_fp32_thd_half_base_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1081,6 +1103,7 @@ struct rope_fp32_thd_half_base_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1125,6 +1148,7 @@ struct rope_fp32_thd_half_base_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1169,6 +1193,7 @@ struct rope_fp32_thd_half_base_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1219,6 +1244,7 @@ struct rope_fp32_thd_half_base_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1269,6 +1295,7 @@ struct rope_fp32_thd_half_base_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1319,6 +1346,7 @@ struct rope_fp32_thd_half_base_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1371,6 +1399,7 @@ struct rope_fp32_thd_interleaved_freqs_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1415,6 +1444,7 @@ struct rope_fp32_thd_interleaved_freqs_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1459,6 +1489,7 @@ struct rope_fp32_thd_interleaved_freqs_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1503,6 +1534,7 @@ struct rope_fp32_thd_interleaved_freqs_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1553,6 +1585,7 @@ struct rope_fp32_thd_interleaved_freqs_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1603,6 +1636,7 @@ struct rope_fp32_thd_interleaved_freqs_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1653,6 +1687,7 @@ struct rope_fp32_thd_interleaved_freqs_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1705,6 +1740,7 @@ struct rope_fp32_thd_interleaved_cossin_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1752,6 +1788,7 @@ struct rope_fp32_thd_interleaved_cossin_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1799,6 +1836,7 @@ struct rope_fp32_thd_interleaved_cossin_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1846,6 +1884,7 @@ struct rope_fp32_thd_interleaved_cossin_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1899,6 +1938,7 @@ struct rope_fp32_thd_interleaved_cossin_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -1952,6 +1992,7 @@ struct rope_fp32_thd_interleaved_cossin_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2005,6 +2046,7 @@ struct rope_fp32_thd_interleaved_cossin_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2060,6 +2102,7 @@ struct rope_fp32_thd_interleaved_invfreq_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2103,6 +2146,7 @@ struct rope_fp32_thd_interleaved_invfreq_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2146,6 +2190,7 @@ struct rope_fp32_thd_interleaved_invfreq_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2189,6 +2234,7 @@ struct rope_fp32_thd_interleaved_invfreq_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2238,6 +2284,7 @@ struct rope_fp32_thd_interleaved_invfreq_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2287,6 +2334,7 @@ struct rope_fp32_thd_interleaved_invfreq_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2336,6 +2384,7 @@ struct rope_fp32_thd_interleaved_invfreq_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2387,6 +2436,7 @@ struct rope_fp32_thd_interleaved_base_s0_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2431,6 +2481,7 @@ struct rope_fp32_thd_interleaved_base_s0_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2475,6 +2526,7 @@ struct rope_fp32_thd_interleaved_base_s0_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2519,6 +2571,7 @@ struct rope_fp32_thd_interleaved_base_s3_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2569,6 +2622,7 @@ struct rope_fp32_thd_interleaved_base_s3_v2_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2619,6 +2673,7 @@ struct rope_fp32_thd_interleaved_base_s3_v4_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;
@@ -2669,6 +2724,7 @@ struct rope_fp32_thd_interleaved_base_s4_v1_token_params {
   long long seq_major;
   long long copy_tail;
   long long backward;
+  double mscale;
   const void* positions;
   long long pos_stride_b;
   long long pos_stride_s;

@@ -122,7 +122,7 @@ def _fresh_like(info, ptr: int = 1 << 60):
     return TensorInfo(ptr, info.shape, tuple(strides), info.dtype, info.device)
 
 
-def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, rotary_dim, rotary_offset,
+def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, rotary_dim, rotary_offset,
                    positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, inplace, out, k=None, k_out=None):
     """The planner's validation of a rope (or, with k, rope_qk) call: its rotary dim."""
     import torch
@@ -141,7 +141,7 @@ def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, lay
     cu = None if cu_seqlens is None else _info(cu_seqlens, "cu_seqlens", ("int32",))
     guarded = tuple((n, i) for n, i in (*tables.items(), ("offsets", offsets_arg), ("cu_seqlens", cu))
                     if i is not None and not isinstance(i, int))
-    call = validate(xi, oi, **tables, base=base, scale=scale, layout=layout, rotary_dim=rotary_dim,
+    call = validate(xi, oi, **tables, base=base, scale=scale, mscale=mscale, layout=layout, rotary_dim=rotary_dim,
                     rotary_offset=rotary_offset, offsets=offsets_arg, cu_seqlens=cu,
                     cu_seqlens_host=None if cu is None else tuple(cu_seqlens.tolist()), cp_size=cp_size,
                     cp_rank=cp_rank, max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
@@ -161,7 +161,7 @@ def _written(result, x, inplace: bool, out):
     return target
 
 
-def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
          layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
          cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
     """float64 RoPE: y = x*cos + rot(x)*sin forward, g = x*cos - rot(x*sin) backward (see cukiln.rope), on
@@ -169,25 +169,27 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
 
     thd tokens outside every sequence come back unchanged.
     """
-    rd = _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, rotary_dim, rotary_offset,
-                        positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, inplace, out)
-    return _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rd, rotary_offset,
-                 positions, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace, out)
+    rd = _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, rotary_dim,
+                        rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, inplace, out)
+    return _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rd,
+                 rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace, out)
 
 
 def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
-            layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
-            cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
+            mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None,
+            offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False,
+            out=None):
     """float64 rope_qk: (rope of q, rope of k with q's angles and positions) as cukiln.rope_qk."""
     q_out, k_out = (None, None) if out is None else out
-    rd = _validate_rope(q, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, rotary_dim, rotary_offset,
-                        positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, inplace, q_out, k, k_out)
-    args = (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rd, rotary_offset, positions,
-            offsets, cu_seqlens, cp_size, cp_rank, backward, inplace)
+    rd = _validate_rope(q, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, rotary_dim,
+                        rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, inplace, q_out,
+                        k, k_out)
+    args = (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rd, rotary_offset,
+            positions, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace)
     return _rope(q, *args, q_out), None if k is None else _rope(k, *args, k_out)
 
 
-def _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rd, rotary_offset,
+def _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rd, rotary_offset,
           positions, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace, out):
     import torch
 
@@ -226,7 +228,7 @@ def _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, inte
         angle = pos[..., None].to(f64) * float(scale) * inv[_pair_index(rd, interleaved, dev)]
         c, s = torch.cos(angle), torch.sin(angle)
 
-    c, s = c[:, :, None, :], s[:, :, None, :]  # shared by every head
+    c, s = c[:, :, None, :] * float(mscale), s[:, :, None, :] * float(mscale)  # shared by every head
     span = slice(rotary_offset, rotary_offset + rd)
     xr = xs[..., span]
     y = xr * c - _rotate(xr * s, interleaved) if backward else xr * c + _rotate(xr, interleaved) * s

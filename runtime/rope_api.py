@@ -43,7 +43,7 @@ class _CachedPlan:
 PLANS = PlanCache()
 
 
-def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
          layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
          cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None, stream=None):
     """Rotate features [rotary_offset, rotary_offset + rotary_dim) of every head of ``x`` by position-dependent
@@ -57,6 +57,8 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
     the first half of a row, their sin in the second), fp32 or x's dtype; ``inv_freq`` [rotary_dim/2] fp32 with
     angle = position * scale * inv_freq[i]; or ``base``, with inv_freq[i] = base ** (-2i / rotary_dim) (the
     frequencies follow rotary_dim, not the head dim). Tables of shape [max_pos, 1, 1, width] are accepted.
+    ``mscale``: cos and sin multiplied by it, whatever their source (YaRN's and LongRoPE's attention factor;
+    ``cukiln.rope_recipe`` turns a model config's rope parameters into inv_freq, rotary_dim and mscale).
     rotary_dim defaults to the table width (freqs, cos_sin_cache), 2 * len(inv_freq), or d (base); cos/sin tables
     of width w read as full-width (rotary_dim = w) or half-width (2w), and where both fit the head the call must
     give rotary_dim. ``rotary_offset``: the rotated span's first feature (vLLM's rope_dim_offset; MLA's rotary
@@ -97,7 +99,7 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
                                                    ("sin", sin), ("cos_sin_cache", cos_sin_cache),
                                                    ("inv_freq", inv_freq)), "cukiln.torch.rope")
     # Positional: 21 keyword arguments would cost this call about a microsecond.
-    return run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim,
+    return run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
                     rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out)
 
 
@@ -107,9 +109,9 @@ ARGUMENTS = tuple(inspect.signature(rope).parameters)[1:]
 
 
 def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
-            layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
-            cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None,
-            stream=None):
+            mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None,
+            offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False,
+            out=None, stream=None):
     """cukiln.rope on q and k of the same tokens at once: (q_out, k_out). k may differ from q in its head count and
     in every stride (e.g. ``qkv[:, :hq * d].view(t, hq, d)`` and the next slice); each token's angles are computed
     once, for all of its q and k heads, in one launch (dense layouts with the last dim contiguous; packed thd
@@ -134,13 +136,13 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
                                                       ("freqs", freqs), ("cos", cos), ("sin", sin),
                                                       ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq)),
                                    "cukiln.torch.rope_qk")
-    return run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim,
-                       rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace,
-                       q_out, k_out)
+    return run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
+                       rotary_dim, rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen,
+                       backward, inplace, q_out, k_out)
 
 
-def run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim, rotary_offset,
-             positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out):
+def run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
+             rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out):
     """rope() on torch tensors, every argument positional (as rope's signature orders them, less stream):
     the entry for callers that already hold torch tensors, such as the torch ops."""
     cached, values, result, _, copied = prepare(x, None, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale,
@@ -161,7 +163,7 @@ def run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, i
     return result
 
 
-def run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim,
+def run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
                 rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace,
                 q_out, k_out):
     """rope_qk() on torch tensors, every argument positional (out as q_out, k_out): (q_out, k_out)."""
@@ -234,7 +236,7 @@ def _plan_uncached(x, k, k_out, *, rule: dict, out=None, inplace=False, **kwargs
     return cached.plan, out
 
 
-def prepare(x, k, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+def prepare(x, k, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
             layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
             cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None,
             k_out=None):
@@ -274,7 +276,7 @@ def prepare(x, k, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=N
     try:
         xp = x.data_ptr()
         pointers = [xp, xp, 0, 0]
-        key = [x.shape, x.stride(), x.dtype, x.is_neg(), x.get_device(), xp & ALIGN_MASK, base, scale, layout,
+        key = [x.shape, x.stride(), x.dtype, x.is_neg(), x.get_device(), xp & ALIGN_MASK, base, scale, mscale, layout,
                interleaved, rotary_dim, rotary_offset, backward, inplace, fresh, cp_size, cp_rank, max_seqlen,
                thd_dispatch, cu_host]
         if out is not x:
@@ -301,7 +303,7 @@ def prepare(x, k, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=N
     except (AttributeError, TypeError):  # not tensors, unhashable scalars: the full validation explains
         key, cached = None, None
     if cached is None:
-        cached = _plan_and_describe((x, out, k, k_out) + others, base=base, scale=scale, layout=layout,
+        cached = _plan_and_describe((x, out, k, k_out) + others, base=base, scale=scale, mscale=mscale, layout=layout,
                                     interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
                                     backward=backward, inplace=inplace, fresh=fresh, cu_host=cu_host, cp_size=cp_size,
                                     cp_rank=cp_rank, max_seqlen=max_seqlen, thd_dispatch=thd_dispatch)
@@ -331,7 +333,7 @@ def _refuse_overlap(hit: tuple[int, int] | None) -> None:
             else ", which the kernel reads while it writes it"))
 
 
-def _plan_and_describe(args, *, base=None, scale=1.0, layout="sbhd", interleaved=False, rotary_dim=None,
+def _plan_and_describe(args, *, base=None, scale=1.0, mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None,
                        rotary_offset=0, backward=False, inplace=False, fresh=False, cu_host=None, cp_size=1,
                        cp_rank=0, max_seqlen=None, thd_dispatch="auto", rule=None) -> _CachedPlan:
     """Full validation and planning; records where the pointers go so that later calls only refill them."""

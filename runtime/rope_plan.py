@@ -345,6 +345,7 @@ class _Validated:
     seqs: PackedSequences | None  # thd by cu_seqlens; None for dense layouts and thd with positions
     in_place: bool
     rotary_offset: int
+    mscale: float  # cos and sin multiplied by it (YaRN's and LongRoPE's attention factor)
 
 
 @dataclass(frozen=True)
@@ -371,10 +372,10 @@ SMALL_GRID_SHARE = 0.5
 
 
 def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None,
-              base=None, scale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None,
-              offsets=None, cu_seqlens: TensorInfo | None = None, cu_seqlens_host: tuple[int, ...] | None = None,
-              cp_size=1, cp_rank=0, max_seqlen=None, thd_dispatch: str = "auto", arch: str | None = None,
-              backward=False, inplace=False, guarded: tuple[tuple[str, TensorInfo], ...] = (),
+              base=None, scale=1.0, mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0,
+              positions=None, offsets=None, cu_seqlens: TensorInfo | None = None, cu_seqlens_host: tuple[int,
+              ...] | None = None, cp_size=1, cp_rank=0, max_seqlen=None, thd_dispatch: str = "auto",
+              arch: str | None = None, backward=False, inplace=False, guarded: tuple[tuple[str, TensorInfo], ...] = (),
               rule: dict | None = None, k: TensorInfo | None = None, k_out: TensorInfo | None = None,
               sms: int = 132) -> RopePlan | None:
     """The launch for one call, or None when there is nothing to do (an empty tensor).
@@ -388,7 +389,7 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
     ``then``. ``sms``: the GPU's multiprocessors (small grids split their heads over more blocks).
     """
     call = validate(x, out, freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq, base=base,
-                    scale=scale, layout=layout, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
+                    scale=scale, mscale=mscale, layout=layout, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
                     positions=positions, offsets=offsets, cu_seqlens=cu_seqlens, cu_seqlens_host=cu_seqlens_host,
                     cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
     operands = [_Operand(x, out, "x", "out", call.sizes, call.x_strides, call.out_strides)]
@@ -443,7 +444,7 @@ def _pointer_fields(operands: list[_Operand], call: _Validated) -> tuple[tuple[s
     return tuple(found)
 
 
-def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base, scale, layout, rotary_dim,
+def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base, scale, mscale, layout, rotary_dim,
              positions, offsets, cu_seqlens, cu_seqlens_host, cp_size, cp_rank, max_seqlen, inplace,
              guarded, cos_sin_cache=None, rotary_offset=0) -> _Validated:
     """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument.
@@ -457,6 +458,8 @@ def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base,
         raise ValueError(f"x: expected a {expected_ndim}-D tensor in layout {layout}, got shape {list(x.shape)}")
     if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not math.isfinite(scale):
         raise TypeError(f"scale: expected a finite number, got {scale!r}")
+    if not isinstance(mscale, (int, float)) or isinstance(mscale, bool) or not math.isfinite(mscale) or mscale <= 0:
+        raise ValueError(f"mscale: expected a finite number > 0 (the factor of cos and sin), got {mscale!r}")
     _check_cp(cp_size, cp_rank)
     packed = layout == "thd" and positions is None
     if layout != "thd" and cu_seqlens is not None:
@@ -501,7 +504,7 @@ def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base,
         raise ValueError(f"x: at most {MAX_TOKENS} tokens (seq x batch) and {INT32_MAX} heads x head_dim, "
                          f"got shape {list(x.shape)}")
     return _Validated(sizes, x_strides, _dense_view(out, layout)[1], angles, pos_fields, seqs, in_place,
-                      rotary_offset)
+                      rotary_offset, float(mscale))
 
 
 def _check_written(x: TensorInfo, out: TensorInfo, x_name: str, out_name: str, inplace: bool, guarded) -> bool:
@@ -602,7 +605,8 @@ def _fields(operands: list[_Operand], call: _Validated, seq_major: bool, cp_size
     rd = call.angles.rotary_dim
     fields = {"tokens": S * B, "seq_len": S, "batch": B, "heads": H, "heads_k": 0, "head_dim": D, "rotary_dim": rd,
               "rotary_offset": call.rotary_offset, "seq_major": int(seq_major),
-              "copy_tail": int(not call.in_place and rd < D), "backward": int(bool(backward))}
+              "copy_tail": int(not call.in_place and rd < D), "backward": int(bool(backward)),
+              "mscale": call.mscale}
     for names, op in zip((("x", "out"), ("k", "k_out")), operands):
         fields[names[0]], fields[names[1]] = op.span_pointers(call.rotary_offset)
         for prefix, st in zip(names, (op.x_strides, op.out_strides)):

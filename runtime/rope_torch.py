@@ -21,10 +21,10 @@ __all__ = ["rope", "rope_qk"]
 # The op's arguments after x, each with its schema type (tests/runtime/test_signatures.py checks the names
 # against rope_api.ARGUMENTS).
 OP_TYPES = {"freqs": "Tensor?", "cos": "Tensor?", "sin": "Tensor?", "cos_sin_cache": "Tensor?",
-            "inv_freq": "Tensor?", "base": "float?", "scale": "float", "layout": "str", "interleaved": "bool",
-            "rotary_dim": "int?", "rotary_offset": "int", "positions": "Tensor?", "offsets_tensor": "Tensor?",
-            "offset": "int?", "cu_seqlens": "Tensor?", "cp_size": "int", "cp_rank": "int", "max_seqlen": "int?",
-            "backward": "bool"}
+            "inv_freq": "Tensor?", "base": "float?", "scale": "float", "mscale": "float", "layout": "str",
+            "interleaved": "bool", "rotary_dim": "int?", "rotary_offset": "int", "positions": "Tensor?",
+            "offsets_tensor": "Tensor?", "offset": "int?", "cu_seqlens": "Tensor?", "cp_size": "int",
+            "cp_rank": "int", "max_seqlen": "int?", "backward": "bool"}
 OP_ARGUMENTS = tuple(name for a in ARGUMENTS if a not in ("inplace", "out", "stream")
                      for name in (("offsets_tensor", "offset") if a == "offsets" else (a,)))
 assert tuple(OP_TYPES) == OP_ARGUMENTS, "OP_TYPES must follow rope_api.ARGUMENTS"
@@ -216,17 +216,17 @@ LIBRARY.impl("rope_qk", _rope_qk_autograd, "Autograd")
 LIBRARY.impl("rope_qk_", _rope_qk_inplace_autograd, "Autograd")
 
 
-def _op_args(freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim, rotary_offset,
-             positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward) -> tuple:
+def _op_args(freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
+             rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward) -> tuple:
     """The ops' arguments after the tensors rotated: scalars normalized, offsets split in two."""
     offsets_tensor = offsets if isinstance(offsets, torch.Tensor) else None
     offset = None if offsets_tensor is not None else offsets
-    return (freqs, cos, sin, cos_sin_cache, inv_freq, None if base is None else float(base), float(scale), layout,
-            bool(interleaved), rotary_dim, rotary_offset, positions, offsets_tensor, offset, cu_seqlens, cp_size,
-            cp_rank, max_seqlen, bool(backward))
+    return (freqs, cos, sin, cos_sin_cache, inv_freq, None if base is None else float(base), float(scale),
+            float(mscale), layout, bool(interleaved), rotary_dim, rotary_offset, positions, offsets_tensor, offset,
+            cu_seqlens, cp_size, cp_rank, max_seqlen, bool(backward))
 
 
-def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
          layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
          cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
     """cukiln.rope as the ops cukiln::rope / cukiln::rope_ (see cukiln.rope for the arguments; eager calls
@@ -240,13 +240,13 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
         if grad:
             if inplace:
                 _refuse_leaf_in_place(x)
-            return _RopeGrad.apply(x, _run_eager, (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout,
-                                                   interleaved, rotary_dim, rotary_offset, positions, offsets,
+            return _RopeGrad.apply(x, _run_eager, (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale,
+                                                   layout, interleaved, rotary_dim, rotary_offset, positions, offsets,
                                                    cu_seqlens, cp_size, cp_rank, max_seqlen), backward, inplace)
-        return run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim,
-                        rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace,
-                        None)
-    args = (x, *_op_args(freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim,
+        return run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
+                        rotary_dim, rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen,
+                        backward, inplace, None)
+    args = (x, *_op_args(freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
                          rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward))
     if inplace and grad:  # traced: the differentiable op, and a copy that autograd sees as in place
         return x.copy_(_rope_op(*args))
@@ -257,15 +257,16 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
 
 
 def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
-            layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
-            cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
+            mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None,
+            offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False,
+            out=None):
     """cukiln.rope_qk as the ops cukiln::rope_qk / cukiln::rope_qk_ (see cukiln.rope_qk for the arguments; eager
     calls run the kernels directly): (q_out, k_out), differentiable in q and k. ``k=None``: q alone, as
     cukiln.torch.rope (k_out None). ``out=`` is not supported here."""
     if out is not None:
         raise ValueError("out: cukiln.torch.rope_qk returns new tensors (or rotates q and k with inplace=True); "
                          "use cukiln.rope_qk for out=")
-    arguments = (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, layout, interleaved, rotary_dim,
+    arguments = (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
                  rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen)
     if k is None:
         return rope(q, **dict(zip(ARGUMENTS, arguments)), backward=backward, inplace=inplace), None

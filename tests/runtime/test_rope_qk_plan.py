@@ -147,3 +147,19 @@ def test_the_reference_of_the_new_arguments_agrees_with_the_plain_one():
     assert torch.equal(q_out, reference.rope(q, **half, **kw)) and torch.equal(k_out, reference.rope(k, **half, **kw))
     assert torch.equal(q_out[..., :32], q[..., :32])  # outside the span: unchanged
     assert torch.equal(q_out[..., 32:], reference.rope(q[..., 32:], **half, positions=pos, layout="thd"))
+
+
+def test_mscale_reaches_the_kernel_as_a_field():
+    q, k = qkv_slices()
+    plan = plan_rope(q, q, k=k, k_out=k, base=10000.0, positions=positions(64), layout="thd", inplace=True,
+                     mscale=1.2079)
+    assert dict(zip(plan.field_names, plan.values))["mscale"] == 1.2079
+    plain = plan_rope(q, q, base=10000.0, positions=positions(64), layout="thd", inplace=True)
+    assert dict(zip(plain.field_names, plain.values))["mscale"] == 1.0
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf"), True, "1.2", None])
+def test_a_bad_mscale_is_refused_naming_it(bad):
+    q, _ = qkv_slices()
+    with pytest.raises(ValueError, match="mscale: expected a finite number > 0"):
+        plan_rope(q, q, base=10000.0, positions=positions(64), layout="thd", inplace=True, mscale=bad)

@@ -9,7 +9,15 @@ from ..verify import compare, new_generator, torch_dtype
 THD_LENGTHS = (40, 0, 33, 38)
 
 def rope_angle_args(angles: str, dtype, max_pos: int, rd: int, gen, dev) -> dict:
-    """Random angle-source arguments of the given kind."""
+    """Random angle-source arguments of the given kind, with an mscale other than 1 (the GPU tests cover the
+    default one)."""
+    import torch
+
+    return {**_angle_source(angles, dtype, max_pos, rd, gen, dev),
+            "mscale": 0.8 + 0.8 * torch.rand(1, generator=gen, device=dev).item()}
+
+
+def _angle_source(angles: str, dtype, max_pos: int, rd: int, gen, dev) -> dict:
     import torch
 
     if angles == "freqs":  # per-feature angles, so that partners' angles differ (TE's general case)

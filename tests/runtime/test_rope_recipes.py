@@ -20,19 +20,11 @@ from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbeddin
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb  # noqa: E402
 from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding  # noqa: E402
 
-from cukiln import reference  # noqa: E402
-from cukiln.rope_recipe import rope_recipe  # noqa: E402
+from cukiln import reference, rope_recipe  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 TWO_ULP = 2.0 ** -22  # relative: 2 units in the last place of a float32 in [1, 2)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _quiet_transformers():
-    # Configs built on purpose with e.g. a yarn factor unlike max/original make transformers log warnings
-    previous = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
-    yield
-    transformers.logging.set_verbosity(previous)
 
 
 def _config(rope_parameters, head_dim, max_position_embeddings):
@@ -183,8 +175,9 @@ def test_yarn_matches_transformers(case, head_dim, partial):
 def test_bit_identical_to_transformers_on_cpu(recipe, seq_len):
     # Same float32 operations in the same order as transformers: not merely within 2 ulp, equal
     params = {**COMPLETE[recipe], "rope_theta": 30000.0}
-    if recipe == "linear":
-        params["factor"] = 1.7  # not a power of two: dividing by it and multiplying by 1/factor round apart
+    if "factor" in params:
+        # not a power of two: (a * b) / factor and a * (b / factor), or / factor and * (1 / factor), round apart
+        params["factor"] = {"linear": 1.7, "dynamic": 3.3, "yarn": 5.0, "llama3": 6.0}[recipe]
     for partial in PARTIAL:
         if recipe == "longrope":  # factor lists sized for the rotary_dim
             params = {**_longrope_params(int(64 * partial), "phi3"), "rope_theta": 30000.0}
@@ -295,7 +288,7 @@ def test_su_is_longrope():
 
 @pytest.mark.parametrize("theta", [500000.0, 10000.0])
 @pytest.mark.parametrize("factor, low, high, original", [(8.0, 1.0, 4.0, 8192), (32.0, 1.0, 4.0, 8192),
-                                                         (16.0, 2.0, 8.0, 2048), (4.0, 1.0, 2.0, 4096)])
+                                                         (16.0, 2.0, 8.0, 2048), (6.0, 1.0, 2.0, 4096)])
 @pytest.mark.parametrize("partial", PARTIAL)
 @pytest.mark.parametrize("head_dim", HEAD_DIMS)
 def test_llama3_matches_transformers(head_dim, partial, factor, low, high, original, theta):
@@ -450,7 +443,8 @@ def test_longrope_factor_list_of_the_wrong_length(key, length):
     ({"seq_len": 0}, "seq_len"), ({"seq_len": -5}, "seq_len"), ({"seq_len": 1.5}, "seq_len"),
     ({"seq_len": True}, "seq_len"), ({"head_dim": 0}, "head_dim"), ({"head_dim": 64.0}, "head_dim"),
     ({"max_position_embeddings": 0}, "max_position_embeddings"),
-    ({"partial_rotary_factor": 0.0}, "partial_rotary_factor"), ({"partial_rotary_factor": 1.5}, "partial_rotary_factor"),
+    ({"partial_rotary_factor": 0.0}, "partial_rotary_factor"),
+    ({"partial_rotary_factor": 1.5}, "partial_rotary_factor"),
 ])
 def test_malformed_arguments_are_named(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -480,6 +474,6 @@ def test_the_dict_is_not_modified():
 
 
 def test_importing_the_module_does_not_import_torch():
-    code = "import sys, cukiln, cukiln.rope_recipe; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, cukiln, cukiln.rope_recipes; assert 'torch' not in sys.modules, 'torch imported'"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""cukiln.rope_recipe: the RoPE scaling recipes of Hugging Face model configs, turned into cukiln.rope's arguments.
+"""cukiln.rope_recipes: the RoPE scaling recipes of Hugging Face model configs, turned into cukiln.rope's arguments.
 
 A model config carries its rotary recipe as a dict: ``config.rope_parameters`` in transformers 5, or in older
 configs the ``rope_scaling`` dict with ``rope_theta`` beside it (merge the two: ``{**rope_scaling, "rope_theta":
@@ -39,7 +39,8 @@ RECIPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
 _ALIASES = {"su": "longrope"}  # the name Phi-3's first checkpoints used (transformers' Phi3Config maps it too)
 
 
-def rope_recipe(rope_parameters, *, head_dim, max_position_embeddings, partial_rotary_factor=1.0, seq_len=None):
+def rope_recipe(rope_parameters, *, head_dim, max_position_embeddings, partial_rotary_factor=1.0, seq_len=None,
+                device=None):
     """The cukiln.rope arguments that reproduce a Hugging Face RoPE recipe.
 
     rope_parameters: the config's dict (``rope_type`` or the older ``type``, absent meaning ``default``;
@@ -55,15 +56,17 @@ def rope_recipe(rope_parameters, *, head_dim, max_position_embeddings, partial_r
     seq_len: the longest sequence the frequencies serve (largest position + 1), read by ``dynamic`` and
     ``longrope`` only; see the module docstring.
 
-    Returns ``{"inv_freq": float32 CPU tensor [rotary_dim / 2], "rotary_dim": int, "mscale": float}``; move
-    inv_freq to the tensors' device before the call. Raises ValueError for an unknown recipe, a missing or
+    device: where inv_freq is returned (the tensors' device, e.g. "cuda"); None keeps it on the CPU.
+
+    Returns ``{"inv_freq": float32 tensor [rotary_dim / 2], "rotary_dim": int, "mscale": float}``, to pass as
+    ``cukiln.rope(x, positions=..., **recipe)``. Raises ValueError for an unknown recipe, a missing or
     malformed parameter (naming it) or an odd rotary_dim.
 
     Decisions beyond transformers: ``original_max_position_embeddings`` is required by yarn, longrope and llama3
     (transformers silently falls back to ``max_position_embeddings``, which gives wrong frequencies for a raw
     Phi-3 ``rope_scaling`` dict, whose original length sits at the top level of config.json); ``rope_theta`` is
     required (transformers' default differs between models); longrope's factor lists must have rotary_dim / 2
-    entries (transformers only warns).
+    entries and llama3's high_freq_factor must differ from low_freq_factor (transformers only warns).
     """
     import torch
 
@@ -82,7 +85,8 @@ def rope_recipe(rope_parameters, *, head_dim, max_position_embeddings, partial_r
 
     build = _BUILDERS[recipe]
     inv_freq, mscale = build(torch, params, recipe, base, rotary_dim, max_position_embeddings, seq_len)
-    return {"inv_freq": inv_freq.contiguous(), "rotary_dim": rotary_dim, "mscale": float(mscale)}
+    # Computed on the CPU (transformers' init runs there, so the frequencies match its to the bit), then moved
+    return {"inv_freq": inv_freq.contiguous().to(device), "rotary_dim": rotary_dim, "mscale": float(mscale)}
 
 
 # --- argument checks ---------------------------------------------------------------------------------------------
@@ -250,7 +254,7 @@ def _yarn(torch, params, recipe, base, rotary_dim, max_len, seq_len):
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, rotary_dim - 1)
     if low == high:
-        pass  # the ramp below would divide by zero
+        high += 0.001  # the ramp below would divide by zero
 
     # Pairs below `low` rotate fast enough to keep their frequency (extrapolation), pairs above `high` are
     # interpolated (divided by factor), and a linear ramp blends the two in between.
