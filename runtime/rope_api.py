@@ -146,9 +146,9 @@ def run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, l
     """rope() on torch tensors, every argument positional (as rope's signature orders them, less stream):
     the entry for callers that already hold torch tensors, such as the torch ops."""
     cached, values, result, _, copied = prepare(x, None, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale,
-                                                layout, interleaved, rotary_dim, rotary_offset, positions, offsets,
-                                                cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out,
-                                                None)
+                                                mscale, layout, interleaved, rotary_dim, rotary_offset, positions,
+                                                offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace,
+                                                out, None)
     p = cached.plan
     if p is not None:
         (cached.kernel or cached.bind())(values, _torch._C._cuda_getCurrentRawStream(p.device))
@@ -168,9 +168,9 @@ def run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, msc
                 q_out, k_out):
     """rope_qk() on torch tensors, every argument positional (out as q_out, k_out): (q_out, k_out)."""
     cached, values, result, k_result, copied = prepare(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale,
-                                                       layout, interleaved, rotary_dim, rotary_offset, positions,
-                                                       offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward,
-                                                       inplace, q_out, k_out)
+                                                       mscale, layout, interleaved, rotary_dim, rotary_offset,
+                                                       positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen,
+                                                       backward, inplace, q_out, k_out)
     p = cached.plan
     if p is not None:
         stream = _torch._C._cuda_getCurrentRawStream(p.device)
@@ -348,11 +348,11 @@ def _plan_and_describe(args, *, base=None, scale=1.0, mscale=1.0, layout="sbhd",
     device = x.device
     plan = plan_rope(x, out, freqs=tables["freqs"], cos=tables["cos"], sin=tables["sin"],
                      cos_sin_cache=tables["cos_sin_cache"], inv_freq=tables["inv_freq"], base=base, scale=scale,
-                     layout=layout, interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
-                     positions=tables["positions"], offsets=offsets_arg, cu_seqlens=tables["cu_seqlens"],
-                     cu_seqlens_host=cu_host, cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen,
-                     thd_dispatch=thd_dispatch, arch=KERNELS.arch(device), backward=backward, inplace=inplace,
-                     guarded=guarded, rule=rule, k=k, k_out=k_out, sms=KERNELS.sm_count(device))
+                     mscale=mscale, layout=layout, interleaved=interleaved, rotary_dim=rotary_dim,
+                     rotary_offset=rotary_offset, positions=tables["positions"], offsets=offsets_arg,
+                     cu_seqlens=tables["cu_seqlens"], cu_seqlens_host=cu_host, cp_size=cp_size, cp_rank=cp_rank,
+                     max_seqlen=max_seqlen, thd_dispatch=thd_dispatch, arch=KERNELS.arch(device), backward=backward,
+                     inplace=inplace, guarded=guarded, rule=rule, k=k, k_out=k_out, sms=KERNELS.sm_count(device))
     spans = tuple(None if info is None else tuple(b - info.ptr for b in info.byte_span()) for info in infos)
     # A fresh out overlaps nothing; otherwise out's current pointer is checked against every input's on
     # each call (x's too, unless out is exactly x: a view of x with other strides is refused).

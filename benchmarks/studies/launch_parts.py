@@ -87,7 +87,7 @@ def main() -> None:
     x = torch.randn(1, 1, 1, 64, device="cuda")
     freqs = torch.rand(1, 64, device="cuda")
     out = torch.empty_like(x)
-    cached, values, _, _ = rope_api._prepare(x, base=10000.0, inplace=True)
+    cached, values, _, _, _ = rope_api.prepare(x, None, base=10000.0, inplace=True)
     p = cached.plan
     k = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
     stream = torch.cuda.current_stream().cuda_stream
@@ -107,7 +107,7 @@ def main() -> None:
         "launch config lookup": lambda: buffers.configs.get((k, stream)) or buffers.new_config(k, stream),
         "setting config.hStream alone": lambda: setattr(config, "hStream", handle),
         "current raw stream (torch)": lambda: torch._C._cuda_getCurrentRawStream(0),
-        "plan-cache hit and pointer refill": lambda: rope_api._prepare(x, base=10000.0, inplace=True),
+        "plan-cache hit and pointer refill": lambda: rope_api.prepare(x, None, base=10000.0, inplace=True),
     }
     launches = {
         "cuLaunchKernelEx, programmatic": lambda: driver.cuLaunchKernelEx(config, k.function, buffers.address, 0),

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 def overhead_paths() -> dict:
     """name -> zero-argument callable: cukiln.rope in its forms, cukiln.torch.rope eager and through the ops, a
-    compiled function, a CUDA graph replay, and the breakdown of the in-place call."""
+    compiled function, a CUDA graph replay, the breakdown of the in-place call, and rope_qk as a serving step
+    calls it (q and k of one token's fused projection, a cos|sin cache, positions)."""
     import torch
 
     import cukiln
@@ -21,13 +22,18 @@ def overhead_paths() -> dict:
     compiled, replay = compiled_and_graphed(lambda t: cukiln.torch.rope(t, base=10000.0, inplace=True), x)
     _, graph_replay = compiled_and_graphed(lambda t: cukiln.rope(t, base=10000.0, inplace=True), x)
 
-    cached, values, _, _ = rope_api.prepare(x, base=10000.0, inplace=True)
+    cached, values, _, _, _ = rope_api.prepare(x, None, base=10000.0, inplace=True)
     p = cached.plan
     bound = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
     stream = torch.cuda.current_stream().cuda_stream
     defaults = dict(rope_api.rope.__kwdefaults__, base=10000.0)  # the op's arguments as the call above
     op_args = tuple(defaults.get(name) for name in cukiln.rope_torch.OP_ARGUMENTS)
     x_grad = x.clone().requires_grad_(True)
+    qkv = torch.randn(1, 48 * 128, device="cuda", dtype=torch.bfloat16)
+    q, k = qkv[:, :4096].view(1, 32, 128), qkv[:, 4096:5120].view(1, 8, 128)
+    serving = dict(cos_sin_cache=torch.rand(4096, 128, device="cuda"), positions=torch.zeros(1, device="cuda",
+                   dtype=torch.int64), layout="thd")
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     return {
         "cukiln.rope (in place, base)": lambda: cukiln.rope(x, base=10000.0, inplace=True),
         "cukiln.rope (out=, freqs)": lambda: cukiln.rope(x, freqs=freqs, out=out),
@@ -40,7 +46,11 @@ def overhead_paths() -> dict:
         "torch.compile(fullgraph) of cukiln.torch.rope": compiled,
         "CUDA graph replay of cukiln.torch.rope": replay,
         "CUDA graph replay of cukiln.rope": graph_replay,
-        "rope breakdown: plan-cache hit and pointer refill": lambda: rope_api.prepare(x, base=10000.0, inplace=True),
+        "cukiln.rope_qk (in place, cos_sin_cache, positions)": lambda: cukiln.rope_qk(q, k, inplace=True, **serving),
+        "cukiln.rope_qk (out=, cos_sin_cache, positions)": lambda: cukiln.rope_qk(q, k, out=(q_out, k_out),
+                                                                                   **serving),
+        "rope breakdown: plan-cache hit and pointer refill": lambda: rope_api.prepare(x, None, base=10000.0,
+                                                                                      inplace=True),
         "rope breakdown: bound kernel launch (pack, context check, launch)": lambda: bound(values, stream),
         "rope breakdown: cuLaunchKernel alone": bare_launch(bound, values, stream),
     }

@@ -1,0 +1,133 @@
+"""The public calls end to end on the CPU, with the launch recorded instead of made: cukiln.rope, rope_qk and
+decode_attention (and the torch wrappers' eager path) must hand the kernel exactly the parameter values that
+plan_call plans for the same arguments, with this call's pointers, on a plan-cache miss and on a hit. This is
+the plumbing the GPU tests exercise too, checked where CI can run it: every argument passed positionally on the
+hot path reaches the planner in its place."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cukiln  # noqa: E402
+from cukiln import decode_api, loader, rope_api, tensors  # noqa: E402
+from cukiln.tensors import TensorInfo  # noqa: E402
+
+
+class _Recorder:
+    """Stands in for launch.kernel: each bound kernel records the values it is called with."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __call__(self, device, module, symbol, fmt, grid, block, *rest):
+        def launch(values, stream):
+            self.launches.append((symbol, tuple(values)))
+
+        return launch
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """CPU tensors taken as device 0's, an sm_90 of 132 multiprocessors, launches recorded."""
+    real = tensors.from_torch
+
+    def from_torch(t, name, accepts=tuple(tensors.ITEMSIZE), *, cuda=True):
+        info = real(t, name, accepts, cuda=False)
+        return TensorInfo(info.ptr, info.shape, info.strides, info.dtype, 0)
+
+    recorder = _Recorder()
+    fake_c = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0,
+                                   _increment_version=torch._C._increment_version)
+    fake_torch = types.SimpleNamespace(**{n: getattr(torch, n) for n in dir(torch) if not n.startswith("__")})
+    fake_torch._C = fake_c
+    for module in (rope_api, decode_api):
+        monkeypatch.setattr(module, "from_torch", from_torch)
+        monkeypatch.setattr(module, "kernel", recorder)
+        monkeypatch.setattr(module, "_torch", fake_torch)
+    for name, value in (("arch", lambda d: "sm_90"), ("sm_count", lambda d: 132),
+                        ("max_shared_per_block", lambda d: 227 * 1024), ("resident_blocks", lambda *a: 2),
+                        ("active_clusters", lambda *a: 1)):
+        monkeypatch.setattr(loader.KERNELS, name, value)
+    monkeypatch.setattr(rope_api, "PLANS", type(rope_api.PLANS)())
+    return recorder
+
+
+def _fields(plan, values) -> dict:
+    return dict(zip(plan.field_names, values))
+
+
+def test_rope_hands_the_kernel_the_planned_values_on_a_miss_and_a_hit(recorded):
+    kw = dict(base=10000.0, mscale=1.25, rotary_dim=64, rotary_offset=32, layout="bshd")
+    for _ in range(2):  # a miss, then a hit with other tensors of the same metadata
+        x = torch.randn(2, 5, 4, 128, dtype=torch.bfloat16)
+        out = torch.empty_like(x)
+        cukiln.rope(x, out=out, **kw)
+        plan, _ = rope_api.plan_call(x, out=out, **kw)
+        symbol, values = recorded.launches[-1]
+        assert symbol == plan.symbol and values == plan.values
+        fields = _fields(plan, values)
+        assert fields["mscale"] == 1.25 and fields["rotary_offset"] == 32
+        assert fields["x"] == x.data_ptr() + 32 * 2 and fields["out"] == out.data_ptr() + 32 * 2
+    assert len(recorded.launches) == 2
+
+
+def test_rope_qk_one_launch_with_the_cache_halves_and_k(recorded):
+    qkv = torch.randn(16, 48 * 128, dtype=torch.bfloat16)
+    q, k = qkv[:, :4096].view(16, 32, 128), qkv[:, 4096:5120].view(16, 8, 128)
+    cache = torch.randn(4096, 128)
+    kw = dict(cos_sin_cache=cache, positions=torch.arange(16), layout="thd", mscale=0.5)
+    for _ in range(2):
+        got = cukiln.rope_qk(q, k, inplace=True, **kw)
+        assert got[0] is q and got[1] is k
+        plan, _ = rope_api.plan_call(q, k=k, inplace=True, **kw)
+        symbol, values = recorded.launches[-1]
+        assert symbol == plan.symbol and symbol.endswith("_qk") and values == plan.values
+        fields = _fields(plan, values)
+        assert (fields["k"], fields["k_out"]) == (k.data_ptr(), k.data_ptr())
+        assert (fields["cos"], fields["sin"]) == (cache.data_ptr(), cache.data_ptr() + 64 * 4)
+        assert fields["mscale"] == 0.5 and (fields["heads"], fields["heads_k"]) == (32, 8)
+    assert len(recorded.launches) == 2
+
+
+def test_rope_qk_of_packed_sequences_launches_q_then_k(recorded):
+    q, k = torch.randn(30, 4, 64, dtype=torch.float16), torch.randn(30, 2, 64, dtype=torch.float16)
+    cu = torch.tensor([0, 10, 30], dtype=torch.int32)
+    q_out, k_out = cukiln.rope_qk(q, k, base=500000.0, layout="thd", cu_seqlens=cu, max_seqlen=20)
+    (q_symbol, q_values), (k_symbol, k_values) = recorded.launches
+    assert not q_symbol.endswith("_qk") and not k_symbol.endswith("_qk")
+    plan, _ = rope_api.plan_call(q, k=k, base=500000.0, layout="thd", cu_seqlens=cu, max_seqlen=20)
+    assert _fields(plan, q_values)["x"] == q.data_ptr() and _fields(plan, q_values)["out"] == q_out.data_ptr()
+    assert _fields(plan.then, k_values)["x"] == k.data_ptr() and _fields(plan.then, k_values)["out"] == k_out.data_ptr()
+
+
+def test_the_torch_wrappers_eager_path_reaches_the_same_kernel_values(recorded):
+    import cukiln.torch as ct
+
+    x = torch.randn(6, 2, 4, 64, dtype=torch.float16)
+    kw = dict(inv_freq=torch.rand(32), scale=0.5, mscale=2.0)
+    y = ct.rope(x, **kw)
+    plan, _ = rope_api.plan_call(x, out=y, **kw)
+    assert recorded.launches[-1] == (plan.symbol, plan.values)
+    q, k = torch.randn(6, 2, 4, 64, dtype=torch.float16), torch.randn(6, 2, 1, 64, dtype=torch.float16)
+    ct.rope_qk(q, k, inplace=True, **kw)
+    plan, _ = rope_api.plan_call(q, k=k, inplace=True, **kw)
+    assert recorded.launches[-1] == (plan.symbol, plan.values)
+
+
+def test_decode_attention_hands_the_kernel_the_planned_values(recorded):
+    q = torch.randn(2, 8, 128, dtype=torch.bfloat16)
+    cache_k = torch.randn(2, 2, 256, 128, dtype=torch.bfloat16)
+    cache_v = torch.randn(2, 2, 256, 128, dtype=torch.bfloat16)
+    for length in (100, 100, 37):  # a miss, a hit, a new length (same plan shape, refilled)
+        out = torch.empty_like(q)
+        cukiln.decode_attention(q, cache_k, cache_v, length, softcap=30.0, out=out)
+        plan = decode_api.plan_call(q, cache_k, cache_v, length, softcap=30.0, out=out)
+        assert plan.combine is None, "one kernel: this shape merges its splits in a cluster, or has one"
+        symbol, values = recorded.launches[-1]
+        assert symbol == plan.attention.symbol
+        assert values == plan.values(out=out.data_ptr(), lse=0)[0]
+        assert dict(zip(plan.attention.field_names, values))["softcap"] == 30.0
