@@ -110,6 +110,14 @@ def _info(t, name: str, accepts, wide=None):
     return from_torch(t, name, accepts, cuda=False)
 
 
+def _host_copied(info, t, device: int):
+    """A CPU tensor of lengths or offsets is checked and copied to the kernel's device by the runtime: described
+    as that copy (on ``device``), so the planners' device checks see what the kernels get."""
+    from dataclasses import replace
+
+    return replace(info, device=device) if t.device.type == "cpu" else info
+
+
 def _fresh_like(info, ptr: int = 1 << 60):
     """The TensorInfo of a new contiguous tensor like ``info`` (an output the kernels would allocate), at a made-up
     address ``ptr`` far from every real one."""
@@ -138,7 +146,8 @@ def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, msc
                ("cos_sin_cache", cos_sin_cache, FLOATS), ("inv_freq", inv_freq, ("fp32",)),
                ("positions", positions, INTS))}
     offsets_arg = offsets if offsets is None or isinstance(offsets, int) else _info(offsets, "offsets", INTS)
-    cu = None if cu_seqlens is None else _info(cu_seqlens, "cu_seqlens", ("int32",))
+    cu = None if cu_seqlens is None else _host_copied(_info(cu_seqlens, "cu_seqlens", ("int32",)), cu_seqlens,
+                                                      xi.device)
     guarded = tuple((n, i) for n, i in (*tables.items(), ("offsets", offsets_arg), ("cu_seqlens", cu))
                     if i is not None and not isinstance(i, int))
     call = validate(xi, oi, **tables, base=base, scale=scale, mscale=mscale, layout=layout, rotary_dim=rotary_dim,
@@ -259,19 +268,19 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     from .decode_plan import check_host_lengths, validate
     from .tensors import HALVES
 
+    wide = (torch.float64, "bf16")
+    qi = _info(q, "q", HALVES, wide)
     lengths = []
     for name, value in (("kv_lens", kv_lens), ("kv_start", kv_start)):
         if isinstance(value, torch.Tensor):
             info = _info(value, name, ("int32",), (torch.int64, "int32"))
             if value.device.type == "cpu":
                 check_host_lengths(name, value.tolist(), kv_lens, k_cache, kv_layout)
-            lengths.append(info)
+            lengths.append(_host_copied(info, value, qi.device))
         else:
             lengths.append(value)
     if kv_lens is None:
         raise TypeError("kv_lens: expected an int or an int32 tensor [b], got None")
-    wide = (torch.float64, "bf16")
-    qi = _info(q, "q", HALVES, wide)
     validate(qi, _info(k_cache, "k_cache", HALVES, wide), _info(v_cache, "v_cache", HALVES, wide), lengths[0],
              kv_layout=kv_layout, kv_start=lengths[1], scale=scale, softcap=softcap, num_splits=num_splits,
              out=None if out is None else _info(out, "out", HALVES, wide), max_shared=None, pipeline=None)

@@ -567,7 +567,9 @@ def _choose_launch(operands: list[_Operand], call: _Validated, interleaved: bool
                         if n > 1)
     vec = widest_vector(lead.x.itemsize, rd, D, interleaved, copy_tail, strides, pointers, row_strides,
                         rule["max_vector_bytes"], call.rotary_offset)
-    token_stride = lead.x_strides[1] if seq_major else lead.x_strides[0]
+    # the stride between consecutive tokens: along b (seq-major) or s, unless that dim has one entry (its stride
+    # is then arbitrary: 0 in thd's dense view)
+    token_stride = lead.x_strides[1] if (seq_major and B > 1) or S == 1 else lead.x_strides[0]
     head_outer = H > 1 and tokens > 1 and lead.x_strides[2] > token_stride
     block = block_shape(rd // 2 // vec, H, tokens, head_outer, rule["max_threads"], rule["min_threads"])
     grid = (-(-tokens // block[2]), 1, 1)
@@ -646,8 +648,8 @@ def block_shape(groups: int, heads: int, tokens: int, head_outer: bool, max_thre
     bx = min(groups, 32)
     by = max(1, min(-(-heads // dispatch.ROPE_HEADS_IN_FLIGHT), max_threads // bx))
     bz = 1
-    if head_outer:
-        by, bz = -(-by // 2), 2
+    if head_outer:  # two tokens a block: half the head rows each, within the thread limit
+        by, bz = max(1, min(-(-by // 2), max_threads // (2 * bx))), 2
     while bx * by * bz < min_threads and bz * 2 <= tokens and bx * by * bz * 2 <= max_threads:
         bz *= 2
     return bx, by, min(bz, tokens)

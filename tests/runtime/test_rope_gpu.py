@@ -159,8 +159,8 @@ def test_bad_input_raises_before_anything_is_written():
             cukiln.rope(x, freqs=freqs, out=out, **{name: value})
     with pytest.raises(TypeError, match="inv_freq: expected a torch.Tensor"):
         cukiln.rope(x, base=10000.0, inv_freq=2, out=out)
-    with pytest.raises(ValueError, match="out: expected shape"):  # x's memory seen as another dtype
-        cukiln.rope(x, freqs=freqs, out=x.view(torch.int32))
+    with pytest.raises(TypeError, match="out: expected float32, float16 or bfloat16, got int32"):
+        cukiln.rope(x, freqs=freqs, out=x.view(torch.int32))  # x's memory seen as another dtype
     torch.cuda.synchronize()
     assert torch.isnan(out).all()
 

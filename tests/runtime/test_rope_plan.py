@@ -119,6 +119,21 @@ def test_block_shape_stays_within_the_limit():
         assert bx * by * bz <= 256 and plan.grid[0] * bz >= shape[0] * shape[1]
 
 
+def test_every_block_shape_fits_the_launch_bound():
+    # every group count (rotary_dim / 2 / vector), head count (q and k's together for rope_qk), token count,
+    # memory order and rule: an odd head-row count halved for two tokens once rounded past the bound
+    from cukiln.rope_plan import block_shape
+
+    for groups in range(1, 65):
+        for heads in (1, 2, 3, 7, 32, 40, 63, 64, 65, 128, 257):
+            for tokens in (1, 2, 3, 100):
+                for head_outer in (False, True):
+                    for max_threads, min_threads in ((256, 64), (128, 64), (64, 32)):
+                        bx, by, bz = block_shape(groups, heads, tokens, head_outer, max_threads, min_threads)
+                        assert bx * by * bz <= max_threads, (groups, heads, tokens, head_outer, max_threads)
+                        assert bx >= 1 and by >= 1 and 1 <= bz <= tokens
+
+
 def test_block_shape_follows_memory_order():
     from cukiln.generated.dispatch import ROPE_HEADS_IN_FLIGHT as HF, ROPE_LAUNCH_DEFAULT
     from cukiln.rope_plan import block_shape as shape_with

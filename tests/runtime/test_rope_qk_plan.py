@@ -163,3 +163,12 @@ def test_a_bad_mscale_is_refused_naming_it(bad):
     q, _ = qkv_slices()
     with pytest.raises(ValueError, match="mscale: expected a finite number > 0"):
         plan_rope(q, q, base=10000.0, positions=positions(64), layout="thd", inplace=True, mscale=bad)
+
+
+def test_packed_thd_tokens_take_one_token_a_block():
+    # thd's dense view has a batch dim of one entry and stride 0: the tokens step along s, and each token's heads
+    # lie inside it (one token a block, every head visited once, not two tokens sharing half the heads each)
+    q, k = qkv_slices(t=200, hq=32, hk=32, d=96)
+    plan = plan_rope(q, q, k=k, k_out=k, base=10000.0, positions=positions(200), layout="thd", inplace=True)
+    bx, by, bz = plan.block
+    assert bz == 1 and bx * by <= 256 and plan.grid[0] == 200
