@@ -369,6 +369,11 @@ class _Operand:
 # Heads split over blockIdx.z (dense layouts): when a grid has fewer blocks than SMALL_GRID_SHARE of the
 # multiprocessors, its heads spread over more blocks, about one per multiprocessor in all (decode-size calls).
 SMALL_GRID_SHARE = 0.5
+# q and k in one launch at this many tokens per multiprocessor or more: two tokens a block, half the head rows
+# each (every thread rotates twice the heads, the grid halves). Measured on an H100 for GQA 32/8 at d 128
+# (results/thd-token-order-ab-h100-2026-11-25.json): 0.94x the time at 65536 tokens and 0.98x at 4096; at 256
+# tokens, where the halved grid falls under one block per multiprocessor, 1.25x. Single tensors: no difference.
+PAIR_TWO_TOKENS_PER_SM = 16
 
 
 def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None,
@@ -571,7 +576,8 @@ def _choose_launch(operands: list[_Operand], call: _Validated, interleaved: bool
     # is then arbitrary: 0 in thd's dense view)
     token_stride = lead.x_strides[1] if (seq_major and B > 1) or S == 1 else lead.x_strides[0]
     head_outer = H > 1 and tokens > 1 and lead.x_strides[2] > token_stride
-    block = block_shape(rd // 2 // vec, H, tokens, head_outer, rule["max_threads"], rule["min_threads"])
+    two_tokens = head_outer or (len(operands) == 2 and tokens >= PAIR_TWO_TOKENS_PER_SM * sms)
+    block = block_shape(rd // 2 // vec, H, tokens, two_tokens, rule["max_threads"], rule["min_threads"])
     grid = (-(-tokens // block[2]), 1, 1)
     mode = "none"
     if call.seqs is not None:
@@ -633,14 +639,15 @@ def launch_rule(arch: str | None, layout: str) -> dict:
     return dispatch.ROPE_LAUNCH.get(arch, dispatch.ROPE_LAUNCH_DEFAULT)
 
 
-def block_shape(groups: int, heads: int, tokens: int, head_outer: bool, max_threads: int,
+def block_shape(groups: int, heads: int, tokens: int, two_tokens: bool, max_threads: int,
                 min_threads: int) -> tuple[int, int, int]:
     """(groups, head rows, tokens) per block.
 
     Small blocks finish the grid with a short tail, which is what separates a memory-bound kernel of
     50-100 us from a copy (benchmarks/NOTES.md, sweep of 2026-11-23): one token per block, every head
-    visited once. When heads lie outside tokens in memory (a (b, h, s, d) tensor seen as bshd), two
-    tokens per block and two passes over the heads keep each head's rows contiguous. Blocks of fewer
+    visited once. With ``two_tokens``, two tokens per block and two passes over the heads: where heads lie
+    outside tokens in memory (a (b, h, s, d) tensor seen as bshd) this keeps each head's rows contiguous, and
+    q and k rotated together at many tokens run faster so (PAIR_TWO_TOKENS_PER_SM). Blocks of fewer
     than ``min_threads`` threads take more tokens, so the 32-blocks-per-SM limit does not cap
     occupancy; ``max_threads`` (from the launch rule) is capped at the kernels' launch bound.
     """
@@ -648,7 +655,7 @@ def block_shape(groups: int, heads: int, tokens: int, head_outer: bool, max_thre
     bx = min(groups, 32)
     by = max(1, min(-(-heads // dispatch.ROPE_HEADS_IN_FLIGHT), max_threads // bx))
     bz = 1
-    if head_outer:  # two tokens a block: half the head rows each, within the thread limit
+    if two_tokens:  # half the head rows each, within the thread limit
         by, bz = max(1, min(-(-by // 2), max_threads // (2 * bx))), 2
     while bx * by * bz < min_threads and bz * 2 <= tokens and bx * by * bz * 2 <= max_threads:
         bz *= 2

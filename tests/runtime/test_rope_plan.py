@@ -127,10 +127,10 @@ def test_every_block_shape_fits_the_launch_bound():
     for groups in range(1, 65):
         for heads in (1, 2, 3, 7, 32, 40, 63, 64, 65, 128, 257):
             for tokens in (1, 2, 3, 100):
-                for head_outer in (False, True):
+                for two_tokens in (False, True):
                     for max_threads, min_threads in ((256, 64), (128, 64), (64, 32)):
-                        bx, by, bz = block_shape(groups, heads, tokens, head_outer, max_threads, min_threads)
-                        assert bx * by * bz <= max_threads, (groups, heads, tokens, head_outer, max_threads)
+                        bx, by, bz = block_shape(groups, heads, tokens, two_tokens, max_threads, min_threads)
+                        assert bx * by * bz <= max_threads, (groups, heads, tokens, two_tokens, max_threads)
                         assert bx >= 1 and by >= 1 and 1 <= bz <= tokens
 
 
@@ -142,11 +142,11 @@ def test_block_shape_follows_memory_order():
         return shape_with(*args, **kwargs, max_threads=ROPE_LAUNCH_DEFAULT["max_threads"],
                           min_threads=ROPE_LAUNCH_DEFAULT["min_threads"])
 
-    assert block_shape(8, 128, 4096, head_outer=False) == (8, min(128 // HF, 32), 1)  # one token, all heads
-    assert block_shape(8, 32, 8192, head_outer=False) == (8, 32 // HF, 1)
-    assert block_shape(8, 32, 8192, head_outer=True) == (8, 16 // HF, 2)  # two tokens, two passes over heads
-    assert block_shape(8, 1, 100, head_outer=False) == (8, 1, 8)  # at least 64 threads
-    assert block_shape(2, 1, 3, head_outer=False) == (2, 1, 2)  # never more token rows than tokens
+    assert block_shape(8, 128, 4096, two_tokens=False) == (8, min(128 // HF, 32), 1)  # one token, all heads
+    assert block_shape(8, 32, 8192, two_tokens=False) == (8, 32 // HF, 1)
+    assert block_shape(8, 32, 8192, two_tokens=True) == (8, 16 // HF, 2)  # two tokens, two passes over heads
+    assert block_shape(8, 1, 100, two_tokens=False) == (8, 1, 8)  # at least 64 threads
+    assert block_shape(2, 1, 3, two_tokens=False) == (2, 1, 2)  # never more token rows than tokens
 
 
 def test_transposed_view_plans_head_outer_blocks():

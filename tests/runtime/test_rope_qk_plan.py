@@ -172,3 +172,16 @@ def test_packed_thd_tokens_take_one_token_a_block():
     plan = plan_rope(q, q, k=k, k_out=k, base=10000.0, positions=positions(200), layout="thd", inplace=True)
     bx, by, bz = plan.block
     assert bz == 1 and bx * by <= 256 and plan.grid[0] == 200
+
+
+def test_q_and_k_at_many_tokens_take_two_tokens_a_block():
+    from cukiln.rope_plan import PAIR_TWO_TOKENS_PER_SM
+
+    for t, sms, expected in ((4096, 132, 2), (PAIR_TWO_TOKENS_PER_SM * 132 - 1, 132, 1), (4096, 512, 1)):
+        q, k = qkv_slices(t=t)
+        plan = plan_rope(q, q, k=k, k_out=k, base=10000.0, positions=positions(t), layout="thd", inplace=True,
+                         sms=sms)
+        bx, by, bz = plan.block
+        assert bz == expected and plan.grid[0] == -(-t // bz) and bx * by * bz <= 256, (t, sms)
+    single = plan_rope(q, q, base=10000.0, positions=positions(4096), layout="thd", inplace=True)
+    assert single.block[2] == 1, "a single tensor keeps one token a block"

@@ -49,6 +49,8 @@ def overhead_paths() -> dict:
         "cukiln.rope_qk (in place, cos_sin_cache, positions)": lambda: cukiln.rope_qk(q, k, inplace=True, **serving),
         "cukiln.rope_qk (out=, cos_sin_cache, positions)": lambda: cukiln.rope_qk(q, k, out=(q_out, k_out),
                                                                                    **serving),
+        "rope_qk breakdown: plan-cache hit, overlap checks and pointer refill (in place)":
+            lambda: rope_api.prepare(q, k, inplace=True, **serving),
         "rope breakdown: plan-cache hit and pointer refill": lambda: rope_api.prepare(x, None, base=10000.0,
                                                                                       inplace=True),
         "rope breakdown: bound kernel launch (pack, context check, launch)": lambda: bound(values, stream),
