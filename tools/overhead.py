@@ -82,19 +82,28 @@ def compiled_and_graphed(body, *args) -> tuple:
 
 
 def bare_launch(bound, values, stream):
-    """cuLaunchKernel with the parameters packed once and no context check: the driver's share of a launch."""
+    """The bound kernel's own driver launch (cuLaunchKernelEx with its configuration where it launches so, else
+    cuLaunchKernel) with the parameters packed once and no context check: the driver's share of a launch."""
     import ctypes
 
     from cuda.bindings import driver
+
+    from cukiln.driver import launch_config
 
     params = ctypes.create_string_buffer(4096)
     bound.packer.pack_into(params, 0, *values)
     pointers = (ctypes.c_void_p * 1)(ctypes.addressof(params))
     address = ctypes.addressof(pointers)
     grid, block = bound.grid, bound.block
+    if bound.overlap_previous:  # programmatic launch, and the cluster where the plan has one
+        config = launch_config(grid, block, bound.shared, bound.cluster)
+        config.hStream = driver.CUstream(stream)
 
-    def launch():
-        driver.cuLaunchKernel(bound.function, *grid, *block, bound.shared, stream, address, 0)
+        def launch():
+            driver.cuLaunchKernelEx(config, bound.function, address, 0)
+    else:
+        def launch():
+            driver.cuLaunchKernel(bound.function, *grid, *block, bound.shared, stream, address, 0)
 
     return launch
 
