@@ -105,6 +105,9 @@ def bare_launch(bound, values, stream):
         def launch():
             driver.cuLaunchKernel(bound.function, *grid, *block, bound.shared, stream, address, 0)
 
+    # The driver reads the parameters through `address` on every launch: the buffers must live as long as the
+    # launcher (freed with this frame, the decode kernel read garbage pointers and faulted)
+    launch.buffers = (params, pointers)
     return launch
 
 
