@@ -374,6 +374,11 @@ SMALL_GRID_SHARE = 0.5
 # (results/thd-token-order-ab-h100-2026-11-25.json): 0.94x the time at 65536 tokens and 0.98x at 4096; at 256
 # tokens, where the halved grid falls under one block per multiprocessor, 1.25x. Single tensors: no difference.
 PAIR_TWO_TOKENS_PER_SM = 16
+# q and k together in a small grid: spread to about this many blocks a multiprocessor, one head a thread. Measured
+# on an H100 against the single-tensor split (one block a multiprocessor, two heads a thread), same run, mirrored
+# order (results/rope-qk-small-grid-split-h100-2026-11-25.json): 2.33 -> 2.22 us at 1 token, 2.46 -> 2.34 at 16,
+# 2.61 -> 2.56 at 64 tokens of 32/32 heads d 64, 3.43 -> 3.29 at d 256; 2.52 -> 2.64 at 64 tokens of GQA 32/8.
+PAIR_SPLIT_BLOCKS_PER_SM = 4
 
 
 def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None,
@@ -585,21 +590,24 @@ def _choose_launch(operands: list[_Operand], call: _Validated, interleaved: bool
         if mode == "grid":
             grid = (grid_x, call.seqs.num_seqs, 1)
     else:
-        block, grid = split_heads(block, grid, H, sms)
+        block, grid = split_heads(block, grid, H, sms, pair=len(operands) == 2)
     key = (lead.x.dtype, "thd" if call.seqs is not None else "dense", "interleaved" if interleaved else "half",
            call.angles.kind, strides, vec, mode, len(operands))
     return key, grid, block, seq_major
 
 
-def split_heads(block: tuple[int, int, int], grid: tuple[int, int, int], heads: int,
-                sms: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def split_heads(block: tuple[int, int, int], grid: tuple[int, int, int], heads: int, sms: int,
+                pair: bool = False) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """A dense grid of fewer blocks than SMALL_GRID_SHARE of the ``sms`` multiprocessors spreads its heads over
-    blockIdx.z: about one block per multiprocessor in all, each block's head rows cut to its share."""
+    blockIdx.z, each block's head rows cut to its share: about one block per multiprocessor in all, each thread
+    rotating two heads; for q and k together (``pair``) about PAIR_SPLIT_BLOCKS_PER_SM blocks a multiprocessor,
+    each thread rotating one head."""
     blocks = grid[0] * grid[1]
-    rows = -(-heads // dispatch.ROPE_HEADS_IN_FLIGHT)  # head rows a block of one split needs
+    rows = heads if pair else -(-heads // dispatch.ROPE_HEADS_IN_FLIGHT)  # head rows a block of one split needs
     if blocks >= SMALL_GRID_SHARE * sms or rows < 2:
         return block, grid
-    splits = min(-(-sms // blocks), rows)
+    target = PAIR_SPLIT_BLOCKS_PER_SM * sms if pair else sms
+    splits = min(-(-target // blocks), rows)
     if splits < 2:
         return block, grid
     by = min(block[1], -(-rows // splits))

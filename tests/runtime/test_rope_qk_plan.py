@@ -125,10 +125,15 @@ def test_small_grids_split_their_heads_over_blocks():
     assert split_heads((8, 20, 1), (1, 1, 1), heads=40, sms=132) == ((8, 1, 1), (1, 1, 20))
     assert split_heads((8, 20, 1), (64, 1, 1), heads=40, sms=132) == ((8, 7, 1), (64, 1, 3))
     assert split_heads((8, 20, 1), (int(132 * SMALL_GRID_SHARE), 1, 1), heads=40, sms=132) == ((8, 20, 1), (66, 1, 1))
+    # q and k together: about PAIR_SPLIT_BLOCKS_PER_SM blocks a multiprocessor, one head a thread
+    from cukiln.rope_plan import PAIR_SPLIT_BLOCKS_PER_SM
+
+    assert PAIR_SPLIT_BLOCKS_PER_SM > 1
+    assert split_heads((8, 20, 1), (64, 1, 1), heads=40, sms=132, pair=True) == ((8, 5, 1), (64, 1, 8))
     q, k = qkv_slices(t=1)
     plan = plan_rope(q, q, k=k, k_out=k, base=10000.0, positions=positions(1), layout="thd", inplace=True)
     bx, by, bz = plan.block
-    assert plan.grid[2] * by * dispatch.ROPE_HEADS_IN_FLIGHT >= 40 and plan.grid[2] > 1
+    assert plan.grid[2] * by >= 40 and plan.grid[2] > 1, "every head of q and k has a row of its own"
 
 
 def test_the_reference_of_the_new_arguments_agrees_with_the_plain_one():
