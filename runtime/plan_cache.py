@@ -51,6 +51,12 @@ class Refill:
     # meeting (q and k slices of one fused projection): apart while their pointers' distance stays in its window
     windows: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # The (written, checked) pairs flattened once with their spans and window: the hit path walks this list
+        pairs = tuple((w, i, self.spans[w][0], self.spans[w][1], self.spans[i][0], self.spans[i][1],
+                       self.windows.get((w, i))) for w in self.written for i in self.checks if i != w)
+        object.__setattr__(self, "pairs", pairs)
+
     def values(self, template: tuple, pointers) -> list:
         """``template`` (a plan's parameter values) with this call's pointers written into their slots."""
         values = list(template)
@@ -60,16 +66,10 @@ class Refill:
 
     def overlapping(self, pointers) -> tuple[int, int] | None:
         """(written, checked) indices of the first pair whose tensors overlap at this call's addresses, or None."""
-        for w in self.written:
-            lo_w, hi_w = pointers[w] + self.spans[w][0], pointers[w] + self.spans[w][1]
-            for i in self.checks:
-                if i == w:
-                    continue
-                lo, hi = pointers[i] + self.spans[i][0], pointers[i] + self.spans[i][1]
-                if lo_w < hi and lo < hi_w:
-                    window = self.windows.get((w, i))
-                    if window is None or not window.apart(pointers[i] - pointers[w]):
-                        return w, i
+        for w, i, w_lo, w_hi, i_lo, i_hi, window in self.pairs:
+            pw, pi = pointers[w], pointers[i]
+            if pw + w_lo < pi + i_hi and pi + i_lo < pw + w_hi and (window is None or not window.apart(pi - pw)):
+                return w, i
         return None
 
 

@@ -1,0 +1,78 @@
+"""The public calls' Python on any machine: CPU tensors taken as device 0's, the kernel launch replaced by a stub
+that packs the parameter struct (as the bound kernel does) and launches nothing, so a change of a few tenths of a
+microsecond in the call path shows through (a GPU host's own noise is 1.5x between runs). The stubs are those of
+tests/runtime/test_call_path.py. Times: best of 5 rounds of 20000 calls, µs a call.
+
+Run from the repository root: python benchmarks/studies/call_path_sim.py
+"""
+
+from __future__ import annotations
+
+import struct
+import timeit
+import types
+
+import torch
+
+import cukiln
+from cukiln import decode_api, loader, rope_api, tensors
+from cukiln.tensors import TensorInfo
+
+
+def install_stubs() -> None:
+    real = tensors.from_torch
+
+    def from_torch(t, name, accepts=tuple(tensors.ITEMSIZE), *, cuda=True):
+        info = real(t, name, accepts, cuda=False)
+        return TensorInfo(info.ptr, info.shape, info.strides, info.dtype, 0)
+
+    def kernel(device, module, symbol, fmt, grid, block, *rest):
+        packer, buffer = struct.Struct(fmt), bytearray(4096)
+        return lambda values, stream: packer.pack_into(buffer, 0, *values)
+
+    fake_torch = types.SimpleNamespace(**{n: getattr(torch, n) for n in dir(torch) if not n.startswith("__")})
+    fake_torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0,
+                                          _increment_version=torch._C._increment_version)
+    for module in (rope_api, decode_api):
+        module.from_torch, module.kernel, module._torch = from_torch, kernel, fake_torch
+    loader.KERNELS.arch = lambda d: "sm_90"
+    loader.KERNELS.sm_count = lambda d: 132
+    loader.KERNELS.max_shared_per_block = lambda d: 227 * 1024
+    loader.KERNELS.resident_blocks = lambda *a: 2
+    loader.KERNELS.active_clusters = lambda *a: 1
+
+
+def calls() -> dict:
+    x = torch.randn(1, 1, 1, 64)
+    freqs, out = torch.rand(1, 64), torch.empty(1, 1, 1, 64)
+    qkv = torch.randn(1, 48 * 128, dtype=torch.bfloat16)
+    q, k = qkv[:, :4096].view(1, 32, 128), qkv[:, 4096:5120].view(1, 8, 128)
+    serving = dict(cos_sin_cache=torch.rand(4096, 128), positions=torch.zeros(1, dtype=torch.int64), layout="thd")
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    dq = torch.randn(1, 32, 128, dtype=torch.bfloat16)
+    kc, vc = torch.randn(1, 8, 64, 128, dtype=torch.bfloat16), torch.randn(1, 8, 64, 128, dtype=torch.bfloat16)
+    d_out = torch.empty_like(dq)
+    y = torch.randn(1)
+    return {
+        "torch (CPU): y.add_(1.0)": lambda: y.add_(1.0),
+        "cukiln.rope (in place, base)": lambda: cukiln.rope(x, base=10000.0, inplace=True),
+        "cukiln.rope (out=, freqs)": lambda: cukiln.rope(x, freqs=freqs, out=out),
+        "cukiln.rope_qk (in place, cos_sin_cache, positions)": lambda: cukiln.rope_qk(q, k, inplace=True, **serving),
+        "cukiln.rope_qk (out=, cos_sin_cache, positions)": lambda: cukiln.rope_qk(q, k, out=(q_out, k_out), **serving),
+        "rope_qk's plan-cache hit (prepare, in place)": lambda: rope_api.prepare(q, k, inplace=True, **serving),
+        "rope's plan-cache hit (prepare, in place, base)": lambda: rope_api.prepare(x, None, base=10000.0,
+                                                                                    inplace=True),
+        "cukiln.decode_attention (b=1, T=64, out=)": lambda: cukiln.decode_attention(dq, kc, vc, 64, out=d_out),
+    }
+
+
+def main() -> None:
+    install_stubs()
+    for name, fn in calls().items():
+        fn()
+        us = min(timeit.repeat(fn, number=20000, repeat=5)) / 20000 * 1e6
+        print(f"{name:52s} {us:6.2f} us")
+
+
+if __name__ == "__main__":
+    main()
