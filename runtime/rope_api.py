@@ -354,8 +354,6 @@ def _plan_and_describe(args, *, base=None, scale=1.0, mscale=1.0, layout="sbhd",
                      max_seqlen=max_seqlen, thd_dispatch=thd_dispatch, arch=KERNELS.arch(device), backward=backward,
                      inplace=inplace, guarded=guarded, rule=rule, k=k, k_out=k_out, sms=KERNELS.sm_count(device))
     spans = tuple(None if info is None else tuple(b - info.ptr for b in info.byte_span()) for info in infos)
-    # A fresh out overlaps nothing; otherwise out's current pointer is checked against every input's on
-    # each call (x's too, unless out is exactly x: a view of x with other strides is refused).
     # Fresh outputs overlap nothing; otherwise each output's current pointer is checked against every other
     # tensor's on each call (x's and k's too, unless written in place: a view of x with other strides is refused).
     in_place = inplace or (out is not None and out.same_view(x))

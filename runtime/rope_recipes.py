@@ -35,7 +35,6 @@ import math
 import operator
 from collections.abc import Mapping
 
-RECIPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
 _ALIASES = {"su": "longrope"}  # the name Phi-3's first checkpoints used (transformers' Phi3Config maps it too)
 
 
@@ -100,7 +99,7 @@ def _recipe_name(params: dict) -> str:
         name = "default"
     name = _ALIASES.get(name, name)
     if name not in _BUILDERS:
-        raise ValueError(f"rope_recipe: unknown rope_type {name!r}; supported: {', '.join(RECIPES)}")
+        raise ValueError(f"rope_recipe: unknown rope_type {name!r}; supported: {', '.join(_BUILDERS)}")
     return name
 
 

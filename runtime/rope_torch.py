@@ -55,45 +55,27 @@ _SCALARS = frozenset((int, float, bool, str))
 
 
 class _RopeGrad(torch.autograd.Function):
-    """Rope's autograd: the backward is the same rotation with the direction flipped (the exact
-    vector-Jacobian product), out of place, by the forward's ``run(x, arguments, backward, inplace)``.
-    Only x gets a gradient."""
+    """Autograd of rope (x) and rope_qk (q, k): the backward is the same rotation with the direction flipped (the
+    exact vector-Jacobian product), out of place, by the forward's ``run(*tensors, arguments, backward,
+    inplace)``. Only the rotated tensors get gradients."""
 
     @staticmethod
-    def forward(ctx, x, run, arguments: tuple, backward: bool, inplace: bool):
-        result = run(x, arguments, backward, inplace)  # first: it validates every argument
+    def forward(ctx, run, arguments: tuple, backward: bool, inplace: bool, *tensors):
+        result = run(*tensors, arguments, backward, inplace)  # first: it validates every argument
         ctx.run, ctx.arguments, ctx.backward = run, arguments, backward
         # The tensor arguments (tables, positions, offsets) are also saved for backward, for the version
         # check on unpacking: a backward after one of them was changed in place raises. Once validated, an
         # argument that is not a scalar is a tensor (a type test: isinstance with torch.Tensor is slow).
         ctx.save_for_backward(*[a for a in arguments if a is not None and type(a) not in _SCALARS])
         if inplace:
-            ctx.mark_dirty(x)
+            ctx.mark_dirty(*tensors)
         return result
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx, *grads):
         ctx.saved_tensors  # noqa: B018 (unpacked for the version check alone; ctx.arguments holds them too)
-        return ctx.run(grad, ctx.arguments, not ctx.backward, False), None, None, None, None
-
-
-class _RopeQkGrad(torch.autograd.Function):
-    """rope_qk's autograd: as _RopeGrad, for q and k together (``run(q, k, arguments, backward, inplace)``
-    returns both); q and k get gradients."""
-
-    @staticmethod
-    def forward(ctx, q, k, run, arguments: tuple, backward: bool, inplace: bool):
-        q_out, k_out = run(q, k, arguments, backward, inplace)
-        ctx.run, ctx.arguments, ctx.backward = run, arguments, backward
-        ctx.save_for_backward(*[a for a in arguments if a is not None and type(a) not in _SCALARS])
-        if inplace:
-            ctx.mark_dirty(q, k)
-        return q_out, k_out
-
-    @staticmethod
-    def backward(ctx, grad_q, grad_k):
-        ctx.saved_tensors  # noqa: B018 (the version check, as _RopeGrad's)
-        return (*ctx.run(grad_q, grad_k, ctx.arguments, not ctx.backward, False), None, None, None, None)
+        result = ctx.run(*grads, ctx.arguments, not ctx.backward, False)
+        return (None, None, None, None) + (result if isinstance(result, tuple) else (result,))
 
 
 def _run_eager(x, arguments: tuple, backward: bool, inplace: bool):
@@ -174,7 +156,7 @@ _rope_qk_inplace_op = torch.ops.cukiln.rope_qk_.default
 def _rope_autograd(x, *arguments):
     if wants_grad(x):
         *arguments, backward = arguments
-        return _RopeGrad.apply(x, _run_op, tuple(arguments), backward, False)
+        return _RopeGrad.apply(_run_op, tuple(arguments), backward, False, x)
     if eager(x):
         return _rope_kernel(x, *arguments)
     with torch._C._AutoDispatchBelowAutograd():
@@ -193,7 +175,7 @@ def _rope_inplace_autograd(x, *arguments):
 def _rope_qk_autograd(q, k, *arguments):
     if wants_grad(q) or wants_grad(k):
         *arguments, backward = arguments
-        return _RopeQkGrad.apply(q, k, _run_qk_op, tuple(arguments), backward, False)
+        return _RopeGrad.apply(_run_qk_op, tuple(arguments), backward, False, q, k)
     if eager(q):
         return _rope_qk_kernel(q, k, *arguments)
     with torch._C._AutoDispatchBelowAutograd():
@@ -240,9 +222,9 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
         if grad:
             if inplace:
                 _refuse_leaf_in_place(x)
-            return _RopeGrad.apply(x, _run_eager, (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale,
-                                                   layout, interleaved, rotary_dim, rotary_offset, positions, offsets,
-                                                   cu_seqlens, cp_size, cp_rank, max_seqlen), backward, inplace)
+            return _RopeGrad.apply(_run_eager, (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout,
+                                                interleaved, rotary_dim, rotary_offset, positions, offsets, cu_seqlens,
+                                                cp_size, cp_rank, max_seqlen), backward, inplace, x)
         return run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
                         rotary_dim, rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen,
                         backward, inplace, None)
@@ -276,7 +258,7 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
             for t in (q, k) if inplace else ():
                 if t.requires_grad:
                     _refuse_leaf_in_place(t)
-            return _RopeQkGrad.apply(q, k, _run_qk_eager, arguments, backward, inplace)
+            return _RopeGrad.apply(_run_qk_eager, arguments, backward, inplace, q, k)
         return _run_qk_eager(q, k, arguments, backward, inplace)
     args = (q, k, *_op_args(*arguments, backward))
     if inplace and grad:  # traced: the differentiable op, and copies that autograd sees as in place

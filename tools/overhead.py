@@ -6,8 +6,8 @@ and each figure is the median round (a shared CPU is noisy: turns spread the noi
 The paths: tiny PyTorch ops as the reference point (``y.add_(1.0)``), then each family's (its tool hooks'
 ``overhead_paths``): the public call in its forms, the custom op in eager mode and through the dispatcher, a
 ``torch.compile(fullgraph=True)`` function calling the op, one replay of a CUDA graph holding the call, and a
-breakdown of the public call (the plan-cache hit with its refill, the bound kernel's launch, cuLaunchKernel
-alone).
+breakdown of the public call (the plan-cache hit with its refill, the bound kernel's launch, the driver's launch
+call alone).
 """
 
 from __future__ import annotations

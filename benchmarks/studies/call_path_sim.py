@@ -1,45 +1,29 @@
 """The public calls' Python on any machine: CPU tensors taken as device 0's, the kernel launch replaced by a stub
 that packs the parameter struct (as the bound kernel does) and launches nothing, so a change of a few tenths of a
-microsecond in the call path shows through (a GPU host's own noise is 1.5x between runs). The stubs are those of
-tests/runtime/test_call_path.py. Times: best of 5 rounds of 20000 calls, µs a call.
+microsecond in the call path shows through (a GPU host's own noise is 1.5x between runs). The stubs are
+tests/runtime/test_call_path.py's stub_device. Times: best of 5 rounds of 20000 calls, µs a call.
 
-Run from the repository root: python benchmarks/studies/call_path_sim.py
+Run from the repository root: PYTHONPATH=. python benchmarks/studies/call_path_sim.py
 """
 
 from __future__ import annotations
 
 import struct
 import timeit
-import types
 
 import torch
 
 import cukiln
-from cukiln import decode_api, loader, rope_api, tensors
-from cukiln.tensors import TensorInfo
+from cukiln import rope_api
+from tests.runtime.test_call_path import stub_device
 
 
 def install_stubs() -> None:
-    real = tensors.from_torch
-
-    def from_torch(t, name, accepts=tuple(tensors.ITEMSIZE), *, cuda=True):
-        info = real(t, name, accepts, cuda=False)
-        return TensorInfo(info.ptr, info.shape, info.strides, info.dtype, 0)
-
     def kernel(device, module, symbol, fmt, grid, block, *rest):
         packer, buffer = struct.Struct(fmt), bytearray(4096)
         return lambda values, stream: packer.pack_into(buffer, 0, *values)
 
-    fake_torch = types.SimpleNamespace(**{n: getattr(torch, n) for n in dir(torch) if not n.startswith("__")})
-    fake_torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0,
-                                          _increment_version=torch._C._increment_version)
-    for module in (rope_api, decode_api):
-        module.from_torch, module.kernel, module._torch = from_torch, kernel, fake_torch
-    loader.KERNELS.arch = lambda d: "sm_90"
-    loader.KERNELS.sm_count = lambda d: 132
-    loader.KERNELS.max_shared_per_block = lambda d: 227 * 1024
-    loader.KERNELS.resident_blocks = lambda *a: 2
-    loader.KERNELS.active_clusters = lambda *a: 1
+    stub_device(setattr, kernel)
 
 
 def calls() -> dict:

@@ -30,29 +30,35 @@ class _Recorder:
         return launch
 
 
-@pytest.fixture
-def recorded(monkeypatch):
-    """CPU tensors taken as device 0's, an sm_90 of 132 multiprocessors, launches recorded."""
+def stub_device(setattr, kernel) -> None:
+    """CPU tensors taken as device 0's, an sm_90 of 132 multiprocessors, ``kernel`` in place of launch.kernel, a
+    fresh rope plan cache; ``setattr`` does the patching (monkeypatch.setattr in tests; benchmarks/studies/
+    call_path_sim.py passes the builtin)."""
     real = tensors.from_torch
 
     def from_torch(t, name, accepts=tuple(tensors.ITEMSIZE), *, cuda=True):
         info = real(t, name, accepts, cuda=False)
         return TensorInfo(info.ptr, info.shape, info.strides, info.dtype, 0)
 
-    recorder = _Recorder()
-    fake_c = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0,
-                                   _increment_version=torch._C._increment_version)
     fake_torch = types.SimpleNamespace(**{n: getattr(torch, n) for n in dir(torch) if not n.startswith("__")})
-    fake_torch._C = fake_c
+    fake_torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0,
+                                          _increment_version=torch._C._increment_version)
     for module in (rope_api, decode_api):
-        monkeypatch.setattr(module, "from_torch", from_torch)
-        monkeypatch.setattr(module, "kernel", recorder)
-        monkeypatch.setattr(module, "_torch", fake_torch)
+        setattr(module, "from_torch", from_torch)
+        setattr(module, "kernel", kernel)
+        setattr(module, "_torch", fake_torch)
     for name, value in (("arch", lambda d: "sm_90"), ("sm_count", lambda d: 132),
                         ("max_shared_per_block", lambda d: 227 * 1024), ("resident_blocks", lambda *a: 2),
                         ("active_clusters", lambda *a: 1)):
-        monkeypatch.setattr(loader.KERNELS, name, value)
-    monkeypatch.setattr(rope_api, "PLANS", type(rope_api.PLANS)())
+        setattr(loader.KERNELS, name, value)
+    setattr(rope_api, "PLANS", type(rope_api.PLANS)())
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """The device stubbed (stub_device), launches recorded."""
+    recorder = _Recorder()
+    stub_device(monkeypatch.setattr, recorder)
     return recorder
 
 

@@ -40,5 +40,5 @@ def overhead_paths() -> dict:
         "decode breakdown: run_decode (cached plan, out=)": lambda: decode_api.run_decode(q, k, v, 64, "bhsd", None,
                                                                                           None, None, None, out),
         "decode breakdown: bound kernel launch (pack, context check, launch)": lambda: bound(values, stream),
-        "decode breakdown: cuLaunchKernel alone": bare_launch(bound, values, stream),
+        "decode breakdown: driver launch alone": bare_launch(bound, values, stream),
     }

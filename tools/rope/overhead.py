@@ -54,5 +54,5 @@ def overhead_paths() -> dict:
         "rope breakdown: plan-cache hit and pointer refill": lambda: rope_api.prepare(x, None, base=10000.0,
                                                                                       inplace=True),
         "rope breakdown: bound kernel launch (pack, context check, launch)": lambda: bound(values, stream),
-        "rope breakdown: cuLaunchKernel alone": bare_launch(bound, values, stream),
+        "rope breakdown: driver launch alone": bare_launch(bound, values, stream),
     }
