@@ -14,7 +14,9 @@ MAX_THREADS_PER_BLOCK = 256
 HEADS_IN_FLIGHT = 2
 # Blocks per multiprocessor the register allocation must allow (__launch_bounds__ minimum): 80 registers a
 # thread. The _qk variants reading angle tables (per-feature angles) at 16-byte vectors need more (the two
-# tensors' addressing beside 32 angles spills at 80, on sm_80 or sm_90): they take 2 blocks, 128 registers.
+# tensors' addressing beside 32 angles spills at 80, on sm_80 or sm_90), and so do M-RoPE's variants at 16-byte
+# vectors (three positions and a position picked per pair: 12 to 132 spilled bytes at 80): they take 2 blocks,
+# 128 registers.
 MIN_BLOCKS_PER_SM = 3
 MIN_BLOCKS_PER_SM_WIDE = 2
 # Whether the loads of x and stores of out carry the evict-first (`.cs`) cache hint.
@@ -55,6 +57,11 @@ _COMMON = (
 # Packed sequences: int32 cu_seqlens[num_seqs + 1] on the device.
 _PACKED = ((CPTR, "cu_seqlens"), (I64, "num_seqs"))
 
+# M-RoPE: the stride between positions' three rows (time, height, width), the pairs each owns (section_t + section_h
+# + section_w = rotary_dim / 2), and whether the sections interleave (Qwen3-VL) rather than follow one another.
+_SECTIONS = ((I64, "pos_stride_r"), (I64, "section_t"), (I64, "section_h"), (I64, "section_w"),
+             (I64, "sections_interleaved"))
+
 # A second tensor of the same tokens (the _qk variants: rope_qk's k), and its rows' strides.
 _PAIR = ((CPTR, "k"), (PTR, "k_out"))
 _STRIDE_NAMES = {0: (), 3: ("ss", "sb", "sh"), 4: ("ss", "sb", "sh", "sd")}
@@ -75,16 +82,18 @@ def rope_params(v: RopeVariant) -> Params:
     packed = _PACKED if v.layout is Layout.THD else ()
     tensors = ("x", "out", "k", "k_out")[: 2 * v.tensors]
     strides = tuple((I64, f"{t}_{a}") for t in tensors for a in _STRIDE_NAMES[v.strides])
-    return _COMMON + (_PAIR if v.tensors == 2 else ()) + packed + strides + _ANGLES[v.angles]
+    sections = _SECTIONS if v.mrope else ()
+    return _COMMON + sections + (_PAIR if v.tensors == 2 else ()) + packed + strides + _ANGLES[v.angles]
 
 
 def min_blocks_per_sm(v: RopeVariant) -> int:
     """The launch bound's blocks per multiprocessor of ``v`` (see MIN_BLOCKS_PER_SM)."""
-    wide = (v.tensors == 2 and v.angles in (Angles.FREQS, Angles.COS_SIN, Angles.COS_SIN_F32)
-            and v.vec * v.dtype.itemsize == 16)
+    wide = v.vec * v.dtype.itemsize == 16 and (
+        v.mrope or (v.tensors == 2 and v.angles in (Angles.FREQS, Angles.COS_SIN, Angles.COS_SIN_F32)))
     return MIN_BLOCKS_PER_SM_WIDE if wide else MIN_BLOCKS_PER_SM
 
 
 def params_layout_id(v: RopeVariant) -> str:
     """Variants whose structs have the same fields share one entry of the dispatch table's ROPE_PARAMS."""
-    return f"{v.layout.value}_s{v.strides}_{v.angles.value}" + ("_qk" if v.tensors == 2 else "")
+    return (f"{v.layout.value}_s{v.strides}_{v.angles.value}" + ("_qk" if v.tensors == 2 else "")
+            + ("_mrope" if v.mrope else ""))

@@ -60,6 +60,9 @@ class RopeVariant(AxisRecord):
     vec: int  # elements per load/store
     dispatch: Dispatch = Dispatch.NONE
     tensors: int = 1  # 2: a second tensor of the same tokens (rope_qk's k) rotated in the same launch
+    # M-RoPE (Qwen2-VL and later): three positions a token (time, height, width), each owning a section of the
+    # rotary pairs
+    mrope: bool = False
 
     op = "rope"
 
@@ -67,17 +70,20 @@ class RopeVariant(AxisRecord):
     def name(self) -> str:
         suffix = "" if self.dispatch is Dispatch.NONE else f"_{self.dispatch.value}"
         pair = "_qk" if self.tensors == 2 else ""
+        sections = "_mrope" if self.mrope else ""
         return (
             f"rope_{self.dtype.value}_{self.layout.value}_{self.pairing.value}"
-            f"_{self.angles.value}_s{self.strides}_v{self.vec}{suffix}{pair}"
+            f"_{self.angles.value}_s{self.strides}_v{self.vec}{suffix}{pair}{sections}"
         )
 
     @property
     def module(self) -> str:
-        """All variants of one (op, dtype, layout, dispatch) share a translation unit: NVRTC then runs
-        once per module and arch, and modules stay small enough to compile in parallel."""
+        """All variants of one (op, dtype, layout, dispatch, sectioned positions) share a translation unit: NVRTC
+        then runs once per module and arch, and modules stay small enough to compile in parallel."""
         base = f"{self.op}_{self.dtype.value}"
-        return base if self.layout is Layout.DENSE else f"{base}_{self.layout.value}_{self.dispatch.value}"
+        if self.layout is not Layout.DENSE:
+            return f"{base}_{self.layout.value}_{self.dispatch.value}"
+        return f"{base}_mrope" if self.mrope else base
 
 
 # --- pruning rules -------------------------------------------------------------------------------
@@ -105,8 +111,16 @@ def rule_two_tensors_for_dense_rows(v: RopeVariant) -> str | None:
     return None
 
 
+def rule_mrope_for_dense_rows(v: RopeVariant) -> str | None:
+    # M-RoPE takes explicit positions [3, b, s] (or [3, t]), which the dense kernels read (thd with positions is
+    # planned as a dense [t, 1] tensor); packed sequences by cu_seqlens derive positions from the offsets.
+    if v.mrope and v.layout is not Layout.DENSE:
+        return "M-RoPE (three positions a token) only for dense layouts, which explicit positions take"
+    return None
+
+
 RULES = (rule_vector_fits_16_bytes, rule_general_strides_are_scalar, rule_f32_cache_only_for_half_types,
-         rule_dispatch_only_for_thd, rule_two_tensors_for_dense_rows)
+         rule_dispatch_only_for_thd, rule_two_tensors_for_dense_rows, rule_mrope_for_dense_rows)
 TENSOR_COUNTS = (1, 2)
 
 
@@ -125,16 +139,18 @@ def enumerate_rope() -> Iterator[RopeVariant]:
                         for vec in VECTOR_WIDTHS:
                             for dispatch in Dispatch:
                                 for tensors in TENSOR_COUNTS:
-                                    v = RopeVariant(dtype, layout, pairing, angles, strides, vec, dispatch, tensors)
-                                    if rejection(v) is None:
-                                        yield v
+                                    for mrope in (False, True):
+                                        v = RopeVariant(dtype, layout, pairing, angles, strides, vec, dispatch,
+                                                        tensors, mrope)
+                                        if rejection(v) is None:
+                                            yield v
 
 
 _NAME_RE = re.compile(
     rf"^rope_(?P<dtype>{alternatives(Dtype)})"
     rf"_(?P<layout>{alternatives(Layout)})_(?P<pairing>{alternatives(Pairing)})"
     rf"_(?P<angles>{alternatives(Angles)})_s(?P<strides>\d+)_v(?P<vec>\d+)"
-    rf"(?:_(?P<dispatch>{Dispatch.GRID.value}|{Dispatch.TOKEN.value}))?(?P<qk>_qk)?$"
+    rf"(?:_(?P<dispatch>{Dispatch.GRID.value}|{Dispatch.TOKEN.value}))?(?P<qk>_qk)?(?P<mrope>_mrope)?$"
 )
 
 
@@ -152,6 +168,7 @@ def parse_rope_name(name: str) -> RopeVariant:
         int(m["vec"]),
         Dispatch(m["dispatch"] or Dispatch.NONE.value),
         2 if m["qk"] else 1,
+        m["mrope"] is not None,
     )
     if v.strides not in STRIDE_COUNTS or v.vec not in VECTOR_WIDTHS:
         raise ValueError(f"{name!r}: strides must be one of {STRIDE_COUNTS}, vector width one of {VECTOR_WIDTHS}")

@@ -78,6 +78,43 @@ struct Positions {
   }
 };
 
+// M-RoPE (the multimodal rotary embedding of Qwen2-VL and later): a token has three positions, time, height and
+// width, and each owns a section of the rotary pairs. Chunked sections: pairs [0, t) take the time position,
+// [t, t + h) the height, the rest the width; interleaved (Qwen3-VL): pair i takes the height when i % 3 == 1 and
+// i < 3h, the width when i % 3 == 2 and i < 3w, else the time.
+struct PairPositions {
+  long long time, height, width;
+  int section_t, section_h, section_w;
+  bool interleaved;
+
+  __device__ __forceinline__ long long of_pair(int i) const {
+    if (interleaved) {
+      const int r = i % 3;
+      return r == 1 && i < 3 * section_h ? height : r == 2 && i < 3 * section_w ? width : time;
+    }
+    return i < section_t ? time : i < section_t + section_h ? height : width;
+  }
+};
+
+// M-RoPE's explicit positions [3, b, s] (or [3, s]): row r of token (b, s) at r * stride_r + b * stride_b +
+// s * stride_s.
+struct SectionedPositions {
+  const void* positions;
+  long long stride_r, stride_b, stride_s;
+  bool positions_int64;
+  int section_t, section_h, section_w;
+  bool interleaved;
+
+  __device__ __forceinline__ long long read(long long i) const {
+    return positions_int64 ? static_cast<const long long*>(positions)[i] : static_cast<const int*>(positions)[i];
+  }
+  __device__ __forceinline__ PairPositions of(long long s, int b, long long) const {
+    const long long i = b * stride_b + s * stride_s;
+    return PairPositions{read(i), read(i + stride_r), read(i + 2 * stride_r), section_t, section_h, section_w,
+                         interleaved};
+  }
+};
+
 // --- addressing: where row (token, head) starts and how far apart its features are ---------------
 struct PackedRows {  // 0 strides: rows of head_dim elements, tokens back to back in memory order
   long long token_pitch, head_pitch;
@@ -141,6 +178,14 @@ struct FreqsTable {
 #pragma unroll
     for (int k = 0; k < V; ++k) cos_sin_of(static_cast<double>(row[k]), c[k], s[k]);
   }
+  // One feature's angle at position p (M-RoPE, where a feature's row is its pair's position); NaN outside the table.
+  __device__ __forceinline__ void angle_at(long long p, int feature, int, float& c, float& s) const {
+    if (covers(p)) {
+      cos_sin_of(static_cast<double>(table[p * row_stride + feature]), c, s);
+    } else {
+      c = s = __int_as_float(0x7fffffff);
+    }
+  }
 };
 
 template <typename TC>
@@ -169,6 +214,17 @@ struct CosSinTable {
         c[k] = to_float(cr[k]);
         s[k] = to_float(sr[k]);
       }
+    }
+  }
+  // One feature's cos and sin at position p (M-RoPE, where a feature's row is its pair's position); NaN outside
+  // the table.
+  __device__ __forceinline__ void angle_at(long long p, int feature, int pair, float& c, float& s) const {
+    if (covers(p)) {
+      const int col = per_pair ? pair : feature;
+      c = to_float(cos[p * cos_row + col]);
+      s = to_float(sin[p * sin_row + col]);
+    } else {
+      c = s = __int_as_float(0x7fffffff);
     }
   }
 };
@@ -201,6 +257,24 @@ struct BaseAngles {
   }
 };
 
+// The angles of a group's V consecutive pairs handed to the features of its two vectors.
+template <int V, bool INTERLEAVED>
+__device__ __forceinline__ void spread_pair_angles(const float (&c)[V], const float (&s)[V], float (&c_lo)[V],
+                                                   float (&s_lo)[V], float (&c_hi)[V], float (&s_hi)[V]) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    if constexpr (!INTERLEAVED || V == 1) {  // pair k is (lo + k, hi + k)
+      c_lo[k] = c_hi[k] = c[k];
+      s_lo[k] = s_hi[k] = s[k];
+    } else {  // feature k of a vector belongs to the vector's pair k / 2
+      c_lo[k] = c[k / 2];
+      s_lo[k] = s[k / 2];
+      c_hi[k] = c[V / 2 + k / 2];
+      s_hi[k] = s[V / 2 + k / 2];
+    }
+  }
+}
+
 // Cos and sin for the two vectors [lo, lo + V) and [hi, hi + V) of rotary features.
 // An invalid token (its packed sequence is malformed) or a position outside the table gets NaN angles.
 template <int V, bool INTERLEAVED, class Src>
@@ -223,18 +297,41 @@ __device__ __forceinline__ void fill_angles(const Src& src, bool valid, long lon
     float c[V], s[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) cos_sin_of(scaled_pos * inv[j], c[j], s[j]);
+    spread_pair_angles<V, INTERLEAVED>(c, s, c_lo, s_lo, c_hi, s_hi);
+  }
+}
+
+// fill_angles for M-RoPE: each pair's angle from the position of its section.
+template <int V, bool INTERLEAVED, class Src>
+__device__ __forceinline__ void fill_angles(const Src& src, bool valid, const PairPositions& pos, int lo, int hi,
+                                            int /* half_rd */, float (&c_lo)[V], float (&s_lo)[V], float (&c_hi)[V],
+                                            float (&s_hi)[V]) {
+  if (!valid) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) c_lo[k] = s_lo[k] = c_hi[k] = s_hi[k] = __int_as_float(0x7fffffff);
+    return;
+  }
+  if constexpr (Src::kPerElement) {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      if constexpr (!INTERLEAVED || V == 1) {  // pair k is (lo + k, hi + k)
-        c_lo[k] = c_hi[k] = c[k];
-        s_lo[k] = s_hi[k] = s[k];
-      } else {  // feature k of a vector belongs to the vector's pair k / 2
-        c_lo[k] = c[k / 2];
-        s_lo[k] = s[k / 2];
-        c_hi[k] = c[V / 2 + k / 2];
-        s_hi[k] = s[V / 2 + k / 2];
-      }
+      // features lo + k and hi + k: one pair (half pairing: its position picked once), or pairs lo/2 + k/2 and
+      // hi/2 + k/2 (interleaved)
+      const int pair_lo = INTERLEAVED ? lo / 2 + k / 2 : lo + k;
+      const int pair_hi = INTERLEAVED ? hi / 2 + k / 2 : pair_lo;
+      const long long p_lo = pos.of_pair(pair_lo);
+      src.angle_at(p_lo, lo + k, pair_lo, c_lo[k], s_lo[k]);
+      src.angle_at(INTERLEAVED ? pos.of_pair(pair_hi) : p_lo, hi + k, pair_hi, c_hi[k], s_hi[k]);
     }
+  } else {
+    const int first_pair = INTERLEAVED ? lo / 2 : lo;
+    double inv[V];
+    src.template inv_freqs<V>(first_pair, inv);
+    float c[V], s[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      cos_sin_of(static_cast<double>(pos.of_pair(first_pair + j)) * src.scale * inv[j], c[j], s[j]);
+    }
+    spread_pair_angles<V, INTERLEAVED>(c, s, c_lo, s_lo, c_hi, s_hi);
   }
 }
 
@@ -299,12 +396,13 @@ __device__ __forceinline__ void rotate(float (&a)[V], float (&b)[V], const float
 }
 
 // Every head of one token: the rotary features rotated, the rest copied when copy_tail. The token's rows are at
-// (t, s, b) for the Rows addressing; its angles are those of position pos (NaN when !valid). With kSplitHeads
+// (t, s, b) for the Rows addressing; its angles are those of position pos (a long long, or M-RoPE's
+// PairPositions; NaN when !valid). With kSplitHeads
 // (dense layouts: a grid of few tokens splits the heads over blockIdx.z) this block visits heads
 // blockIdx.z * blockDim.y + threadIdx.y and every blockDim.y * gridDim.z-th after it, else every head.
-template <typename T, int V, bool INTERLEAVED, bool kPair, bool kSplitHeads, class Rows, class Src>
-__device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, bool valid, const Tensors<T, Rows, kPair>& io,
-                                           const Geometry& g, const Src& src) {
+template <typename T, int V, bool INTERLEAVED, bool kPair, bool kSplitHeads, class Rows, class Src, class Pos>
+__device__ __forceinline__ void rope_token(int t, int s, int b, const Pos& pos, bool valid,
+                                           const Tensors<T, Rows, kPair>& io, const Geometry& g, const Src& src) {
   const int half_rd = g.rotary_dim / 2;
   const int groups = half_rd / V;
   const int heads = g.template all_heads<kPair>();
@@ -369,14 +467,15 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, long long pos, b
 }
 
 // Dense layouts: block rows (threadIdx.z) walk the tokens, so a launch may use fewer blocks than
-// tokens / blockDim.z and each block then handles several tokens in turn.
-template <typename T, int V, bool INTERLEAVED, bool kPair, class Rows, class Src>
-__device__ __forceinline__ void rope_dense(const Tensors<T, Rows, kPair>& io, const Geometry& g, const Positions& positions,
+// tokens / blockDim.z and each block then handles several tokens in turn. P: Positions, or M-RoPE's
+// SectionedPositions.
+template <typename T, int V, bool INTERLEAVED, bool kPair, class Rows, class Src, class P>
+__device__ __forceinline__ void rope_dense(const Tensors<T, Rows, kPair>& io, const Geometry& g, const P& positions,
                                            const Src& src) {
   for (int t = blockIdx.x * blockDim.z + threadIdx.z; t < g.tokens; t += gridDim.x * blockDim.z) {
     int s, b;
     g.split(t, s, b);
-    const long long pos = positions.of(s, b, g.seq_len);
+    const auto pos = positions.of(s, b, g.seq_len);
     rope_token<T, V, INTERLEAVED, kPair, true>(t, s, b, pos, true, io, g, src);
   }
 }
@@ -486,6 +585,13 @@ __device__ __forceinline__ Positions positions_of(const P& p) {
   return Positions{p.positions, p.pos_stride_b, p.pos_stride_s, p.positions_int64 != 0,
                    p.offsets, p.offsets_int64 != 0, p.offset, static_cast<int>(p.cp_size),
                    static_cast<int>(p.cp_rank)};
+}
+
+template <class P>
+__device__ __forceinline__ SectionedPositions sectioned_positions_of(const P& p) {
+  return SectionedPositions{p.positions, p.pos_stride_r, p.pos_stride_b, p.pos_stride_s, p.positions_int64 != 0,
+                            static_cast<int>(p.section_t), static_cast<int>(p.section_h),
+                            static_cast<int>(p.section_w), p.sections_interleaved != 0};
 }
 
 }  // namespace rope

@@ -88,14 +88,27 @@ def packed_positions(cu_seqlens, tokens: int, offsets=None, cp_size: int = 1, cp
     return pos, covered
 
 
-def _lookup(table, pos):
-    """table[pos] for a [rows, width] table; NaN rows for positions outside it."""
+def _lookup(table, pos, cols):
+    """table[pos, cols] for a [rows, width] table, per feature (pos [..., rd], cols [rd]); NaN for a position
+    outside the table."""
     import torch
 
     rows = table.shape[0]
     valid = (pos >= 0) & (pos < rows)
-    got = table[pos.clamp(0, rows - 1)]
-    return torch.where(valid[..., None], got, torch.full_like(got, float("nan")))
+    got = table[pos.clamp(0, rows - 1), cols]
+    return torch.where(valid, got, torch.full_like(got, float("nan")))
+
+
+def mrope_pair_sections(mrope_section, pairs: int, interleaved: bool, device):
+    """The position row (0 time, 1 height, 2 width) each of the rotary pairs takes under M-RoPE: chunked
+    sections, or Qwen3-VL's interleaved ones."""
+    import torch
+
+    t, h, w = mrope_section
+    i = torch.arange(pairs, device=device)
+    if interleaved:
+        return torch.where((i % 3 == 1) & (i < 3 * h), 1, torch.where((i % 3 == 2) & (i < 3 * w), 2, 0))
+    return torch.where(i < t, 0, torch.where(i < t + h, 1, 2))
 
 
 def _info(t, name: str, accepts, wide=None):
@@ -131,7 +144,8 @@ def _fresh_like(info, ptr: int = 1 << 60):
 
 
 def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, rotary_dim, rotary_offset,
-                   positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, inplace, out, k=None, k_out=None):
+                   positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen,
+                   inplace, out, k=None, k_out=None):
     """The planner's validation of a rope (or, with k, rope_qk) call: its rotary dim."""
     import torch
 
@@ -151,7 +165,8 @@ def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, msc
     guarded = tuple((n, i) for n, i in (*tables.items(), ("offsets", offsets_arg), ("cu_seqlens", cu))
                     if i is not None and not isinstance(i, int))
     call = validate(xi, oi, **tables, base=base, scale=scale, mscale=mscale, layout=layout, rotary_dim=rotary_dim,
-                    rotary_offset=rotary_offset, offsets=offsets_arg, cu_seqlens=cu,
+                    rotary_offset=rotary_offset, mrope_section=mrope_section, mrope_interleaved=mrope_interleaved,
+                    offsets=offsets_arg, cu_seqlens=cu,
                     cu_seqlens_host=None if cu is None else tuple(cu_seqlens.tolist()), cp_size=cp_size,
                     cp_rank=cp_rank, max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
     if k is not None:
@@ -171,35 +186,38 @@ def _written(result, x, inplace: bool, out):
 
 
 def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
-         layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
-         cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
+         layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, mrope_section=None,
+         mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None,
+         backward=False, inplace=False, out=None):
     """float64 RoPE: y = x*cos + rot(x)*sin forward, g = x*cos - rot(x*sin) backward (see cukiln.rope), on
     features [rotary_offset, rotary_offset + rotary_dim).
 
     thd tokens outside every sequence come back unchanged.
     """
     rd = _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, rotary_dim,
-                        rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, inplace, out)
+                        rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size,
+                        cp_rank, max_seqlen, inplace, out)
     return _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rd,
-                 rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace, out)
+                 rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
+                 backward, inplace, out)
 
 
 def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
             mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None,
-            offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False,
-            out=None):
+            mrope_section=None, mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0,
+            max_seqlen=None, backward=False, inplace=False, out=None):
     """float64 rope_qk: (rope of q, rope of k with q's angles and positions) as cukiln.rope_qk."""
     q_out, k_out = (None, None) if out is None else out
     rd = _validate_rope(q, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, rotary_dim,
-                        rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, inplace, q_out,
-                        k, k_out)
+                        rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size,
+                        cp_rank, max_seqlen, inplace, q_out, k, k_out)
     args = (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rd, rotary_offset,
-            positions, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace)
+            positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace)
     return _rope(q, *args, q_out), None if k is None else _rope(k, *args, k_out)
 
 
 def _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rd, rotary_offset,
-          positions, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace, out):
+          positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace, out):
     import torch
 
     f64 = torch.float64
@@ -214,27 +232,33 @@ def _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layo
         xs = x.detach().to(f64)
         xs = xs if layout == "sbhd" else xs.transpose(0, 1)
     S, B, H, D = xs.shape
-    pos = _token_positions(S, B, positions, offsets, dev, cp_size, cp_rank)
+    pair = _pair_index(rd, interleaved, dev)
+    if mrope_section is None:
+        pos = _token_positions(S, B, positions, offsets, dev, cp_size, cp_rank)[..., None].expand(S, B, rd)
+    else:  # each feature takes the position row (time, height, width) of its pair's section
+        rows = torch.stack([_token_positions(S, B, p, None, dev) for p in positions.unbind(0)], dim=-1)
+        pos = rows[..., mrope_pair_sections(mrope_section, rd // 2, mrope_interleaved, dev)[pair]]
+    features = torch.arange(rd, device=dev)
 
     if cos_sin_cache is not None:  # the packed table: cos of the pairs, then their sin
         table = cos_sin_cache.reshape(cos_sin_cache.shape[0], cos_sin_cache.shape[-1])
         cos, sin = table[:, : rd // 2], table[:, rd // 2:]
     if freqs is not None:
         table = freqs.reshape(freqs.shape[0], freqs.shape[-1]).to(f64)
-        angle = _lookup(table, pos)
+        angle = _lookup(table, pos, features)
         c, s = torch.cos(angle), torch.sin(angle)
     elif cos is not None:
         ct = cos.reshape(cos.shape[0], cos.shape[-1]).to(f64)
         st = sin.reshape(sin.shape[0], sin.shape[-1]).to(f64)
-        idx = torch.arange(rd, device=dev) if ct.shape[-1] == rd else _pair_index(rd, interleaved, dev)
-        c, s = _lookup(ct, pos)[..., idx], _lookup(st, pos)[..., idx]
+        idx = features if ct.shape[-1] == rd else pair
+        c, s = _lookup(ct, pos, idx), _lookup(st, pos, idx)
     else:
         if inv_freq is not None:
             inv = inv_freq.to(device=dev, dtype=f64)
         else:
             i = torch.arange(rd // 2, device=dev, dtype=f64)
             inv = float(base) ** (-2.0 * i / rd)
-        angle = pos[..., None].to(f64) * float(scale) * inv[_pair_index(rd, interleaved, dev)]
+        angle = pos.to(f64) * float(scale) * inv[pair]
         c, s = torch.cos(angle), torch.sin(angle)
 
     c, s = c[:, :, None, :] * float(mscale), s[:, :, None, :] * float(mscale)  # shared by every head

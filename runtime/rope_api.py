@@ -44,8 +44,9 @@ PLANS = PlanCache()
 
 
 def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
-         layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
-         cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None, stream=None):
+         layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, mrope_section=None,
+         mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False,
+         inplace=False, out=None, stream=None):
     """Rotate features [rotary_offset, rotary_offset + rotary_dim) of every head of ``x`` by position-dependent
     angles.
 
@@ -66,6 +67,12 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
     Positions: the index in the sequence plus ``offsets`` (an int or an int tensor [b], one per sequence),
     or explicit ``positions`` ([s] or [b, s] int32/int64, read as given; [t] for thd, which then needs no
     cu_seqlens).
+    M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): ``mrope_section=(t, h, w)``, the rotary pairs that take each of a
+    token's three positions (t + h + w = rotary_dim / 2), with ``positions`` of shape [3, s] or [3, b, s] ([3, t]
+    for thd): time, height and width rows, any strides. Chunked sections by default (pairs [0, t) take the time
+    position, [t, t + h) the height, the rest the width: Qwen2-VL's layout); ``mrope_interleaved=True`` interleaves
+    them as Qwen3-VL does (pair i takes the height when i % 3 == 1 and i < 3h, the width when i % 3 == 2 and
+    i < 3w, else the time). Every angle source, pairing, layout, in place and backward take it.
     thd: ``cu_seqlens`` int32 [b + 1] (on x's device, or on the CPU: then its values are checked and it is
     copied over) delimits the sequences; tokens past the last sequence are left alone (out-of-place,
     their rows of out are not written). ``max_seqlen`` (the longest global sequence, optional) lets the
@@ -100,7 +107,8 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
                                                    ("inv_freq", inv_freq)), "cukiln.torch.rope")
     # Positional: 21 keyword arguments would cost this call about a microsecond.
     return run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
-                    rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out)
+                    rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
+                    max_seqlen, backward, inplace, out)
 
 
 # rope's arguments after x, in order: the one declaration (its signature above) that run_rope, rope_qk, prepare,
@@ -110,8 +118,8 @@ ARGUMENTS = tuple(inspect.signature(rope).parameters)[1:]
 
 def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
             mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None,
-            offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False,
-            out=None, stream=None):
+            mrope_section=None, mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0,
+            max_seqlen=None, backward=False, inplace=False, out=None, stream=None):
     """cukiln.rope on q and k of the same tokens at once: (q_out, k_out). k may differ from q in its head count and
     in every stride (e.g. ``qkv[:, :hq * d].view(t, hq, d)`` and the next slice); each token's angles are computed
     once, for all of its q and k heads, in one launch (dense layouts with the last dim contiguous; packed thd
@@ -137,18 +145,19 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
                                                       ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq)),
                                    "cukiln.torch.rope_qk")
     return run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
-                       rotary_dim, rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen,
-                       backward, inplace, q_out, k_out)
+                       rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens,
+                       cp_size, cp_rank, max_seqlen, backward, inplace, q_out, k_out)
 
 
 def run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
-             rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out):
+             rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
+             max_seqlen, backward, inplace, out):
     """rope() on torch tensors, every argument positional (as rope's signature orders them, less stream):
     the entry for callers that already hold torch tensors, such as the torch ops."""
     cached, values, result, _, copied = prepare(x, None, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale,
                                                 mscale, layout, interleaved, rotary_dim, rotary_offset, positions,
-                                                offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace,
-                                                out, None)
+                                                mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size,
+                                                cp_rank, max_seqlen, backward, inplace, out, None)
     p = cached.plan
     if p is not None:
         (cached.kernel or cached.bind())(values, _torch._C._cuda_getCurrentRawStream(p.device))
@@ -164,13 +173,14 @@ def run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, l
 
 
 def run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
-                rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace,
-                q_out, k_out):
+                rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
+                max_seqlen, backward, inplace, q_out, k_out):
     """rope_qk() on torch tensors, every argument positional (out as q_out, k_out): (q_out, k_out)."""
     cached, values, result, k_result, copied = prepare(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale,
                                                        mscale, layout, interleaved, rotary_dim, rotary_offset,
-                                                       positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen,
-                                                       backward, inplace, q_out, k_out)
+                                                       positions, mrope_section, mrope_interleaved, offsets,
+                                                       cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace,
+                                                       q_out, k_out)
     p = cached.plan
     if p is not None:
         stream = _torch._C._cuda_getCurrentRawStream(p.device)
@@ -237,9 +247,9 @@ def _plan_uncached(x, k, k_out, *, rule: dict, out=None, inplace=False, **kwargs
 
 
 def prepare(x, k, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
-            layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
-            cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None,
-            k_out=None):
+            layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, mrope_section=None,
+            mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None,
+            backward=False, inplace=False, out=None, k_out=None):
     """Everything of a rope() (k None) or rope_qk() call but the launch: (cached plan (its plan is None when there
     is nothing to launch), parameter values with this call's pointers (for rope_qk one list per launch), x's
     output, k's output, the device copy of host cu_seqlens or None, which must outlive the launch). Runs on every
@@ -278,7 +288,8 @@ def prepare(x, k, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=N
         pointers = [xp, xp, 0, 0]
         key = [x.shape, x.stride(), x.dtype, x.is_neg(), x.get_device(), xp & ALIGN_MASK, base, scale, mscale, layout,
                interleaved, rotary_dim, rotary_offset, backward, inplace, fresh, cp_size, cp_rank, max_seqlen,
-               thd_dispatch, cu_host]
+               thd_dispatch, cu_host, mrope_interleaved,
+               mrope_section if mrope_section is None or type(mrope_section) is tuple else tuple(mrope_section)]
         if out is not x:
             pointers[1] = op = out.data_ptr()
             if not fresh:
@@ -305,6 +316,7 @@ def prepare(x, k, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=N
     if cached is None:
         cached = _plan_and_describe((x, out, k, k_out) + others, base=base, scale=scale, mscale=mscale, layout=layout,
                                     interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
+                                    mrope_section=mrope_section, mrope_interleaved=mrope_interleaved,
                                     backward=backward, inplace=inplace, fresh=fresh, cu_host=cu_host, cp_size=cp_size,
                                     cp_rank=cp_rank, max_seqlen=max_seqlen, thd_dispatch=thd_dispatch)
         if key is not None:
@@ -334,8 +346,9 @@ def _refuse_overlap(hit: tuple[int, int] | None) -> None:
 
 
 def _plan_and_describe(args, *, base=None, scale=1.0, mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None,
-                       rotary_offset=0, backward=False, inplace=False, fresh=False, cu_host=None, cp_size=1,
-                       cp_rank=0, max_seqlen=None, thd_dispatch="auto", rule=None) -> _CachedPlan:
+                       rotary_offset=0, mrope_section=None, mrope_interleaved=False, backward=False, inplace=False,
+                       fresh=False, cu_host=None, cp_size=1, cp_rank=0, max_seqlen=None, thd_dispatch="auto",
+                       rule=None) -> _CachedPlan:
     """Full validation and planning; records where the pointers go so that later calls only refill them."""
     # Only offsets takes an int; an int anywhere else is refused by from_torch (it would be no tensor at all).
     infos = [None if t is None or (name == "offsets" and isinstance(t, int)) else from_torch(t, name, accepts)
@@ -349,7 +362,8 @@ def _plan_and_describe(args, *, base=None, scale=1.0, mscale=1.0, layout="sbhd",
     plan = plan_rope(x, out, freqs=tables["freqs"], cos=tables["cos"], sin=tables["sin"],
                      cos_sin_cache=tables["cos_sin_cache"], inv_freq=tables["inv_freq"], base=base, scale=scale,
                      mscale=mscale, layout=layout, interleaved=interleaved, rotary_dim=rotary_dim,
-                     rotary_offset=rotary_offset, positions=tables["positions"], offsets=offsets_arg,
+                     rotary_offset=rotary_offset, positions=tables["positions"], mrope_section=mrope_section,
+                     mrope_interleaved=mrope_interleaved, offsets=offsets_arg,
                      cu_seqlens=tables["cu_seqlens"], cu_seqlens_host=cu_host, cp_size=cp_size, cp_rank=cp_rank,
                      max_seqlen=max_seqlen, thd_dispatch=thd_dispatch, arch=KERNELS.arch(device), backward=backward,
                      inplace=inplace, guarded=guarded, rule=rule, k=k, k_out=k_out, sms=KERNELS.sm_count(device))

@@ -29,7 +29,7 @@ MAX_TOKENS = (INT32_MAX - 1024) // 2
 
 @dataclass(frozen=True)
 class RopePlan:
-    key: tuple  # (dtype, layout, pairing, angles, strides, vector width, dispatch, tensors)
+    key: tuple  # (dtype, layout, pairing, angles, strides, vector width, dispatch, tensors, mrope)
     module: str
     symbol: str
     fmt: str
@@ -222,6 +222,13 @@ def widest_vector(itemsize: int, rotary_dim: int, head_dim: int, interleaved: bo
     return 1
 
 
+def _check_index_tensor(t: TensorInfo, name: str, device: int) -> None:
+    if t.dtype not in INT_DTYPES:
+        raise TypeError(f"{name}: expected int32 or int64, got {t.dtype}")
+    if t.device != device:
+        raise ValueError(f"{name}: expected a tensor on cuda:{device}, got one on cuda:{t.device}")
+
+
 def _positions(positions: TensorInfo | None, offsets, S: int, B: int, device: int) -> tuple[dict, tuple[int, int] | None]:
     """Kernel fields for positions/offsets, and the host-known position range (None if on the device)."""
     fields = {"positions": 0, "pos_stride_b": 0, "pos_stride_s": 0, "positions_int64": 0,
@@ -229,10 +236,7 @@ def _positions(positions: TensorInfo | None, offsets, S: int, B: int, device: in
     if positions is not None:
         if offsets is not None:
             raise ValueError("offsets: positions are explicit; give positions or offsets, not both")
-        if positions.dtype not in INT_DTYPES:
-            raise TypeError(f"positions: expected int32 or int64, got {positions.dtype}")
-        if positions.device != device:
-            raise ValueError(f"positions: expected a tensor on cuda:{device}, got one on cuda:{positions.device}")
+        _check_index_tensor(positions, "positions", device)
         if positions.shape == (S,):
             fields["pos_stride_s"] = positions.strides[0]
         elif positions.shape == (B, S):
@@ -244,10 +248,7 @@ def _positions(positions: TensorInfo | None, offsets, S: int, B: int, device: in
     if offsets is None:
         return fields, (0, S - 1)
     if isinstance(offsets, TensorInfo):
-        if offsets.dtype not in INT_DTYPES:
-            raise TypeError(f"offsets: expected int32 or int64, got {offsets.dtype}")
-        if offsets.device != device:
-            raise ValueError(f"offsets: expected a tensor on cuda:{device}, got one on cuda:{offsets.device}")
+        _check_index_tensor(offsets, "offsets", device)
         if offsets.shape != (B,) or (B > 1 and offsets.strides[0] != 1):
             raise ValueError(f"offsets: expected a contiguous tensor of shape [{B}] (one per sequence), "
                              f"got shape {list(offsets.shape)}, strides {list(offsets.strides)}")
@@ -257,6 +258,38 @@ def _positions(positions: TensorInfo | None, offsets, S: int, B: int, device: in
         raise TypeError(f"offsets: expected an int or an int tensor of shape [{B}], got {offsets!r}")
     fields["offset"] = offsets
     return fields, (offsets, offsets + S - 1)
+
+
+def _sectioned_positions(positions: TensorInfo | None, offsets, mrope_section, mrope_interleaved, S: int, B: int,
+                         rotary_dim: int, device: int) -> dict:
+    """Kernel fields for M-RoPE's positions [3, s] or [3, b, s] and its sections."""
+    if positions is None:
+        raise ValueError("positions: M-RoPE (mrope_section) needs explicit positions of shape [3, seq] or "
+                         "[3, batch, seq] (time, height and width)")
+    if not isinstance(mrope_section, (tuple, list)) or len(mrope_section) != 3 or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in mrope_section):
+        raise TypeError(f"mrope_section: expected three ints >= 0 (the rotary pairs of time, height and width), "
+                        f"got {mrope_section!r}")
+    if sum(mrope_section) != rotary_dim // 2:
+        raise ValueError(f"mrope_section: the sections must cover the {rotary_dim // 2} rotary pairs (rotary_dim / 2), "
+                         f"got {list(mrope_section)} (sum {sum(mrope_section)})")
+    if not isinstance(mrope_interleaved, bool):
+        raise TypeError(f"mrope_interleaved: expected a bool, got {mrope_interleaved!r}")
+    if offsets is not None:
+        raise ValueError("offsets: positions are explicit; give positions or offsets, not both")
+    _check_index_tensor(positions, "positions", device)
+    fields = {"positions": positions.ptr, "positions_int64": int(positions.dtype == "int64"), "pos_stride_b": 0,
+              "offsets": 0, "offsets_int64": 0, "offset": 0}
+    if positions.shape == (3, S):
+        fields["pos_stride_r"], fields["pos_stride_s"] = positions.strides
+    elif positions.shape == (3, B, S):
+        fields["pos_stride_r"], fields["pos_stride_b"], fields["pos_stride_s"] = positions.strides
+    else:
+        raise ValueError(f"positions: M-RoPE expects shape [3, {S}] or [3, {B}, {S}] (time/height/width x seq, or x "
+                         f"batch x seq), got {list(positions.shape)}")
+    fields["section_t"], fields["section_h"], fields["section_w"] = mrope_section
+    fields["sections_interleaved"] = int(mrope_interleaved)
+    return fields
 
 
 def _check_cp(cp_size, cp_rank) -> None:
@@ -346,6 +379,7 @@ class _Validated:
     in_place: bool
     rotary_offset: int
     mscale: float  # cos and sin multiplied by it (YaRN's and LongRoPE's attention factor)
+    mrope: bool = False  # M-RoPE: three positions a token, each owning a section of the pairs (pos_fields has them)
 
 
 @dataclass(frozen=True)
@@ -383,7 +417,8 @@ PAIR_SPLIT_BLOCKS_PER_SM = 4
 
 def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None,
               base=None, scale=1.0, mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0,
-              positions=None, offsets=None, cu_seqlens: TensorInfo | None = None, cu_seqlens_host: tuple[int,
+              positions=None, mrope_section=None, mrope_interleaved=False, offsets=None,
+              cu_seqlens: TensorInfo | None = None, cu_seqlens_host: tuple[int,
               ...] | None = None, cp_size=1, cp_rank=0, max_seqlen=None, thd_dispatch: str = "auto",
               arch: str | None = None, backward=False, inplace=False, guarded: tuple[tuple[str, TensorInfo], ...] = (),
               rule: dict | None = None, k: TensorInfo | None = None, k_out: TensorInfo | None = None,
@@ -401,7 +436,8 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
     call = validate(x, out, freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq, base=base,
                     scale=scale, mscale=mscale, layout=layout, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
                     positions=positions, offsets=offsets, cu_seqlens=cu_seqlens, cu_seqlens_host=cu_seqlens_host,
-                    cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
+                    cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen, inplace=inplace, guarded=guarded,
+                    mrope_section=mrope_section, mrope_interleaved=mrope_interleaved)
     operands = [_Operand(x, out, "x", "out", call.sizes, call.x_strides, call.out_strides)]
     if k is not None:
         operands.append(validate_second(x, out, k, k_out, call, layout=layout, inplace=inplace, guarded=guarded))
@@ -456,7 +492,7 @@ def _pointer_fields(operands: list[_Operand], call: _Validated) -> tuple[tuple[s
 
 def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base, scale, mscale, layout, rotary_dim,
              positions, offsets, cu_seqlens, cu_seqlens_host, cp_size, cp_rank, max_seqlen, inplace,
-             guarded, cos_sin_cache=None, rotary_offset=0) -> _Validated:
+             guarded, cos_sin_cache=None, rotary_offset=0, mrope_section=None, mrope_interleaved=False) -> _Validated:
     """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument.
     (The float64 reference runs it too: it takes the calls the kernels take.)"""
     if layout not in LAYOUTS:
@@ -472,6 +508,11 @@ def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base,
         raise ValueError(f"mscale: expected a finite number > 0 (the factor of cos and sin), got {mscale!r}")
     _check_cp(cp_size, cp_rank)
     packed = layout == "thd" and positions is None
+    if mrope_interleaved is not False and mrope_section is None:
+        raise ValueError("mrope_interleaved: only with mrope_section (M-RoPE's sections)")
+    if mrope_section is not None and positions is None:
+        raise ValueError("positions: M-RoPE (mrope_section) needs explicit positions of shape [3, seq] or "
+                         "[3, batch, seq] (time, height and width)")
     if layout != "thd" and cu_seqlens is not None:
         raise ValueError(f"cu_seqlens: only with layout 'thd', got layout {layout!r}")
     if positions is not None and cu_seqlens is not None:
@@ -501,7 +542,11 @@ def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base,
         if cp_size > 1 and S % 2:  # (thd with positions has cp_size 1, checked above)
             raise ValueError(f"x: with cp_size={cp_size} the global sequence length (local {S} x cp_size) must be "
                              f"divisible by 2 * cp_size = {2 * cp_size}, so the local length must be even")
-        pos_fields, pos_range = _positions(positions, offsets, S, B, x.device)
+        if mrope_section is not None:
+            pos_fields, pos_range = _sectioned_positions(positions, offsets, mrope_section, mrope_interleaved, S, B,
+                                                         angles.rotary_dim, x.device), None
+        else:
+            pos_fields, pos_range = _positions(positions, offsets, S, B, x.device)
         if pos_range is not None and cp_size > 1:
             pos_range = (pos_range[0], pos_range[0] + S * cp_size - 1)
     if angles.table_rows is not None and pos_range is not None and S > 0:
@@ -514,7 +559,7 @@ def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base,
         raise ValueError(f"x: at most {MAX_TOKENS} tokens (seq x batch) and {INT32_MAX} heads x head_dim, "
                          f"got shape {list(x.shape)}")
     return _Validated(sizes, x_strides, _dense_view(out, layout)[1], angles, pos_fields, seqs, in_place,
-                      rotary_offset, float(mscale))
+                      rotary_offset, float(mscale), mrope_section is not None)
 
 
 def _check_written(x: TensorInfo, out: TensorInfo, x_name: str, out_name: str, inplace: bool, guarded) -> bool:
@@ -592,7 +637,7 @@ def _choose_launch(operands: list[_Operand], call: _Validated, interleaved: bool
     else:
         block, grid = split_heads(block, grid, H, sms, pair=len(operands) == 2)
     key = (lead.x.dtype, "thd" if call.seqs is not None else "dense", "interleaved" if interleaved else "half",
-           call.angles.kind, strides, vec, mode, len(operands))
+           call.angles.kind, strides, vec, mode, len(operands), call.mrope)
     return key, grid, block, seq_major
 
 

@@ -58,7 +58,9 @@ def rope_recipe(rope_parameters, *, head_dim, max_position_embeddings, partial_r
     device: where inv_freq is returned (the tensors' device, e.g. "cuda"); None keeps it on the CPU.
 
     Returns ``{"inv_freq": float32 tensor [rotary_dim / 2], "rotary_dim": int, "mscale": float}``, to pass as
-    ``cukiln.rope(x, positions=..., **recipe)``. Raises ValueError for an unknown recipe, a missing or
+    ``cukiln.rope(x, positions=..., **recipe)``; with ``mrope_section`` in the dict (M-RoPE: Qwen2-VL and later)
+    also ``mrope_section`` and ``mrope_interleaved`` (the dict's, default False: Qwen3-VL's configs set it), and
+    positions must then be the [3, ...] time/height/width rows. Raises ValueError for an unknown recipe, a missing or
     malformed parameter (naming it) or an odd rotary_dim.
 
     Decisions beyond transformers: ``original_max_position_embeddings`` is required by yarn, longrope and llama3
@@ -85,7 +87,25 @@ def rope_recipe(rope_parameters, *, head_dim, max_position_embeddings, partial_r
     build = _BUILDERS[recipe]
     inv_freq, mscale = build(torch, params, recipe, base, rotary_dim, max_position_embeddings, seq_len)
     # Computed on the CPU (transformers' init runs there, so the frequencies match its to the bit), then moved
-    return {"inv_freq": inv_freq.contiguous().to(device), "rotary_dim": rotary_dim, "mscale": float(mscale)}
+    arguments = {"inv_freq": inv_freq.contiguous().to(device), "rotary_dim": rotary_dim, "mscale": float(mscale)}
+    return {**arguments, **_sections(params, rotary_dim)}
+
+
+def _sections(params: dict, rotary_dim: int) -> dict:
+    """M-RoPE's arguments where the dict names sections (Qwen2-VL and later): mrope_section, and
+    mrope_interleaved where the dict sets it (Qwen3-VL's configs do)."""
+    if "mrope_section" not in params:
+        return {}
+    section = params["mrope_section"]
+    if not isinstance(section, (list, tuple)) or len(section) != 3 or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in section):
+        raise ValueError(f"rope_recipe: mrope_section must be three ints >= 0, got {section!r}")
+    if sum(section) != rotary_dim // 2:
+        raise ValueError(f"rope_recipe: mrope_section {list(section)} must sum to rotary_dim / 2 = {rotary_dim // 2}")
+    interleaved = params.get("mrope_interleaved", False)
+    if not isinstance(interleaved, bool):
+        raise ValueError(f"rope_recipe: mrope_interleaved must be a bool, got {interleaved!r}")
+    return {"mrope_section": tuple(section), "mrope_interleaved": interleaved}
 
 
 # --- argument checks ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ __all__ = ["rope", "rope_qk"]
 OP_TYPES = {"freqs": "Tensor?", "cos": "Tensor?", "sin": "Tensor?", "cos_sin_cache": "Tensor?",
             "inv_freq": "Tensor?", "base": "float?", "scale": "float", "mscale": "float", "layout": "str",
             "interleaved": "bool", "rotary_dim": "int?", "rotary_offset": "int", "positions": "Tensor?",
-            "offsets_tensor": "Tensor?", "offset": "int?", "cu_seqlens": "Tensor?", "cp_size": "int",
+            "mrope_section": "int[]?", "mrope_interleaved": "bool", "offsets_tensor": "Tensor?", "offset": "int?", "cu_seqlens": "Tensor?", "cp_size": "int",
             "cp_rank": "int", "max_seqlen": "int?", "backward": "bool"}
 OP_ARGUMENTS = tuple(name for a in ARGUMENTS if a not in ("inplace", "out", "stream")
                      for name in (("offsets_tensor", "offset") if a == "offsets" else (a,)))
@@ -51,7 +51,8 @@ def _refuse_leaf_in_place(x: torch.Tensor) -> None:
                            "as torch refuses any in-place operation on one; use inplace=False")
 
 
-_SCALARS = frozenset((int, float, bool, str))
+# Argument types that are no tensor (mrope_section is a tuple or list of ints).
+_SCALARS = frozenset((int, float, bool, str, tuple, list))
 
 
 class _RopeGrad(torch.autograd.Function):
@@ -199,18 +200,21 @@ LIBRARY.impl("rope_qk_", _rope_qk_inplace_autograd, "Autograd")
 
 
 def _op_args(freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
-             rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward) -> tuple:
+             rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
+             max_seqlen, backward) -> tuple:
     """The ops' arguments after the tensors rotated: scalars normalized, offsets split in two."""
     offsets_tensor = offsets if isinstance(offsets, torch.Tensor) else None
     offset = None if offsets_tensor is not None else offsets
     return (freqs, cos, sin, cos_sin_cache, inv_freq, None if base is None else float(base), float(scale),
-            float(mscale), layout, bool(interleaved), rotary_dim, rotary_offset, positions, offsets_tensor, offset,
+            float(mscale), layout, bool(interleaved), rotary_dim, rotary_offset, positions,
+            None if mrope_section is None else list(mrope_section), bool(mrope_interleaved), offsets_tensor, offset,
             cu_seqlens, cp_size, cp_rank, max_seqlen, bool(backward))
 
 
 def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
-         layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, offsets=None,
-         cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False, out=None):
+         layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, mrope_section=None,
+         mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None,
+         backward=False, inplace=False, out=None):
     """cukiln.rope as the ops cukiln::rope / cukiln::rope_ (see cukiln.rope for the arguments; eager calls
     run the kernels directly, see cukiln.torch). ``out=`` is not supported here: an op returns a new tensor or
     mutates x (``inplace=True``)."""
@@ -223,13 +227,15 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
             if inplace:
                 _refuse_leaf_in_place(x)
             return _RopeGrad.apply(_run_eager, (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout,
-                                                interleaved, rotary_dim, rotary_offset, positions, offsets, cu_seqlens,
-                                                cp_size, cp_rank, max_seqlen), backward, inplace, x)
+                                                interleaved, rotary_dim, rotary_offset, positions, mrope_section,
+                                                mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen),
+                                   backward, inplace, x)
         return run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
-                        rotary_dim, rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen,
-                        backward, inplace, None)
+                        rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens,
+                        cp_size, cp_rank, max_seqlen, backward, inplace, None)
     args = (x, *_op_args(freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
-                         rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward))
+                         rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size,
+                         cp_rank, max_seqlen, backward))
     if inplace and grad:  # traced: the differentiable op, and a copy that autograd sees as in place
         return x.copy_(_rope_op(*args))
     if inplace:
@@ -240,8 +246,8 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
 
 def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
             mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None,
-            offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None, backward=False, inplace=False,
-            out=None):
+            mrope_section=None, mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0,
+            max_seqlen=None, backward=False, inplace=False, out=None):
     """cukiln.rope_qk as the ops cukiln::rope_qk / cukiln::rope_qk_ (see cukiln.rope_qk for the arguments; eager
     calls run the kernels directly): (q_out, k_out), differentiable in q and k. ``k=None``: q alone, as
     cukiln.torch.rope (k_out None). ``out=`` is not supported here."""
@@ -249,7 +255,8 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
         raise ValueError("out: cukiln.torch.rope_qk returns new tensors (or rotates q and k with inplace=True); "
                          "use cukiln.rope_qk for out=")
     arguments = (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
-                 rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen)
+                 rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
+                 max_seqlen)
     if k is None:
         return rope(q, **dict(zip(ARGUMENTS, arguments)), backward=backward, inplace=inplace), None
     grad = wants_grad(q) or wants_grad(k)

@@ -20,7 +20,7 @@ RES = {"registers": 40, "shared_bytes": 0, "stack_bytes": 0, "spill_store_bytes"
 
 def _fake_build(out_dir, archs, seconds, cubin=b"\x7fELF fake"):
     """build.write_outputs for the rope_fp32 module alone, with made-up compile results."""
-    variants = [v for v in build.select_variants(r"^rope_fp32_dense")]
+    variants = [v for v in build.select_variants(r"^rope_fp32_dense") if v.module == "rope_fp32"]
     sources, headers = render_modules(variants), render_headers()
     results = [CompileResult("rope_fp32", arch, cubin + arch.encode(), {v.name: RES for v in variants}, seconds, False)
                for arch in archs]

@@ -59,7 +59,7 @@ def test_dispatch_table_covers_every_variant_with_plain_tuples():
     assert len(table) == len(VARIANTS)
     for v in VARIANTS:
         key = (v.dtype.value, v.layout.value, v.pairing.value, v.angles.value, v.strides, v.vec,
-               v.dispatch.value, v.tensors)
+               v.dispatch.value, v.tensors, v.mrope)
         module, symbol, layout_id = table[key]
         assert (module, symbol) == (v.module, v.name)
         assert namespace["ROPE_PARAMS"][layout_id][0] == tuple(f for _, f in rope_params(v))

@@ -46,7 +46,8 @@ def test_a_modules_hash_covers_its_source_and_the_headers_it_includes():
 
 def test_one_module_per_dtype_and_thd_dispatch_with_one_entry_per_variant():
     sources = render.render_modules(VARIANTS)
-    assert set(sources) == {f"rope_{d.value}{suffix}" for d in Dtype for suffix in ("", "_thd_token", "_thd_grid")}
+    assert set(sources) == {f"rope_{d.value}{suffix}" for d in Dtype
+                            for suffix in ("", "_mrope", "_thd_token", "_thd_grid")}
     for v in VARIANTS:
         src = sources[v.module]
         assert 'extern "C" __global__ void __launch_bounds__' in src

@@ -11,7 +11,7 @@ from cukiln.codegen import axes, rope_variants as V
 
 def all_combinations():
     for combo in itertools.product(axes.Dtype, V.Layout, V.Pairing, V.Angles, V.STRIDE_COUNTS,
-                                   axes.VECTOR_WIDTHS, V.Dispatch, V.TENSOR_COUNTS):
+                                   axes.VECTOR_WIDTHS, V.Dispatch, V.TENSOR_COUNTS, (False, True)):
         yield V.RopeVariant(*combo)
 
 
@@ -67,7 +67,7 @@ def test_dispatch_only_for_thd_rule():
     assert V.rule_dispatch_only_for_thd(dense) and V.rule_dispatch_only_for_thd(thd)
     counts = {}
     for v in V.enumerate_rope():
-        if v.tensors == 1:
+        if v.tensors == 1 and not v.mrope:
             counts[(v.layout, v.dispatch)] = counts.get((v.layout, v.dispatch), 0) + 1
     # every thd combination comes as a token and a grid variant, each as many as the dense ones
     assert counts == {(V.Layout.DENSE, V.Dispatch.NONE): counts[(V.Layout.DENSE, V.Dispatch.NONE)],
@@ -80,7 +80,7 @@ def test_thd_names_carry_the_dispatch_and_modules_split_by_it():
     assert (v.layout, v.dispatch) == (V.Layout.THD, V.Dispatch.TOKEN)
     assert v.module == "rope_fp16_thd_token"
     assert V.parse_rope_name("rope_bf16_dense_half_freqs_s3_v8").module == "rope_bf16"
-    assert v.key == ("fp16", "thd", "interleaved", "base", 0, 8, "token", 1)
+    assert v.key == ("fp16", "thd", "interleaved", "base", 0, 8, "token", 1, False)
 
 
 @pytest.mark.parametrize("bad", ["rope_fp32_dense_half_freqs_s3_v8", "rope_fp64_dense_half_freqs_s3_v1",
@@ -95,7 +95,19 @@ def test_bad_names_are_rejected(bad):
 def test_axes_are_json_friendly():
     v = next(V.enumerate_rope())
     assert v.axes() == {"dtype": "fp32", "layout": "dense", "pairing": "half",
-                        "angles": "freqs", "strides": 0, "vec": 1, "dispatch": "none", "tensors": 1}
+                        "angles": "freqs", "strides": 0, "vec": 1, "dispatch": "none", "tensors": 1, "mrope": False}
+
+
+def test_m_rope_variants_are_the_dense_ones_in_modules_of_their_own():
+    sectioned = [v for v in V.enumerate_rope() if v.mrope]
+    plain_dense = [v for v in V.enumerate_rope() if v.layout is V.Layout.DENSE and not v.mrope]
+    assert sorted(v.key[:-1] for v in sectioned) == sorted(v.key[:-1] for v in plain_dense)
+    v = V.parse_rope_name("rope_bf16_dense_half_invfreq_s0_v8_qk_mrope")
+    assert (v.tensors, v.mrope, v.module) == (2, True, "rope_bf16_mrope")
+    thd = V.RopeVariant(axes.Dtype.BF16, V.Layout.THD, V.Pairing.HALF, V.Angles.BASE, 0, 8, V.Dispatch.TOKEN, 1, True)
+    assert V.rule_mrope_for_dense_rows(thd)
+    with pytest.raises(ValueError, match="pruned"):
+        V.parse_rope_name("rope_bf16_thd_half_base_s0_v8_token_mrope")
 
 
 def test_two_tensor_variants_exist_for_dense_rows_only_and_name_themselves():

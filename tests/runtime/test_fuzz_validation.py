@@ -81,7 +81,16 @@ def rope_calls(draw):
                   inplace=draw(st.booleans()), scale=rarely(draw, 1.0, float("nan"), "1"),
                   offsets=rarely(draw, draw(st.sampled_from((None, 0, 3))), -1, 10**6),
                   cp_size=rarely(draw, 1, 2, 0), cp_rank=rarely(draw, 0, 1, -1, 2))
-    if layout == "thd" and shape and len(shape) == 3:
+    if draw(st.integers(0, 4)) == 0 and len(shape) >= 3:  # M-RoPE: three rows of positions, sections of the pairs
+        seq, batch = (shape[0], 1) if layout == "thd" else (shape[1], shape[0]) if layout == "bshd" else shape[:2]
+        rows = rarely(draw, draw(st.sampled_from(((3, seq), (3, batch, seq)))), (2, seq), (seq,))
+        kwargs["positions"] = strided(draw, rows, rarely(draw, "int64", "int32", "fp32"))
+        kwargs["offsets"] = rarely(draw, None, 3)
+        pairs = max(rd, 0) // 2
+        kwargs["mrope_section"] = rarely(draw, (pairs // 3, pairs // 3, pairs - 2 * (pairs // 3)), (pairs, 1, 0),
+                                         (1, 2), "x")
+        kwargs["mrope_interleaved"] = rarely(draw, draw(st.booleans()), 1)
+    if layout == "thd" and shape and len(shape) == 3 and "positions" not in kwargs:
         tokens = shape[0]
         cuts = sorted(draw(st.lists(st.integers(0, tokens), min_size=0, max_size=3)))
         cu = [0] + cuts + [tokens]
@@ -141,10 +150,11 @@ def test_rope_validation_plans_a_consistent_variant_or_raises_a_clear_error(call
         return
     module, symbol, _ = dispatch.ROPE[plan.key]
     assert (plan.module, plan.symbol) == (module, symbol)
-    dtype, kind, pairing, _, strides, vec, _, _ = plan.key
+    dtype, kind, pairing, _, strides, vec, _, _, mrope = plan.key
+    assert mrope == ("mrope_section" in kwargs)
     names = dispatch.ROPE_PARAMS[dispatch.ROPE[plan.key][2]][0]
     assert plan.values[names.index("backward")] == int(kwargs["backward"]) and dtype == x.dtype
-    assert kind == ("thd" if kwargs["layout"] == "thd" else "dense")
+    assert kind == ("thd" if "cu_seqlens" in kwargs else "dense")  # thd with positions is planned as dense
     assert (pairing == "interleaved") == kwargs["interleaved"]
     assert vec == 1 or (x.ptr % (vec * x.itemsize) == 0 and out.ptr % (vec * x.itemsize) == 0)
     assert strides != 4 or vec == 1

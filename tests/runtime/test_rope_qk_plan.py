@@ -29,7 +29,7 @@ def test_q_and_k_slices_of_a_fused_projection_take_one_launch():
     q, k = qkv_slices()
     cache = contiguous((4096, 128), "fp32", BASE * 4)
     plan = plan_rope(q, q, k=k, k_out=k, cos_sin_cache=cache, positions=positions(64), layout="thd", inplace=True)
-    assert plan.then is None and plan.symbol.endswith("_qk") and plan.key[-1] == 2
+    assert plan.then is None and plan.symbol.endswith("_qk") and plan.key[7] == 2
     fields = dict(zip(plan.field_names, plan.values))
     assert (fields["heads"], fields["heads_k"]) == (32, 8) and fields["k"] == k.ptr and fields["k_out"] == k.ptr
     assert (fields["x_ss"], fields["k_ss"]) == ((32 + 16) * 128, (32 + 16) * 128)
@@ -40,7 +40,7 @@ def test_q_and_k_slices_of_a_fused_projection_take_one_launch():
 def test_separate_packed_q_and_k_with_other_head_counts_take_the_packed_pair_kernel():
     q, k = contiguous((8, 1, 32, 64)), contiguous((8, 1, 4, 64), ptr=BASE * 2)
     plan = plan_rope(q, out_like(q), k=k, k_out=out_like(k, BASE * 3), base=10000.0)
-    assert plan.then is None and plan.key[4:] == (0, 8, "none", 2)
+    assert plan.then is None and plan.key[4:] == (0, 8, "none", 2, False)
 
 
 def test_where_no_pair_variant_serves_k_takes_a_second_launch():
@@ -48,7 +48,7 @@ def test_where_no_pair_variant_serves_k_takes_a_second_launch():
     cu = contiguous((3,), "int32", BASE * 16)
     plan = plan_rope(q, out_like(q), k=k, k_out=out_like(k, BASE * 3), base=10000.0, layout="thd", cu_seqlens=cu,
                      cu_seqlens_host=(0, 10, 40))
-    assert plan.key[-1] == 1 and plan.then is not None and plan.then.key[-1] == 1
+    assert plan.key[7] == 1 and plan.then is not None and plan.then.key[7] == 1
     second = dict(zip(plan.then.field_names, plan.then.values))
     assert second["x"] == k.ptr and second["heads"] == 2
     assert ("x", "k", 0) in plan.then.pointers and ("out", "k_out", 0) in plan.then.pointers

@@ -89,8 +89,8 @@ def test_a_backward_after_its_positions_changed_in_place_raises(monkeypatch):
     from cukiln import reference
 
     def reference_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
-                       rotary_dim, rotary_offset, positions, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen,
-                       backward, inplace, out):
+                       rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens,
+                       cp_size, cp_rank, max_seqlen, backward, inplace, out):
         return reference.rope(x, base=base, positions=positions, backward=backward).to(x.dtype)
 
     monkeypatch.setattr(rope_torch, "run_rope", reference_rope)

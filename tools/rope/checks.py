@@ -33,6 +33,19 @@ def _angle_source(angles: str, dtype, max_pos: int, rd: int, gen, dev) -> dict:
     return {"base": 10000.0, "rotary_dim": rd, "scale": 0.75}
 
 
+def rope_position_args(axes: dict, S: int, B: int, offset: int, max_pos: int, rd: int, gen, dev) -> dict:
+    """The positions of the variant's kind: ``offset`` added to each index, or for M-RoPE variants three random
+    rows [3, B, S] in the table, random sections of the rd / 2 pairs, chunked or interleaved at random."""
+    import torch
+
+    if not axes.get("mrope"):
+        return {"offsets": offset}
+    cuts = sorted(torch.randint(0, rd // 2 + 1, (2,), generator=gen, device=dev).tolist())
+    return {"positions": torch.randint(0, max_pos, (3, B, S), generator=gen, device=dev),
+            "mrope_section": (cuts[0], cuts[1] - cuts[0], rd // 2 - cuts[1]),
+            "mrope_interleaved": bool(torch.rand(1, generator=gen, device=dev).item() < 0.5)}
+
+
 def rope_x_for(strides: int, vec: int, itemsize: int, shape, dtype, gen, dev):
     """A random sbhd x whose layout and alignment select exactly (strides, vec)."""
     import torch
@@ -68,7 +81,8 @@ def check_rope_variant(axes: dict, name: str) -> str | None:
     rd, offset = 48, 3  # partial rotary: features 48..63 are copied through
     max_pos = shape[0] + offset + 5
     x = rope_x_for(axes["strides"], axes["vec"], torch.finfo(dtype).bits // 8, shape, dtype, gen, dev)
-    kwargs = dict(rope_angle_args(axes["angles"], dtype, max_pos, rd, gen, dev), offsets=offset,
+    kwargs = dict(rope_angle_args(axes["angles"], dtype, max_pos, rd, gen, dev),
+                  **rope_position_args(axes, shape[0], shape[1], offset, max_pos, rd, gen, dev),
                   interleaved=axes["pairing"] == "interleaved")
     mode = "auto"
     if thd:
@@ -108,7 +122,8 @@ def check_rope_qk_variant(axes: dict, name: str) -> str | None:
     rd, start, offset = 48, 16, 3
     q = rope_x_for(axes["strides"], axes["vec"], itemsize, (37, 3, 5, 64), dtype, gen, dev)
     k = rope_x_for(axes["strides"], axes["vec"], itemsize, (37, 3, 3, 64), dtype, gen, dev)
-    kwargs = dict(rope_angle_args(axes["angles"], dtype, 37 + offset + 5, rd, gen, dev), offsets=offset,
+    kwargs = dict(rope_angle_args(axes["angles"], dtype, 37 + offset + 5, rd, gen, dev),
+                  **rope_position_args(axes, 37, 3, offset, 37 + offset + 5, rd, gen, dev),
                   interleaved=axes["pairing"] == "interleaved", rotary_dim=rd, rotary_offset=start)
     for backward in (False, True):
         q_out, k_out = (torch.full_like(t, float("nan")) for t in (q, k))

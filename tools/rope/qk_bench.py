@@ -2,7 +2,8 @@
 cache, as serving stacks call RoPE once per layer per step: cukiln.rope_qk (in place and out of place) beside
 FlashInfer (`apply_rope_with_cos_sin_cache(_inplace)`, `apply_rope_pos_ids(_inplace)`), Liger
 (`liger_rotary_pos_emb`) and `torch.compile` of the plain formula, whichever import; and the transposed (b, h, s, d)
-storage transformers hands over, read as (b, s, h, d).
+storage transformers hands over, read as (b, s, h, d); and M-RoPE on Qwen2-VL-7B's shapes beside Liger's
+M-RoPE and `torch.compile` of transformers' formula.
 
 Every contender's output is compared with the float64 reference before it is timed (its largest error relative to
 the reference's largest magnitude is recorded; beyond 1e-2 it is flagged). Times: CUDA events, median, over
@@ -254,6 +255,89 @@ def _transposed(copy: float, peers: dict) -> dict:
     return row
 
 
+# M-RoPE: Qwen2-VL-7B's attention (28 q heads, 4 kv heads, d 128, sections (16, 24, 24), rope_theta 1e6) over
+# t tokens of one sequence, q and k as its projections leave them ([b, s, h, d] storage).
+MROPE = {"heads_q": 28, "heads_k": 4, "head_dim": 128, "sections": (16, 24, 24), "theta": 1e6,
+         "tokens": (1024, 16384)}
+
+
+def _peer_mrope():
+    try:
+        from liger_kernel.transformers.qwen2vl_mrope import liger_multimodal_rotary_pos_emb
+
+        return liger_multimodal_rotary_pos_emb
+    except Exception:  # not carried to this machine
+        return None
+
+
+def mrope_formula(q, k, cos, sin, sections):
+    """transformers' Qwen2-VL M-RoPE (apply_multimodal_rotary_pos_emb) on q, k [b, h, s, d] with cos, sin
+    [3, b, s, d]: each section's columns taken from its row of positions, then the rotate-half formula."""
+    import torch
+
+    split = list(sections) * 2
+    cos = torch.cat([m[i % 3] for i, m in enumerate(cos.split(split, dim=-1))], dim=-1).unsqueeze(1)
+    sin = torch.cat([m[i % 3] for i, m in enumerate(sin.split(split, dim=-1))], dim=-1).unsqueeze(1)
+
+    def rotate_half(x):
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def _mrope_case(t: int, copy: float, compiled) -> dict:
+    """q and k of t tokens rotated by M-RoPE: cukiln.rope_qk (positions [3, 1, t] and inv_freq, in place and out of
+    place) beside Liger's M-RoPE (in place) and torch.compile of transformers' formula, both fed the cos and sin
+    [3, 1, t, d] that Qwen2-VL's rotary module hands them (bf16). Each output is checked against the float64
+    reference first."""
+    import torch
+
+    import cukiln
+
+    hq, hk, d, sections = MROPE["heads_q"], MROPE["heads_k"], MROPE["head_dim"], MROPE["sections"]
+    inv_freq = 1.0 / (MROPE["theta"] ** (torch.arange(0, d, 2, dtype=torch.float32, device="cuda") / d))
+
+    def make():
+        q = torch.randn(1, t, hq, d, device="cuda").to(torch.bfloat16)
+        k = torch.randn(1, t, hk, d, device="cuda").to(torch.bfloat16)
+        # a text prefix, then an image grid of 32-wide rows (time fixed; height and width apart)
+        i = torch.arange(t, device="cuda")
+        text = t // 4
+        pos = torch.stack((torch.where(i < text, i, text), torch.where(i < text, i, text + (i - text) // 32),
+                           torch.where(i < text, i, text + (i - text) % 32)))[:, None]  # [3, 1, t]
+        angles = pos[..., None].float() * inv_freq  # Qwen2-VL's rotary module: fp32 angles, bf16 cos and sin
+        emb = torch.cat((angles, angles), dim=-1)
+        return {"q": q, "k": k, "pos": pos, "cos": emb.cos().to(torch.bfloat16), "sin": emb.sin().to(torch.bfloat16)}
+
+    kw = dict(inv_freq=inv_freq, mrope_section=sections, layout="bshd")
+    nbytes = 2 * t * (hq + hk) * d * 2 + 3 * t * 8
+    contenders = {
+        "cukiln in place": lambda s: cukiln.rope_qk(s["q"], s["k"], positions=s["pos"], inplace=True, **kw),
+        "cukiln": lambda s: cukiln.rope_qk(s["q"], s["k"], positions=s["pos"], **kw),
+        # transformers' (b, h, s, d) views of the projections' storage; results seen back as (b, s, h, d)
+        "torch.compile": lambda s: tuple(o.transpose(1, 2) for o in compiled(
+            s["q"].transpose(1, 2), s["k"].transpose(1, 2), s["cos"], s["sin"], sections)),
+    }
+    liger = _peer_mrope()
+    if liger is not None:
+        contenders["liger in place"] = lambda s: tuple(o.transpose(1, 2) for o in liger(
+            s["q"].transpose(1, 2), s["k"].transpose(1, 2), s["cos"], s["sin"], list(sections)))
+    row = {"tokens": t, "heads_q": hq, "heads_k": hk, "head_dim": d, "sections": list(sections), "bytes": nbytes,
+           "liger": "timed" if liger is not None else "not importable here"}
+    for name, call in contenders.items():
+        s = make()
+        ref_q, ref_k = cukiln.reference.rope_qk(s["q"], s["k"], positions=s["pos"], **kw)
+        got_q, got_k = call(s)
+        err = max(_error(got_q, ref_q), _error(got_k, ref_k))
+        sets = rotating_sets(make, 2 * t * (hq + hk) * d * 2)
+        ms = median_ms([lambda st=st: call(st) for st in sets])
+        rate = tbps(nbytes, ms)
+        row[name] = {"ms": ms, "tbps": rate, "x_copy": rate / copy, "max_rel_err": err, "wrong": err > ERROR_LIMIT}
+        del sets
+    return row
+
+
 def run(console: Console, args) -> dict:
     import torch
 
@@ -268,11 +352,16 @@ def run(console: Console, args) -> dict:
     cases = list(HEADLINE + MHA)
     if args.quick:
         cases = cases[:2]
-    rows = []
+    mrope_tokens = MROPE["tokens"][:1] if args.quick else MROPE["tokens"]
+    compiled_mrope = torch.compile(mrope_formula, dynamic=False)
+    rows, mrope = [], []
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("rope-qk cases", total=len(cases) + 2)
+        task = progress.add_task("rope-qk cases", total=len(cases) + len(mrope_tokens) + 2)
         for case in cases:
             rows.append(_bench_case(case, copy, peers, compiled))
+            progress.advance(task)
+        for t in mrope_tokens:
+            mrope.append(_mrope_case(t, copy, compiled_mrope))
             progress.advance(task)
         try:
             transposed = _transposed(copy, peers)
@@ -284,7 +373,7 @@ def run(console: Console, args) -> dict:
     names = sorted({n for r in rows for n, v in r.items() if isinstance(v, dict) and "ms" in v})
     return {**run_metadata("rope-qk", "cukiln bench rope-qk" + (" --quick" if args.quick else "")),
             "copy_tbps": copy, "peers": sorted(peers), "contenders": names, "cases": rows,
-            "transposed": transposed, "host_us": host}
+            "transposed": transposed, "mrope": mrope, "host_us": host}
 
 
 def _speedup(row: dict, ours: str, theirs: str) -> str:
@@ -314,6 +403,13 @@ def show(result: dict, console: Console) -> None:
         console.print(f"transposed case failed: {tr['error']}")
     console.print("transposed (b,h,s,d) read as (b,s,h,d), " + ", ".join(
         f"{n}: {v['ms'] * 1e3:.1f} us, {v['x_copy']:.3f}x copy" for n, v in tr.items() if isinstance(v, dict) and "ms" in v))
+    for r in result.get("mrope", []):
+        console.print(f"M-RoPE t {r['tokens']} {r['heads_q']}/{r['heads_k']} d{r['head_dim']} sections "
+                      f"{tuple(r['sections'])}: " + ", ".join(
+                          f"{n} {v['ms'] * 1e3:.1f} us ({v['x_copy']:.3f}x copy{', WRONG' if v['wrong'] else ''})"
+                          for n, v in r.items() if isinstance(v, dict) and "ms" in v)
+                      + f"; cukiln in place vs liger {_speedup(r, 'cukiln in place', 'liger in place')}, "
+                        f"cukiln vs compile {_speedup(r, 'cukiln', 'torch.compile')}")
     host = result["host_us"]
     console.print("host us per call at t = 1: " + ", ".join(f"{n} {v['us_per_call']:.1f}" for n, v in host.items()))
 

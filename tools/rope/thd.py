@@ -62,7 +62,7 @@ def time_case(lengths: list[int], modes: tuple[str, ...], hint: bool = True) -> 
             calls = [lambda x=x, o=o: (cukiln.rope(x, out=o, **kw), cukiln.rope(o, out=x, backward=True, **kw))
                      for x, o in sets]
             ms = median_ms(calls, batches=9 if plan.grid[0] * plan.grid[1] > 2**22 else 15)
-        row[mode] = {"ms": ms, "tbps": tbps(nbytes, ms), "dispatch": plan.key[-1],
+        row[mode] = {"ms": ms, "tbps": tbps(nbytes, ms), "dispatch": plan.key[6],
                      "blocks": plan.grid[0] * plan.grid[1], "tokens_per_block": plan.block[2]}
     return row
 
