@@ -141,6 +141,11 @@ def refuse_untracked_gradients(function: str, named_tensors, differentiable: str
                                f"it would be lost): {instead}pass a detached tensor or run under torch.no_grad()")
 
 
+def device_name(device: int) -> str:
+    """How messages name a TensorInfo's device: cuda:N, or the CPU (-1: the float64 reference takes CPU tensors)."""
+    return "the CPU" if device < 0 else f"cuda:{device}"
+
+
 def from_torch(t, name: str, accepts=tuple(ITEMSIZE), *, cuda: bool = True) -> TensorInfo:
     """TensorInfo of a torch tensor; TypeError for non-tensors and for dtypes outside ``accepts`` (the dtype
     names this argument takes, which the message lists), ValueError off-GPU."""

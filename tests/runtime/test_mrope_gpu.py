@@ -29,22 +29,21 @@ MODELS = {"qwen2-vl-7b": (QWEN2_VL, 28, 4, 128), "qwen3-vl-8b": (QWEN3_VL, 32, 8
 def _positions(b: int, s: int, gen) -> torch.Tensor:
     """[3, b, s]: a run of text (three equal rows) and an image's grid (time fixed, height and width apart), as
     Qwen2-VL's get_rope_index lays them out."""
-    pos = torch.empty(3, b, s, dtype=torch.int64)
+    pos = torch.empty(3, b, s, dtype=torch.int64, device="cuda")
     text = s // 3
-    pos[:, :, :text] = torch.arange(text)
+    pos[:, :, :text] = torch.arange(text, device="cuda")
     grid = s - text
     w = 8
-    i = torch.arange(grid)
+    i = torch.arange(grid, device="cuda")
     pos[0, :, text:] = text
     pos[1, :, text:] = text + i // w
     pos[2, :, text:] = text + i % w
-    pos += torch.randint(0, 3000, (1, b, 1), generator=gen)  # a later turn of the conversation
-    return pos.cuda()
+    return pos + torch.randint(0, 3000, (1, b, 1), generator=gen, device="cuda")  # a later turn
 
 
 def _fused(b, s, hq, hk, d, dtype, gen):
     """q [b, s, hq, d] and k [b, s, hk, d]: views into one qkv projection [b, s, (hq + 2 hk) d]."""
-    qkv = torch.randn(b, s, (hq + 2 * hk) * d, generator=gen).to(dtype).cuda()
+    qkv = torch.randn(b, s, (hq + 2 * hk) * d, generator=gen, device="cuda").to(dtype)
     return qkv, qkv[..., : hq * d].unflatten(-1, (hq, d)), qkv[..., hq * d:(hq + hk) * d].unflatten(-1, (hk, d))
 
 
@@ -102,9 +101,9 @@ def test_serving_slices_with_a_packed_cache_and_three_rows_of_positions(model, c
     qkv, q, k = _fused(1, t, hq, hk, d, torch.bfloat16, gen)
     q, k = q[0], k[0]
     positions = _positions(1, t, gen)[:, 0]  # [3, t]
-    recipe = cukiln.rope_recipe(params, head_dim=d, max_position_embeddings=32768)
-    angles = torch.arange(8192, dtype=torch.float64)[:, None] * recipe["inv_freq"].double()
-    cache = torch.cat((angles.cos(), angles.sin()), dim=1).to(cache_dtype).cuda()
+    recipe = cukiln.rope_recipe(params, head_dim=d, max_position_embeddings=32768, device="cuda")
+    angles = torch.arange(8192, dtype=torch.float64, device="cuda")[:, None] * recipe["inv_freq"].double()
+    cache = torch.cat((angles.cos(), angles.sin()), dim=1).to(cache_dtype)
     kw = dict(positions=positions, layout="thd", cos_sin_cache=cache, mrope_section=recipe["mrope_section"],
               mrope_interleaved=recipe["mrope_interleaved"])
     ref_q, ref_k = cukiln.reference.rope_qk(q.clone(), k.clone(), **kw)
@@ -158,9 +157,9 @@ def test_a_single_tensor_of_any_strides_in_place(layout, pairing):
     int32 positions of a strided [3, b, s] view."""
     gen = new_generator()
     b, s, h, d, rd = 3, 50, 6, 96, 64
-    store = torch.randn(b, h, s, d, generator=gen).to(torch.bfloat16).cuda()
+    store = torch.randn(b, h, s, d, generator=gen, device="cuda").to(torch.bfloat16)
     x = store.transpose(1, 2) if layout == "bshd" else store.permute(2, 0, 1, 3)
-    big = torch.randint(0, 4000, (3, b, 2 * s), generator=gen, dtype=torch.int32).cuda()
+    big = torch.randint(0, 4000, (3, b, 2 * s), generator=gen, dtype=torch.int32, device="cuda")
     kw = dict(positions=big[:, :, ::2], layout=layout, base=10000.0, rotary_dim=rd,
               rotary_offset=16, interleaved=pairing, mrope_section=(8, 12, 12), mrope_interleaved=not pairing)
     ref = cukiln.reference.rope(x.clone(), **kw)

@@ -204,6 +204,8 @@ X = contiguous((8, 2, 4, 64))
     ({"base": 1e4, "layout": "hsbd"}, ValueError, "layout"),
     ({"freqs": contiguous((8, 64), "fp32", device=1)}, ValueError, "freqs: expected a tensor on cuda:0"),
     ({"base": 1e4, "positions": contiguous((8,), "int32", device=1)}, ValueError, "positions"),
+    # a CPU table beside a GPU x (the float64 reference takes CPU tensors, and describes them as device -1)
+    ({"inv_freq": contiguous((32,), "fp32", device=-1)}, ValueError, "inv_freq: .* got one on the CPU"),
 ])
 def test_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
