@@ -75,6 +75,9 @@ def test_rope_calls_that_pass_validation_match_the_reference(call):
     for name in ("freqs", "cos", "sin", "inv_freq"):
         if isinstance(args.get(name), TensorInfo):
             args[name] = make(args[name], "rand")
+    if isinstance(kwargs.get("positions"), TensorInfo):  # inside the tables (M-RoPE's three rows among them)
+        rows = [kwargs[name].shape[0] for name in ("freqs", "cos") if isinstance(kwargs.get(name), TensorInfo)]
+        args["positions"] = make(kwargs["positions"], "randint", max(min(rows, default=1000) - 1, 0))
     xt = make(x)
     ref = cukiln.reference.rope(xt, **args)  # before an in-place call overwrites x
     if kwargs["inplace"]:

@@ -107,12 +107,12 @@ def test_serving_slices_with_a_packed_cache_and_three_rows_of_positions(model, c
     kw = dict(positions=positions, layout="thd", cos_sin_cache=cache, mrope_section=recipe["mrope_section"],
               mrope_interleaved=recipe["mrope_interleaved"])
     ref_q, ref_k = cukiln.reference.rope_qk(q.clone(), k.clone(), **kw)
+    with_inv_freq = cukiln.reference.rope_qk(q.clone(), k.clone(), positions=positions, layout="thd", **recipe)
     plan, _ = plan_call(q, k=k, inplace=True, **kw)
     assert plan.then is None and plan.symbol.endswith("_qk_mrope"), plan.symbol
     cukiln.rope_qk(q, k, inplace=True, **kw)
     assert_matches_reference(q, ref_q, f"{model} q")
     assert_matches_reference(k, ref_k, f"{model} k")
-    with_inv_freq = cukiln.reference.rope_qk(q.clone(), k.clone(), positions=positions, layout="thd", **recipe)
     if cache_dtype == torch.float32:  # the same rotation as from the frequencies, to the cache's rounding
         torch.testing.assert_close(ref_q, with_inv_freq[0], rtol=0, atol=1e-5)
 

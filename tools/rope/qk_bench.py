@@ -417,7 +417,7 @@ def show(result: dict, console: Console) -> None:
         console.print(f"M-RoPE t {r['tokens']} {r['heads_q']}/{r['heads_k']} d{r['head_dim']} sections "
                       f"{tuple(r['sections'])}: " + ", ".join(
                           f"{n} {v['ms'] * 1e3:.1f} us ({v['x_copy']:.3f}x copy{', WRONG' if v['wrong'] else ''})"
-                          for n, v in r.items() if isinstance(v, dict) and "ms" in v)
+                          for n, v in r.items() if isinstance(v, dict) and "x_copy" in v)
                       + f"; cukiln in place vs liger {_speedup(r, 'cukiln in place', 'liger in place')}, "
                         f"cukiln vs compile {_speedup(r, 'cukiln', 'torch.compile')}; a copy of the same bytes "
                         f"{r['copy_same_bytes']['ms'] * 1e3:.1f} us (at most "
