@@ -67,14 +67,14 @@ _PAIR = ((CPTR, "k"), (PTR, "k_out"))
 _STRIDE_NAMES = {0: (), 3: ("ss", "sb", "sh"), 4: ("ss", "sb", "sh", "sd")}
 
 _TABLE_ROWS = ((I64, "table_rows"),)
-_ANGLES = {
+ANGLE_FIELDS = {  # each angle source's fields (kv_append's kernels take them too)
     Angles.FREQS: ((CPTR, "table"), (I64, "table_row")) + _TABLE_ROWS,
     Angles.COS_SIN: ((CPTR, "cos"), (CPTR, "sin"), (I64, "cos_row"), (I64, "sin_row")) + _TABLE_ROWS
     + ((I64, "per_pair"),),
     Angles.INV_FREQ: ((CPTR, "inv_freq"), (F64, "scale")),
     Angles.BASE: ((F64, "exponent_step"), (F64, "ratio"), (F64, "scale")),
 }
-_ANGLES[Angles.COS_SIN_F32] = _ANGLES[Angles.COS_SIN]
+ANGLE_FIELDS[Angles.COS_SIN_F32] = ANGLE_FIELDS[Angles.COS_SIN]
 
 
 def rope_params(v: RopeVariant) -> Params:
@@ -83,7 +83,7 @@ def rope_params(v: RopeVariant) -> Params:
     tensors = ("x", "out", "k", "k_out")[: 2 * v.tensors]
     strides = tuple((I64, f"{t}_{a}") for t in tensors for a in _STRIDE_NAMES[v.strides])
     sections = _SECTIONS if v.mrope else ()
-    return _COMMON + sections + (_PAIR if v.tensors == 2 else ()) + packed + strides + _ANGLES[v.angles]
+    return _COMMON + sections + (_PAIR if v.tensors == 2 else ()) + packed + strides + ANGLE_FIELDS[v.angles]
 
 
 def min_blocks_per_sm(v: RopeVariant) -> int:

@@ -8,7 +8,7 @@ from .abi import TEMPLATE_CTYPE
 from .axes import Dtype
 from .family import OpFamily
 from .rope_variants import RopeVariant, enumerate_rope, parse_rope_name
-from .tables import params_table_lines, tuned_rule_lines
+from .tables import dispatch_map_lines, params_table_lines, tuned_rule_lines
 
 HEADER = "rope.cuh"
 
@@ -62,10 +62,7 @@ def dispatch_lines(variants: list[RopeVariant], tuning: dict[str, dict]) -> list
         "ROPE_THD_GRID_MAX_WASTE = {",
     ]
     lines += tuned_rule_lines(tuning, "rope-thd", lambda rule: float(rule["grid_max_waste"]))
-    lines += ["}", "", "ROPE = {"]
-    lines += [f"    {v.key!r}: ({v.module!r}, {v.name!r}, {rope_abi.params_layout_id(v)!r}),"
-              for v in sorted(variants, key=lambda v: v.name)]
-    return lines + ["}"]
+    return lines + ["}", ""] + dispatch_map_lines("ROPE", variants, rope_abi.params_layout_id)
 
 
 FAMILY = OpFamily(

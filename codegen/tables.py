@@ -17,6 +17,14 @@ def params_table_lines(name: str, variants, params_fn, layout_id_fn) -> list[str
     return lines + ["}"]
 
 
+def dispatch_map_lines(name: str, variants, layout_id_fn) -> list[str]:
+    """``NAME = {dispatch key: (module, symbol, params layout id)}`` for ``variants``, by name."""
+    lines = [f"{name} = {{"]
+    lines += [f"    {v.key!r}: ({v.module!r}, {v.name!r}, {layout_id_fn(v)!r}),"
+              for v in sorted(variants, key=lambda v: v.name)]
+    return lines + ["}"]
+
+
 def tuned_rule_lines(tuning: dict[str, dict], rule: str, convert) -> list[str]:
     """``    'sm_90': convert(data),`` for every arch whose tuning data holds a rule named ``rule``."""
     return [f"    {arch!r}: {convert(data[rule]['rule'])!r}," for arch, data in sorted(tuning.items())

@@ -36,6 +36,20 @@ class PlanCache:
         return len(self._plans)
 
 
+def add_tensors(key: list, pointers: list, tensors) -> None:
+    """Append each of ``tensors`` to a call's key (its metadata: shape, strides, dtype, conjugation, device, pointer
+    alignment; None and ints as themselves) and its pointer (0 for None and ints) to the call's pointers. Runs on
+    every call: a tensor argument that is not a torch tensor raises AttributeError (the caller plans in full)."""
+    for t in tensors:
+        if t is None or type(t) is int:
+            key.append(t)
+            pointers.append(0)
+        else:
+            ptr = t.data_ptr()
+            key.append((t.shape, t.stride(), t.dtype, t.is_neg(), t.get_device(), ptr & ALIGN_MASK))
+            pointers.append(ptr)
+
+
 @dataclass(frozen=True)
 class Refill:
     """Where a call's pointers go in a plan's parameter values, and which of them the written tensors must not

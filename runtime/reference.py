@@ -176,6 +176,14 @@ def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, msc
     return call.angles.rotary_dim
 
 
+def rotary_dim_of(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+                  mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0):
+    """The rotary dim a rope call on ``x`` (sbhd) with these angle arguments rotates (the planner's reading of the
+    tables' widths)."""
+    return _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, "sbhd", rotary_dim,
+                          rotary_offset, None, None, False, None, None, 1, 0, None, False, None)
+
+
 def _written(result, x, inplace: bool, out):
     """The float64 result as the call asked for it: new, or written into x (in place) or out."""
     target = x if inplace else out

@@ -16,7 +16,7 @@ from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import kernel
 from .loader import KERNELS
 from .overrides import CURRENT as OVERRIDES
-from .plan_cache import ALIGN_MASK, PlanCache, Refill
+from .plan_cache import ALIGN_MASK, PlanCache, Refill, add_tensors
 from .rope_plan import RopePlan, plan_rope
 from .tensors import FLOATS, INTS, from_torch, interleaving, refuse_untracked_gradients
 
@@ -301,14 +301,7 @@ def prepare(x, k, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=N
             if not fresh and not inplace:
                 key += (k_out.shape, k_out.stride(), k_out.dtype, k_out.is_neg(), k_out.get_device(),
                         kop & ALIGN_MASK, kop == kp)
-        for t in others:
-            if t is None or type(t) is int:
-                key.append(t)
-                pointers.append(0)
-            else:
-                ptr = t.data_ptr()
-                key.append((t.shape, t.stride(), t.dtype, t.is_neg(), t.get_device(), ptr & ALIGN_MASK))
-                pointers.append(ptr)
+        add_tensors(key, pointers, others)
         key = tuple(key)
         cached = PLANS.get(key)
     except (AttributeError, TypeError):  # not tensors, unhashable scalars: the full validation explains

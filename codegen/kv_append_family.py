@@ -1,0 +1,152 @@
+"""The KV-cache append family (``kv_append``): one launch rotates each row's new query and key tokens and writes the
+rotated keys and the values into fixed-capacity caches at the row's current length. Its variant space, parameter
+struct, modules and section of the dispatch table; the rotation itself is RoPE's (rope.cuh), so every angle source
+and pairing of cukiln.rope serves here too.
+
+A variant is (dtype, pairing, angle source, vector width); every tensor's last dim is contiguous and its other
+strides are kernel arguments (the caches are slices of larger buffers, bhsd or bshd alike).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+from . import jinja, rope_abi
+from .abi import CPTR, F64, I64, PTR, TEMPLATE_CTYPE, Params
+from .axes import VECTOR_WIDTHS, AxisRecord, Dtype, alternatives, first_rejection, rule_vector_fits_16_bytes
+from .family import OpFamily
+from .rope_variants import Angles, Pairing, rule_f32_cache_only_for_half_types
+from .tables import dispatch_map_lines, params_table_lines
+
+HEADER = "kv_append.cuh"
+MAX_THREADS_PER_BLOCK = 256
+# The launch bound's blocks per multiprocessor: 2 (128 registers a thread), RoPE's bound for q and k rotated
+# together. At 3 (80 registers) six variants spilled 4-68 bytes on sm_90 (the cache rows' and the lengths'
+# addressing beside the rotation's), and the grids of a decode step are a few blocks anyway.
+MIN_BLOCKS_PER_SM = 2
+
+
+@dataclass(frozen=True, order=True)
+class KvAppendVariant(AxisRecord):
+    """One compiled cache-append kernel: each field is a compile-time axis."""
+
+    dtype: Dtype
+    pairing: Pairing
+    angles: Angles
+    vec: int  # elements per load/store
+
+    op = "kv_append"
+
+    @property
+    def name(self) -> str:
+        return f"kv_append_{self.dtype.value}_{self.pairing.value}_{self.angles.value}_v{self.vec}"
+
+    @property
+    def module(self) -> str:
+        return f"{self.op}_{self.dtype.value}"
+
+
+def rule_caches_are_half_types(v: KvAppendVariant) -> str | None:
+    # the caches decode_attention reads: fp16 or bf16
+    if v.dtype is Dtype.FP32:
+        return "the KV caches (what decode_attention reads) are fp16 or bf16"
+    return None
+
+
+RULES = (rule_caches_are_half_types, rule_vector_fits_16_bytes, rule_f32_cache_only_for_half_types)
+
+
+def rejection(v: KvAppendVariant) -> str | None:
+    return first_rejection(RULES, v)
+
+
+def enumerate_kv_append() -> Iterator[KvAppendVariant]:
+    for dtype in Dtype:
+        for pairing in Pairing:
+            for angles in Angles:
+                for vec in VECTOR_WIDTHS:
+                    v = KvAppendVariant(dtype, pairing, angles, vec)
+                    if rejection(v) is None:
+                        yield v
+
+
+_NAME_RE = re.compile(rf"^kv_append_(?P<dtype>{alternatives(Dtype)})_(?P<pairing>{alternatives(Pairing)})"
+                      rf"_(?P<angles>{alternatives(Angles)})_v(?P<vec>\d+)$")
+
+
+def parse_kv_append_name(name: str) -> KvAppendVariant:
+    m = _NAME_RE.match(name)
+    if m is None:
+        raise ValueError(f"not a kv_append variant name: {name!r}")
+    v = KvAppendVariant(Dtype(m["dtype"]), Pairing(m["pairing"]), Angles(m["angles"]), int(m["vec"]))
+    if v.vec not in VECTOR_WIDTHS:
+        raise ValueError(f"{name!r}: vector width must be one of {VECTOR_WIDTHS}")
+    reason = rejection(v)
+    if reason is not None:
+        raise ValueError(f"{name!r} names a pruned combination: {reason}")
+    return v
+
+
+# --- the parameter struct ------------------------------------------------------------------------------------
+_TENSORS = ("q", "q_out", "k", "v", "k_cache", "v_cache")  # each with (b, s, h) strides; s: new token or slot
+_FIELDS = (
+    (CPTR, "q"), (PTR, "q_out"), (CPTR, "k"), (CPTR, "v"), (PTR, "k_cache"), (PTR, "v_cache"),
+    (I64, "batch"), (I64, "new_tokens"),  # rows, and new tokens per row
+    (I64, "heads_q"), (I64, "heads_kv"), (I64, "head_dim"), (I64, "rotary_dim"), (I64, "rotary_offset"),
+    (I64, "capacity"),  # cache slots per row
+    (I64, "copy_tail"),  # the features outside the rotated span are copied (to q_out and the key cache)
+    (F64, "mscale"),
+    (CPTR, "kv_lens"), (I64, "kv_len_value"),  # each row's length before the append (a tensor, or one int)
+    (CPTR, "kv_start"), (I64, "kv_start_value"),  # each row's first valid slot (left padding)
+    (CPTR, "positions"), (I64, "pos_stride_b"), (I64, "pos_stride_s"), (I64, "positions_int64"),
+) + tuple((I64, f"{t}_{a}") for t in _TENSORS for a in ("sb", "ss", "sh"))
+
+
+def kv_append_params(v: KvAppendVariant) -> Params:
+    """(C type, field name) of every kernel parameter of ``v``, in struct order."""
+    return _FIELDS + rope_abi.ANGLE_FIELDS[v.angles]
+
+
+def params_layout_id(v: KvAppendVariant) -> str:
+    return v.angles.value
+
+
+# --- rendering and the dispatch table --------------------------------------------------------------------------
+def render_headers() -> dict[str, str]:
+    return {HEADER: jinja.render("kv_append.cuh.j2")}
+
+
+def render_module(dtype: Dtype, variants: list[KvAppendVariant]) -> str:
+    assert all(v.dtype is dtype for v in variants), "one element type per module"
+    return jinja.render("kv_append.cu.j2", dtype=dtype, dtype_ctype=TEMPLATE_CTYPE[dtype], variants=variants,
+                        params={v.name: kv_append_params(v) for v in variants}, max_threads=MAX_THREADS_PER_BLOCK,
+                        min_blocks={v.name: MIN_BLOCKS_PER_SM for v in variants})
+
+
+def dispatch_lines(variants: list[KvAppendVariant], tuning: dict[str, dict]) -> list[str]:
+    lines = [
+        "# KV-cache append. KV_APPEND maps (dtype, pairing, angles, vector width) to (module, symbol, params",
+        "# layout); KV_APPEND_PARAMS maps a params layout to the field names and their struct format.",
+        f"KV_APPEND_MAX_THREADS = {MAX_THREADS_PER_BLOCK}",
+        "",
+    ]
+    lines += params_table_lines("KV_APPEND_PARAMS", variants, kv_append_params, params_layout_id) + [""]
+    return lines + dispatch_map_lines("KV_APPEND", variants, params_layout_id)
+
+
+FAMILY = OpFamily(
+    name="kv_append",
+    variant_ops=(KvAppendVariant.op,),
+    enumerate=enumerate_kv_append,
+    parse_name=parse_kv_append_name,
+    render_headers=render_headers,
+    render_module=render_module,
+    params=kv_append_params,
+    max_threads=lambda v: MAX_THREADS_PER_BLOCK,
+    dispatch_lines=dispatch_lines,
+    api={"kv_append": "kv_append_api"},
+    reference={"kv_append": "kv_append_api:reference_kv_append"},
+    tools="cukiln.tools.kv_append",
+)

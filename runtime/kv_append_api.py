@@ -1,0 +1,237 @@
+"""cukiln.kv_append: a decode (or chunked-prefill) step's new tokens rotated and appended to fixed-capacity KV caches in
+one launch; and its float64 reference.
+
+The per-call path is the one every op shares (plan_cache.py): a call whose metadata was seen before takes its
+validated plan, refills the pointers, rechecks the overlaps of what it writes and launches.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+from .interop import call_with_foreign_arrays, is_plain_torch_call
+from .kv_append_plan import KvAppendPlan, plan_kv_append
+from .launch import kernel
+from .loader import KERNELS
+from .plan_cache import PlanCache, Refill, add_tensors
+from .tensors import FLOATS, HALVES, INTS, TensorInfo, from_torch, refuse_untracked_gradients
+
+# Tensor arguments in a fixed order (the call's pointers are listed so) and the dtypes each one takes.
+_TENSOR_ARGS = ("q", "q_out", "k_new", "v_new", "k_cache", "v_cache", "kv_lens", "kv_start", "positions", "freqs",
+                "cos", "sin", "cos_sin_cache", "inv_freq")
+_ACCEPTS = (HALVES,) * 6 + (("int32",), ("int32",), INTS, ("fp32",), FLOATS, FLOATS, FLOATS, ("fp32",))
+_INDEX = {name: i for i, name in enumerate(_TENSOR_ARGS)}
+_WRITTEN = (1, 4, 5)  # q_out, k_cache, v_cache
+
+
+@dataclass
+class _CachedPlan:
+    plan: KvAppendPlan | None
+    refill: Refill
+    kernel: object = None
+
+    def bind(self):
+        p = self.plan
+        self.kernel = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
+        return self.kernel
+
+
+PLANS = PlanCache()
+_torch = None
+
+
+def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
+              freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
+              interleaved=False, rotary_dim=None, rotary_offset=0, inplace=False, out=None, stream=None):
+    """Rotate each row's new query and key tokens by RoPE and append the rotated keys and the values to the caches at
+    the row's current length, in one launch. Returns the rotated query.
+
+    q: [b, n, h_q, d] (n new tokens a row: 1 for decode, more for chunked prefill or speculative drafts) or
+    [b, h_q, d] (n = 1), fp16 or bf16; k_new, v_new: [b, n, h_kv, d] (or [b, h_kv, d]) of q's dtype. Every tensor's
+    last dim is contiguous; its other strides are free (q, k and v may be slices of one fused projection).
+    k_cache, v_cache: [b, h_kv, T, d] (kv_layout "bhsd") or [b, T, h_kv, d] ("bshd"), any strides (slices of larger
+    buffers): new token j of row i goes to slot kv_lens[i] + j of both.
+    kv_lens: each row's length before the append, an int or an int32 [b] tensor (on q's device; a CPU tensor is
+    checked and copied over). kv_start (int or int32 [b], default 0): the row's first valid slot (left padding).
+    The RoPE position of a new token is its slot minus kv_start, or ``positions`` ([b, n], or [b] for n = 1,
+    int32/int64) when given. Angles: exactly one of cukiln.rope's sources (freqs, cos/sin, cos_sin_cache,
+    inv_freq, base; ``scale``, ``mscale``, ``interleaved``, ``rotary_dim``, ``rotary_offset`` as there); the
+    features outside the rotated span pass through to q's output and to the key cache.
+    Lengths on the device are never read back: a row whose new slots would run past the capacity (or with a
+    negative length, or a kv_start beyond its length) writes nothing to the caches and gets NaN rotated features
+    in its query output, as decode_attention reports bad lengths with NaN. Host-known lengths are checked, and a
+    bad one raises before anything is written.
+    inplace=True rotates q itself; otherwise the query goes to ``out`` (allocated like q when None). k_new is never
+    written. Runs on the current torch stream without synchronizing (``stream=`` picks another); CUDA-graph
+    capturable with device lengths. Not differentiable.
+    """
+    if not is_plain_torch_call(q, stream):
+        return call_with_foreign_arrays(kv_append, locals())
+    if (q.requires_grad or getattr(k_new, "requires_grad", False) or getattr(v_new, "requires_grad", False)
+            or getattr(out, "requires_grad", False)):
+        refuse_untracked_gradients("cukiln.kv_append", (("q", q), ("k_new", k_new), ("v_new", v_new), ("out", out)))
+    return run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos, sin,
+                         cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim, rotary_offset,
+                         inplace, out)
+
+
+ARGUMENTS = tuple(inspect.signature(kv_append).parameters)
+
+
+def run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos, sin,
+                  cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim, rotary_offset, inplace, out):
+    """kv_append() on torch tensors, every argument positional (its signature's order, less stream)."""
+    global _torch
+    torch = _torch
+    if torch is None:
+        import torch
+
+        _torch = torch
+    if inplace:
+        if out is not None and out is not q:
+            raise ValueError("out: inplace=True writes q itself; got a different out tensor")
+        out, fresh = q, False
+    elif out is None:
+        out, fresh = torch.empty_like(q), True
+    else:
+        fresh = False
+    copied = []
+    lens_host = start_host = None
+    if isinstance(kv_lens, torch.Tensor) and kv_lens.device.type == "cpu":
+        lens_host, kv_lens = _host_lengths(kv_lens, "kv_lens", q, copied, torch)
+    if isinstance(kv_start, torch.Tensor) and kv_start.device.type == "cpu":
+        start_host, kv_start = _host_lengths(kv_start, "kv_start", q, copied, torch)
+    args = (q, out, k_new, v_new, k_cache, v_cache, kv_lens, kv_start, positions, freqs, cos, sin, cos_sin_cache,
+            inv_freq)
+    try:
+        key = [kv_layout, base, scale, mscale, interleaved, rotary_dim, rotary_offset, inplace, fresh, lens_host,
+               start_host]
+        pointers = []
+        add_tensors(key, pointers, args)
+        key = tuple(key)
+        cached = PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, unhashable scalars: the full validation explains
+        key, cached = None, None
+    if cached is None:
+        cached = _plan_and_describe(args, kv_layout=kv_layout, base=base, scale=scale, mscale=mscale,
+                                    interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
+                                    inplace=inplace, fresh=fresh, kv_lens_host=lens_host, kv_start_host=start_host)
+        if key is not None:
+            PLANS.put(key, cached)
+        pointers = [0 if t is None or type(t) is int else t.data_ptr() for t in args]
+    p = cached.plan
+    if p is not None:
+        overlap = cached.refill.overlapping(pointers) if cached.refill.checks else None
+        if overlap is not None:
+            raise ValueError(f"{_TENSOR_ARGS[overlap[0]]}: overlaps {_TENSOR_ARGS[overlap[1]]}")
+        values = cached.refill.values(p.values, pointers)
+        (cached.kernel or cached.bind())(values, torch._C._cuda_getCurrentRawStream(p.device))
+        torch._C._increment_version((k_cache, v_cache) if fresh else (out, k_cache, v_cache))
+    del copied  # host lengths copied to the device live until their kernel is queued
+    return out
+
+
+def _host_lengths(t, name: str, q, copied: list, torch) -> tuple[tuple[int, ...], object]:
+    if t.dtype != torch.int32:
+        raise TypeError(f"{name}: expected int32, got {str(t.dtype).replace('torch.', '')}")
+    host = tuple(t.tolist())
+    device_copy = t.to(q.device)
+    copied.append(device_copy)
+    return host, device_copy
+
+
+def _plan_and_describe(args, *, kv_layout, base, scale, mscale, interleaved, rotary_dim, rotary_offset, inplace,
+                       fresh, kv_lens_host, kv_start_host) -> _CachedPlan:
+    # an int kv_lens / kv_start is a value, not a tensor (a bool is refused by from_torch, naming it)
+    infos = [None if t is None or (name in ("kv_lens", "kv_start") and type(t) is int) else from_torch(t, name, accepts)
+             for name, t, accepts in zip(_TENSOR_ARGS, args, _ACCEPTS)]
+    tables = dict(zip(_TENSOR_ARGS, infos))
+    lens = args[_INDEX["kv_lens"]] if isinstance(args[_INDEX["kv_lens"]], int) else tables["kv_lens"]
+    start = args[_INDEX["kv_start"]] if isinstance(args[_INDEX["kv_start"]], int) else tables["kv_start"]
+    q = tables["q"]
+    plan = plan_kv_append(q, tables["q_out"], tables["k_new"], tables["v_new"], tables["k_cache"], tables["v_cache"],
+                          kv_lens=lens, kv_start=start, positions=tables["positions"], kv_layout=kv_layout,
+                          freqs=tables["freqs"], cos=tables["cos"], sin=tables["sin"],
+                          cos_sin_cache=tables["cos_sin_cache"], inv_freq=tables["inv_freq"], base=base, scale=scale,
+                          mscale=mscale, interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
+                          inplace=inplace, kv_lens_host=kv_lens_host, kv_start_host=kv_start_host,
+                          arch=KERNELS.arch(q.device))
+    spans = tuple(None if not isinstance(info, TensorInfo) else tuple(b - info.ptr for b in info.byte_span())
+                  for info in infos)
+    written = tuple(i for i in _WRITTEN if not (i == 1 and (fresh or inplace)))
+    checks = tuple(i for i, span in enumerate(spans) if span is not None and not (i == 1 and fresh)
+                   and not (inplace and i in (0, 1)))
+    if plan is None:
+        return _CachedPlan(None, Refill((), spans, checks, written))
+    slots = tuple((plan.field_names.index(field), _INDEX[arg], add) for field, arg, add in plan.pointers)
+    return _CachedPlan(plan, Refill(slots, spans, checks, written))
+
+
+def plan_call(q, k_new, v_new, k_cache, v_cache, kv_lens, **kwargs) -> KvAppendPlan | None:
+    """Validate a kv_append() call and plan its launch without launching (for checks and measurements)."""
+    torch = _torch or __import__("torch")
+    inplace, out = kwargs.pop("inplace", False), kwargs.pop("out", None)
+    out = q if inplace else (torch.empty_like(q) if out is None else out)
+    defaults = {n: p.default for n, p in inspect.signature(kv_append).parameters.items() if n not in
+                ("q", "k_new", "v_new", "k_cache", "v_cache", "kv_lens", "inplace", "out", "stream")}
+    unknown = set(kwargs) - set(defaults)
+    if unknown:
+        raise TypeError(f"plan_call: unexpected arguments {sorted(unknown)}")
+    a = {**defaults, **kwargs}
+    args = (q, out, k_new, v_new, k_cache, v_cache, kv_lens, a["kv_start"], a["positions"], a["freqs"], a["cos"],
+            a["sin"], a["cos_sin_cache"], a["inv_freq"])
+    return _plan_and_describe(args, kv_layout=a["kv_layout"], base=a["base"], scale=a["scale"], mscale=a["mscale"],
+                              interleaved=a["interleaved"], rotary_dim=a["rotary_dim"],
+                              rotary_offset=a["rotary_offset"], inplace=inplace, fresh=False, kv_lens_host=None,
+                              kv_start_host=None).plan
+
+
+def reference_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None,
+                        positions=None, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None,
+                        scale=1.0, mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0, inplace=False,
+                        out=None):
+    """float64 kv_append: the rotated query (new, or written to q / out) and the caches written in place, each new
+    key rotated by the float64 RoPE reference at its position; rows that do not fit write nothing and get NaN
+    queries, as the kernels do. Lengths are read on the host."""
+    import torch
+
+    from . import reference
+
+    three = q.ndim == 3
+    q4, k4, v4 = (t[:, None] if three else t for t in (q, k_new, v_new))
+    b, n = q4.shape[:2]
+    T = k_cache.shape[2] if kv_layout == "bhsd" else k_cache.shape[1]
+    lens = torch.as_tensor(kv_lens).to(torch.int64).cpu().expand(b)
+    start = torch.as_tensor(0 if kv_start is None else kv_start).to(torch.int64).cpu().expand(b)
+    slots = lens[:, None] + torch.arange(n)
+    pos = (slots - start[:, None]) if positions is None else positions.to(torch.int64).cpu().reshape(b, n)
+    valid = (lens >= 0) & (lens + n <= T) & (start >= 0) & (start <= lens)
+    angles = dict(freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq, base=base,
+                  scale=scale, mscale=mscale, interleaved=interleaved, rotary_dim=rotary_dim,
+                  rotary_offset=rotary_offset)
+    # each row's new tokens as a [n, 1, h, d] sbhd tensor, at that row's positions
+    q_rot = torch.stack([reference.rope(q4[i].detach().double()[:, None], positions=pos[i].to(q.device), **angles)[:, 0]
+                         for i in range(b)]) if b else q4.double()
+    k_rot = torch.stack([reference.rope(k4[i].detach().double()[:, None], positions=pos[i].to(q.device), **angles)[:, 0]
+                         for i in range(b)]) if b else k4.double()
+    rd = reference.rotary_dim_of(q4[:1, :1, :1].detach().double(), **angles)
+    rotated = (rotary_offset, rotary_offset + rd)
+    for i in range(b):
+        if not valid[i]:
+            q_rot[i, ..., rotated[0]:rotated[1]] = float("nan")
+            continue
+        for j in range(n):
+            s = int(slots[i, j])
+            if kv_layout == "bhsd":
+                k_cache[i, :, s] = k_rot[i, j].to(k_cache.dtype)
+                v_cache[i, :, s] = v4[i, j]
+            else:
+                k_cache[i, s] = k_rot[i, j].to(k_cache.dtype)
+                v_cache[i, s] = v4[i, j]
+    result = q_rot[:, 0] if three else q_rot
+    target = q if inplace else out
+    if target is None:
+        return result
+    target.copy_(result)
+    return target

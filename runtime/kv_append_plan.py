@@ -1,0 +1,211 @@
+"""kv_append call planning: validate the arguments, pick a variant, fill its parameters, shape the launch.
+
+Works on TensorInfo metadata alone (no framework, no GPU), so every rule here is tested on the CPU. Every bad
+input raises ValueError or TypeError naming the argument before anything is launched or written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cukiln.core.archs import programmatic_launch
+from cukiln.generated import dispatch
+
+from .rope_plan import INT_DTYPES, block_shape, resolve_angles, widest_vector
+from .tensors import HALVES, TensorInfo, device_name
+
+KV_LAYOUTS = ("bhsd", "bshd")
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class KvAppendPlan:
+    key: tuple  # (dtype, pairing, angles, vector width)
+    module: str
+    symbol: str
+    fmt: str
+    field_names: tuple[str, ...]
+    values: tuple
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    device: int
+    overlap_previous: bool = False
+    # (field, tensor argument, bytes added): where each tensor argument's pointer goes in the values
+    pointers: tuple[tuple[str, str, int], ...] = ()
+
+
+def _tokens_view(t: TensorInfo, name: str, expected: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(b, n, h, d) sizes and strides of a [b, n, h, d] tensor, or of a [b, h, d] one (n = 1)."""
+    if t.ndim == 4:
+        return t.shape, t.strides
+    if t.ndim == 3:
+        b, h, d = t.shape
+        sb, sh, sd = t.strides
+        return (b, 1, h, d), (sb, 0, sh, sd)
+    raise ValueError(f"{name}: expected {expected}, got shape {list(t.shape)}")
+
+
+def _cache_view(t: TensorInfo, name: str, layout: str) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
+    """(b, slots, h, d) sizes and strides of a bhsd or bshd cache."""
+    if t.ndim != 4:
+        raise ValueError(f"{name}: expected a 4-D cache [b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd), got shape "
+                         f"{list(t.shape)}")
+    if layout == "bhsd":
+        (b, h, s, d), (sb, sh, ss, sd) = t.shape, t.strides
+    else:
+        (b, s, h, d), (sb, ss, sh, sd) = t.shape, t.strides
+    return (b, s, h, d), (sb, ss, sh, sd)
+
+
+def _lengths(value, name: str, batch: int, device: int, host: tuple[int, ...] | None) -> tuple[int, int, tuple | None]:
+    """(pointer, int value, host values or None) of kv_lens / kv_start: an int, or an int32 [b] tensor (whose values
+    the host knows when it was given on the CPU: ``host``)."""
+    if value is None:
+        return 0, 0, (0,) * batch
+    if isinstance(value, bool) or isinstance(value, float):
+        raise TypeError(f"{name}: expected an int or an int32 tensor of shape [{batch}], got {value!r}")
+    if isinstance(value, int):
+        if not 0 <= value <= INT32_MAX:
+            raise ValueError(f"{name}: expected an int in [0, {INT32_MAX}], got {value}")
+        return 0, value, (value,) * batch
+    if not isinstance(value, TensorInfo):
+        raise TypeError(f"{name}: expected an int or an int32 tensor of shape [{batch}], got {type(value).__name__}")
+    if value.dtype != "int32" or value.shape != (batch,) or (batch > 1 and value.strides[0] != 1):
+        raise ValueError(f"{name}: expected a contiguous int32 tensor of shape [{batch}], got {value.dtype} of shape "
+                         f"{list(value.shape)}, strides {list(value.strides)}")
+    if value.device != device:
+        raise ValueError(f"{name}: expected a tensor on cuda:{device}, got one on {device_name(value.device)}")
+    return value.ptr, 0, host
+
+
+def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInfo, k_cache: TensorInfo,
+                   v_cache: TensorInfo, *, kv_lens, kv_start=None, positions: TensorInfo | None = None,
+                   kv_layout: str = "bhsd", freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None,
+                   base=None, scale=1.0, mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0,
+                   inplace=False, kv_lens_host: tuple[int, ...] | None = None,
+                   kv_start_host: tuple[int, ...] | None = None, arch: str | None = None) -> KvAppendPlan | None:
+    """The launch of one kv_append call, or None when there is nothing to do (no row, or no new token).
+
+    ``q_out`` is the tensor the rotated query goes to (q itself in place). ``kv_lens_host`` / ``kv_start_host``:
+    the values of a CPU-given kv_lens / kv_start (checked in full here; the caller copies them to the device).
+    """
+    if kv_layout not in KV_LAYOUTS:
+        raise ValueError(f"kv_layout: expected one of {', '.join(KV_LAYOUTS)}, got {kv_layout!r}")
+    if q.dtype not in HALVES:
+        raise TypeError(f"q: expected float16 or bfloat16 (the caches' types), got {q.dtype}")
+    sizes, q_strides = _tokens_view(q, "q", "[b, n, h_q, d] (n new tokens a row) or [b, h_q, d]")
+    B, N, HQ, D = sizes
+    views = {}
+    for name, t in (("k_new", k), ("v_new", v)):
+        if t.dtype != q.dtype or t.device != q.device:
+            raise TypeError(f"{name}: expected q's dtype {q.dtype} on cuda:{q.device}, got {t.dtype} on "
+                            f"{device_name(t.device)}")
+        if t.ndim != q.ndim:
+            raise ValueError(f"{name}: expected a {q.ndim}-D tensor like q, got shape {list(t.shape)}")
+        views[name] = _tokens_view(t, name, "")
+    (_, _, HKV, _), k_strides = views["k_new"]
+    if views["k_new"][0] != (B, N, HKV, D) or views["v_new"][0] != (B, N, HKV, D):
+        raise ValueError(f"k_new, v_new: expected q's rows, tokens and head dim with h_kv heads, both alike; got "
+                         f"{list(k.shape)} and {list(v.shape)} beside q {list(q.shape)}")
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if t.dtype != q.dtype or t.device != q.device:
+            raise TypeError(f"{name}: expected q's dtype {q.dtype} on cuda:{q.device}, got {t.dtype} on "
+                            f"{device_name(t.device)}")
+    (cb, T, ch, cd), kc_strides = _cache_view(k_cache, "k_cache", kv_layout)
+    vsizes, vc_strides = _cache_view(v_cache, "v_cache", kv_layout)
+    if (cb, ch, cd) != (B, HKV, D) or vsizes != (cb, T, ch, cd):
+        raise ValueError(f"k_cache, v_cache: expected [b={B}, h_kv={HKV}, T, d={D}] in layout {kv_layout}, both alike; "
+                         f"got {list(k_cache.shape)} and {list(v_cache.shape)}")
+    if inplace and not q_out.same_view(q):
+        raise ValueError("q_out: inplace=True writes q itself; got a different q_out tensor")
+    out_sizes, qo_strides = _tokens_view(q_out, "q_out", "q's shape")
+    if (q_out.shape, q_out.dtype, q_out.device) != (q.shape, q.dtype, q.device):
+        raise ValueError(f"q_out: expected q's shape {list(q.shape)} and dtype {q.dtype}, got {list(q_out.shape)} "
+                         f"and {q_out.dtype}")
+    strides = {"q": q_strides, "q_out": qo_strides, "k": k_strides, "v": views["v_new"][1], "k_cache": kc_strides,
+               "v_cache": vc_strides}
+    for name, st in strides.items():
+        if st[3] != 1 and D > 1:
+            raise ValueError(f"{name}: expected a contiguous last dim (stride 1), got stride {st[3]}")
+    # what is written must not meet what is read or the other writes
+    in_place = q_out.same_view(q)
+    written = (("q_out", q_out),) if not in_place else ()
+    written += (("k_cache", k_cache), ("v_cache", v_cache))
+    for w_name, w in written:
+        for r_name, r in (("q", q), ("k_new", k), ("v_new", v), ("q_out", q_out), ("k_cache", k_cache),
+                          ("v_cache", v_cache), ("positions", positions), ("kv_lens", kv_lens),
+                          ("kv_start", kv_start), ("freqs", freqs), ("cos", cos), ("sin", sin),
+                          ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq)):
+            if r is w or not isinstance(r, TensorInfo) or (w_name == "q_out" and r_name == "q_out"):
+                continue
+            if w.overlaps(r):
+                raise ValueError(f"{w_name}: overlaps {r_name}" + (
+                    " (use inplace=True to rotate q itself)" if r_name == "q" else ""))
+        if w.has_internal_overlap():
+            raise ValueError(f"{w_name}: written tensor has a broadcast (stride 0) dimension, strides "
+                             f"{list(w.strides)}")
+    angles = resolve_angles(q, D, freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq,
+                            base=base, scale=scale, rotary_dim=rotary_dim)
+    rd = angles.rotary_dim
+    if isinstance(rotary_offset, bool) or not isinstance(rotary_offset, int) or not 0 <= rotary_offset <= D - rd:
+        raise ValueError(f"rotary_offset: expected an int in [0, head_dim - rotary_dim = {D - rd}], got "
+                         f"{rotary_offset!r}")
+    if isinstance(mscale, bool) or not isinstance(mscale, (int, float)) or not mscale > 0 or mscale == float("inf"):
+        raise ValueError(f"mscale: expected a finite number > 0 (the factor of cos and sin), got {mscale!r}")
+
+    lens_ptr, lens_value, lens = _lengths(kv_lens, "kv_lens", B, q.device, kv_lens_host)
+    start_ptr, start_value, starts = _lengths(kv_start, "kv_start", B, q.device, kv_start_host)
+    if lens is not None and starts is not None:
+        for i, (n_i, s_i) in enumerate(zip(lens, starts)):
+            if not (0 <= n_i and n_i + N <= T and 0 <= s_i <= n_i):
+                raise ValueError(f"kv_lens: row {i} holds {n_i} tokens from kv_start {s_i}; appending {N} must fit the "
+                                 f"cache's {T} slots (0 <= kv_start <= kv_lens, kv_lens + n <= T)")
+    pos_fields = {"positions": 0, "pos_stride_b": 0, "pos_stride_s": 0, "positions_int64": 0}
+    if positions is not None:
+        if positions.dtype not in INT_DTYPES:
+            raise TypeError(f"positions: expected int32 or int64, got {positions.dtype}")
+        if positions.device != q.device:
+            raise ValueError(f"positions: expected a tensor on cuda:{q.device}, got one on "
+                             f"{device_name(positions.device)}")
+        if positions.shape == (B, N):
+            pos_fields["pos_stride_b"], pos_fields["pos_stride_s"] = positions.strides
+        elif N == 1 and positions.shape == (B,):
+            pos_fields["pos_stride_b"] = positions.strides[0]
+        else:
+            raise ValueError(f"positions: expected shape [{B}, {N}] (rows x new tokens)" +
+                             (f" or [{B}]" if N == 1 else "") + f", got {list(positions.shape)}")
+        pos_fields["positions"], pos_fields["positions_int64"] = positions.ptr, int(positions.dtype == "int64")
+    elif angles.table_rows is not None and lens is not None and starts is not None and B and N:
+        top = max(n_i - s_i for n_i, s_i in zip(lens, starts)) + N - 1
+        if top >= angles.table_rows:
+            raise ValueError(f"kv_lens: positions up to {top} (slot - kv_start) fall outside the angle table of "
+                             f"{angles.table_rows} rows")
+    if B * N == 0:
+        return None
+
+    itemsize = q.itemsize
+    span = rotary_offset * itemsize
+    pointers = (q.ptr + span, q_out.ptr + span, k.ptr + span, k_cache.ptr + span, v.ptr, v_cache.ptr)
+    row_strides = tuple(s for st in strides.values() for s in st[:3])
+    vec = widest_vector(itemsize, rd, D, interleaved, True, 3, pointers, row_strides, 16, rotary_offset)
+    key = (q.dtype, "interleaved" if interleaved else "half", angles.kind, vec)
+    entry = dispatch.KV_APPEND.get(key)
+    if entry is None:
+        raise AssertionError(f"no kv_append variant for {key}: the variant space and the planner disagree")
+    module, symbol, layout_id = entry
+    names, fmt = dispatch.KV_APPEND_PARAMS[layout_id]
+    block = block_shape(rd // 2 // vec, HQ + HKV, B * N, False, dispatch.KV_APPEND_MAX_THREADS, 64)
+    grid = (-(-(B * N) // block[2]), 1, 1)
+    fields = {"q": pointers[0], "q_out": pointers[1], "k": pointers[2], "k_cache": pointers[3], "v": pointers[4],
+              "v_cache": pointers[5], "batch": B, "new_tokens": N, "heads_q": HQ, "heads_kv": HKV, "head_dim": D,
+              "rotary_dim": rd, "rotary_offset": rotary_offset, "capacity": T, "copy_tail": int(rd < D),
+              "mscale": float(mscale), "kv_lens": lens_ptr, "kv_len_value": lens_value, "kv_start": start_ptr,
+              "kv_start_value": start_value, **pos_fields, **angles.fields}
+    for name, (sb, ss, sh, _) in strides.items():
+        fields[f"{name}_sb"], fields[f"{name}_ss"], fields[f"{name}_sh"] = sb, ss, sh
+    refills = [("q", "q", span), ("q_out", "q_out", span), ("k", "k_new", span), ("k_cache", "k_cache", span),
+               ("v", "v_new", 0), ("v_cache", "v_cache", 0)]
+    refills += [(f, f, 0) for f in ("kv_lens", "kv_start", "positions") if fields[f]]
+    refills += list(angles.pointers)
+    return KvAppendPlan(key, module, symbol, fmt, names, tuple(fields[n] for n in names), grid, block, q.device,
+                        programmatic_launch(arch), tuple(r for r in refills if r[0] in names))

@@ -1,0 +1,110 @@
+"""kv_append on the GPU against its float64 reference: every manifest variant (cukiln verify's check: caches holding a
+random pattern that must keep its bits outside the appended slots, left padding, a row that does not fit, bhsd and
+bshd, in place and out of place), a decode step on slices of a fused projection, host lengths, and a 64-step
+decode loop replayed from one CUDA graph with the lengths advancing on the device."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cukiln  # noqa: E402
+from cukiln.kv_append_api import reference_kv_append  # noqa: E402
+from cukiln.tools.kv_append import check_variant  # noqa: E402
+from cukiln.tools.verify import new_generator  # noqa: E402
+from tests.checks import assert_matches_reference  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+def manifest_variants() -> list[dict]:
+    import cukiln.generated
+
+    path = Path(cukiln.generated.__file__).parent / "manifest.json"
+    return [e for e in json.loads(path.read_text())["variants"] if e["op"] == "kv_append"] if path.exists() else []
+
+
+@pytest.mark.parametrize("entry", manifest_variants(), ids=lambda e: e["name"])
+def test_every_manifest_variant(entry):
+    problem = check_variant(entry)
+    assert problem is None, f"{entry['name']}: {problem}"
+
+
+def _decode_step(b=4, hq=32, hkv=8, d=128, T=256, dtype=torch.bfloat16):
+    gen = new_generator()
+    qkv = torch.randn(b, (hq + 2 * hkv) * d, generator=gen, device="cuda").to(dtype)
+    q = qkv[:, : hq * d].view(b, hq, d)
+    k = qkv[:, hq * d:(hq + hkv) * d].view(b, hkv, d)
+    v = qkv[:, (hq + hkv) * d:].view(b, hkv, d)
+    caches = [torch.randn(b, hkv, T + 16, d, generator=gen, device="cuda").to(dtype)[:, :, :T] for _ in range(2)]
+    return q, k, v, caches
+
+
+def test_a_decode_step_on_projection_slices_with_a_cos_sin_cache_and_host_lengths():
+    q, k, v, (k_cache, v_cache) = _decode_step()
+    angles = torch.arange(512, device="cuda", dtype=torch.float64)[:, None] * (
+        1e4 ** (-torch.arange(0, 128, 2, device="cuda", dtype=torch.float64) / 128))
+    cache = torch.cat((angles.cos(), angles.sin()), dim=1).float()
+    lens = torch.tensor([0, 100, 255, 31], dtype=torch.int32)  # on the CPU: checked, then copied over
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    ref_q = reference_kv_append(q, k, v, ref_k, ref_v, lens, cos_sin_cache=cache)
+    got = cukiln.kv_append(q, k, v, k_cache, v_cache, lens, cos_sin_cache=cache)
+    assert_matches_reference(got, ref_q, "q")
+    assert_matches_reference(k_cache, ref_k, "k_cache")
+    assert torch.equal(v_cache, ref_v)
+
+
+def test_host_lengths_that_do_not_fit_raise_before_anything_is_written():
+    q, k, v, (k_cache, v_cache) = _decode_step()
+    before = k_cache.clone(), v_cache.clone()
+    with pytest.raises(ValueError, match="row 2 holds 256 tokens"):
+        cukiln.kv_append(q, k, v, k_cache, v_cache, torch.tensor([0, 1, 256, 3], dtype=torch.int32), base=1e4,
+                         inplace=True)
+    torch.cuda.synchronize()
+    assert torch.equal(k_cache, before[0]) and torch.equal(v_cache, before[1])
+
+
+def test_a_64_step_decode_loop_replays_from_one_cuda_graph():
+    q, k, v, (k_cache, v_cache) = _decode_step(b=3, T=128)
+    steps = 64
+    gen = new_generator()
+    new_q = torch.randn(steps, *q.shape, generator=gen, device="cuda").to(q.dtype)
+    new_k = torch.randn(steps, *k.shape, generator=gen, device="cuda").to(k.dtype)
+    new_v = torch.randn(steps, *v.shape, generator=gen, device="cuda").to(v.dtype)
+    start = torch.tensor([0, 3, 10], dtype=torch.int32, device="cuda")
+    lens0 = torch.tensor([5, 20, 40], dtype=torch.int32, device="cuda")
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    ref_q = []
+    for i in range(steps):  # the reference loop, lengths on the host
+        ref_q.append(reference_kv_append(new_q[i], new_k[i], new_v[i], ref_k, ref_v, lens0.cpu() + i,
+                                         kv_start=start.cpu(), base=5e5))
+    lens = lens0.clone()
+    q_in, k_in, v_in = new_q[0].clone(), new_k[0].clone(), new_v[0].clone()
+    q_out = torch.empty_like(q_in)
+    kw = dict(kv_start=start, base=5e5, out=q_out)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up (plans, bound kernels) outside the capture
+        cukiln.kv_append(q_in, k_in, v_in, k_cache.clone(), v_cache.clone(), lens, **kw)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        cukiln.kv_append(q_in, k_in, v_in, k_cache, v_cache, lens, **kw)
+        lens.add_(1)  # the next step's lengths, on the device
+    outs = []
+    for i in range(steps):
+        q_in.copy_(new_q[i])
+        k_in.copy_(new_k[i])
+        v_in.copy_(new_v[i])
+        graph.replay()
+        outs.append(q_out.clone())
+    torch.cuda.synchronize()
+    assert torch.equal(lens, lens0 + steps)
+    for i in (0, 1, steps - 1):
+        assert_matches_reference(outs[i], ref_q[i], f"q at step {i}")
+    assert_matches_reference(k_cache, ref_k, "k_cache after the loop")
+    assert torch.equal(v_cache, ref_v)

@@ -1,0 +1,138 @@
+"""kv_append planning on tensor metadata alone (no GPU): the variant and launch a call takes, the fields the kernel
+reads, every bad input refused naming the argument; and the float64 reference's slot and position arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from cukiln.kv_append_plan import plan_kv_append
+from cukiln.tensors import TensorInfo
+
+from .test_rope_plan import BASE, contiguous
+
+B, N, HQ, HKV, D, T = 2, 1, 32, 8, 128, 4096
+
+
+def _call(q_shape=(B, HQ, D), kv_shape=(B, HKV, D), cache_shape=(B, HKV, T, D), **kw):
+    """A decode step's tensors: q, k and v slices of one fused projection, caches in their own buffers."""
+    row = (HQ + 2 * HKV) * D
+    if len(q_shape) == 3:
+        q = TensorInfo(BASE, q_shape, (row, D, 1), "bf16", 0)
+        k = TensorInfo(BASE + HQ * D * 2, kv_shape, (row, D, 1), "bf16", 0)
+        v = TensorInfo(BASE + (HQ + HKV) * D * 2, kv_shape, (row, D, 1), "bf16", 0)
+    else:
+        q, k, v = (contiguous(s, ptr=BASE * m) for s, m in ((q_shape, 1), (kv_shape, 2), (kv_shape, 3)))
+    args = dict(q=q, q_out=kw.pop("q_out", contiguous(q.shape, ptr=BASE * 4)), k=k, v=v,
+                k_cache=contiguous(cache_shape, ptr=BASE * 16), v_cache=contiguous(cache_shape, ptr=BASE * 32),
+                kv_lens=kw.pop("kv_lens", contiguous((B,), "int32", BASE * 64)), base=10000.0)
+    args.update(kw)
+    return args
+
+
+def test_a_decode_step_of_fused_slices_takes_one_launch_with_16_byte_vectors():
+    plan = plan_kv_append(**_call())
+    assert plan.symbol == "kv_append_bf16_half_base_v8" and plan.key == ("bf16", "half", "base", 8)
+    f = dict(zip(plan.field_names, plan.values))
+    assert (f["batch"], f["new_tokens"], f["heads_q"], f["heads_kv"], f["capacity"]) == (B, 1, HQ, HKV, T)
+    assert (f["q_sb"], f["q_sh"], f["k_sb"]) == ((HQ + 2 * HKV) * D, D, (HQ + 2 * HKV) * D)
+    assert (f["k_cache_sb"], f["k_cache_ss"], f["k_cache_sh"]) == (HKV * T * D, D, T * D)  # bhsd
+    assert f["kv_lens"] == BASE * 64 and f["copy_tail"] == 0
+    assert plan.grid[0] * plan.block[2] >= B and plan.block[0] * plan.block[1] * plan.block[2] <= 256
+    assert {arg for _, arg, _ in plan.pointers} == {"q", "q_out", "k_new", "v_new", "k_cache", "v_cache", "kv_lens"}
+
+
+def test_bshd_caches_chunks_of_new_tokens_and_explicit_positions():
+    cache = (B, T, HKV, D)
+    positions = contiguous((B, 3), "int64", BASE * 128)
+    plan = plan_kv_append(**_call(q_shape=(B, 3, HQ, D), kv_shape=(B, 3, HKV, D), cache_shape=cache,
+                                  q_out=contiguous((B, 3, HQ, D), ptr=BASE * 4), kv_layout="bshd",
+                                  positions=positions, kv_start=2, interleaved=True, rotary_dim=64, rotary_offset=64))
+    f = dict(zip(plan.field_names, plan.values))
+    assert (f["k_cache_ss"], f["k_cache_sh"], f["new_tokens"]) == (HKV * D, D, 3)
+    assert (f["positions_int64"], f["pos_stride_b"], f["pos_stride_s"], f["kv_start_value"]) == (1, 3, 1, 2)
+    assert f["q"] == BASE + 64 * 2 and f["copy_tail"] == 1 and plan.key[1] == "interleaved"
+
+
+def test_host_lengths_are_checked_before_anything_is_written():
+    with pytest.raises(ValueError, match="row 1 holds 4096 tokens"):
+        plan_kv_append(**_call(kv_lens=contiguous((B,), "int32", BASE * 64)), kv_lens_host=(10, T))
+    with pytest.raises(ValueError, match="kv_lens: row 0 holds 3 tokens from kv_start 5"):
+        plan_kv_append(**_call(kv_lens=3, kv_start=5))
+    assert plan_kv_append(**_call(kv_lens=T - 1)) is not None  # the last slot
+
+
+@pytest.mark.parametrize("kw, error, match", [
+    ({"kv_layout": "bsdh"}, ValueError, "kv_layout"),
+    ({"kv_lens": -1}, ValueError, "kv_lens: expected an int in"),
+    ({"kv_lens": 2.0}, TypeError, "kv_lens"),
+    ({"kv_lens": contiguous((B,), "int64", BASE * 64)}, ValueError, "kv_lens: expected a contiguous int32"),
+    ({"kv_lens": contiguous((B + 1,), "int32", BASE * 64)}, ValueError, r"shape \[2\]"),
+    ({"kv_lens": contiguous((B,), "int32", BASE * 64, device=1)}, ValueError, "kv_lens: expected a tensor on cuda:0"),
+    ({"kv_start": contiguous((B,), "int32", BASE * 64, device=-1)}, ValueError, "got one on the CPU"),
+    ({"cache_shape": (B, HKV, T, 64)}, ValueError, "k_cache, v_cache: expected"),
+    ({"cache_shape": (B, HKV, T)}, ValueError, "k_cache: expected a 4-D cache"),
+    ({"kv_shape": (B + 1, HKV, D)}, ValueError, "k_new, v_new: expected q.s rows"),
+    ({"q_out": contiguous((B, HQ, 64), ptr=BASE * 4)}, ValueError, "q_out: expected q's shape"),
+    ({"q_out": contiguous((B, HQ, D), ptr=BASE)}, ValueError, "q_out: overlaps q"),
+    ({"positions": contiguous((B, 2), "int32", BASE * 128)}, ValueError, r"positions: expected shape \[2, 1\]"),
+    ({"positions": contiguous((B,), "fp32", BASE * 128)}, TypeError, "positions: expected int32 or int64"),
+    ({"rotary_offset": 8}, ValueError, "rotary_offset"),
+    ({"mscale": 0.0}, ValueError, "mscale"),
+    ({"base": None}, ValueError, "angles: expected exactly one"),
+    ({"base": None, "freqs": contiguous((16, D), "fp32", BASE * 256), "kv_lens": 20}, ValueError,
+     "outside the angle table of 16 rows"),
+])
+def test_bad_arguments_are_refused_naming_them(kw, error, match):
+    with pytest.raises(error, match=match):
+        plan_kv_append(**_call(**kw))
+
+
+def test_a_cache_overlapping_what_is_read_is_refused():
+    args = _call()
+    args["v_cache"] = TensorInfo(BASE * 16 + 64, args["k_cache"].shape, args["k_cache"].strides, "bf16", 0)
+    with pytest.raises(ValueError, match="k_cache: overlaps v_cache"):
+        plan_kv_append(**args)
+    args = _call()
+    args["k_cache"] = TensorInfo(BASE, args["k_cache"].shape, args["k_cache"].strides, "bf16", 0)  # over q
+    with pytest.raises(ValueError, match="k_cache: overlaps q"):
+        plan_kv_append(**args)
+
+
+def test_nothing_to_do_for_no_rows():
+    assert plan_kv_append(**_call(q_shape=(0, HQ, D), kv_shape=(0, HKV, D), cache_shape=(0, HKV, T, D),
+                                  q_out=contiguous((0, HQ, D), ptr=BASE * 4),
+                                  kv_lens=contiguous((0,), "int32", BASE * 64))) is None
+
+
+# --- the float64 reference ----------------------------------------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+
+
+def test_the_reference_writes_each_new_token_at_its_slot_rotated_at_slot_minus_start():
+    import cukiln
+    from cukiln.kv_append_api import reference_kv_append
+
+    gen = torch.Generator().manual_seed(1)
+    b, n, hq, hkv, d, t = 3, 2, 4, 2, 32, 10
+    q = torch.randn(b, n, hq, d, generator=gen, dtype=torch.float64)
+    k = torch.randn(b, n, hkv, d, generator=gen, dtype=torch.float64)
+    v = torch.randn(b, n, hkv, d, generator=gen, dtype=torch.float64)
+    k_cache, v_cache = torch.randn(b, hkv, t, d, generator=gen, dtype=torch.float64), torch.zeros(b, hkv, t, d,
+                                                                                                   dtype=torch.float64)
+    old_k = k_cache.clone()
+    lens, start = torch.tensor([0, 4, 9], dtype=torch.int32), torch.tensor([0, 1, 0], dtype=torch.int32)
+    got_q = reference_kv_append(q, k, v, k_cache, v_cache, lens, kv_start=start, base=10000.0)
+    for i, (n_i, s_i) in enumerate(((0, 0), (4, 1))):
+        for j in range(n):
+            pos = torch.tensor([n_i + j - s_i])
+            want_k = cukiln.reference.rope(k[i, j][None, None], base=10000.0, positions=pos)[0, 0]
+            assert torch.equal(k_cache[i, :, n_i + j], want_k)
+            assert torch.equal(v_cache[i, :, n_i + j], v[i, j])
+            want_q = cukiln.reference.rope(q[i, j][None, None], base=10000.0, positions=pos)[0, 0]
+            assert torch.equal(got_q[i, j], want_q)
+    assert torch.equal(k_cache[2], old_k[2]) and not v_cache[2].any(), "the row that does not fit wrote its cache"
+    assert torch.isnan(got_q[2]).all()
+    untouched = torch.ones(t, dtype=torch.bool)
+    untouched[4:6] = False
+    assert torch.equal(k_cache[1][:, untouched], old_k[1][:, untouched])

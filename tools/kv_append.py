@@ -1,0 +1,125 @@
+"""kv_append's tool hooks (cukiln.tools.hooks): `cukiln verify`'s check of a variant, and the inputs that select it
+(the GPU tests build on them). No benchmark, tuning rule or overhead path yet."""
+
+from __future__ import annotations
+
+from .rope.checks import rope_angle_args
+from .verify import compare, new_generator, torch_dtype
+
+BENCHES: dict = {}
+TUNES: dict = {}
+
+# rows, new tokens a row, q heads, kv heads, head dim, cache slots; the rotated span [16, 64) of each head
+SHAPE = (4, 3, 5, 2, 80, 40)
+ROTARY_DIM, ROTARY_OFFSET = 48, 16
+
+
+def aligned(shape, vec: int, itemsize: int, dtype, gen, dev):
+    """A random tensor of ``shape`` whose last dim is contiguous and whose pointer and row strides allow vectors of
+    ``vec`` elements and no wider (a padded, offset view of a larger buffer)."""
+    import torch
+
+    off = 0 if vec * itemsize == 16 else vec
+    return torch.randn(*shape[:-1], shape[-1] + 16, generator=gen, device=dev).to(dtype)[..., off:off + shape[-1]]
+
+
+def kv_append_case(axes: dict, gen, dev, kv_layout: str = "bhsd") -> dict:
+    """Inputs that select the variant with ``axes``: q, k_new, v_new, caches (slices of larger buffers) holding a
+    random pattern, device kv_lens with left padding, the last row too long to fit (it must write nothing), and the
+    angle arguments of the variant's source."""
+    import torch
+
+    dtype = torch_dtype(axes["dtype"])
+    itemsize = torch.finfo(dtype).bits // 8
+    b, n, hq, hkv, d, T = SHAPE
+    vec = axes["vec"]
+    q = aligned((b, n, hq, d), vec, itemsize, dtype, gen, dev)
+    k = aligned((b, n, hkv, d), vec, itemsize, dtype, gen, dev)
+    v = aligned((b, n, hkv, d), vec, itemsize, dtype, gen, dev)
+    cache_shape = (b, hkv, T, d) if kv_layout == "bhsd" else (b, T, hkv, d)
+    k_cache = aligned(cache_shape, vec, itemsize, dtype, gen, dev)
+    v_cache = aligned(cache_shape, vec, itemsize, dtype, gen, dev)
+    lens = torch.tensor([0, 17, T - n, T - n + 1], dtype=torch.int32, device=dev)[:b]  # the last one overflows
+    start = torch.tensor([0, 5, 2, 0], dtype=torch.int32, device=dev)[:b]
+    angles = rope_angle_args(axes["angles"], dtype, T + 8, ROTARY_DIM, gen, dev)
+    return dict(q=q, k_new=k, v_new=v, k_cache=k_cache, v_cache=v_cache, kv_lens=lens, kv_start=start,
+                kv_layout=kv_layout, interleaved=axes["pairing"] == "interleaved", rotary_dim=ROTARY_DIM,
+                rotary_offset=ROTARY_OFFSET, **{**angles, "rotary_dim": ROTARY_DIM})
+
+
+def check_case(case: dict, inplace: bool = False) -> str | None:
+    """Run kv_append on ``case`` beside its float64 reference: None when the query output and both caches match
+    (the overflowing row: NaN rotated query features, no cache write; every slot not written keeps its bits)."""
+    import torch
+
+    import cukiln
+    from cukiln.kv_append_api import reference_kv_append
+
+    q = case["q"]
+    ref_caches = case["k_cache"].clone(), case["v_cache"].clone()
+    before = case["k_cache"].clone(), case["v_cache"].clone()
+    kw = {name: value for name, value in case.items() if name not in ("q", "k_new", "v_new", "k_cache", "v_cache",
+                                                                     "kv_lens")}
+    ref_q = reference_kv_append(q, case["k_new"], case["v_new"], *ref_caches, case["kv_lens"], **kw)
+    if inplace:
+        got = cukiln.kv_append(q, case["k_new"], case["v_new"], case["k_cache"], case["v_cache"], case["kv_lens"],
+                               inplace=True, **kw)
+        if got is not q:
+            return "inplace=True did not return q"
+    else:
+        out = torch.full_like(q, float("nan"))
+        got = cukiln.kv_append(q, case["k_new"], case["v_new"], case["k_cache"], case["v_cache"], case["kv_lens"],
+                               out=out, **kw)
+        if got is not out:
+            return "out= was not returned"
+    fits = ~torch.isnan(ref_q.flatten(1)).any(dim=1)
+    problem = compare(got[fits], ref_q[fits])
+    if problem is not None:
+        return f"query: {problem}"
+    span = slice(ROTARY_OFFSET, ROTARY_OFFSET + ROTARY_DIM)
+    if not torch.isnan(got[~fits][..., span].float()).all():
+        return "the row that does not fit: its rotated query features are not all NaN"
+    for name, cache, ref, old in (("k_cache", case["k_cache"], ref_caches[0], before[0]),
+                                  ("v_cache", case["v_cache"], ref_caches[1], before[1])):
+        written = ref != old
+        if not torch.equal(cache[~written], old[~written]):
+            return f"{name}: a slot outside the appended ones changed"
+        problem = compare(cache[written], ref[written].double()) if name == "k_cache" else (
+            None if torch.equal(cache[written], ref[written]) else "values not copied bit for bit")
+        if problem is not None:
+            return f"{name}: {problem}"
+    return None
+
+
+def check_variant(entry: dict) -> str | None:
+    """Force the variant with these axes (bhsd caches, out of place), then again in place on bshd caches."""
+    import torch
+
+    from cukiln.kv_append_api import plan_call
+
+    dev = torch.device("cuda")
+    gen = new_generator()
+    for layout, inplace in (("bhsd", False), ("bshd", True)):
+        case = kv_append_case(entry["axes"], gen, dev, layout)
+        args = {name: value for name, value in case.items() if name not in ("q", "k_new", "v_new", "k_cache",
+                                                                           "v_cache", "kv_lens")}
+        plan = plan_call(case["q"], case["k_new"], case["v_new"], case["k_cache"], case["v_cache"], case["kv_lens"],
+                         inplace=inplace, **args)
+        if plan.symbol != entry["name"]:
+            return f"inputs selected {plan.symbol}, not the variant under test"
+        problem = check_case(case, inplace)
+        if problem is not None:
+            return f"{layout}{', in place' if inplace else ''}: {problem}"
+    return None
+
+
+def report_rules(tuning: dict) -> dict:
+    return {}
+
+
+def print_rules(console, rules: dict) -> None:
+    return None
+
+
+def overhead_paths() -> dict:
+    return {}
