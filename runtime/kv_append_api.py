@@ -160,8 +160,7 @@ def _plan_and_describe(args, *, kv_layout, base, scale, mscale, interleaved, rot
     spans = tuple(None if not isinstance(info, TensorInfo) else tuple(b - info.ptr for b in info.byte_span())
                   for info in infos)
     written = tuple(i for i in _WRITTEN if not (i == 1 and (fresh or inplace)))
-    checks = tuple(i for i, span in enumerate(spans) if span is not None and not (i == 1 and fresh)
-                   and not (inplace and i in (0, 1)))
+    checks = tuple(i for i, span in enumerate(spans) if span is not None and not (i == 1 and (fresh or inplace)))
     if plan is None:
         return _CachedPlan(None, Refill((), spans, checks, written))
     slots = tuple((plan.field_names.index(field), _INDEX[arg], add) for field, arg, add in plan.pointers)
@@ -211,11 +210,12 @@ def reference_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout
                   scale=scale, mscale=mscale, interleaved=interleaved, rotary_dim=rotary_dim,
                   rotary_offset=rotary_offset)
     # each row's new tokens as a [n, 1, h, d] sbhd tensor, at that row's positions
-    q_rot = torch.stack([reference.rope(q4[i].detach().double()[:, None], positions=pos[i].to(q.device), **angles)[:, 0]
+    # (the reference takes the tensors in their own dtypes, which its checks of the tables' dtypes read)
+    q_rot = torch.stack([reference.rope(q4[i].detach()[:, None], positions=pos[i].to(q.device), **angles)[:, 0]
                          for i in range(b)]) if b else q4.double()
-    k_rot = torch.stack([reference.rope(k4[i].detach().double()[:, None], positions=pos[i].to(q.device), **angles)[:, 0]
+    k_rot = torch.stack([reference.rope(k4[i].detach()[:, None], positions=pos[i].to(q.device), **angles)[:, 0]
                          for i in range(b)]) if b else k4.double()
-    rd = reference.rotary_dim_of(q4[:1, :1, :1].detach().double(), **angles)
+    rd = reference.rotary_dim_of(q4[:1, :1, :1].detach(), **angles)
     rotated = (rotary_offset, rotary_offset + rd)
     for i in range(b):
         if not valid[i]:

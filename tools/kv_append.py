@@ -43,8 +43,8 @@ def kv_append_case(axes: dict, gen, dev, kv_layout: str = "bhsd") -> dict:
     start = torch.tensor([0, 5, 2, 0], dtype=torch.int32, device=dev)[:b]
     angles = rope_angle_args(axes["angles"], dtype, T + 8, ROTARY_DIM, gen, dev)
     return dict(q=q, k_new=k, v_new=v, k_cache=k_cache, v_cache=v_cache, kv_lens=lens, kv_start=start,
-                kv_layout=kv_layout, interleaved=axes["pairing"] == "interleaved", rotary_dim=ROTARY_DIM,
-                rotary_offset=ROTARY_OFFSET, **{**angles, "rotary_dim": ROTARY_DIM})
+                kv_layout=kv_layout, interleaved=axes["pairing"] == "interleaved", rotary_offset=ROTARY_OFFSET,
+                **{**angles, "rotary_dim": ROTARY_DIM})
 
 
 def check_case(case: dict, inplace: bool = False) -> str | None:
