@@ -99,6 +99,7 @@ _FIELDS = (
     (I64, "copy_tail"),  # the features outside the rotated span are copied (to q_out and the key cache)
     (F64, "mscale"),
     (CPTR, "kv_lens"), (I64, "kv_len_value"),  # each row's length before the append (a tensor, or one int)
+    (PTR, "kv_lens_out"),  # where each row's length after the append goes (int32 [b]; null: nowhere)
     (CPTR, "kv_start"), (I64, "kv_start_value"),  # each row's first valid slot (left padding)
     (CPTR, "positions"), (I64, "pos_stride_b"), (I64, "pos_stride_s"), (I64, "positions_int64"),
 ) + tuple((I64, f"{t}_{a}") for t in _TENSORS for a in ("sb", "ss", "sh"))
@@ -146,7 +147,10 @@ FAMILY = OpFamily(
     params=kv_append_params,
     max_threads=lambda v: MAX_THREADS_PER_BLOCK,
     dispatch_lines=dispatch_lines,
-    api={"kv_append": "kv_append_api"},
-    reference={"kv_append": "kv_append_api:reference_kv_append"},
+    # decode_step: the append then decode_attention (runtime/decode_step_api.py), this family's user-facing step
+    api={"kv_append": "kv_append_api", "decode_step": "decode_step_api"},
+    reference={"kv_append": "kv_append_api:reference_kv_append",
+               "decode_step": "decode_step_api:reference_decode_step"},
+    torch_ops="kv_append_torch",
     tools="cukiln.tools.kv_append",
 )

@@ -4,6 +4,6 @@ The runtime's public functions (cukiln.<name> -> the runtime module defining it)
 (cukiln.reference.<name>) and the runtime modules that register torch ops (imported by cukiln.torch).
 """
 
-API = {'rope': 'rope_api', 'rope_qk': 'rope_api', 'rope_recipe': 'rope_recipes', 'decode_attention': 'decode_api', 'kv_append': 'kv_append_api'}
-REFERENCE = {'rope': 'reference', 'rope_qk': 'reference', 'decode_attention': 'reference', 'kv_append': 'kv_append_api:reference_kv_append'}
-TORCH_OPS = ('rope_torch', 'decode_torch')
+API = {'rope': 'rope_api', 'rope_qk': 'rope_api', 'rope_recipe': 'rope_recipes', 'decode_attention': 'decode_api', 'kv_append': 'kv_append_api', 'decode_step': 'decode_step_api'}
+REFERENCE = {'rope': 'reference', 'rope_qk': 'reference', 'decode_attention': 'reference', 'kv_append': 'kv_append_api:reference_kv_append', 'decode_step': 'decode_step_api:reference_decode_step'}
+TORCH_OPS = ('rope_torch', 'decode_torch', 'kv_append_torch')

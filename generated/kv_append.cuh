@@ -36,6 +36,11 @@ __device__ __forceinline__ void append_tokens(const P& p, const Src& src) {
     const long long start = p.kv_start != nullptr ? static_cast<const int*>(p.kv_start)[b] : p.kv_start_value;
     const bool valid = len >= 0 && len + n <= p.capacity && start >= 0 && start <= len;
     const long long slot = len + j;
+    // the row's length after the append (what decode_attention reads next), by the thread of its last token that
+    // starts the row's work: kv_lens_out is never kv_lens (the host refuses it), so no reader of a row sees it change
+    if (p.kv_lens_out != nullptr && j == n - 1 && threadIdx.x == 0 && threadIdx.y == 0) {
+      static_cast<int*>(p.kv_lens_out)[b] = static_cast<int>(len + n);
+    }
     const long long pos = p.positions != nullptr
         ? (p.positions_int64 ? static_cast<const long long*>(p.positions)[b * p.pos_stride_b + j * p.pos_stride_s]
                              : static_cast<const int*>(p.positions)[b * p.pos_stride_b + j * p.pos_stride_s])

@@ -25,6 +25,7 @@ struct kv_append_bf16_half_freqs_v1_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -82,6 +83,7 @@ struct kv_append_bf16_half_freqs_v2_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -139,6 +141,7 @@ struct kv_append_bf16_half_freqs_v4_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -196,6 +199,7 @@ struct kv_append_bf16_half_freqs_v8_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -253,6 +257,7 @@ struct kv_append_bf16_half_cossin_v1_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -313,6 +318,7 @@ struct kv_append_bf16_half_cossin_v2_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -373,6 +379,7 @@ struct kv_append_bf16_half_cossin_v4_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -433,6 +440,7 @@ struct kv_append_bf16_half_cossin_v8_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -493,6 +501,7 @@ struct kv_append_bf16_half_cossinf32_v1_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -553,6 +562,7 @@ struct kv_append_bf16_half_cossinf32_v2_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -613,6 +623,7 @@ struct kv_append_bf16_half_cossinf32_v4_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -673,6 +684,7 @@ struct kv_append_bf16_half_cossinf32_v8_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -733,6 +745,7 @@ struct kv_append_bf16_half_invfreq_v1_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -789,6 +802,7 @@ struct kv_append_bf16_half_invfreq_v2_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -845,6 +859,7 @@ struct kv_append_bf16_half_invfreq_v4_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -901,6 +916,7 @@ struct kv_append_bf16_half_invfreq_v8_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -957,6 +973,7 @@ struct kv_append_bf16_half_base_v1_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1014,6 +1031,7 @@ struct kv_append_bf16_half_base_v2_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1071,6 +1089,7 @@ struct kv_append_bf16_half_base_v4_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1128,6 +1147,7 @@ struct kv_append_bf16_half_base_v8_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1185,6 +1205,7 @@ struct kv_append_bf16_interleaved_freqs_v1_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1242,6 +1263,7 @@ struct kv_append_bf16_interleaved_freqs_v2_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1299,6 +1321,7 @@ struct kv_append_bf16_interleaved_freqs_v4_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1356,6 +1379,7 @@ struct kv_append_bf16_interleaved_freqs_v8_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1413,6 +1437,7 @@ struct kv_append_bf16_interleaved_cossin_v1_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1473,6 +1498,7 @@ struct kv_append_bf16_interleaved_cossin_v2_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1533,6 +1559,7 @@ struct kv_append_bf16_interleaved_cossin_v4_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1593,6 +1620,7 @@ struct kv_append_bf16_interleaved_cossin_v8_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1653,6 +1681,7 @@ struct kv_append_bf16_interleaved_cossinf32_v1_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1713,6 +1742,7 @@ struct kv_append_bf16_interleaved_cossinf32_v2_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1773,6 +1803,7 @@ struct kv_append_bf16_interleaved_cossinf32_v4_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1833,6 +1864,7 @@ struct kv_append_bf16_interleaved_cossinf32_v8_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1893,6 +1925,7 @@ struct kv_append_bf16_interleaved_invfreq_v1_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -1949,6 +1982,7 @@ struct kv_append_bf16_interleaved_invfreq_v2_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -2005,6 +2039,7 @@ struct kv_append_bf16_interleaved_invfreq_v4_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -2061,6 +2096,7 @@ struct kv_append_bf16_interleaved_invfreq_v8_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -2117,6 +2153,7 @@ struct kv_append_bf16_interleaved_base_v1_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -2174,6 +2211,7 @@ struct kv_append_bf16_interleaved_base_v2_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -2231,6 +2269,7 @@ struct kv_append_bf16_interleaved_base_v4_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;
@@ -2288,6 +2327,7 @@ struct kv_append_bf16_interleaved_base_v8_params {
   double mscale;
   const void* kv_lens;
   long long kv_len_value;
+  void* kv_lens_out;
   const void* kv_start;
   long long kv_start_value;
   const void* positions;

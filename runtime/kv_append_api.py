@@ -19,10 +19,10 @@ from .tensors import FLOATS, HALVES, INTS, TensorInfo, from_torch, refuse_untrac
 
 # Tensor arguments in a fixed order (the call's pointers are listed so) and the dtypes each one takes.
 _TENSOR_ARGS = ("q", "q_out", "k_new", "v_new", "k_cache", "v_cache", "kv_lens", "kv_start", "positions", "freqs",
-                "cos", "sin", "cos_sin_cache", "inv_freq")
-_ACCEPTS = (HALVES,) * 6 + (("int32",), ("int32",), INTS, ("fp32",), FLOATS, FLOATS, FLOATS, ("fp32",))
+                "cos", "sin", "cos_sin_cache", "inv_freq", "kv_lens_out")
+_ACCEPTS = (HALVES,) * 6 + (("int32",), ("int32",), INTS, ("fp32",), FLOATS, FLOATS, FLOATS, ("fp32",), ("int32",))
 _INDEX = {name: i for i, name in enumerate(_TENSOR_ARGS)}
-_WRITTEN = (1, 4, 5)  # q_out, k_cache, v_cache
+_WRITTEN = (1, 4, 5, 14)  # q_out, k_cache, v_cache, kv_lens_out
 
 
 @dataclass
@@ -42,8 +42,8 @@ _torch = None
 
 
 def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
-              freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
-              interleaved=False, rotary_dim=None, rotary_offset=0, inplace=False, out=None, stream=None):
+              kv_lens_out=None, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+              mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0, inplace=False, out=None, stream=None):
     """Rotate each row's new query and key tokens by RoPE and append the rotated keys and the values to the caches at
     the row's current length, in one launch. Returns the rotated query.
 
@@ -61,7 +61,8 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
     Lengths on the device are never read back: a row whose new slots would run past the capacity (or with a
     negative length, or a kv_start beyond its length) writes nothing to the caches and gets NaN rotated features
     in its query output, as decode_attention reports bad lengths with NaN. Host-known lengths are checked, and a
-    bad one raises before anything is written.
+    bad one raises before anything is written. ``kv_lens_out`` (an int32 [b] tensor of its own, optional) receives
+    each row's length after the append, kv_lens + n: what decode_attention reads next.
     inplace=True rotates q itself; otherwise the query goes to ``out`` (allocated like q when None). k_new is never
     written. Runs on the current torch stream without synchronizing (``stream=`` picks another); CUDA-graph
     capturable with device lengths. Not differentiable.
@@ -71,16 +72,17 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
     if (q.requires_grad or getattr(k_new, "requires_grad", False) or getattr(v_new, "requires_grad", False)
             or getattr(out, "requires_grad", False)):
         refuse_untracked_gradients("cukiln.kv_append", (("q", q), ("k_new", k_new), ("v_new", v_new), ("out", out)))
-    return run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos, sin,
-                         cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim, rotary_offset,
-                         inplace, out)
+    return run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, kv_lens_out,
+                         freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim,
+                         rotary_offset, inplace, out)
 
 
 ARGUMENTS = tuple(inspect.signature(kv_append).parameters)
 
 
-def run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos, sin,
-                  cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim, rotary_offset, inplace, out):
+def run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, kv_lens_out, freqs, cos,
+                  sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim, rotary_offset, inplace,
+                  out):
     """kv_append() on torch tensors, every argument positional (its signature's order, less stream)."""
     global _torch
     torch = _torch
@@ -103,7 +105,7 @@ def run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_star
     if isinstance(kv_start, torch.Tensor) and kv_start.device.type == "cpu":
         start_host, kv_start = _host_lengths(kv_start, "kv_start", q, copied, torch)
     args = (q, out, k_new, v_new, k_cache, v_cache, kv_lens, kv_start, positions, freqs, cos, sin, cos_sin_cache,
-            inv_freq)
+            inv_freq, kv_lens_out)
     try:
         key = [kv_layout, base, scale, mscale, interleaved, rotary_dim, rotary_offset, inplace, fresh, lens_host,
                start_host]
@@ -127,7 +129,8 @@ def run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_star
             raise ValueError(f"{_TENSOR_ARGS[overlap[0]]}: overlaps {_TENSOR_ARGS[overlap[1]]}")
         values = cached.refill.values(p.values, pointers)
         (cached.kernel or cached.bind())(values, torch._C._cuda_getCurrentRawStream(p.device))
-        torch._C._increment_version((k_cache, v_cache) if fresh else (out, k_cache, v_cache))
+        written = (k_cache, v_cache) if fresh else (out, k_cache, v_cache)
+        torch._C._increment_version(written if kv_lens_out is None else written + (kv_lens_out,))
     del copied  # host lengths copied to the device live until their kernel is queued
     return out
 
@@ -155,7 +158,8 @@ def _plan_and_describe(args, *, kv_layout, base, scale, mscale, interleaved, rot
                           freqs=tables["freqs"], cos=tables["cos"], sin=tables["sin"],
                           cos_sin_cache=tables["cos_sin_cache"], inv_freq=tables["inv_freq"], base=base, scale=scale,
                           mscale=mscale, interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
-                          inplace=inplace, kv_lens_host=kv_lens_host, kv_start_host=kv_start_host,
+                          inplace=inplace, kv_lens_out=tables["kv_lens_out"], kv_lens_host=kv_lens_host,
+                          kv_start_host=kv_start_host,
                           arch=KERNELS.arch(q.device))
     spans = tuple(None if not isinstance(info, TensorInfo) else tuple(b - info.ptr for b in info.byte_span())
                   for info in infos)
@@ -179,7 +183,7 @@ def plan_call(q, k_new, v_new, k_cache, v_cache, kv_lens, **kwargs) -> KvAppendP
         raise TypeError(f"plan_call: unexpected arguments {sorted(unknown)}")
     a = {**defaults, **kwargs}
     args = (q, out, k_new, v_new, k_cache, v_cache, kv_lens, a["kv_start"], a["positions"], a["freqs"], a["cos"],
-            a["sin"], a["cos_sin_cache"], a["inv_freq"])
+            a["sin"], a["cos_sin_cache"], a["inv_freq"], a["kv_lens_out"])
     return _plan_and_describe(args, kv_layout=a["kv_layout"], base=a["base"], scale=a["scale"], mscale=a["mscale"],
                               interleaved=a["interleaved"], rotary_dim=a["rotary_dim"],
                               rotary_offset=a["rotary_offset"], inplace=inplace, fresh=False, kv_lens_host=None,
@@ -187,9 +191,9 @@ def plan_call(q, k_new, v_new, k_cache, v_cache, kv_lens, **kwargs) -> KvAppendP
 
 
 def reference_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None,
-                        positions=None, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None,
-                        scale=1.0, mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0, inplace=False,
-                        out=None):
+                        positions=None, kv_lens_out=None, freqs=None, cos=None, sin=None, cos_sin_cache=None,
+                        inv_freq=None, base=None, scale=1.0, mscale=1.0, interleaved=False, rotary_dim=None,
+                        rotary_offset=0, inplace=False, out=None):
     """float64 kv_append: the rotated query (new, or written to q / out) and the caches written in place, each new
     key rotated by the float64 RoPE reference at its position; rows that do not fit write nothing and get NaN
     queries, as the kernels do. Lengths are read on the host."""
@@ -229,6 +233,8 @@ def reference_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout
             else:
                 k_cache[i, s] = k_rot[i, j].to(k_cache.dtype)
                 v_cache[i, s] = v4[i, j]
+    if kv_lens_out is not None:
+        kv_lens_out.copy_(lens + n)
     result = q_rot[:, 0] if three else q_rot
     target = q if inplace else out
     if target is None:

@@ -82,11 +82,12 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
                    v_cache: TensorInfo, *, kv_lens, kv_start=None, positions: TensorInfo | None = None,
                    kv_layout: str = "bhsd", freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None,
                    base=None, scale=1.0, mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0,
-                   inplace=False, kv_lens_host: tuple[int, ...] | None = None,
+                   inplace=False, kv_lens_out: TensorInfo | None = None, kv_lens_host: tuple[int, ...] | None = None,
                    kv_start_host: tuple[int, ...] | None = None, arch: str | None = None) -> KvAppendPlan | None:
     """The launch of one kv_append call, or None when there is nothing to do (no row, or no new token).
 
-    ``q_out`` is the tensor the rotated query goes to (q itself in place). ``kv_lens_host`` / ``kv_start_host``:
+    ``q_out`` is the tensor the rotated query goes to (q itself in place); ``kv_lens_out`` (int32 [b], optional)
+    receives each row's length after the append. ``kv_lens_host`` / ``kv_start_host``:
     the values of a CPU-given kv_lens / kv_start (checked in full here; the caller copies them to the device).
     """
     if kv_layout not in KV_LAYOUTS:
@@ -131,11 +132,20 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
     in_place = q_out.same_view(q)
     written = (("q_out", q_out),) if not in_place else ()
     written += (("k_cache", k_cache), ("v_cache", v_cache))
+    if kv_lens_out is not None:
+        if kv_lens_out.dtype != "int32" or kv_lens_out.shape != (B,) or (B > 1 and kv_lens_out.strides[0] != 1):
+            raise ValueError(f"kv_lens_out: expected a contiguous int32 tensor of shape [{B}], got {kv_lens_out.dtype} "
+                             f"of shape {list(kv_lens_out.shape)}")
+        if kv_lens_out.device != q.device:
+            raise ValueError(f"kv_lens_out: expected a tensor on cuda:{q.device}, got one on "
+                             f"{device_name(kv_lens_out.device)}")
+        # a separate tensor: the kernel's other readers of a row's length must not see it change
+        written += (("kv_lens_out", kv_lens_out),)
     for w_name, w in written:
         for r_name, r in (("q", q), ("k_new", k), ("v_new", v), ("q_out", q_out), ("k_cache", k_cache),
                           ("v_cache", v_cache), ("positions", positions), ("kv_lens", kv_lens),
                           ("kv_start", kv_start), ("freqs", freqs), ("cos", cos), ("sin", sin),
-                          ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq)):
+                          ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq), ("kv_lens_out", kv_lens_out)):
             if r is w or not isinstance(r, TensorInfo) or (w_name == "q_out" and r_name == "q_out"):
                 continue
             if w.overlaps(r):
@@ -199,13 +209,14 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
     fields = {"q": pointers[0], "q_out": pointers[1], "k": pointers[2], "k_cache": pointers[3], "v": pointers[4],
               "v_cache": pointers[5], "batch": B, "new_tokens": N, "heads_q": HQ, "heads_kv": HKV, "head_dim": D,
               "rotary_dim": rd, "rotary_offset": rotary_offset, "capacity": T, "copy_tail": int(rd < D),
-              "mscale": float(mscale), "kv_lens": lens_ptr, "kv_len_value": lens_value, "kv_start": start_ptr,
+              "mscale": float(mscale), "kv_lens": lens_ptr, "kv_len_value": lens_value,
+              "kv_lens_out": 0 if kv_lens_out is None else kv_lens_out.ptr, "kv_start": start_ptr,
               "kv_start_value": start_value, **pos_fields, **angles.fields}
     for name, (sb, ss, sh, _) in strides.items():
         fields[f"{name}_sb"], fields[f"{name}_ss"], fields[f"{name}_sh"] = sb, ss, sh
     refills = [("q", "q", span), ("q_out", "q_out", span), ("k", "k_new", span), ("k_cache", "k_cache", span),
                ("v", "v_new", 0), ("v_cache", "v_cache", 0)]
-    refills += [(f, f, 0) for f in ("kv_lens", "kv_start", "positions") if fields[f]]
+    refills += [(f, f, 0) for f in ("kv_lens", "kv_start", "positions", "kv_lens_out") if fields[f]]
     refills += list(angles.pointers)
     return KvAppendPlan(key, module, symbol, fmt, names, tuple(fields[n] for n in names), grid, block, q.device,
                         programmatic_launch(arch), tuple(r for r in refills if r[0] in names))

@@ -1,12 +1,17 @@
-"""kv_append's tool hooks (cukiln.tools.hooks): `cukiln verify`'s check of a variant, and the inputs that select it
-(the GPU tests build on them). No benchmark, tuning rule or overhead path yet."""
+"""kv_append's tool hooks (cukiln.tools.hooks): `cukiln verify`'s check of a variant and the inputs that select it
+(the GPU tests build on them), and `cukiln bench decode-step`. No tuning rule or overhead path yet."""
 
 from __future__ import annotations
 
+from . import decode_step_bench
+from .hooks import Bench
 from .rope.checks import rope_angle_args
 from .verify import compare, new_generator, torch_dtype
 
-BENCHES: dict = {}
+BENCHES = {"decode-step": Bench(decode_step_bench.run, decode_step_bench.show,
+                                ("decode_attention alone", "cukiln decode_step", "cukiln separate calls",
+                                 "flashinfer three calls", "torch"),
+                                lambda case: f"b{case['batch']} L{case['cache_len']}")}
 TUNES: dict = {}
 
 # rows, new tokens a row, q heads, kv heads, head dim, cache slots; the rotated span [16, 64) of each head
@@ -43,6 +48,7 @@ def kv_append_case(axes: dict, gen, dev, kv_layout: str = "bhsd") -> dict:
     start = torch.tensor([0, 5, 2, 0], dtype=torch.int32, device=dev)[:b]
     angles = rope_angle_args(axes["angles"], dtype, T + 8, ROTARY_DIM, gen, dev)
     return dict(q=q, k_new=k, v_new=v, k_cache=k_cache, v_cache=v_cache, kv_lens=lens, kv_start=start,
+                kv_lens_out=torch.full((b,), -7, dtype=torch.int32, device=dev),
                 kv_layout=kv_layout, interleaved=axes["pairing"] == "interleaved", rotary_offset=ROTARY_OFFSET,
                 **{**angles, "rotary_dim": ROTARY_DIM})
 
@@ -60,7 +66,8 @@ def check_case(case: dict, inplace: bool = False) -> str | None:
     before = case["k_cache"].clone(), case["v_cache"].clone()
     kw = {name: value for name, value in case.items() if name not in ("q", "k_new", "v_new", "k_cache", "v_cache",
                                                                      "kv_lens")}
-    ref_q = reference_kv_append(q, case["k_new"], case["v_new"], *ref_caches, case["kv_lens"], **kw)
+    ref_q = reference_kv_append(q, case["k_new"], case["v_new"], *ref_caches, case["kv_lens"],
+                                **{**kw, "kv_lens_out": None})
     if inplace:
         got = cukiln.kv_append(q, case["k_new"], case["v_new"], case["k_cache"], case["v_cache"], case["kv_lens"],
                                inplace=True, **kw)
@@ -72,6 +79,8 @@ def check_case(case: dict, inplace: bool = False) -> str | None:
                                out=out, **kw)
         if got is not out:
             return "out= was not returned"
+    if not torch.equal(case["kv_lens_out"], case["kv_lens"] + q.shape[1]):
+        return f"kv_lens_out: {case['kv_lens_out'].tolist()}, not kv_lens + n"
     fits = ~torch.isnan(ref_q.flatten(1)).any(dim=1)
     problem = compare(got[fits], ref_q[fits])
     if problem is not None:

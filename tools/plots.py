@@ -23,7 +23,7 @@ def series(result: dict) -> tuple[list[str], dict[str, list[float | None]]]:
     bench = drawable()[result["benchmark"]]
     names = list(bench.contenders) + [o for o in result.get("others", []) if o not in bench.contenders]
     labels = [bench.label(c) for c in result["cases"]]
-    data = {name: [c[name]["tbps"] if name in c else None for c in result["cases"]] for name in names}
+    data = {name: [c[name].get("tbps") if name in c else None for c in result["cases"]] for name in names}
     return labels, {name: values for name, values in data.items() if any(v is not None for v in values)}
 
 

@@ -68,6 +68,18 @@ def test_host_lengths_that_do_not_fit_raise_before_anything_is_written():
     assert torch.equal(k_cache, before[0]) and torch.equal(v_cache, before[1])
 
 
+def _replay_steps(graph, inputs, per_step, result) -> list:
+    """Replay ``graph`` once per step with that step's inputs copied into the captured ones: each step's result."""
+    outs = []
+    for i in range(per_step[0].shape[0]):
+        for captured, values in zip(inputs, per_step):
+            captured.copy_(values[i])
+        graph.replay()
+        outs.append(result.clone())
+    torch.cuda.synchronize()
+    return outs
+
+
 def test_a_64_step_decode_loop_replays_from_one_cuda_graph():
     q, k, v, (k_cache, v_cache) = _decode_step(b=3, T=128)
     steps = 64
@@ -95,16 +107,92 @@ def test_a_64_step_decode_loop_replays_from_one_cuda_graph():
     with torch.cuda.graph(graph):
         cukiln.kv_append(q_in, k_in, v_in, k_cache, v_cache, lens, **kw)
         lens.add_(1)  # the next step's lengths, on the device
-    outs = []
-    for i in range(steps):
-        q_in.copy_(new_q[i])
-        k_in.copy_(new_k[i])
-        v_in.copy_(new_v[i])
-        graph.replay()
-        outs.append(q_out.clone())
-    torch.cuda.synchronize()
+    outs = _replay_steps(graph, (q_in, k_in, v_in), (new_q, new_k, new_v), q_out)
     assert torch.equal(lens, lens0 + steps)
     for i in (0, 1, steps - 1):
         assert_matches_reference(outs[i], ref_q[i], f"q at step {i}")
     assert_matches_reference(k_cache, ref_k, "k_cache after the loop")
     assert torch.equal(v_cache, ref_v)
+
+
+# --- decode_step: the append, then the attention over the keys including the new one ------------------------------
+
+def _step_case(b=4, T=256):
+    q, k, v, (k_cache, v_cache) = _decode_step(b=b, T=T)
+    lens = torch.tensor([0, 100, 254, 31][:b], dtype=torch.int32, device="cuda")
+    start = torch.tensor([0, 7, 3, 0][:b], dtype=torch.int32, device="cuda")
+    return q, k, v, k_cache, v_cache, lens, start
+
+
+def test_decode_step_is_the_append_then_the_attention_over_the_new_length():
+    q, k, v, k_cache, v_cache, lens, start = _step_case()
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    kw = dict(kv_start=start, inv_freq=1.0 / (1e6 ** (torch.arange(0, 128, 2, device="cuda") / 128.0)), softcap=30.0)
+    ref = cukiln.reference.decode_step(q, k, v, ref_k, ref_v, lens.clone(), **kw)
+    got, lse = cukiln.decode_step(q, k, v, k_cache, v_cache, lens, return_lse=True, **kw)
+    assert_matches_reference(got, ref, "attention output")
+    assert torch.isfinite(lse).all()
+    assert_matches_reference(k_cache, ref_k, "k_cache")
+    assert torch.equal(v_cache, ref_v) and torch.equal(lens, torch.tensor([0, 100, 254, 31], dtype=torch.int32,
+                                                                           device="cuda")), "lens changed"
+
+
+def test_decode_step_validates_the_attention_before_writing_the_caches():
+    q, k, v, k_cache, v_cache, lens, start = _step_case()
+    before = k_cache.clone()
+    with pytest.raises(ValueError, match="num_splits"):
+        cukiln.decode_step(q, k, v, k_cache, v_cache, lens, base=1e4, num_splits=0)
+    with pytest.raises(ValueError, match="advance_lens"):
+        cukiln.decode_step(q, k, v, k_cache, v_cache, 5, base=1e4, advance_lens=True)
+    torch.cuda.synchronize()
+    assert torch.equal(k_cache, before)
+
+
+def test_a_64_step_decode_step_loop_advances_its_lengths_inside_one_cuda_graph():
+    q, k, v, k_cache, v_cache, lens, start = _step_case(b=3, T=128)
+    lens.copy_(torch.tensor([5, 20, 40], dtype=torch.int32))
+    steps, gen = 64, new_generator()
+    new_q = torch.randn(steps, *q.shape, generator=gen, device="cuda").to(q.dtype)
+    new_k = torch.randn(steps, *k.shape, generator=gen, device="cuda").to(k.dtype)
+    new_v = torch.randn(steps, *v.shape, generator=gen, device="cuda").to(v.dtype)
+    ref_k, ref_v, ref_lens = k_cache.clone(), v_cache.clone(), lens.clone()
+    refs = [cukiln.reference.decode_step(new_q[i], new_k[i], new_v[i], ref_k, ref_v, ref_lens, kv_start=start,
+                                         base=1e4, advance_lens=True) for i in range(steps)]
+    q_in, k_in, v_in = new_q[0].clone(), new_k[0].clone(), new_v[0].clone()
+    out = torch.empty_like(q_in)
+    kw = dict(kv_start=start, base=1e4, advance_lens=True, out=out)
+    warm = lens.clone()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        cukiln.decode_step(q_in, k_in, v_in, k_cache.clone(), v_cache.clone(), warm, **kw)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        cukiln.decode_step(q_in, k_in, v_in, k_cache, v_cache, lens, **kw)
+    outs = _replay_steps(graph, (q_in, k_in, v_in), (new_q, new_k, new_v), out)
+    assert torch.equal(lens, ref_lens) and lens.tolist() == [5 + steps, 20 + steps, 40 + steps]
+    for i in (0, 1, steps // 2, steps - 1):
+        assert_matches_reference(outs[i], refs[i], f"step {i}")
+    assert_matches_reference(k_cache, ref_k, "k_cache after the loop")
+    assert torch.equal(v_cache, ref_v)
+
+
+def test_the_torch_ops_compile_without_graph_breaks_and_match_the_eager_calls():
+    import cukiln.torch as ct
+
+    q, k, v, k_cache, v_cache, lens, start = _step_case()
+    caches = k_cache.clone(), v_cache.clone()
+    kw = dict(kv_start=start, base=1e4)
+    want = cukiln.decode_step(q, k, v, *caches, lens.clone(), advance_lens=True, **kw)
+
+    def step(q, k, v, k_cache, v_cache, lens):
+        return ct.decode_step(q, k, v, k_cache, v_cache, lens, advance_lens=True, **kw)
+
+    compiled = torch.compile(step, fullgraph=True)
+    got = compiled(q, k, v, k_cache, v_cache, lens)
+    torch.cuda.synchronize()
+    assert torch.equal(got, want) and torch.equal(k_cache, caches[0]) and torch.equal(v_cache, caches[1])
+    assert lens.tolist() == [1, 101, 255, 32], "the op did not advance kv_lens"
+    q_rot = torch.compile(lambda *a: ct.kv_append(*a, base=1e4), fullgraph=True)(q, k, v, k_cache, v_cache, 3)
+    assert torch.equal(q_rot, cukiln.kv_append(q, k, v, caches[0], caches[1], 3, base=1e4))

@@ -1,0 +1,113 @@
+"""The cache append and the decode step as torch ops, for torch.compile and CUDA graphs: ``cukiln::kv_append``
+(returns the rotated query; declared as mutating both caches) and ``cukiln::decode_step`` (returns the attention
+output and its log-sum-exp; declared as mutating both caches and kv_lens, which it advances on request), with fake
+kernels; ``kv_append`` and ``decode_step`` are cukiln.torch.kv_append and cukiln.torch.decode_step. Not
+differentiable: a tensor that requires grad (grad mode on) is refused. kv_lens (kv_append) and kv_start take an int
+or a tensor and travel as two op arguments each; decode_step's op takes kv_lens as a tensor.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .decode_step_api import decode_step as _decode_step
+from .kv_append_api import run_kv_append
+from .tensors import refuse_untracked_gradients
+from .torch_support import LIBRARY, eager
+
+__all__ = ["kv_append", "decode_step"]
+
+_ANGLES = ("Tensor? positions, Tensor? freqs, Tensor? cos, Tensor? sin, Tensor? cos_sin_cache, Tensor? inv_freq, "
+           "float? base, float rope_scale, float mscale, bool interleaved, int? rotary_dim, int rotary_offset")
+LIBRARY.define("kv_append(Tensor q, Tensor k_new, Tensor v_new, Tensor(a!) k_cache, Tensor(b!) v_cache, "
+               "Tensor? kv_lens_tensor, int kv_len, str kv_layout, Tensor? kv_start_tensor, int kv_start, "
+               f"{_ANGLES}) -> Tensor")
+LIBRARY.define("decode_step(Tensor q, Tensor k_new, Tensor v_new, Tensor(a!) k_cache, Tensor(b!) v_cache, "
+               "Tensor(c!) kv_lens, str kv_layout, Tensor? kv_start_tensor, int kv_start, "
+               f"{_ANGLES}, float? scale, float? softcap, int? num_splits, bool advance_lens) -> (Tensor, Tensor)")
+
+
+def _kv_append_kernel(q, k_new, v_new, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start,
+                      positions, freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved,
+                      rotary_dim, rotary_offset):
+    return run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens_tensor if kv_lens_tensor is not None else kv_len,
+                         kv_layout, kv_start_tensor if kv_start_tensor is not None else kv_start, positions, None,
+                         freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
+                         rotary_offset, False, None)
+
+
+def _decode_step_kernel(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start_tensor, kv_start, positions,
+                        freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
+                        rotary_offset, scale, softcap, num_splits, advance_lens):
+    return _decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout=kv_layout,
+                        kv_start=kv_start_tensor if kv_start_tensor is not None else kv_start, positions=positions,
+                        freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq, base=base,
+                        rope_scale=rope_scale, mscale=mscale, interleaved=interleaved, rotary_dim=rotary_dim,
+                        rotary_offset=rotary_offset, scale=scale, softcap=softcap, num_splits=num_splits,
+                        advance_lens=advance_lens, return_lse=True)
+
+
+LIBRARY.impl("kv_append", _kv_append_kernel, "CompositeExplicitAutograd")
+LIBRARY.impl("decode_step", _decode_step_kernel, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("cukiln::kv_append", lib=LIBRARY)
+def _(q, *args):
+    return torch.empty_like(q)
+
+
+@torch.library.register_fake("cukiln::decode_step", lib=LIBRARY)
+def _(q, *args):
+    return torch.empty_like(q), q.new_empty(q.shape[:2], dtype=torch.float32)
+
+
+_kv_append_op = torch.ops.cukiln.kv_append.default
+_decode_step_op = torch.ops.cukiln.decode_step.default
+
+
+def _refusing_gradients(name: str, op, kernel):
+    """The op's autograd kernel: refuses tensors that require grad, else runs the kernel (eager) or redispatches."""
+    def autograd(q, k_new, v_new, *arguments):
+        refuse_untracked_gradients(f"cukiln::{name}", (("q", q), ("k_new", k_new), ("v_new", v_new)))
+        if eager(q):
+            return kernel(q, k_new, v_new, *arguments)
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(q, k_new, v_new, *arguments)
+
+    return autograd
+
+
+LIBRARY.impl("kv_append", _refusing_gradients("kv_append", _kv_append_op, _kv_append_kernel), "Autograd")
+LIBRARY.impl("decode_step", _refusing_gradients("decode_step", _decode_step_op, _decode_step_kernel), "Autograd")
+
+
+def _split(value):
+    """An int-or-tensor argument as the ops' (tensor or None, int) pair."""
+    return (value, 0) if isinstance(value, torch.Tensor) else (None, 0 if value is None else value)
+
+
+def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
+              freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
+              interleaved=False, rotary_dim=None, rotary_offset=0):
+    """cukiln.kv_append as the op cukiln::kv_append (see there for the arguments): returns the rotated query, new.
+    ``inplace``, ``out`` and ``kv_lens_out`` are cukiln.kv_append's only."""
+    args = (q, k_new, v_new, k_cache, v_cache, *_split(kv_lens), kv_layout, *_split(kv_start), positions, freqs, cos,
+            sin, cos_sin_cache, inv_freq, None if base is None else float(base), float(scale), float(mscale),
+            bool(interleaved), rotary_dim, rotary_offset)
+    return _kv_append_kernel(*args) if eager(q) else _kv_append_op(*args)
+
+
+def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
+                freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, rope_scale=1.0,
+                mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0, scale=None, softcap=None,
+                num_splits=None, advance_lens=False, return_lse=False):
+    """cukiln.decode_step as the op cukiln::decode_step (see there for the arguments; kv_lens an int32 tensor):
+    the attention output (and its log-sum-exp with ``return_lse``). ``out=`` is cukiln.decode_step's only."""
+    if not isinstance(kv_lens, torch.Tensor):
+        raise TypeError(f"kv_lens: cukiln.torch.decode_step takes an int32 tensor, got {type(kv_lens).__name__}")
+    args = (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, *_split(kv_start), positions, freqs, cos, sin,
+            cos_sin_cache, inv_freq, None if base is None else float(base), float(rope_scale), float(mscale),
+            bool(interleaved), rotary_dim, rotary_offset, None if scale is None else float(scale),
+            None if softcap is None else float(softcap), num_splits, bool(advance_lens))
+    result, lse = _decode_step_kernel(*args) if eager(q) else _decode_step_op(*args)
+    return (result, lse) if return_lse else result
