@@ -101,7 +101,8 @@ def reference_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layo
                                 inv_freq=inv_freq, base=base, scale=rope_scale, mscale=mscale,
                                 interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset)
     lens_after = torch.as_tensor(kv_lens).to(torch.int32) + 1
-    result = reference.decode_attention(q_rot, k_cache, v_cache, lens_after.to(q.device), kv_layout=kv_layout,
+    # the attention reads the rotated query as the append stores it, in q's dtype (as the rotated keys in the cache)
+    result = reference.decode_attention(q_rot.to(q.dtype), k_cache, v_cache, lens_after.to(q.device), kv_layout=kv_layout,
                                         kv_start=kv_start, scale=scale, softcap=softcap, out=out,
                                         return_lse=return_lse)
     if advance_lens:

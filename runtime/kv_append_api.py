@@ -163,7 +163,7 @@ def _plan_and_describe(args, *, kv_layout, base, scale, mscale, interleaved, rot
                           arch=KERNELS.arch(q.device))
     spans = tuple(None if not isinstance(info, TensorInfo) else tuple(b - info.ptr for b in info.byte_span())
                   for info in infos)
-    written = tuple(i for i in _WRITTEN if not (i == 1 and (fresh or inplace)))
+    written = tuple(i for i in _WRITTEN if spans[i] is not None and not (i == 1 and (fresh or inplace)))
     checks = tuple(i for i, span in enumerate(spans) if span is not None and not (i == 1 and (fresh or inplace)))
     if plan is None:
         return _CachedPlan(None, Refill((), spans, checks, written))

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
-from cukiln import decode_api, loader, rope_api, tensors  # noqa: E402
+from cukiln import decode_api, kv_append_api, loader, rope_api, tensors  # noqa: E402
 from cukiln.tensors import TensorInfo  # noqa: E402
 
 
@@ -43,7 +43,7 @@ def stub_device(setattr, kernel) -> None:
     fake_torch = types.SimpleNamespace(**{n: getattr(torch, n) for n in dir(torch) if not n.startswith("__")})
     fake_torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0,
                                           _increment_version=torch._C._increment_version)
-    for module in (rope_api, decode_api):
+    for module in (rope_api, decode_api, kv_append_api):
         setattr(module, "from_torch", from_torch)
         setattr(module, "kernel", kernel)
         setattr(module, "_torch", fake_torch)
@@ -52,6 +52,7 @@ def stub_device(setattr, kernel) -> None:
                         ("active_clusters", lambda *a: 1)):
         setattr(loader.KERNELS, name, value)
     setattr(rope_api, "PLANS", type(rope_api.PLANS)())
+    setattr(kv_append_api, "PLANS", type(kv_append_api.PLANS)())
 
 
 @pytest.fixture
@@ -137,3 +138,20 @@ def test_decode_attention_hands_the_kernel_the_planned_values(recorded):
         assert symbol == plan.attention.symbol
         assert values == plan.values(out=out.data_ptr(), lse=0)[0]
         assert dict(zip(plan.attention.field_names, values))["softcap"] == 30.0
+
+
+def test_kv_append_hands_the_kernel_the_planned_values_with_and_without_new_lengths(recorded):
+    qkv = torch.randn(3, 48 * 128, dtype=torch.bfloat16)
+    q, k, v = (qkv[:, a:b].view(3, -1, 128) for a, b in ((0, 4096), (4096, 5120), (5120, 6144)))
+    caches = [torch.zeros(3, 8, 64, 128, dtype=torch.bfloat16) for _ in range(2)]
+    lens = torch.tensor([0, 5, 63], dtype=torch.int32)  # taken as a device tensor by the stub
+    for lens_out in (None, torch.empty(3, dtype=torch.int32), None):  # a miss, a miss, a hit
+        out = cukiln.kv_append(q, k, v, *caches, lens, base=1e4, kv_lens_out=lens_out)
+        plan = kv_append_api.plan_call(q, k, v, *caches, lens, base=1e4, kv_lens_out=lens_out, out=out)
+        symbol, values = recorded.launches[-1]
+        assert symbol == plan.symbol and values == plan.values
+        fields = _fields(plan, values)
+        assert (fields["q_out"], fields["k_cache"], fields["kv_lens"]) == (out.data_ptr(), caches[0].data_ptr(),
+                                                                           lens.data_ptr())
+        assert fields["kv_lens_out"] == (0 if lens_out is None else lens_out.data_ptr())
+    assert len(recorded.launches) == 3

@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
 from cukiln.kv_append_api import reference_kv_append  # noqa: E402
+from cukiln.tools.decode.checks import DECODE_FP32_UNITS  # noqa: E402
 from cukiln.tools.kv_append import check_variant  # noqa: E402
 from cukiln.tools.verify import new_generator  # noqa: E402
 from tests.checks import assert_matches_reference  # noqa: E402
@@ -130,7 +131,7 @@ def test_decode_step_is_the_append_then_the_attention_over_the_new_length():
     kw = dict(kv_start=start, inv_freq=1.0 / (1e6 ** (torch.arange(0, 128, 2, device="cuda") / 128.0)), softcap=30.0)
     ref = cukiln.reference.decode_step(q, k, v, ref_k, ref_v, lens.clone(), **kw)
     got, lse = cukiln.decode_step(q, k, v, k_cache, v_cache, lens, return_lse=True, **kw)
-    assert_matches_reference(got, ref, "attention output")
+    assert_matches_reference(got, ref, "attention output", fp32_units=DECODE_FP32_UNITS)
     assert torch.isfinite(lse).all()
     assert_matches_reference(k_cache, ref_k, "k_cache")
     assert torch.equal(v_cache, ref_v) and torch.equal(lens, torch.tensor([0, 100, 254, 31], dtype=torch.int32,
@@ -173,7 +174,7 @@ def test_a_64_step_decode_step_loop_advances_its_lengths_inside_one_cuda_graph()
     outs = _replay_steps(graph, (q_in, k_in, v_in), (new_q, new_k, new_v), out)
     assert torch.equal(lens, ref_lens) and lens.tolist() == [5 + steps, 20 + steps, 40 + steps]
     for i in (0, 1, steps // 2, steps - 1):
-        assert_matches_reference(outs[i], refs[i], f"step {i}")
+        assert_matches_reference(outs[i], refs[i], f"step {i}", fp32_units=DECODE_FP32_UNITS)
     assert_matches_reference(k_cache, ref_k, "k_cache after the loop")
     assert torch.equal(v_cache, ref_v)
 
