@@ -176,11 +176,14 @@ def test_a_64_step_decode_step_loop_advances_its_lengths_inside_one_cuda_graph()
     outs = _replay_steps(graph, (q_in, k_in, v_in), (new_q, new_k, new_v), out)
     assert lens.tolist() == [5 + steps, 20 + steps, 40 + steps]
     # step i attended to the keys the kernel had written by then, which the final caches still hold (later steps
-    # write later slots): the float64 attention over those, so that a key the kernel rounded one bf16 ulp away
-    # from the reference's rounding is not counted against the attention
+    # write later slots): the float64 attention over those. The rotated query the step attends with is bf16, and
+    # the kernel's (rounded from fp32) may sit one bf16 ulp (2**-8 relative) from the reference's (rounded from
+    # float64) where the two straddle a rounding boundary; the attention carries that, so the bound here is
+    # 2**-7 of the output's scale rather than decode's own 2-ulp bound (which the one-step test above holds)
     for i in (0, 1, steps // 2, steps - 1):
         ref = cukiln.reference.decode_attention(q_rots[i], k_cache, v_cache, lens0 + i + 1, kv_start=start)
-        assert_matches_reference(outs[i], ref, f"step {i}", fp32_units=DECODE_FP32_UNITS)
+        err = (outs[i].double() - ref).abs().max().item()
+        assert torch.isfinite(outs[i]).all() and err <= 2.0**-7 * ref.abs().max().item(), f"step {i}: {err:.3g}"
     assert_matches_reference(k_cache, ref_k, "k_cache after the loop")
     assert torch.equal(v_cache, ref_v)
 
