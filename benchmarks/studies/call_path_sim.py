@@ -47,6 +47,10 @@ def calls() -> dict:
         "rope's plan-cache hit (prepare, in place, base)": lambda: rope_api.prepare(x, None, base=10000.0,
                                                                                     inplace=True),
         "cukiln.decode_attention (b=1, T=64, out=)": lambda: cukiln.decode_attention(dq, kc, vc, 64, out=d_out),
+        "cukiln.kv_append (b=1, lens 5, cos_sin_cache)": lambda: cukiln.kv_append(
+            q, k, qkv[:, 5120:].view(1, 8, 128), kc, vc, 5, cos_sin_cache=serving["cos_sin_cache"]),
+        "cukiln.decode_step (b=1, lens 5, cos_sin_cache, out=)": lambda: cukiln.decode_step(
+            q, k, qkv[:, 5120:].view(1, 8, 128), kc, vc, 5, cos_sin_cache=serving["cos_sin_cache"], out=d_out),
     }
 
 

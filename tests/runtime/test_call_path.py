@@ -155,3 +155,21 @@ def test_kv_append_hands_the_kernel_the_planned_values_with_and_without_new_leng
                                                                            lens.data_ptr())
         assert fields["kv_lens_out"] == (0 if lens_out is None else lens_out.data_ptr())
     assert len(recorded.launches) == 3
+
+
+def test_decode_step_validates_the_attention_before_the_append_launches(recorded):
+    qkv = torch.randn(2, 48 * 128, dtype=torch.bfloat16)
+    q, k, v = (qkv[:, a:b].view(2, -1, 128) for a, b in ((0, 4096), (4096, 5120), (5120, 6144)))
+    caches = [torch.zeros(2, 8, 64, 128, dtype=torch.bfloat16) for _ in range(2)]
+    with pytest.raises(ValueError, match="num_splits"):
+        cukiln.decode_step(q, k, v, *caches, 7, base=1e4, num_splits=0)
+    with pytest.raises(ValueError, match="advance_lens"):
+        cukiln.decode_step(q, k, v, *caches, 7, base=1e4, advance_lens=True)
+    with pytest.raises(ValueError, match="softcap"):
+        cukiln.decode_step(q, k, v, *caches, 7, base=1e4, softcap=-1.0)
+    assert recorded.launches == [], "a step with a bad attention argument launched its append"
+    out = cukiln.decode_step(q, k, v, *caches, 7, base=1e4)
+    (append, append_values), (attention, _) = recorded.launches[:2]
+    assert append.startswith("kv_append_") and attention.startswith("decode_")
+    plan = kv_append_api.plan_call(q, k, v, *caches, 7, base=1e4)
+    assert _fields(plan, append_values)["kv_len_value"] == 7 and out.shape == q.shape
