@@ -173,3 +173,36 @@ def test_decode_step_validates_the_attention_before_the_append_launches(recorded
     assert append.startswith("kv_append_") and attention.startswith("decode_")
     plan = kv_append_api.plan_call(q, k, v, *caches, 7, base=1e4)
     assert _fields(plan, append_values)["kv_len_value"] == 7 and out.shape == q.shape
+
+
+def test_a_plan_cache_hit_allocates_only_the_outputs_it_returns(recorded):
+    """Each public call, its plan cached: the tensors it allocates are the outputs it hands back, nothing else."""
+    allocated = []
+    for module in (rope_api, decode_api, kv_append_api):
+        fake = module._torch
+        for name in ("empty", "empty_like"):
+            def counting(*args, _real=getattr(torch, name), **kwargs):
+                allocated.append(1)
+                return _real(*args, **kwargs)
+
+            setattr(fake, name, counting)
+    x = torch.randn(4, 2, 8, 64, dtype=torch.bfloat16)
+    qkv = torch.randn(2, 48 * 128, dtype=torch.bfloat16)
+    q, k, v = (qkv[:, a:b].view(2, -1, 128) for a, b in ((0, 4096), (4096, 5120), (5120, 6144)))
+    caches = [torch.zeros(2, 8, 64, 128, dtype=torch.bfloat16) for _ in range(2)]
+    q_out, pos = torch.empty_like(q), torch.arange(2)
+    calls = {  # call -> outputs it allocates
+        "rope in place": (lambda: cukiln.rope(x, base=1e4, inplace=True), 0),
+        "rope, new out": (lambda: cukiln.rope(x, base=1e4), 1),
+        "rope_qk in place": (lambda: cukiln.rope_qk(q, k, base=1e4, layout="thd", positions=pos, inplace=True), 0),
+        "rope_qk, new outs": (lambda: cukiln.rope_qk(q, k, base=1e4, layout="thd", positions=pos), 2),
+        "decode_attention, out=": (lambda: cukiln.decode_attention(q, *caches, 9, out=q_out), 0),
+        "decode_attention, new out and lse": (lambda: cukiln.decode_attention(q, *caches, 9, return_lse=True), 2),
+        "kv_append in place": (lambda: cukiln.kv_append(q, k, v, *caches, 5, base=1e4, inplace=True), 0),
+        "kv_append, new out": (lambda: cukiln.kv_append(q, k, v, *caches, 5, base=1e4), 1),
+    }
+    for name, (call, outputs) in calls.items():
+        call()  # plans (a miss may allocate more)
+        allocated.clear()
+        call()
+        assert len(allocated) == outputs, f"{name}: {len(allocated)} allocations on a hit, {outputs} outputs"

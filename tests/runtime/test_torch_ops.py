@@ -103,3 +103,30 @@ def test_a_backward_after_its_positions_changed_in_place_raises(monkeypatch):
     positions.add_(1000)  # a reused positions buffer, rewritten before the backward
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         torch.autograd.grad(y, x, grad)
+
+
+# op -> the arguments it writes (declared Tensor(x!) in its schema); every other argument is read only
+MUTATED = {"rope": set(), "rope_": {"x"}, "rope_qk": set(), "rope_qk_": {"q", "k"}, "decode_attention": set(),
+           "kv_append": {"k_cache", "v_cache"}, "decode_step": {"k_cache", "v_cache", "kv_lens"}}
+
+
+@pytest.mark.parametrize("op", sorted(MUTATED))
+def test_every_op_declares_exactly_what_it_writes_and_returns_fresh_tensors(op):
+    schema = getattr(torch.ops.cukiln, op).default._schema
+    written = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+    assert written == MUTATED[op]
+    assert all(r.alias_info is None for r in schema.returns), "a result aliasing an argument"
+
+
+def test_fake_decode_step_and_kv_append_shapes():
+    with FakeTensorMode():
+        q = torch.empty(3, 32, 128, dtype=torch.bfloat16)
+        kv = torch.empty(3, 8, 128, dtype=torch.bfloat16)
+        caches = [torch.empty(3, 8, 64, 128, dtype=torch.bfloat16) for _ in range(2)]
+        lens = torch.empty(3, dtype=torch.int32)
+        out, lse = torch.ops.cukiln.decode_step(q, kv, kv, *caches, lens, "bhsd", None, 0, None, None, None, None,
+                                                None, None, 1e4, 1.0, 1.0, False, None, 0, None, None, None, False)
+        assert (out.shape, out.dtype, lse.shape, lse.dtype) == (q.shape, q.dtype, (3, 32), torch.float32)
+        q_rot = torch.ops.cukiln.kv_append(q, kv, kv, *caches, lens, 0, "bhsd", None, 0, None, None, None, None,
+                                           None, None, 1e4, 1.0, 1.0, False, None, 0)
+        assert (q_rot.shape, q_rot.dtype) == (q.shape, q.dtype)
