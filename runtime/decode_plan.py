@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from cukiln.core.archs import clusters, programmatic_launch
 from cukiln.generated import dispatch
 
-from .tensors import TensorInfo
+from .tensors import TensorInfo, device_name
 
 DTYPES = ("fp16", "bf16")
 KV_LAYOUTS = ("bhsd", "bshd")
@@ -183,8 +183,9 @@ def split_rule(arch: str | None) -> dict:
     return dispatch.DECODE_SPLIT.get(arch, dispatch.DECODE_SPLIT_DEFAULT)
 
 
-def _lengths(value, name: str, batch: int, device: int) -> tuple[int, int, TensorInfo | None]:
-    """(pointer, scalar, tensor) of kv_lens or kv_start: an int, or an int32 [b] tensor on the device."""
+def length_argument(value, name: str, batch: int, device: int) -> tuple[int, int, TensorInfo | None]:
+    """(pointer, scalar, tensor) of kv_lens or kv_start: an int, or an int32 [b] tensor on the device (decode and
+    the cache append take them alike)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return 0, value, None
     if not isinstance(value, TensorInfo):
@@ -197,7 +198,8 @@ def _lengths(value, name: str, batch: int, device: int) -> tuple[int, int, Tenso
         raise ValueError(f"{name}: expected a contiguous tensor (stride 1), got stride {value.strides[0]}; "
                          f"pass {name}.contiguous()")
     if value.device != device:
-        raise ValueError(f"{name}: expected a tensor on cuda:{device} (q's device), got one on device {value.device}")
+        raise ValueError(f"{name}: expected a tensor on cuda:{device} (q's device), got one on "
+                         f"{device_name(value.device)}")
     return value.ptr, 0, value
 
 
@@ -305,8 +307,9 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
     if h_kv * head_groups > GRID_YZ_MAX:
         raise ValueError(f"k_cache: too many KV heads x head groups for one launch ({h_kv} x {head_groups})")
 
-    lens_ptr, lens_value, lens_info = _lengths(kv_lens, "kv_lens", b, q.device)
-    start_ptr, start_value, start_info = _lengths(0 if kv_start is None else kv_start, "kv_start", b, q.device)
+    lens_ptr, lens_value, lens_info = length_argument(kv_lens, "kv_lens", b, q.device)
+    start_ptr, start_value, start_info = length_argument(0 if kv_start is None else kv_start, "kv_start", b,
+                                                         q.device)
     check_lengths(lens_value, start_value, capacity, lens_info is not None, start_info is not None)
 
     if scale is None:

@@ -77,7 +77,9 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
                          rotary_offset, inplace, out)
 
 
-ARGUMENTS = tuple(inspect.signature(kv_append).parameters)
+# kv_append's keyword arguments and defaults, but inplace, out and stream (plan_call's)
+_DEFAULTS = {n: p.default for n, p in inspect.signature(kv_append).parameters.items() if n not in
+             ("q", "k_new", "v_new", "k_cache", "v_cache", "kv_lens", "inplace", "out", "stream")}
 
 
 def run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, kv_lens_out, freqs, cos,
@@ -176,12 +178,10 @@ def plan_call(q, k_new, v_new, k_cache, v_cache, kv_lens, **kwargs) -> KvAppendP
     torch = _torch or __import__("torch")
     inplace, out = kwargs.pop("inplace", False), kwargs.pop("out", None)
     out = q if inplace else (torch.empty_like(q) if out is None else out)
-    defaults = {n: p.default for n, p in inspect.signature(kv_append).parameters.items() if n not in
-                ("q", "k_new", "v_new", "k_cache", "v_cache", "kv_lens", "inplace", "out", "stream")}
-    unknown = set(kwargs) - set(defaults)
+    unknown = set(kwargs) - set(_DEFAULTS)
     if unknown:
         raise TypeError(f"plan_call: unexpected arguments {sorted(unknown)}")
-    a = {**defaults, **kwargs}
+    a = {**_DEFAULTS, **kwargs}
     args = (q, out, k_new, v_new, k_cache, v_cache, kv_lens, a["kv_start"], a["positions"], a["freqs"], a["cos"],
             a["sin"], a["cos_sin_cache"], a["inv_freq"], a["kv_lens_out"])
     return _plan_and_describe(args, kv_layout=a["kv_layout"], base=a["base"], scale=a["scale"], mscale=a["mscale"],

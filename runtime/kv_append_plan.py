@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from cukiln.core.archs import programmatic_launch
 from cukiln.generated import dispatch
 
-from .rope_plan import INT_DTYPES, block_shape, resolve_angles, widest_vector
+from .decode_plan import KV_LAYOUTS, cache_rows, length_argument
+from .rope_plan import (block_shape, check_index_tensor, check_mscale, check_rotary_offset, resolve_angles,
+                        widest_vector)
 from .tensors import HALVES, TensorInfo, device_name
-
-KV_LAYOUTS = ("bhsd", "bshd")
-INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -45,37 +44,12 @@ def _tokens_view(t: TensorInfo, name: str, expected: str) -> tuple[tuple[int, ..
     raise ValueError(f"{name}: expected {expected}, got shape {list(t.shape)}")
 
 
-def _cache_view(t: TensorInfo, name: str, layout: str) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
-    """(b, slots, h, d) sizes and strides of a bhsd or bshd cache."""
-    if t.ndim != 4:
-        raise ValueError(f"{name}: expected a 4-D cache [b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd), got shape "
-                         f"{list(t.shape)}")
-    if layout == "bhsd":
-        (b, h, s, d), (sb, sh, ss, sd) = t.shape, t.strides
-    else:
-        (b, s, h, d), (sb, ss, sh, sd) = t.shape, t.strides
-    return (b, s, h, d), (sb, ss, sh, sd)
-
-
-def _lengths(value, name: str, batch: int, device: int, host: tuple[int, ...] | None) -> tuple[int, int, tuple | None]:
-    """(pointer, int value, host values or None) of kv_lens / kv_start: an int, or an int32 [b] tensor (whose values
-    the host knows when it was given on the CPU: ``host``)."""
-    if value is None:
-        return 0, 0, (0,) * batch
-    if isinstance(value, bool) or isinstance(value, float):
-        raise TypeError(f"{name}: expected an int or an int32 tensor of shape [{batch}], got {value!r}")
-    if isinstance(value, int):
-        if not 0 <= value <= INT32_MAX:
-            raise ValueError(f"{name}: expected an int in [0, {INT32_MAX}], got {value}")
-        return 0, value, (value,) * batch
-    if not isinstance(value, TensorInfo):
-        raise TypeError(f"{name}: expected an int or an int32 tensor of shape [{batch}], got {type(value).__name__}")
-    if value.dtype != "int32" or value.shape != (batch,) or (batch > 1 and value.strides[0] != 1):
-        raise ValueError(f"{name}: expected a contiguous int32 tensor of shape [{batch}], got {value.dtype} of shape "
-                         f"{list(value.shape)}, strides {list(value.strides)}")
-    if value.device != device:
-        raise ValueError(f"{name}: expected a tensor on cuda:{device}, got one on {device_name(value.device)}")
-    return value.ptr, 0, host
+def _lengths(value, name: str, batch: int, device: int,
+             host: tuple[int, ...] | None) -> tuple[int, int, tuple | None]:
+    """(pointer, int value, host values or None) of kv_lens / kv_start (decode's length argument; None: 0), the
+    host values known for an int, or for a tensor given on the CPU (``host``)."""
+    ptr, value, tensor = length_argument(0 if value is None else value, name, batch, device)
+    return ptr, value, (host if tensor is not None else (value,) * batch)
 
 
 def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInfo, k_cache: TensorInfo,
@@ -112,9 +86,11 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
         if t.dtype != q.dtype or t.device != q.device:
             raise TypeError(f"{name}: expected q's dtype {q.dtype} on cuda:{q.device}, got {t.dtype} on "
                             f"{device_name(t.device)}")
-    (cb, T, ch, cd), kc_strides = _cache_view(k_cache, "k_cache", kv_layout)
-    vsizes, vc_strides = _cache_view(v_cache, "v_cache", kv_layout)
-    if (cb, ch, cd) != (B, HKV, D) or vsizes != (cb, T, ch, cd):
+    # (b, h, T, d) order, whatever the layout: strides (sb, sh, slot stride, sd)
+    (cb, ch, T, cd), (kc_sb, kc_sh, kc_ss, kc_sd) = cache_rows(k_cache, "k_cache", kv_layout)
+    vsizes, (vc_sb, vc_sh, vc_ss, vc_sd) = cache_rows(v_cache, "v_cache", kv_layout)
+    kc_strides, vc_strides = (kc_sb, kc_ss, kc_sh, kc_sd), (vc_sb, vc_ss, vc_sh, vc_sd)  # as the tokens' (b, s, h, d)
+    if (cb, ch, cd) != (B, HKV, D) or vsizes != (cb, ch, T, cd):
         raise ValueError(f"k_cache, v_cache: expected [b={B}, h_kv={HKV}, T, d={D}] in layout {kv_layout}, both alike; "
                          f"got {list(k_cache.shape)} and {list(v_cache.shape)}")
     if inplace and not q_out.same_view(q):
@@ -157,11 +133,8 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
     angles = resolve_angles(q, D, freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq,
                             base=base, scale=scale, rotary_dim=rotary_dim)
     rd = angles.rotary_dim
-    if isinstance(rotary_offset, bool) or not isinstance(rotary_offset, int) or not 0 <= rotary_offset <= D - rd:
-        raise ValueError(f"rotary_offset: expected an int in [0, head_dim - rotary_dim = {D - rd}], got "
-                         f"{rotary_offset!r}")
-    if isinstance(mscale, bool) or not isinstance(mscale, (int, float)) or not mscale > 0 or mscale == float("inf"):
-        raise ValueError(f"mscale: expected a finite number > 0 (the factor of cos and sin), got {mscale!r}")
+    check_rotary_offset(rotary_offset, D, rd)
+    check_mscale(mscale)
 
     lens_ptr, lens_value, lens = _lengths(kv_lens, "kv_lens", B, q.device, kv_lens_host)
     start_ptr, start_value, starts = _lengths(kv_start, "kv_start", B, q.device, kv_start_host)
@@ -172,11 +145,7 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
                                  f"cache's {T} slots (0 <= kv_start <= kv_lens, kv_lens + n <= T)")
     pos_fields = {"positions": 0, "pos_stride_b": 0, "pos_stride_s": 0, "positions_int64": 0}
     if positions is not None:
-        if positions.dtype not in INT_DTYPES:
-            raise TypeError(f"positions: expected int32 or int64, got {positions.dtype}")
-        if positions.device != q.device:
-            raise ValueError(f"positions: expected a tensor on cuda:{q.device}, got one on "
-                             f"{device_name(positions.device)}")
+        check_index_tensor(positions, "positions", q.device)
         if positions.shape == (B, N):
             pos_fields["pos_stride_b"], pos_fields["pos_stride_s"] = positions.strides
         elif N == 1 and positions.shape == (B,):

@@ -222,7 +222,21 @@ def widest_vector(itemsize: int, rotary_dim: int, head_dim: int, interleaved: bo
     return 1
 
 
-def _check_index_tensor(t: TensorInfo, name: str, device: int) -> None:
+def check_mscale(mscale) -> None:
+    if not isinstance(mscale, (int, float)) or isinstance(mscale, bool) or not math.isfinite(mscale) or mscale <= 0:
+        raise ValueError(f"mscale: expected a finite number > 0 (the factor of cos and sin), got {mscale!r}")
+
+
+def check_rotary_offset(rotary_offset, head_dim: int, rotary_dim: int) -> None:
+    if isinstance(rotary_offset, bool) or not isinstance(rotary_offset, int) or not (
+            0 <= rotary_offset <= head_dim - rotary_dim):
+        raise ValueError(f"rotary_offset: expected an int in [0, head_dim - rotary_dim = {head_dim - rotary_dim}] "
+                         f"(the rotated features [rotary_offset, rotary_offset + {rotary_dim}) inside the head), "
+                         f"got {rotary_offset!r}")
+
+
+def check_index_tensor(t: TensorInfo, name: str, device: int) -> None:
+    """positions, offsets: int32 or int64 on x's device."""
     if t.dtype not in INT_DTYPES:
         raise TypeError(f"{name}: expected int32 or int64, got {t.dtype}")
     if t.device != device:
@@ -236,7 +250,7 @@ def _positions(positions: TensorInfo | None, offsets, S: int, B: int, device: in
     if positions is not None:
         if offsets is not None:
             raise ValueError("offsets: positions are explicit; give positions or offsets, not both")
-        _check_index_tensor(positions, "positions", device)
+        check_index_tensor(positions, "positions", device)
         if positions.shape == (S,):
             fields["pos_stride_s"] = positions.strides[0]
         elif positions.shape == (B, S):
@@ -248,7 +262,7 @@ def _positions(positions: TensorInfo | None, offsets, S: int, B: int, device: in
     if offsets is None:
         return fields, (0, S - 1)
     if isinstance(offsets, TensorInfo):
-        _check_index_tensor(offsets, "offsets", device)
+        check_index_tensor(offsets, "offsets", device)
         if offsets.shape != (B,) or (B > 1 and offsets.strides[0] != 1):
             raise ValueError(f"offsets: expected a contiguous tensor of shape [{B}] (one per sequence), "
                              f"got shape {list(offsets.shape)}, strides {list(offsets.strides)}")
@@ -277,7 +291,7 @@ def _sectioned_positions(positions: TensorInfo | None, offsets, mrope_section, m
         raise TypeError(f"mrope_interleaved: expected a bool, got {mrope_interleaved!r}")
     if offsets is not None:
         raise ValueError("offsets: positions are explicit; give positions or offsets, not both")
-    _check_index_tensor(positions, "positions", device)
+    check_index_tensor(positions, "positions", device)
     fields = {"positions": positions.ptr, "positions_int64": int(positions.dtype == "int64"), "pos_stride_b": 0,
               "offsets": 0, "offsets_int64": 0, "offset": 0}
     if positions.shape == (3, S):
@@ -504,8 +518,7 @@ def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base,
         raise ValueError(f"x: expected a {expected_ndim}-D tensor in layout {layout}, got shape {list(x.shape)}")
     if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not math.isfinite(scale):
         raise TypeError(f"scale: expected a finite number, got {scale!r}")
-    if not isinstance(mscale, (int, float)) or isinstance(mscale, bool) or not math.isfinite(mscale) or mscale <= 0:
-        raise ValueError(f"mscale: expected a finite number > 0 (the factor of cos and sin), got {mscale!r}")
+    check_mscale(mscale)
     _check_cp(cp_size, cp_rank)
     packed = layout == "thd" and positions is None
     if mrope_interleaved is not False and mrope_section is None:
@@ -525,11 +538,7 @@ def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base,
     S, B, H, D = sizes
     angles = resolve_angles(x, D, freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq,
                             base=base, scale=scale, rotary_dim=rotary_dim)
-    if isinstance(rotary_offset, bool) or not isinstance(rotary_offset, int) or not (
-            0 <= rotary_offset <= D - angles.rotary_dim):
-        raise ValueError(f"rotary_offset: expected an int in [0, head_dim - rotary_dim = {D - angles.rotary_dim}] "
-                         f"(the rotated features [rotary_offset, rotary_offset + {angles.rotary_dim}) inside the head), "
-                         f"got {rotary_offset!r}")
+    check_rotary_offset(rotary_offset, D, angles.rotary_dim)
     seqs = None
     if packed:
         seqs = check_cu_seqlens(cu_seqlens, cu_seqlens_host, S, cp_size, x.device, max_seqlen)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import decode_step_bench
 from .hooks import Bench
-from .rope.checks import rope_angle_args
+from .rope.checks import rope_angle_args, rope_x_for
 from .verify import compare, new_generator, torch_dtype
 
 BENCHES = {"decode-step": Bench(decode_step_bench.run, decode_step_bench.show,
@@ -19,15 +19,6 @@ SHAPE = (4, 3, 5, 2, 80, 40)
 ROTARY_DIM, ROTARY_OFFSET = 48, 16
 
 
-def aligned(shape, vec: int, itemsize: int, dtype, gen, dev):
-    """A random tensor of ``shape`` whose last dim is contiguous and whose pointer and row strides allow vectors of
-    ``vec`` elements and no wider (a padded, offset view of a larger buffer)."""
-    import torch
-
-    off = 0 if vec * itemsize == 16 else vec
-    return torch.randn(*shape[:-1], shape[-1] + 16, generator=gen, device=dev).to(dtype)[..., off:off + shape[-1]]
-
-
 def kv_append_case(axes: dict, gen, dev, kv_layout: str = "bhsd") -> dict:
     """Inputs that select the variant with ``axes``: q, k_new, v_new, caches (slices of larger buffers) holding a
     random pattern, device kv_lens with left padding, the last row too long to fit (it must write nothing), and the
@@ -38,12 +29,13 @@ def kv_append_case(axes: dict, gen, dev, kv_layout: str = "bhsd") -> dict:
     itemsize = torch.finfo(dtype).bits // 8
     b, n, hq, hkv, d, T = SHAPE
     vec = axes["vec"]
-    q = aligned((b, n, hq, d), vec, itemsize, dtype, gen, dev)
-    k = aligned((b, n, hkv, d), vec, itemsize, dtype, gen, dev)
-    v = aligned((b, n, hkv, d), vec, itemsize, dtype, gen, dev)
+    # padded rows whose pointers and strides allow vectors of vec elements and no wider (RoPE's 3-stride inputs)
+    q = rope_x_for(3, vec, itemsize, (b, n, hq, d), dtype, gen, dev)
+    k = rope_x_for(3, vec, itemsize, (b, n, hkv, d), dtype, gen, dev)
+    v = rope_x_for(3, vec, itemsize, (b, n, hkv, d), dtype, gen, dev)
     cache_shape = (b, hkv, T, d) if kv_layout == "bhsd" else (b, T, hkv, d)
-    k_cache = aligned(cache_shape, vec, itemsize, dtype, gen, dev)
-    v_cache = aligned(cache_shape, vec, itemsize, dtype, gen, dev)
+    k_cache = rope_x_for(3, vec, itemsize, cache_shape, dtype, gen, dev)
+    v_cache = rope_x_for(3, vec, itemsize, cache_shape, dtype, gen, dev)
     lens = torch.tensor([0, 17, T - n, T - n + 1], dtype=torch.int32, device=dev)[:b]  # the last one overflows
     start = torch.tensor([0, 5, 2, 0], dtype=torch.int32, device=dev)[:b]
     angles = rope_angle_args(axes["angles"], dtype, T + 8, ROTARY_DIM, gen, dev)
