@@ -3,8 +3,10 @@ rotated keys and the values into fixed-capacity caches at the row's current leng
 struct, modules and section of the dispatch table; the rotation itself is RoPE's (rope.cuh), so every angle source
 and pairing of cukiln.rope serves here too.
 
-A variant is (dtype, pairing, angle source, vector width); every tensor's last dim is contiguous and its other
-strides are kernel arguments (the caches are slices of larger buffers, bhsd or bshd alike).
+A variant is (dtype, pairing, angle source, vector width, QK-norm); every tensor's last dim is contiguous and its
+other strides are kernel arguments (the caches are slices of larger buffers, bhsd or bshd alike). The QK-norm
+variants (a per-head RMSNorm of q and k before the rotation) are modules of their own, so that the plain kernels
+compile exactly as before.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ MAX_THREADS_PER_BLOCK = 256
 # together. At 3 (80 registers) six variants spilled 4-68 bytes on sm_90 (the cache rows' and the lengths'
 # addressing beside the rotation's), and the grids of a decode step are a few blocks anyway.
 MIN_BLOCKS_PER_SM = 2
+# QK-norm variants: 1 (255 registers); at 2, the interleaved cos|sin-cache kernel of 8-element vectors spilled 8 bytes
+# on sm_90 (the weights' and the inverse RMS's reads beside the rotation).
+MIN_BLOCKS_PER_SM_QK_NORM = 1
 
 
 @dataclass(frozen=True, order=True)
@@ -36,16 +41,21 @@ class KvAppendVariant(AxisRecord):
     pairing: Pairing
     angles: Angles
     vec: int  # elements per load/store
+    qk_norm: bool = False  # q's and k's heads RMS-normalized (weights per feature) before the rotation
 
     op = "kv_append"
 
     @property
     def name(self) -> str:
-        return f"kv_append_{self.dtype.value}_{self.pairing.value}_{self.angles.value}_v{self.vec}"
+        return f"kv_append_{self.dtype.value}_{self.pairing.value}_{self.angles.value}_v{self.vec}{_norm_suffix(self)}"
 
     @property
     def module(self) -> str:
-        return f"{self.op}_{self.dtype.value}"
+        return f"{self.op}_{self.dtype.value}{_norm_suffix(self)}"
+
+
+def _norm_suffix(v: KvAppendVariant) -> str:
+    return "_qknorm" if v.qk_norm else ""
 
 
 def rule_caches_are_half_types(v: KvAppendVariant) -> str | None:
@@ -67,20 +77,22 @@ def enumerate_kv_append() -> Iterator[KvAppendVariant]:
         for pairing in Pairing:
             for angles in Angles:
                 for vec in VECTOR_WIDTHS:
-                    v = KvAppendVariant(dtype, pairing, angles, vec)
-                    if rejection(v) is None:
-                        yield v
+                    for qk_norm in (False, True):
+                        v = KvAppendVariant(dtype, pairing, angles, vec, qk_norm)
+                        if rejection(v) is None:
+                            yield v
 
 
 _NAME_RE = re.compile(rf"^kv_append_(?P<dtype>{alternatives(Dtype)})_(?P<pairing>{alternatives(Pairing)})"
-                      rf"_(?P<angles>{alternatives(Angles)})_v(?P<vec>\d+)$")
+                      rf"_(?P<angles>{alternatives(Angles)})_v(?P<vec>\d+)(?P<qk_norm>_qknorm)?$")
 
 
 def parse_kv_append_name(name: str) -> KvAppendVariant:
     m = _NAME_RE.match(name)
     if m is None:
         raise ValueError(f"not a kv_append variant name: {name!r}")
-    v = KvAppendVariant(Dtype(m["dtype"]), Pairing(m["pairing"]), Angles(m["angles"]), int(m["vec"]))
+    v = KvAppendVariant(Dtype(m["dtype"]), Pairing(m["pairing"]), Angles(m["angles"]), int(m["vec"]),
+                        m["qk_norm"] is not None)
     if v.vec not in VECTOR_WIDTHS:
         raise ValueError(f"{name!r}: vector width must be one of {VECTOR_WIDTHS}")
     reason = rejection(v)
@@ -105,13 +117,17 @@ _FIELDS = (
 ) + tuple((I64, f"{t}_{a}") for t in _TENSORS for a in ("sb", "ss", "sh"))
 
 
+# QK-norm variants: each tensor's weights [head_dim] (null: that tensor not normalized), fp32 or q's type
+_NORM_FIELDS = ((CPTR, "q_norm_weight"), (CPTR, "k_norm_weight"), (I64, "norm_weight_fp32"), (F64, "norm_eps"))
+
+
 def kv_append_params(v: KvAppendVariant) -> Params:
     """(C type, field name) of every kernel parameter of ``v``, in struct order."""
-    return _FIELDS + rope_abi.ANGLE_FIELDS[v.angles]
+    return _FIELDS + (_NORM_FIELDS if v.qk_norm else ()) + rope_abi.ANGLE_FIELDS[v.angles]
 
 
 def params_layout_id(v: KvAppendVariant) -> str:
-    return v.angles.value
+    return v.angles.value + _norm_suffix(v)
 
 
 # --- rendering and the dispatch table --------------------------------------------------------------------------
@@ -120,16 +136,17 @@ def render_headers() -> dict[str, str]:
 
 
 def render_module(dtype: Dtype, variants: list[KvAppendVariant]) -> str:
-    assert all(v.dtype is dtype for v in variants), "one element type per module"
+    assert all(v.module == variants[0].module for v in variants), "one element type and QK-norm per module"
     return jinja.render("kv_append.cu.j2", dtype=dtype, dtype_ctype=TEMPLATE_CTYPE[dtype], variants=variants,
                         params={v.name: kv_append_params(v) for v in variants}, max_threads=MAX_THREADS_PER_BLOCK,
-                        min_blocks={v.name: MIN_BLOCKS_PER_SM for v in variants})
+                        min_blocks={v.name: MIN_BLOCKS_PER_SM_QK_NORM if v.qk_norm else MIN_BLOCKS_PER_SM
+                                    for v in variants})
 
 
 def dispatch_lines(variants: list[KvAppendVariant], tuning: dict[str, dict]) -> list[str]:
     lines = [
-        "# KV-cache append. KV_APPEND maps (dtype, pairing, angles, vector width) to (module, symbol, params",
-        "# layout); KV_APPEND_PARAMS maps a params layout to the field names and their struct format.",
+        "# KV-cache append. KV_APPEND maps (dtype, pairing, angles, vector width, QK-norm) to (module, symbol,",
+        "# params layout); KV_APPEND_PARAMS maps a params layout to the field names and their struct format.",
         f"KV_APPEND_MAX_THREADS = {MAX_THREADS_PER_BLOCK}",
         "",
     ]

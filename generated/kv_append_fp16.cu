@@ -1,7 +1,7 @@
 // cukiln KV-cache append kernels, element type fp16: 40 variants.
 // Rendered from templates/kv_append.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in kv_append.cuh (the rotation in rope.cuh); each entry point picks its element type, pairing,
-// angle source and vector width.
+// angle source, vector width and QK-norm.
 #include "kv_append.cuh"
 
 
@@ -59,7 +59,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_freqs_v
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 1, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 1, false,
+                            false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -117,7 +120,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_freqs_v
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 2, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 2, false,
+                            false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -175,7 +181,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_freqs_v
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 4, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 4, false,
+                            false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -233,7 +242,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_freqs_v
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 8, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 8, false,
+                            false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -294,7 +306,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossin_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 1, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 1, false,
+                            false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -355,7 +370,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossin_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 2, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 2, false,
+                            false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -416,7 +434,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossin_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 4, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 4, false,
+                            false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -477,7 +498,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossin_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 8, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 8, false,
+                            false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -538,7 +562,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossinf
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 1, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 1, false,
+                            false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -599,7 +626,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossinf
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 2, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 2, false,
+                            false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -660,7 +690,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossinf
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 4, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 4, false,
+                            false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -721,7 +754,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossinf
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 8, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 8, false,
+                            false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -778,7 +814,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_invfreq
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 1, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 1, false,
+                            false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -835,7 +874,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_invfreq
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 2, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 2, false,
+                            false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -892,7 +934,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_invfreq
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 4, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 4, false,
+                            false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -949,7 +994,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_invfreq
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 8, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 8, false,
+                            false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -1007,7 +1055,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_base_v1
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 1, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 1, false,
+                            false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1065,7 +1116,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_base_v2
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 2, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 2, false,
+                            false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1123,7 +1177,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_base_v4
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 4, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 4, false,
+                            false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1181,7 +1238,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_base_v8
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 8, false>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 8, false,
+                            false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -1239,7 +1299,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 1, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 1, true,
+                            false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1297,7 +1360,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 2, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 2, true,
+                            false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1355,7 +1421,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 4, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 4, true,
+                            false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1413,7 +1482,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 8, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 8, true,
+                            false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
@@ -1474,7 +1546,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 1, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 1, true,
+                            false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1535,7 +1610,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 2, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 2, true,
+                            false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1596,7 +1674,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 4, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 4, true,
+                            false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1657,7 +1738,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 8, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 8, true,
+                            false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1718,7 +1802,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 1, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 1, true,
+                            false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1779,7 +1866,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 2, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 2, true,
+                            false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1840,7 +1930,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 4, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 4, true,
+                            false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1901,7 +1994,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 8, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 8, true,
+                            false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
@@ -1958,7 +2054,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 1, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 1, true,
+                            false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -2015,7 +2114,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 2, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 2, true,
+                            false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -2072,7 +2174,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 4, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 4, true,
+                            false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -2129,7 +2234,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 8, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 8, true,
+                            false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
@@ -2187,7 +2295,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 1, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 1, true,
+                            false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2245,7 +2356,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 2, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 2, true,
+                            false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2303,7 +2417,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 4, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 4, true,
+                            false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
@@ -2361,6 +2478,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
-  kv_append::append_tokens<f16, 8, true>(
+  // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  kv_append::append_tokens<f16, 8, true,
+                            false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
 }

@@ -395,14 +395,26 @@ __device__ __forceinline__ void rotate(float (&a)[V], float (&b)[V], const float
   }
 }
 
+// A per-head transform of a head's features as they are read, before the rotation (kv_append's QK-norm:
+// kv_append.cuh): apply<V>(h, first, f) scales features [first, first + V) of head h (counted from the rotated
+// span's start) in place. NoNorm, RoPE's own, does nothing and compiles to nothing.
+struct NoNorm {
+  static constexpr bool kActive = false;
+  template <int V>
+  __device__ __forceinline__ void apply(int, int, float (&)[V]) const {}
+};
+
 // Every head of one token: the rotary features rotated, the rest copied when copy_tail. The token's rows are at
 // (t, s, b) for the Rows addressing; its angles are those of position pos (a long long, or M-RoPE's
 // PairPositions; NaN when !valid). With kSplitHeads
 // (dense layouts: a grid of few tokens splits the heads over blockIdx.z) this block visits heads
 // blockIdx.z * blockDim.y + threadIdx.y and every blockDim.y * gridDim.z-th after it, else every head.
-template <typename T, int V, bool INTERLEAVED, bool kPair, bool kSplitHeads, class Rows, class Src, class Pos>
+// Every feature read passes through norm (NoNorm: untouched) before it is rotated or copied.
+template <typename T, int V, bool INTERLEAVED, bool kPair, bool kSplitHeads, class Rows, class Src, class Pos,
+          class Norm = NoNorm>
 __device__ __forceinline__ void rope_token(int t, int s, int b, const Pos& pos, bool valid,
-                                           const Tensors<T, Rows, kPair>& io, const Geometry& g, const Src& src) {
+                                           const Tensors<T, Rows, kPair>& io, const Geometry& g, const Src& src,
+                                           const Norm& norm = Norm{}) {
   const int half_rd = g.rotary_dim / 2;
   const int groups = half_rd / V;
   const int heads = g.template all_heads<kPair>();
@@ -442,6 +454,10 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, const Pos& pos, 
           float fa[V], fb[V];
           to_floats(a[u], fa);
           to_floats(bv[u], fb);
+          if constexpr (Norm::kActive) {
+            norm.template apply<V>(h, lo, fa);
+            norm.template apply<V>(h, hi, fb);
+          }
           rotate<V, INTERLEAVED>(fa, fb, c_lo, s_lo, c_hi, s_hi);
           T* row = io.out_row(t, s, b, h);
           store_floats<T, V, kStreaming>(row + io.out_elem(h, lo), fa);
@@ -461,7 +477,14 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, const Pos& pos, 
       const int h = i / tail_vecs;
       const int e = (i - h * tail_vecs) * V;
       const int d = (e < g.rotary_offset ? e : e + g.rotary_dim) - g.rotary_offset;
-      copy_vec<T, V, kStreaming>(io.out_row(t, s, b, h) + io.out_elem(h, d), io.in_row(t, s, b, h) + io.in_elem(h, d));
+      if constexpr (Norm::kActive) {
+        float f[V];
+        to_floats(load_vec<T, V, kStreaming>(io.in_row(t, s, b, h) + io.in_elem(h, d)), f);
+        norm.template apply<V>(h, d, f);
+        store_floats<T, V, kStreaming>(io.out_row(t, s, b, h) + io.out_elem(h, d), f);
+      } else {
+        copy_vec<T, V, kStreaming>(io.out_row(t, s, b, h) + io.out_elem(h, d), io.in_row(t, s, b, h) + io.in_elem(h, d));
+      }
     }
   }
 }

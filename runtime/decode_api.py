@@ -148,7 +148,7 @@ def run_decode(q, k_cache, v_cache, kv_lens, kv_layout="bhsd", kv_start=None, sc
         if out is not None:
             torch._C._increment_version((out,))
     else:
-        _launch(cached, per_call, torch, out)
+        launch_planned(cached, per_call, torch, out)
     return (result, lse) if return_lse else result
 
 
@@ -157,16 +157,18 @@ def _refuse_overlap(hit: tuple[int, int] | None) -> None:
         raise ValueError(f"out: overlaps {_NAMES[hit[1]]}, which the kernel reads while it writes out")
 
 
-def _launch(cached: _CachedPlan, per_call: list, torch, written=None) -> None:
+def launch_planned(cached: _CachedPlan, per_call: list, torch, written=None) -> None:
     """The cached plan's kernels with this call's pointers and lengths (``per_call``, in _PER_CALL's order);
-    ``written``: the caller's out, whose version is bumped (written behind autograd's back, as rope does)."""
+    ``written``: the caller's out, whose version is bumped (written behind autograd's back, as rope does). A split
+    plan's partial results go to a workspace allocated here, unless per_call already points at one (a caller's
+    workspace of partial_bytes(cached) bytes: decode_step's)."""
     if cached.empty:
         return
     attention = cached.attention
     if attention.checks:
         _refuse_overlap(attention.overlapping(per_call))
     partial = None
-    if cached.combine is not None:  # split-KV merged by the combine kernel: a workspace for partial results
+    if cached.combine is not None and not per_call[7]:  # split-KV merged by the combine kernel: partial results
         p = cached.plan
         shape = (p.batch, p.heads_q, p.num_splits)
         partial = (torch.empty(shape + (p.head_dim,), dtype=torch.float32, device=f"cuda:{p.device}"),
@@ -182,10 +184,8 @@ def _launch(cached: _CachedPlan, per_call: list, torch, written=None) -> None:
     del partial  # kept alive until both launches are queued (the caching allocator orders reuse by stream)
 
 
-def _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
-                 key):
-    """The full path: validate and plan (caching the plan under ``key`` unless it is None), then launch."""
-    torch = _torch or _import_torch()
+def describe(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse):
+    """Validate and plan a call: (its _CachedPlan, the tensors to keep alive until its launch is queued)."""
     plan, infos, keep = _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out,
                               return_lse)
     spans = tuple(None if info is None else tuple(x - info.ptr for x in info.byte_span()) for info in infos)
@@ -195,6 +195,22 @@ def _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softc
                          Refill(slots_for(plan.attention.field_names, _PER_CALL), spans, checks, (_OUT,)),
                          None if plan.combine is None else
                          Refill(slots_for(plan.combine.field_names, _PER_CALL), spans, (), (_OUT,)))
+    return cached, keep
+
+
+def partial_bytes(cached: _CachedPlan) -> int:
+    """The bytes of a split plan's partial results (outputs, then log-sum-exps, fp32), 0 for a plan without."""
+    p = cached.plan
+    return 0 if cached.combine is None else p.batch * p.heads_q * p.num_splits * (p.head_dim + 1) * 4
+
+
+def _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
+                 key):
+    """The full path: validate and plan (caching the plan under ``key`` unless it is None), then launch."""
+    torch = _torch or _import_torch()
+    cached, keep = describe(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out,
+                            return_lse)
+    plan = cached.plan
     if key is not None:
         PLANS.put(key, cached)
     result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
@@ -202,7 +218,7 @@ def _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softc
     f = plan.fields
     per_call = [f["q"], f["k"], f["v"], f["kv_lens"], f["kv_start"], result.data_ptr(),
                 0 if lse is None else lse.data_ptr(), 0, 0, f["kv_len"], f["kv_start_value"]]
-    _launch(cached, per_call, torch, out)
+    launch_planned(cached, per_call, torch, out)
     del keep  # device copies of CPU lengths live until the launch is queued
     return (result, lse) if return_lse else result
 

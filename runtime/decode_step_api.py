@@ -6,28 +6,69 @@ launches (sm_90 on) the attention is scheduled while the append runs and waits f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from . import decode_api, kv_append_api
 from .decode_api import plan_call as plan_decode_call
 from .decode_api import run_decode
 from .kv_append_api import run_kv_append
-from .plan_cache import PlanCache
+from .overrides import CURRENT as OVERRIDES
+from .plan_cache import PlanCache, add_tensors
+from .tensors import refuse_untracked_gradients
 
-# The decode calls whose arguments were validated before any append (by their metadata): a step validates both
-# launches before it writes anything, and a repeated step skips the attention's separate validation.
+# The decode calls whose arguments were validated before any append (by their metadata), for steps with lengths
+# given on the host: a step validates both launches before it writes anything, and a repeated step skips the
+# attention's separate validation.
 _VALIDATED = PlanCache()
+# Steps with lengths on the device (the serving and CUDA-graph case), by call metadata: both launches planned once.
+STEPS = PlanCache()
 _torch = None
+
+# A step's tensors in kv_append's pointer order (its q_out and kv_lens_out, None here, are the step's workspace),
+# then decode's out
+_Q_OUT, _LENS_OUT, _OUT = 1, 14, 17
+_WORKSPACE_ALIGN = 256
+
+
+@dataclass
+class _Step:
+    """Both launches of a step planned once: the append's and the attention's cached plans, and where the rotated
+    query, the new lengths and the attention's partial results lie in the step's one workspace allocation."""
+
+    append: object  # kv_append_api._CachedPlan
+    attention: object  # decode_api._CachedPlan
+    lens_offset: int
+    partial_offset: int  # 0: no partial results (an attention without split-KV)
+    partial_lse_offset: int
+    workspace_bytes: int
+
+    @classmethod
+    def lay_out(cls, append, attention, q) -> "_Step":
+        def aligned(n: int) -> int:
+            return -(-n // _WORKSPACE_ALIGN) * _WORKSPACE_ALIGN
+
+        lens = aligned(q.numel() * q.element_size())
+        partial = aligned(lens + 4 * q.shape[0])
+        p = attention.plan
+        partial_lse = aligned(partial + p.batch * p.heads_q * p.num_splits * p.head_dim * 4)
+        split = decode_api.partial_bytes(attention) > 0
+        end = partial_lse + (p.batch * p.heads_q * p.num_splits * 4 if split else 0)
+        return cls(append, attention, lens, partial if split else 0, partial_lse if split else 0,
+                   end if split else partial)
 
 
 def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
                 freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, rope_scale=1.0,
-                mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0, scale=None, softcap=None,
-                num_splits=None, advance_lens=False, out=None, return_lse=False):
+                mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0, q_norm_weight=None,
+                k_norm_weight=None, norm_eps=1e-6, scale=None, softcap=None, num_splits=None, advance_lens=False,
+                out=None, return_lse=False):
     """Append each row's new token to the caches (rotated by RoPE, at slot kv_lens[i]) and attend to keys
     [kv_start[i], kv_lens[i] + 1) with the rotated query: the attention output [b, h_q, d] (and its log-sum-exp
     with ``return_lse``).
 
     q: [b, h_q, d] (one new token a row), k_new, v_new: [b, h_kv, d], caches and lengths as cukiln.kv_append and
-    cukiln.decode_attention take them. The RoPE arguments are kv_append's, with its ``scale`` named ``rope_scale``
-    here; ``scale`` (default 1/sqrt(d)), ``softcap``, ``num_splits``, ``out`` and ``return_lse`` are
+    cukiln.decode_attention take them. The RoPE and QK-norm arguments are kv_append's, with its ``scale`` named
+    ``rope_scale`` here; ``scale`` (default 1/sqrt(d)), ``softcap``, ``num_splits``, ``out`` and ``return_lse`` are
     decode_attention's. kv_lens: an int32 [b] tensor on the device (what a captured CUDA graph wants), an int32
     CPU tensor (checked, then copied over) or an int. ``advance_lens=True`` adds 1 to kv_lens after the step (on the
     device for a device tensor: a graph replays step after step with no host work; in place for a CPU tensor; an
@@ -40,6 +81,29 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
         import torch
 
         _torch = torch
+    if (q.requires_grad or getattr(k_new, "requires_grad", False) or getattr(v_new, "requires_grad", False)
+            or getattr(out, "requires_grad", False)):
+        refuse_untracked_gradients("cukiln.decode_step", (("q", q), ("k_new", k_new), ("v_new", v_new), ("out", out)))
+    if type(kv_lens) is torch.Tensor and kv_lens.is_cuda and (kv_start is None or type(kv_start) is int
+                                                               or (type(kv_start) is torch.Tensor and kv_start.is_cuda)):
+        tensors = (q, None, k_new, v_new, k_cache, v_cache, kv_lens, kv_start, positions, freqs, cos, sin,
+                   cos_sin_cache, inv_freq, None, q_norm_weight, k_norm_weight, out)
+        key = [kv_layout, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, norm_eps, scale, softcap,
+               num_splits, return_lse, advance_lens, OVERRIDES["decode_pipeline"]]
+        pointers = []
+        try:
+            add_tensors(key, pointers, tensors)
+            key = tuple(key)
+            step = STEPS.get(key)
+        except (AttributeError, TypeError):  # not tensors, unhashable scalars: the planning explains
+            key = step = None
+        if step is None:
+            step = _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset,
+                              norm_eps, scale, softcap, num_splits, return_lse)
+            if key is not None:
+                STEPS.put(key, step)
+            pointers = [0 if t is None or type(t) is int else t.data_ptr() for t in tensors]
+        return _run_step(step, pointers, q, k_cache, v_cache, kv_lens, kv_start, out, return_lse, advance_lens, torch)
     if q.ndim != 3:
         raise ValueError(f"q: expected [b, h_q, d] (one new token a row), got shape {list(q.shape)}")
     device_lens = isinstance(kv_lens, torch.Tensor) and kv_lens.device.type != "cpu"
@@ -55,7 +119,8 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
                         return_lse)
     q_rot = run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions,
                           lens_after if device_lens else None, freqs, cos, sin, cos_sin_cache, inv_freq, base,
-                          rope_scale, mscale, interleaved, rotary_dim, rotary_offset, False, None)
+                          rope_scale, mscale, interleaved, rotary_dim, rotary_offset, q_norm_weight, k_norm_weight,
+                          norm_eps, False, None)
     result = run_decode(q_rot, k_cache, v_cache, lens_after, kv_layout, kv_start, scale, softcap, num_splits, out,
                         return_lse)
     if advance_lens and device_lens:
@@ -63,6 +128,56 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
     elif advance_lens:
         kv_lens.add_(1)
     return result
+
+
+def _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, norm_eps, scale,
+               softcap, num_splits, return_lse) -> _Step:
+    """Validate and plan both launches of a step with device lengths (nothing is written), on stand-ins for the
+    workspace's rotated query and new lengths."""
+    torch = _torch
+    q, kv_lens, kv_start, out = tensors[0], tensors[6], tensors[7], tensors[_OUT]
+    if q.ndim != 3:
+        raise ValueError(f"q: expected [b, h_q, d] (one new token a row), got shape {list(q.shape)}")
+    q_rot, lens_after = torch.empty_like(q), torch.empty_like(kv_lens)
+    attention, _ = decode_api.describe(q_rot, tensors[4], tensors[5], lens_after, kv_layout, kv_start, scale, softcap,
+                                       num_splits, out, return_lse)
+    args = list(tensors[:_OUT])
+    args[_Q_OUT], args[_LENS_OUT] = q_rot, lens_after
+    append = kv_append_api.describe(tuple(args), kv_layout=kv_layout, base=base, scale=rope_scale, mscale=mscale,
+                                    interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
+                                    norm_eps=norm_eps, inplace=False, fresh=True, kv_lens_host=None,
+                                    kv_start_host=None, fresh_lens_out=True)
+    return _Step.lay_out(append, attention, q)
+
+
+def _run_step(step: _Step, pointers: list, q, k_cache, v_cache, kv_lens, kv_start, out, return_lse, advance_lens,
+              torch):
+    """One planned step: the workspace, the append into it (its pointers refilled from ``pointers``, in the step's
+    tensor order), the attention reading it, the outputs."""
+    append, attention = step.append, step.attention
+    workspace = torch.empty(step.workspace_bytes, dtype=torch.uint8, device=q.device)
+    base = workspace.data_ptr()
+    pointers[_Q_OUT], pointers[_LENS_OUT] = base, base + step.lens_offset
+    stream = torch._C._cuda_getCurrentRawStream(attention.device)
+    if append.plan is not None:
+        if append.refill.checks:
+            overlap = append.refill.overlapping(pointers)
+            if overlap is not None:
+                names = kv_append_api.TENSOR_ARGS
+                raise ValueError(f"{names[overlap[0]]}: overlaps {names[overlap[1]]}")
+        (append.kernel or append.bind())(append.refill.values(append.plan.values, pointers), stream)
+    result = torch.empty(attention.out_shape, dtype=q.dtype, device=q.device) if out is None else out
+    lse = torch.empty(attention.lse_shape, dtype=torch.float32, device=q.device) if return_lse else None
+    start = 0 if kv_start is None else kv_start
+    per_call = [base, pointers[4], pointers[5], base + step.lens_offset, pointers[7], result.data_ptr(),
+                0 if lse is None else lse.data_ptr(), base + step.partial_offset if step.partial_offset else 0,
+                base + step.partial_lse_offset if step.partial_offset else 0, 0, start if type(start) is int else 0]
+    decode_api.launch_planned(attention, per_call, torch, out)
+    torch._C._increment_version((k_cache, v_cache))
+    if advance_lens:
+        kv_lens.copy_(workspace[step.lens_offset:step.lens_offset + 4 * kv_lens.numel()].view(torch.int32))
+    del workspace  # kept alive until every launch reading it is queued (the caching allocator orders reuse by stream)
+    return (result, lse) if return_lse else result
 
 
 def _validate_attention(q, k_cache, v_cache, lens, kv_layout, kv_start, scale, softcap, num_splits, out,
@@ -87,8 +202,9 @@ def _validate_attention(q, k_cache, v_cache, lens, kv_layout, kv_start, scale, s
 
 def reference_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None,
                           positions=None, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None,
-                          rope_scale=1.0, mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0, scale=None,
-                          softcap=None, num_splits=None, advance_lens=False, out=None, return_lse=False):
+                          rope_scale=1.0, mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0,
+                          q_norm_weight=None, k_norm_weight=None, norm_eps=1e-6, scale=None, softcap=None,
+                          num_splits=None, advance_lens=False, out=None, return_lse=False):
     """float64 decode_step: the float64 kv_append (writing the caches), then the float64 decode attention over each
     row's keys including the new one. ``num_splits`` is ignored (it changes no result)."""
     import torch
@@ -99,7 +215,8 @@ def reference_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layo
     q_rot = reference_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start,
                                 positions=positions, freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache,
                                 inv_freq=inv_freq, base=base, scale=rope_scale, mscale=mscale,
-                                interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset)
+                                interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
+                                q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight, norm_eps=norm_eps)
     lens_after = torch.as_tensor(kv_lens).to(torch.int32) + 1
     # the attention reads the rotated query as the append stores it, in q's dtype (as the rotated keys in the cache)
     result = reference.decode_attention(q_rot.to(q.dtype), k_cache, v_cache, lens_after.to(q.device), kv_layout=kv_layout,

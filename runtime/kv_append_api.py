@@ -18,10 +18,11 @@ from .plan_cache import PlanCache, Refill, add_tensors
 from .tensors import FLOATS, HALVES, INTS, TensorInfo, from_torch, refuse_untracked_gradients
 
 # Tensor arguments in a fixed order (the call's pointers are listed so) and the dtypes each one takes.
-_TENSOR_ARGS = ("q", "q_out", "k_new", "v_new", "k_cache", "v_cache", "kv_lens", "kv_start", "positions", "freqs",
-                "cos", "sin", "cos_sin_cache", "inv_freq", "kv_lens_out")
-_ACCEPTS = (HALVES,) * 6 + (("int32",), ("int32",), INTS, ("fp32",), FLOATS, FLOATS, FLOATS, ("fp32",), ("int32",))
-_INDEX = {name: i for i, name in enumerate(_TENSOR_ARGS)}
+TENSOR_ARGS = ("q", "q_out", "k_new", "v_new", "k_cache", "v_cache", "kv_lens", "kv_start", "positions", "freqs",
+                "cos", "sin", "cos_sin_cache", "inv_freq", "kv_lens_out", "q_norm_weight", "k_norm_weight")
+_ACCEPTS = ((HALVES,) * 6 + (("int32",), ("int32",), INTS, ("fp32",), FLOATS, FLOATS, FLOATS, ("fp32",), ("int32",))
+            + (FLOATS,) * 2)
+_INDEX = {name: i for i, name in enumerate(TENSOR_ARGS)}
 _WRITTEN = (1, 4, 5, 14)  # q_out, k_cache, v_cache, kv_lens_out
 
 
@@ -33,7 +34,7 @@ class _CachedPlan:
 
     def bind(self):
         p = self.plan
-        self.kernel = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
+        self.kernel = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, p.shared, p.overlap_previous)
         return self.kernel
 
 
@@ -43,7 +44,8 @@ _torch = None
 
 def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
               kv_lens_out=None, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
-              mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0, inplace=False, out=None, stream=None):
+              mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0, q_norm_weight=None, k_norm_weight=None,
+              norm_eps=1e-6, inplace=False, out=None, stream=None):
     """Rotate each row's new query and key tokens by RoPE and append the rotated keys and the values to the caches at
     the row's current length, in one launch. Returns the rotated query.
 
@@ -58,6 +60,9 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
     int32/int64) when given. Angles: exactly one of cukiln.rope's sources (freqs, cos/sin, cos_sin_cache,
     inv_freq, base; ``scale``, ``mscale``, ``interleaved``, ``rotary_dim``, ``rotary_offset`` as there); the
     features outside the rotated span pass through to q's output and to the key cache.
+    QK-norm (Qwen3, Gemma 3): ``q_norm_weight`` / ``k_norm_weight`` ([d], fp32 or q's dtype, contiguous) normalize
+    each head of q / k before the rotation, x * rsqrt(mean(x^2 over the head's d features) + norm_eps) * weight, in
+    fp32 (Gemma's (1 + weight) is passed as such); either may be given alone.
     Lengths on the device are never read back: a row whose new slots would run past the capacity (or with a
     negative length, or a kv_start beyond its length) writes nothing to the caches and gets NaN rotated features
     in its query output, as decode_attention reports bad lengths with NaN. Host-known lengths are checked, and a
@@ -74,7 +79,7 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
         refuse_untracked_gradients("cukiln.kv_append", (("q", q), ("k_new", k_new), ("v_new", v_new), ("out", out)))
     return run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, kv_lens_out,
                          freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim,
-                         rotary_offset, inplace, out)
+                         rotary_offset, q_norm_weight, k_norm_weight, norm_eps, inplace, out)
 
 
 # kv_append's keyword arguments and defaults, but inplace, out and stream (plan_call's)
@@ -83,8 +88,8 @@ _DEFAULTS = {n: p.default for n, p in inspect.signature(kv_append).parameters.it
 
 
 def run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, kv_lens_out, freqs, cos,
-                  sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim, rotary_offset, inplace,
-                  out):
+                  sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim, rotary_offset,
+                  q_norm_weight, k_norm_weight, norm_eps, inplace, out):
     """kv_append() on torch tensors, every argument positional (its signature's order, less stream)."""
     global _torch
     torch = _torch
@@ -107,10 +112,10 @@ def run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_star
     if isinstance(kv_start, torch.Tensor) and kv_start.device.type == "cpu":
         start_host, kv_start = _host_lengths(kv_start, "kv_start", q, copied, torch)
     args = (q, out, k_new, v_new, k_cache, v_cache, kv_lens, kv_start, positions, freqs, cos, sin, cos_sin_cache,
-            inv_freq, kv_lens_out)
+            inv_freq, kv_lens_out, q_norm_weight, k_norm_weight)
     try:
-        key = [kv_layout, base, scale, mscale, interleaved, rotary_dim, rotary_offset, inplace, fresh, lens_host,
-               start_host]
+        key = [kv_layout, base, scale, mscale, interleaved, rotary_dim, rotary_offset, norm_eps, inplace, fresh,
+               lens_host, start_host]
         pointers = []
         add_tensors(key, pointers, args)
         key = tuple(key)
@@ -118,9 +123,10 @@ def run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_star
     except (AttributeError, TypeError):  # not tensors, unhashable scalars: the full validation explains
         key, cached = None, None
     if cached is None:
-        cached = _plan_and_describe(args, kv_layout=kv_layout, base=base, scale=scale, mscale=mscale,
+        cached = describe(args, kv_layout=kv_layout, base=base, scale=scale, mscale=mscale,
                                     interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
-                                    inplace=inplace, fresh=fresh, kv_lens_host=lens_host, kv_start_host=start_host)
+                                    norm_eps=norm_eps, inplace=inplace, fresh=fresh, kv_lens_host=lens_host,
+                                    kv_start_host=start_host)
         if key is not None:
             PLANS.put(key, cached)
         pointers = [0 if t is None or type(t) is int else t.data_ptr() for t in args]
@@ -128,7 +134,7 @@ def run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_star
     if p is not None:
         overlap = cached.refill.overlapping(pointers) if cached.refill.checks else None
         if overlap is not None:
-            raise ValueError(f"{_TENSOR_ARGS[overlap[0]]}: overlaps {_TENSOR_ARGS[overlap[1]]}")
+            raise ValueError(f"{TENSOR_ARGS[overlap[0]]}: overlaps {TENSOR_ARGS[overlap[1]]}")
         values = cached.refill.values(p.values, pointers)
         (cached.kernel or cached.bind())(values, torch._C._cuda_getCurrentRawStream(p.device))
         written = (k_cache, v_cache) if fresh else (out, k_cache, v_cache)
@@ -146,12 +152,14 @@ def _host_lengths(t, name: str, q, copied: list, torch) -> tuple[tuple[int, ...]
     return host, device_copy
 
 
-def _plan_and_describe(args, *, kv_layout, base, scale, mscale, interleaved, rotary_dim, rotary_offset, inplace,
-                       fresh, kv_lens_host, kv_start_host) -> _CachedPlan:
+def describe(args, *, kv_layout, base, scale, mscale, interleaved, rotary_dim, rotary_offset, norm_eps, inplace,
+             fresh, kv_lens_host, kv_start_host, fresh_lens_out=False) -> _CachedPlan:
+    """Validate and plan a call on ``args`` (TENSOR_ARGS' order): its cached plan. ``fresh``: q_out is allocated
+    for the call (no overlap to recheck); ``fresh_lens_out``: so is kv_lens_out (decode_step's workspace)."""
     # an int kv_lens / kv_start is a value, not a tensor (a bool is refused by from_torch, naming it)
     infos = [None if t is None or (name in ("kv_lens", "kv_start") and type(t) is int) else from_torch(t, name, accepts)
-             for name, t, accepts in zip(_TENSOR_ARGS, args, _ACCEPTS)]
-    tables = dict(zip(_TENSOR_ARGS, infos))
+             for name, t, accepts in zip(TENSOR_ARGS, args, _ACCEPTS)]
+    tables = dict(zip(TENSOR_ARGS, infos))
     lens = args[_INDEX["kv_lens"]] if isinstance(args[_INDEX["kv_lens"]], int) else tables["kv_lens"]
     start = args[_INDEX["kv_start"]] if isinstance(args[_INDEX["kv_start"]], int) else tables["kv_start"]
     q = tables["q"]
@@ -160,13 +168,15 @@ def _plan_and_describe(args, *, kv_layout, base, scale, mscale, interleaved, rot
                           freqs=tables["freqs"], cos=tables["cos"], sin=tables["sin"],
                           cos_sin_cache=tables["cos_sin_cache"], inv_freq=tables["inv_freq"], base=base, scale=scale,
                           mscale=mscale, interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
-                          inplace=inplace, kv_lens_out=tables["kv_lens_out"], kv_lens_host=kv_lens_host,
+                          inplace=inplace, kv_lens_out=tables["kv_lens_out"], q_norm_weight=tables["q_norm_weight"],
+                          k_norm_weight=tables["k_norm_weight"], norm_eps=norm_eps, kv_lens_host=kv_lens_host,
                           kv_start_host=kv_start_host,
                           arch=KERNELS.arch(q.device))
     spans = tuple(None if not isinstance(info, TensorInfo) else tuple(b - info.ptr for b in info.byte_span())
                   for info in infos)
-    written = tuple(i for i in _WRITTEN if spans[i] is not None and not (i == 1 and (fresh or inplace)))
-    checks = tuple(i for i, span in enumerate(spans) if span is not None and not (i == 1 and (fresh or inplace)))
+    unchecked = ((1,) if fresh or inplace else ()) + ((_INDEX["kv_lens_out"],) if fresh_lens_out else ())
+    written = tuple(i for i in _WRITTEN if spans[i] is not None and i not in unchecked)
+    checks = tuple(i for i, span in enumerate(spans) if span is not None and i not in unchecked)
     if plan is None:
         return _CachedPlan(None, Refill((), spans, checks, written))
     slots = tuple((plan.field_names.index(field), _INDEX[arg], add) for field, arg, add in plan.pointers)
@@ -183,20 +193,21 @@ def plan_call(q, k_new, v_new, k_cache, v_cache, kv_lens, **kwargs) -> KvAppendP
         raise TypeError(f"plan_call: unexpected arguments {sorted(unknown)}")
     a = {**_DEFAULTS, **kwargs}
     args = (q, out, k_new, v_new, k_cache, v_cache, kv_lens, a["kv_start"], a["positions"], a["freqs"], a["cos"],
-            a["sin"], a["cos_sin_cache"], a["inv_freq"], a["kv_lens_out"])
-    return _plan_and_describe(args, kv_layout=a["kv_layout"], base=a["base"], scale=a["scale"], mscale=a["mscale"],
+            a["sin"], a["cos_sin_cache"], a["inv_freq"], a["kv_lens_out"], a["q_norm_weight"], a["k_norm_weight"])
+    return describe(args, kv_layout=a["kv_layout"], base=a["base"], scale=a["scale"], mscale=a["mscale"],
                               interleaved=a["interleaved"], rotary_dim=a["rotary_dim"],
-                              rotary_offset=a["rotary_offset"], inplace=inplace, fresh=False, kv_lens_host=None,
-                              kv_start_host=None).plan
+                              rotary_offset=a["rotary_offset"], norm_eps=a["norm_eps"], inplace=inplace, fresh=False,
+                              kv_lens_host=None, kv_start_host=None).plan
 
 
 def reference_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None,
                         positions=None, kv_lens_out=None, freqs=None, cos=None, sin=None, cos_sin_cache=None,
                         inv_freq=None, base=None, scale=1.0, mscale=1.0, interleaved=False, rotary_dim=None,
-                        rotary_offset=0, inplace=False, out=None):
+                        rotary_offset=0, q_norm_weight=None, k_norm_weight=None, norm_eps=1e-6, inplace=False,
+                        out=None):
     """float64 kv_append: the rotated query (new, or written to q / out) and the caches written in place, each new
-    key rotated by the float64 RoPE reference at its position; rows that do not fit write nothing and get NaN
-    queries, as the kernels do. Lengths are read on the host."""
+    key normalized (QK-norm, when its weight is given) and rotated by the float64 RoPE reference at its position;
+    rows that do not fit write nothing and get NaN queries, as the kernels do. Lengths are read on the host."""
     import torch
 
     from . import reference
@@ -213,13 +224,19 @@ def reference_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout
     angles = dict(freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq, base=base,
                   scale=scale, mscale=mscale, interleaved=interleaved, rotary_dim=rotary_dim,
                   rotary_offset=rotary_offset)
+    rd = reference.rotary_dim_of(q4[:1, :1, :1].detach(), **angles)
+    if q_norm_weight is not None or k_norm_weight is not None:
+        # normalized heads are float64: the reference then takes float64 tables too (their values unchanged)
+        q4, k4 = (x if w is None else reference.rms_norm(x, w, norm_eps) for x, w in ((q4, q_norm_weight),
+                                                                                      (k4, k_norm_weight)))
+        angles = {n: t.double() if hasattr(t, "is_floating_point") and t.is_floating_point() else t
+                  for n, t in angles.items()}
     # each row's new tokens as a [n, 1, h, d] sbhd tensor, at that row's positions
     # (the reference takes the tensors in their own dtypes, which its checks of the tables' dtypes read)
     q_rot = torch.stack([reference.rope(q4[i].detach()[:, None], positions=pos[i].to(q.device), **angles)[:, 0]
                          for i in range(b)]) if b else q4.double()
     k_rot = torch.stack([reference.rope(k4[i].detach()[:, None], positions=pos[i].to(q.device), **angles)[:, 0]
                          for i in range(b)]) if b else k4.double()
-    rd = reference.rotary_dim_of(q4[:1, :1, :1].detach(), **angles)
     rotated = (rotary_offset, rotary_offset + rd)
     for i in range(b):
         if not valid[i]:

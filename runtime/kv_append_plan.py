@@ -6,6 +6,7 @@ input raises ValueError or TypeError naming the argument before anything is laun
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from cukiln.core.archs import programmatic_launch
@@ -31,6 +32,7 @@ class KvAppendPlan:
     overlap_previous: bool = False
     # (field, tensor argument, bytes added): where each tensor argument's pointer goes in the values
     pointers: tuple[tuple[str, str, int], ...] = ()
+    shared: int = 0  # dynamic shared memory bytes (QK-norm: each block row's inverse RMS per head)
 
 
 def _tokens_view(t: TensorInfo, name: str, expected: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -56,12 +58,16 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
                    v_cache: TensorInfo, *, kv_lens, kv_start=None, positions: TensorInfo | None = None,
                    kv_layout: str = "bhsd", freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None,
                    base=None, scale=1.0, mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0,
-                   inplace=False, kv_lens_out: TensorInfo | None = None, kv_lens_host: tuple[int, ...] | None = None,
-                   kv_start_host: tuple[int, ...] | None = None, arch: str | None = None) -> KvAppendPlan | None:
+                   inplace=False, kv_lens_out: TensorInfo | None = None, q_norm_weight: TensorInfo | None = None,
+                   k_norm_weight: TensorInfo | None = None, norm_eps: float = 1e-6,
+                   kv_lens_host: tuple[int, ...] | None = None, kv_start_host: tuple[int, ...] | None = None,
+                   arch: str | None = None) -> KvAppendPlan | None:
     """The launch of one kv_append call, or None when there is nothing to do (no row, or no new token).
 
     ``q_out`` is the tensor the rotated query goes to (q itself in place); ``kv_lens_out`` (int32 [b], optional)
-    receives each row's length after the append. ``kv_lens_host`` / ``kv_start_host``:
+    receives each row's length after the append. ``q_norm_weight`` / ``k_norm_weight`` ([d], fp32 or q's dtype):
+    the QK-norm of that tensor's heads before the rotation (``norm_eps`` inside the root). ``kv_lens_host`` /
+    ``kv_start_host``:
     the values of a CPU-given kv_lens / kv_start (checked in full here; the caller copies them to the device).
     """
     if kv_layout not in KV_LAYOUTS:
@@ -121,7 +127,8 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
         for r_name, r in (("q", q), ("k_new", k), ("v_new", v), ("q_out", q_out), ("k_cache", k_cache),
                           ("v_cache", v_cache), ("positions", positions), ("kv_lens", kv_lens),
                           ("kv_start", kv_start), ("freqs", freqs), ("cos", cos), ("sin", sin),
-                          ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq), ("kv_lens_out", kv_lens_out)):
+                          ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq), ("kv_lens_out", kv_lens_out),
+                          ("q_norm_weight", q_norm_weight), ("k_norm_weight", k_norm_weight)):
             if r is w or not isinstance(r, TensorInfo) or (w_name == "q_out" and r_name == "q_out"):
                 continue
             if w.overlaps(r):
@@ -135,6 +142,7 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
     rd = angles.rotary_dim
     check_rotary_offset(rotary_offset, D, rd)
     check_mscale(mscale)
+    norm = _norm_fields(q, D, q_norm_weight, k_norm_weight, norm_eps)
 
     lens_ptr, lens_value, lens = _lengths(kv_lens, "kv_lens", B, q.device, kv_lens_host)
     start_ptr, start_value, starts = _lengths(kv_start, "kv_start", B, q.device, kv_start_host)
@@ -167,25 +175,63 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
     pointers = (q.ptr + span, q_out.ptr + span, k.ptr + span, k_cache.ptr + span, v.ptr, v_cache.ptr)
     row_strides = tuple(s for st in strides.values() for s in st[:3])
     vec = widest_vector(itemsize, rd, D, interleaved, True, 3, pointers, row_strides, 16, rotary_offset)
-    key = (q.dtype, "interleaved" if interleaved else "half", angles.kind, vec)
+    key = (q.dtype, "interleaved" if interleaved else "half", angles.kind, vec, norm is not None)
     entry = dispatch.KV_APPEND.get(key)
     if entry is None:
         raise AssertionError(f"no kv_append variant for {key}: the variant space and the planner disagree")
     module, symbol, layout_id = entry
     names, fmt = dispatch.KV_APPEND_PARAMS[layout_id]
     block = block_shape(rd // 2 // vec, HQ + HKV, B * N, False, dispatch.KV_APPEND_MAX_THREADS, 64)
+    shared = 0
+    if norm is not None:  # each block row's inverse RMS per head, in the default 48 KB of shared memory
+        rows = block[2]
+        while rows > 1 and rows * (HQ + HKV) * 4 > _SHARED_LIMIT:
+            rows //= 2
+        block, shared = (block[0], block[1], rows), rows * (HQ + HKV) * 4
+        if shared > _SHARED_LIMIT:
+            raise ValueError(f"q_norm_weight: QK-norm serves up to {_SHARED_LIMIT // 4} heads of q and k together, "
+                             f"got {HQ + HKV}")
     grid = (-(-(B * N) // block[2]), 1, 1)
     fields = {"q": pointers[0], "q_out": pointers[1], "k": pointers[2], "k_cache": pointers[3], "v": pointers[4],
               "v_cache": pointers[5], "batch": B, "new_tokens": N, "heads_q": HQ, "heads_kv": HKV, "head_dim": D,
               "rotary_dim": rd, "rotary_offset": rotary_offset, "capacity": T, "copy_tail": int(rd < D),
               "mscale": float(mscale), "kv_lens": lens_ptr, "kv_len_value": lens_value,
               "kv_lens_out": 0 if kv_lens_out is None else kv_lens_out.ptr, "kv_start": start_ptr,
-              "kv_start_value": start_value, **pos_fields, **angles.fields}
+              "kv_start_value": start_value, **pos_fields, **angles.fields, **(norm or {})}
     for name, (sb, ss, sh, _) in strides.items():
         fields[f"{name}_sb"], fields[f"{name}_ss"], fields[f"{name}_sh"] = sb, ss, sh
     refills = [("q", "q", span), ("q_out", "q_out", span), ("k", "k_new", span), ("k_cache", "k_cache", span),
                ("v", "v_new", 0), ("v_cache", "v_cache", 0)]
-    refills += [(f, f, 0) for f in ("kv_lens", "kv_start", "positions", "kv_lens_out") if fields[f]]
+    refills += [(f, f, 0) for f in ("kv_lens", "kv_start", "positions", "kv_lens_out", "q_norm_weight",
+                                    "k_norm_weight") if fields.get(f)]
     refills += list(angles.pointers)
     return KvAppendPlan(key, module, symbol, fmt, names, tuple(fields[n] for n in names), grid, block, q.device,
-                        programmatic_launch(arch), tuple(r for r in refills if r[0] in names))
+                        programmatic_launch(arch), tuple(r for r in refills if r[0] in names), shared)
+
+
+_SHARED_LIMIT = 48 * 1024  # dynamic shared memory a launch gets without opting in
+
+
+def _norm_fields(q: TensorInfo, D: int, q_weight: TensorInfo | None, k_weight: TensorInfo | None,
+                 eps) -> dict | None:
+    """The QK-norm kernel fields of these weights (None: no QK-norm), each checked: [d], contiguous, fp32 or q's
+    dtype (both alike), on q's device; eps a finite number >= 0."""
+    if q_weight is None and k_weight is None:
+        return None
+    given = [(n, w) for n, w in (("q_norm_weight", q_weight), ("k_norm_weight", k_weight)) if w is not None]
+    for name, w in given:
+        if w.dtype not in ("fp32", q.dtype):
+            raise TypeError(f"{name}: expected float32 or q's dtype {q.dtype}, got {w.dtype}")
+        if w.device != q.device:
+            raise ValueError(f"{name}: expected a tensor on cuda:{q.device}, got one on {device_name(w.device)}")
+        if w.shape != (D,) or (D > 1 and w.strides[0] != 1):
+            raise ValueError(f"{name}: expected a contiguous [{D}] tensor (one weight a feature), got shape "
+                             f"{list(w.shape)} strides {list(w.strides)}")
+    if len({w.dtype for _, w in given}) > 1:
+        raise TypeError(f"q_norm_weight, k_norm_weight: expected one dtype for both, got {q_weight.dtype} and "
+                        f"{k_weight.dtype}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
+        raise ValueError(f"norm_eps: expected a finite number >= 0, got {eps!r}")
+    return {"q_norm_weight": 0 if q_weight is None else q_weight.ptr,
+            "k_norm_weight": 0 if k_weight is None else k_weight.ptr,
+            "norm_weight_fp32": int(given[0][1].dtype == "fp32"), "norm_eps": float(eps)}

@@ -18,7 +18,8 @@ from .torch_support import LIBRARY, eager
 __all__ = ["kv_append", "decode_step"]
 
 _ANGLES = ("Tensor? positions, Tensor? freqs, Tensor? cos, Tensor? sin, Tensor? cos_sin_cache, Tensor? inv_freq, "
-           "float? base, float rope_scale, float mscale, bool interleaved, int? rotary_dim, int rotary_offset")
+           "float? base, float rope_scale, float mscale, bool interleaved, int? rotary_dim, int rotary_offset, "
+           "Tensor? q_norm_weight, Tensor? k_norm_weight, float norm_eps")
 LIBRARY.define("kv_append(Tensor q, Tensor k_new, Tensor v_new, Tensor(a!) k_cache, Tensor(b!) v_cache, "
                "Tensor? kv_lens_tensor, int kv_len, str kv_layout, Tensor? kv_start_tensor, int kv_start, "
                f"{_ANGLES}) -> Tensor")
@@ -29,21 +30,23 @@ LIBRARY.define("decode_step(Tensor q, Tensor k_new, Tensor v_new, Tensor(a!) k_c
 
 def _kv_append_kernel(q, k_new, v_new, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start,
                       positions, freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved,
-                      rotary_dim, rotary_offset):
+                      rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, norm_eps):
     return run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens_tensor if kv_lens_tensor is not None else kv_len,
                          kv_layout, kv_start_tensor if kv_start_tensor is not None else kv_start, positions, None,
                          freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
-                         rotary_offset, False, None)
+                         rotary_offset, q_norm_weight, k_norm_weight, norm_eps, False, None)
 
 
 def _decode_step_kernel(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start_tensor, kv_start, positions,
                         freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
-                        rotary_offset, scale, softcap, num_splits, advance_lens):
+                        rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits,
+                        advance_lens):
     return _decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout=kv_layout,
                         kv_start=kv_start_tensor if kv_start_tensor is not None else kv_start, positions=positions,
                         freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq, base=base,
                         rope_scale=rope_scale, mscale=mscale, interleaved=interleaved, rotary_dim=rotary_dim,
-                        rotary_offset=rotary_offset, scale=scale, softcap=softcap, num_splits=num_splits,
+                        rotary_offset=rotary_offset, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight,
+                        norm_eps=norm_eps, scale=scale, softcap=softcap, num_splits=num_splits,
                         advance_lens=advance_lens, return_lse=True)
 
 
@@ -88,26 +91,29 @@ def _split(value):
 
 def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
               freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
-              interleaved=False, rotary_dim=None, rotary_offset=0):
+              interleaved=False, rotary_dim=None, rotary_offset=0, q_norm_weight=None, k_norm_weight=None,
+              norm_eps=1e-6):
     """cukiln.kv_append as the op cukiln::kv_append (see there for the arguments): returns the rotated query, new.
     ``inplace``, ``out`` and ``kv_lens_out`` are cukiln.kv_append's only."""
     args = (q, k_new, v_new, k_cache, v_cache, *_split(kv_lens), kv_layout, *_split(kv_start), positions, freqs, cos,
             sin, cos_sin_cache, inv_freq, None if base is None else float(base), float(scale), float(mscale),
-            bool(interleaved), rotary_dim, rotary_offset)
+            bool(interleaved), rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, float(norm_eps))
     return _kv_append_kernel(*args) if eager(q) else _kv_append_op(*args)
 
 
 def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
                 freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, rope_scale=1.0,
-                mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0, scale=None, softcap=None,
-                num_splits=None, advance_lens=False, return_lse=False):
+                mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0, q_norm_weight=None,
+                k_norm_weight=None, norm_eps=1e-6, scale=None, softcap=None, num_splits=None, advance_lens=False,
+                return_lse=False):
     """cukiln.decode_step as the op cukiln::decode_step (see there for the arguments; kv_lens an int32 tensor):
     the attention output (and its log-sum-exp with ``return_lse``). ``out=`` is cukiln.decode_step's only."""
     if not isinstance(kv_lens, torch.Tensor):
         raise TypeError(f"kv_lens: cukiln.torch.decode_step takes an int32 tensor, got {type(kv_lens).__name__}")
     args = (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, *_split(kv_start), positions, freqs, cos, sin,
             cos_sin_cache, inv_freq, None if base is None else float(base), float(rope_scale), float(mscale),
-            bool(interleaved), rotary_dim, rotary_offset, None if scale is None else float(scale),
+            bool(interleaved), rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, float(norm_eps),
+            None if scale is None else float(scale),
             None if softcap is None else float(softcap), num_splits, bool(advance_lens))
     result, lse = _decode_step_kernel(*args) if eager(q) else _decode_step_op(*args)
     return (result, lse) if return_lse else result

@@ -184,6 +184,15 @@ def rotary_dim_of(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_
                           rotary_offset, None, None, False, None, None, 1, 0, None, False, None)
 
 
+def rms_norm(x, weight, eps: float):
+    """float64 RMSNorm over the last dim (a head's features, as kv_append's QK-norm normalizes q and k):
+    x * rsqrt(mean(x^2) + eps) * weight."""
+    import torch
+
+    x = x.detach().to(torch.float64)
+    return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps) * weight.detach().to(torch.float64)
+
+
 def _written(result, x, inplace: bool, out):
     """The float64 result as the call asked for it: new, or written into x (in place) or out."""
     target = x if inplace else out

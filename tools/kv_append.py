@@ -21,8 +21,8 @@ ROTARY_DIM, ROTARY_OFFSET = 48, 16
 
 def kv_append_case(axes: dict, gen, dev, kv_layout: str = "bhsd") -> dict:
     """Inputs that select the variant with ``axes``: q, k_new, v_new, caches (slices of larger buffers) holding a
-    random pattern, device kv_lens with left padding, the last row too long to fit (it must write nothing), and the
-    angle arguments of the variant's source."""
+    random pattern, device kv_lens with left padding, the last row too long to fit (it must write nothing), the
+    angle arguments of the variant's source, and QK-norm weights for a QK-norm variant."""
     import torch
 
     dtype = torch_dtype(axes["dtype"])
@@ -39,10 +39,15 @@ def kv_append_case(axes: dict, gen, dev, kv_layout: str = "bhsd") -> dict:
     lens = torch.tensor([0, 17, T - n, T - n + 1], dtype=torch.int32, device=dev)[:b]  # the last one overflows
     start = torch.tensor([0, 5, 2, 0], dtype=torch.int32, device=dev)[:b]
     angles = rope_angle_args(axes["angles"], dtype, T + 8, ROTARY_DIM, gen, dev)
+    norm = {}
+    if axes.get("qk_norm"):  # weights in fp32 beside bhsd caches, in q's dtype beside bshd ones
+        w_dtype = torch.float32 if kv_layout == "bhsd" else dtype
+        norm = {f"{t}_norm_weight": (torch.rand(d, generator=gen, device=dev) + 0.5).to(w_dtype) for t in "qk"}
+        norm["norm_eps"] = 1e-5
     return dict(q=q, k_new=k, v_new=v, k_cache=k_cache, v_cache=v_cache, kv_lens=lens, kv_start=start,
                 kv_lens_out=torch.full((b,), -7, dtype=torch.int32, device=dev),
                 kv_layout=kv_layout, interleaved=axes["pairing"] == "interleaved", rotary_offset=ROTARY_OFFSET,
-                **{**angles, "rotary_dim": ROTARY_DIM})
+                **{**angles, "rotary_dim": ROTARY_DIM}, **norm)
 
 
 def check_case(case: dict, inplace: bool = False) -> str | None:

@@ -1,7 +1,7 @@
 """kv_append on the GPU against its float64 reference: every manifest variant (cukiln verify's check: caches holding a
 random pattern that must keep its bits outside the appended slots, left padding, a row that does not fit, bhsd and
-bshd, in place and out of place), a decode step on slices of a fused projection, host lengths, and a 64-step
-decode loop replayed from one CUDA graph with the lengths advancing on the device."""
+bshd, in place and out of place, QK-norm), a decode step on slices of a fused projection, host lengths, QK-norm of
+Qwen3 shapes, and a 64-step decode loop replayed from one CUDA graph with the lengths advancing on the device."""
 
 from __future__ import annotations
 
@@ -57,6 +57,71 @@ def test_a_decode_step_on_projection_slices_with_a_cos_sin_cache_and_host_length
     assert_matches_reference(got, ref_q, "q")
     assert_matches_reference(k_cache, ref_k, "k_cache")
     assert torch.equal(v_cache, ref_v)
+
+
+def _qwen3_norm_weights(d=128, dtype=torch.bfloat16):
+    gen = new_generator()
+    return {f"{t}_norm_weight": (torch.rand(d, generator=gen, device="cuda") + 0.5).to(dtype) for t in "qk"}
+
+
+@pytest.mark.parametrize("heads", [(32, 8), (64, 8), (16, 16)])
+@pytest.mark.parametrize("weight_dtype", [torch.bfloat16, torch.float32])
+def test_qk_norm_of_qwen3_shapes_on_projection_slices(heads, weight_dtype):
+    hq, hkv = heads
+    q, k, v, (k_cache, v_cache) = _decode_step(b=3, hq=hq, hkv=hkv)
+    lens = torch.tensor([0, 200, 37], dtype=torch.int32, device="cuda")
+    norm = {**_qwen3_norm_weights(dtype=weight_dtype), "norm_eps": 1e-6}
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    ref_q = reference_kv_append(q, k, v, ref_k, ref_v, lens, base=1e6, **norm)
+    got = cukiln.kv_append(q, k, v, k_cache, v_cache, lens, base=1e6, **norm)
+    assert_matches_reference(got, ref_q, "q")
+    assert_matches_reference(k_cache, ref_k, "k_cache")
+    assert torch.equal(v_cache, ref_v)
+
+
+def test_qk_norm_of_one_tensor_alone_and_many_tokens_a_row():
+    gen = new_generator()
+    b, n, hq, hkv, d, T = 3, 7, 16, 4, 64, 96
+    q, k, v = (torch.randn(b, n, h, d, generator=gen, device="cuda").to(torch.float16) for h in (hq, hkv, hkv))
+    caches = [torch.randn(b, hkv, T, d, generator=gen, device="cuda").to(torch.float16) for _ in range(2)]
+    lens = torch.tensor([0, 50, T - n], dtype=torch.int32, device="cuda")
+    w = torch.rand(d, generator=gen, device="cuda") + 0.5
+    for norm in ({"k_norm_weight": w}, {"q_norm_weight": w, "k_norm_weight": w, "norm_eps": 0.1}):
+        k_cache, v_cache = (c.clone() for c in caches)
+        ref_k, ref_v = k_cache.clone(), v_cache.clone()
+        ref_q = reference_kv_append(q, k, v, ref_k, ref_v, lens, base=1e4, interleaved=True, **norm)
+        got = cukiln.kv_append(q, k, v, k_cache, v_cache, lens, base=1e4, interleaved=True, **norm)
+        assert_matches_reference(got, ref_q, f"q with {sorted(norm)}")
+        assert_matches_reference(k_cache, ref_k, f"k_cache with {sorted(norm)}")
+        assert torch.equal(v_cache, ref_v)
+
+
+def test_decode_step_with_qk_norm_against_the_reference_eager_compiled_and_in_a_graph():
+    import cukiln.torch as ct
+
+    q, k, v, k_cache, v_cache, lens, start = _step_case()
+    norm = _qwen3_norm_weights()
+    kw = dict(kv_start=start, base=1e6, **norm)
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    ref = cukiln.reference.decode_step(q, k, v, ref_k, ref_v, lens.clone(), **kw)
+    got = cukiln.decode_step(q, k, v, k_cache, v_cache, lens, **kw)
+    assert_matches_reference(got, ref, "attention output", fp32_units=DECODE_FP32_UNITS)
+    assert_matches_reference(k_cache, ref_k, "k_cache")
+    compiled = torch.compile(lambda *a: ct.decode_step(*a, **kw), fullgraph=True)
+    assert torch.equal(compiled(q, k, v, k_cache, v_cache, lens), got)
+    out = torch.empty_like(got)
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        cukiln.decode_step(q, k, v, k_cache, v_cache, lens, out=out, **kw)
+    torch.cuda.current_stream().wait_stream(stream)
+    with torch.cuda.graph(graph):
+        cukiln.decode_step(q, k, v, k_cache, v_cache, lens, out=out, **kw)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, got)
 
 
 def test_host_lengths_that_do_not_fit_raise_before_anything_is_written():

@@ -31,7 +31,8 @@ def _call(q_shape=(B, HQ, D), kv_shape=(B, HKV, D), cache_shape=(B, HKV, T, D), 
 
 def test_a_decode_step_of_fused_slices_takes_one_launch_with_16_byte_vectors():
     plan = plan_kv_append(**_call())
-    assert plan.symbol == "kv_append_bf16_half_base_v8" and plan.key == ("bf16", "half", "base", 8)
+    assert plan.symbol == "kv_append_bf16_half_base_v8" and plan.key == ("bf16", "half", "base", 8, False)
+    assert plan.shared == 0
     f = dict(zip(plan.field_names, plan.values))
     assert (f["batch"], f["new_tokens"], f["heads_q"], f["heads_kv"], f["capacity"]) == (B, 1, HQ, HKV, T)
     assert (f["q_sb"], f["q_sh"], f["k_sb"]) == ((HQ + 2 * HKV) * D, D, (HQ + 2 * HKV) * D)
@@ -51,6 +52,26 @@ def test_bshd_caches_chunks_of_new_tokens_and_explicit_positions():
     assert (f["k_cache_ss"], f["k_cache_sh"], f["new_tokens"]) == (HKV * D, D, 3)
     assert (f["positions_int64"], f["pos_stride_b"], f["pos_stride_s"], f["kv_start_value"]) == (1, 3, 1, 2)
     assert f["q"] == BASE + 64 * 2 and f["copy_tail"] == 1 and plan.key[1] == "interleaved"
+
+
+def test_qk_norm_takes_its_own_variant_with_the_weights_and_a_row_of_shared_memory_a_token():
+    qw, kw = contiguous((D,), "bf16", BASE * 512), contiguous((D,), "bf16", BASE * 640)
+    plan = plan_kv_append(**_call(q_norm_weight=qw, k_norm_weight=kw, norm_eps=1e-5))
+    assert plan.symbol == "kv_append_bf16_half_base_v8_qknorm" and plan.key[-1] is True
+    f = dict(zip(plan.field_names, plan.values))
+    assert (f["q_norm_weight"], f["k_norm_weight"], f["norm_weight_fp32"], f["norm_eps"]) == (qw.ptr, kw.ptr, 0, 1e-5)
+    assert plan.shared == plan.block[2] * (HQ + HKV) * 4
+    assert {"q_norm_weight", "k_norm_weight"} <= {arg for _, arg, _ in plan.pointers}
+    only_k = plan_kv_append(**_call(k_norm_weight=contiguous((D,), "fp32", BASE * 640)))
+    g = dict(zip(only_k.field_names, only_k.values))
+    assert (g["q_norm_weight"], g["norm_weight_fp32"]) == (0, 1)
+    # many tokens a block: the block's rows shrink until their inverse RMS fit 48 KB of shared memory
+    many = plan_kv_append(**_call(q_shape=(64, 8, 128, D), kv_shape=(64, 8, 128, D), cache_shape=(64, 128, T, D),
+                                  q_out=contiguous((64, 8, 128, D), ptr=BASE * 4),
+                                  kv_lens=contiguous((64,), "int32", BASE * 64), q_norm_weight=qw))
+    assert many.shared <= 48 * 1024 and many.grid[0] * many.block[2] >= 64 * 8
+    with pytest.raises(ValueError, match="written tensor|overlaps"):
+        plan_kv_append(**_call(q_norm_weight=TensorInfo(BASE * 16, (D,), (1,), "bf16", 0)))  # in the key cache
 
 
 def test_host_lengths_are_checked_before_anything_is_written():
@@ -82,6 +103,15 @@ def test_host_lengths_are_checked_before_anything_is_written():
     ({"base": None}, ValueError, "angles: expected exactly one"),
     ({"base": None, "freqs": contiguous((16, D), "fp32", BASE * 256), "kv_lens": 20}, ValueError,
      "outside the angle table of 16 rows"),
+    ({"q_norm_weight": contiguous((D,), "fp16", BASE * 512)}, TypeError, "q_norm_weight: expected float32 or q's"),
+    ({"k_norm_weight": contiguous((D // 2,), "fp32", BASE * 512)}, ValueError, r"k_norm_weight: expected a contig"),
+    ({"k_norm_weight": TensorInfo(BASE * 512, (D,), (2,), "fp32", 0)}, ValueError, "k_norm_weight: expected a contig"),
+    ({"q_norm_weight": contiguous((D,), "fp32", BASE * 512, device=1)}, ValueError, "q_norm_weight: expected a tens"),
+    ({"q_norm_weight": contiguous((D,), "fp32", BASE * 512), "k_norm_weight": contiguous((D,), "bf16", BASE * 640)},
+     TypeError, "one dtype for both"),
+    ({"q_norm_weight": contiguous((D,), "fp32", BASE * 512), "norm_eps": -1e-6}, ValueError, "norm_eps"),
+    ({"q_norm_weight": contiguous((D,), "fp32", BASE * 512), "norm_eps": float("nan")}, ValueError, "norm_eps"),
+    ({"q_norm_weight": contiguous((D,), "fp32", BASE * 512), "norm_eps": True}, ValueError, "norm_eps"),
 ])
 def test_bad_arguments_are_refused_naming_them(kw, error, match):
     with pytest.raises(error, match=match):
@@ -108,6 +138,32 @@ def test_nothing_to_do_for_no_rows():
 # --- the float64 reference ----------------------------------------------------------------------------------------
 
 torch = pytest.importorskip("torch")
+
+
+def test_the_reference_normalizes_each_head_before_the_rotation():
+    from cukiln.kv_append_api import reference_kv_append
+
+    gen = torch.Generator().manual_seed(2)
+    b, hq, hkv, d, t = 2, 4, 2, 16, 8
+    q, k, v = (torch.randn(b, h, d, generator=gen, dtype=torch.float64) for h in (hq, hkv, hkv))
+    qw, kw = torch.rand(d, generator=gen) + 0.5, torch.rand(d, generator=gen) + 0.5
+    k_cache, v_cache = torch.zeros(b, hkv, t, d, dtype=torch.float64), torch.zeros(b, hkv, t, d, dtype=torch.float64)
+    got_q = reference_kv_append(q, k, v, k_cache, v_cache, 3, base=100.0, q_norm_weight=qw, k_norm_weight=kw,
+                                norm_eps=1e-3)
+    # a rotation keeps each pair's length: with unit weights the rotated head's RMS is the normalized one's
+    rms = lambda x: x.square().mean(-1).sqrt()  # noqa: E731
+    unit = reference_kv_append(q, k, v, k_cache.clone(), v_cache.clone(), 3, base=100.0,
+                               q_norm_weight=torch.ones(d), norm_eps=1e-3)
+    assert torch.allclose(rms(unit), rms(q) / (rms(q).square() + 1e-3).sqrt())
+    # the weights scale the features before the rotation: by hand, feature by feature
+    normed = q * torch.rsqrt(q.square().mean(-1, keepdim=True) + 1e-3) * qw.double()
+    inv = 100.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    c, s = torch.cos(3 * inv), torch.sin(3 * inv)
+    x1, x2 = normed[..., : d // 2], normed[..., d // 2:]
+    assert torch.allclose(got_q, torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1))
+    kn = k * torch.rsqrt(k.square().mean(-1, keepdim=True) + 1e-3) * kw.double()
+    k1, k2 = kn[..., : d // 2], kn[..., d // 2:]
+    assert torch.allclose(k_cache[:, :, 3], torch.cat((k1 * c - k2 * s, k2 * c + k1 * s), -1))
 
 
 def test_the_reference_writes_each_new_token_at_its_slot_rotated_at_slot_minus_start():

@@ -125,8 +125,9 @@ def test_fake_decode_step_and_kv_append_shapes():
         caches = [torch.empty(3, 8, 64, 128, dtype=torch.bfloat16) for _ in range(2)]
         lens = torch.empty(3, dtype=torch.int32)
         out, lse = torch.ops.cukiln.decode_step(q, kv, kv, *caches, lens, "bhsd", None, 0, None, None, None, None,
-                                                None, None, 1e4, 1.0, 1.0, False, None, 0, None, None, None, False)
+                                                None, None, 1e4, 1.0, 1.0, False, None, 0, None, None, 1e-6, None,
+                                                None, None, False)
         assert (out.shape, out.dtype, lse.shape, lse.dtype) == (q.shape, q.dtype, (3, 32), torch.float32)
         q_rot = torch.ops.cukiln.kv_append(q, kv, kv, *caches, lens, 0, "bhsd", None, 0, None, None, None, None,
-                                           None, None, 1e4, 1.0, 1.0, False, None, 0)
+                                           None, None, 1e4, 1.0, 1.0, False, None, 0, None, None, 1e-6)
         assert (q_rot.shape, q_rot.dtype) == (q.shape, q.dtype)
