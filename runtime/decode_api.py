@@ -143,7 +143,7 @@ def run_decode(q, k_cache, v_cache, kv_lens, kv_layout="bhsd", kv_start=None, sc
     if cached.combine is None and cached.kernels:  # one kernel, bound: the common case, written out
         refill = cached.attention
         if refill.checks:
-            _refuse_overlap(refill.overlapping(per_call))
+            refuse_overlap(refill.overlapping(per_call))
         cached.kernels[0](refill.values(cached.templates[0], per_call), torch._C._cuda_getCurrentRawStream(cached.device))
         if out is not None:
             torch._C._increment_version((out,))
@@ -152,21 +152,22 @@ def run_decode(q, k_cache, v_cache, kv_lens, kv_layout="bhsd", kv_start=None, sc
     return (result, lse) if return_lse else result
 
 
-def _refuse_overlap(hit: tuple[int, int] | None) -> None:
+def refuse_overlap(hit: tuple[int, int] | None) -> None:
     if hit is not None:
         raise ValueError(f"out: overlaps {_NAMES[hit[1]]}, which the kernel reads while it writes out")
 
 
-def launch_planned(cached: _CachedPlan, per_call: list, torch, written=None) -> None:
+def launch_planned(cached: _CachedPlan, per_call: list, torch, written=None, checked: bool = False) -> None:
     """The cached plan's kernels with this call's pointers and lengths (``per_call``, in _PER_CALL's order);
     ``written``: the caller's out, whose version is bumped (written behind autograd's back, as rope does). A split
     plan's partial results go to a workspace allocated here, unless per_call already points at one (a caller's
-    workspace of partial_bytes(cached) bytes: decode_step's)."""
+    workspace of partial_bytes(cached) bytes: decode_step's). ``checked``: the caller has made the overlap
+    checks."""
     if cached.empty:
         return
     attention = cached.attention
-    if attention.checks:
-        _refuse_overlap(attention.overlapping(per_call))
+    if attention.checks and not checked:
+        refuse_overlap(attention.overlapping(per_call))
     partial = None
     if cached.combine is not None and not per_call[7]:  # split-KV merged by the combine kernel: partial results
         p = cached.plan

@@ -214,6 +214,20 @@ def test_decode_step_validates_the_attention_before_writing_the_caches():
     assert torch.equal(k_cache, before)
 
 
+def test_a_repeated_step_still_refuses_an_out_over_a_cache_at_new_addresses():
+    q, k, v, k_cache, v_cache, lens, start = _step_case()
+    out = torch.empty_like(q)
+    for _ in range(2):  # planned, then taken from the plan cache with its overlap checks passed
+        cukiln.decode_step(q, k, v, k_cache, v_cache, lens, base=1e4, out=out)
+    torch.cuda.synchronize()
+    before = k_cache.clone(), v_cache.clone()
+    inside = v_cache.as_strided(q.shape, out.stride())  # out's metadata, inside the value cache
+    with pytest.raises(ValueError, match="out: overlaps v_cache"):
+        cukiln.decode_step(q, k, v, k_cache, v_cache, lens, base=1e4, out=inside)
+    torch.cuda.synchronize()
+    assert torch.equal(k_cache, before[0]) and torch.equal(v_cache, before[1]), "a refused step wrote"
+
+
 def test_a_64_step_decode_step_loop_advances_its_lengths_inside_one_cuda_graph():
     q, k, v, k_cache, v_cache, lens, start = _step_case(b=3, T=128)
     lens.copy_(torch.tensor([5, 20, 40], dtype=torch.int32))
