@@ -4,7 +4,7 @@ overhead paths."""
 from __future__ import annotations
 
 from ..hooks import Bench
-from . import bench, tune
+from . import bench, transformers_bench, tune
 from .checks import check_variant
 from .overhead import overhead_paths
 from .report import print_rules, report_rules
@@ -15,7 +15,9 @@ def _label(case: dict) -> str:
     return f"b{case['batch']} T{T // 1024}k" if T >= 1024 else f"b{case['batch']} T{T}"
 
 
-BENCHES = {"decode": Bench(bench.run, bench.show, ("cukiln", "torch_sdpa"), _label, options=("no_rotate",))}
+BENCHES = {"decode": Bench(bench.run, bench.show, ("cukiln", "torch_sdpa"), _label, options=("no_rotate",)),
+           # decode attention inside transformers' generation (cukiln.integrations.transformers); a table, no plot
+           "transformers": Bench(transformers_bench.run, transformers_bench.show)}
 TUNES = {"decode": tune.tune}
 
 __all__ = ["BENCHES", "TUNES", "check_variant", "overhead_paths", "print_rules", "report_rules"]

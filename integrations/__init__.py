@@ -1,0 +1,1 @@
+"""cukiln inside other frameworks' models: ``cukiln.integrations.transformers`` (Hugging Face transformers v5)."""

@@ -1,0 +1,236 @@
+"""cukiln in Hugging Face transformers (v5): ``apply(model)`` and generation runs through cukiln's kernels.
+
+What changes, for every attention layer of the model:
+
+- **Decode** (one new token a row, ``q_len == 1``): the attention is ``cukiln.torch.decode_attention`` over the
+  cache's own key and value buffers, read in place (a static cache's ``[b, h_kv, max_cache_len, d]`` buffers, or
+  a dynamic cache's tensors): GQA, left padding, the module's ``scaling``, Gemma-2's logit softcap, and
+  sliding-window layers (whose cache holds the window's last positions).
+- **Prefill** (``q_len > 1``): transformers' own exact path: SDPA, or the model's eager attention where SDPA would
+  drop the logit softcap (transformers' SDPA ignores it).
+- **RoPE**: the modeling module's ``apply_rotary_pos_emb(q, k, cos, sin)`` rotates q and k with
+  ``cukiln.torch.rope_qk`` in place on the (b, s, h, d) storage transformers' views hold, with the cos/sin the model's
+  rotary module computed (so every rope recipe and its attention scaling are the model's own). Calls it cannot
+  serve exactly as cukiln (gradients, fp32, partial or other table layouts) go to the original function.
+
+How: ``apply`` registers an attention implementation named "cukiln" in transformers' ``AttentionInterface`` and a
+mask function under the same name in ``AttentionMaskInterface``, then switches the model to it. For a decode step
+the mask function returns the step's lengths instead of a 4-D mask, computed once a step (not per layer): an int32
+tensor [2, b, 1, 1], each row's first valid slot (its left padding) and its key count after the step (4-D, so that
+transformers hands it to the layers untouched). Everything in a decode step is a tensor operation or a cukiln torch
+op, so transformers' compiled static-cache decoding (torch.compile, CUDA graphs) runs it as it is.
+
+Refused, naming the feature: a head dim cukiln's decode kernels do not take, a model that is not fp16/bf16, an
+attention_mask that is not left padding, a request for attention weights during decode.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
+
+import cukiln.torch as ct
+from cukiln.decode_plan import HEAD_DIMS
+
+NAME = "cukiln"
+HALVES = (torch.float16, torch.bfloat16)  # the dtypes cukiln's kernels take
+DEVICE_TYPES = ("cuda",)  # where they run
+
+# The kernels the glue calls: module attributes, so that the CPU tests can put the float64 references in their place.
+decode_attention = ct.decode_attention
+rope_qk = ct.rope_qk
+
+
+def apply(model):
+    """Run ``model``'s attention and RoPE through cukiln (see the module's doc); returns the model. Raises
+    ValueError naming what cukiln cannot serve (nothing is changed then)."""
+    attention_modules = [m for m in model.modules() if _is_attention(m)]
+    if not attention_modules:
+        raise ValueError(f"{type(model).__name__}: no transformers attention layer (q_proj, k_proj, v_proj with a "
+                         "layer_idx) found to run through cukiln")
+    for m in attention_modules:
+        head_dim = m.head_dim
+        if head_dim not in HEAD_DIMS:
+            raise ValueError(f"{type(m).__name__}: head dim {head_dim}; cukiln's decode kernels take {HEAD_DIMS}")
+        if getattr(m.config, "use_bidirectional_attention", False):
+            raise ValueError(f"{type(m).__name__}: bidirectional attention; cukiln decodes causal attention only")
+    dtype = next(model.parameters()).dtype
+    if dtype not in HALVES:
+        raise ValueError(f"{type(model).__name__}: parameters in {dtype}; cukiln's decode kernels take float16 or "
+                         "bfloat16 models (load with dtype=torch.bfloat16)")
+    register()
+    for module_name in {type(m).__module__ for m in attention_modules}:
+        _use_cukiln_rotary(sys.modules[module_name])
+    model.set_attn_implementation(NAME)
+    return model
+
+
+def remove(model, attn_implementation: str = "sdpa"):
+    """Undo apply: ``model`` back on transformers' ``attn_implementation``, and the modeling modules of its
+    attention layers back on their own rotary function (for every model of those modules). Returns the model."""
+    for module_name in {type(m).__module__ for m in model.modules() if _is_attention(m)}:
+        modeling = sys.modules[module_name]
+        original = getattr(getattr(modeling, "apply_rotary_pos_emb", None), "cukiln_original", None)
+        if original is not None:
+            modeling.apply_rotary_pos_emb = original
+    model.set_attn_implementation(attn_implementation)
+    return model
+
+
+def register() -> None:
+    """The "cukiln" attention implementation and its mask function, in transformers' registries (idempotent)."""
+    AttentionInterface.register(NAME, attention)
+    AttentionMaskInterface.register(NAME, mask)
+
+
+def _is_attention(m) -> bool:
+    return all(hasattr(m, a) for a in ("q_proj", "k_proj", "v_proj", "layer_idx", "head_dim", "config"))
+
+
+# --- masks: a decode step's lengths, or transformers' own masks ----------------------------------------------------
+
+def mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_offset: int = 0, mask_function=None,
+         attention_mask: torch.Tensor | None = None, config=None, device=None, **kwargs):
+    """transformers' mask function for "cukiln": for a decode step (q_length 1) the step's lengths
+    (decode_lengths); otherwise the mask of the exact path the attention takes (eager where the model caps its
+    logits, SDPA's else), after checking that a 2-D attention_mask is left padding."""
+    if q_length != 1:
+        if attention_mask is not None and attention_mask.ndim == 2 and not torch.compiler.is_compiling():
+            check_left_padding(attention_mask)
+        build = eager_mask if _softcap(config) is not None else sdpa_mask
+        kwargs.update(batch_size=batch_size, q_length=q_length, kv_length=kv_length, q_offset=q_offset,
+                      kv_offset=kv_offset, attention_mask=attention_mask, config=config, device=device)
+        if mask_function is not None:
+            kwargs["mask_function"] = mask_function
+        return build(**kwargs)
+    return decode_lengths(batch_size, q_offset, attention_mask, device)
+
+
+def decode_lengths(batch_size: int, q_offset, attention_mask: torch.Tensor | None, device) -> torch.Tensor:
+    """A decode step's lengths as an int32 tensor [2, b, 1, 1]: [0] each row's first valid position (its left
+    padding: the first True of the 2-D attention_mask), [1] the keys each row holds after the step (the cache's
+    length before it, ``q_offset``, plus the new token). Tensor operations only (graph-capturable)."""
+    if attention_mask is not None:
+        start = attention_mask.to(torch.int32).argmax(-1).to(torch.int32)
+    else:
+        start = torch.zeros(batch_size, dtype=torch.int32, device=device)
+    total = torch.as_tensor(q_offset, device=start.device).to(torch.int32) + 1
+    return torch.stack((start, total.expand(batch_size)))[:, :, None, None]
+
+
+def is_decode_lengths(attention_mask) -> bool:
+    return (isinstance(attention_mask, torch.Tensor) and attention_mask.dtype == torch.int32
+            and attention_mask.ndim == 4 and attention_mask.shape[0] == 2)
+
+
+def check_left_padding(attention_mask: torch.Tensor) -> None:
+    """ValueError unless every row of the 2-D mask is padding then tokens (zeros, then ones): the decode kernel
+    attends to one range of slots a row. Reads the mask on the host (a prefill's, once a generation)."""
+    m = attention_mask.to(torch.int8)
+    if bool((m[:, 1:] < m[:, :-1]).any()):
+        raise ValueError("attention_mask: cukiln decodes left-padded batches (each row: padding, then its tokens); "
+                         "this mask has padding after a token (right padding or holes): pad on the left "
+                         "(tokenizer.padding_side = 'left')")
+
+
+def _softcap(config):
+    return getattr(config, "attn_logit_softcapping", None)
+
+
+# --- attention --------------------------------------------------------------------------------------------------
+
+def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask, dropout=0.0,
+              scaling=None, softcap=None, **kwargs):
+    """transformers' attention function for "cukiln": query [b, h_q, s, d], key and value the cache's
+    [b, h_kv, T, d] (after this step's update); returns ([b, s, h_q, d], None)."""
+    if is_decode_lengths(attention_mask):
+        if kwargs.get("output_attentions"):
+            raise ValueError("output_attentions: cukiln's decode returns no attention weights; use "
+                             "attn_implementation='eager' to get them")
+        if query.shape[2] != 1:
+            raise ValueError(f"query: decode lengths came with {query.shape[2]} query tokens a row, not 1")
+        return _decode(module, query, key, value, attention_mask, scaling, softcap), None
+    # prefill: transformers' exact path (its SDPA ignores a logit softcap: the model's eager attention then)
+    if softcap is not None or kwargs.get("output_attentions"):
+        eager = sys.modules[type(module).__module__].eager_attention_forward
+        return eager(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, softcap=softcap,
+                     **kwargs)
+    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                  **kwargs)
+
+
+def _decode(module, query, key, value, lengths, scaling, softcap):
+    start, lens = lengths[0, :, 0, 0], lengths[1, :, 0, 0]
+    if getattr(module, "sliding_window", None) is not None:
+        # the cache holds the last key.shape[2] positions in order: slot 0 is position max(lens - T, 0)
+        dropped = (lens - key.shape[2]).clamp(min=0)
+        start, lens = (start - dropped).clamp(min=0), lens - dropped
+    out = decode_attention(query[:, :, 0], key, value, lens, kv_start=start, scale=scaling, softcap=softcap)
+    return out.unsqueeze(1)
+
+
+# --- RoPE ---------------------------------------------------------------------------------------------------------
+
+def _use_cukiln_rotary(modeling) -> None:
+    """Replace the modeling module's apply_rotary_pos_emb (what its attention layers call) by cukiln's, once."""
+    original = getattr(modeling, "apply_rotary_pos_emb", None)
+    if original is None or getattr(original, "cukiln_original", None) is not None:
+        return
+
+    def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
+        if args or kwargs.get("unsqueeze_dim", 1) != 1 or not _rotates_exactly(q, k, cos, sin):
+            return original(q, k, cos, sin, *args, **kwargs)
+        return rotate(q, k, cos, sin)
+
+    apply_rotary_pos_emb.cukiln_original = original
+    apply_rotary_pos_emb.__doc__ = f"cukiln's rope_qk in place of {original.__module__}.apply_rotary_pos_emb."
+    modeling.apply_rotary_pos_emb = apply_rotary_pos_emb
+
+
+def _rotates_exactly(q, k, cos, sin) -> bool:
+    """Whether cukiln computes what transformers' rotate-half formula does for these arguments: fp16/bf16 q and k
+    of one head dim, cos and sin [b or 1, s, d] full width, nothing that needs a gradient."""
+    if q.dtype not in HALVES or k.dtype != q.dtype or q.ndim != 4 or k.ndim != 4 or q.device.type not in DEVICE_TYPES:
+        return False
+    if cos.ndim != 3 or cos.shape != sin.shape or cos.shape[-1] != q.shape[-1] or k.shape[-1] != q.shape[-1]:
+        return False
+    if cos.shape[1] != q.shape[2] or cos.shape[0] not in (1, q.shape[0]):
+        return False
+    return not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
+
+
+def rotate(q, k, cos, sin):
+    """q [b, h_q, s, d] and k [b, h_kv, s, d] (views of (b, s, h, d) projections) rotated in place by cukiln with
+    the per-token cos and sin [b or 1, s, d] (full width): each token (i, j) reads row i * s + j (j for a shared
+    row), as a table of positions."""
+    b, _, s, d = q.shape
+    rows = cos.shape[0]
+    cos_table, sin_table = cos.reshape(rows * s, d), sin.reshape(rows * s, d)
+    positions = _positions(b, s, rows == 1, q.device)
+    q_rot, k_rot = rope_qk(q.transpose(1, 2), k.transpose(1, 2), cos=cos_table, sin=sin_table, positions=positions,
+                           layout="bshd", inplace=True)
+    return q_rot.transpose(1, 2), k_rot.transpose(1, 2)
+
+
+_POSITIONS: dict = {}
+
+
+def _positions(b: int, s: int, shared: bool, device) -> torch.Tensor:
+    """Table rows [b, s]: i * s + j, or j for a table shared by the batch (made once per shape in eager mode)."""
+    key = (b, s, shared, device)
+    cached = None if torch.compiler.is_compiling() else _POSITIONS.get(key)
+    if cached is not None:
+        return cached
+    if shared:
+        positions = torch.arange(s, device=device).expand(b, s)
+    else:
+        positions = torch.arange(b * s, device=device).view(b, s)
+    if not torch.compiler.is_compiling():
+        if len(_POSITIONS) > 256:
+            _POSITIONS.clear()
+        _POSITIONS[key] = positions
+    return positions

@@ -1,0 +1,77 @@
+"""cukiln.integrations.transformers on the GPU: greedy static-cache generation of 48 new tokens for a left-padded
+batch of 4 prompts of different lengths, on small random-initialized models of three styles (Llama: GQA, head dim
+64; Qwen2: head dim 128; Gemma-2: logit softcap and sliding window), eager and under transformers' compiled
+decoding, against transformers' own path (SDPA; eager for Gemma-2, whose softcap SDPA drops). Tokens agree up to
+bf16 near-ties: before the first differing token every step's logits agree within the tolerance, and where a token
+differs the reference's top two logits were within it."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from cukiln.integrations import transformers as glue  # noqa: E402
+
+from .models import build, greedy, prompts  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+NEW_TOKENS = 48
+REFERENCE = {"llama": "sdpa", "qwen2": "sdpa", "gemma2": "eager"}
+
+
+@pytest.fixture
+def restored_rotary(monkeypatch):
+    """The modeling modules' rotary functions as they were, after the test (apply replaces them process-wide)."""
+    for style in REFERENCE:
+        modeling = __import__(f"transformers.models.{style}.modeling_{style}", fromlist=["x"])
+        monkeypatch.setattr(modeling, "apply_rotary_pos_emb", modeling.apply_rotary_pos_emb)
+    return sys.modules
+
+
+def assert_same_tokens_up_to_near_ties(got_tokens, got_logits, want_tokens, want_logits):
+    """Per row: equal tokens, or equal up to a step where the reference's top-2 margin is within the tolerance,
+    with every earlier step's logits within it."""
+    tol = 0.03 * want_logits.abs().max().item()
+    for row in range(want_tokens.shape[0]):
+        differs = (got_tokens[row] != want_tokens[row]).nonzero()
+        first = NEW_TOKENS if differs.numel() == 0 else int(differs[0])
+        if first:
+            err = (got_logits[:first, row] - want_logits[:first, row]).abs().max().item()
+            assert err <= tol, f"row {row}: logits off by {err:.3g} > {tol:.3g} before step {first}"
+        if first < NEW_TOKENS:
+            top2 = want_logits[first, row].topk(2).values
+            margin = (top2[0] - top2[1]).item()
+            assert margin <= tol, f"row {row}: tokens differ at step {first}, not a near-tie (margin {margin:.3g})"
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("style", sorted(REFERENCE))
+def test_greedy_generation_matches_transformers(style, compiled, restored_rotary):
+    model = build(style, torch.bfloat16, "cuda")
+    ids, mask = prompts("cuda")
+    model.set_attn_implementation(REFERENCE[style])
+    want_tokens, want_logits = greedy(model, ids, mask, NEW_TOKENS)
+    glue.apply(model)
+    got_tokens, got_logits = greedy(model, ids, mask, NEW_TOKENS, compile=compiled)
+    assert torch.isfinite(got_logits).all()
+    assert_same_tokens_up_to_near_ties(got_tokens, got_logits, want_tokens, want_logits)
+
+
+def test_rope_on_transformers_views_equals_its_formula(restored_rotary):
+    from transformers.models.llama import modeling_llama
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    b, s, hq, hkv, d = 3, 5, 8, 2, 64
+    q = torch.randn(b, s, hq, d, generator=gen, device="cuda").to(torch.bfloat16).transpose(1, 2)
+    k = torch.randn(b, s, hkv, d, generator=gen, device="cuda").to(torch.bfloat16).transpose(1, 2)
+    angles = torch.rand(b, s, d // 2, generator=gen, device="cuda") * 100
+    cos, sin = (f(torch.cat((angles, angles), -1)).to(torch.bfloat16) for f in (torch.cos, torch.sin))
+    want = modeling_llama.apply_rotary_pos_emb(q.float(), k.float(), cos.float(), sin.float())
+    got = glue.rotate(q.clone(), k.clone(), cos, sin)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and (g.float() - w).abs().max().item() <= 0.02
