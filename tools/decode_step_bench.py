@@ -80,7 +80,7 @@ def step_bytes(b: int, L: int, heads_q: int, heads_kv: int) -> int:
     return 2 * b * heads_kv * (L + 1) * HEAD_DIM * 2 + 2 * b * (heads_q + 2 * heads_kv) * HEAD_DIM * 2
 
 
-def _setup(cs: CaseSet, b: int, L: int) -> dict:
+def setup_case(cs: CaseSet, b: int, L: int) -> dict:
     """Caches [b, h_kv, capacity, d] of capacity L + SLACK holding L tokens a row, a fused projection's q, k, v for
     the new token (views of one packed [b, (h_q + 2 h_kv) d] tensor), and the set's norm weights (fp32 [d])."""
     import torch
@@ -272,7 +272,7 @@ def _reason(e: Exception) -> str:
     return f"{type(e).__name__}: {e}"[:300]
 
 
-def _contenders(cs: CaseSet, s: dict, names=None) -> dict:
+def contenders(cs: CaseSet, s: dict, names=None) -> dict:
     """name -> zero-argument step on the inputs ``s`` for the set's contenders (or ``names``), or why it could not
     be built (a string: FlashInfer does not import, or lacks an API)."""
     out = {}
@@ -310,14 +310,14 @@ def _check(cs: CaseSet) -> dict:
     for name in _names(cs):
         if name in (BAR, SECOND_KERNEL):
             continue
-        s = _setup(cs, *CHECK_POINT)
+        s = setup_case(cs, *CHECK_POINT)
         try:
             ref = cukiln.reference.decode_step(s["q"], s["k"], s["v"], s["k_cache"].clone(), s["v_cache"].clone(),
                                                s["lens"].clone(), cos_sin_cache=s["cos_sin"], **s["norm_kw"])
         except Exception as e:  # a reference without the set's arguments: every contender of the set flagged wrong
             errors[name] = "reference: " + _reason(e)
             continue
-        step = _contenders(cs, s, [name])[name]
+        step = contenders(cs, s, [name])[name]
         if isinstance(step, str):
             errors[name] = step
             continue
@@ -334,8 +334,8 @@ def _check(cs: CaseSet) -> dict:
 def _time_point(cs: CaseSet, b: int, L: int, errors: dict, copy: float) -> dict:
     """One row of a set: each contender's eager and graph-replayed GPU time at batch b, cache length L."""
     row = {"batch": b, "cache_len": L, "bytes": step_bytes(b, L, cs.heads_q, cs.heads_kv)}
-    s = _setup(cs, b, L)
-    for name, fn in _contenders(cs, s).items():
+    s = setup_case(cs, b, L)
+    for name, fn in contenders(cs, s).items():
         if isinstance(fn, str):
             row[name] = {"skipped": fn}
             continue
@@ -361,12 +361,12 @@ def _host_us(cs: CaseSet) -> dict:
 
     from .overhead import per_call_us
 
-    s = _setup(cs, *HOST_POINT)
-    calls = _contenders(cs, s)
+    s = setup_case(cs, *HOST_POINT)
+    calls = contenders(cs, s)
     y = torch.randn(1, device="cuda")
     calls["torch: y.add_(1.0)"] = lambda: y.add_(1.0)
     try:
-        calls[LAUNCH_FLOOR] = _bare_step_launches(s)
+        calls[LAUNCH_FLOOR] = bare_step_launches(s)
     except Exception as e:  # recorded, the rest still runs
         calls[LAUNCH_FLOOR] = _reason(e)
     host = {}
@@ -385,7 +385,7 @@ def _host_us(cs: CaseSet) -> dict:
 LAUNCH_FLOOR = "cukiln decode_step's kernels, bare driver launches"
 
 
-def _bare_step_launches(s):
+def bare_step_launches(s):
     """The driver's share of one eager cukiln.decode_step: its kernels (the append, the attention and the combine
     where the plan splits) launched with parameters packed once, no Python planning: the floor of any host path
     that launches them from Python."""

@@ -1,5 +1,6 @@
 """kv_append's tool hooks (cukiln.tools.hooks): `cukiln verify`'s check of a variant and the inputs that select it
-(the GPU tests build on them), and `cukiln bench decode-step`. No tuning rule or overhead path yet."""
+(the GPU tests build on them), `cukiln bench decode-step`, and the decode step's paths in `cukiln bench overhead`.
+No tuning rule."""
 
 from __future__ import annotations
 
@@ -119,13 +120,48 @@ def check_variant(entry: dict) -> str | None:
     return None
 
 
+def overhead_paths() -> dict:
+    """name -> zero-argument callable for `cukiln bench overhead`: a decode step of one token (GQA 32/8, d 128,
+    bf16, a cache of 64 tokens, lengths on the device) as cukiln.decode_step, the torch op eager, through the
+    dispatcher, compiled (default and reduce-overhead modes) and replayed from a CUDA graph; cukiln.kv_append
+    alone; and the step's kernels launched bare (the driver's share, the floor of any Python path)."""
+    import torch
+
+    import cukiln
+    import cukiln.torch as ct
+
+    from . import decode_step_bench
+    from .overhead import compiled, compiled_and_graphed
+
+    cs = decode_step_bench.SETS[0]
+    s = decode_step_bench.setup_case(cs, 1, 64)
+    q, k, v, kc, vc, lens, table, out = (s[n] for n in ("q", "k", "v", "k_cache", "v_cache", "lens", "cos_sin",
+                                                         "out"))
+
+    def op_step(q, k, v, k_cache, v_cache, lens):
+        return ct.decode_step(q, k, v, k_cache, v_cache, lens, cos_sin_cache=table)
+
+    step_compiled, step_replay = compiled_and_graphed(op_step, q, k, v, kc, vc, lens)
+    op_args = (q, k, v, kc, vc, lens, "bhsd", None, 0, None, None, None, None, table, None, None, 1.0, 1.0, False,
+               None, 0, None, None, 1e-6, None, None, None, False)
+    return {
+        "cukiln.decode_step (b=1, T=64, device lengths, out=)": lambda: cukiln.decode_step(
+            q, k, v, kc, vc, lens, cos_sin_cache=table, out=out),
+        "cukiln.kv_append (in place)": lambda: cukiln.kv_append(q, k, v, kc, vc, lens, cos_sin_cache=table,
+                                                                inplace=True),
+        "cukiln.torch.decode_step (eager)": lambda: op_step(q, k, v, kc, vc, lens),
+        "op cukiln::decode_step through the dispatcher": lambda: torch.ops.cukiln.decode_step(*op_args),
+        "torch.compile(fullgraph) of cukiln.torch.decode_step": step_compiled,
+        "torch.compile(reduce-overhead) of cukiln.torch.decode_step": compiled(op_step, q, k, v, kc, vc, lens,
+                                                                               mode="reduce-overhead"),
+        "CUDA graph replay of cukiln.torch.decode_step": step_replay,
+        "decode_step breakdown: its kernels, bare driver launches": decode_step_bench.bare_step_launches(s),
+    }
+
+
 def report_rules(tuning: dict) -> dict:
     return {}
 
 
 def print_rules(console, rules: dict) -> None:
     return None
-
-
-def overhead_paths() -> dict:
-    return {}

@@ -47,7 +47,11 @@ def _paths() -> dict:
     from .hooks import tools_of
 
     y = torch.randn(1, 1, 1, 64, device="cuda")
-    paths = {"torch: y.add_(1.0)": lambda: y.add_(1.0), "torch: y + 1.0 (allocates)": lambda: y + 1.0}
+    paths = {"torch: y.add_(1.0)": lambda: y.add_(1.0), "torch: y + 1.0 (allocates)": lambda: y + 1.0,
+             # the compiled baselines a compiled cukiln call is held to: the same function around torch's op
+             "torch.compile(fullgraph) of y.add_(1.0)": compiled(lambda t: t.add_(1.0), y),
+             "torch.compile(reduce-overhead) of y.add_(1.0)": compiled(lambda t: t.add_(1.0), y,
+                                                                     mode="reduce-overhead")}
     for family in FAMILIES:
         if family.tools:
             paths.update(tools_of(family).overhead_paths())
@@ -56,6 +60,14 @@ def _paths() -> dict:
             fn()
     torch.cuda.synchronize()
     return paths
+
+
+def compiled(body, *args, mode: str | None = None):
+    """A zero-argument call of torch.compile(fullgraph=True, mode=mode) of ``body`` on ``args``."""
+    import torch
+
+    fn = torch.compile(body, fullgraph=True, mode=mode)
+    return lambda: fn(*args)
 
 
 def compiled_and_graphed(body, *args) -> tuple:

@@ -12,8 +12,8 @@ from cukiln.tools.timing import median_ms
 rows = []
 for cs in (dsb.SETS[2], dsb.SETS[0]):
     for b, L in ((1, 8192), (8, 8192), (32, 8192), (128, 8192)):
-        s = dsb._setup(cs, b, L)
-        fns = dsb._contenders(cs, s, [dsb.BAR, "cukiln decode_step"])
+        s = dsb.setup_case(cs, b, L)
+        fns = dsb.contenders(cs, s, [dsb.BAR, "cukiln decode_step"])
         row = {"set": cs.title, "b": b, "L": L}
         for name, fn in fns.items():
             row[name] = median_ms([fn]) * 1e3

@@ -11,8 +11,8 @@ from cukiln.tools.timing import median_ms
 cs = dsb.SETS[0]
 rows = []
 for b, L in ((1, 2048), (1, 32768), (8, 8192), (32, 2048), (32, 8192), (128, 32768)):
-    s = dsb._setup(cs, b, L)
-    fns = dsb._contenders(cs, s, [dsb.BAR, "cukiln decode_step"])
+    s = dsb.setup_case(cs, b, L)
+    fns = dsb.contenders(cs, s, [dsb.BAR, "cukiln decode_step"])
     row = {"b": b, "L": L}
     for name, fn in fns.items():
         row[name] = median_ms([fn]) * 1e3
