@@ -41,9 +41,6 @@ class _Step:
     partial_offset: int  # 0: no partial results (an attention without split-KV)
     partial_lse_offset: int
     workspace_bytes: int
-    # the last call's pointers whose overlap checks passed: a loop passing the same tensors step after step skips
-    # them (what a write may overlap depends on the caller's pointers only, the workspace being fresh memory)
-    checked: tuple = ()
 
     @classmethod
     def lay_out(cls, append, attention, q) -> "_Step":
@@ -158,7 +155,6 @@ def _run_step(step: _Step, pointers: list, q, k_cache, v_cache, kv_lens, kv_star
     """One planned step: the workspace, the append into it (its pointers refilled from ``pointers``, in the step's
     tensor order), the attention reading it, the outputs."""
     append, attention = step.append, step.attention
-    users = tuple(pointers)
     workspace = torch.empty(step.workspace_bytes, dtype=torch.uint8, device=q.device)
     base = workspace.data_ptr()
     pointers[_Q_OUT], pointers[_LENS_OUT] = base, base + step.lens_offset
@@ -168,14 +164,13 @@ def _run_step(step: _Step, pointers: list, q, k_cache, v_cache, kv_lens, kv_star
     per_call = [base, pointers[4], pointers[5], base + step.lens_offset, pointers[7], result.data_ptr(),
                 0 if lse is None else lse.data_ptr(), base + step.partial_offset if step.partial_offset else 0,
                 base + step.partial_lse_offset if step.partial_offset else 0, 0, start if type(start) is int else 0]
-    if users != step.checked:  # both launches' overlap checks, before either launches
-        overlap = append.refill.overlapping(pointers) if append.refill.checks else None
-        if overlap is not None:
-            names = kv_append_api.TENSOR_ARGS
-            raise ValueError(f"{names[overlap[0]]}: overlaps {names[overlap[1]]}")
-        if attention.attention.checks:
-            decode_api.refuse_overlap(attention.attention.overlapping(per_call))
-        step.checked = users
+    # both launches' overlap checks (skipped while the caller's pointers repeat), before either launches
+    overlap = append.refill.overlapping(pointers) if append.refill.checks else None
+    if overlap is not None:
+        names = kv_append_api.TENSOR_ARGS
+        raise ValueError(f"{names[overlap[0]]}: overlaps {names[overlap[1]]}")
+    if attention.attention.checks:
+        decode_api.refuse_overlap(attention.attention.overlapping(per_call))
     stream = torch._C._cuda_getCurrentRawStream(attention.device)
     if append.plan is not None:
         (append.kernel or append.bind())(append.refill.values(append.plan.values, pointers), stream)

@@ -70,6 +70,10 @@ class Refill:
         pairs = tuple((w, i, self.spans[w][0], self.spans[w][1], self.spans[i][0], self.spans[i][1],
                        self.windows.get((w, i))) for w in self.written for i in self.checks if i != w)
         object.__setattr__(self, "pairs", pairs)
+        # the pointers the pairs read, and the last such pointers found apart: a caller passing the same tensors
+        # call after call (a decode loop, a layer's projections) skips the walk
+        object.__setattr__(self, "involved", tuple(sorted({i for pair in pairs for i in pair[:2]})))
+        object.__setattr__(self, "apart", None)
 
     def values(self, template: tuple, pointers) -> list:
         """``template`` (a plan's parameter values) with this call's pointers written into their slots."""
@@ -79,11 +83,17 @@ class Refill:
         return values
 
     def overlapping(self, pointers) -> tuple[int, int] | None:
-        """(written, checked) indices of the first pair whose tensors overlap at this call's addresses, or None."""
+        """(written, checked) indices of the first pair whose tensors overlap at this call's addresses, or None.
+        The answer depends on the involved pointers alone (the spans are the plan's): the last ones found apart
+        are remembered (only pointers that passed are, so a thread never skips a check another did not make)."""
+        involved = tuple([pointers[i] for i in self.involved])
+        if involved == self.apart:
+            return None
         for w, i, w_lo, w_hi, i_lo, i_hi, window in self.pairs:
             pw, pi = pointers[w], pointers[i]
             if pw + w_lo < pi + i_hi and pi + i_lo < pw + w_hi and (window is None or not window.apart(pi - pw)):
                 return w, i
+        object.__setattr__(self, "apart", involved)
         return None
 
 

@@ -29,3 +29,13 @@ def test_refill_writes_each_pointer_into_its_field_and_finds_overlaps():
 def test_a_slot_may_add_a_byte_offset_to_its_pointer():
     refill = Refill(((0, 0, 0), (1, 0, 64)), spans=((0, 128),))
     assert refill.values((0, 0), [1000]) == [1000, 1064]  # a packed cos|sin cache: sin half 64 bytes in
+
+
+def test_pointers_found_apart_are_remembered_and_new_ones_checked_again():
+    refill = Refill(((0, 0, 0), (1, 1, 0)), spans=((0, 64), (0, 64), (0, 64)), checks=(0,), written=(1,))
+    assert refill.involved == (0, 1)  # pointer 2 takes part in no pair
+    assert refill.overlapping([1000, 2000, 5]) is None and refill.apart == (1000, 2000)
+    assert refill.overlapping([1000, 2000, 1032]) is None  # a pointer outside every pair changed: still apart
+    assert refill.overlapping([1000, 1032, 5]) == (1, 0)  # new pointers: checked, refused
+    assert refill.apart == (1000, 2000), "a refused call is not remembered"
+    assert refill.overlapping([1000, 2000, 5]) is None
