@@ -15,17 +15,20 @@ What changes, for every attention layer of the model:
 
 How: ``apply`` registers an attention implementation named "cukiln" in transformers' ``AttentionInterface`` and a
 mask function under the same name in ``AttentionMaskInterface``, then switches the model to it. For a decode step
-the mask function returns the step's lengths instead of a 4-D mask, computed once a step (not per layer): an int32
+the mask function returns the step's lengths instead of a 4-D mask, computed once a step and mask type (not per layer): an int32
 tensor [2, b, 1, 1], each row's first valid slot (its left padding) and its key count after the step (4-D, so that
 transformers hands it to the layers untouched). Everything in a decode step is a tensor operation or a cukiln torch
 op, so transformers' compiled static-cache decoding (torch.compile, CUDA graphs) runs it as it is.
 
-Refused, naming the feature: a head dim cukiln's decode kernels do not take, a model that is not fp16/bf16, an
-attention_mask that is not left padding, a request for attention weights during decode.
+Served: the attention of the model types in MODEL_TYPES, whose features the tests cover. Refused, naming the
+feature: another model type, chunked attention, a head dim cukiln's decode kernels do not take, a model that is not
+fp16/bf16 or not on a CUDA device, an attention_mask that is not left padding, a request for attention weights. A
+modeling module whose rotary function is not transformers' rotate-half formula on (q, k, cos, sin) keeps its own.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 import torch
@@ -39,6 +42,9 @@ from cukiln.decode_plan import HEAD_DIMS
 NAME = "cukiln"
 HALVES = (torch.float16, torch.bfloat16)  # the dtypes cukiln's kernels take
 DEVICE_TYPES = ("cuda",)  # where they run
+# the model types whose attention the integration serves: the ones its tests cover (CPU end to end with the float64
+# references, static and dynamic caches, sliding windows; GPU: llama, qwen2, gemma2)
+MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma2")
 
 # The kernels the glue calls: module attributes, so that the CPU tests can put the float64 references in their place.
 decode_attention = ct.decode_attention
@@ -52,32 +58,47 @@ def apply(model):
     if not attention_modules:
         raise ValueError(f"{type(model).__name__}: no transformers attention layer (q_proj, k_proj, v_proj with a "
                          "layer_idx) found to run through cukiln")
+    config = attention_modules[0].config
+    if config.model_type not in MODEL_TYPES:
+        raise ValueError(f"{type(model).__name__}: model type {config.model_type!r}; cukiln's transformers "
+                         f"integration serves {', '.join(MODEL_TYPES)} (the attention features its tests cover)")
+    if getattr(config, "attention_chunk_size", None) or "chunked_attention" in (getattr(config, "layer_types",
+                                                                                          None) or ()):
+        raise ValueError(f"{type(model).__name__}: chunked attention; cukiln decodes full and sliding-window "
+                         "attention only")
     for m in attention_modules:
         head_dim = m.head_dim
         if head_dim not in HEAD_DIMS:
             raise ValueError(f"{type(m).__name__}: head dim {head_dim}; cukiln's decode kernels take {HEAD_DIMS}")
         if getattr(m.config, "use_bidirectional_attention", False):
             raise ValueError(f"{type(m).__name__}: bidirectional attention; cukiln decodes causal attention only")
-    dtype = next(model.parameters()).dtype
-    if dtype not in HALVES:
-        raise ValueError(f"{type(model).__name__}: parameters in {dtype}; cukiln's decode kernels take float16 or "
-                         "bfloat16 models (load with dtype=torch.bfloat16)")
+    parameter = next(model.parameters())
+    if parameter.dtype not in HALVES:
+        raise ValueError(f"{type(model).__name__}: parameters in {parameter.dtype}; cukiln's decode kernels take "
+                         "float16 or bfloat16 models (load with dtype=torch.bfloat16)")
+    if parameter.device.type not in DEVICE_TYPES:
+        raise ValueError(f"{type(model).__name__}: parameters on {parameter.device}; cukiln's kernels run on CUDA "
+                         "devices (model.to('cuda') first)")
     register()
+    if config._attn_implementation != NAME:
+        model._cukiln_previous_attn_implementation = config._attn_implementation
     for module_name in {type(m).__module__ for m in attention_modules}:
         _use_cukiln_rotary(sys.modules[module_name])
     model.set_attn_implementation(NAME)
     return model
 
 
-def remove(model, attn_implementation: str = "sdpa"):
-    """Undo apply: ``model`` back on transformers' ``attn_implementation``, and the modeling modules of its
-    attention layers back on their own rotary function (for every model of those modules). Returns the model."""
+def remove(model, attn_implementation: str | None = None):
+    """Undo apply: ``model`` back on ``attn_implementation`` (default: the one it had before apply), and the modeling
+    modules of its attention layers back on their own rotary function (for every model of those modules). Returns
+    the model."""
+    model.set_attn_implementation(attn_implementation or getattr(model, "_cukiln_previous_attn_implementation",
+                                                                  "sdpa"))
     for module_name in {type(m).__module__ for m in model.modules() if _is_attention(m)}:
         modeling = sys.modules[module_name]
         original = getattr(getattr(modeling, "apply_rotary_pos_emb", None), "cukiln_original", None)
         if original is not None:
             modeling.apply_rotary_pos_emb = original
-    model.set_attn_implementation(attn_implementation)
     return model
 
 
@@ -122,9 +143,11 @@ def decode_lengths(batch_size: int, q_offset, attention_mask: torch.Tensor | Non
     return torch.stack((start, total.expand(batch_size)))[:, :, None, None]
 
 
-def is_decode_lengths(attention_mask) -> bool:
+def is_decode_lengths(attention_mask, batch: int | None = None) -> bool:
+    """Whether ``attention_mask`` is decode_lengths' [2, b, 1, 1] int32 tensor (of ``batch`` rows when given)."""
     return (isinstance(attention_mask, torch.Tensor) and attention_mask.dtype == torch.int32
-            and attention_mask.ndim == 4 and attention_mask.shape[0] == 2)
+            and attention_mask.ndim == 4 and attention_mask.shape[0] == 2 and attention_mask.shape[2:] == (1, 1)
+            and (batch is None or attention_mask.shape[1] == batch))
 
 
 def check_left_padding(attention_mask: torch.Tensor) -> None:
@@ -144,18 +167,21 @@ def _softcap(config):
 # --- attention --------------------------------------------------------------------------------------------------
 
 def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask, dropout=0.0,
-              scaling=None, softcap=None, **kwargs):
+              scaling=None, softcap=None, sliding_window=None, **kwargs):
     """transformers' attention function for "cukiln": query [b, h_q, s, d], key and value the cache's
-    [b, h_kv, T, d] (after this step's update); returns ([b, s, h_q, d], None)."""
-    if is_decode_lengths(attention_mask):
-        if kwargs.get("output_attentions"):
-            raise ValueError("output_attentions: cukiln's decode returns no attention weights; use "
-                             "attn_implementation='eager' to get them")
+    [b, h_kv, T, d] (after this step's update); returns ([b, s, h_q, d], None). ``sliding_window``: the layer's
+    window (the module's attribute, or the argument some models pass instead)."""
+    if kwargs.get("output_attentions"):
+        raise ValueError("output_attentions: cukiln returns no attention weights; use attn_implementation='eager' "
+                         "to get them")
+    if is_decode_lengths(attention_mask, query.shape[0]):
         if query.shape[2] != 1:
             raise ValueError(f"query: decode lengths came with {query.shape[2]} query tokens a row, not 1")
-        return _decode(module, query, key, value, attention_mask, scaling, softcap), None
+        window = getattr(module, "sliding_window", None) or sliding_window
+        return _decode(query, key, value, attention_mask, scaling, softcap, window), None
     # prefill: transformers' exact path (its SDPA ignores a logit softcap: the model's eager attention then)
-    if softcap is not None or kwargs.get("output_attentions"):
+    kwargs["sliding_window"] = sliding_window
+    if softcap is not None:
         eager = sys.modules[type(module).__module__].eager_attention_forward
         return eager(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, softcap=softcap,
                      **kwargs)
@@ -163,10 +189,13 @@ def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
                                   **kwargs)
 
 
-def _decode(module, query, key, value, lengths, scaling, softcap):
+def _decode(query, key, value, lengths, scaling, softcap, window):
     start, lens = lengths[0, :, 0, 0], lengths[1, :, 0, 0]
-    if getattr(module, "sliding_window", None) is not None:
-        # the cache holds the last key.shape[2] positions in order: slot 0 is position max(lens - T, 0)
+    if window is not None:
+        # the new token attends to the window's last positions, [lens - window, lens); the cache holds its last
+        # key.shape[2] positions in order (all of them for a cache that does not evict): slot 0 is position
+        # max(lens - T, 0)
+        start = torch.maximum(start, lens - window)
         dropped = (lens - key.shape[2]).clamp(min=0)
         start, lens = (start - dropped).clamp(min=0), lens - dropped
     out = decode_attention(query[:, :, 0], key, value, lens, kv_start=start, scale=scaling, softcap=softcap)
@@ -176,9 +205,10 @@ def _decode(module, query, key, value, lengths, scaling, softcap):
 # --- RoPE ---------------------------------------------------------------------------------------------------------
 
 def _use_cukiln_rotary(modeling) -> None:
-    """Replace the modeling module's apply_rotary_pos_emb (what its attention layers call) by cukiln's, once."""
+    """Replace the modeling module's apply_rotary_pos_emb (what its attention layers call) by cukiln's, once, if it
+    is transformers' rotate-half formula on (q, k, cos, sin) (rotates_half)."""
     original = getattr(modeling, "apply_rotary_pos_emb", None)
-    if original is None or getattr(original, "cukiln_original", None) is not None:
+    if original is None or getattr(original, "cukiln_original", None) is not None or not rotates_half(original):
         return
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
@@ -189,6 +219,31 @@ def _use_cukiln_rotary(modeling) -> None:
     apply_rotary_pos_emb.cukiln_original = original
     apply_rotary_pos_emb.__doc__ = f"cukiln's rope_qk in place of {original.__module__}.apply_rotary_pos_emb."
     modeling.apply_rotary_pos_emb = apply_rotary_pos_emb
+
+
+def rotates_half(fn) -> bool:
+    """Whether ``fn(q, k, cos, sin)`` computes q * cos + rotate_half(q) * sin (and the same of k), rotate_half(x)
+    being (-x2, x1) of x's halves: tried once on small random float64 inputs (another signature, pairing or table
+    layout answers no)."""
+    names = list(inspect.signature(fn).parameters)[:4]
+    if names[:2] != ["q", "k"] or len(names) < 4:
+        return False
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 3, 5, 8, generator=gen, dtype=torch.float64), torch.randn(2, 1, 5, 8, generator=gen,
+                                                                                       dtype=torch.float64)
+    cos, sin = torch.randn(2, 5, 8, generator=gen, dtype=torch.float64), torch.randn(2, 5, 8, generator=gen,
+                                                                                       dtype=torch.float64)
+
+    def formula(x):
+        half = torch.cat((-x[..., 4:], x[..., :4]), -1)
+        return x * cos[:, None] + half * sin[:, None]
+
+    try:
+        got = fn(q, k, cos, sin)
+    except Exception:  # noqa: BLE001 - any failure means another contract
+        return False
+    return (isinstance(got, tuple) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)
+            and torch.allclose(got[0], formula(q)) and torch.allclose(got[1], formula(k)))
 
 
 def _rotates_exactly(q, k, cos, sin) -> bool:

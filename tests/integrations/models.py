@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import torch
 
-# style -> (config class name, config arguments): GQA with head dim 64; head dim 128; logit softcap and sliding
-# window (alternating sliding and full layers)
+# style -> (config class name, config arguments): GQA with head dim 64; head dim 128; logit softcap, a scaling of
+# its own and sliding window (alternating sliding and full layers); the GPU tests take the first three, the CPU
+# tests all: Mistral's window comes as an attention argument, Qwen3 normalizes q and k per head
 STYLES = {
     "llama": ("LlamaConfig", dict(hidden_size=256, intermediate_size=512, num_attention_heads=8,
                                   num_key_value_heads=2, head_dim=64)),
@@ -16,18 +17,24 @@ STYLES = {
                                     num_key_value_heads=2, head_dim=64, sliding_window=8,
                                     attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
                                     query_pre_attn_scalar=64)),
+    "mistral": ("MistralConfig", dict(hidden_size=256, intermediate_size=512, num_attention_heads=4,
+                                      num_key_value_heads=2, head_dim=64, sliding_window=8)),
+    "qwen3": ("Qwen3Config", dict(hidden_size=256, intermediate_size=512, num_attention_heads=4,
+                                  num_key_value_heads=2, head_dim=64)),
 }
+GPU_STYLES = ("llama", "qwen2", "gemma2")
 PROMPT_LENGTHS = (5, 11, 3, 8)
 PAD = 0
 
 
-def build(style: str, dtype, device, layers: int = 4, vocab: int = 256, seed: int = 0):
-    """A model of ``style`` with random weights (seeded), in ``dtype`` on ``device``, eval mode."""
+def build(style: str, dtype, device, layers: int = 4, vocab: int = 256, seed: int = 0, **overrides):
+    """A model of ``style`` with random weights (seeded), in ``dtype`` on ``device``, eval mode; ``overrides``
+    change its config arguments."""
     import transformers
 
     name, kwargs = STYLES[style]
     config = getattr(transformers, name)(vocab_size=vocab, num_hidden_layers=layers, pad_token_id=PAD,
-                                         bos_token_id=1, eos_token_id=2, **kwargs)
+                                         bos_token_id=1, eos_token_id=2, **{**kwargs, **overrides})
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype).to(device).eval()
     model.generation_config.eos_token_id = None  # always generate the requested number of tokens
@@ -46,10 +53,12 @@ def prompts(device, vocab: int = 256, seed: int = 1) -> tuple[torch.Tensor, torc
     return ids.to(device), mask.to(device)
 
 
-def greedy(model, ids, mask, new_tokens: int, compile: bool = False):
-    """Greedy static-cache generation: (new tokens [b, new_tokens], the logits of each step [steps, b, vocab])."""
+def greedy(model, ids, mask, new_tokens: int, compile: bool = False, cache="static"):
+    """Greedy generation on a static cache (or "dynamic", or a Cache object): (new tokens [b, new_tokens], the
+    logits of each step [steps, b, vocab])."""
     model.generation_config.disable_compile = not compile
+    how = {"cache_implementation": "static"} if cache == "static" else {} if cache == "dynamic" else {
+        "past_key_values": cache}
     out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                         do_sample=False, cache_implementation="static", output_logits=True,
-                         return_dict_in_generate=True, pad_token_id=PAD)
+                         do_sample=False, output_logits=True, return_dict_in_generate=True, pad_token_id=PAD, **how)
     return out.sequences[:, ids.shape[1]:], torch.stack(out.logits).float()

@@ -37,10 +37,8 @@ def float64_glue(monkeypatch):
     monkeypatch.setattr(glue, "DEVICE_TYPES", ("cuda", "cpu"))
     monkeypatch.setattr(glue, "decode_attention", _reference_decode)
     monkeypatch.setattr(glue, "rope_qk", _reference_rope_qk)
-    for name in ("llama", "qwen2", "gemma2"):
-        modeling = sys.modules[f"transformers.models.{name}.modeling_{name}"] if (
-            f"transformers.models.{name}.modeling_{name}" in sys.modules) else __import__(
-            f"transformers.models.{name}.modeling_{name}", fromlist=["x"])
+    for name in STYLES:
+        modeling = __import__(f"transformers.models.{name}.modeling_{name}", fromlist=["x"])
         monkeypatch.setattr(modeling, "apply_rotary_pos_emb", modeling.apply_rotary_pos_emb)
     calls = {"decode": 0, "rope": 0}
 
@@ -55,14 +53,37 @@ def float64_glue(monkeypatch):
     return calls
 
 
+def _sharpened(style: str, **overrides):
+    """A 2-layer float32 CPU model whose q and k projections are scaled up, so that its attention is sharp and
+    its scaling and logit softcap change the result (random weights give near-uniform attention)."""
+    model = build(style, torch.float32, "cpu", layers=2, **overrides)
+    with torch.no_grad():
+        for m in model.modules():
+            if glue._is_attention(m):
+                m.q_proj.weight.mul_(6.0)
+                m.k_proj.weight.mul_(6.0)
+    return model
+
+
+# Gemma-2 with its own scaling (query_pre_attn_scalar 256 against head dim 64) and a softcap that bites
+OVERRIDES = {"gemma2": dict(query_pre_attn_scalar=256, attn_logit_softcapping=3.0)}
+
+
+@pytest.mark.parametrize("cache", ["static", "dynamic", "dynamic without config"])
 @pytest.mark.parametrize("style", sorted(STYLES))
-def test_greedy_static_generation_matches_transformers_eager(style, float64_glue):
-    model = build(style, torch.float32, "cpu", layers=2)
+def test_greedy_generation_matches_transformers_eager(style, cache, float64_glue):
+    import transformers
+
+    model = _sharpened(style, **OVERRIDES.get(style, {}))
     ids, mask = prompts("cpu")
     model.set_attn_implementation("eager")
-    want_tokens, want_logits = greedy(model, ids, mask, 20)
+
+    def cache_arg():  # a cache without its config keeps every key, sliding layers too
+        return transformers.DynamicCache() if cache == "dynamic without config" else cache
+
+    want_tokens, want_logits = greedy(model, ids, mask, 20, cache=cache_arg())
     glue.apply(model)
-    got_tokens, got_logits = greedy(model, ids, mask, 20)
+    got_tokens, got_logits = greedy(model, ids, mask, 20, cache=cache_arg())
     assert torch.equal(got_tokens, want_tokens)
     assert torch.allclose(got_logits, want_logits, rtol=1e-4, atol=1e-4)
     layers = model.config.num_hidden_layers
@@ -70,16 +91,35 @@ def test_greedy_static_generation_matches_transformers_eager(style, float64_glue
     assert float64_glue["rope"] == 20 * layers, "every forward's RoPE went through the kernel"
 
 
-def test_remove_puts_back_transformers_attention_and_rotary_function(float64_glue):
+def test_remove_puts_back_the_models_attention_and_the_rotary_function(float64_glue):
     from transformers.models.llama import modeling_llama
 
     model = build("llama", torch.float32, "cpu", layers=1)
+    model.set_attn_implementation("eager")
     original = modeling_llama.apply_rotary_pos_emb
     glue.apply(model)
     assert model.config._attn_implementation == glue.NAME
     assert modeling_llama.apply_rotary_pos_emb.cukiln_original is original
+    glue.apply(model)  # twice: still one wrapper, and remove still knows the model's own implementation
     glue.remove(model)
-    assert model.config._attn_implementation == "sdpa" and modeling_llama.apply_rotary_pos_emb is original
+    assert model.config._attn_implementation == "eager" and modeling_llama.apply_rotary_pos_emb is original
+
+
+def test_only_the_rotate_half_formula_on_q_and_k_is_replaced():
+    from transformers.models.llama import modeling_llama
+
+    assert glue.rotates_half(modeling_llama.apply_rotary_pos_emb)
+
+    def interleaved(q, k, cos, sin, unsqueeze_dim=1):  # pairs (2i, 2i + 1), as Cohere's
+        def rot(x):
+            return torch.stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2)
+        cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        return q * cos + rot(q) * sin, k * cos + rot(k) * sin
+
+    def one_tensor(x, cos, sin, unsqueeze_dim=1):  # Gemma-3n's signature
+        return x * cos.unsqueeze(unsqueeze_dim)
+
+    assert not glue.rotates_half(interleaved) and not glue.rotates_half(one_tensor)
 
 
 def test_decode_lengths_read_left_padding_and_the_cache_length():
@@ -105,9 +145,16 @@ def test_sliding_window_layers_attend_to_the_window_the_cache_holds(float64_glue
     want0 = cukiln.reference.decode_attention(q[:1, :, 0], window[0][:1], window[1][:1], 4, kv_start=1, scale=0.125)
     want1 = cukiln.reference.decode_attention(q[1:, :, 0], window[0][1:], window[1][1:], 3, scale=0.125)
     assert torch.allclose(got[:, 0], torch.cat((want0, want1)))
+    # the window as an argument (Mistral) over a cache that keeps every key: row 0 attends to [6, 9), the window
+    # [5, 9) without its padding
+    everything = torch.randn(2, 1, 9, 64, dtype=torch.float64), torch.randn(2, 1, 9, 64, dtype=torch.float64)
+    got = glue.attention(torch.nn.Module(), q, *everything, lengths, scaling=0.125, sliding_window=4)[0]
+    want0 = cukiln.reference.decode_attention(q[:1, :, 0], everything[0][:1], everything[1][:1], 9, kv_start=6,
+                                              scale=0.125)
+    assert torch.allclose(got[:1, 0], want0)
 
 
-def test_right_padding_and_unsupported_models_are_refused_naming_the_feature():
+def test_right_padding_and_unsupported_models_are_refused_naming_the_feature(monkeypatch):
     with pytest.raises(ValueError, match="left-padded"):
         glue.check_left_padding(torch.tensor([[1, 1, 0], [1, 1, 1]], dtype=torch.bool))
     glue.check_left_padding(torch.tensor([[0, 1, 1], [1, 1, 1]], dtype=torch.bool))
@@ -122,13 +169,28 @@ def test_right_padding_and_unsupported_models_are_refused_naming_the_feature():
         glue.apply(odd)
     with pytest.raises(ValueError, match="no transformers attention layer"):
         glue.apply(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="CUDA devices"):
+        glue.apply(build("llama", torch.bfloat16, "cpu", layers=1))
+    cohere = transformers.AutoModelForCausalLM.from_config(transformers.CohereConfig(
+        vocab_size=64, hidden_size=128, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1), dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="model type 'cohere'"):
+        glue.apply(cohere)
+    monkeypatch.setattr(glue, "DEVICE_TYPES", ("cuda", "cpu"))
+    chunked = build("llama", torch.bfloat16, "cpu", layers=1)
+    chunked.config.attention_chunk_size = 8
+    with pytest.raises(ValueError, match="chunked attention"):
+        glue.apply(chunked)
 
 
-def test_decode_refuses_to_return_attention_weights():
+def test_attention_weights_are_refused_in_decode_and_prefill():
     lengths = torch.tensor([[0], [3]], dtype=torch.int32)[:, :, None, None]
     q, k = torch.zeros(1, 2, 1, 64, dtype=torch.bfloat16), torch.zeros(1, 1, 4, 64, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="output_attentions"):
         glue.attention(torch.nn.Module(), q, k, k, lengths, output_attentions=True)
+    with pytest.raises(ValueError, match="output_attentions"):
+        glue.attention(torch.nn.Module(), q.expand(1, 2, 4, 64), k, k, None, output_attentions=True)
+    assert not glue.is_decode_lengths(lengths, batch=2), "lengths of another batch are not the step's"
 
 
 def test_prompt_lengths_fit_the_batch():
