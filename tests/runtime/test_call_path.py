@@ -206,3 +206,35 @@ def test_a_plan_cache_hit_allocates_only_the_outputs_it_returns(recorded):
         allocated.clear()
         call()
         assert len(allocated) == outputs, f"{name}: {len(allocated)} allocations on a hit, {outputs} outputs"
+
+
+def test_a_plan_cache_hit_asks_the_device_nothing(recorded, monkeypatch):
+    """Each public call, its plan cached: no query of the device's properties, occupancy, context or functions
+    (the planner's questions), only the launch."""
+    asked = []
+    for name in ("arch", "sm_count", "max_shared_per_block", "resident_blocks", "active_clusters", "context",
+                 "function"):
+        real = getattr(loader.KERNELS, name)
+
+        def counting(*args, _real=real, _name=name, **kwargs):
+            asked.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(loader.KERNELS, name, counting)
+    x = torch.randn(4, 2, 8, 64, dtype=torch.bfloat16)
+    qkv = torch.randn(2, 48 * 128, dtype=torch.bfloat16)
+    q, k, v = (qkv[:, a:b].view(2, -1, 128) for a, b in ((0, 4096), (4096, 5120), (5120, 6144)))
+    caches = [torch.zeros(2, 8, 64, 128, dtype=torch.bfloat16) for _ in range(2)]
+    q_out, pos = torch.empty_like(q), torch.arange(2)
+    calls = {
+        "rope": lambda: cukiln.rope(x, base=1e4, inplace=True),
+        "rope_qk": lambda: cukiln.rope_qk(q, k, base=1e4, layout="thd", positions=pos, inplace=True),
+        "decode_attention": lambda: cukiln.decode_attention(q, *caches, 9, out=q_out),
+        "kv_append": lambda: cukiln.kv_append(q, k, v, *caches, 5, base=1e4, inplace=True),
+    }
+    for name, call in calls.items():
+        call()  # plans: a miss asks the device about the launch
+        assert asked, f"{name}: the miss asked nothing (the counters are not in its way)"
+        asked.clear()
+        call()
+        assert asked == [], f"{name}: a plan-cache hit asked the device {asked}"
