@@ -161,8 +161,8 @@ def launch_planned(cached: _CachedPlan, per_call: list, torch, written=None, che
     """The cached plan's kernels with this call's pointers and lengths (``per_call``, in _PER_CALL's order);
     ``written``: the caller's out, whose version is bumped (written behind autograd's back, as rope does). A split
     plan's partial results go to a workspace allocated here, unless per_call already points at one (a caller's
-    workspace of partial_bytes(cached) bytes: decode_step's). ``checked``: the caller has made the overlap
-    checks."""
+    [batch, heads_q, num_splits] partial outputs and log-sum-exps: decode_step's). ``checked``: the caller has
+    made the overlap checks."""
     if cached.empty:
         return
     attention = cached.attention
@@ -197,12 +197,6 @@ def describe(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, 
                          None if plan.combine is None else
                          Refill(slots_for(plan.combine.field_names, _PER_CALL), spans, (), (_OUT,)))
     return cached, keep
-
-
-def partial_bytes(cached: _CachedPlan) -> int:
-    """The bytes of a split plan's partial results (outputs, then log-sum-exps, fp32), 0 for a plan without."""
-    p = cached.plan
-    return 0 if cached.combine is None else p.batch * p.heads_q * p.num_splits * (p.head_dim + 1) * 4
 
 
 def _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,

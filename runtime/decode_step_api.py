@@ -44,17 +44,19 @@ class _Step:
 
     @classmethod
     def lay_out(cls, append, attention, q) -> "_Step":
+        """The workspace: the rotated query, the new lengths, then a split attention's partial outputs and
+        log-sum-exps (fp32), each at a multiple of _WORKSPACE_ALIGN bytes."""
         def aligned(n: int) -> int:
             return -(-n // _WORKSPACE_ALIGN) * _WORKSPACE_ALIGN
 
         lens = aligned(q.numel() * q.element_size())
-        partial = aligned(lens + 4 * q.shape[0])
+        after_lens = aligned(lens + 4 * q.shape[0])
+        if attention.combine is None:  # one pass: no partial results
+            return cls(append, attention, lens, 0, 0, after_lens)
         p = attention.plan
-        partial_lse = aligned(partial + p.batch * p.heads_q * p.num_splits * p.head_dim * 4)
-        split = decode_api.partial_bytes(attention) > 0
-        end = partial_lse + (p.batch * p.heads_q * p.num_splits * 4 if split else 0)
-        return cls(append, attention, lens, partial if split else 0, partial_lse if split else 0,
-                   end if split else partial)
+        partials = p.batch * p.heads_q * p.num_splits
+        partial_lse = aligned(after_lens + partials * p.head_dim * 4)
+        return cls(append, attention, lens, after_lens, partial_lse, partial_lse + partials * 4)
 
 
 def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
@@ -84,6 +86,8 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
     if (q.requires_grad or getattr(k_new, "requires_grad", False) or getattr(v_new, "requires_grad", False)
             or getattr(out, "requires_grad", False)):
         refuse_untracked_gradients("cukiln.decode_step", (("q", q), ("k_new", k_new), ("v_new", v_new), ("out", out)))
+    if q.ndim != 3:
+        raise ValueError(f"q: expected [b, h_q, d] (one new token a row), got shape {list(q.shape)}")
     if type(kv_lens) is torch.Tensor and kv_lens.is_cuda and (kv_start is None or type(kv_start) is int
                                                                or (type(kv_start) is torch.Tensor and kv_start.is_cuda)):
         tensors = (q, None, k_new, v_new, k_cache, v_cache, kv_lens, kv_start, positions, freqs, cos, sin,
@@ -104,8 +108,6 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
                 STEPS.put(key, step)
             pointers = [0 if t is None or type(t) is int else t.data_ptr() for t in tensors]
         return _run_step(step, pointers, q, k_cache, v_cache, kv_lens, kv_start, out, return_lse, advance_lens, torch)
-    if q.ndim != 3:
-        raise ValueError(f"q: expected [b, h_q, d] (one new token a row), got shape {list(q.shape)}")
     device_lens = isinstance(kv_lens, torch.Tensor) and kv_lens.device.type != "cpu"
     if advance_lens and not isinstance(kv_lens, torch.Tensor):
         raise ValueError("advance_lens: kv_lens is an int, which cannot be advanced in place; give an int32 tensor")
@@ -136,8 +138,6 @@ def _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary
     workspace's rotated query and new lengths."""
     torch = _torch
     q, kv_lens, kv_start, out = tensors[0], tensors[6], tensors[7], tensors[_OUT]
-    if q.ndim != 3:
-        raise ValueError(f"q: expected [b, h_q, d] (one new token a row), got shape {list(q.shape)}")
     q_rot, lens_after = torch.empty_like(q), torch.empty_like(kv_lens)
     attention, _ = decode_api.describe(q_rot, tensors[4], tensors[5], lens_after, kv_layout, kv_start, scale, softcap,
                                        num_splits, out, return_lse)

@@ -123,10 +123,9 @@ def run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_star
     except (AttributeError, TypeError):  # not tensors, unhashable scalars: the full validation explains
         key, cached = None, None
     if cached is None:
-        cached = describe(args, kv_layout=kv_layout, base=base, scale=scale, mscale=mscale,
-                                    interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
-                                    norm_eps=norm_eps, inplace=inplace, fresh=fresh, kv_lens_host=lens_host,
-                                    kv_start_host=start_host)
+        cached = describe(args, kv_layout=kv_layout, base=base, scale=scale, mscale=mscale, interleaved=interleaved,
+                          rotary_dim=rotary_dim, rotary_offset=rotary_offset, norm_eps=norm_eps, inplace=inplace,
+                          fresh=fresh, kv_lens_host=lens_host, kv_start_host=start_host)
         if key is not None:
             PLANS.put(key, cached)
         pointers = [0 if t is None or type(t) is int else t.data_ptr() for t in args]
