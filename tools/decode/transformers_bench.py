@@ -7,7 +7,8 @@ Per point, implementation and mode: the wall time of a generation of NEW_TOKENS 
 the decode time per token: (the time of NEW_TOKENS tokens - the time of one, which is the prefill) / (NEW_TOKENS -
 1). Each is the median of REPEATS generations after a warm-up one (which compiles, in compiled mode), on one
 static cache sized for the longer generation and reset in between, so both generations take the same shapes. The
-two implementations are measured A B B A at each point and mode, and the mean of both turns kept. The
+two implementations are measured A B B A at each point and mode, and the mean of both turns kept (each turn's
+figures are recorded beside it). The
 tokens of the two implementations are compared (greedy decoding of random weights has near-ties in bf16: the
 fraction of equal tokens is recorded, not required).
 """
@@ -99,7 +100,9 @@ def run(console: Console, args) -> dict:
             times.setdefault((b, ctx, mode, impl), []).append(result)
             progress.advance(task)
     for (b, ctx, mode, impl), runs in times.items():
-        rows[b, ctx].setdefault(mode, {})[impl] = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        entry = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        # each turn's own figures too: eager decoding waits on the host, whose speed drifts between turns
+        rows[b, ctx].setdefault(mode, {})[impl] = {**entry, "turns": runs}
     for (b, ctx), mode in itertools.product(points, MODES):
         same = tokens[b, ctx, mode, "cukiln"] == tokens[b, ctx, mode, "transformers sdpa"]
         entry = rows[b, ctx][mode]
