@@ -12,8 +12,9 @@ copy (the call the issue's 3x compares with) and cukiln.rope both ways.
 
 Decode (bf16, h_kv 8, d 128, the bench's cache slices): every (row, KV head) block streams its K and V
 rows, through `cp.async` 16-byte copies into 2-4 shared-memory stages of 64 keys (the attention kernel's
-copies, without its arithmetic), or through plain 16-byte loads into registers, against torch SDPA and
-cukiln.decode_attention on the same inputs.
+copies, without its arithmetic), through plain 16-byte loads into registers, or warp-specialized: one producer
+warp loading 64-key tiles by the TMA engine (2D tensor maps, plain or 128-byte swizzled boxes) into 2-4 stages
+that 4 consumer warps release on mbarriers, against torch SDPA and cukiln.decode_attention on the same inputs.
 """
 
 from __future__ import annotations
@@ -168,12 +169,130 @@ __device__ __forceinline__ void stream_registers(const char* K, const char* V, l
 extern "C" __global__ void __launch_bounds__(128) decode_registers(const StreamArgs a) {
   stream_registers(a.K, a.V, a.head_pitch, a.keys, a.sink);
 }
+
+// Warp-specialized, by the TMA engine: one producer warp (one lane) loads each 64-key tile of K and of V with 2D
+// tensor-map copies into a ring of STAGES shared stages, completing on the stage's "full" mbarrier (transaction
+// bytes); 4 consumer warps wait on it, touch the tile and release the stage on its "empty" mbarrier, one arrival a
+// warp. The cache as a 2D tensor of 128-element rows (keys; a (row, KV head)'s keys are `rows_per_head` rows apart),
+// boxes of 64 keys x 128 elements (no swizzle) or 2 boxes of 64 keys x 64 (128-byte swizzle: what ldmatrix would
+// read without bank conflicts).
+struct alignas(64) TensorMap { unsigned long long opaque[16]; };
+struct alignas(64) TmaArgs { TensorMap k_map; TensorMap v_map; long long rows_per_head; int keys; int pad; unsigned* sink; };
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile("{\n .reg .pred p;\n WAIT_%=:\n"
+               " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               " @!p bra WAIT_%=;\n}" :: "r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void tma_2d(unsigned dst, const TensorMap* map, int x, int y, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+
+template <int STAGES, bool SWIZZLED>
+__device__ __forceinline__ void stream_tma(const TmaArgs& a) {
+  // the stages from a 1024-byte boundary (the 128-byte swizzle's), then the barriers (TMA_SHARED_BYTES)
+  extern __shared__ __align__(16) char raw[];
+  const unsigned raw0 = static_cast<unsigned>(__cvta_generic_to_shared(raw));
+  const unsigned base = (raw0 + 1023u) & ~1023u;
+  char* smem = raw + (base - raw0);
+  const unsigned full0 = base + STAGES * 2 * kTileBytes, empty0 = full0 + 8 * STAGES;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) { mbar_init(full0 + 8 * s, 1); mbar_init(empty0 + 8 * s, 4); }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int tiles = a.keys / kTileKeys;
+  const int row0 = static_cast<int>(blockIdx.x * a.rows_per_head + static_cast<long long>(blockIdx.y) * a.keys);
+  if (warp == 4) {  // the producer
+    if (lane == 0) {
+      for (int t = 0; t < tiles; ++t) {
+        const int s = t % STAGES;
+        if (t >= STAGES) mbar_wait(empty0 + 8 * s, ((t / STAGES) - 1) & 1);
+        mbar_expect(full0 + 8 * s, 2 * kTileBytes);
+        const unsigned k_dst = base + s * 2 * kTileBytes, v_dst = k_dst + kTileBytes;
+        const int y = row0 + t * kTileKeys;
+        if (SWIZZLED) {
+          tma_2d(k_dst, &a.k_map, 0, y, full0 + 8 * s);
+          tma_2d(k_dst + kTileBytes / 2, &a.k_map, 64, y, full0 + 8 * s);
+          tma_2d(v_dst, &a.v_map, 0, y, full0 + 8 * s);
+          tma_2d(v_dst + kTileBytes / 2, &a.v_map, 64, y, full0 + 8 * s);
+        } else {
+          tma_2d(k_dst, &a.k_map, 0, y, full0 + 8 * s);
+          tma_2d(v_dst, &a.v_map, 0, y, full0 + 8 * s);
+        }
+      }
+    }
+    return;
+  }
+  unsigned acc = 0;
+  for (int t = 0; t < tiles; ++t) {
+    const int s = t % STAGES;
+    mbar_wait(full0 + 8 * s, (t / STAGES) & 1);
+    const unsigned* slot = reinterpret_cast<const unsigned*>(smem + s * 2 * kTileBytes);
+    acc ^= slot[threadIdx.x * 4] ^ slot[kTileBytes / 4 + threadIdx.x * 4];
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+  }
+  if (acc == 0x9e3779b9u) a.sink[0] = acc;
+}
+
+#define TMA(name, STAGES, SWIZZLED) \
+  extern "C" __global__ void __launch_bounds__(160) name(const __grid_constant__ TmaArgs a) { stream_tma<STAGES, SWIZZLED>(a); }
+TMA(decode_tma_2, 2, false)
+TMA(decode_tma_3, 3, false)
+TMA(decode_tma_4, 4, false)
+TMA(decode_tma_3_swizzled, 3, true)
+TMA(decode_tma_4_swizzled, 4, true)
 """
 
 ROPE_KERNELS = ("partial_inplace_u1", "partial_inplace_u2", "partial_inplace_u4", "partial_inplace_u8",
                 "partial_inplace_u4_streaming", "partial_read_u4", "partial_write_u4", "full_inplace_u4",
                 "full_copy_u4")
 DECODE_KERNELS = {"decode_cp_async_2": 2, "decode_cp_async_3": 3, "decode_cp_async_4": 4, "decode_registers": 0}
+# The warp-specialized TMA stream: name -> (stages, swizzled); 160 threads (4 consumer warps and the producer).
+TMA_KERNELS = {"decode_tma_2": (2, False), "decode_tma_3": (3, False), "decode_tma_4": (4, False),
+               "decode_tma_3_swizzled": (3, True), "decode_tma_4_swizzled": (4, True)}
+TMA_THREADS = 160
+
+
+def tma_shared_bytes(stages: int) -> int:
+    """The TMA stream's dynamic shared memory: its stages, 1 KB to align them, two mbarriers a stage."""
+    return stages * 2 * 64 * 256 + 1024 + 16 * stages
+
+
+def tensor_map(cache, swizzled: bool) -> bytes:
+    """The 128 bytes of a 2D tensor map of a bench cache slice's buffer (bf16 [b, h_kv, capacity, 128]): rows of 128
+    elements, boxes of 64 rows x 128 elements, or x 64 with the 128-byte swizzle."""
+    import ctypes
+
+    from cuda.bindings import driver
+
+    from cukiln.driver import check
+
+    b, hkv, _, d = cache.shape
+    rows = b * hkv * cache.stride(1) // d
+    assert cache.stride(2) == d and cache.stride(0) == hkv * cache.stride(1)
+    swizzle = driver.CUtensorMapSwizzle
+    encoded = check(driver.cuTensorMapEncodeTiled(
+        driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, cache.data_ptr(),
+        [driver.cuuint64_t(d), driver.cuuint64_t(rows)], [driver.cuuint64_t(d * 2)],
+        [driver.cuuint32_t(64 if swizzled else d), driver.cuuint32_t(64)], [driver.cuuint32_t(1)] * 2,
+        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        swizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzled else swizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+    return ctypes.string_at(encoded.getPtr(), 128)
 ROPE_SHAPE = (4096, 1, 128, 128)
 ROTARY_DIM = 32
 # (b, T, split counts (each a whole number of 64-key tiles), rotate): the bench's grid points where cukiln trails SDPA at the tuned table's split
@@ -274,6 +393,14 @@ def _decode_rows(functions, copy: float, stream: int) -> list[dict]:
                                                                         T // splits, sink.data_ptr()),
                                           (b * HEADS_KV, splits, 1), (THREADS, 1, 1), shared, stream))
                 time(name, calls, splits)
+        for name, (stages, swizzled) in TMA_KERNELS.items():
+            maps = [(tensor_map(k, swizzled), tensor_map(v, swizzled), k.stride(1) // k.shape[3]) for _, k, v in sets]
+            for splits in split_counts:
+                calls = [launcher(functions[name], "<128s128sqiiQ40x", (km, vm, per_head, T // splits, 0,
+                                                                      sink.data_ptr()),
+                                  (b * HEADS_KV, splits, 1), (TMA_THREADS, 1, 1), tma_shared_bytes(stages), stream)
+                         for km, vm, per_head in maps]
+                time(name, calls, splits)
         rows.append(case)
         print(f"b={b} T={T} rotate={rotate}: " + ", ".join(f"{n} {p['x_copy']:.3f}" for n, p in case["patterns"].items()))
         del sets, outs
@@ -289,10 +416,13 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
     torch.cuda.init()
     copy = copy_tbps()
     resources = json.loads((cubin_dir / "index.json").read_text())
-    functions = load_functions(cubin_dir / "access_bounds.cubin", list(ROPE_KERNELS) + list(DECODE_KERNELS))
+    functions = load_functions(cubin_dir / "access_bounds.cubin",
+                               list(ROPE_KERNELS) + list(DECODE_KERNELS) + list(TMA_KERNELS))
     for name, stages in DECODE_KERNELS.items():
         if stages:
             allow_shared(functions[name], stages * 2 * 64 * 256)
+    for name, (stages, _) in TMA_KERNELS.items():
+        allow_shared(functions[name], tma_shared_bytes(stages))
     stream = torch.cuda.current_stream().cuda_stream
     print(f"1 GiB copy {copy:.3f} TB/s")
     rope = _rope_rows(functions, copy, stream)

@@ -43,6 +43,13 @@ L2_PREFETCH = ".L2::128B"
 # Whether the loop puts the next tile's copies in flight before it waits for the current tile (kStages tiles
 # in flight during the wait, two barriers a tile) rather than after (kStages - 1, one): a knob for sweeps.
 ISSUE_EARLY = False
+# Batch-invariant mode: a row of n keys is split into the count of the first (most keys, splits) entry with
+# n <= most keys (None: any n), equal shares rounded up to whole tiles, whatever the grid; the last count is
+# the most any row gets. Measured (results/decode-fixed-splits-scan-h100-2026-11-25.json, H100, h_q 32 / h_kv 8,
+# d 128): against the tuned choice, one split of a 512-key row costs 0.98-1.04x at b = 8-128, two splits of
+# 2k-32k keys 0.99-1.04x, and 16 splits of 32k keys 1.02x; 4 or 8 splits cost 1.10-1.19x at b = 8, 2k-32k.
+INVARIANT_SPLITS = ((1024, 1), (8192, 2), (None, 16))
+INVARIANT_MAX_SPLITS = INVARIANT_SPLITS[-1][1]
 # Without tuning data for an arch: the split rule of runtime/decode_plan.choose_splits with these values.
 SPLIT_DEFAULT = {"blocks_per_sm": 2.0, "min_keys_per_split": 256, "wave_efficiency": 0.9}
 
@@ -107,6 +114,7 @@ _ATTENTION = (
     (I64, "num_splits"),
     (PTR, "partial_out"),  # split only: fp32 [batch, heads_q, num_splits, head_dim]
     (PTR, "partial_lse"),  # split only: fp32 [batch, heads_q, num_splits]
+    (I64, "batch_invariant"),  # 1: each row split by its own key count (INVARIANT_SPLITS), partial lse in base 2
 )
 _KV_STRIDES = {
     3: tuple((I64, f"{t}_{a}") for t in ("k", "v") for a in ("sb", "sh", "st")),
@@ -121,6 +129,7 @@ _COMBINE = (
     (I64, "heads_q"),
     (I64, "num_splits"),
     (I64, "out_sb"), (I64, "out_sh"), (I64, "out_sd"),
+    (I64, "batch_invariant"),  # 1: the cluster merge's arithmetic, split by split in order (base-2 partial lse)
 )
 
 

@@ -19,7 +19,8 @@ def render_headers(*, l2_prefetch: str = decode_abi.L2_PREFETCH, warps: int = de
     benchmarks/decode_sweep.py)."""
     return {HEADER: jinja.render("decode.cuh.j2", head_rows=decode_abi.HEAD_ROWS, warps=warps,
                                  row_padding=decode_abi.ROW_PADDING, l2_prefetch=l2_prefetch,
-                                 max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS, issue_early=issue_early)}
+                                 max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS, issue_early=issue_early,
+                                 invariant_splits=decode_abi.INVARIANT_SPLITS)}
 
 
 def render_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVariant], *,
@@ -84,6 +85,8 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
         f"DECODE_COMBINE_THREADS = {decode_abi.COMBINE_THREADS}",
         "# Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.",
         f"DECODE_MAX_CLUSTER_SPLITS = {decode_abi.MAX_CLUSTER_SPLITS}",
+        "# batch-invariant mode: (most keys of a row or None, its split count), first match",
+        f"DECODE_INVARIANT_SPLITS = {decode_abi.INVARIANT_SPLITS!r}",
         f"DECODE_SHARED = {_shared(variants)!r}",
         "",
     ]

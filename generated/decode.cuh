@@ -165,6 +165,27 @@ __device__ __forceinline__ const float* in_block(const float* p, unsigned rank) 
 #endif
 constexpr int kMaxClusterSplits = 8;  // splits merged in a cluster at most
 
+// Batch-invariant mode (decode_abi.INVARIANT_SPLITS): a row's split count from its own key count alone, never
+// from the grid, so that its result does not depend on the batch it is in or on the cache's capacity.
+constexpr int kInvariantMaxSplits = 16;
+__device__ __forceinline__ int invariant_splits(long long keys) {
+  if (keys <= 1024) return 1;
+  if (keys <= 8192) return 2;
+  return 16;
+}
+
+// One output element merged from N splits' results `x` by their weights `w`, split by split in order. The
+// cluster merge and the batch-invariant combine both merge through it, with the same weights (merge_weights):
+// a split past a row's last (weight 0, result 0) adds an exact zero, so a row's bits depend neither on N nor on
+// which of the two merges it.
+template <int N>
+__device__ __forceinline__ float weighted_sum(const float (&w)[N], const float (&x)[N]) {
+  float o = 0.f;
+#pragma unroll
+  for (int s = 0; s < N; ++s) o += w[s] * x[s];
+  return o;
+}
+
 __device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int Pending>
 __device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory"); }
@@ -290,6 +311,7 @@ struct Sink {
   float* partial_out;  // [batch, heads_q, num_splits, D], or null for one pass
   float* partial_lse;  // [batch, heads_q, num_splits]
   int heads_q, num_splits, split;
+  int batch_invariant;  // splits by the row's own key count; split results carry base-2 log-sum-exps
 
   __device__ __forceinline__ long long slot(int b, int qh) const {
     return (static_cast<long long>(b) * heads_q + qh) * num_splits + split;
@@ -335,7 +357,8 @@ template <typename T, int D, class P>
 __device__ __forceinline__ Sink<T, D> sink_of(const P& p) {
   return Sink<T, D>{static_cast<T*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
                     static_cast<float*>(p.partial_out), static_cast<float*>(p.partial_lse),
-                    static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x)};
+                    static_cast<int>(p.heads_q), static_cast<int>(p.num_splits), static_cast<int>(blockIdx.x),
+                    static_cast<int>(p.batch_invariant)};
 }
 
 #if __CUDA_ARCH__ >= 900
@@ -367,13 +390,13 @@ __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse
   // The outputs shared out over the cluster's threads; every split's element in flight before the sum.
   for (int i = rank * kThreads + threadIdx.x; i < rows * D; i += n * kThreads) {
     const int r = i / D, j = i % D;
-    float outs[kMaxClusterSplits];
+    float outs[kMaxClusterSplits], w[kMaxClusterSplits];
 #pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) outs[s] = s < static_cast<int>(n) ? *in_block(own_o + i, s) : 0.f;
-    float o = 0.f;
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) o += split_weight[s * kHeadRows + r] * outs[s];
-    sink.put(b, first_head + r, j, o);
+    for (int s = 0; s < kMaxClusterSplits; ++s) {
+      outs[s] = s < static_cast<int>(n) ? *in_block(own_o + i, s) : 0.f;
+      w[s] = split_weight[s * kHeadRows + r];
+    }
+    sink.put(b, first_head + r, j, weighted_sum(w, outs));
     if (j == 0) sink.put_lse(b, first_head + r, merged_lse[r] * kLn2);
   }
   // No block leaves while another may still read its shared memory (whose reads are all used: relaxed).
@@ -584,7 +607,8 @@ __device__ __forceinline__ void finish_block(Running<D>& run, unsigned char* sha
       own_o[i] = o;
     } else {
       sink.put(b, first_head + r, j, o);
-      if (j == 0) sink.put_lse(b, first_head + r, row_lse[r] * kLn2);
+      // natural log, except a batch-invariant split's: its merge takes base 2, as the cluster merge does
+      if (j == 0) sink.put_lse(b, first_head + r, sink.split_kv() && sink.batch_invariant ? row_lse[r] : row_lse[r] * kLn2);
     }
   }
 #if __CUDA_ARCH__ >= 900
@@ -631,7 +655,8 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     return;
   }
   int lo, hi;
-  split_range<kKeys>(range, sink.split, sink.num_splits, lo, hi);
+  const int splits = sink.batch_invariant ? invariant_splits(range.end - range.start) : sink.num_splits;
+  split_range<kKeys>(range, sink.split, splits, lo, hi);
   const int tiles_n = (hi - lo + kKeys - 1) / kKeys;
 
   // Tiles t = 0 .. kStages - 2 go in flight at once; tile t lives in stage t % kStages. Every step
@@ -774,6 +799,44 @@ __device__ __forceinline__ void combine(const float* partial_out, const float* p
   if (threadIdx.x == 0 && lse != nullptr) {
     lse[blockIdx.x] = any_nan ? CUKILN_NAN : empty ? -CUKILN_INF : top + logf(total);
   }
+}
+
+// The batch-invariant merge of one (row, query head)'s splits — block blockIdx.x = row * heads_q + head — with
+// the cluster merge's arithmetic (merge_weights over base-2 log-sum-exps, weighted_sum in split order): a row's
+// result is the same bits whether its splits merge here or in a cluster. At most kInvariantMaxSplits splits.
+template <typename T, int D, int Threads>
+__device__ __forceinline__ void combine_ordered(const float* partial_out, const float* partial_lse, T* out,
+                                                Rows3 out_rows, float* lse, int heads_q, int num_splits) {
+  constexpr int N = kInvariantMaxSplits;
+  __shared__ float weights[N];
+  __shared__ float merged_lse;
+  wait_for_prerequisite_grid();
+  const int b = blockIdx.x / heads_q, qh = blockIdx.x % heads_q;
+  const float* lses = partial_lse + static_cast<long long>(blockIdx.x) * num_splits;
+  const float* outs = partial_out + static_cast<long long>(blockIdx.x) * num_splits * D;
+  if (threadIdx.x == 0) {
+    float m[N], ones[N], w[N];
+#pragma unroll
+    for (int s = 0; s < N; ++s) {
+      const bool mine = s < num_splits;
+      m[s] = mine ? lses[s] : -CUKILN_INF;
+      ones[s] = mine ? 1.f : 0.f;
+    }
+    merged_lse = merge_weights(m, ones, w);
+#pragma unroll
+    for (int s = 0; s < N; ++s) weights[s] = w[s];
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < D; j += Threads) {
+    float w[N], x[N];
+#pragma unroll
+    for (int s = 0; s < N; ++s) {
+      w[s] = weights[s];
+      x[s] = s < num_splits ? outs[static_cast<long long>(s) * D + j] : 0.f;
+    }
+    out[out_rows.at(b, qh, j)] = from_float<T>(weighted_sum(w, x));
+  }
+  if (threadIdx.x == 0 && lse != nullptr) lse[blockIdx.x] = merged_lse * kLn2;
 }
 
 }  // namespace decode

@@ -2,7 +2,7 @@
 // Rendered from templates/decode.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel bodies are in decode.cuh; each entry point below picks its head dim, K/V addressing,
 // and vector width; whether a launch writes the output (one pass) or split-KV partial results is a kernel
-// argument (partial_out null or not).
+// argument (partial_out null or not), as is the batch-invariant split and merge (batch_invariant).
 #include "decode.cuh"
 
 
@@ -33,6 +33,7 @@ struct decode_fp16_d64_s3_v1_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -79,6 +80,7 @@ struct decode_fp16_d64_s3_v2_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -125,6 +127,7 @@ struct decode_fp16_d64_s3_v4_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -171,6 +174,7 @@ struct decode_fp16_d64_s3_v8_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -217,6 +221,7 @@ struct decode_fp16_d64_s3_v8_deep_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -263,6 +268,7 @@ struct decode_fp16_d64_s3_v8_wide_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -309,6 +315,7 @@ struct decode_fp16_d64_s4_v1_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -342,14 +349,23 @@ struct decode_combine_fp16_d64_params {
   long long out_sb;
   long long out_sh;
   long long out_sd;
+  long long batch_invariant;
 };
 
 extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d64(const decode_combine_fp16_d64_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
-  combine<f16, 64, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
-      static_cast<f16*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
-      static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  const auto partial_out = static_cast<const float*>(p.partial_out);
+  const auto partial_lse = static_cast<const float*>(p.partial_lse);
+  const auto out = static_cast<f16*>(p.out);
+  const auto lse = static_cast<float*>(p.lse);
+  if (p.batch_invariant) {
+    combine_ordered<f16, 64, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
+        static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  } else {
+    combine<f16, 64, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
+        static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  }
 }
 
 // decode_fp16_d80_s3_v1: head dim 80, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
@@ -379,6 +395,7 @@ struct decode_fp16_d80_s3_v1_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -425,6 +442,7 @@ struct decode_fp16_d80_s3_v2_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -471,6 +489,7 @@ struct decode_fp16_d80_s3_v4_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -517,6 +536,7 @@ struct decode_fp16_d80_s3_v8_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -563,6 +583,7 @@ struct decode_fp16_d80_s3_v8_deep_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -609,6 +630,7 @@ struct decode_fp16_d80_s3_v8_wide_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -655,6 +677,7 @@ struct decode_fp16_d80_s4_v1_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -688,14 +711,23 @@ struct decode_combine_fp16_d80_params {
   long long out_sb;
   long long out_sh;
   long long out_sd;
+  long long batch_invariant;
 };
 
 extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d80(const decode_combine_fp16_d80_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
-  combine<f16, 80, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
-      static_cast<f16*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
-      static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  const auto partial_out = static_cast<const float*>(p.partial_out);
+  const auto partial_lse = static_cast<const float*>(p.partial_lse);
+  const auto out = static_cast<f16*>(p.out);
+  const auto lse = static_cast<float*>(p.lse);
+  if (p.batch_invariant) {
+    combine_ordered<f16, 80, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
+        static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  } else {
+    combine<f16, 80, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
+        static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  }
 }
 
 // decode_fp16_d96_s3_v1: head dim 96, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
@@ -725,6 +757,7 @@ struct decode_fp16_d96_s3_v1_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -771,6 +804,7 @@ struct decode_fp16_d96_s3_v2_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -817,6 +851,7 @@ struct decode_fp16_d96_s3_v4_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -863,6 +898,7 @@ struct decode_fp16_d96_s3_v8_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -909,6 +945,7 @@ struct decode_fp16_d96_s3_v8_deep_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -955,6 +992,7 @@ struct decode_fp16_d96_s3_v8_wide_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1001,6 +1039,7 @@ struct decode_fp16_d96_s4_v1_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1034,14 +1073,23 @@ struct decode_combine_fp16_d96_params {
   long long out_sb;
   long long out_sh;
   long long out_sd;
+  long long batch_invariant;
 };
 
 extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d96(const decode_combine_fp16_d96_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
-  combine<f16, 96, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
-      static_cast<f16*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
-      static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  const auto partial_out = static_cast<const float*>(p.partial_out);
+  const auto partial_lse = static_cast<const float*>(p.partial_lse);
+  const auto out = static_cast<f16*>(p.out);
+  const auto lse = static_cast<float*>(p.lse);
+  if (p.batch_invariant) {
+    combine_ordered<f16, 96, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
+        static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  } else {
+    combine<f16, 96, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
+        static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  }
 }
 
 // decode_fp16_d128_s3_v1: head dim 128, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
@@ -1071,6 +1119,7 @@ struct decode_fp16_d128_s3_v1_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1117,6 +1166,7 @@ struct decode_fp16_d128_s3_v2_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1163,6 +1213,7 @@ struct decode_fp16_d128_s3_v4_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1209,6 +1260,7 @@ struct decode_fp16_d128_s3_v8_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1255,6 +1307,7 @@ struct decode_fp16_d128_s3_v8_deep_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1301,6 +1354,7 @@ struct decode_fp16_d128_s3_v8_wide_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1347,6 +1401,7 @@ struct decode_fp16_d128_s4_v1_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1380,14 +1435,23 @@ struct decode_combine_fp16_d128_params {
   long long out_sb;
   long long out_sh;
   long long out_sd;
+  long long batch_invariant;
 };
 
 extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d128(const decode_combine_fp16_d128_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
-  combine<f16, 128, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
-      static_cast<f16*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
-      static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  const auto partial_out = static_cast<const float*>(p.partial_out);
+  const auto partial_lse = static_cast<const float*>(p.partial_lse);
+  const auto out = static_cast<f16*>(p.out);
+  const auto lse = static_cast<float*>(p.lse);
+  if (p.batch_invariant) {
+    combine_ordered<f16, 128, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
+        static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  } else {
+    combine<f16, 128, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
+        static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  }
 }
 
 // decode_fp16_d192_s3_v1: head dim 192, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
@@ -1417,6 +1481,7 @@ struct decode_fp16_d192_s3_v1_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1463,6 +1528,7 @@ struct decode_fp16_d192_s3_v2_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1509,6 +1575,7 @@ struct decode_fp16_d192_s3_v4_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1555,6 +1622,7 @@ struct decode_fp16_d192_s3_v8_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1601,6 +1669,7 @@ struct decode_fp16_d192_s4_v1_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1634,14 +1703,23 @@ struct decode_combine_fp16_d192_params {
   long long out_sb;
   long long out_sh;
   long long out_sd;
+  long long batch_invariant;
 };
 
 extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d192(const decode_combine_fp16_d192_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
-  combine<f16, 192, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
-      static_cast<f16*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
-      static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  const auto partial_out = static_cast<const float*>(p.partial_out);
+  const auto partial_lse = static_cast<const float*>(p.partial_lse);
+  const auto out = static_cast<f16*>(p.out);
+  const auto lse = static_cast<float*>(p.lse);
+  if (p.batch_invariant) {
+    combine_ordered<f16, 192, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
+        static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  } else {
+    combine<f16, 192, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
+        static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  }
 }
 
 // decode_fp16_d256_s3_v1: head dim 256, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
@@ -1671,6 +1749,7 @@ struct decode_fp16_d256_s3_v1_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1717,6 +1796,7 @@ struct decode_fp16_d256_s3_v2_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1763,6 +1843,7 @@ struct decode_fp16_d256_s3_v4_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1809,6 +1890,7 @@ struct decode_fp16_d256_s3_v8_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1855,6 +1937,7 @@ struct decode_fp16_d256_s4_v1_params {
   long long num_splits;
   void* partial_out;
   void* partial_lse;
+  long long batch_invariant;
   long long k_sb;
   long long k_sh;
   long long k_st;
@@ -1888,12 +1971,21 @@ struct decode_combine_fp16_d256_params {
   long long out_sb;
   long long out_sh;
   long long out_sd;
+  long long batch_invariant;
 };
 
 extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d256(const decode_combine_fp16_d256_params p) {
   using namespace cukiln;
   using namespace cukiln::decode;
-  combine<f16, 256, 128>(static_cast<const float*>(p.partial_out), static_cast<const float*>(p.partial_lse),
-      static_cast<f16*>(p.out), out_rows_of(p), static_cast<float*>(p.lse),
-      static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  const auto partial_out = static_cast<const float*>(p.partial_out);
+  const auto partial_lse = static_cast<const float*>(p.partial_lse);
+  const auto out = static_cast<f16*>(p.out);
+  const auto lse = static_cast<float*>(p.lse);
+  if (p.batch_invariant) {
+    combine_ordered<f16, 256, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
+        static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  } else {
+    combine<f16, 256, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
+        static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
+  }
 }

@@ -1472,12 +1472,14 @@ DECODE_TILE_KEYS = {'narrow': 64, 'deep': 64, 'wide': 128}
 DECODE_COMBINE_THREADS = 128
 # Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.
 DECODE_MAX_CLUSTER_SPLITS = 8
+# batch-invariant mode: (most keys of a row or None, its split count), first match
+DECODE_INVARIANT_SPLITS = ((1024, 1), (8192, 2), (None, 16))
 DECODE_SHARED = {(64, 'narrow'): 94464, (64, 'deep'): 112896, (64, 'wide'): 76032, (80, 'narrow'): 92928, (80, 'deep'): 115456, (80, 'wide'): 92928, (96, 'narrow'): 83200, (96, 'deep'): 109824, (96, 'wide'): 109824, (128, 'narrow'): 73984, (128, 'deep'): 108800, (128, 'wide'): 143616, (192, 'narrow'): 108800, (256, 'narrow'): 143616}
 
 DECODE_PARAMS = {
-    'attention_s3': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqq'),
-    'attention_s4': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'k_sb', 'k_sh', 'k_st', 'k_sd', 'v_sb', 'v_sh', 'v_st', 'v_sd'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqq'),
-    'combine': (('partial_out', 'partial_lse', 'out', 'lse', 'batch', 'heads_q', 'num_splits', 'out_sb', 'out_sh', 'out_sd'), '<QQQQqqqqqq'),
+    'attention_s3': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqq'),
+    'attention_s4': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'k_sd', 'v_sb', 'v_sh', 'v_st', 'v_sd'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqqq'),
+    'combine': (('partial_out', 'partial_lse', 'out', 'lse', 'batch', 'heads_q', 'num_splits', 'out_sb', 'out_sh', 'out_sd', 'batch_invariant'), '<QQQQqqqqqqq'),
 }
 
 # Split-KV (runtime/decode_plan.choose_pipeline; one split means one pass). Per arch, from
@@ -1488,7 +1490,7 @@ DECODE_PARAMS = {
 # keeping at least min_keys_per_split keys per split.
 DECODE_SPLIT_DEFAULT = {'blocks_per_sm': 2.0, 'min_keys_per_split': 256, 'wave_efficiency': 0.9}
 DECODE_SPLIT = {
-    'sm_90': {'table': ((8, 512, 0, 8, 8, 4), (8, 2048, 2, 8, 8, 8), (8, 8192, 1, 22, 12, 16), (8, 32768, 1, 32, 16, 16), (8, 131072, 0, 32, 16, 16), (16, 512, 0, 4, 4, 4), (16, 2048, 1, 8, 6, 6), (16, 8192, 1, 8, 6, 6), (16, 32768, 0, 16, 6, 6), (32, 512, 0, 3, 3, 2), (32, 2048, 0, 6, 3, 3), (32, 8192, 0, 6, 3, 3), (32, 32768, 0, 6, 16, 16), (64, 512, 1, 2, 2, 2), (64, 2048, 1, 3, 2, 2), (64, 8192, 1, 2, 2, 2), (64, 32768, 1, 12, 2, 2), (128, 512, 1, 1, 1, 1), (128, 2048, 1, 2, 1, 1), (128, 8192, 1, 2, 1, 1), (128, 32768, 1, 2, 1, 1), (256, 512, 0, 1, 1, 1), (256, 2048, 0, 1, 1, 1), (256, 8192, 0, 1, 1, 1), (256, 32768, 0, 1, 2, 1), (512, 512, 1, 1, 1, 1), (512, 2048, 0, 2, 1, 1), (512, 8192, 0, 2, 4, 1), (512, 32768, 0, 2, 8, 1), (1024, 512, 0, 1, 1, 1), (1024, 2048, 0, 1, 1, 1), (1024, 8192, 0, 1, 3, 1), (1024, 32768, 0, 1, 3, 1))},
+    'sm_90': {'table': ((8, 512, 0, 8, 8, 4), (8, 2048, 2, 8, 8, 8), (8, 8192, 1, 22, 12, 16), (8, 32768, 0, 32, 16, 16), (8, 131072, 0, 32, 16, 16), (16, 512, 0, 4, 4, 4), (16, 2048, 1, 8, 6, 6), (16, 8192, 1, 8, 6, 6), (16, 32768, 0, 16, 6, 6), (32, 512, 0, 3, 3, 2), (32, 2048, 0, 6, 3, 3), (32, 8192, 0, 6, 3, 3), (32, 32768, 0, 6, 16, 16), (64, 512, 1, 2, 2, 2), (64, 2048, 1, 3, 2, 2), (64, 8192, 1, 2, 2, 2), (64, 32768, 1, 12, 2, 2), (128, 512, 1, 1, 1, 1), (128, 2048, 1, 2, 1, 1), (128, 8192, 0, 2, 1, 1), (128, 32768, 2, 2, 1, 1), (256, 512, 1, 1, 1, 1), (256, 2048, 0, 1, 1, 1), (256, 8192, 0, 1, 1, 1), (256, 32768, 0, 1, 2, 1), (512, 512, 0, 1, 1, 1), (512, 2048, 0, 2, 1, 1), (512, 8192, 0, 2, 4, 1), (512, 32768, 0, 2, 8, 1), (1024, 512, 0, 1, 1, 1), (1024, 2048, 0, 1, 1, 1), (1024, 8192, 0, 1, 3, 1), (1024, 32768, 0, 1, 3, 1))},
 }
 
 DECODE = {

@@ -37,6 +37,10 @@ PIPELINE_ENV = "CUKILN_DECODE_PIPELINE"  # a pipeline's name forces it (checks, 
 # ladder `cukiln tune decode` measures.
 MIN_KEYS_PER_SPLIT = TILE_KEYS[NARROW]
 FAST_PIPELINES_MAX_HEAD_DIM = max((key[1] for key in dispatch.DECODE if key[4] != NARROW), default=0)
+# Batch-invariant mode: each row split by its own key count (this rule, the kernel's), over these pipelines in
+# order of preference, whose tiles are alike (the splits' key ranges and their arithmetic do not depend on which).
+INVARIANT_SPLITS = dispatch.DECODE_INVARIANT_SPLITS
+INVARIANT_PIPELINES = tuple(p for p in ("deep", NARROW) if TILE_KEYS[p] == TILE_KEYS[NARROW])
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,11 @@ def effective_splits(keys: int, splits: int, tile: int = MIN_KEYS_PER_SPLIT) -> 
     return max(1, -(-keys // per_split))
 
 
+def invariant_splits(keys: int) -> int:
+    """The split count of a row of ``keys`` keys in batch-invariant mode (the kernel's rule)."""
+    return next(n for most, n in INVARIANT_SPLITS if most is None or keys <= most)
+
+
 def split_rule(arch: str | None) -> dict:
     return dispatch.DECODE_SPLIT.get(arch, dispatch.DECODE_SPLIT_DEFAULT)
 
@@ -219,8 +228,8 @@ class _Validated:
 
 def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout: str = "bhsd", kv_start=None,
                 scale: float | None = None, softcap: float | None = None, num_splits: int | None = None,
-                out: TensorInfo | None = None, return_lse: bool = False, sms: int = 132,
-                arch: str | None = None, max_shared: int | None = None, resident=None,
+                out: TensorInfo | None = None, return_lse: bool = False, batch_invariant: bool = False,
+                sms: int = 132, arch: str | None = None, max_shared: int | None = None, resident=None,
                 active_clusters=None, pipeline: str | None = None) -> DecodePlan:
     """Validate a decode_attention call and plan its launches.
 
@@ -233,11 +242,16 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     says the GPU can place such a cluster; otherwise a combine kernel merges the splits.
     K/V pipeline: the tuned table's choice among those the call has a variant of that ``max_shared``
     allows (with ``num_splits`` given: narrow); ``pipeline`` (a name of PIPELINES) forces one.
+    ``batch_invariant``: each row split by its own key count (invariant_splits; the grid holds the most a row
+    of the capacity gets) on the first of INVARIANT_PIPELINES the call has, merged in a cluster or by the
+    combine kernel with the cluster's arithmetic: a row's result depends on its own inputs alone.
     """
     call = validate(q, k, v, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale, softcap=softcap,
-                     num_splits=num_splits, out=out, max_shared=max_shared, pipeline=pipeline)
+                     num_splits=num_splits, out=out, max_shared=max_shared, pipeline=pipeline,
+                     batch_invariant=batch_invariant)
     return _choose_launch(q, k, v, call, num_splits=num_splits, sms=sms, arch=arch, max_shared=max_shared,
-                          resident=resident, active_clusters=active_clusters, pipeline=pipeline)
+                          resident=resident, active_clusters=active_clusters, pipeline=pipeline,
+                          batch_invariant=batch_invariant)
 
 
 def check_lengths(lens_value: int, start_value: int, capacity: int, lens_on_device: bool,
@@ -267,7 +281,7 @@ def check_host_lengths(name: str, values: list[int], kv_lens, k_cache, kv_layout
 
 
 def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout, kv_start, scale, softcap,
-              num_splits, out, max_shared, pipeline) -> _Validated:
+              num_splits, out, max_shared, pipeline, batch_invariant=False) -> _Validated:
     """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument.
     (The float64 reference runs it too: it takes the calls the kernels take.)"""
     if kv_layout not in KV_LAYOUTS:
@@ -322,6 +336,11 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
     if num_splits is not None and (isinstance(num_splits, bool) or not isinstance(num_splits, int)
                                    or not 1 <= num_splits <= MAX_SPLITS):
         raise ValueError(f"num_splits: expected an int in [1, {MAX_SPLITS}] or None, got {num_splits!r}")
+    if type(batch_invariant) is not bool:
+        raise TypeError(f"batch_invariant: expected True or False, got {batch_invariant!r}")
+    if batch_invariant and num_splits is not None:
+        raise ValueError(f"num_splits: batch_invariant splits each row by its own key count; got num_splits="
+                         f"{num_splits} too (give one or the other)")
 
     if out is not None:
         if out.shape != q.shape:
@@ -352,7 +371,7 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
 
 
 def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated, *, num_splits, sms, arch,
-                   max_shared, resident, active_clusters, pipeline) -> DecodePlan:
+                   max_shared, resident, active_clusters, pipeline, batch_invariant=False) -> DecodePlan:
     """The variant, K/V pipeline, split count and launches of a validated call."""
     b, h_q, d, h_kv = call.batch, call.heads_q, call.head_dim, call.heads_kv
     head_groups = call.fields["head_groups"]
@@ -367,7 +386,10 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         raise ValueError(f"pipeline: the {pipeline} pipeline needs a contiguous head dim of at most "
                          f"{FAST_PIPELINES_MAX_HEAD_DIM}, 16-byte aligned K/V rows and the shared memory it takes; "
                          f"this call has head dim {d}, {strides} K/V strides, {vec}-element copies")
-    if num_splits is None:
+    if batch_invariant:
+        pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
+        num_splits = invariant_splits(call.capacity)  # the most a row of this cache gets
+    elif num_splits is None:
         rule = split_rule(arch)
         per_sm = None  # only the wave rule (no tuned table) counts resident blocks
         if resident is not None and "table" not in rule:
@@ -389,10 +411,12 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         cluster = splits
     attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, b), (32 * dispatch.DECODE_WARPS, 1, 1),
                        shared, overlap_previous=programmatic, cluster=cluster)
+    # batch-invariant: a cluster and the combine kernel merge with the same arithmetic, so the choice between them
+    # (the GPU's, the capacity's) changes no bit
     combine = None
     if splits > 1 and cluster == 1:  # the attention kernel writes partial results (partial_out, set at launch)
         c_names, c_fmt = dispatch.DECODE_PARAMS["combine"]
         combine = Launch(module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
                          (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)
     return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine,
-                      {**call.fields, "num_splits": splits})
+                      {**call.fields, "num_splits": splits, "batch_invariant": int(batch_invariant)})

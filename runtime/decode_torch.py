@@ -15,15 +15,15 @@ from .torch_support import LIBRARY, eager
 __all__ = ["decode_attention"]
 
 LIBRARY.define("decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? kv_lens_tensor, int kv_len, "
-               "str kv_layout, Tensor? kv_start_tensor, int kv_start, float? scale, float? softcap, int? num_splits) "
-               "-> (Tensor, Tensor)")
+               "str kv_layout, Tensor? kv_start_tensor, int kv_start, float? scale, float? softcap, int? num_splits, "
+               "bool batch_invariant=False) -> (Tensor, Tensor)")
 
 
 def _decode_kernel(q, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start, scale,
-                   softcap, num_splits):
+                   softcap, num_splits, batch_invariant=False):
     return run_decode(q, k_cache, v_cache, kv_lens_tensor if kv_lens_tensor is not None else kv_len, kv_layout,
                       kv_start_tensor if kv_start_tensor is not None else kv_start, scale, softcap, num_splits,
-                      None, True)
+                      None, True, batch_invariant)
 
 
 # CompositeExplicitAutograd: every device reaches the kernel, whose validation explains a CPU tensor.
@@ -57,7 +57,7 @@ LIBRARY.impl("decode_attention", _decode_autograd, "Autograd")
 
 
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
-                     num_splits=None, out=None, return_lse=False):
+                     num_splits=None, out=None, return_lse=False, batch_invariant=False):
     """cukiln.decode_attention as the op cukiln::decode_attention (see there for the arguments; eager calls
     run the kernels directly); ``out=`` is not supported here."""
     if out is not None:
@@ -67,11 +67,13 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
         raise TypeError(f"kv_lens: expected an int or an int32 tensor [b], got {type(kv_lens).__name__}")
     if eager(q):  # decode_attention refuses tensors that require grad, as the op's autograd kernel does
         return _decode_attention(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
-                                 softcap=softcap, num_splits=num_splits, return_lse=return_lse)
+                                 softcap=softcap, num_splits=num_splits, return_lse=return_lse,
+                                 batch_invariant=batch_invariant)
     lens_tensor = kv_lens if isinstance(kv_lens, torch.Tensor) else None
     start_tensor = kv_start if isinstance(kv_start, torch.Tensor) else None
     result, lse = _decode_op(
         q, k_cache, v_cache, lens_tensor, 0 if lens_tensor is not None else kv_lens, kv_layout, start_tensor,
         0 if start_tensor is not None or kv_start is None else kv_start,
-        None if scale is None else float(scale), None if softcap is None else float(softcap), num_splits)
+        None if scale is None else float(scale), None if softcap is None else float(softcap), num_splits,
+        batch_invariant)
     return (result, lse) if return_lse else result

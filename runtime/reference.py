@@ -294,10 +294,11 @@ def _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layo
 
 
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
-                     num_splits=None, out=None, return_lse=False):
+                     num_splits=None, out=None, return_lse=False, batch_invariant=False):
     """float64 attention of one query token per row over keys [kv_start, kv_lens) of each row.
 
-    Same arguments as cukiln.decode_attention (``num_splits`` is validated and otherwise ignored); returns the
+    Same arguments as cukiln.decode_attention (``num_splits`` and ``batch_invariant`` are validated and otherwise
+    ignored: the reference is exact, so invariant by construction); returns the
     output shaped like q, as cukiln does, in float64 (or written into ``out``), and with return_lse the
     natural-log log-sum-exp [b, h_q]. A row without keys gives 0 and -inf; a row whose lengths on the device are
     out of range (kv_lens beyond T, kv_start negative or past kv_lens) gives NaN, as the kernel does.
@@ -324,7 +325,8 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
         raise TypeError("kv_lens: expected an int or an int32 tensor [b], got None")
     validate(qi, _info(k_cache, "k_cache", HALVES, wide), _info(v_cache, "v_cache", HALVES, wide), lengths[0],
              kv_layout=kv_layout, kv_start=lengths[1], scale=scale, softcap=softcap, num_splits=num_splits,
-             out=None if out is None else _info(out, "out", HALVES, wide), max_shared=None, pipeline=None)
+             out=None if out is None else _info(out, "out", HALVES, wide), max_shared=None, pipeline=None,
+             batch_invariant=batch_invariant)
     target = out
 
     q_shape = q.shape

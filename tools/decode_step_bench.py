@@ -35,9 +35,10 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from .flashinfer_peer import PAGE
 from .timing import copy_tbps, median_ms, run_metadata, tbps
 
-HEAD_DIM, PAGE = 128, 16
+HEAD_DIM = 128
 BATCHES, CACHE_LENS = (1, 8, 32, 128), (2048, 8192, 32768)
 GRID = tuple(itertools.product(BATCHES, CACHE_LENS))
 AT_8K = tuple((b, 8192) for b in BATCHES)
@@ -184,29 +185,20 @@ def _torch_step(s):
 
 
 def _paged(s) -> dict:
-    """FlashInfer's page-16 NHD copy of the caches (K pages and V pages apart, as both its paths take them), row i
-    on pages [i * pages, (i + 1) * pages), its page tables and a decode wrapper planned for L + 1 keys a row; built
-    once per input set (ImportError where FlashInfer does not import)."""
+    """FlashInfer's page-16 copy of the caches (flashinfer_peer.paged_copy) and a decode wrapper planned for L + 1
+    keys a row; built once per input set (ImportError where FlashInfer does not import)."""
     if "paged" not in s:
-        import flashinfer.decode
         import torch
 
-        b, L, T, hq, hkv = s["b"], s["L"], s["T"], s["hq"], s["hkv"]
-        pages, used = T // PAGE, -(-(L + 1) // PAGE)
-        # copies (at b 1 the reshape alone would be a strided view of cukiln's caches)
-        k_pages, v_pages = (cache.view(b, hkv, pages, PAGE, HEAD_DIM).permute(0, 2, 3, 1, 4)
-                            .reshape(b * pages, PAGE, hkv, HEAD_DIM).contiguous().clone()
-                            for cache in (s["k_cache"], s["v_cache"]))
-        table = torch.arange(b * pages, device="cuda", dtype=torch.int32).view(b, pages)
-        indptr = torch.arange(b + 1, device="cuda", dtype=torch.int32) * used
-        indices = table[:, :used].flatten()
-        last = torch.full((b,), L + 1 - (used - 1) * PAGE, device="cuda", dtype=torch.int32)
-        wrapper = flashinfer.decode.BatchDecodeWithPagedKVCacheWrapper(
-            torch.empty(128 * 2**20, dtype=torch.uint8, device="cuda"), "NHD")
-        wrapper.plan(indptr, indices, last, hq, hkv, HEAD_DIM, PAGE, pos_encoding_mode="NONE",
-                     q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
-        s["paged"] = {"cache": (k_pages, v_pages), "table": table, "indptr": indptr, "indices": indices,
-                      "last": last, "wrapper": wrapper}
+        from . import flashinfer_peer
+
+        b, L = s["b"], s["L"]
+        k_pages, v_pages, table = flashinfer_peer.paged_copy(s["k_cache"], s["v_cache"])
+        used = -(-(L + 1) // PAGE)
+        wrapper = flashinfer_peer.batch_decode(table, L + 1, s["hq"], s["hkv"], HEAD_DIM, torch.bfloat16)
+        s["paged"] = {"cache": (k_pages, v_pages), "table": table, "indices": table[:, :used].flatten(),
+                      "indptr": torch.arange(b + 1, device="cuda", dtype=torch.int32) * used, "wrapper": wrapper,
+                      "last": torch.full((b,), L + 1 - (used - 1) * PAGE, device="cuda", dtype=torch.int32)}
     return s["paged"]
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from cukiln.codegen import decode_abi
 from cukiln.codegen.decode_variants import Pipeline
-from cukiln.decode_plan import (MAX_CLUSTER_SPLITS, choose_splits, effective_splits, plan_decode,
+from cukiln.decode_plan import (MAX_CLUSTER_SPLITS, choose_splits, effective_splits, invariant_splits, plan_decode,
                                 split_from_table, widest_kv_vector)
 from cukiln.generated import dispatch
 from cukiln.tensors import TensorInfo
@@ -274,6 +274,8 @@ def _bad(**changes):
     (dict(scale=math.inf), TypeError, "scale"),
     (dict(num_splits=0), ValueError, "num_splits"),
     (dict(num_splits=65537), ValueError, "num_splits"),
+    (dict(num_splits=2, batch_invariant=True), ValueError, "one or the other"),
+    (dict(batch_invariant=1), TypeError, "batch_invariant"),
     (dict(k=TensorInfo(BASE, (2, 2, 2**31 - 1, 128), (0, 0, 0, 1), "bf16", 0),
           v=TensorInfo(BASE, (2, 2, 2**31 - 1, 128), (0, 0, 0, 1), "bf16", 0)), ValueError, "positions"),
     (dict(max_shared=99 * 1024, q=contiguous((2, 8, 256)), k=cache_slice(2, 2, 256, 256, 512),
@@ -323,3 +325,52 @@ def test_forcing_a_pipeline_the_call_cannot_take_is_an_error():
         plan_decode(q, k, k, 100, pipeline="deep")
     with pytest.raises(ValueError, match="pipeline: expected one of"):
         plan(pipeline="fast")
+
+
+# --- batch-invariant mode ----------------------------------------------------------------------------------------
+
+def test_invariant_splits_follow_the_row_length_rule():
+    rule = decode_abi.INVARIANT_SPLITS
+    assert [invariant_splits(n) for n in (0, 1, 1024, 1025, 8192, 8193, 10**6)] == [1, 1, 1, 2, 2, 16, 16]
+    assert rule[-1][0] is None and [n for _, n in rule] == sorted(n for _, n in rule)  # monotonic: capacity bounds
+    assert rule[-1][1] == decode_abi.INVARIANT_MAX_SPLITS == dispatch.DECODE_INVARIANT_SPLITS[-1][1]
+
+
+def _invariant(capacity, b=2, **kw):
+    k = cache_slice(b, 2, capacity, 128, capacity + 64)
+    v = cache_slice(b, 2, capacity, 128, capacity + 64, ptr=BASE * 4096)
+    return plan(q=contiguous((b, 8, 128)), k=k, v=v, kv_lens=capacity, batch_invariant=True, **kw)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80", None])
+def test_batch_invariant_sizes_the_grid_by_capacity_never_by_the_batch(arch, monkeypatch):
+    # a tuned table that would pick other counts and pipelines per grid: ignored in this mode
+    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": ((8, 512, 2, 5, 5, 5),)})
+    for capacity in (100, 1024, 1025, 8192, 8193, 40000):
+        plans = [_invariant(capacity, b=b, arch=arch) for b in (1, 8, 128)]
+        splits = invariant_splits(capacity)
+        for p in plans:
+            assert p.num_splits == p.attention.grid[0] == splits and p.key[-1] == "deep"
+            assert p.fields["batch_invariant"] == 1
+            clustered = 1 < splits <= MAX_CLUSTER_SPLITS and arch == "sm_90"
+            assert p.attention.cluster == (splits if clustered else 1)
+            if splits > 1 and not clustered:  # the combine kernel merges with the cluster's arithmetic
+                combine = dict(zip(p.combine.field_names, p.values(out=1, lse=0)[1]))
+                assert combine["batch_invariant"] == 1 and combine["num_splits"] == splits
+            else:
+                assert p.combine is None
+        assert len({p.attention.symbol for p in plans}) == 1
+
+
+def test_batch_invariant_falls_back_to_narrow_tiles_and_keeps_a_forced_pipeline():
+    k = TensorInfo(BASE, (2, 2, 3000, 128), (2 * 3000 * 129, 3000 * 129, 129, 1), "bf16", 0)  # odd rows: 1 per copy
+    v = TensorInfo(BASE * 4096, (2, 2, 3000, 128), (2 * 3000 * 129, 3000 * 129, 129, 1), "bf16", 0)
+    p = plan(k=k, v=v, kv_lens=3000, batch_invariant=True)
+    assert p.key[-1] == "narrow" and p.num_splits == 2
+    assert _invariant(3000, pipeline="narrow").key[-1] == "narrow"
+
+
+def test_the_default_mode_writes_the_flag_off():
+    p = plan(num_splits=MAX_CLUSTER_SPLITS + 1)
+    assert p.fields["batch_invariant"] == 0
+    assert dict(zip(p.combine.field_names, p.values(out=1, lse=0)[1]))["batch_invariant"] == 0

@@ -1,6 +1,9 @@
-"""`cukiln bench decode` (GPU): cukiln against torch's scaled_dot_product_attention (same cache slices,
-enable_gqa=True) and any other decode kernel installed, bf16, d = 128, h_q = 32, h_kv = 8, over batch x cache
-length. Bytes counted: K and V of every row read once, plus q and the output.
+"""`cukiln bench decode` (GPU): cukiln, tuned and batch-invariant, against torch's scaled_dot_product_attention
+(same cache slices, enable_gqa=True), FlashInfer where it imports (its batch decode on CUDA cores and on tensor cores
+over a page-16 copy of the caches, and its single-request decode at b = 1: tools/flashinfer_peer.py) and any other
+decode kernel installed, bf16, d = 128, h_q = 32, h_kv = 8, over batch x cache length. Bytes counted: K and V of
+every row read once, plus q and the output. Every contender's output is compared with SDPA's before it is timed
+(``max_abs_diff_vs_sdpa``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ HEADS_Q, HEADS_KV, HEAD_DIM = 32, 8, 128
 BENCH_GRID = tuple(itertools.product((1, 8, 32, 128), (512, 2048, 8192, 32768))) + ((1, 131072),)
 # The cache buffer holds this many more positions than the attended slice (a cache grown in steps).
 CAPACITY_SLACK = 256
+INVARIANT = "cukiln batch-invariant"
+FLASHINFER = ("flashinfer", "flashinfer tc")  # its batch decode on CUDA cores, and on tensor cores
+# Above this much K+V FlashInfer reads one page copy (call after call: far more than the L2 holds), not one per set.
+ONE_COPY_BYTES = 256 * 2**20
 
 
 def inputs(b: int, T: int):
@@ -46,7 +53,7 @@ def moved_bytes(b: int, T: int) -> int:
 
 
 def _other_kernels() -> dict:
-    """Decode kernels besides torch's that are installed here: name -> fn(q, k, v, T) -> output."""
+    """Decode kernels besides torch's and FlashInfer's that are installed here: name -> fn(q, k, v, T) -> output."""
     found = {}
     try:
         from flash_attn import flash_attn_with_kvcache  # bshd caches only: timed on transposed views
@@ -58,7 +65,39 @@ def _other_kernels() -> dict:
     return found
 
 
-def _bench_case(b: int, T: int, copy: float, others: dict, rotate: bool) -> dict:
+def _flashinfer(sets, b: int, T: int) -> dict:
+    """FlashInfer's contenders on page-16 copies of the input sets (one copy where K+V are far larger than the L2, so
+    that the copies fit beside cukiln's): name -> calls, or the reason it is missing (a string)."""
+    import torch
+
+    from .. import flashinfer_peer
+
+    try:
+        used = sets if kv_bytes(b, T) < ONE_COPY_BYTES else sets[:1]
+        copies = [flashinfer_peer.paged_copy(k, v) for _, k, v in used]
+    except Exception as e:  # FlashInfer does not import here, or the copies do not fit
+        return {name: _reason(e) for name in FLASHINFER + (("flashinfer single",) if b == 1 else ())}
+    found = {}
+    for name, tensor_cores in zip(FLASHINFER, (False, True)):
+        try:
+            wrapper = flashinfer_peer.batch_decode(copies[0][2], T, HEADS_Q, HEADS_KV, HEAD_DIM, torch.bfloat16,
+                                                   tensor_cores=tensor_cores)
+            found[name] = [lambda q=s[0], c=c, w=wrapper: w.run(q, c[:2]) for s, c in zip(used, copies)]
+        except Exception as e:
+            found[name] = _reason(e)
+    if b == 1:
+        try:
+            found["flashinfer single"] = [flashinfer_peer.single_decode(q[0], k[0], v[0]) for q, k, v in used]
+        except Exception as e:
+            found["flashinfer single"] = _reason(e)
+    return found
+
+
+def _reason(e: Exception) -> str:
+    return f"{type(e).__name__}: {e}"[:300]
+
+
+def _bench_case(b: int, T: int, copy: float, others: dict, rotate: bool, missing: dict) -> dict:
     import torch
 
     import cukiln
@@ -68,24 +107,38 @@ def _bench_case(b: int, T: int, copy: float, others: dict, rotate: bool) -> dict
     outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
     contenders = {
         "cukiln": [lambda s=s, o=o: cukiln.decode_attention(*s, T, out=o) for s, o in zip(sets, outs)],
+        INVARIANT: [lambda s=s, o=o: cukiln.decode_attention(*s, T, out=o, batch_invariant=True)
+                    for s, o in zip(sets, outs)],
         "torch_sdpa": [lambda s=s: torch_sdpa(*s) for s in sets],
     }
+    for name, calls in _flashinfer(sets, b, T).items():
+        if isinstance(calls, str):
+            missing.setdefault(name, calls)
+        else:
+            contenders[name] = calls
     for name, fn in others.items():
         contenders[name] = [lambda s=s, fn=fn: fn(*s, T) for s in sets]
     from cukiln.decode_api import plan_call
 
     plan = plan_call(*sets[0], T)
     row = {"batch": b, "T": T, "kv_bytes": kv_bytes(b, T), "bytes": nbytes, "num_splits": plan.num_splits,
-           "variant": plan.attention.symbol}
+           "variant": plan.attention.symbol,
+           "invariant_splits": plan_call(*sets[0], T, batch_invariant=True).num_splits}
+    # every contender must agree with torch on these inputs (a benchmark of a wrong kernel is worthless)
+    ref = torch_sdpa(*sets[0]).float()
+    row["max_abs_diff_vs_sdpa"] = {name: (calls[0]().float().reshape(ref.shape) - ref).abs().max().item()
+                                   for name, calls in contenders.items() if name != "torch_sdpa"}
     for name, calls in contenders.items():
         ms = median_ms(calls)
         rate = tbps(nbytes, ms)
         row[name] = {"ms": ms, "tbps": rate, "x_copy": rate / copy}
     row["speedup_vs_sdpa"] = row["torch_sdpa"]["ms"] / row["cukiln"]["ms"]
-    # cukiln must agree with torch on these inputs (a benchmark of a wrong kernel is worthless).
-    ref = torch_sdpa(*sets[0])
-    got = cukiln.decode_attention(*sets[0], T)
-    row["max_abs_diff_vs_sdpa"] = (got.float() - ref.float()).abs().max().item()
+    row["invariant_vs_tuned"] = row["cukiln"]["ms"] / row[INVARIANT]["ms"]
+    for name in contenders:
+        if name.startswith("flashinfer"):
+            row[f"speedup_vs_{name}"] = row[name]["ms"] / row["cukiln"]["ms"]
+    del sets, outs, contenders
+    torch.cuda.empty_cache()
     return row
 
 
@@ -97,31 +150,38 @@ def run(console: Console, args) -> dict:
     console.print(f"device-to-device copy: {copy:.3f} TB/s (read + write)")
     others = _other_kernels()
     grid = BENCH_GRID[:3] if quick else BENCH_GRID
-    rows = []
+    rows, missing = [], {}
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("decode cases", total=len(grid))
         for b, T in grid:
-            rows.append(_bench_case(b, T, copy, others, rotate))
+            rows.append(_bench_case(b, T, copy, others, rotate, missing))
             progress.advance(task)
+    for name, why in missing.items():
+        console.print(f"[yellow]{name}: not timed ({why})[/]")
     command = "cukiln bench decode" + (" --quick" if quick else "") + ("" if rotate else " --no-rotate")
     return {**run_metadata("decode", command), "copy_tbps": copy, "rotating_buffers": rotate,
             "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
                       "capacity": f"T + {CAPACITY_SLACK}"},
-            "others": sorted(others), "cases": rows}
+            "others": sorted(others), "peers": [n for n in (*FLASHINFER, "flashinfer single") if n not in missing],
+            "peers_missing": missing, "cases": rows}
 
 
 def show(result: dict, console: Console) -> None:
     inputs = "rotating input sets" if result.get("rotating_buffers", True) else "one input set (L2 warm)"
-    table = Table(title=f"decode attention on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, {inputs}",
-                  title_justify="left")
+    peers = result.get("peers", [])
+    table = Table(title=f"decode attention on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, {inputs}; "
+                        "vs X: X's time / cukiln's", title_justify="left")
     for col in ("b", "T", "K+V MB", "splits", "cukiln us", "x copy", "sdpa us", "sdpa x copy", "vs sdpa",
-                *result["others"]):
+                "invariant vs tuned", *(f"vs {p}" for p in peers), *result["others"]):
         table.add_column(col, justify="right")
     for r in result["cases"]:
         c = r["cukiln"]["x_copy"]
         ok = (c >= 0.90 or r["kv_bytes"] < 256e6) and r["speedup_vs_sdpa"] >= 0.97
+        inv = r.get("invariant_vs_tuned")
         table.add_row(str(r["batch"]), str(r["T"]), f"{r['kv_bytes'] / 1e6:.0f}", str(r["num_splits"]),
                       f"{r['cukiln']['ms'] * 1e3:.1f}", f"[{'green' if ok else 'red'}]{c:.3f}[/]",
                       f"{r['torch_sdpa']['ms'] * 1e3:.1f}", f"{r['torch_sdpa']['x_copy']:.3f}",
-                      f"{r['speedup_vs_sdpa']:.2f}x", *(f"{r[o]['ms'] * 1e3:.1f}" for o in result["others"]))
+                      f"{r['speedup_vs_sdpa']:.2f}x", "-" if inv is None else f"{inv:.2f}x",
+                      *(f"{r[f'speedup_vs_{p}']:.2f}x" if f"speedup_vs_{p}" in r else "-" for p in peers),
+                      *(f"{r[o]['ms'] * 1e3:.1f}" for o in result["others"]))
     console.print(table)

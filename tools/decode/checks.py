@@ -88,7 +88,30 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
             problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
             if problem is not None:
                 return f"{num_splits} splits: {problem}"
-    return None
+        return _check_batch_invariant(axes, name, q, gen)
+
+
+def _check_batch_invariant(axes: dict, name: str, q, gen) -> str | None:
+    """The variant in batch-invariant mode over a cache long enough that its rows split by their own key counts
+    (the rule's most, one and two splits here), merged by the combine kernel's ordered path (more splits than a
+    cluster holds)."""
+    import torch
+
+    from cukiln.decode_api import plan_call
+    from cukiln.decode_plan import INVARIANT_SPLITS, invariant_splits
+
+    b, h_kv, d = q.shape[0], 2, axes["head_dim"]
+    T = INVARIANT_SPLITS[-2][0] + 108
+    k, v = (decode_cache_view(b, h_kv, T, d, q.dtype, gen, offset=DECODE_OFFSET_FOR_VEC[axes["vec"]],
+                              strided_d=axes["strides"] == 4) for _ in range(2))
+    lens = torch.tensor([T, 1, INVARIANT_SPLITS[0][0] + 500], dtype=torch.int32, device="cuda")
+    start = torch.tensor([0, 0, 40], dtype=torch.int32, device="cuda")
+    plan = plan_call(q, k, v, lens, kv_start=start, batch_invariant=True)
+    if plan.attention.symbol != name or plan.num_splits != invariant_splits(T) or plan.combine is None:
+        return (f"batch-invariant inputs planned {plan.attention.symbol} with {plan.num_splits} splits and combine "
+                f"{plan.combine}, not {name}, {invariant_splits(T)} splits merged by the combine kernel")
+    problem = run_decode_and_compare(q, k, v, lens, kv_start=start, batch_invariant=True)[0]
+    return None if problem is None else f"batch-invariant, {plan.num_splits} splits: {problem}"
 
 
 def forced_decode_pipeline(pipeline: str):

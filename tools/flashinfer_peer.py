@@ -1,0 +1,53 @@
+"""FlashInfer's decode on a copy of cukiln's caches, for the benchmarks that time it beside cukiln (where FlashInfer
+imports: a ModuleNotFoundError otherwise, which the benchmarks record as the reason its columns are empty).
+
+FlashInfer's batch decode reads a paged cache and splits a row's keys only in whole pages: it gets a page-16 NHD copy
+(page 16, as serving engines use; K pages and V pages apart), row i on pages [i * pages, (i + 1) * pages).
+"""
+
+from __future__ import annotations
+
+PAGE = 16
+WORKSPACE_BYTES = 128 * 2**20
+
+
+def paged_copy(k_cache, v_cache) -> tuple:
+    """(k_pages, v_pages [b * pages, PAGE, h_kv, d], page table [b, pages]) of bhsd caches [b, h_kv, T, d] (any
+    strides with a contiguous head dim; T whole pages): copies, never views of the caches."""
+    import torch
+
+    b, hkv, T, d = k_cache.shape
+    pages = T // PAGE
+    if pages * PAGE != T:
+        raise ValueError(f"FlashInfer's copy takes whole pages of {PAGE}: the caches hold {T} positions")
+    k_pages, v_pages = (cache.reshape(b, hkv, pages, PAGE, d).permute(0, 2, 3, 1, 4).reshape(b * pages, PAGE, hkv, d)
+                        .contiguous().clone() for cache in (k_cache, v_cache))
+    table = torch.arange(b * pages, device=k_cache.device, dtype=torch.int32).view(b, pages)
+    return k_pages, v_pages, table
+
+
+def batch_decode(table, keys: int, heads_q: int, heads_kv: int, head_dim: int, dtype, *, tensor_cores: bool = False):
+    """A BatchDecodeWithPagedKVCacheWrapper planned for ``keys`` keys in every row of ``table``'s pages (CUDA-core
+    decode, or with ``tensor_cores`` its tensor-core path, which runs FlashInfer's prefill kernels); call
+    ``wrapper.run(q, (k_pages, v_pages))``."""
+    import flashinfer.decode
+    import torch
+
+    b = table.shape[0]
+    used = -(-keys // PAGE)
+    indptr = torch.arange(b + 1, device=table.device, dtype=torch.int32) * used
+    last = torch.full((b,), keys - (used - 1) * PAGE, device=table.device, dtype=torch.int32)
+    wrapper = flashinfer.decode.BatchDecodeWithPagedKVCacheWrapper(
+        torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=table.device), "NHD", use_tensor_cores=tensor_cores)
+    wrapper.plan(indptr, table[:, :used].flatten(), last, heads_q, heads_kv, head_dim, PAGE, pos_encoding_mode="NONE",
+                 q_data_type=dtype, kv_data_type=dtype)
+    return wrapper
+
+
+def single_decode(q_row, k_row, v_row):
+    """FlashInfer's single-request decode of q [h_q, d] over contiguous HND copies of one row's K and V [h_kv, T,
+    d] (made here: its kernel takes no strides)."""
+    import flashinfer.decode
+
+    k, v = k_row.contiguous().clone(), v_row.contiguous().clone()
+    return lambda: flashinfer.decode.single_decode_with_kv_cache(q_row, k, v, kv_layout="HND")
