@@ -24,9 +24,8 @@ import sys
 from pathlib import Path
 
 from cukiln.codegen import render
-from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
 
-from raw_launch import allow_shared, launcher, load_functions, sweep_main
+from raw_launch import allow_shared, build_cubin, encode_tensor_map, launcher, load_functions, sweep_main
 
 # The kernels use cukiln's own helpers (rendered headers): the 16-byte vector loads and stores of rope, with
 # their evict-first variant, and the decode kernel's K/V copies into shared memory, with its L2 prefetch size.
@@ -272,27 +271,14 @@ def tma_shared_bytes(stages: int) -> int:
 
 
 def tensor_map(cache, swizzled: bool) -> bytes:
-    """The 128 bytes of a 2D tensor map of a bench cache slice's buffer (bf16 [b, h_kv, capacity, 128]): rows of 128
-    elements, boxes of 64 rows x 128 elements, or x 64 with the 128-byte swizzle."""
-    import ctypes
-
-    from cuda.bindings import driver
-
-    from cukiln.driver import check
-
+    """A 2D tensor map of a bench cache slice's buffer (bf16 [b, h_kv, capacity, 128]): rows of 128 elements, boxes
+    of 64 rows x 128 elements, or x 64 with the 128-byte swizzle."""
     b, hkv, _, d = cache.shape
-    rows = b * hkv * cache.stride(1) // d
     assert cache.stride(2) == d and cache.stride(0) == hkv * cache.stride(1)
-    swizzle = driver.CUtensorMapSwizzle
-    encoded = check(driver.cuTensorMapEncodeTiled(
-        driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, cache.data_ptr(),
-        [driver.cuuint64_t(d), driver.cuuint64_t(rows)], [driver.cuuint64_t(d * 2)],
-        [driver.cuuint32_t(64 if swizzled else d), driver.cuuint32_t(64)], [driver.cuuint32_t(1)] * 2,
-        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        swizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzled else swizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
-        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
-    return ctypes.string_at(encoded.getPtr(), 128)
+    return encode_tensor_map(cache.data_ptr(), (d, b * hkv * cache.stride(1) // d), (d * 2,),
+                             (64 if swizzled else d, 64), swizzled)
+
+
 ROPE_SHAPE = (4096, 1, 128, 128)
 ROTARY_DIM = 32
 # (b, T, split counts (each a whole number of 64-key tiles), rotate): the bench's grid points where cukiln trails SDPA at the tuned table's split
@@ -306,14 +292,7 @@ THREADS = 128
 
 
 def build(out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    cubin, log, seconds = compile_cubin(SOURCE, "access_bounds", "sm_90", render.render_headers())
-    (out_dir / "access_bounds.cubin").write_bytes(cubin)
-    resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
-    (out_dir / "index.json").write_text(json.dumps(resources, indent=1))
-    for name, r in resources.items():
-        print(f"{name}: {r['registers']} registers, {r['spill_store_bytes'] + r['spill_load_bytes']} spill bytes")
-    print(f"compiled in {seconds:.1f} s")
+    build_cubin(out_dir, SOURCE, "access_bounds", render.render_headers())
 
 
 # --- GPU side -------------------------------------------------------------------------------------

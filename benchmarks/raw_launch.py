@@ -59,6 +59,45 @@ def launcher(fn, fmt: str, values, grid, block, shared: int, stream: int, overla
     return call
 
 
+def build_cubin(out_dir: Path, source: str, name: str, headers: dict) -> None:
+    """Compile ``source`` for sm_90 into DIR/<name>.cubin, its kernels' resources into DIR/index.json, and print
+    them (the one-cubin sweeps' build step)."""
+    import json
+
+    from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cubin, log, seconds = compile_cubin(source, name, "sm_90", headers)
+    (out_dir / f"{name}.cubin").write_bytes(cubin)
+    resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
+    (out_dir / "index.json").write_text(json.dumps(resources, indent=1))
+    for kernel, r in resources.items():
+        print(f"{kernel}: {r['registers']} registers, {r['spill_store_bytes'] + r['spill_load_bytes']} spill bytes")
+    print(f"compiled in {seconds:.1f} s")
+
+
+def encode_tensor_map(ptr: int, dims, strides_bytes, box, swizzled: bool) -> bytes:
+    """The 128 bytes of a bf16 tiled TMA tensor map (as a kernel parameter takes it): ``dims`` innermost first,
+    ``strides_bytes`` of every dim but the innermost, ``box`` elements per dim; no swizzle or the 128-byte one; the
+    L2 fetches 256 B around each request; out-of-bound elements read as zeros."""
+    import ctypes
+
+    from cuda.bindings import driver
+
+    from cukiln.driver import check
+
+    swizzle = driver.CUtensorMapSwizzle
+    encoded = check(driver.cuTensorMapEncodeTiled(
+        driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, len(dims), ptr,
+        [driver.cuuint64_t(n) for n in dims], [driver.cuuint64_t(n) for n in strides_bytes],
+        [driver.cuuint32_t(n) for n in box], [driver.cuuint32_t(1)] * len(dims),
+        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        swizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzled else swizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+    return ctypes.string_at(encoded.getPtr(), 128)
+
+
 def sdpa_case(b: int, T: int):
     """A decode sweep case (the bench's shapes): rotating input sets, K+V bytes, torch SDPA's time on them
     and its output on the first set (fp32): (sets, nbytes, sdpa_ms, ref)."""

@@ -43,6 +43,26 @@ struct Tile {
   static constexpr int kKeysPerWarp = kKeys / kWarps, kSlices = kKeysPerWarp / 16;
 };
 
+// Element offset of (key row, column) in a K/V tile: rows Pitch elements apart (the padded tiles the cp.async
+// pipelines fill), or the TMA engine's 128-byte swizzle (the warp-specialized sweep kernel): halves of 64 columns
+// whose 128-byte rows have their 16-byte chunks permuted by the row's low 3 bits, so that the eight rows an
+// ldmatrix phase reads fall on distinct bank groups.
+template <int Pitch>
+struct PaddedRows {
+  static __device__ __forceinline__ int at(int row, int col) { return row * Pitch + col; }
+};
+template <int Keys>
+struct Swizzled128 {
+  static __device__ __forceinline__ int at(int row, int col) {
+    return (col / 64) * (Keys * 64) + row * 64 + ((((col % 64) / 8) ^ (row % 8)) * 8) + col % 8;
+  }
+};
+
+// The barrier of the block's computing warps: all of them.
+__device__ __forceinline__ void block_sync() {
+  __syncthreads();
+}
+
 // The keys a row attends to. Out of range (end beyond the capacity, negative, start after end): the
 // row is malformed and its output is NaN, since a device-resident length cannot be checked on the host.
 struct KeyRange {
@@ -386,7 +406,7 @@ __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse
 #pragma unroll
     for (int s = 0; s < kMaxClusterSplits; ++s) split_weight[s * kHeadRows + r] = w[s];
   }
-  __syncthreads();
+  block_sync();
   // The outputs shared out over the cluster's threads; every split's element in flight before the sum.
   for (int i = rank * kThreads + threadIdx.x; i < rows * D; i += n * kThreads) {
     const int r = i / D, j = i % D;
@@ -451,11 +471,10 @@ struct Running {
 
 // This warp's keys of one K/V tile (``count`` of its keys valid) into ``run``: scores against the query's A
 // fragments (``a(kk)``, per 16-element step of the head dim), online softmax, O += P . V.
-template <typename T, int D, class Geometry, class QueryFragment>
+template <typename T, int D, class Geometry, class QueryFragment, class Layout = PaddedRows<Geometry::kPitch>>
 __device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, const T* v_tile, int count,
                                             const Scoring& scoring, const QueryFragment& a_of) {
   using M = Mma<T>;
-  constexpr int kPitch = Geometry::kPitch;
   constexpr int kSlices = Geometry::kSlices;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // ldmatrix row addresses: the matrix (lane / 8) and row (lane % 8) this lane points at.
@@ -472,7 +491,7 @@ __device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, co
 #pragma unroll
     for (int sl = 0; sl < kSlices; ++sl) {
       unsigned bk[4];
-      ldmatrix_x4(bk, k_tile + (key0 + sl * 16 + (mat / 2) * 8 + mrow) * kPitch + kk * 16 + (mat % 2) * 8);
+      ldmatrix_x4(bk, k_tile + Layout::at(key0 + sl * 16 + (mat / 2) * 8 + mrow, kk * 16 + (mat % 2) * 8));
       M::run(chain[2 * sl], a, bk[0], bk[1]);
       M::run(chain[2 * sl + 1], a, bk[2], bk[3]);
     }
@@ -534,7 +553,7 @@ __device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, co
 #pragma unroll
     for (int sl = 0; sl < kSlices; ++sl) {
       unsigned bv[4];
-      ldmatrix_x4_trans(bv, v_tile + (key0 + sl * 16 + (mat % 2) * 8 + mrow) * kPitch + n * 16 + (mat / 2) * 8);
+      ldmatrix_x4_trans(bv, v_tile + Layout::at(key0 + sl * 16 + (mat % 2) * 8 + mrow, n * 16 + (mat / 2) * 8));
       M::run(run.acc[2 * n], p_hi[sl], bv[0], bv[1]);
       M::run(run.acc[2 * n], p_lo[sl], bv[0], bv[1]);
       M::run(run.acc[2 * n + 1], p_hi[sl], bv[2], bv[3]);
@@ -576,7 +595,7 @@ __device__ __forceinline__ void finish_block(Running<D>& run, unsigned char* sha
     o[8 * D] = run.acc[n][2];
     o[8 * D + 1] = run.acc[n][3];
   }
-  __syncthreads();
+  block_sync();
   float* weight = part_o + kWarps * kHeadRows * D;  // [kWarps][kHeadRows]
   float* row_lse = weight + kWarps * kHeadRows;  // [kHeadRows]
   // A split of a cluster keeps its result in its shared memory for the cluster's merge (past these).
@@ -596,7 +615,7 @@ __device__ __forceinline__ void finish_block(Running<D>& run, unsigned char* sha
 #pragma unroll
     for (int k = 0; k < kWarps; ++k) weight[k * kHeadRows + r] = w[k];
   }
-  __syncthreads();
+  block_sync();
   const bool clustered = blocks_in_cluster() > 1;
   for (int i = threadIdx.x; i < rows * D; i += kThreads) {
     const int r = i / D, j = i % D;
