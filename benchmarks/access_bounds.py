@@ -175,23 +175,13 @@ extern "C" __global__ void __launch_bounds__(128) decode_registers(const StreamA
 // warp. The cache as a 2D tensor of 128-element rows (keys; a (row, KV head)'s keys are `rows_per_head` rows apart),
 // boxes of 64 keys x 128 elements (no swizzle) or 2 boxes of 64 keys x 64 (128-byte swizzle: what ldmatrix would
 // read without bank conflicts).
-struct alignas(64) TensorMap { unsigned long long opaque[16]; };
+using cukiln::TensorMap;
+using cukiln::decode::mbar_arrive;
+using cukiln::decode::mbar_expect;
+using cukiln::decode::mbar_init;
+using cukiln::decode::mbar_wait;
 struct alignas(64) TmaArgs { TensorMap k_map; TensorMap v_map; long long rows_per_head; int keys; int pad; unsigned* sink; };
 
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-  asm volatile("{\n .reg .pred p;\n WAIT_%=:\n"
-               " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-               " @!p bra WAIT_%=;\n}" :: "r"(bar), "r"(parity) : "memory");
-}
 __device__ __forceinline__ void tma_2d(unsigned dst, const TensorMap* map, int x, int y, unsigned bar) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
                :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar) : "memory");

@@ -1,8 +1,8 @@
-"""Warp-specialized decode attention, a sweep before any build variant: 4 consumer warps computing as the build's
-kernel does (the same tile arithmetic, `attend_tile`, reading 128-byte-swizzled tiles) and one producer warp loading
-64-key K/V tiles by the TMA engine (4-D tensor maps of the caches, made on the host per input set) into a ring of
-2-4 stages released on mbarriers (templates/decode.cuh.j2, `attend_ws`, rendered with the `warp_specialized` knob).
-One pass, or splits merged by the build's combine kernel (no clusters).
+"""Warp-specialized decode attention, stage counts: the build's ws pipeline (`attend_ws` in templates/decode.cuh.j2:
+4 consumer warps computing as the other pipelines do, reading 128-byte-swizzled tiles, one producer warp loading
+64-key K/V tiles by the TMA engine from 4-D tensor maps of the caches, here made per input set) compiled with 2, 3
+and 4 stages. One pass, or splits merged by the build's combine kernel (no clusters). It came before the pipeline
+(results/decode-ws-sweep-h100-2026-11-25.json).
 
     python benchmarks/decode_ws_sweep.py build DIR          # render + compile for sm_90 (no GPU)
     python benchmarks/decode_ws_sweep.py run DIR [--out F] [--cases 32x2048,128x8192]
@@ -49,12 +49,12 @@ def _source() -> str:
         f"ws_params p) {{\n  cukiln::decode::attend_ws<cukiln::bf16, {HEAD_DIM}, {KEYS}, {stages}>(p);\n}}"
         for name, (stages, blocks) in CONFIGS.items())
     combine = decode_family.render_module(Dtype.BF16, [COMBINE])
-    return (f"{combine}\n\nstruct ws_params {{\n  cukiln::decode::TensorMap k_map;\n  cukiln::decode::TensorMap v_map;"
+    return (f"{combine}\n\nstruct ws_params {{\n  cukiln::TensorMap k_map;\n  cukiln::TensorMap v_map;"
             f"\n{fields}\n}};\n\n{entries}\n")
 
 
 def build(out_dir: Path) -> None:
-    build_cubin(out_dir, _source(), "decode_ws", render.render_headers({"decode": {"warp_specialized": True}}))
+    build_cubin(out_dir, _source(), "decode_ws", render.render_headers())
 
 
 # --- GPU side -------------------------------------------------------------------------------------

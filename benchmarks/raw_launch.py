@@ -77,25 +77,10 @@ def build_cubin(out_dir: Path, source: str, name: str, headers: dict) -> None:
 
 
 def encode_tensor_map(ptr: int, dims, strides_bytes, box, swizzled: bool) -> bytes:
-    """The 128 bytes of a bf16 tiled TMA tensor map (as a kernel parameter takes it): ``dims`` innermost first,
-    ``strides_bytes`` of every dim but the innermost, ``box`` elements per dim; no swizzle or the 128-byte one; the
-    L2 fetches 256 B around each request; out-of-bound elements read as zeros."""
-    import ctypes
+    """A bf16 tensor map's 128 bytes (cukiln.driver.tensor_map)."""
+    from cukiln.driver import tensor_map
 
-    from cuda.bindings import driver
-
-    from cukiln.driver import check
-
-    swizzle = driver.CUtensorMapSwizzle
-    encoded = check(driver.cuTensorMapEncodeTiled(
-        driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, len(dims), ptr,
-        [driver.cuuint64_t(n) for n in dims], [driver.cuuint64_t(n) for n in strides_bytes],
-        [driver.cuuint32_t(n) for n in box], [driver.cuuint32_t(1)] * len(dims),
-        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        swizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzled else swizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
-        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
-    return ctypes.string_at(encoded.getPtr(), 128)
+    return tensor_map("bf16", ptr, dims, strides_bytes, box, swizzled)
 
 
 def sdpa_case(b: int, T: int):

@@ -1,6 +1,7 @@
 """The kernel-parameter ABI every op shares: each kernel takes one struct by value whose fields are all 8 bytes
 (a pointer, a 64-bit integer or a double), so the struct has no padding and the runtime packs it with one
-``struct.pack`` whose format the dispatch table records.
+``struct.pack`` whose format the dispatch table records. The one exception: TMA tensor maps (128 bytes, aligned to
+64), which come first in a struct that has them, the struct padded to a multiple of 64 bytes.
 
 An op's own fields (and its launch knobs) live in its ``<op>_abi`` module.
 """
@@ -10,8 +11,10 @@ from __future__ import annotations
 from .axes import Dtype
 
 PTR, CPTR, I64, F64 = "void*", "const void*", "long long", "double"
-# Python struct codes for each C type above (little-endian, no padding: all fields are 8 bytes).
-STRUCT_CODE = {PTR: "Q", CPTR: "Q", I64: "q", F64: "d"}
+TMAP = "cukiln::TensorMap"  # a TMA tensor map, opaque bytes the runtime encodes per cache (runtime/driver.py)
+TMAP_BYTES = 128
+# Python struct codes for each C type above (little-endian, no padding: tensor maps first, then 8-byte fields).
+STRUCT_CODE = {PTR: "Q", CPTR: "Q", I64: "q", F64: "d", TMAP: f"{TMAP_BYTES}s"}
 # The element type names the templates use (common.cuh's storage types; arithmetic runs in fp32).
 TEMPLATE_CTYPE = {Dtype.FP32: "float", Dtype.FP16: "f16", Dtype.BF16: "bf16"}
 
@@ -19,5 +22,12 @@ Params = tuple[tuple[str, str], ...]  # (C type, field name) of every field, in 
 
 
 def struct_format(params: Params) -> str:
-    return "<" + "".join(STRUCT_CODE[ctype] for ctype, _ in params)
+    ctypes = [ctype for ctype, _ in params]
+    maps = ctypes.count(TMAP)
+    assert ctypes[:maps] == [TMAP] * maps, "tensor maps come first (no padding before the 8-byte fields)"
+    fmt = "<" + "".join(STRUCT_CODE[c] for c in ctypes)
+    if maps:  # the struct's size is a multiple of its 64-byte alignment
+        size = maps * TMAP_BYTES + 8 * (len(ctypes) - maps)
+        fmt += f"{-size % 64}x" if size % 64 else ""
+    return fmt
 

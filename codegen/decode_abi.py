@@ -8,7 +8,7 @@ Every field is 8 bytes (abi.py).
 
 from __future__ import annotations
 
-from .abi import CPTR, F64, I64, PTR, Params
+from .abi import CPTR, F64, I64, PTR, TMAP, Params
 from .decode_variants import DecodeCombineVariant, DecodeVariant, Pipeline
 
 # Query heads one block serves from one read of its KV head: the 16 rows of the tensor-core tile. A GQA
@@ -16,6 +16,11 @@ from .decode_variants import DecodeCombineVariant, DecodeVariant, Pipeline
 HEAD_ROWS = 16
 # Warps per block: each takes a quarter of every K/V tile's keys (16 or 32, decode_variants.Pipeline).
 WARPS = 4
+# The ws pipeline's block has one more warp, whose lane issues the tile copies (the TMA engine's), and its
+# stages begin on a 1024-byte boundary (the 128-byte swizzle's), which the dynamic shared memory may not.
+PRODUCER_WARPS = 1
+WS_ALIGNMENT_SLACK = 1024
+WS_MAX_BLOCKS = 2  # 160 threads a block: a third block would leave 136 registers a thread (the tile needs ~170)
 # Elements between tile rows in shared memory beyond the head dim (16 bytes), so that the eight rows an
 # ldmatrix phase reads start on distinct 16-byte bank groups.
 ROW_PADDING = 8
@@ -54,9 +59,15 @@ INVARIANT_MAX_SPLITS = INVARIANT_SPLITS[-1][1]
 SPLIT_DEFAULT = {"blocks_per_sm": 2.0, "min_keys_per_split": 256, "wave_efficiency": 0.9}
 
 
-def stage_bytes(head_dim: int, tile: int, itemsize: int = 2) -> int:
-    """One pipeline stage: a K tile and a V tile of ``tile`` keys."""
-    return 2 * tile * (head_dim + ROW_PADDING) * itemsize
+def stage_bytes(head_dim: int, tile: int, itemsize: int = 2, padded: bool = True) -> int:
+    """One pipeline stage: a K tile and a V tile of ``tile`` keys (rows padded, or the ws pipeline's swizzled)."""
+    return 2 * tile * (head_dim + (ROW_PADDING if padded else 0)) * itemsize
+
+
+def ws_fixed_bytes(head_dim: int, n_stages: int) -> int:
+    """The ws pipeline's shared memory besides its stages: the alignment slack, the query tile, two mbarriers a
+    stage."""
+    return WS_ALIGNMENT_SLACK + query_bytes(head_dim) + 16 * n_stages
 
 
 def query_bytes(head_dim: int, itemsize: int = 2) -> int:
@@ -68,6 +79,10 @@ def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW) -> int:
     MAX_STAGES]."""
     if pipeline is Pipeline.WIDE:
         return MIN_STAGES
+    if pipeline is Pipeline.WS:  # as many as two blocks per multiprocessor leave room for
+        stage = stage_bytes(head_dim, pipeline.tile_keys, padded=False)
+        fit = (TWO_BLOCK_BUDGET - ws_fixed_bytes(head_dim, MAX_STAGES)) // stage
+        return max(MIN_STAGES, min(MAX_STAGES, fit))
     budget = TWO_BLOCK_BUDGET if pipeline is Pipeline.DEEP else SHARED_BUDGET
     fit = (budget - query_bytes(head_dim)) // stage_bytes(head_dim, pipeline.tile_keys)
     return max(MIN_STAGES, min(MAX_STAGES, fit))
@@ -79,6 +94,10 @@ def shared_bytes(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: 
     partial results are merged over the stages at the end, so those must hold them (asserted below).
     ``n_stages``, ``warps`` and ``tile`` (keys) override the pipeline's, for experiments."""
     n_stages = stages(head_dim, pipeline) if n_stages is None else n_stages
+    if pipeline is Pipeline.WS:
+        stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys, padded=False)
+        assert warps * HEAD_ROWS * (head_dim + 2) * 4 <= stages_total, "the warps' partial results fit over the stages"
+        return stages_total + ws_fixed_bytes(head_dim, n_stages)
     stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys)
     assert warps * HEAD_ROWS * (head_dim + 2) * 4 <= stages_total, "the warps' partial results fit over the stages"
     return stages_total + query_bytes(head_dim)
@@ -89,7 +108,7 @@ def min_blocks_per_sm(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_sta
     """Attention blocks of ``head_dim`` that sm_90's shared memory lets share a multiprocessor (at most
     MAX_MIN_BLOCKS): the kernel's launch bound, so that registers never allow fewer than shared memory."""
     fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim, pipeline, n_stages, warps, tile) + SHARED_RESERVED_PER_BLOCK)
-    return max(1, min(MAX_MIN_BLOCKS, fit))
+    return max(1, min(WS_MAX_BLOCKS if pipeline is Pipeline.WS else MAX_MIN_BLOCKS, fit))
 
 
 _ATTENTION = (
@@ -133,17 +152,29 @@ _COMBINE = (
 )
 
 
+# The ws pipeline's tensor maps of the K and V caches, ahead of the attention's fields (it reads K/V through them).
+_TENSOR_MAPS = ((TMAP, "k_map"), (TMAP, "v_map"))
+
+
 def decode_params(v: DecodeVariant | DecodeCombineVariant) -> Params:
     """(C type, field name) of every kernel parameter of ``v``, in struct order."""
     if isinstance(v, DecodeCombineVariant):
         return _COMBINE
-    return _ATTENTION + _KV_STRIDES[v.strides]
+    maps = _TENSOR_MAPS if v.pipeline is Pipeline.WS else ()
+    return maps + _ATTENTION + _KV_STRIDES[v.strides]
 
 
 def params_layout_id(v: DecodeVariant | DecodeCombineVariant) -> str:
-    return "combine" if isinstance(v, DecodeCombineVariant) else f"attention_s{v.strides}"
+    if isinstance(v, DecodeCombineVariant):
+        return "combine"
+    return f"attention_s{v.strides}" + ("_maps" if v.pipeline is Pipeline.WS else "")
+
+
+def block_threads(pipeline: Pipeline) -> int:
+    """Threads of an attention block of ``pipeline``."""
+    return 32 * (WARPS + (PRODUCER_WARPS if pipeline is Pipeline.WS else 0))
 
 
 def max_threads(v: DecodeVariant | DecodeCombineVariant) -> int:
-    return COMBINE_THREADS if isinstance(v, DecodeCombineVariant) else 32 * WARPS
+    return COMBINE_THREADS if isinstance(v, DecodeCombineVariant) else block_threads(v.pipeline)
 

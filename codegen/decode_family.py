@@ -14,13 +14,13 @@ HEADER = "decode.cuh"
 
 
 def render_headers(*, l2_prefetch: str = decode_abi.L2_PREFETCH, warps: int = decode_abi.WARPS,
-                   issue_early: bool = decode_abi.ISSUE_EARLY, warp_specialized: bool = False) -> dict[str, str]:
+                   issue_early: bool = decode_abi.ISSUE_EARLY) -> dict[str, str]:
     """decode.cuh, the kernel bodies (keywords other than the defaults are for experiments:
     benchmarks/decode_sweep.py)."""
     return {HEADER: jinja.render("decode.cuh.j2", head_rows=decode_abi.HEAD_ROWS, warps=warps,
                                  row_padding=decode_abi.ROW_PADDING, l2_prefetch=l2_prefetch,
                                  max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS, issue_early=issue_early,
-                                 invariant_splits=decode_abi.INVARIANT_SPLITS, warp_specialized=warp_specialized)}
+                                 invariant_splits=decode_abi.INVARIANT_SPLITS)}
 
 
 def render_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVariant], *,
@@ -37,6 +37,7 @@ def render_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVari
         variants=variants,
         params={v.name: decode_abi.decode_params(v) for v in variants},
         max_threads=32 * warps,
+        producer_threads=32 * decode_abi.PRODUCER_WARPS,
         # the register budget per variant: as many resident blocks as its shared memory allows
         geometry=geometry or {v.name: (v.pipeline.tile_keys, decode_abi.stages(v.head_dim, v.pipeline),
                                        decode_abi.min_blocks_per_sm(v.head_dim, v.pipeline)) for v in attention},
@@ -57,6 +58,8 @@ def _split_rule(rule: dict) -> dict:
 def _table_point(p: list[int]) -> tuple[int, ...]:
     if len(p) == 3:
         return (p[0], p[1], 0) + (p[2],) * len(PIPELINES)
+    if 3 + 1 < len(p) < 3 + len(PIPELINES):  # measured before the later pipelines: the narrow count for them
+        p = p + [p[3]] * (3 + len(PIPELINES) - len(p))
     if len(p) != 3 + len(PIPELINES) or not 0 <= p[2] < len(PIPELINES) or min(p[:2] + p[3:]) < 1:
         raise ValueError(f"decode tuning: a table point must be (blocks, T, pipeline index < {len(PIPELINES)}, "
                          f"one split count per pipeline), got {p}")
@@ -83,6 +86,8 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
         f"DECODE_PIPELINES = {tuple(p.value for p in PIPELINES)!r}",
         f"DECODE_TILE_KEYS = {dict((p.value, p.tile_keys) for p in PIPELINES)!r}",
         f"DECODE_COMBINE_THREADS = {decode_abi.COMBINE_THREADS}",
+        "# threads of an attention block per pipeline (ws: the computing warps and a producer warp)",
+        f"DECODE_THREADS = {dict((p.value, decode_abi.block_threads(p)) for p in PIPELINES)!r}",
         "# Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.",
         f"DECODE_MAX_CLUSTER_SPLITS = {decode_abi.MAX_CLUSTER_SPLITS}",
         "# batch-invariant mode: (most keys of a row or None, its split count), first match",

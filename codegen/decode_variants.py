@@ -25,14 +25,18 @@ KV_STRIDE_COUNTS = (3, 4)  # 3: the head dim is contiguous, strides of (batch, h
 
 class Pipeline(str, enum.Enum):
     """How a block stages K/V in shared memory: keys per tile (each warp takes a quarter of a tile per
-    round) and tiles in flight. Every variant has the narrow pipeline; the other two pay on grids of about
-    one or two blocks per multiprocessor and lose on large ones (benchmarks/NOTES.md, decode v16-v18), so
-    the tuned split table chooses per grid, and only the bandwidth path (16-byte copies, 3 strides, head
-    dims up to 128) has them."""
+    round) and tiles in flight. Every variant has the narrow pipeline; deep and wide pay on grids of about
+    one or two blocks per multiprocessor and lose on large ones (benchmarks/NOTES.md, decode v16-v18), ws
+    (sm_90 on) streams K/V at the rate a copy-only kernel reaches (v24-v26), so the tuned split table
+    chooses per grid, and only the bandwidth path (16-byte copies, 3 strides, head dims up to 128; ws: 64
+    and 128) has them."""
 
     NARROW = "narrow"  # 64-key tiles, as many stages as 99 KB hold (three blocks per sm_90 SM at head dim 128)
     DEEP = "deep"  # 64-key tiles, as many stages as two blocks per multiprocessor leave room for
     WIDE = "wide"  # 128-key tiles, two stages (one block per multiprocessor at head dim 128)
+    # sm_90 on: warp-specialized, a producer warp loading 64-key tiles by the TMA engine (tensor maps of the caches,
+    # 128-byte swizzled boxes of 64 columns) into stages that the 4 computing warps release on mbarriers
+    WS = "ws"
 
     @property
     def tile_keys(self) -> int:
@@ -41,6 +45,7 @@ class Pipeline(str, enum.Enum):
 
 PIPELINES = tuple(Pipeline)
 FAST_PIPELINES_MAX_HEAD_DIM = 128
+WS_BOX_COLUMNS = 64  # 128 bytes of 16-bit elements: the widest box row the 128-byte swizzle takes
 
 
 @dataclass(frozen=True, order=True)
@@ -97,6 +102,12 @@ def rule_decode_vector_divides_head_dim(v: DecodeVariant) -> str | None:
     return None
 
 
+def rule_decode_ws_whole_boxes(v: DecodeVariant) -> str | None:
+    if v.pipeline is Pipeline.WS and v.head_dim % WS_BOX_COLUMNS:
+        return f"the ws pipeline loads whole boxes of {WS_BOX_COLUMNS} columns: head dims {WS_BOX_COLUMNS}, 128"
+    return None
+
+
 def rule_decode_fast_pipelines_on_the_bandwidth_path(v: DecodeVariant) -> str | None:
     if v.pipeline is not Pipeline.NARROW and (v.strides != 3 or v.vec * v.dtype.itemsize != MAX_VECTOR_BYTES
                                               or v.head_dim > FAST_PIPELINES_MAX_HEAD_DIM):
@@ -107,7 +118,8 @@ def rule_decode_fast_pipelines_on_the_bandwidth_path(v: DecodeVariant) -> str | 
 
 
 DECODE_RULES = (rule_vector_fits_16_bytes, rule_general_strides_are_scalar,
-                rule_decode_vector_divides_head_dim, rule_decode_fast_pipelines_on_the_bandwidth_path)
+                rule_decode_vector_divides_head_dim, rule_decode_fast_pipelines_on_the_bandwidth_path,
+                rule_decode_ws_whole_boxes)
 
 
 def decode_rejection(v: DecodeVariant) -> str | None:

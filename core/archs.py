@@ -15,6 +15,8 @@ PROGRAMMATIC_LAUNCH_FROM = 90
 # From sm_90 on, blocks can be launched as thread-block clusters sharing their shared memory (split-KV
 # decode merges its splits that way).
 CLUSTERS_FROM = 90
+# From sm_90 on, the TMA engine copies tiles described by tensor maps (the warp-specialized decode pipeline).
+TENSOR_MAPS_FROM = 90
 
 _ARCH_RE = re.compile(r"^sm_(\d+)([af]?)$")  # sm_90a, sm_100f: arch-specific targets
 
@@ -41,3 +43,7 @@ def programmatic_launch(arch: str | None) -> bool:
 
 def clusters(arch: str | None) -> bool:
     return arch_number(arch) >= CLUSTERS_FROM
+
+
+def tensor_maps(arch: str | None) -> bool:
+    return arch_number(arch) >= TENSOR_MAPS_FROM

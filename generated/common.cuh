@@ -25,6 +25,10 @@ __device__ __forceinline__ void wait_for_prerequisite_grid() {
 
 // 16-bit storage types. Arithmetic happens in fp32; these only carry bits, so no CUDA header is needed
 // and the same source compiles for every architecture from sm_80 on.
+// A TMA tensor map as a kernel parameter (codegen/abi.py TMAP): bytes the host encodes (runtime/driver.py); a
+// kernel takes its address only in a __grid_constant__ parameter.
+struct alignas(64) TensorMap { unsigned long long opaque[16]; };
+
 struct f16 { unsigned short bits; };
 struct bf16 { unsigned short bits; };
 

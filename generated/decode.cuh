@@ -58,9 +58,15 @@ struct Swizzled128 {
   }
 };
 
-// The barrier of the block's computing warps: all of them.
+// The barrier of the block's computing warps: all of them, or (Specialized: the warp-specialized kernel) all but the
+// producer warp, which leaves once its copies are issued: a named barrier of the kThreads consumer threads.
+template <bool Specialized = false>
 __device__ __forceinline__ void block_sync() {
-  __syncthreads();
+  if constexpr (Specialized) {
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+  } else {
+    __syncthreads();
+  }
 }
 
 // The keys a row attends to. Out of range (end beyond the capacity, negative, start after end): the
@@ -406,7 +412,7 @@ __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse
 #pragma unroll
     for (int s = 0; s < kMaxClusterSplits; ++s) split_weight[s * kHeadRows + r] = w[s];
   }
-  block_sync();
+  block_sync<>();
   // The outputs shared out over the cluster's threads; every split's element in flight before the sum.
   for (int i = rank * kThreads + threadIdx.x; i < rows * D; i += n * kThreads) {
     const int r = i / D, j = i % D;
@@ -566,7 +572,7 @@ __device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, co
 // (over the K/V stages, now idle); per row, once, each warp's weight and the row's log-sum-exp (base 2); then
 // every output element is the weighted sum of the warps' O, written to the sink, or kept in shared memory
 // for the cluster's merge when the block is one split of a cluster.
-template <typename T, int D, class Geometry>
+template <typename T, int D, class Geometry, bool Specialized = false>
 __device__ __forceinline__ void finish_block(Running<D>& run, unsigned char* shared, int rows, int b, int first_head,
                                              const Sink<T, D>& sink) {
   constexpr int kTileElems = Geometry::kKeys * Geometry::kPitch;
@@ -595,7 +601,7 @@ __device__ __forceinline__ void finish_block(Running<D>& run, unsigned char* sha
     o[8 * D] = run.acc[n][2];
     o[8 * D + 1] = run.acc[n][3];
   }
-  block_sync();
+  block_sync<Specialized>();
   float* weight = part_o + kWarps * kHeadRows * D;  // [kWarps][kHeadRows]
   float* row_lse = weight + kWarps * kHeadRows;  // [kHeadRows]
   // A split of a cluster keeps its result in its shared memory for the cluster's merge (past these).
@@ -615,7 +621,7 @@ __device__ __forceinline__ void finish_block(Running<D>& run, unsigned char* sha
 #pragma unroll
     for (int k = 0; k < kWarps; ++k) weight[k * kHeadRows + r] = w[k];
   }
-  block_sync();
+  block_sync<Specialized>();
   const bool clustered = blocks_in_cluster() > 1;
   for (int i = threadIdx.x; i < rows * D; i += kThreads) {
     const int r = i / D, j = i % D;
@@ -856,6 +862,132 @@ __device__ __forceinline__ void combine_ordered(const float* partial_out, const 
     out[out_rows.at(b, qh, j)] = from_float<T>(weighted_sum(w, x));
   }
   if (threadIdx.x == 0 && lse != nullptr) lse[blockIdx.x] = merged_lse * kLn2;
+}
+
+
+// --- The warp-specialized pipeline (sm_90 on) -----------------------------------------------------------------------
+// kWarps consumer warps compute as attend does; one more warp's lane loads each tile of K and V by the TMA engine
+// (4-D tensor maps (d, T, h_kv, b) of the caches, 64-key x 64-column boxes in the 128-byte swizzle) into a ring of
+// Stages shared stages. A stage's "full" mbarrier completes with its bytes; its "empty" one with one arrival per
+// consumer warp once the warp is done with it. Rows past a row's keys inside the cache are zeroed by the warp that
+// owns them before P . V (0 x garbage could be NaN); rows past T arrive zero from the engine.
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile("{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               " @!p bra WAIT_%=;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ void tma_4d(unsigned dst, const TensorMap* map, int x, int y, int z, int w, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+               ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(z), "r"(w), "r"(bar)
+               : "memory");
+}
+
+
+template <typename T, int D, int Keys, int Stages, class P>
+__device__ __forceinline__ void attend_ws(const P& p) {
+#if __CUDA_ARCH__ >= 900
+  using Geometry = Tile<D, Keys, Stages>;
+  using Layout = Swizzled128<Keys>;
+  static_assert(D % 64 == 0, "whole 64-column boxes");
+  constexpr int kTileElems = Keys * D;
+  constexpr unsigned kTileBytes = kTileElems * sizeof(T);
+  constexpr int kPitch = Geometry::kPitch;  // the query tile's
+  const Sink<T, D> sink = sink_of<T, D>(p);
+  const Scoring scoring = scoring_of(p);
+  const int group = static_cast<int>(p.group), head_groups = static_cast<int>(p.head_groups);
+  const int b = blockIdx.z;
+  const int kv_head = blockIdx.y / head_groups;
+  const int first_in_group = (blockIdx.y % head_groups) * kHeadRows;
+  const int rows = min(kHeadRows, group - first_in_group);
+  const int first_head = kv_head * group + first_in_group;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  // stages from a 1024-byte boundary (the swizzle's), then the query tile, then the barriers
+  extern __shared__ __align__(16) unsigned char raw[];
+  const unsigned raw0 = shared_address(raw);
+  const unsigned base = (raw0 + 1023u) & ~1023u;
+  unsigned char* shared = raw + (base - raw0);
+  T* tiles = reinterpret_cast<T*>(shared);
+  T* q_tile = tiles + Stages * 2 * kTileElems;
+  const unsigned full0 = base + Stages * 2 * kTileBytes + kHeadRows * kPitch * sizeof(T), empty0 = full0 + 8 * Stages;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Stages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, kWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  wait_for_prerequisite_grid();
+  if (sink.split_kv()) allow_dependent_launch();
+  const KeyRange range = lengths_of(p).of(b);
+  if (range.malformed) {
+    for (int i = threadIdx.x; i < rows * D; i += kThreads + 32) sink.put(b, first_head + i / D, i % D, CUKILN_NAN);
+    if (threadIdx.x < rows) sink.put_lse(b, first_head + threadIdx.x, CUKILN_NAN);
+    return;
+  }
+  int lo, hi;
+  split_range<Keys>(range, sink.split, sink.num_splits, lo, hi);
+  const int tiles_n = (hi - lo + Keys - 1) / Keys;
+
+  if (warp == kWarps) {  // the producer
+    if (lane == 0) {
+      for (int t = 0; t < tiles_n; ++t) {
+        const int s = t % Stages;
+        if (t >= Stages) mbar_wait(empty0 + 8 * s, (t / Stages - 1) & 1);
+        const unsigned bar = full0 + 8 * s, k_dst = base + s * 2 * kTileBytes, v_dst = k_dst + kTileBytes;
+        mbar_expect(bar, 2 * kTileBytes);
+#pragma unroll
+        for (int h = 0; h < D / 64; ++h) {
+          tma_4d(k_dst + h * Keys * 128, &p.k_map, h * 64, lo + t * Keys, kv_head, b, bar);
+          tma_4d(v_dst + h * Keys * 128, &p.v_map, h * 64, lo + t * Keys, kv_head, b, bar);
+        }
+      }
+    }
+    return;
+  }
+
+  load_query<T, D, kPitch>(q_tile, static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, b, first_head, rows);
+  Running<D> run;
+  const int mat = lane / 8, mrow = lane % 8;
+  unsigned q_regs[D / 16][4];
+  block_sync<true>();  // the query tile is written
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(q_regs[kk], q_tile + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
+  const auto a_of = [&](int kk, unsigned (&)[4]) -> const unsigned (&)[4] { return q_regs[kk]; };
+  const int key0 = warp * Geometry::kKeysPerWarp;
+  for (int t = 0; t < tiles_n; ++t) {
+    const int s = t % Stages;
+    const int count = min(Keys, hi - lo - t * Keys);
+    mbar_wait(full0 + 8 * s, (t / Stages) & 1);
+    T* k_tile = tiles + s * 2 * kTileElems;
+    T* v_tile = k_tile + kTileElems;
+    if (count < key0 + Geometry::kKeysPerWarp) {  // this warp's rows past the keys: zeros
+      for (int i = lane; i < Geometry::kKeysPerWarp * D / 8; i += 32) {
+        const int r = key0 + i / (D / 8), c = (i % (D / 8)) * 8;
+        if (r >= count) *reinterpret_cast<uint4*>(v_tile + Layout::at(r, c)) = make_uint4(0, 0, 0, 0);
+      }
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before the engine refills the stage
+      __syncwarp();
+    }
+    attend_tile<T, D, Geometry, decltype(a_of), Layout>(run, k_tile, v_tile, count, scoring, a_of);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+  }
+  block_sync<true>();  // every consumer is done with the stages, which the merge below reuses
+  finish_block<T, D, Geometry, true>(run, shared, rows, b, first_head, sink);
+#else
+  __trap();  // the planner launches this pipeline from sm_90 on only
+#endif
 }
 
 }  // namespace decode

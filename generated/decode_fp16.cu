@@ -1,4 +1,4 @@
-// cukiln decode-attention kernels, element type fp16: 44 variants.
+// cukiln decode-attention kernels, element type fp16: 46 variants.
 // Rendered from templates/decode.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel bodies are in decode.cuh; each entry point below picks its head dim, K/V addressing,
 // and vector width; whether a launch writes the output (one pass) or split-KV partial results is a kernel
@@ -286,6 +286,49 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d64_s3_v8_wide(
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
+}
+
+// decode_fp16_d64_s3_v8_ws: head dim 64, warp-specialized (64-key tiles by the TMA engine, 6 stages; sm_90 on), one pass or split-KV
+struct decode_fp16_d64_s3_v8_ws_params {
+  cukiln::TensorMap k_map;
+  cukiln::TensorMap v_map;
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long batch_invariant;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(160, 2) decode_fp16_d64_s3_v8_ws(const __grid_constant__ decode_fp16_d64_s3_v8_ws_params p) {
+  using namespace cukiln;
+  decode::attend_ws<f16, 64, 64, 6>(p);
 }
 
 // decode_fp16_d64_s4_v1: head dim 64, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
@@ -1372,6 +1415,49 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d128_s3_v8_wide
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
+}
+
+// decode_fp16_d128_s3_v8_ws: head dim 128, warp-specialized (64-key tiles by the TMA engine, 3 stages; sm_90 on), one pass or split-KV
+struct decode_fp16_d128_s3_v8_ws_params {
+  cukiln::TensorMap k_map;
+  cukiln::TensorMap v_map;
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long batch_invariant;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+};
+
+extern "C" __global__ void __launch_bounds__(160, 2) decode_fp16_d128_s3_v8_ws(const __grid_constant__ decode_fp16_d128_s3_v8_ws_params p) {
+  using namespace cukiln;
+  decode::attend_ws<f16, 128, 64, 3>(p);
 }
 
 // decode_fp16_d128_s4_v1: head dim 128, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV

@@ -1467,17 +1467,20 @@ ROPE = {
 # K/V tile of each. DECODE_SHARED: (head dim, pipeline) -> dynamic shared memory bytes of a block.
 DECODE_HEAD_ROWS = 16
 DECODE_WARPS = 4
-DECODE_PIPELINES = ('narrow', 'deep', 'wide')
-DECODE_TILE_KEYS = {'narrow': 64, 'deep': 64, 'wide': 128}
+DECODE_PIPELINES = ('narrow', 'deep', 'wide', 'ws')
+DECODE_TILE_KEYS = {'narrow': 64, 'deep': 64, 'wide': 128, 'ws': 64}
 DECODE_COMBINE_THREADS = 128
+# threads of an attention block per pipeline (ws: the computing warps and a producer warp)
+DECODE_THREADS = {'narrow': 128, 'deep': 128, 'wide': 128, 'ws': 160}
 # Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.
 DECODE_MAX_CLUSTER_SPLITS = 8
 # batch-invariant mode: (most keys of a row or None, its split count), first match
 DECODE_INVARIANT_SPLITS = ((1024, 1), (8192, 2), (None, 16))
-DECODE_SHARED = {(64, 'narrow'): 94464, (64, 'deep'): 112896, (64, 'wide'): 76032, (80, 'narrow'): 92928, (80, 'deep'): 115456, (80, 'wide'): 92928, (96, 'narrow'): 83200, (96, 'deep'): 109824, (96, 'wide'): 109824, (128, 'narrow'): 73984, (128, 'deep'): 108800, (128, 'wide'): 143616, (192, 'narrow'): 108800, (256, 'narrow'): 143616}
+DECODE_SHARED = {(64, 'narrow'): 94464, (64, 'deep'): 112896, (64, 'wide'): 76032, (64, 'ws'): 101728, (80, 'narrow'): 92928, (80, 'deep'): 115456, (80, 'wide'): 92928, (96, 'narrow'): 83200, (96, 'deep'): 109824, (96, 'wide'): 109824, (128, 'narrow'): 73984, (128, 'deep'): 108800, (128, 'wide'): 143616, (128, 'ws'): 103728, (192, 'narrow'): 108800, (256, 'narrow'): 143616}
 
 DECODE_PARAMS = {
     'attention_s3': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqq'),
+    'attention_s3_maps': (('k_map', 'v_map', 'q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st'), '<128s128sQQQQQQqQqqqqqqqqqqqqddqQQqqqqqqq'),
     'attention_s4': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'k_sd', 'v_sb', 'v_sh', 'v_st', 'v_sd'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqqq'),
     'combine': (('partial_out', 'partial_lse', 'out', 'lse', 'batch', 'heads_q', 'num_splits', 'out_sb', 'out_sh', 'out_sd', 'batch_invariant'), '<QQQQqqqqqqq'),
 }
@@ -1490,7 +1493,7 @@ DECODE_PARAMS = {
 # keeping at least min_keys_per_split keys per split.
 DECODE_SPLIT_DEFAULT = {'blocks_per_sm': 2.0, 'min_keys_per_split': 256, 'wave_efficiency': 0.9}
 DECODE_SPLIT = {
-    'sm_90': {'table': ((8, 512, 0, 8, 8, 4), (8, 2048, 2, 8, 8, 8), (8, 8192, 1, 22, 12, 16), (8, 32768, 1, 32, 16, 16), (8, 131072, 0, 32, 16, 16), (16, 512, 0, 4, 4, 4), (16, 2048, 1, 8, 6, 6), (16, 8192, 1, 8, 6, 6), (16, 32768, 0, 16, 6, 6), (32, 512, 0, 3, 3, 2), (32, 2048, 0, 6, 3, 3), (32, 8192, 0, 6, 3, 3), (32, 32768, 0, 6, 16, 16), (64, 512, 1, 2, 2, 2), (64, 2048, 1, 3, 2, 2), (64, 8192, 1, 2, 2, 2), (64, 32768, 1, 12, 2, 2), (128, 512, 1, 1, 1, 1), (128, 2048, 1, 2, 1, 1), (128, 8192, 2, 2, 1, 1), (128, 32768, 1, 2, 1, 1), (256, 512, 1, 1, 1, 1), (256, 2048, 0, 1, 1, 1), (256, 8192, 0, 1, 1, 1), (256, 32768, 0, 1, 2, 1), (512, 512, 0, 1, 1, 1), (512, 2048, 0, 2, 1, 1), (512, 8192, 0, 2, 1, 1), (512, 32768, 0, 2, 8, 1), (1024, 512, 0, 1, 1, 1), (1024, 2048, 0, 1, 1, 1), (1024, 8192, 0, 1, 3, 1), (1024, 32768, 0, 1, 1, 1))},
+    'sm_90': {'table': ((8, 512, 0, 8, 8, 4, 8), (8, 2048, 2, 8, 8, 8, 11), (8, 8192, 3, 22, 12, 16, 12), (8, 32768, 3, 24, 16, 16, 12), (8, 131072, 3, 32, 16, 16, 16), (16, 512, 0, 4, 4, 4, 4), (16, 2048, 1, 8, 6, 6, 6), (16, 8192, 1, 8, 6, 6, 6), (16, 32768, 3, 16, 6, 6, 6), (32, 512, 0, 3, 3, 2, 1), (32, 2048, 0, 6, 3, 3, 2), (32, 8192, 3, 6, 3, 3, 3), (32, 32768, 3, 6, 16, 3, 3), (64, 512, 3, 2, 2, 2, 1), (64, 2048, 3, 2, 2, 2, 1), (64, 8192, 3, 2, 2, 2, 1), (64, 32768, 3, 12, 2, 2, 2), (128, 512, 3, 1, 1, 1, 1), (128, 2048, 3, 2, 1, 1, 1), (128, 8192, 3, 2, 1, 1, 1), (128, 32768, 3, 2, 1, 1, 1), (256, 512, 3, 1, 1, 1, 1), (256, 2048, 3, 1, 1, 1, 1), (256, 8192, 3, 1, 1, 1, 1), (256, 32768, 3, 1, 2, 1, 1), (512, 512, 3, 1, 1, 1, 1), (512, 2048, 3, 2, 1, 1, 1), (512, 8192, 3, 2, 4, 1, 1), (512, 32768, 3, 2, 8, 1, 1), (1024, 512, 3, 1, 1, 1, 1), (1024, 2048, 3, 1, 1, 1, 1), (1024, 8192, 3, 1, 3, 1, 1), (1024, 32768, 3, 1, 3, 1, 1))},
 }
 
 DECODE = {
@@ -1500,6 +1503,7 @@ DECODE = {
     ('bf16', 128, 3, 8, 'narrow'): ('decode_bf16', 'decode_bf16_d128_s3_v8', 'attention_s3', 'decode_combine_bf16_d128'),
     ('bf16', 128, 3, 8, 'deep'): ('decode_bf16', 'decode_bf16_d128_s3_v8_deep', 'attention_s3', 'decode_combine_bf16_d128'),
     ('bf16', 128, 3, 8, 'wide'): ('decode_bf16', 'decode_bf16_d128_s3_v8_wide', 'attention_s3', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 8, 'ws'): ('decode_bf16', 'decode_bf16_d128_s3_v8_ws', 'attention_s3_maps', 'decode_combine_bf16_d128'),
     ('bf16', 128, 4, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d128_s4_v1', 'attention_s4', 'decode_combine_bf16_d128'),
     ('bf16', 192, 3, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d192_s3_v1', 'attention_s3', 'decode_combine_bf16_d192'),
     ('bf16', 192, 3, 2, 'narrow'): ('decode_bf16', 'decode_bf16_d192_s3_v2', 'attention_s3', 'decode_combine_bf16_d192'),
@@ -1517,6 +1521,7 @@ DECODE = {
     ('bf16', 64, 3, 8, 'narrow'): ('decode_bf16', 'decode_bf16_d64_s3_v8', 'attention_s3', 'decode_combine_bf16_d64'),
     ('bf16', 64, 3, 8, 'deep'): ('decode_bf16', 'decode_bf16_d64_s3_v8_deep', 'attention_s3', 'decode_combine_bf16_d64'),
     ('bf16', 64, 3, 8, 'wide'): ('decode_bf16', 'decode_bf16_d64_s3_v8_wide', 'attention_s3', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 8, 'ws'): ('decode_bf16', 'decode_bf16_d64_s3_v8_ws', 'attention_s3_maps', 'decode_combine_bf16_d64'),
     ('bf16', 64, 4, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d64_s4_v1', 'attention_s4', 'decode_combine_bf16_d64'),
     ('bf16', 80, 3, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d80_s3_v1', 'attention_s3', 'decode_combine_bf16_d80'),
     ('bf16', 80, 3, 2, 'narrow'): ('decode_bf16', 'decode_bf16_d80_s3_v2', 'attention_s3', 'decode_combine_bf16_d80'),
@@ -1538,6 +1543,7 @@ DECODE = {
     ('fp16', 128, 3, 8, 'narrow'): ('decode_fp16', 'decode_fp16_d128_s3_v8', 'attention_s3', 'decode_combine_fp16_d128'),
     ('fp16', 128, 3, 8, 'deep'): ('decode_fp16', 'decode_fp16_d128_s3_v8_deep', 'attention_s3', 'decode_combine_fp16_d128'),
     ('fp16', 128, 3, 8, 'wide'): ('decode_fp16', 'decode_fp16_d128_s3_v8_wide', 'attention_s3', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 8, 'ws'): ('decode_fp16', 'decode_fp16_d128_s3_v8_ws', 'attention_s3_maps', 'decode_combine_fp16_d128'),
     ('fp16', 128, 4, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d128_s4_v1', 'attention_s4', 'decode_combine_fp16_d128'),
     ('fp16', 192, 3, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d192_s3_v1', 'attention_s3', 'decode_combine_fp16_d192'),
     ('fp16', 192, 3, 2, 'narrow'): ('decode_fp16', 'decode_fp16_d192_s3_v2', 'attention_s3', 'decode_combine_fp16_d192'),
@@ -1555,6 +1561,7 @@ DECODE = {
     ('fp16', 64, 3, 8, 'narrow'): ('decode_fp16', 'decode_fp16_d64_s3_v8', 'attention_s3', 'decode_combine_fp16_d64'),
     ('fp16', 64, 3, 8, 'deep'): ('decode_fp16', 'decode_fp16_d64_s3_v8_deep', 'attention_s3', 'decode_combine_fp16_d64'),
     ('fp16', 64, 3, 8, 'wide'): ('decode_fp16', 'decode_fp16_d64_s3_v8_wide', 'attention_s3', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 8, 'ws'): ('decode_fp16', 'decode_fp16_d64_s3_v8_ws', 'attention_s3_maps', 'decode_combine_fp16_d64'),
     ('fp16', 64, 4, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d64_s4_v1', 'attention_s4', 'decode_combine_fp16_d64'),
     ('fp16', 80, 3, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d80_s3_v1', 'attention_s3', 'decode_combine_fp16_d80'),
     ('fp16', 80, 3, 2, 'narrow'): ('decode_fp16', 'decode_fp16_d80_s3_v2', 'attention_s3', 'decode_combine_fp16_d80'),

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from cukiln.generated import dispatch
 
-from .decode_plan import PIPELINES, DecodePlan, check_host_lengths, check_lengths, plan_decode
+from .decode_plan import PIPELINES, WS, DecodePlan, check_host_lengths, check_lengths, plan_decode
+from .driver import tensor_map
 from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import kernel
 from .loader import KERNELS
@@ -27,6 +28,10 @@ _NAMES = ("q", "k_cache", "v_cache", "kv_lens", "kv_start", "out")  # the tensor
 _OUT = _PER_CALL.index("out")
 
 
+# Tensor maps a ws plan keeps, by (K, V) pointers: a decode loop passes the same caches call after call.
+_MAX_TENSOR_MAPS = 64
+
+
 @dataclass
 class _CachedPlan:
     plan: DecodePlan
@@ -39,6 +44,29 @@ class _CachedPlan:
         p = self.plan
         self.device, self.capacity, self.empty = p.device, p.fields["capacity"], p.batch * p.heads_q == 0
         self.out_shape, self.lse_shape = (p.batch, p.heads_q, p.head_dim), (p.batch, p.heads_q)
+        self.maps = {} if p.key[-1] == WS else None  # (k pointer, v pointer) -> their tensor maps
+
+    def attention_values(self, per_call) -> list:
+        """The attention kernel's parameter values for this call (``per_call`` in _PER_CALL's order); a ws plan's
+        tensor maps of this call's caches first (its first two fields)."""
+        values = self.attention.values(self.templates[0], per_call)
+        if self.maps is not None:
+            values[0], values[1] = self.maps.get((per_call[1], per_call[2])) or self._new_maps(per_call[1], per_call[2])
+        return values
+
+    def _new_maps(self, k_ptr: int, v_ptr: int) -> tuple[bytes, bytes]:
+        """The tensor maps (d, T, h_kv, b) of the caches at these pointers: boxes of one tile's keys x 64 columns
+        in the 128-byte swizzle, as attend_ws loads them."""
+        p, f = self.plan, self.plan.fields
+        itemsize = 2  # fp16 / bf16
+        dims = (p.head_dim, f["capacity"], p.attention.grid[1] // f["head_groups"], p.batch)
+        box = (64, dispatch.DECODE_TILE_KEYS[WS], 1, 1)
+        maps = tuple(tensor_map(p.key[0], ptr, dims, tuple(f[f"{c}_{s}"] * itemsize for s in ("st", "sh", "sb")), box)
+                     for c, ptr in (("k", k_ptr), ("v", v_ptr)))
+        if len(self.maps) >= _MAX_TENSOR_MAPS:
+            self.maps.clear()
+        self.maps[k_ptr, v_ptr] = maps
+        return maps
 
     def bind(self) -> tuple:
         p = self.plan
@@ -150,7 +178,7 @@ def run_decode(q, k_cache, v_cache, kv_lens, kv_layout="bhsd", kv_start=None, sc
         refill = cached.attention
         if refill.checks:
             refuse_overlap(refill.overlapping(per_call))
-        cached.kernels[0](refill.values(cached.templates[0], per_call), torch._C._cuda_getCurrentRawStream(cached.device))
+        cached.kernels[0](cached.attention_values(per_call), torch._C._cuda_getCurrentRawStream(cached.device))
         if out is not None:
             torch._C._increment_version((out,))
     else:
@@ -183,7 +211,7 @@ def launch_planned(cached: _CachedPlan, per_call: list, torch, written=None, che
         per_call[7], per_call[8] = partial[0].data_ptr(), partial[1].data_ptr()
     kernels = cached.kernels or cached.bind()
     stream = torch._C._cuda_getCurrentRawStream(cached.device)
-    kernels[0](attention.values(cached.templates[0], per_call), stream)
+    kernels[0](cached.attention_values(per_call), stream)
     if cached.combine is not None:
         kernels[1](cached.combine.values(cached.templates[1], per_call), stream)
     if written is not None:

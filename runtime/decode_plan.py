@@ -12,7 +12,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from cukiln.core.archs import clusters, programmatic_launch
+from cukiln.core.archs import clusters, programmatic_launch, tensor_maps
 from cukiln.generated import dispatch
 
 from .tensors import TensorInfo, device_name
@@ -31,6 +31,8 @@ MAX_CLUSTER_SPLITS = dispatch.DECODE_MAX_CLUSTER_SPLITS
 # K/V pipelines (decode_variants.Pipeline): every variant has the first (narrow), the bandwidth path all.
 PIPELINES = dispatch.DECODE_PIPELINES
 NARROW = PIPELINES[0]
+WS = "ws"  # warp-specialized: K/V through tensor maps (sm_90 on), merged by the combine kernel, never in a cluster
+TENSOR_MAP_BYTES = 128
 TILE_KEYS = dispatch.DECODE_TILE_KEYS
 PIPELINE_ENV = "CUKILN_DECODE_PIPELINE"  # a pipeline's name forces it (checks, measurements); auto: the table's
 # Keys a split keeps at least (one narrow tile; split_from_table takes the chosen pipeline's tile), as in the
@@ -239,9 +241,9 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     ``max_shared`` (the GPU's opt-in shared memory per block, bytes) rejects head dims whose tiles exceed it.
     Split-KV on ``arch`` sm_90 on runs each (row, KV head)'s splits as one cluster when there are at most
     MAX_CLUSTER_SPLITS of them and ``active_clusters(module, symbol, shared, cluster)`` (None: assumed)
-    says the GPU can place such a cluster; otherwise a combine kernel merges the splits.
+    says the GPU can place such a cluster (never for the ws pipeline); otherwise a combine kernel merges the splits.
     K/V pipeline: the tuned table's choice among those the call has a variant of that ``max_shared``
-    allows (with ``num_splits`` given: narrow); ``pipeline`` (a name of PIPELINES) forces one.
+    allows (ws from sm_90 on; with ``num_splits`` given: narrow); ``pipeline`` (a name of PIPELINES) forces one.
     ``batch_invariant``: each row split by its own key count (invariant_splits; the grid holds the most a row
     of the capacity gets) on the first of INVARIANT_PIPELINES the call has, merged in a cluster or by the
     combine kernel with the cluster's arithmetic: a row's result depends on its own inputs alone.
@@ -380,12 +382,17 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     vec = 1 if general else widest_kv_vector([(k.ptr, call.k_strides[:3]), (v.ptr, call.v_strides[:3])],
                                              k.itemsize, d)
     blocks = b * h_kv * head_groups
+    # ws reads the caches through tensor maps: sm_90 on, and a cache of at least one row and position to map
+    maps_ok = tensor_maps(arch) and b > 0 and call.capacity > 0
     available = tuple(p for p in PIPELINES if (q.dtype, d, strides, vec, p) in dispatch.DECODE and (
-        max_shared is None or dispatch.DECODE_SHARED[d, p] <= max_shared))
+        max_shared is None or dispatch.DECODE_SHARED[d, p] <= max_shared) and (p != WS or maps_ok))
     if pipeline is not None and pipeline not in available:
         raise ValueError(f"pipeline: the {pipeline} pipeline needs a contiguous head dim of at most "
-                         f"{FAST_PIPELINES_MAX_HEAD_DIM}, 16-byte aligned K/V rows and the shared memory it takes; "
-                         f"this call has head dim {d}, {strides} K/V strides, {vec}-element copies")
+                         f"{FAST_PIPELINES_MAX_HEAD_DIM}, 16-byte aligned K/V rows and the shared memory it takes"
+                         + (" (head dims 64 and 128, sm_90 or newer, a cache with rows and positions)"
+                            if pipeline == WS else "")
+                         + f"; this call has head dim {d}, {strides} K/V strides, {vec}-element copies"
+                         + (f", arch {arch}" if pipeline == WS else ""))
     if batch_invariant:
         pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
         num_splits = invariant_splits(call.capacity)  # the most a row of this cache gets
@@ -406,11 +413,11 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     programmatic = programmatic_launch(arch)
     shared = dispatch.DECODE_SHARED[d, key[-1]]
     cluster = 1
-    if 1 < splits <= MAX_CLUSTER_SPLITS and clusters(arch) and (
+    if 1 < splits <= MAX_CLUSTER_SPLITS and clusters(arch) and key[-1] != WS and (
             active_clusters is None or active_clusters(module, symbol, shared, splits) > 0):
         cluster = splits
-    attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, b), (32 * dispatch.DECODE_WARPS, 1, 1),
-                       shared, overlap_previous=programmatic, cluster=cluster)
+    attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, b),
+                       (dispatch.DECODE_THREADS[key[-1]], 1, 1), shared, overlap_previous=programmatic, cluster=cluster)
     # batch-invariant: a cluster and the combine kernel merge with the same arithmetic, so the choice between them
     # (the GPU's, the capacity's) changes no bit
     combine = None
@@ -418,5 +425,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         c_names, c_fmt = dispatch.DECODE_PARAMS["combine"]
         combine = Launch(module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
                          (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)
+    # ws: the tensor maps of this call's caches come with its pointers (decode_api); zeros until then
+    maps = {"k_map": bytes(TENSOR_MAP_BYTES), "v_map": bytes(TENSOR_MAP_BYTES)} if key[-1] == WS else {}
     return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine,
-                      {**call.fields, "num_splits": splits, "batch_invariant": int(batch_invariant)})
+                      {**call.fields, **maps, "num_splits": splits, "batch_invariant": int(batch_invariant)})

@@ -1,7 +1,10 @@
-"""The CUDA driver as cukiln calls it (cuda.bindings): error checking, and the launch configuration of a
-programmatic or cluster launch. loader and launch both build on this; neither imports the other's internals."""
+"""The CUDA driver as cukiln calls it (cuda.bindings): error checking, the launch configuration of a
+programmatic or cluster launch, and TMA tensor maps. loader and launch both build on this; neither imports the
+other's internals."""
 
 from __future__ import annotations
+
+import ctypes
 
 from cuda.bindings import driver
 
@@ -21,6 +24,26 @@ def check(result, what: str):
     if not values:
         return None
     return values[0] if len(values) == 1 else tuple(values)
+
+
+_TENSOR_MAP_TYPES = {"bf16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                     "fp16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16}
+
+
+def tensor_map(dtype: str, ptr: int, dims, strides_bytes, box, swizzled: bool = True) -> bytes:
+    """The 128 bytes of a tiled TMA tensor map, as a kernel parameter takes them: ``dtype`` elements ("bf16",
+    "fp16") at ``ptr`` (16-byte aligned), ``dims`` innermost first, ``strides_bytes`` of every dim but the innermost
+    (multiples of 16), ``box`` elements per dim; the 128-byte swizzle (or none), the L2 fetching 256 B around each
+    request, elements out of bounds read as zeros."""
+    swizzle = driver.CUtensorMapSwizzle
+    encoded = check(driver.cuTensorMapEncodeTiled(
+        _TENSOR_MAP_TYPES[dtype], len(dims), ptr, [driver.cuuint64_t(n) for n in dims],
+        [driver.cuuint64_t(n) for n in strides_bytes], [driver.cuuint32_t(n) for n in box],
+        [driver.cuuint32_t(1)] * len(dims), driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        swizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzled else swizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+    return ctypes.string_at(encoded.getPtr(), 128)
 
 
 def launch_config(grid: tuple[int, int, int], block: tuple[int, int, int], shared: int, cluster: int = 1):

@@ -53,7 +53,7 @@ def test_every_combine_kernel_through_a_split_variant(entry):
 @pytest.mark.parametrize("group", [1, 2, 4, 8, 16, 20])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("num_splits", [1, 4, None])
-@pytest.mark.parametrize("pipeline", ["narrow", "deep", "wide"])
+@pytest.mark.parametrize("pipeline", ["narrow", "deep", "wide", "ws"])
 def test_gqa_ratios_layouts_splits_and_pipelines(group, layout, num_splits, pipeline, monkeypatch):
     monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", pipeline)
     gen = new_generator()
@@ -98,10 +98,13 @@ def test_query_forms_and_non_contiguous_q(shape):
     assert out.shape == q.shape
 
 
+@pytest.mark.parametrize("pipeline", ["auto", "ws"])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
-def test_unattended_cache_slots_may_hold_nan_and_inf(layout):
+def test_unattended_cache_slots_may_hold_nan_and_inf(layout, pipeline, monkeypatch):
     # Slots before kv_start or past kv_lens (uninitialized memory, a previous sequence) are never used:
-    # with NaN / Inf there, the output still matches the reference on clean data.
+    # with NaN / Inf there, the output still matches the reference on clean data (the ws pipeline's tiles
+    # bring such slots into shared memory whole: the V rows past a row's keys are zeroed there).
+    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", pipeline)
     gen = new_generator()
     b, h_kv, T, d = 4, 2, 300, 128
     q = torch.randn(b, 4 * h_kv, d, generator=gen, device="cuda").to(torch.bfloat16)
@@ -292,3 +295,19 @@ def test_repeated_calls_take_the_cached_plan_with_this_calls_pointers_and_length
     cukiln.decode_attention(q_sets[0], *caches[0], 256, out=out)
     with pytest.raises(ValueError, match="out: overlaps q"):
         cukiln.decode_attention(q_sets[0], *caches[0], 256, out=q_sets[0])  # same metadata as out: a hit
+
+
+@pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_capability()[0] < 9,
+                    reason="the ws pipeline needs sm_90 or newer")
+def test_ws_tensor_maps_follow_each_calls_caches(monkeypatch):
+    """One cached ws plan, caches at other addresses call after call (the tensor maps are kept by pointer)."""
+    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", "ws")
+    gen = new_generator()
+    b, h_kv, T, d = 3, 2, 700, 128
+    q = torch.randn(b, 4 * h_kv, d, generator=gen, device="cuda").to(torch.float16)
+    caches = [tuple(decode_cache_view(b, h_kv, T, d, torch.float16, gen, capacity=800) for _ in range(2))
+              for _ in range(3)]
+    lens = torch.tensor([700, 5, 333], dtype=torch.int32, device="cuda")
+    for k, v in caches + caches[::-1]:
+        assert plan_call(q, k, v, lens).key[-1] == "ws"
+        run_and_check(q, k, v, lens, "ws over caches at new addresses", num_splits=None)

@@ -11,6 +11,8 @@ from cukiln.codegen.decode_variants import Pipeline
 from cukiln.decode_plan import (MAX_CLUSTER_SPLITS, choose_splits, effective_splits, invariant_splits, plan_decode,
                                 split_from_table, widest_kv_vector)
 from cukiln.generated import dispatch
+
+PIPELINES_ORDER = dispatch.DECODE_PIPELINES
 from cukiln.tensors import TensorInfo
 
 BASE = 1 << 20  # a 16-byte-aligned fake device address
@@ -136,11 +138,17 @@ def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_pipeline():
         q = contiguous((1, 16, d))
         k = cache_slice(1, 1, 64, d, 64)
         # an H100's opt-in limit takes every head dim and pipeline
-        p = plan_decode(q, k, k, 64, max_shared=227 * 1024, num_splits=1, pipeline=name)
+        p = plan_decode(q, k, k, 64, max_shared=227 * 1024, num_splits=1, pipeline=name, arch="sm_90")
         assert p.key[-1] == name
         stages = decode_abi.stages(d, pipeline)
-        assert p.attention.shared == stages * 2 * keys * pitch * 2 + 16 * pitch * 2
         assert p.attention.shared <= 227 * 1024
+        if pipeline is Pipeline.WS:  # unpadded swizzled stages, then the 1 KB alignment slack, query and barriers
+            assert p.attention.shared == stages * 2 * keys * d * 2 + 1024 + 16 * pitch * 2 + 16 * stages
+            fixed = p.attention.shared - stages * 2 * keys * d * 2
+            assert stages == decode_abi.MAX_STAGES or p.attention.shared + 2 * keys * d * 2 > decode_abi.TWO_BLOCK_BUDGET
+            assert fixed + 16 * (decode_abi.MAX_STAGES - stages) + stages * 2 * keys * d * 2 <= decode_abi.TWO_BLOCK_BUDGET
+            continue
+        assert p.attention.shared == stages * 2 * keys * pitch * 2 + 16 * pitch * 2
         # as many stages as the budget holds, but never fewer than 2 (one in flight, one in use); the wide
         # pipeline takes 2
         if pipeline is Pipeline.WIDE:
@@ -150,7 +158,7 @@ def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_pipeline():
         assert stages >= 2 and (stages == 2 or p.attention.shared <= budget)
         assert stages == decode_abi.MAX_STAGES or p.attention.shared + 2 * keys * pitch * 2 > budget
     # the deep pipeline leaves room for two blocks per sm_90 multiprocessor, the narrow one three at d 128
-    assert [decode_abi.min_blocks_per_sm(128, p) for p in Pipeline] == [3, 2, 1]
+    assert [decode_abi.min_blocks_per_sm(128, p) for p in Pipeline] == [3, 2, 1, 2]
 
 
 RULE = {"blocks_per_sm": 2.0, "min_keys_per_split": 512, "wave_efficiency": 0.9}
@@ -374,3 +382,34 @@ def test_the_default_mode_writes_the_flag_off():
     p = plan(num_splits=MAX_CLUSTER_SPLITS + 1)
     assert p.fields["batch_invariant"] == 0
     assert dict(zip(p.combine.field_names, p.values(out=1, lse=0)[1]))["batch_invariant"] == 0
+
+
+# --- the ws pipeline ---------------------------------------------------------------------------------------------
+
+def test_ws_pipeline_from_sm_90_on_with_a_producer_warp_and_no_clusters():
+    for splits in (1, 4, MAX_CLUSTER_SPLITS + 1):
+        p = plan(num_splits=splits, pipeline="ws", arch="sm_90")
+        assert p.key == ("bf16", 128, 3, 8, "ws") and p.attention.symbol == "decode_bf16_d128_s3_v8_ws"
+        assert p.attention.block == (dispatch.DECODE_THREADS["ws"], 1, 1) == (160, 1, 1)
+        assert p.attention.cluster == 1 and (p.combine is not None) == (splits > 1)
+        assert p.attention.field_names[:2] == ("k_map", "v_map")
+        assert p.fields["k_map"] == p.fields["v_map"] == bytes(128)  # the runtime's per call
+    for arch in ("sm_80", "sm_86", None):
+        with pytest.raises(ValueError, match="sm_90 or newer"):
+            plan(num_splits=1, pipeline="ws", arch=arch)
+    # no map of an empty cache: the table's other pipelines serve it
+    empty = cache_slice(2, 2, 0, 128, 512)
+    with pytest.raises(ValueError, match="ws pipeline"):
+        plan(k=empty, v=empty, kv_lens=0, num_splits=1, pipeline="ws", arch="sm_90")
+
+
+def test_the_table_picks_ws_only_where_the_gpu_maps_tensors(monkeypatch):
+    ws = PIPELINES_ORDER.index("ws")
+    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": ((16, 2048, ws, 4, 4, 4, 2),)})
+    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_80", {"table": ((16, 2048, ws, 4, 4, 4, 2),)})
+    k = cache_slice(2, 8, 2048, 128, 2100)
+    v = cache_slice(2, 8, 2048, 128, 2100, ptr=BASE * 4096)
+    q = contiguous((2, 32, 128))
+    p = plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_90")
+    assert p.key[-1] == "ws" and p.num_splits == 2 and p.combine is not None
+    assert plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_80").key[-1] == "narrow"

@@ -171,7 +171,8 @@ def test_decode_split_table_keeps_each_points_fastest_count_and_the_rule_picks_i
                  "ms_by_pipeline": {"narrow": {"1": 1.0, "2": 1.2}, "deep": {"1": 0.995, "3": 1.1}, "wide": {"1": 1.5}}}
     rule = fit_table(points)
     # the last point's 2 splits tie with 8 (within 1 %): the fewer win; it has narrow times only
-    assert rule == {"table": [[8, 8192, 2, 16, 16, 8], [64, 2048, 0, 2, 2, 2], [256, 8192, 0, 1, 1, 1]], "tie": 0.01}
+    assert rule == {"table": [[8, 8192, 2, 16, 16, 8, 16], [64, 2048, 0, 2, 2, 2, 2], [256, 8192, 0, 1, 1, 1, 1]],
+                    "tie": 0.01}
     folded = {"table": tuple(tuple(p) for p in rule["table"])}  # as dispatch.py holds it
     assert [rule_choice(p, 132, folded) for p in points] == [(8, "wide"), (1, "narrow"), (2, "narrow")]
 

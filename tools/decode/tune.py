@@ -97,7 +97,12 @@ def tune(console: Console) -> dict:
     from cukiln.generated import dispatch
     from cukiln.loader import KERNELS
 
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    from cukiln.core.archs import tensor_maps
+
+    props = torch.cuda.get_device_properties(0)
+    sms, arch = props.multi_processor_count, f"sm_{props.major}{props.minor}"
+    # the pipelines this GPU runs (ws: sm_90 on); the table gives the others the narrow pipeline's count
+    pipelines = [p for p in PIPELINES if p is not Pipeline.WS or tensor_maps(arch)]
     copy = copy_tbps()
     probe = plan_call(*inputs(1, 1024), 1024, num_splits=2).attention
     resident = KERNELS.resident_blocks(0, probe.module, probe.symbol, 32 * dispatch.DECODE_WARPS, probe.shared)
@@ -110,7 +115,7 @@ def tune(console: Console) -> dict:
             outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
             point = {"batch": b, "T": T, "blocks": b * HEADS_KV, "resident": resident}
             times = {}
-            for pipeline in PIPELINES:
+            for pipeline in pipelines:
                 with forced_decode_pipeline(pipeline.value):
                     times[pipeline.value] = {s: median_ms([lambda st=st, o=o, s=s: cukiln.decode_attention(
                         *st, T, out=o, num_splits=s) for st, o in zip(sets, outs)], batches=9)
