@@ -394,6 +394,9 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
                          + f"; this call has head dim {d}, {strides} K/V strides, {vec}-element copies"
                          + (f", arch {arch}" if pipeline == WS else ""))
     if batch_invariant:
+        if pipeline == WS:  # its kernel shares a row's keys out by the grid's split count
+            raise ValueError("pipeline: the ws pipeline does not run batch-invariant; force deep or narrow, or "
+                             "leave the choice to the planner")
         pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
         num_splits = invariant_splits(call.capacity)  # the most a row of this cache gets
     elif num_splits is None:

@@ -413,3 +413,9 @@ def test_the_table_picks_ws_only_where_the_gpu_maps_tensors(monkeypatch):
     p = plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_90")
     assert p.key[-1] == "ws" and p.num_splits == 2 and p.combine is not None
     assert plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_80").key[-1] == "narrow"
+
+
+def test_batch_invariant_keeps_to_the_pipelines_that_split_by_the_row():
+    assert _invariant(3000, arch="sm_90").key[-1] == "deep"  # not ws, which the table may pick otherwise
+    with pytest.raises(ValueError, match="does not run batch-invariant"):
+        _invariant(3000, pipeline="ws", arch="sm_90")
