@@ -55,18 +55,31 @@ class _CachedPlan:
         return values
 
     def _new_maps(self, k_ptr: int, v_ptr: int) -> tuple[bytes, bytes]:
-        """The tensor maps (d, T, h_kv, b) of the caches at these pointers: boxes of one tile's keys x 64 columns
-        in the 128-byte swizzle, as attend_ws loads them."""
-        p, f = self.plan, self.plan.fields
-        itemsize = 2  # fp16 / bf16
-        dims = (p.head_dim, f["capacity"], p.attention.grid[1] // f["head_groups"], p.batch)
-        box = (64, dispatch.DECODE_TILE_KEYS[WS], 1, 1)
-        maps = tuple(tensor_map(p.key[0], ptr, dims, tuple(f[f"{c}_{s}"] * itemsize for s in ("st", "sh", "sb")), box)
-                     for c, ptr in (("k", k_ptr), ("v", v_ptr)))
+        maps = tensor_maps(self.plan, k_ptr, v_ptr)
         if len(self.maps) >= _MAX_TENSOR_MAPS:
             self.maps.clear()
         self.maps[k_ptr, v_ptr] = maps
         return maps
+
+
+def tensor_maps(plan: DecodePlan, k_ptr: int, v_ptr: int) -> tuple[bytes, bytes]:
+    """A ws plan's tensor maps (d, T, h_kv, b) of the K and V caches at these pointers: boxes of one tile's keys x 64
+    columns in the 128-byte swizzle, as attend_ws loads them."""
+    f = plan.fields
+    itemsize = 2  # fp16 / bf16
+    dims = (plan.head_dim, f["capacity"], plan.heads_q // f["group"], plan.batch)
+    box = (64, dispatch.DECODE_TILE_KEYS[WS], 1, 1)
+    return tuple(tensor_map(plan.key[0], ptr, dims, tuple(f[f"{c}_{s}"] * itemsize for s in ("st", "sh", "sb")), box)
+                 for c, ptr in (("k", k_ptr), ("v", v_ptr)))
+
+
+def launch_values(plan: DecodePlan, *, out: int, lse: int, partial_out: int = 0, partial_lse: int = 0):
+    """(attention values, combine values) of ``plan`` with these output and workspace pointers, as a bare launch of
+    its kernels needs them: DecodePlan.values, with a ws plan's tensor maps of the plan's own caches."""
+    attention, combine = plan.values(out=out, lse=lse, partial_out=partial_out, partial_lse=partial_lse)
+    if plan.key[-1] == WS:
+        attention = tensor_maps(plan, plan.fields["k"], plan.fields["v"]) + attention[2:]
+    return attention, combine
 
     def bind(self) -> tuple:
         p = self.plan

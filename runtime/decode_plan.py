@@ -71,7 +71,8 @@ class DecodePlan:
     fields: dict = field(default_factory=dict)  # every parameter except the ones values() takes
 
     def values(self, *, out: int, lse: int, partial_out: int = 0, partial_lse: int = 0) -> tuple[tuple, tuple]:
-        """(attention values, combine values) with the output, lse and workspace pointers filled in."""
+        """(attention values, combine values) with the output, lse and workspace pointers filled in; a ws plan's
+        tensor maps are zeros here (they need the driver: decode_api.launch_values fills them)."""
         given = {**self.fields, "out": out, "lse": lse, "partial_out": partial_out, "partial_lse": partial_lse}
         attention = tuple(given[name] for name in self.attention.field_names)
         combine = () if self.combine is None else tuple(given[name] for name in self.combine.field_names)
@@ -382,8 +383,10 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     vec = 1 if general else widest_kv_vector([(k.ptr, call.k_strides[:3]), (v.ptr, call.v_strides[:3])],
                                              k.itemsize, d)
     blocks = b * h_kv * head_groups
-    # ws reads the caches through tensor maps: sm_90 on, and a cache of at least one row and position to map
-    maps_ok = tensor_maps(arch) and b > 0 and call.capacity > 0
+    # ws reads the caches through tensor maps: sm_90 on, a cache of at least one row and position to map, no
+    # broadcast (stride 0) axis, strides within the engine's 2**40 bytes
+    maps_ok = tensor_maps(arch) and b > 0 and call.capacity > 0 and all(
+        0 < s * k.itemsize < 2**40 for s in call.k_strides[:3] + call.v_strides[:3])
     available = tuple(p for p in PIPELINES if (q.dtype, d, strides, vec, p) in dispatch.DECODE and (
         max_shared is None or dispatch.DECODE_SHARED[d, p] <= max_shared) and (p != WS or maps_ok))
     if pipeline is not None and pipeline not in available:

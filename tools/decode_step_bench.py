@@ -394,8 +394,8 @@ def bare_step_launches(s):
     d = decode_api.plan_call(q_rot, s["k_cache"], s["v_cache"], lens_after, out=s["out"])
     splits = d.batch * d.heads_q * d.num_splits
     partial = torch.empty(splits * (d.head_dim + 1), dtype=torch.float32, device="cuda")
-    values = d.values(out=s["out"].data_ptr(), lse=0, partial_out=partial.data_ptr(),
-                      partial_lse=partial.data_ptr() + 4 * splits * d.head_dim)
+    values = decode_api.launch_values(d, out=s["out"].data_ptr(), lse=0, partial_out=partial.data_ptr(),
+                                      partial_lse=partial.data_ptr() + 4 * splits * d.head_dim)
     stream = torch.cuda.current_stream().cuda_stream
     launches = [bare_launch(kernel(a.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared,
                                    a.overlap_previous), a.values, stream)]

@@ -419,3 +419,36 @@ def test_batch_invariant_keeps_to_the_pipelines_that_split_by_the_row():
     assert _invariant(3000, arch="sm_90").key[-1] == "deep"  # not ws, which the table may pick otherwise
     with pytest.raises(ValueError, match="does not run batch-invariant"):
         _invariant(3000, pipeline="ws", arch="sm_90")
+
+
+def test_ws_needs_positive_strides_for_its_tensor_maps():
+    broadcast = TensorInfo(BASE, (2, 2, 256, 128), (0, 512 * 128, 128, 1), "bf16", 0)  # k.expand over the batch
+    with pytest.raises(ValueError, match="ws pipeline"):
+        plan(k=broadcast, v=broadcast, num_splits=1, pipeline="ws", arch="sm_90")
+    assert plan(k=broadcast, v=broadcast, num_splits=1, arch="sm_90").key[-1] != "ws"
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_launch_values_put_a_ws_plans_tensor_maps_of_its_own_caches_first(layout, monkeypatch):
+    from cukiln import decode_api
+
+    encoded = []
+
+    def fake_tensor_map(dtype, ptr, dims, strides_bytes, box, swizzled=True):
+        encoded.append((dtype, ptr, dims, strides_bytes, box))
+        return bytes([len(encoded)]) * 128
+
+    monkeypatch.setattr(decode_api, "tensor_map", fake_tensor_map)
+    h_kv, group, T, cap = 2, 20, 300, 512  # a GQA group above 16 query heads: two blocks per KV head
+    k = cache_slice(3, h_kv, T, 128, cap, layout=layout)
+    v = cache_slice(3, h_kv, T, 128, cap, layout=layout, ptr=BASE * 4096)
+    p = plan(q=contiguous((3, h_kv * group, 128)), k=k, v=v, kv_lens=T, kv_layout=layout, num_splits=2,
+             pipeline="ws", arch="sm_90")
+    attention, combine = decode_api.launch_values(p, out=7, lse=0, partial_out=8, partial_lse=9)
+    assert attention[:2] == (bytes([1]) * 128, bytes([2]) * 128)
+    assert attention[2:] == p.values(out=7, lse=0, partial_out=8, partial_lse=9)[0][2:]
+    strides = (128 * 2, cap * 128 * 2, h_kv * cap * 128 * 2) if layout == "bhsd" else \
+        (h_kv * 128 * 2, 128 * 2, cap * h_kv * 128 * 2)
+    assert encoded == [("bf16", ptr, (128, T, h_kv, 3), strides, (64, 64, 1, 1)) for ptr in (BASE, BASE * 4096)]
+    narrow = plan(q=contiguous((3, h_kv * group, 128)), k=k, v=v, kv_lens=T, kv_layout=layout, num_splits=2)
+    assert decode_api.launch_values(narrow, out=7, lse=0) == narrow.values(out=7, lse=0) and len(encoded) == 2

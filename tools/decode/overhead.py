@@ -26,7 +26,7 @@ def overhead_paths() -> dict:
     plan = decode_api.plan_call(q, k, v, 64, out=out)
     a = plan.attention
     bound = kernel(plan.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared, a.overlap_previous, a.cluster)
-    values = plan.values(out=out.data_ptr(), lse=0)[0]
+    values = decode_api.launch_values(plan, out=out.data_ptr(), lse=0)[0]
     stream = torch.cuda.current_stream().cuda_stream
     return {
         "cukiln.decode_attention (b=1, T=64, out=)": lambda: cukiln.decode_attention(q, k, v, 64, out=out),
