@@ -61,6 +61,13 @@ class _CachedPlan:
         self.maps[k_ptr, v_ptr] = maps
         return maps
 
+    def bind(self) -> tuple:
+        p = self.plan
+        self.kernels = tuple(kernel(p.device, launch.module, launch.symbol, launch.fmt, launch.grid, launch.block,
+                                    launch.shared, launch.overlap_previous, launch.cluster)
+                             for launch in (p.attention, p.combine) if launch is not None)
+        return self.kernels
+
 
 def tensor_maps(plan: DecodePlan, k_ptr: int, v_ptr: int) -> tuple[bytes, bytes]:
     """A ws plan's tensor maps (d, T, h_kv, b) of the K and V caches at these pointers: boxes of one tile's keys x 64
@@ -80,13 +87,6 @@ def launch_values(plan: DecodePlan, *, out: int, lse: int, partial_out: int = 0,
     if plan.key[-1] == WS:
         attention = tensor_maps(plan, plan.fields["k"], plan.fields["v"]) + attention[2:]
     return attention, combine
-
-    def bind(self) -> tuple:
-        p = self.plan
-        self.kernels = tuple(kernel(p.device, launch.module, launch.symbol, launch.fmt, launch.grid, launch.block,
-                                    launch.shared, launch.overlap_previous, launch.cluster)
-                             for launch in (p.attention, p.combine) if launch is not None)
-        return self.kernels
 
 
 PLANS = PlanCache()
