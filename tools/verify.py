@@ -75,6 +75,11 @@ def new_generator():
     return gen
 
 
+class NotOnThisGPU(Exception):
+    """A variant that needs what this GPU lacks (an arch feature): verify lists it apart, neither passed nor
+    failed."""
+
+
 def check_entry(entry: dict) -> str | None:
     """The check of one manifest entry, by its family's hook; ValueError for an op no family registers."""
     from .hooks import tools_of_op
@@ -93,22 +98,33 @@ def verify(console: Console, only: str | None = None, out: str | None = None) ->
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task(f"verifying {len(entries)} variants", total=len(entries))
         for entry in entries:
+            result = {"name": entry["name"], "op": entry["op"]}
             try:
                 problem = check_entry(entry)
+            except NotOnThisGPU as e:
+                result.update(ok=None, not_on_this_gpu=str(e))
             except Exception as e:  # a crash is a failure of this variant, reported with the others
                 problem = f"{type(e).__name__}: {e}"
-            results.append({"name": entry["name"], "op": entry["op"], "ok": problem is None, "problem": problem})
+            if "not_on_this_gpu" not in result:
+                result.update(ok=problem is None, problem=problem)
+            results.append(result)
             progress.advance(task)
     torch.cuda.synchronize()
     table = Table(title=f"cukiln verify on {torch.cuda.get_device_name()}", title_justify="left")
-    for col in ("op", "variants", "passed", "failed"):
+    for col in ("op", "variants", "passed", "failed", "not on this GPU"):
         table.add_column(col, justify="left" if col == "op" else "right")
     for op in sorted({r["op"] for r in results}):
         mine = [r for r in results if r["op"] == op]
-        failed = sum(not r["ok"] for r in mine)
-        table.add_row(op, str(len(mine)), str(len(mine) - failed), f"[red]{failed}[/red]" if failed else "0")
+        failed = sum(r["ok"] is False for r in mine)
+        passed = sum(r["ok"] is True for r in mine)
+        table.add_row(op, str(len(mine)), str(passed), f"[red]{failed}[/red]" if failed else "0",
+                      str(len(mine) - passed - failed))
     console.print(table)
-    failures = [r for r in results if not r["ok"]]
+    apart = [r for r in results if r["ok"] is None]
+    if apart:
+        console.print(f"[yellow]{len(apart)} variants not run on this GPU[/yellow] ({apart[0]['name']}: "
+                      f"{apart[0]['not_on_this_gpu']}{' ...' if len(apart) > 1 else ''})")
+    failures = [r for r in results if r["ok"] is False]
     for r in failures[:20]:
         console.print(f"[red]FAIL[/red] {r['name']}: {r['problem']}")
     if len(failures) > 20:
@@ -117,7 +133,10 @@ def verify(console: Console, only: str | None = None, out: str | None = None) ->
         with open(out, "w") as f:
             command = "cukiln verify" + (f" --only {only}" if only else "")
             json.dump({**run_metadata("verify", command), "results": results}, f, indent=1)
-    console.print("[green]every variant matches the reference[/green]" if not failures and results
-                  else f"[red]{len(failures)} of {len(results)} variants failed[/red]" if failures
-                  else "[yellow]no variant matched --only[/yellow]")
-    return 1 if failures or not results else 0
+    ran = len(results) - len(apart)
+    console.print(f"[red]{len(failures)} of {ran} variants run failed[/red]" if failures
+                  else "[yellow]no variant matched --only[/yellow]" if not results
+                  else "[yellow]no variant ran on this GPU[/yellow]" if not ran
+                  else "[green]every variant matches the reference[/green]" + (
+                      f" (every one this GPU runs; {len(apart)} need another)" if apart else ""))
+    return 1 if failures or not ran else 0

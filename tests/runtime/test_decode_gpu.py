@@ -40,6 +40,8 @@ def run_and_check(q, k, v, kv_lens, what, **kwargs):
 
 @pytest.mark.parametrize("entry", manifest_entries("decode"), ids=lambda e: e["name"])
 def test_every_manifest_variant(entry):
+    if entry["axes"].get("pipeline") == "ws" and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the ws pipeline needs sm_90 or newer")
     problem = check_decode_variant(entry["axes"], entry["name"])
     assert problem is None, f"{entry['name']}: {problem}"
 

@@ -51,3 +51,42 @@ def test_a_combine_kernel_is_checked_through_a_split_launch_that_uses_it(monkeyp
 def test_an_op_no_family_registers_is_an_error_not_a_decode_check():
     with pytest.raises(ValueError, match="no registered family"):
         verify.check_entry({"op": "rmsnorm", "name": "rmsnorm_bf16", "axes": {}})
+
+
+def test_a_variant_this_gpu_cannot_run_is_listed_apart_neither_passed_nor_failed(monkeypatch, tmp_path):
+    from rich.console import Console
+
+    from cukiln.core import artifacts
+
+    entries = [{"op": "decode", "name": "decode_bf16_d128_s3_v8", "axes": {}},
+               {"op": "decode", "name": "decode_bf16_d128_s3_v8_ws", "axes": {"pipeline": "ws"}}]
+
+    def check(entry):
+        if entry["axes"].get("pipeline") == "ws":
+            raise verify.NotOnThisGPU("the ws pipeline needs sm_90 or newer (this GPU: sm_80)")
+        return None
+
+    monkeypatch.setattr(artifacts, "read_manifest", lambda *a: {"variants": entries})
+    monkeypatch.setattr(verify, "check_entry", check)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "an sm_80 GPU")
+    monkeypatch.setattr(verify, "run_metadata", lambda kind, command: {"command": command})
+    console = Console(record=True, width=200)
+    out = tmp_path / "verify.json"
+    assert verify.verify(console, out=str(out)) == 0
+    text = console.export_text()
+    assert "1 variants not run on this GPU" in text and "1 need another" in text
+    import json
+
+    results = json.loads(out.read_text())["results"]
+    assert [r["ok"] for r in results] == [True, None] and "sm_90" in results[1]["not_on_this_gpu"]
+    # nothing that ran: not a pass
+    monkeypatch.setattr(artifacts, "read_manifest", lambda *a: {"variants": entries[1:]})
+    assert verify.verify(Console(record=True), out=None) == 1
+
+
+def test_ws_variants_need_tensor_maps(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
+    with pytest.raises(verify.NotOnThisGPU, match="sm_90"):
+        decode_checks.check_variant({"op": "decode", "name": "decode_bf16_d128_s3_v8_ws",
+                                     "axes": {"pipeline": "ws"}})

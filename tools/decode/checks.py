@@ -115,6 +115,19 @@ def _check_batch_invariant(axes: dict, name: str, q, gen) -> str | None:
     return None if problem is None else f"batch-invariant, {plan.num_splits} splits: {problem}"
 
 
+def _require_tensor_maps() -> None:
+    """NotOnThisGPU unless this GPU reads through TMA tensor maps (the ws pipeline's kernels)."""
+    import torch
+
+    from cukiln.core.archs import tensor_maps
+
+    from ..verify import NotOnThisGPU
+
+    major, minor = torch.cuda.get_device_capability()
+    if not tensor_maps(f"sm_{major}{minor}"):
+        raise NotOnThisGPU(f"the ws pipeline needs sm_90 or newer (this GPU: sm_{major}{minor})")
+
+
 def forced_decode_pipeline(pipeline: str):
     """A block whose decode calls run the K/V ``pipeline``, whatever the table says (cukiln.overrides)."""
     from cukiln.overrides import forced
@@ -126,6 +139,8 @@ def check_variant(entry: dict) -> str | None:
     """The check of one manifest entry; a combine kernel is checked through a split launch that uses it."""
     axes = entry["axes"]
     if entry["op"] == "decode":
+        if axes.get("pipeline") == "ws":
+            _require_tensor_maps()
         return check_decode_variant(axes, entry["name"])
     from cukiln.decode_plan import MAX_CLUSTER_SPLITS
 
