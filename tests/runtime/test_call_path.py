@@ -239,3 +239,32 @@ def test_a_plan_cache_hit_asks_the_device_nothing(recorded, monkeypatch):
         asked.clear()
         call()
         assert asked == [], f"{name}: a plan-cache hit asked the device {asked}"
+
+
+def test_a_ws_plan_launches_with_the_tensor_maps_of_each_calls_caches(recorded, monkeypatch):
+    from cukiln import overrides
+
+    encoded = []
+
+    def fake_tensor_map(dtype, ptr, dims, strides_bytes, box, swizzled=True):
+        encoded.append(ptr)
+        return ptr.to_bytes(8, "little") * 16
+
+    monkeypatch.setattr(decode_api, "tensor_map", fake_tensor_map)
+    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", "ws")
+    q = torch.randn(2, 8, 128, dtype=torch.bfloat16)
+    caches = [(torch.randn(2, 2, 256, 128, dtype=torch.bfloat16), torch.randn(2, 2, 256, 128, dtype=torch.bfloat16))
+              for _ in range(2)]
+    for k, v in caches + caches:  # two misses of the maps, then two hits; one plan throughout
+        out = torch.empty_like(q)
+        cukiln.decode_attention(q, k, v, 100, out=out, num_splits=1)  # one pass: no workspace to allocate
+        plan = decode_api.plan_call(q, k, v, 100, out=out, num_splits=1)
+        assert plan.key[-1] == "ws"
+        symbol, values = recorded.launches[-1]
+        assert symbol == plan.attention.symbol == "decode_bf16_d128_s3_v8_ws"
+        maps = tuple(p.to_bytes(8, "little") * 16 for p in (k.data_ptr(), v.data_ptr()))
+        assert values[:2] == maps
+        assert values[2:] == plan.values(out=out.data_ptr(), lse=0)[0][2:]
+        assert values == decode_api.launch_values(plan, out=out.data_ptr(), lse=0)[0]
+    # the cached plan encoded each cache's maps once (each launch_values call above encodes its own two)
+    assert len(encoded) == 2 * 2 + 2 * 4
