@@ -268,3 +268,20 @@ def test_a_ws_plan_launches_with_the_tensor_maps_of_each_calls_caches(recorded, 
         assert values == decode_api.launch_values(plan, out=out.data_ptr(), lse=0)[0]
     # the cached plan encoded each cache's maps once (each launch_values call above encodes its own two)
     assert len(encoded) == 2 * 2 + 2 * 4
+
+
+def test_batch_invariant_launches_the_rows_own_split_rule_on_the_deep_pipeline(recorded):
+    from cukiln.decode_plan import invariant_splits
+
+    q = torch.randn(2, 8, 128, dtype=torch.bfloat16)
+    for capacity in (900, 3000):  # one pass; two splits merged in a cluster (the stub places clusters)
+        k, v = (torch.randn(2, 2, capacity, 128, dtype=torch.bfloat16) for _ in range(2))
+        out = torch.empty_like(q)
+        cukiln.decode_attention(q, k, v, capacity - 5, out=out, batch_invariant=True)
+        plan = decode_api.plan_call(q, k, v, capacity - 5, out=out, batch_invariant=True)
+        symbol, values = recorded.launches[-1]
+        fields = dict(zip(plan.attention.field_names, values))
+        assert symbol == plan.attention.symbol == "decode_bf16_d128_s3_v8_deep"
+        assert fields["batch_invariant"] == 1 and fields["num_splits"] == invariant_splits(capacity)
+        assert plan.attention.cluster == (1 if invariant_splits(capacity) == 1 else invariant_splits(capacity))
+        assert values == plan.values(out=out.data_ptr(), lse=0)[0]
