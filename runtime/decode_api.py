@@ -109,7 +109,7 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     scale: logit scale, default 1/sqrt(d); softcap: logits become softcap * tanh(logit / softcap).
     num_splits: split-KV count (default: the tuned rule of the dispatch table for this GPU, which also
     picks the K/V pipeline per grid). A count given runs the narrow pipeline, which may be slower than the
-    table's choice on small grids; ``CUKILN_DECODE_PIPELINE=narrow|deep|wide`` (or
+    table's choice on small grids; ``CUKILN_DECODE_PIPELINE=narrow|deep|wide|ws`` (or
     ``cukiln.overrides.forced("decode_pipeline", name)``) forces a pipeline, for checks and measurements.
     out: q-shaped output (allocated when None). return_lse: also return the natural-log log-sum-exp of
     the scaled logits, fp32 [b, h_q].
