@@ -25,7 +25,7 @@ from pathlib import Path
 
 from cukiln.codegen import render
 
-from raw_launch import allow_shared, build_cubin, encode_tensor_map, launcher, load_functions, sweep_main
+from raw_launch import allow_shared, build_cubin, launcher, load_functions, sweep_main
 
 # The kernels use cukiln's own helpers (rendered headers): the 16-byte vector loads and stores of rope, with
 # their evict-first variant, and the decode kernel's K/V copies into shared memory, with its L2 prefetch size.
@@ -265,7 +265,9 @@ def tensor_map(cache, swizzled: bool) -> bytes:
     of 64 rows x 128 elements, or x 64 with the 128-byte swizzle."""
     b, hkv, _, d = cache.shape
     assert cache.stride(2) == d and cache.stride(0) == hkv * cache.stride(1)
-    return encode_tensor_map(cache.data_ptr(), (d, b * hkv * cache.stride(1) // d), (d * 2,),
+    from cukiln.driver import tensor_map
+
+    return tensor_map("bf16", cache.data_ptr(), (d, b * hkv * cache.stride(1) // d), (d * 2,),
                              (64 if swizzled else d, 64), swizzled)
 
 

@@ -23,7 +23,7 @@ from cukiln.codegen import decode_abi, decode_family, render
 from cukiln.codegen.axes import Dtype
 from cukiln.codegen.decode_variants import DecodeCombineVariant, DecodeVariant, Pipeline
 
-from raw_launch import (allow_shared, build_cubin, encode_tensor_map, launcher, load_functions, sdpa_case, sweep_main,
+from raw_launch import (allow_shared, build_cubin, launcher, load_functions, sdpa_case, sweep_main,
                         timed_against_sdpa)
 
 HEAD_DIM, KEYS, HEAD_ROWS = 128, 64, decode_abi.HEAD_ROWS
@@ -61,8 +61,10 @@ def build(out_dir: Path) -> None:
 
 def _maps(k, v) -> tuple[bytes, bytes]:
     """4-D tensor maps (d, T, h_kv, b) of bhsd cache slices, 64-column x 64-key boxes, 128-byte swizzle."""
+    from cukiln.driver import tensor_map
+
     b, hkv, T, d = k.shape
-    return tuple(encode_tensor_map(c.data_ptr(), (d, T, hkv, b), (c.stride(2) * 2, c.stride(1) * 2, c.stride(0) * 2),
+    return tuple(tensor_map("bf16", c.data_ptr(), (d, T, hkv, b), (c.stride(2) * 2, c.stride(1) * 2, c.stride(0) * 2),
                                    (64, KEYS, 1, 1), True) for c in (k, v))
 
 

@@ -76,13 +76,6 @@ def build_cubin(out_dir: Path, source: str, name: str, headers: dict) -> None:
     print(f"compiled in {seconds:.1f} s")
 
 
-def encode_tensor_map(ptr: int, dims, strides_bytes, box, swizzled: bool) -> bytes:
-    """A bf16 tensor map's 128 bytes (cukiln.driver.tensor_map)."""
-    from cukiln.driver import tensor_map
-
-    return tensor_map("bf16", ptr, dims, strides_bytes, box, swizzled)
-
-
 def sdpa_case(b: int, T: int):
     """A decode sweep case (the bench's shapes): rotating input sets, K+V bytes, torch SDPA's time on them
     and its output on the first set (fp32): (sets, nbytes, sdpa_ms, ref)."""

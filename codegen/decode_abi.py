@@ -54,7 +54,6 @@ ISSUE_EARLY = False
 # d 128): against the tuned choice, one split of a 512-key row costs 0.98-1.04x at b = 8-128, two splits of
 # 2k-32k keys 0.99-1.04x, and 16 splits of 32k keys 1.02x; 4 or 8 splits cost 1.10-1.19x at b = 8, 2k-32k.
 INVARIANT_SPLITS = ((1024, 1), (8192, 2), (None, 16))
-INVARIANT_MAX_SPLITS = INVARIANT_SPLITS[-1][1]
 # Without tuning data for an arch: the split rule of runtime/decode_plan.choose_splits with these values.
 SPLIT_DEFAULT = {"blocks_per_sm": 2.0, "min_keys_per_split": 256, "wave_efficiency": 0.9}
 

@@ -32,7 +32,6 @@ MAX_CLUSTER_SPLITS = dispatch.DECODE_MAX_CLUSTER_SPLITS
 PIPELINES = dispatch.DECODE_PIPELINES
 NARROW = PIPELINES[0]
 WS = "ws"  # warp-specialized: K/V through tensor maps (sm_90 on), merged by the combine kernel, never in a cluster
-TENSOR_MAP_BYTES = 128
 TILE_KEYS = dispatch.DECODE_TILE_KEYS
 PIPELINE_ENV = "CUKILN_DECODE_PIPELINE"  # a pipeline's name forces it (checks, measurements); auto: the table's
 # Keys a split keeps at least (one narrow tile; split_from_table takes the chosen pipeline's tile), as in the
@@ -431,7 +430,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         c_names, c_fmt = dispatch.DECODE_PARAMS["combine"]
         combine = Launch(module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
                          (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)
-    # ws: the tensor maps of this call's caches come with its pointers (decode_api); zeros until then
-    maps = {"k_map": bytes(TENSOR_MAP_BYTES), "v_map": bytes(TENSOR_MAP_BYTES)} if key[-1] == WS else {}
+    # ws: the tensor maps of this call's caches come with its pointers (decode_api); empty (packed as zeros) until then
+    maps = {"k_map": b"", "v_map": b""} if key[-1] == WS else {}
     return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine,
                       {**call.fields, **maps, "num_splits": splits, "batch_invariant": int(batch_invariant)})

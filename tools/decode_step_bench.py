@@ -36,7 +36,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from .flashinfer_peer import PAGE
-from .timing import copy_tbps, median_ms, run_metadata, tbps
+from .timing import copy_tbps, failure, median_ms, run_metadata, tbps
 
 HEAD_DIM = 128
 BATCHES, CACHE_LENS = (1, 8, 32, 128), (2048, 8192, 32768)
@@ -192,13 +192,10 @@ def _paged(s) -> dict:
 
         from . import flashinfer_peer
 
-        b, L = s["b"], s["L"]
         k_pages, v_pages, table = flashinfer_peer.paged_copy(s["k_cache"], s["v_cache"])
-        used = -(-(L + 1) // PAGE)
-        wrapper = flashinfer_peer.batch_decode(table, L + 1, s["hq"], s["hkv"], HEAD_DIM, torch.bfloat16)
-        s["paged"] = {"cache": (k_pages, v_pages), "table": table, "indices": table[:, :used].flatten(),
-                      "indptr": torch.arange(b + 1, device="cuda", dtype=torch.int32) * used, "wrapper": wrapper,
-                      "last": torch.full((b,), L + 1 - (used - 1) * PAGE, device="cuda", dtype=torch.int32)}
+        wrapper = flashinfer_peer.batch_decode(table, s["L"] + 1, s["hq"], s["hkv"], HEAD_DIM, torch.bfloat16)
+        s["paged"] = {"cache": (k_pages, v_pages), "table": table, "wrapper": wrapper,
+                      **flashinfer_peer.pages_in_use(table, s["L"] + 1)}
     return s["paged"]
 
 
@@ -260,10 +257,6 @@ def _names(cs: CaseSet) -> list[str]:
     return [name for name, (applies, _) in CONTENDERS.items() if applies(cs)]
 
 
-def _reason(e: Exception) -> str:
-    return f"{type(e).__name__}: {e}"[:300]
-
-
 def contenders(cs: CaseSet, s: dict, names=None) -> dict:
     """name -> zero-argument step on the inputs ``s`` for the set's contenders (or ``names``), or why it could not
     be built (a string: FlashInfer does not import, or lacks an API)."""
@@ -272,7 +265,7 @@ def contenders(cs: CaseSet, s: dict, names=None) -> dict:
         try:
             out[name] = CONTENDERS[name][1](s)
         except Exception as e:  # recorded, the rest still runs
-            out[name] = _reason(e)
+            out[name] = failure(e)
     return out
 
 
@@ -307,7 +300,7 @@ def _check(cs: CaseSet) -> dict:
             ref = cukiln.reference.decode_step(s["q"], s["k"], s["v"], s["k_cache"].clone(), s["v_cache"].clone(),
                                                s["lens"].clone(), cos_sin_cache=s["cos_sin"], **s["norm_kw"])
         except Exception as e:  # a reference without the set's arguments: every contender of the set flagged wrong
-            errors[name] = "reference: " + _reason(e)
+            errors[name] = "reference: " + failure(e)
             continue
         step = contenders(cs, s, [name])[name]
         if isinstance(step, str):
@@ -316,7 +309,7 @@ def _check(cs: CaseSet) -> dict:
         try:
             got = step().double()
         except Exception as e:  # recorded; the contender is then timed as it comes, flagged wrong
-            errors[name] = _reason(e)
+            errors[name] = failure(e)
             continue
         scale = ref.abs().max().item()
         errors[name] = float("inf") if torch.isnan(got).any() else ((got - ref).abs().max() / scale).item()
@@ -336,14 +329,14 @@ def _time_point(cs: CaseSet, b: int, L: int, errors: dict, copy: float) -> dict:
         try:
             ms = median_ms([fn])
         except Exception as e:  # recorded, the rest still runs
-            row[name] = {"skipped": _reason(e)}
+            row[name] = {"skipped": failure(e)}
             continue
         row[name] = {"ms": ms, "tbps": tbps(row["bytes"], ms), "x_copy": tbps(row["bytes"], ms) / copy,
                      "wrong": wrong}
         try:
             row[name]["graph_ms"] = _graph_ms(fn)
         except Exception as e:  # not capturable: recorded
-            row[name]["graph_skipped"] = _reason(e)
+            row[name]["graph_skipped"] = failure(e)
     return row
 
 
@@ -360,7 +353,7 @@ def _host_us(cs: CaseSet) -> dict:
     try:
         calls[LAUNCH_FLOOR] = bare_step_launches(s)
     except Exception as e:  # recorded, the rest still runs
-        calls[LAUNCH_FLOOR] = _reason(e)
+        calls[LAUNCH_FLOOR] = failure(e)
     host = {}
     for name, fn in calls.items():
         if isinstance(fn, str):
@@ -370,7 +363,7 @@ def _host_us(cs: CaseSet) -> dict:
             per_call_us(fn, 300)
             host[name] = sorted(per_call_us(fn, 2000) for _ in range(5))[2]
         except Exception as e:  # recorded, the rest still runs
-            host[name] = _reason(e)
+            host[name] = failure(e)
     return host
 
 

@@ -26,6 +26,18 @@ def paged_copy(k_cache, v_cache) -> tuple:
     return k_pages, v_pages, table
 
 
+def pages_in_use(table, keys: int) -> dict:
+    """FlashInfer's description of ``keys`` keys in every row of ``table``'s pages: "indptr" [b + 1], "indices" (the
+    pages used, row by row) and "last" (keys on each row's last page), int32."""
+    import torch
+
+    b = table.shape[0]
+    used = -(-keys // PAGE)
+    return {"indptr": torch.arange(b + 1, device=table.device, dtype=torch.int32) * used,
+            "indices": table[:, :used].flatten(),
+            "last": torch.full((b,), keys - (used - 1) * PAGE, device=table.device, dtype=torch.int32)}
+
+
 def batch_decode(table, keys: int, heads_q: int, heads_kv: int, head_dim: int, dtype, *, tensor_cores: bool = False):
     """A BatchDecodeWithPagedKVCacheWrapper planned for ``keys`` keys in every row of ``table``'s pages (CUDA-core
     decode, or with ``tensor_cores`` its tensor-core path, which runs FlashInfer's prefill kernels); call
@@ -33,14 +45,11 @@ def batch_decode(table, keys: int, heads_q: int, heads_kv: int, head_dim: int, d
     import flashinfer.decode
     import torch
 
-    b = table.shape[0]
-    used = -(-keys // PAGE)
-    indptr = torch.arange(b + 1, device=table.device, dtype=torch.int32) * used
-    last = torch.full((b,), keys - (used - 1) * PAGE, device=table.device, dtype=torch.int32)
+    pages = pages_in_use(table, keys)
     wrapper = flashinfer.decode.BatchDecodeWithPagedKVCacheWrapper(
         torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=table.device), "NHD", use_tensor_cores=tensor_cores)
-    wrapper.plan(indptr, table[:, :used].flatten(), last, heads_q, heads_kv, head_dim, PAGE, pos_encoding_mode="NONE",
-                 q_data_type=dtype, kv_data_type=dtype)
+    wrapper.plan(pages["indptr"], pages["indices"], pages["last"], heads_q, heads_kv, head_dim, PAGE,
+                 pos_encoding_mode="NONE", q_data_type=dtype, kv_data_type=dtype)
     return wrapper
 
 

@@ -68,6 +68,11 @@ def rotating_sets(make, bytes_per_set: int, min_total_bytes: int = 512 * 2**20, 
     return [make() for _ in range(count)]
 
 
+def failure(e: Exception) -> str:
+    """Why a contender was not built or timed, as a benchmark records it (its exception, briefly)."""
+    return f"{type(e).__name__}: {e}"[:300]
+
+
 def run_metadata(kind: str, command: str) -> dict:
     """What every benchmark and tuning file records: what ran, where, when, with which versions."""
     import datetime

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from ..timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
+from ..timing import copy_tbps, failure, median_ms, rotating_sets, run_metadata, tbps
 
 HEADS_Q, HEADS_KV, HEAD_DIM = 32, 8, 128
 BENCH_GRID = tuple(itertools.product((1, 8, 32, 128), (512, 2048, 8192, 32768))) + ((1, 131072),)
@@ -76,7 +76,7 @@ def _flashinfer(sets, b: int, T: int) -> dict:
         used = sets if kv_bytes(b, T) < ONE_COPY_BYTES else sets[:1]
         copies = [flashinfer_peer.paged_copy(k, v) for _, k, v in used]
     except Exception as e:  # FlashInfer does not import here, or the copies do not fit
-        return {name: _reason(e) for name in FLASHINFER + (("flashinfer single",) if b == 1 else ())}
+        return {name: failure(e) for name in FLASHINFER + (("flashinfer single",) if b == 1 else ())}
     found = {}
     for name, tensor_cores in zip(FLASHINFER, (False, True)):
         try:
@@ -84,17 +84,13 @@ def _flashinfer(sets, b: int, T: int) -> dict:
                                                    tensor_cores=tensor_cores)
             found[name] = [lambda q=s[0], c=c, w=wrapper: w.run(q, c[:2]) for s, c in zip(used, copies)]
         except Exception as e:
-            found[name] = _reason(e)
+            found[name] = failure(e)
     if b == 1:
         try:
             found["flashinfer single"] = [flashinfer_peer.single_decode(q[0], k[0], v[0]) for q, k, v in used]
         except Exception as e:
-            found["flashinfer single"] = _reason(e)
+            found["flashinfer single"] = failure(e)
     return found
-
-
-def _reason(e: Exception) -> str:
-    return f"{type(e).__name__}: {e}"[:300]
 
 
 def _bench_case(b: int, T: int, copy: float, others: dict, rotate: bool, missing: dict) -> dict:
