@@ -4,6 +4,7 @@ on this GPU, and so whether a target is the kernel's to reach.
 
     python benchmarks/access_bounds.py build DIR            # compile the pattern kernels for sm_90 (no GPU)
     python benchmarks/access_bounds.py run DIR [--out F]    # GPU: time them, print a table
+    python benchmarks/access_bounds.py run DIR --cases 8x512,32x32768   # GPU: only these decode points (b x T)
 
 Rope, partial rotary in place ([4096, 1, 128, 128] bf16, rotary_dim 32: the first 64 B of every 256 B
 row are read and written): the in-place touch of those bytes with 1-8 pieces of 16 B a thread in flight,
@@ -187,7 +188,21 @@ __device__ __forceinline__ void tma_2d(unsigned dst, const TensorMap* map, int x
                :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar) : "memory");
 }
 
-template <int STAGES, bool SWIZZLED>
+// The same with an L2 eviction-priority hint: each byte is read once, so it may leave the L2 first.
+__device__ __forceinline__ void tma_2d_evict_first(unsigned dst, const TensorMap* map, int x, int y, unsigned bar,
+                                                   unsigned long long policy) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;"
+               :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar), "l"(policy)
+               : "memory");
+}
+
+template <bool EVICT_FIRST>
+__device__ __forceinline__ void tma_box(unsigned dst, const TensorMap* map, int x, int y, unsigned bar,
+                                        unsigned long long policy) {
+  if (EVICT_FIRST) tma_2d_evict_first(dst, map, x, y, bar, policy); else tma_2d(dst, map, x, y, bar);
+}
+
+template <int STAGES, bool SWIZZLED, bool EVICT_FIRST = false>
 __device__ __forceinline__ void stream_tma(const TmaArgs& a) {
   // the stages from a 1024-byte boundary (the 128-byte swizzle's), then the barriers (TMA_SHARED_BYTES)
   extern __shared__ __align__(16) char raw[];
@@ -205,6 +220,8 @@ __device__ __forceinline__ void stream_tma(const TmaArgs& a) {
   const int row0 = static_cast<int>(blockIdx.x * a.rows_per_head + static_cast<long long>(blockIdx.y) * a.keys);
   if (warp == 4) {  // the producer
     if (lane == 0) {
+      unsigned long long policy = 0;
+      if (EVICT_FIRST) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
       for (int t = 0; t < tiles; ++t) {
         const int s = t % STAGES;
         if (t >= STAGES) mbar_wait(empty0 + 8 * s, ((t / STAGES) - 1) & 1);
@@ -212,13 +229,13 @@ __device__ __forceinline__ void stream_tma(const TmaArgs& a) {
         const unsigned k_dst = base + s * 2 * kTileBytes, v_dst = k_dst + kTileBytes;
         const int y = row0 + t * kTileKeys;
         if (SWIZZLED) {
-          tma_2d(k_dst, &a.k_map, 0, y, full0 + 8 * s);
-          tma_2d(k_dst + kTileBytes / 2, &a.k_map, 64, y, full0 + 8 * s);
-          tma_2d(v_dst, &a.v_map, 0, y, full0 + 8 * s);
-          tma_2d(v_dst + kTileBytes / 2, &a.v_map, 64, y, full0 + 8 * s);
+          tma_box<EVICT_FIRST>(k_dst, &a.k_map, 0, y, full0 + 8 * s, policy);
+          tma_box<EVICT_FIRST>(k_dst + kTileBytes / 2, &a.k_map, 64, y, full0 + 8 * s, policy);
+          tma_box<EVICT_FIRST>(v_dst, &a.v_map, 0, y, full0 + 8 * s, policy);
+          tma_box<EVICT_FIRST>(v_dst + kTileBytes / 2, &a.v_map, 64, y, full0 + 8 * s, policy);
         } else {
-          tma_2d(k_dst, &a.k_map, 0, y, full0 + 8 * s);
-          tma_2d(v_dst, &a.v_map, 0, y, full0 + 8 * s);
+          tma_box<EVICT_FIRST>(k_dst, &a.k_map, 0, y, full0 + 8 * s, policy);
+          tma_box<EVICT_FIRST>(v_dst, &a.v_map, 0, y, full0 + 8 * s, policy);
         }
       }
     }
@@ -236,13 +253,14 @@ __device__ __forceinline__ void stream_tma(const TmaArgs& a) {
   if (acc == 0x9e3779b9u) a.sink[0] = acc;
 }
 
-#define TMA(name, STAGES, SWIZZLED) \
-  extern "C" __global__ void __launch_bounds__(160) name(const __grid_constant__ TmaArgs a) { stream_tma<STAGES, SWIZZLED>(a); }
+#define TMA(name, ...) \
+  extern "C" __global__ void __launch_bounds__(160) name(const __grid_constant__ TmaArgs a) { stream_tma<__VA_ARGS__>(a); }
 TMA(decode_tma_2, 2, false)
 TMA(decode_tma_3, 3, false)
 TMA(decode_tma_4, 4, false)
 TMA(decode_tma_3_swizzled, 3, true)
 TMA(decode_tma_4_swizzled, 4, true)
+TMA(decode_tma_3_swizzled_evict_first, 3, true, true)
 """
 
 ROPE_KERNELS = ("partial_inplace_u1", "partial_inplace_u2", "partial_inplace_u4", "partial_inplace_u8",
@@ -251,7 +269,8 @@ ROPE_KERNELS = ("partial_inplace_u1", "partial_inplace_u2", "partial_inplace_u4"
 DECODE_KERNELS = {"decode_cp_async_2": 2, "decode_cp_async_3": 3, "decode_cp_async_4": 4, "decode_registers": 0}
 # The warp-specialized TMA stream: name -> (stages, swizzled); 160 threads (4 consumer warps and the producer).
 TMA_KERNELS = {"decode_tma_2": (2, False), "decode_tma_3": (3, False), "decode_tma_4": (4, False),
-               "decode_tma_3_swizzled": (3, True), "decode_tma_4_swizzled": (4, True)}
+               "decode_tma_3_swizzled": (3, True), "decode_tma_4_swizzled": (4, True),
+               "decode_tma_3_swizzled_evict_first": (3, True)}
 TMA_THREADS = 160
 
 
@@ -281,6 +300,9 @@ DECODE_CASES = ((8, 512, (2,), True), (32, 2048, (1,), True), (32, 8192, (1,), T
                 (1, 8192, (4, 8, 16, 32, 64), True), (1, 8192, (4, 8, 16, 32, 64), False),
                 (1, 32768, (8, 16, 32, 64, 128), True), (1, 32768, (8, 16, 32, 64, 128), False))
 THREADS = 128
+# ``--cases``: the pattern of the build's ws pipeline at d 128 (3 swizzled TMA stages), and a 3-stage cp.async stream.
+GRID_KERNELS = {"decode_cp_async_3": 3}
+GRID_TMA_KERNELS = {"decode_tma_3_swizzled": (3, True), "decode_tma_3_swizzled_evict_first": (3, True)}
 
 
 def build(out_dir: Path) -> None:
@@ -328,16 +350,32 @@ def _rope_rows(functions, copy: float, stream: int) -> list[dict]:
     return rows
 
 
-def _decode_rows(functions, copy: float, stream: int) -> list[dict]:
+def grid_cases(cases: list[tuple[int, int]]) -> tuple:
+    """``--cases``: the given (b, T) points of the bench's grid, rotating inputs, over the split counts that share T
+    out in whole tiles (at most 4096 blocks), each pattern at its best; the TMA producer of the ws pipeline
+    (3 stages, 128-byte swizzle) and the 3-stage cp.async stream only."""
+    from cukiln.tools.decode.bench import HEADS_KV
+
+    rows = []
+    for b, T in cases:
+        counts = [s for s in (1, 2, 4, 8, 16, 32) if T % (64 * s) == 0 and b * HEADS_KV * s <= 4096]
+        # fewer than 64 blocks reach a fraction of the SMs: only where no count gives more
+        rows.append((b, T, tuple(s for s in counts if b * HEADS_KV * s >= 64 or s == counts[-1]), True))
+    return tuple(rows)
+
+
+def _decode_rows(functions, copy: float, stream: int, cases=DECODE_CASES, kernels=None, tma_kernels=None) -> list[dict]:
     import torch
 
     import cukiln
     from cukiln.tools.decode.bench import HEADS_KV, inputs, kv_bytes, torch_sdpa
     from cukiln.tools.timing import median_ms, rotating_sets, tbps
 
+    kernels = DECODE_KERNELS if kernels is None else kernels
+    tma_kernels = TMA_KERNELS if tma_kernels is None else tma_kernels
     sink = torch.zeros(4, dtype=torch.int32, device="cuda")
     rows = []
-    for b, T, split_counts, rotate in DECODE_CASES:
+    for b, T, split_counts, rotate in cases:
         nbytes = kv_bytes(b, T)
         sets = rotating_sets(lambda: inputs(b, T), nbytes) if rotate else [inputs(b, T)]
         case = {"batch": b, "T": T, "rotate": rotate, "kv_bytes": nbytes, "patterns": {}}
@@ -353,7 +391,7 @@ def _decode_rows(functions, copy: float, stream: int) -> list[dict]:
         outs = [torch.empty_like(s[0]) for s in sets]
         time("cukiln.decode_attention", [lambda s=s, o=o: cukiln.decode_attention(*s, T, out=o)
                                          for s, o in zip(sets, outs)])
-        for name, stages in DECODE_KERNELS.items():
+        for name, stages in kernels.items():
             shared = stages * 2 * 64 * 256
             for splits in split_counts:
                 calls = []
@@ -364,7 +402,7 @@ def _decode_rows(functions, copy: float, stream: int) -> list[dict]:
                                                                         T // splits, sink.data_ptr()),
                                           (b * HEADS_KV, splits, 1), (THREADS, 1, 1), shared, stream))
                 time(name, calls, splits)
-        for name, (stages, swizzled) in TMA_KERNELS.items():
+        for name, (stages, swizzled) in tma_kernels.items():
             maps = [(tensor_map(k, swizzled), tensor_map(v, swizzled), k.stride(1) // k.shape[3]) for _, k, v in sets]
             for splits in split_counts:
                 calls = [launcher(functions[name], "<128s128sqiiQ40x", (km, vm, per_head, T // splits, 0,
@@ -379,7 +417,7 @@ def _decode_rows(functions, copy: float, stream: int) -> list[dict]:
     return rows
 
 
-def run(cubin_dir: Path, out_path: Path | None) -> None:
+def run(cubin_dir: Path, out_path: Path | None, cases: list[tuple[int, int]] | None = None) -> None:
     import torch
 
     from cukiln.tools.timing import copy_tbps, run_metadata
@@ -396,17 +434,22 @@ def run(cubin_dir: Path, out_path: Path | None) -> None:
         allow_shared(functions[name], tma_shared_bytes(stages))
     stream = torch.cuda.current_stream().cuda_stream
     print(f"1 GiB copy {copy:.3f} TB/s")
-    rope = _rope_rows(functions, copy, stream)
-    decode = _decode_rows(functions, copy, stream)
+    if cases:  # the bench grid's points only: decode, the build's own access patterns
+        rope = []
+        decode = _decode_rows(functions, copy, stream, grid_cases(cases), GRID_KERNELS, GRID_TMA_KERNELS)
+    else:
+        rope = _rope_rows(functions, copy, stream)
+        decode = _decode_rows(functions, copy, stream)
     result = {**run_metadata("access-bounds", "python benchmarks/access_bounds.py run DIR"), "copy_tbps": copy,
               "resources": resources, "rope_shape": ROPE_SHAPE, "rotary_dim": ROTARY_DIM, "rope": rope,
               "decode": decode}
     if out_path:
         out_path.write_text(json.dumps(result, indent=1))
-    full = next(r["us"] for r in rope if r["pattern"] == "cukiln.rope full width, out of place")
-    print(f"\nrope {list(ROPE_SHAPE)} bf16 (speedup = cukiln.rope full width out of place / this):")
-    for r in rope:
-        print(f"  {r['pattern']:42s} {r['us']:8.1f} us {r['x_copy']:6.3f}x copy  {full / r['us']:5.2f}x")
+    if rope:
+        full = next(r["us"] for r in rope if r["pattern"] == "cukiln.rope full width, out of place")
+        print(f"\nrope {list(ROPE_SHAPE)} bf16 (speedup = cukiln.rope full width out of place / this):")
+        for r in rope:
+            print(f"  {r['pattern']:42s} {r['us']:8.1f} us {r['x_copy']:6.3f}x copy  {full / r['us']:5.2f}x")
     print("decode (x copy of K+V read; patterns at their best split count; L2-warm: one input set):")
     names = list(decode[0]["patterns"])
     print("  b    T      inputs   " + " ".join(f"{n[:22]:>22s}" for n in names))

@@ -1,7 +1,7 @@
-"""Warp-specialized decode attention, stage counts: the build's ws pipeline (`attend_ws` in templates/decode.cuh.j2:
+"""Warp-specialized decode attention, stage counts and an L2 evict-first hint: the build's ws pipeline (`attend_ws` in templates/decode.cuh.j2:
 4 consumer warps computing as the other pipelines do, reading 128-byte-swizzled tiles, one producer warp loading
 64-key K/V tiles by the TMA engine from 4-D tensor maps of the caches, here made per input set) compiled with 2, 3
-and 4 stages. One pass, or splits merged by the build's combine kernel (no clusters). It came before the pipeline
+and 4 stages, with and without an evict-first L2 policy on the K/V loads. One pass, or splits merged by the build's combine kernel (no clusters). It came before the pipeline
 (results/decode-ws-sweep-h100-2026-11-25.json).
 
     python benchmarks/decode_ws_sweep.py build DIR          # render + compile for sm_90 (no GPU)
@@ -27,8 +27,9 @@ from raw_launch import (allow_shared, build_cubin, launcher, load_functions, sdp
                         timed_against_sdpa)
 
 HEAD_DIM, KEYS, HEAD_ROWS = 128, 64, decode_abi.HEAD_ROWS
-# name -> (stages, blocks per SM the launch bound asks for)
-CONFIGS = {"ws_s2": (2, 2), "ws_s3": (3, 2), "ws_s4": (4, 1)}
+# name -> (stages, blocks per SM the launch bound asks for, K/V loads with an L2 evict-first hint)
+CONFIGS = {"ws_s2": (2, 2, False), "ws_s3": (3, 2, False), "ws_s4": (4, 1, False), "ws_s3_evict_first": (3, 2, True),
+           "ws_s4_evict_first": (4, 1, True)}
 THREADS = 32 * (decode_abi.WARPS + 1)
 COMBINE = DecodeCombineVariant(Dtype.BF16, HEAD_DIM)
 # the build's variant whose parameters the kernel takes after its two tensor maps
@@ -46,8 +47,9 @@ def _source() -> str:
     fields = "\n".join(f"  {ctype} {name};" for ctype, name in decode_abi.decode_params(ATTENTION))
     entries = "\n".join(
         f'extern "C" __global__ void __launch_bounds__({THREADS}, {blocks}) decode_{name}(const __grid_constant__ '
-        f"ws_params p) {{\n  cukiln::decode::attend_ws<cukiln::bf16, {HEAD_DIM}, {KEYS}, {stages}>(p);\n}}"
-        for name, (stages, blocks) in CONFIGS.items())
+        f"ws_params p) {{\n  cukiln::decode::attend_ws<cukiln::bf16, {HEAD_DIM}, {KEYS}, {stages}, ws_params, "
+        f"{'true' if evict_first else 'false'}>(p);\n}}"
+        for name, (stages, blocks, evict_first) in CONFIGS.items())
     combine = decode_family.render_module(Dtype.BF16, [COMBINE])
     return (f"{combine}\n\nstruct ws_params {{\n  cukiln::TensorMap k_map;\n  cukiln::TensorMap v_map;"
             f"\n{fields}\n}};\n\n{entries}\n")
@@ -82,7 +84,7 @@ def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
     print(f"1 GiB copy {copy:.3f} TB/s")
     resources = json.loads((cubin_dir / "index.json").read_text())
     functions = load_functions(cubin_dir / "decode_ws.cubin", [f"decode_{n}" for n in CONFIGS] + [COMBINE.name])
-    for name, (stages, _) in CONFIGS.items():
+    for name, (stages, _, _) in CONFIGS.items():
         allow_shared(functions[f"decode_{name}"], shared_bytes(stages))
     stream = torch.cuda.current_stream().cuda_stream
     c_names, c_fmt = dispatch.DECODE_PARAMS["combine"]
@@ -100,7 +102,7 @@ def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
             work = [(torch.empty(b, HEADS_Q, splits, HEAD_DIM, device="cuda"),
                      torch.empty(b, HEADS_Q, splits, device="cuda")) for _ in sets]
             plans = [plan_call(*s, T, num_splits=splits) for s in sets]
-            for name, (stages, _) in CONFIGS.items():
+            for name, (stages, _, _) in CONFIGS.items():
                 calls = []
                 for plan, out, (p_out, p_lse), (k_map, v_map) in zip(plans, outs, work, maps):
                     split = splits > 1

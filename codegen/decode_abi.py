@@ -53,7 +53,10 @@ ISSUE_EARLY = False
 # the most any row gets. Measured (results/decode-fixed-splits-scan-h100-2026-11-25.json, H100, h_q 32 / h_kv 8,
 # d 128): against the tuned choice, one split of a 512-key row costs 0.98-1.04x at b = 8-128, two splits of
 # 2k-32k keys 0.99-1.04x, and 16 splits of 32k keys 1.02x; 4 or 8 splits cost 1.10-1.19x at b = 8, 2k-32k.
-INVARIANT_SPLITS = ((1024, 1), (8192, 2), (None, 16))
+# Beside the ws pipeline, whose one pass is the tuned choice for 2048-key rows at b >= 8, two splits of them ran
+# at 0.94x of it at b = 8 and 32 (results/decode-h100-2026-11-25-ws-rerun-invariant-on-ws.json: full rows, where
+# the grid's split and the row's agree): so one split up to 2048 keys, at the cost of a lone row of 1-2k keys.
+INVARIANT_SPLITS = ((2048, 1), (8192, 2), (None, 16))
 # Without tuning data for an arch: the split rule of runtime/decode_plan.choose_splits with these values.
 SPLIT_DEFAULT = {"blocks_per_sm": 2.0, "min_keys_per_split": 256, "wave_efficiency": 0.9}
 

@@ -195,7 +195,7 @@ constexpr int kMaxClusterSplits = 8;  // splits merged in a cluster at most
 // from the grid, so that its result does not depend on the batch it is in or on the cache's capacity.
 constexpr int kInvariantMaxSplits = 16;
 __device__ __forceinline__ int invariant_splits(long long keys) {
-  if (keys <= 1024) return 1;
+  if (keys <= 2048) return 1;
   if (keys <= 8192) return 2;
   return 16;
 }
@@ -343,6 +343,10 @@ struct Sink {
     return (static_cast<long long>(b) * heads_q + qh) * num_splits + split;
   }
   __device__ __forceinline__ bool split_kv() const { return partial_out != nullptr; }
+  // The splits a row's keys are shared out over: the grid's, or (batch-invariant) the row's own count.
+  __device__ __forceinline__ int splits_of(const KeyRange& range) const {
+    return batch_invariant ? invariant_splits(range.end - range.start) : num_splits;
+  }
   __device__ __forceinline__ void put(int b, int qh, int j, float value) const {
     if (split_kv()) {
       partial_out[slot(b, qh) * D + j] = value;
@@ -680,8 +684,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     return;
   }
   int lo, hi;
-  const int splits = sink.batch_invariant ? invariant_splits(range.end - range.start) : sink.num_splits;
-  split_range<kKeys>(range, sink.split, splits, lo, hi);
+  split_range<kKeys>(range, sink.split, sink.splits_of(range), lo, hi);
   const int tiles_n = (hi - lo + kKeys - 1) / kKeys;
 
   // Tiles t = 0 .. kStages - 2 go in flight at once; tile t lives in stage t % kStages. Every step
@@ -890,9 +893,17 @@ __device__ __forceinline__ void tma_4d(unsigned dst, const TensorMap* map, int x
                ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(z), "r"(w), "r"(bar)
                : "memory");
 }
+// The same with an L2 cache policy (a sweep's knob: the build loads without one).
+__device__ __forceinline__ void tma_4d_hinted(unsigned dst, const TensorMap* map, int x, int y, int z, int w, unsigned bar,
+                                              unsigned long long policy) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n"
+               ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(z), "r"(w), "r"(bar),
+               "l"(policy) : "memory");
+}
 
 
-template <typename T, int D, int Keys, int Stages, class P>
+// EvictFirst: K/V loads hint the L2 to evict their lines first (each is read once).
+template <typename T, int D, int Keys, int Stages, class P, bool EvictFirst = false>
 __device__ __forceinline__ void attend_ws(const P& p) {
 #if __CUDA_ARCH__ >= 900
   using Geometry = Tile<D, Keys, Stages>;
@@ -936,11 +947,13 @@ __device__ __forceinline__ void attend_ws(const P& p) {
     return;
   }
   int lo, hi;
-  split_range<Keys>(range, sink.split, sink.num_splits, lo, hi);
+  split_range<Keys>(range, sink.split, sink.splits_of(range), lo, hi);
   const int tiles_n = (hi - lo + Keys - 1) / Keys;
 
   if (warp == kWarps) {  // the producer
     if (lane == 0) {
+      unsigned long long policy = 0;
+      if (EvictFirst) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
       for (int t = 0; t < tiles_n; ++t) {
         const int s = t % Stages;
         if (t >= Stages) mbar_wait(empty0 + 8 * s, (t / Stages - 1) & 1);
@@ -948,8 +961,13 @@ __device__ __forceinline__ void attend_ws(const P& p) {
         mbar_expect(bar, 2 * kTileBytes);
 #pragma unroll
         for (int h = 0; h < D / 64; ++h) {
-          tma_4d(k_dst + h * Keys * 128, &p.k_map, h * 64, lo + t * Keys, kv_head, b, bar);
-          tma_4d(v_dst + h * Keys * 128, &p.v_map, h * 64, lo + t * Keys, kv_head, b, bar);
+          if (EvictFirst) {
+            tma_4d_hinted(k_dst + h * Keys * 128, &p.k_map, h * 64, lo + t * Keys, kv_head, b, bar, policy);
+            tma_4d_hinted(v_dst + h * Keys * 128, &p.v_map, h * 64, lo + t * Keys, kv_head, b, bar, policy);
+          } else {
+            tma_4d(k_dst + h * Keys * 128, &p.k_map, h * 64, lo + t * Keys, kv_head, b, bar);
+            tma_4d(v_dst + h * Keys * 128, &p.v_map, h * 64, lo + t * Keys, kv_head, b, bar);
+          }
         }
       }
     }

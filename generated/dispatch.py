@@ -1475,7 +1475,7 @@ DECODE_THREADS = {'narrow': 128, 'deep': 128, 'wide': 128, 'ws': 160}
 # Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.
 DECODE_MAX_CLUSTER_SPLITS = 8
 # batch-invariant mode: (most keys of a row or None, its split count), first match
-DECODE_INVARIANT_SPLITS = ((1024, 1), (8192, 2), (None, 16))
+DECODE_INVARIANT_SPLITS = ((2048, 1), (8192, 2), (None, 16))
 DECODE_SHARED = {(64, 'narrow'): 94464, (64, 'deep'): 112896, (64, 'wide'): 76032, (64, 'ws'): 101728, (80, 'narrow'): 92928, (80, 'deep'): 115456, (80, 'wide'): 92928, (96, 'narrow'): 83200, (96, 'deep'): 109824, (96, 'wide'): 109824, (128, 'narrow'): 73984, (128, 'deep'): 108800, (128, 'wide'): 143616, (128, 'ws'): 103728, (192, 'narrow'): 108800, (256, 'narrow'): 143616}
 
 DECODE_PARAMS = {

@@ -115,10 +115,10 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     the scaled logits, fp32 [b, h_q].
     batch_invariant: each row's result depends on that row's inputs and lengths alone, the same bits whatever
     the batch, the other rows' lengths or the cache's capacity (reproducible greedy decoding as a serving batch
-    changes): a row is split by its own key count (one split up to 1024 keys, two up to 8192, sixteen beyond),
-    never by the grid, on the deep or narrow pipeline (not ws). On an H100 0.90-0.98x the tuned choice at b >= 8
-    (which takes the ws pipeline there), far slower for a lone row of up to 8192 keys, which the tuned choice
-    spreads over many more blocks. Not with num_splits.
+    changes): a row is split by its own key count (one split up to 2048 keys, two up to 8192, sixteen beyond),
+    never by the grid, on the ws pipeline from sm_90 on (deep or narrow before; their 64-key tiles give the same
+    bits). Far slower than the tuned choice for a lone row of up to 8192 keys, which the tuned choice spreads over
+    many more blocks. Not with num_splits.
     Runs on the current torch stream without synchronizing (``stream=`` picks another); CUDA-graph
     capturable. CuPy, JAX or any ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a
     copy and the results come back in q's framework (see cukiln.interop).

@@ -41,7 +41,7 @@ FAST_PIPELINES_MAX_HEAD_DIM = max((key[1] for key in dispatch.DECODE if key[4] !
 # Batch-invariant mode: each row split by its own key count (this rule, the kernel's), over these pipelines in
 # order of preference, whose tiles are alike (the splits' key ranges and their arithmetic do not depend on which).
 INVARIANT_SPLITS = dispatch.DECODE_INVARIANT_SPLITS
-INVARIANT_PIPELINES = tuple(p for p in ("deep", NARROW) if TILE_KEYS[p] == TILE_KEYS[NARROW])
+INVARIANT_PIPELINES = tuple(p for p in ("ws", "deep", NARROW) if TILE_KEYS[p] == TILE_KEYS[NARROW])
 
 
 @dataclass(frozen=True)
@@ -396,9 +396,6 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
                          + f"; this call has head dim {d}, {strides} K/V strides, {vec}-element copies"
                          + (f", arch {arch}" if pipeline == WS else ""))
     if batch_invariant:
-        if pipeline == WS:  # its kernel shares a row's keys out by the grid's split count
-            raise ValueError("pipeline: the ws pipeline does not run batch-invariant; force deep or narrow, or "
-                             "leave the choice to the planner")
         pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
         num_splits = invariant_splits(call.capacity)  # the most a row of this cache gets
     elif num_splits is None:

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 import cukiln  # noqa: E402
 from cukiln import overrides  # noqa: E402
 from cukiln.decode_api import plan_call  # noqa: E402
-from cukiln.decode_plan import INVARIANT_SPLITS, MAX_CLUSTER_SPLITS, invariant_splits  # noqa: E402
+from cukiln.decode_plan import INVARIANT_PIPELINES, INVARIANT_SPLITS, MAX_CLUSTER_SPLITS, invariant_splits  # noqa: E402
 from cukiln.tools.decode.checks import DECODE_FP32_UNITS, check_lse, run_decode_and_compare  # noqa: E402
 from cukiln.tools.verify import new_generator  # noqa: E402
 from tests.checks import assert_matches_reference  # noqa: E402
@@ -45,7 +45,9 @@ def _decode(q, k, v, lens):
 
 @pytest.mark.parametrize("n", LENGTHS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_a_rows_bits_depend_on_its_own_inputs_alone(n, dtype):
+@pytest.mark.parametrize("pipeline", ["auto", "deep"])  # the planner's (ws from sm_90 on), and one that clusters
+def test_a_rows_bits_depend_on_its_own_inputs_alone(n, dtype, pipeline, monkeypatch):
+    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", pipeline)
     gen = new_generator()
     row = (torch.randn(H_KV * GROUP, D, generator=gen, device="cuda").to(dtype),
            torch.randn(H_KV, n, D, generator=gen, device="cuda").to(dtype),
@@ -65,27 +67,37 @@ def test_a_rows_bits_depend_on_its_own_inputs_alone(n, dtype):
         assert torch.equal(got[index], out[0]), f"{where}: output bits differ from the row alone"
         assert torch.equal(got_lse[index], lse[0]), f"{where}: log-sum-exp bits differ from the row alone"
         assert not got.isnan().any(), f"{where}: an output element left unwritten"
-    # the row met each way of merging its splits that its length allows: the combine kernel (more splits than a
-    # cluster holds), and from sm_90 on a cluster (capacities of two splits)
+    # the row met each way of merging its splits that its length and pipeline allow: the combine kernel (more
+    # splits than a cluster holds; every split of ws), and from sm_90 on a cluster (capacities of two splits)
     expected = {"combine"}
-    if torch.cuda.get_device_capability()[0] >= 9 and invariant_splits(n) <= 2 <= MAX_CLUSTER_SPLITS:
+    if (torch.cuda.get_device_capability()[0] >= 9 and invariant_splits(n) <= 2 <= MAX_CLUSTER_SPLITS
+            and plan.key[-1] != "ws"):
         expected.add("cluster")
     assert merges >= expected, f"row of {n} keys: merged by {sorted(merges)}"
 
 
-def test_the_narrow_pipeline_gives_the_deep_pipelines_bits(monkeypatch):
-    """The planner falls back to narrow tiles where a cache has no deep variant: both walk 64-key tiles alike."""
+@pytest.mark.parametrize("capacity", [INVARIANT_SPLITS[1][0], INVARIANT_SPLITS[1][0] + 808])
+def test_the_pipelines_of_alike_tiles_give_the_same_bits(capacity, monkeypatch):
+    """The planner's invariant pipelines (ws from sm_90 on, deep, narrow where a cache has neither) walk 64-key
+    tiles alike, so which one runs changes no bit: two splits (deep merges them in a cluster, ws by the combine
+    kernel) and the rule's most (the combine kernel for both)."""
     gen = new_generator()
-    q, k, v, lens = _batch(8, 9000, (torch.randn(H_KV * GROUP, D, generator=gen, device="cuda").to(torch.bfloat16),
-                                      torch.randn(H_KV, 3000, D, generator=gen, device="cuda").to(torch.bfloat16),
-                                      torch.randn(H_KV, 3000, D, generator=gen, device="cuda").to(torch.bfloat16)),
-                           0, gen, torch.bfloat16)
-    deep = _decode(q, k, v, lens)
-    assert plan_call(q, k, v, lens, batch_invariant=True).key[-1] == "deep"
-    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", "narrow")
-    assert plan_call(q, k, v, lens, batch_invariant=True).key[-1] == "narrow"
-    narrow = _decode(q, k, v, lens)
-    assert torch.equal(deep[0], narrow[0]) and torch.equal(deep[1], narrow[1])
+    row = tuple(torch.randn(*shape, generator=gen, device="cuda").to(torch.bfloat16)
+                for shape in ((H_KV * GROUP, D), (H_KV, 3000, D), (H_KV, 3000, D)))
+    q, k, v, lens = _batch(8, capacity, row, 0, gen, torch.bfloat16)
+    results = {}
+    for pipeline in INVARIANT_PIPELINES:
+        monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", pipeline)
+        try:
+            plan = plan_call(q, k, v, lens, batch_invariant=True)
+        except ValueError:  # ws before sm_90
+            continue
+        assert plan.key[-1] == pipeline and plan.num_splits == invariant_splits(capacity)
+        results[pipeline] = _decode(q, k, v, lens)
+    assert {"deep", "narrow"} <= set(results)
+    first, (out, lse) = next(iter(results.items()))
+    for pipeline, (other_out, other_lse) in results.items():
+        assert torch.equal(out, other_out) and torch.equal(lse, other_lse), f"{first} and {pipeline} bits differ"
 
 
 def test_graph_replay_with_lengths_changed_on_the_device():

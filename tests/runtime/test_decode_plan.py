@@ -8,8 +8,8 @@ import pytest
 
 from cukiln.codegen import decode_abi
 from cukiln.codegen.decode_variants import Pipeline
-from cukiln.decode_plan import (MAX_CLUSTER_SPLITS, choose_splits, effective_splits, invariant_splits, plan_decode,
-                                split_from_table, widest_kv_vector)
+from cukiln.decode_plan import (INVARIANT_PIPELINES, MAX_CLUSTER_SPLITS, choose_splits, effective_splits,
+                                invariant_splits, plan_decode, split_from_table, widest_kv_vector)
 from cukiln.generated import dispatch
 
 PIPELINES_ORDER = dispatch.DECODE_PIPELINES
@@ -339,7 +339,7 @@ def test_forcing_a_pipeline_the_call_cannot_take_is_an_error():
 
 def test_invariant_splits_follow_the_row_length_rule():
     rule = decode_abi.INVARIANT_SPLITS
-    assert [invariant_splits(n) for n in (0, 1, 1024, 1025, 8192, 8193, 10**6)] == [1, 1, 1, 2, 2, 16, 16]
+    assert [invariant_splits(n) for n in (0, 1, 2048, 2049, 8192, 8193, 10**6)] == [1, 1, 1, 2, 2, 16, 16]
     assert rule[-1][0] is None and [n for _, n in rule] == sorted(n for _, n in rule)  # monotonic: capacity bounds
     assert rule == dispatch.DECODE_INVARIANT_SPLITS
 
@@ -354,15 +354,15 @@ def _invariant(capacity, b=2, **kw):
 def test_batch_invariant_sizes_the_grid_by_capacity_never_by_the_batch(arch, monkeypatch):
     # a tuned table that would pick other counts and pipelines per grid: ignored in this mode
     monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": ((8, 512, 2, 5, 5, 5),)})
-    for capacity in (100, 1024, 1025, 8192, 8193, 40000):
+    for capacity in (100, 2048, 2049, 8192, 8193, 40000):
         plans = [_invariant(capacity, b=b, arch=arch) for b in (1, 8, 128)]
         splits = invariant_splits(capacity)
         for p in plans:
-            assert p.num_splits == p.attention.grid[0] == splits and p.key[-1] == "deep"
+            # ws where the GPU maps tensors (its splits merge in the combine kernel), else deep
+            assert p.num_splits == p.attention.grid[0] == splits and p.key[-1] == ("ws" if arch == "sm_90" else "deep")
             assert p.fields["batch_invariant"] == 1
-            clustered = 1 < splits <= MAX_CLUSTER_SPLITS and arch == "sm_90"
-            assert p.attention.cluster == (splits if clustered else 1)
-            if splits > 1 and not clustered:  # the combine kernel merges with the cluster's arithmetic
+            assert p.attention.cluster == 1  # ws never clusters; deep does from sm_90 on, where ws runs instead
+            if splits > 1:  # the combine kernel merges with the cluster's arithmetic
                 combine = dict(zip(p.combine.field_names, p.values(out=1, lse=0)[1]))
                 assert combine["batch_invariant"] == 1 and combine["num_splits"] == splits
             else:
@@ -415,10 +415,12 @@ def test_the_table_picks_ws_only_where_the_gpu_maps_tensors(monkeypatch):
     assert plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_80").key[-1] == "narrow"
 
 
-def test_batch_invariant_keeps_to_the_pipelines_that_split_by_the_row():
-    assert _invariant(3000, arch="sm_90").key[-1] == "deep"  # not ws, which the table may pick otherwise
-    with pytest.raises(ValueError, match="does not run batch-invariant"):
-        _invariant(3000, pipeline="ws", arch="sm_90")
+def test_batch_invariant_runs_a_forced_pipeline_of_alike_tiles_with_its_own_merge():
+    ws, deep = (_invariant(3000, pipeline=p, arch="sm_90") for p in ("ws", "deep"))
+    assert ws.key[-1] == "ws" and ws.attention.cluster == 1 and ws.combine is not None
+    assert deep.key[-1] == "deep" and deep.attention.cluster == 2 and deep.combine is None
+    assert ws.num_splits == deep.num_splits == invariant_splits(3000)
+    assert INVARIANT_PIPELINES == ("ws", "deep", "narrow")  # every pipeline of 64-key tiles; wide's differ
 
 
 def test_ws_needs_positive_strides_for_its_tensor_maps():

@@ -88,8 +88,7 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
             problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
             if problem is not None:
                 return f"{num_splits} splits: {problem}"
-        # batch-invariant mode runs every pipeline but ws (decode_plan: its kernel splits by the grid)
-        return None if axes.get("pipeline") == "ws" else _check_batch_invariant(axes, name, q, gen)
+        return _check_batch_invariant(axes, name, q, gen)
 
 
 def _check_batch_invariant(axes: dict, name: str, q, gen) -> str | None:
