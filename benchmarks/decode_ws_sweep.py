@@ -1,7 +1,7 @@
 """Warp-specialized decode attention, stage counts and an L2 evict-first hint: the build's ws pipeline (`attend_ws` in templates/decode.cuh.j2:
 4 consumer warps computing as the other pipelines do, reading 128-byte-swizzled tiles, one producer warp loading
 64-key K/V tiles by the TMA engine from 4-D tensor maps of the caches, here made per input set) compiled with 2, 3
-and 4 stages, with and without an evict-first L2 policy on the K/V loads. One pass, or splits merged by the build's combine kernel (no clusters). It came before the pipeline
+and 4 stages, with and without an evict-first L2 policy on the K/V loads. One pass, or splits merged by the build's combine kernel (the sweep launches no clusters). It came before the pipeline
 (results/decode-ws-sweep-h100-2026-11-25.json).
 
     python benchmarks/decode_ws_sweep.py build DIR          # render + compile for sm_90 (no GPU)
@@ -47,7 +47,7 @@ def _source() -> str:
     fields = "\n".join(f"  {ctype} {name};" for ctype, name in decode_abi.decode_params(ATTENTION))
     entries = "\n".join(
         f'extern "C" __global__ void __launch_bounds__({THREADS}, {blocks}) decode_{name}(const __grid_constant__ '
-        f"ws_params p) {{\n  cukiln::decode::attend_ws<cukiln::bf16, {HEAD_DIM}, {KEYS}, {stages}, ws_params, "
+        f"ws_params p) {{\n  cukiln::decode::attend_ws<cukiln::bf16, {HEAD_DIM}, {KEYS}, {stages}, "
         f"{'true' if evict_first else 'false'}>(p);\n}}"
         for name, (stages, blocks, evict_first) in CONFIGS.items())
     combine = decode_family.render_module(Dtype.BF16, [COMBINE])

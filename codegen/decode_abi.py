@@ -45,6 +45,11 @@ COMBINE_THREADS = 128
 # Size qualifier of the attention kernel's 16-byte K/V copies ("", ".L2::128B" or ".L2::256B": how much the
 # L2 fetches from memory around each one).
 L2_PREFETCH = ".L2::128B"
+# The ws pipeline's K/V loads ask the L2 to evict their lines first (each is read once): measured with the ws sweep
+# (results/decode-ws-sweep-h100-2026-11-25-evict-first.json, H100, bf16, d 128) 1.02-1.03x at b = 8 and 128, T = 512,
+# and within 0.3 % elsewhere (2k-128k keys); the TMA producer pattern alone the same way
+# (results/access-bounds-h100-2026-11-25-grid.json).
+WS_EVICT_FIRST = True
 # Whether the loop puts the next tile's copies in flight before it waits for the current tile (kStages tiles
 # in flight during the wait, two barriers a tile) rather than after (kStages - 1, one): a knob for sweeps.
 ISSUE_EARLY = False

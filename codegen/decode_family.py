@@ -20,7 +20,8 @@ def render_headers(*, l2_prefetch: str = decode_abi.L2_PREFETCH, warps: int = de
     return {HEADER: jinja.render("decode.cuh.j2", head_rows=decode_abi.HEAD_ROWS, warps=warps,
                                  row_padding=decode_abi.ROW_PADDING, l2_prefetch=l2_prefetch,
                                  max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS, issue_early=issue_early,
-                                 invariant_splits=decode_abi.INVARIANT_SPLITS)}
+                                 invariant_splits=decode_abi.INVARIANT_SPLITS,
+                                 ws_evict_first=decode_abi.WS_EVICT_FIRST)}
 
 
 def render_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVariant], *,

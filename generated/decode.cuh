@@ -395,7 +395,9 @@ __device__ __forceinline__ Sink<T, D> sink_of(const P& p) {
 // Split-KV within a cluster: the splits' results (`own_o`, `own_lse` (base 2) in every block's shared
 // memory) merged by their log-sum-exp weights (merge_weights: no key in any split gives 0 and -inf, a NaN
 // anywhere NaN), the weights past `own_o` in each block's own shared memory.
-template <typename T, int D>
+// Specialized: the block's computing warps only (block_sync); its producer warp meets the two cluster barriers in
+// cluster_merge_barriers.
+template <typename T, int D, bool Specialized = false>
 __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse, int rows, int b, int first_head,
                                               const Sink<T, D>& sink) {
   const unsigned n = blocks_in_cluster(), rank = rank_in_cluster();
@@ -416,7 +418,7 @@ __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse
 #pragma unroll
     for (int s = 0; s < kMaxClusterSplits; ++s) split_weight[s * kHeadRows + r] = w[s];
   }
-  block_sync<>();
+  block_sync<Specialized>();
   // The outputs shared out over the cluster's threads; every split's element in flight before the sum.
   for (int i = rank * kThreads + threadIdx.x; i < rows * D; i += n * kThreads) {
     const int r = i / D, j = i % D;
@@ -430,6 +432,12 @@ __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse
     if (j == 0) sink.put_lse(b, first_head + r, merged_lse[r] * kLn2);
   }
   // No block leaves while another may still read its shared memory (whose reads are all used: relaxed).
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+}
+
+// A warp that takes no part in merge_cluster's work meets its cluster barriers, which count every thread.
+__device__ __forceinline__ void cluster_merge_barriers() {
+  cluster_sync();
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
 }
 #endif
@@ -641,7 +649,7 @@ __device__ __forceinline__ void finish_block(Running<D>& run, unsigned char* sha
     }
   }
 #if __CUDA_ARCH__ >= 900
-  if (clustered) merge_cluster<T, D>(own_o, row_lse, rows, b, first_head, sink);
+  if (clustered) merge_cluster<T, D, Specialized>(own_o, row_lse, rows, b, first_head, sink);
 #endif
 }
 
@@ -873,7 +881,8 @@ __device__ __forceinline__ void combine_ordered(const float* partial_out, const 
 // (4-D tensor maps (d, T, h_kv, b) of the caches, 64-key x 64-column boxes in the 128-byte swizzle) into a ring of
 // Stages shared stages. A stage's "full" mbarrier completes with its bytes; its "empty" one with one arrival per
 // consumer warp once the warp is done with it. Rows past a row's keys inside the cache are zeroed by the warp that
-// owns them before P . V (0 x garbage could be NaN); rows past T arrive zero from the engine.
+// owns them before P . V (0 x garbage could be NaN); rows past T arrive zero from the engine. Splits merge as the other
+// pipelines' do (a cluster's, with the producer warp at its barriers, or the combine kernel).
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
 }
@@ -893,7 +902,7 @@ __device__ __forceinline__ void tma_4d(unsigned dst, const TensorMap* map, int x
                ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(z), "r"(w), "r"(bar)
                : "memory");
 }
-// The same with an L2 cache policy (a sweep's knob: the build loads without one).
+// The same with an L2 cache policy.
 __device__ __forceinline__ void tma_4d_hinted(unsigned dst, const TensorMap* map, int x, int y, int z, int w, unsigned bar,
                                               unsigned long long policy) {
   asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n"
@@ -902,8 +911,8 @@ __device__ __forceinline__ void tma_4d_hinted(unsigned dst, const TensorMap* map
 }
 
 
-// EvictFirst: K/V loads hint the L2 to evict their lines first (each is read once).
-template <typename T, int D, int Keys, int Stages, class P, bool EvictFirst = false>
+// EvictFirst: K/V loads hint the L2 to evict their lines first (each is read once; decode_abi.WS_EVICT_FIRST).
+template <typename T, int D, int Keys, int Stages, bool EvictFirst = true, class P>
 __device__ __forceinline__ void attend_ws(const P& p) {
 #if __CUDA_ARCH__ >= 900
   using Geometry = Tile<D, Keys, Stages>;
@@ -971,6 +980,8 @@ __device__ __forceinline__ void attend_ws(const P& p) {
         }
       }
     }
+    __syncwarp();
+    if (blocks_in_cluster() > 1) cluster_merge_barriers();  // the splits' merge (finish_block) counts this warp
     return;
   }
 

@@ -415,7 +415,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     programmatic = programmatic_launch(arch)
     shared = dispatch.DECODE_SHARED[d, key[-1]]
     cluster = 1
-    if 1 < splits <= MAX_CLUSTER_SPLITS and clusters(arch) and key[-1] != WS and (
+    if 1 < splits <= MAX_CLUSTER_SPLITS and clusters(arch) and (
             active_clusters is None or active_clusters(module, symbol, shared, splits) > 0):
         cluster = splits
     attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, b),

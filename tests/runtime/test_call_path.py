@@ -47,6 +47,8 @@ def stub_device(setattr, kernel) -> None:
         setattr(module, "from_torch", from_torch)
         setattr(module, "kernel", kernel)
         setattr(module, "_torch", fake_torch)
+    # a ws plan's tensor maps: each 128 bytes of the cache's pointer, encoded without a driver
+    setattr(decode_api, "tensor_map", lambda dtype, ptr, *rest, **kw: ptr.to_bytes(8, "little") * 16)
     for name, value in (("arch", lambda d: "sm_90"), ("sm_count", lambda d: 132),
                         ("max_shared_per_block", lambda d: 227 * 1024), ("resident_blocks", lambda *a: 2),
                         ("active_clusters", lambda *a: 1)):
@@ -136,7 +138,7 @@ def test_decode_attention_hands_the_kernel_the_planned_values(recorded):
         assert plan.combine is None, "one kernel: this shape merges its splits in a cluster, or has one"
         symbol, values = recorded.launches[-1]
         assert symbol == plan.attention.symbol
-        assert values == plan.values(out=out.data_ptr(), lse=0)[0]
+        assert values == decode_api.launch_values(plan, out=out.data_ptr(), lse=0)[0]  # with ws's maps, if ws
         assert dict(zip(plan.attention.field_names, values))["softcap"] == 30.0
 
 
@@ -270,32 +272,22 @@ def test_a_ws_plan_launches_with_the_tensor_maps_of_each_calls_caches(recorded, 
     assert len(encoded) == 2 * 2 + 2 * 4
 
 
-@pytest.mark.parametrize("pipeline", ["auto", "deep"])  # the planner's (ws on the stub's sm_90), and one that clusters
+@pytest.mark.parametrize("pipeline", ["auto", "deep"])  # the planner's (ws on the stub's sm_90), and deep
 def test_batch_invariant_launches_the_rows_own_split_rule(recorded, monkeypatch, pipeline):
     from cukiln import overrides
     from cukiln.decode_plan import invariant_splits
 
-    monkeypatch.setattr(decode_api, "tensor_map", lambda dtype, ptr, *rest, **kw: ptr.to_bytes(8, "little") * 16)
-    # the combine kernel's workspace on the host (the stub's device)
-    monkeypatch.setattr(decode_api._torch, "empty", lambda shape, dtype, device=None: torch.empty(shape, dtype=dtype))
     monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", pipeline)
     q = torch.randn(2, 8, 128, dtype=torch.bfloat16)
-    for capacity in (900, 3000):  # one pass; two splits, merged in a cluster (deep) or by the combine kernel (ws)
+    for capacity in (900, 3000):  # one pass; two splits, merged in a cluster
         k, v = (torch.randn(2, 2, capacity, 128, dtype=torch.bfloat16) for _ in range(2))
         out = torch.empty_like(q)
         cukiln.decode_attention(q, k, v, capacity - 5, out=out, batch_invariant=True)
         plan = decode_api.plan_call(q, k, v, capacity - 5, out=out, batch_invariant=True)
         splits = invariant_splits(capacity)
         name = "ws" if pipeline == "auto" else pipeline
-        launches = recorded.launches[-2:] if plan.combine is not None else recorded.launches[-1:]
-        symbol, values = launches[0]
+        symbol, values = recorded.launches[-1]
         fields = dict(zip(plan.attention.field_names, values))
         assert symbol == plan.attention.symbol == f"decode_bf16_d128_s3_v8_{name}"
         assert fields["batch_invariant"] == 1 and fields["num_splits"] == splits
-        clustered = name == "deep" and splits > 1
-        assert plan.attention.cluster == (splits if clustered else 1)
-        assert (plan.combine is not None) == (splits > 1 and not clustered)
-        if plan.combine is not None:
-            combine_symbol, combine_values = launches[1]
-            combine = dict(zip(plan.combine.field_names, combine_values))
-            assert combine_symbol == plan.combine.symbol and combine["batch_invariant"] == 1
+        assert plan.attention.cluster == splits and plan.combine is None

@@ -45,7 +45,7 @@ def _decode(q, k, v, lens):
 
 @pytest.mark.parametrize("n", LENGTHS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("pipeline", ["auto", "deep"])  # the planner's (ws from sm_90 on), and one that clusters
+@pytest.mark.parametrize("pipeline", ["auto", "deep"])  # the planner's (ws from sm_90 on), and deep
 def test_a_rows_bits_depend_on_its_own_inputs_alone(n, dtype, pipeline, monkeypatch):
     monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", pipeline)
     gen = new_generator()
@@ -67,11 +67,10 @@ def test_a_rows_bits_depend_on_its_own_inputs_alone(n, dtype, pipeline, monkeypa
         assert torch.equal(got[index], out[0]), f"{where}: output bits differ from the row alone"
         assert torch.equal(got_lse[index], lse[0]), f"{where}: log-sum-exp bits differ from the row alone"
         assert not got.isnan().any(), f"{where}: an output element left unwritten"
-    # the row met each way of merging its splits that its length and pipeline allow: the combine kernel (more
-    # splits than a cluster holds; every split of ws), and from sm_90 on a cluster (capacities of two splits)
+    # the row met each way of merging its splits that its length allows: the combine kernel (more splits than a
+    # cluster holds), and from sm_90 on a cluster (capacities of two splits)
     expected = {"combine"}
-    if (torch.cuda.get_device_capability()[0] >= 9 and invariant_splits(n) <= 2 <= MAX_CLUSTER_SPLITS
-            and plan.key[-1] != "ws"):
+    if torch.cuda.get_device_capability()[0] >= 9 and invariant_splits(n) <= 2 <= MAX_CLUSTER_SPLITS:
         expected.add("cluster")
     assert merges >= expected, f"row of {n} keys: merged by {sorted(merges)}"
 
@@ -79,8 +78,8 @@ def test_a_rows_bits_depend_on_its_own_inputs_alone(n, dtype, pipeline, monkeypa
 @pytest.mark.parametrize("capacity", [INVARIANT_SPLITS[1][0], INVARIANT_SPLITS[1][0] + 808])
 def test_the_pipelines_of_alike_tiles_give_the_same_bits(capacity, monkeypatch):
     """The planner's invariant pipelines (ws from sm_90 on, deep, narrow where a cache has neither) walk 64-key
-    tiles alike, so which one runs changes no bit: two splits (deep merges them in a cluster, ws by the combine
-    kernel) and the rule's most (the combine kernel for both)."""
+    tiles alike, so which one runs changes no bit: two splits (merged in a cluster from sm_90 on) and the rule's
+    most (by the combine kernel)."""
     gen = new_generator()
     row = tuple(torch.randn(*shape, generator=gen, device="cuda").to(torch.bfloat16)
                 for shape in ((H_KV * GROUP, D), (H_KV, 3000, D), (H_KV, 3000, D)))

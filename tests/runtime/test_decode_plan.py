@@ -361,8 +361,9 @@ def test_batch_invariant_sizes_the_grid_by_capacity_never_by_the_batch(arch, mon
             # ws where the GPU maps tensors (its splits merge in the combine kernel), else deep
             assert p.num_splits == p.attention.grid[0] == splits and p.key[-1] == ("ws" if arch == "sm_90" else "deep")
             assert p.fields["batch_invariant"] == 1
-            assert p.attention.cluster == 1  # ws never clusters; deep does from sm_90 on, where ws runs instead
-            if splits > 1:  # the combine kernel merges with the cluster's arithmetic
+            clustered = 1 < splits <= MAX_CLUSTER_SPLITS and arch == "sm_90"
+            assert p.attention.cluster == (splits if clustered else 1)
+            if splits > 1 and not clustered:  # the combine kernel merges with the cluster's arithmetic
                 combine = dict(zip(p.combine.field_names, p.values(out=1, lse=0)[1]))
                 assert combine["batch_invariant"] == 1 and combine["num_splits"] == splits
             else:
@@ -386,12 +387,15 @@ def test_the_default_mode_writes_the_flag_off():
 
 # --- the ws pipeline ---------------------------------------------------------------------------------------------
 
-def test_ws_pipeline_from_sm_90_on_with_a_producer_warp_and_no_clusters():
+def test_ws_pipeline_from_sm_90_on_with_a_producer_warp():
     for splits in (1, 4, MAX_CLUSTER_SPLITS + 1):
         p = plan(num_splits=splits, pipeline="ws", arch="sm_90")
         assert p.key == ("bf16", 128, 3, 8, "ws") and p.attention.symbol == "decode_bf16_d128_s3_v8_ws"
         assert p.attention.block == (dispatch.DECODE_THREADS["ws"], 1, 1) == (160, 1, 1)
-        assert p.attention.cluster == 1 and (p.combine is not None) == (splits > 1)
+        # splits merge in a cluster as the other pipelines' do, or by the combine kernel beyond a cluster's
+        clustered = 1 < splits <= MAX_CLUSTER_SPLITS
+        assert p.attention.cluster == (splits if clustered else 1)
+        assert (p.combine is not None) == (splits > 1 and not clustered)
         assert p.attention.field_names[:2] == ("k_map", "v_map")
         assert p.fields["k_map"] == p.fields["v_map"] == b""  # the runtime's per call (packed as 128 zero bytes)
     for arch in ("sm_80", "sm_86", None):
@@ -411,15 +415,14 @@ def test_the_table_picks_ws_only_where_the_gpu_maps_tensors(monkeypatch):
     v = cache_slice(2, 8, 2048, 128, 2100, ptr=BASE * 4096)
     q = contiguous((2, 32, 128))
     p = plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_90")
-    assert p.key[-1] == "ws" and p.num_splits == 2 and p.combine is not None
+    assert p.key[-1] == "ws" and p.num_splits == p.attention.cluster == 2 and p.combine is None
     assert plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_80").key[-1] == "narrow"
 
 
-def test_batch_invariant_runs_a_forced_pipeline_of_alike_tiles_with_its_own_merge():
+def test_batch_invariant_runs_a_forced_pipeline_of_alike_tiles():
     ws, deep = (_invariant(3000, pipeline=p, arch="sm_90") for p in ("ws", "deep"))
-    assert ws.key[-1] == "ws" and ws.attention.cluster == 1 and ws.combine is not None
-    assert deep.key[-1] == "deep" and deep.attention.cluster == 2 and deep.combine is None
-    assert ws.num_splits == deep.num_splits == invariant_splits(3000)
+    assert (ws.key[-1], deep.key[-1]) == ("ws", "deep")
+    assert ws.num_splits == deep.num_splits == invariant_splits(3000) == ws.attention.cluster == deep.attention.cluster
     assert INVARIANT_PIPELINES == ("ws", "deep", "narrow")  # every pipeline of 64-key tiles; wide's differ
 
 

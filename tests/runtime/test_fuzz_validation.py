@@ -205,4 +205,4 @@ def test_decode_validation_plans_a_consistent_variant_or_raises_a_clear_error(ca
     assert strides != 4 or vec == 1
     assert pipeline == "narrow" or (strides, vec * k.itemsize, head_dim <= 128) == (3, 16, True)
     assert k.ptr % (vec * k.itemsize) == 0 and v.ptr % (vec * v.itemsize) == 0
-    assert plan.attention.block[0] == 32 * dispatch.DECODE_WARPS and plan.attention.grid[2] == plan.batch
+    assert plan.attention.block[0] == dispatch.DECODE_THREADS[pipeline] and plan.attention.grid[2] == plan.batch
