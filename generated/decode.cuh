@@ -488,9 +488,11 @@ struct Running {
 };
 
 // This warp's keys of one K/V tile (``count`` of its keys valid) into ``run``: scores against the query's A
-// fragments (``a(kk)``, per 16-element step of the head dim), online softmax, O += P . V.
+// fragments (``a(kk)``, per 16-element step of the head dim), online softmax, O += P . V. Rows from ``rows`` on
+// are padding (no query head; never written out): their probabilities are zeros, which the tensor cores multiply
+// at less power than the ones their zero scores would give, and a row's arithmetic does not depend on another's.
 template <typename T, int D, class Geometry, class QueryFragment, class Layout = PaddedRows<Geometry::kPitch>>
-__device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, const T* v_tile, int count,
+__device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, const T* v_tile, int count, int rows,
                                             const Scoring& scoring, const QueryFragment& a_of) {
   using M = Mma<T>;
   constexpr int kSlices = Geometry::kSlices;
@@ -543,12 +545,13 @@ __device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, co
   }
   // The A operand of P . V per slice: (row r0, keys 0-7), (r0 + 8, 0-7), (r0, 8-15), (r0 + 8, 8-15).
   unsigned p_hi[kSlices][4], p_lo[kSlices][4];
+  const bool head[2] = {lane / 4 < rows, lane / 4 + 8 < rows};
 #pragma unroll
   for (int nt = 0; nt < 2 * kSlices; ++nt) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const float p0 = fast_exp2(s[nt][2 * half] - m_base[half]);
-      const float p1 = fast_exp2(s[nt][2 * half + 1] - m_base[half]);
+      const float p0 = head[half] ? fast_exp2(s[nt][2 * half] - m_base[half]) : 0.f;
+      const float p1 = head[half] ? fast_exp2(s[nt][2 * half + 1] - m_base[half]) : 0.f;
       run.l[half] += p0 + p1;
       const unsigned rounded = M::pack(p0, p1);
       p_hi[nt / 2][(nt % 2) * 2 + half] = rounded;
@@ -743,7 +746,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     __syncthreads();
     load_keys(t + kStages - 1);
     const T* k_tile = tiles + (t % kStages) * 2 * kTileElems;
-    attend_tile<T, D, Geometry>(run, k_tile, k_tile + kTileElems, count, scoring, a_of);
+    attend_tile<T, D, Geometry>(run, k_tile, k_tile + kTileElems, count, rows, scoring, a_of);
   }
   wait_copies<0>();  // only empty groups can be pending here; the merge below reuses the stages
   __syncthreads();
@@ -1008,7 +1011,7 @@ __device__ __forceinline__ void attend_ws(const P& p) {
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before the engine refills the stage
       __syncwarp();
     }
-    attend_tile<T, D, Geometry, decltype(a_of), Layout>(run, k_tile, v_tile, count, scoring, a_of);
+    attend_tile<T, D, Geometry, decltype(a_of), Layout>(run, k_tile, v_tile, count, rows, scoring, a_of);
     __syncwarp();
     if (lane == 0) mbar_arrive(empty0 + 8 * s);
   }
