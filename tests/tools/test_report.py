@@ -156,23 +156,25 @@ def test_thd_rule_fit_stops_at_the_first_real_loss():
 
 
 def test_decode_split_table_keeps_each_points_fastest_count_and_the_rule_picks_it_there():
-    from cukiln.tools.decode.tune import fit_table, rule_choice
+    from cukiln.tools.decode.tune import TIE, fit_table, rule_choice
 
+    within, beyond = 1 + TIE / 2, 1 + 2 * TIE
     points = [{"blocks": 8, "T": 8192, "resident": 3,
                "ms_by_splits": {"1": 1.0, "2": 0.6, "4": 0.35, "8": 0.2, "16": 0.15, "32": 0.2}},
               {"blocks": 256, "T": 8192, "resident": 3, "ms_by_splits": {"1": 1.0, "2": 1.2, "3": 1.1}},
-              {"blocks": 64, "T": 2048, "resident": 3, "ms_by_splits": {"1": 1.2, "2": 1.005, "8": 1.0}}]
+              {"blocks": 64, "T": 2048, "resident": 3, "ms_by_splits": {"1": 1.2, "2": within, "4": beyond, "8": 1.0}}]
     # the first point: wide wins beyond the tie (the others' files predate the pipelines: narrow only)
     points[0] = {"blocks": 8, "T": 8192, "resident": 3,
                  "ms_by_pipeline": {"narrow": points[0]["ms_by_splits"],
                                     "wide": {"1": 0.9, "2": 0.5, "4": 0.3, "8": 0.12, "16": 0.13}}}
     # the current format: every pipeline; deep within the tie of narrow: not taken
     points[1] = {"blocks": 256, "T": 8192, "resident": 3,
-                 "ms_by_pipeline": {"narrow": {"1": 1.0, "2": 1.2}, "deep": {"1": 0.995, "3": 1.1}, "wide": {"1": 1.5}}}
+                 "ms_by_pipeline": {"narrow": {"1": 1.0, "2": 1.2}, "deep": {"1": 1 / within, "3": 1.1},
+                                    "wide": {"1": 1.5}}}
     rule = fit_table(points)
-    # the last point's 2 splits tie with 8 (within 1 %): the fewer win; it has narrow times only
+    # the last point's 2 splits tie with 8 (within TIE): the fewer win; it has narrow times only
     assert rule == {"table": [[8, 8192, 2, 16, 16, 8, 16], [64, 2048, 0, 2, 2, 2, 2], [256, 8192, 0, 1, 1, 1, 1]],
-                    "tie": 0.01}
+                    "tie": TIE}
     folded = {"table": tuple(tuple(p) for p in rule["table"])}  # as dispatch.py holds it
     assert [rule_choice(p, 132, folded) for p in points] == [(8, "wide"), (1, "narrow"), (2, "narrow")]
 
