@@ -7,7 +7,10 @@ The paths: tiny PyTorch ops as the reference point (``y.add_(1.0)``), then each 
 ``overhead_paths``): the public call in its forms, the custom op in eager mode and through the dispatcher, a
 ``torch.compile(fullgraph=True)`` function calling the op, one replay of a CUDA graph holding the call, and a
 breakdown of the public call (the plan-cache hit with its refill, the bound kernel's launch, the driver's launch
-call alone).
+call alone). Floors beside them: an op whose Python kernel does nothing, through the dispatcher and compiled
+(what torch charges any Python-implemented op, as cukiln's are), and CUDA-graph replays of one and two of torch's
+kernels. A graph replay is also timed in short bursts (``submit_us``: the host's time alone, where its kernels
+take the GPU longer than the replay takes the host).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ def _paths() -> dict:
              "torch.compile(fullgraph) of y.add_(1.0)": compiled(lambda t: t.add_(1.0), y),
              "torch.compile(reduce-overhead) of y.add_(1.0)": compiled(lambda t: t.add_(1.0), y,
                                                                      mode="reduce-overhead")}
+    paths.update(_floor_paths(y))
     for family in FAMILIES:
         if family.tools:
             paths.update(tools_of(family).overhead_paths())
@@ -60,6 +64,33 @@ def _paths() -> dict:
             fn()
     torch.cuda.synchronize()
     return paths
+
+
+# The floor probe's op library, defined on the bench's first use and kept (its ops live as long as it does).
+_PROBE_LIBRARY = []
+
+
+def _floor_paths(y) -> dict:
+    """What torch charges before an op's own work: an op whose Python kernel does nothing (``touch_``, in this
+    bench's own namespace) through the dispatcher and compiled, as every cukiln torch op is a Python kernel; and
+    CUDA-graph replays of one and of two of torch's kernels (a decode step is two)."""
+    import torch
+
+    if not _PROBE_LIBRARY:
+        library = torch.library.Library("cukiln_overhead_probe", "DEF")
+        library.define("touch_(Tensor(a!) x) -> ()")
+        library.impl("touch_", lambda x: None, "CompositeExplicitAutograd")
+        torch.library.register_fake("cukiln_overhead_probe::touch_", lambda x: None, lib=library)
+        _PROBE_LIBRARY.append(library)
+    touch = torch.ops.cukiln_overhead_probe.touch_.default
+    one = compiled_and_graphed(lambda t: t.add_(1.0), y)[1]
+    two = compiled_and_graphed(lambda t: t.add_(1.0).add_(1.0), y)[1]
+    return {"floor: an op with an empty Python kernel, through the dispatcher": lambda: touch(y),
+            "floor: torch.compile(fullgraph) of that op": compiled(lambda t: touch(t), y),
+            "floor: torch.compile(reduce-overhead) of that op": compiled(lambda t: touch(t), y,
+                                                                      mode="reduce-overhead"),
+            "floor: CUDA graph replay of y.add_(1.0)": one,
+            "floor: CUDA graph replay of two add_": two}
 
 
 def compiled(body, *args, mode: str | None = None):
@@ -123,15 +154,43 @@ def bare_launch(bound, values, stream):
     return launch
 
 
+# A graph replay's kernels may take the GPU longer than the replay takes the host (a decode step's two kernels,
+# each waiting for the one before): then per_call_us times the GPU. Its host time alone: bursts of this many
+# replays, few enough that the launch queue never fills, timed without the synchronization between them.
+BURST = 50
+BURSTS = 200
+
+
+def submit_us(fn, burst: int = BURST, bursts: int = BURSTS) -> float:
+    """Median host µs per call of ``fn`` over ``bursts`` bursts of ``burst`` calls, the GPU idle before each."""
+    import torch
+
+    times = []
+    for _ in range(bursts):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(burst):
+            fn()
+        times.append((time.perf_counter() - start) / burst * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
 def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None) -> dict:
-    """Median host µs per call of every path, with each round's figures (``advance`` after each round)."""
+    """Median host µs per call of every path, with each round's figures (``advance`` after each round); graph
+    replays also with their host time alone (submit_us)."""
     paths = _paths()
     samples = {name: [] for name in paths}
+    submits = {name: [] for name in paths if "graph replay" in name}
     for _ in range(rounds):
         for name, fn in paths.items():
             samples[name].append(per_call_us(fn, calls))
+            if name in submits:
+                submits[name].append(submit_us(fn))
         advance()
-    return {name: {"us_per_call": statistics.median(s), "rounds_us": s} for name, s in samples.items()}
+    return {name: {"us_per_call": statistics.median(s), "rounds_us": s,
+                   **({"submit_us": statistics.median(submits[name])} if name in submits else {})}
+            for name, s in samples.items()}
 
 
 def run(console: Console, quick: bool = False) -> dict:
@@ -151,6 +210,8 @@ def print_result(result: dict, console: Console) -> None:
     table.add_column("µs/call (median)", justify="right")
     table.add_column("best round", justify="right")
     table.add_column("worst round", justify="right")
+    table.add_column("host alone", justify="right")
     for name, f in result["paths"].items():
-        table.add_row(name, f"{f['us_per_call']:.2f}", f"{min(f['rounds_us']):.2f}", f"{max(f['rounds_us']):.2f}")
+        table.add_row(name, f"{f['us_per_call']:.2f}", f"{min(f['rounds_us']):.2f}", f"{max(f['rounds_us']):.2f}",
+                      f"{f['submit_us']:.2f}" if "submit_us" in f else "")
     console.print(table)
