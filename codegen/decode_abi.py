@@ -46,7 +46,8 @@ COMBINE_THREADS = 128
 # L2 fetches from memory around each one).
 L2_PREFETCH = ".L2::128B"
 # The ws pipeline's K/V loads ask the L2 to evict their lines first (each is read once): measured with the ws sweep
-# (results/decode-ws-sweep-h100-2026-11-25-evict-first.json, H100, bf16, d 128) 1.02-1.03x at b = 8 and 128, T = 512,
+# (results/decode-ws-sweep-h100-2026-11-25-evict-first.json, H100, bf16, d 128, 3 stages) 1.026x at b = 8, T = 512
+# and 1.014x at b = 128, T = 512,
 # and within 0.3 % elsewhere (2k-128k keys); the TMA producer pattern alone the same way
 # (results/access-bounds-h100-2026-11-25-grid.json).
 WS_EVICT_FIRST = True

@@ -59,7 +59,7 @@ struct Swizzled128 {
 };
 
 // The barrier of the block's computing warps: all of them, or (Specialized: the warp-specialized kernel) all but the
-// producer warp, which leaves once its copies are issued: a named barrier of the kThreads consumer threads.
+// producer warp, which takes no part in the block's merge: a named barrier of the kThreads consumer threads.
 template <bool Specialized = false>
 __device__ __forceinline__ void block_sync() {
   if constexpr (Specialized) {
@@ -180,6 +180,11 @@ __device__ __forceinline__ unsigned rank_in_cluster() {
 // Every block of the cluster has arrived: the shared-memory writes before it are visible cluster-wide.
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// The cluster's last barrier: no block leaves while another may still read its shared memory (the reads are all
+// used by then: relaxed).
+__device__ __forceinline__ void cluster_release() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
 }
 // `p`'s place in the shared memory of the cluster's block `rank`, as a generic address: ordinary loads
 // read it, so the compiler can issue many before their first use.
@@ -431,14 +436,14 @@ __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse
     sink.put(b, first_head + r, j, weighted_sum(w, outs));
     if (j == 0) sink.put_lse(b, first_head + r, merged_lse[r] * kLn2);
   }
-  // No block leaves while another may still read its shared memory (whose reads are all used: relaxed).
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+  cluster_release();
 }
 
-// A warp that takes no part in merge_cluster's work meets its cluster barriers, which count every thread.
+// merge_cluster's cluster barriers, for a warp that takes no part in its work (the ws pipeline's producer): met
+// rather than left to the barriers' treatment of exited threads, so that the two sides' counts read alike here.
 __device__ __forceinline__ void cluster_merge_barriers() {
   cluster_sync();
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+  cluster_release();
 }
 #endif
 
@@ -545,13 +550,13 @@ __device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, co
   }
   // The A operand of P . V per slice: (row r0, keys 0-7), (r0 + 8, 0-7), (r0, 8-15), (r0 + 8, 8-15).
   unsigned p_hi[kSlices][4], p_lo[kSlices][4];
-  const bool head[2] = {lane / 4 < rows, lane / 4 + 8 < rows};
+  const bool real_row[2] = {lane / 4 < rows, lane / 4 + 8 < rows};
 #pragma unroll
   for (int nt = 0; nt < 2 * kSlices; ++nt) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const float p0 = head[half] ? fast_exp2(s[nt][2 * half] - m_base[half]) : 0.f;
-      const float p1 = head[half] ? fast_exp2(s[nt][2 * half + 1] - m_base[half]) : 0.f;
+      const float p0 = real_row[half] ? fast_exp2(s[nt][2 * half] - m_base[half]) : 0.f;
+      const float p1 = real_row[half] ? fast_exp2(s[nt][2 * half + 1] - m_base[half]) : 0.f;
       run.l[half] += p0 + p1;
       const unsigned rounded = M::pack(p0, p1);
       p_hi[nt / 2][(nt % 2) * 2 + half] = rounded;
@@ -984,7 +989,7 @@ __device__ __forceinline__ void attend_ws(const P& p) {
       }
     }
     __syncwarp();
-    if (blocks_in_cluster() > 1) cluster_merge_barriers();  // the splits' merge (finish_block) counts this warp
+    if (blocks_in_cluster() > 1) cluster_merge_barriers();  // its part in the splits' merge (finish_block)
     return;
   }
 

@@ -303,8 +303,8 @@ def _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num
                        max_shared=KERNELS.max_shared_per_block(device),
                        resident=lambda module, symbol, shared: KERNELS.resident_blocks(
                            device, module, symbol, 32 * dispatch.DECODE_WARPS, shared),
-                       active_clusters=lambda module, symbol, shared, cluster: KERNELS.active_clusters(
-                           device, module, symbol, 32 * dispatch.DECODE_WARPS, shared, cluster),
+                       active_clusters=lambda module, symbol, threads, shared, cluster: KERNELS.active_clusters(
+                           device, module, symbol, threads, shared, cluster),
                        pipeline=_forced_pipeline())
     return plan, (qi, ki, vi, lens_info, start_info, oi), (lens, start)
 

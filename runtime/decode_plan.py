@@ -31,7 +31,7 @@ MAX_CLUSTER_SPLITS = dispatch.DECODE_MAX_CLUSTER_SPLITS
 # K/V pipelines (decode_variants.Pipeline): every variant has the first (narrow), the bandwidth path all.
 PIPELINES = dispatch.DECODE_PIPELINES
 NARROW = PIPELINES[0]
-WS = "ws"  # warp-specialized: K/V through tensor maps (sm_90 on), merged by the combine kernel, never in a cluster
+WS = "ws"  # warp-specialized: a producer warp loads K/V through tensor maps (sm_90 on)
 TILE_KEYS = dispatch.DECODE_TILE_KEYS
 PIPELINE_ENV = "CUKILN_DECODE_PIPELINE"  # a pipeline's name forces it (checks, measurements); auto: the table's
 # Keys a split keeps at least (one narrow tile; split_from_table takes the chosen pipeline's tile), as in the
@@ -240,8 +240,8 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     ``resident(module, symbol, shared)``: blocks of a kernel one multiprocessor holds (None: the rule's);
     ``max_shared`` (the GPU's opt-in shared memory per block, bytes) rejects head dims whose tiles exceed it.
     Split-KV on ``arch`` sm_90 on runs each (row, KV head)'s splits as one cluster when there are at most
-    MAX_CLUSTER_SPLITS of them and ``active_clusters(module, symbol, shared, cluster)`` (None: assumed)
-    says the GPU can place such a cluster (never for the ws pipeline); otherwise a combine kernel merges the splits.
+    MAX_CLUSTER_SPLITS of them and ``active_clusters(module, symbol, threads, shared, cluster)`` (None: assumed)
+    says the GPU can place such a cluster; otherwise a combine kernel merges the splits.
     K/V pipeline: the tuned table's choice among those the call has a variant of that ``max_shared``
     allows (ws from sm_90 on; with ``num_splits`` given: narrow); ``pipeline`` (a name of PIPELINES) forces one.
     ``batch_invariant``: each row split by its own key count (invariant_splits; the grid holds the most a row
@@ -416,7 +416,8 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     shared = dispatch.DECODE_SHARED[d, key[-1]]
     cluster = 1
     if 1 < splits <= MAX_CLUSTER_SPLITS and clusters(arch) and (
-            active_clusters is None or active_clusters(module, symbol, shared, splits) > 0):
+            active_clusters is None or active_clusters(module, symbol, dispatch.DECODE_THREADS[key[-1]], shared,
+                                                       splits) > 0):
         cluster = splits
     attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, b),
                        (dispatch.DECODE_THREADS[key[-1]], 1, 1), shared, overlap_previous=programmatic, cluster=cluster)

@@ -291,3 +291,4 @@ def test_batch_invariant_launches_the_rows_own_split_rule(recorded, monkeypatch,
         assert symbol == plan.attention.symbol == f"decode_bf16_d128_s3_v8_{name}"
         assert fields["batch_invariant"] == 1 and fields["num_splits"] == splits
         assert plan.attention.cluster == splits and plan.combine is None
+        assert values == decode_api.launch_values(plan, out=out.data_ptr(), lse=0)[0]

@@ -108,8 +108,8 @@ def test_split_kv_merges_in_one_cluster_per_row_and_kv_head_from_sm_90_on(arch):
 def test_clusters_only_where_the_gpu_has_them_and_can_place_them():
     asked = []
 
-    def active_clusters(module, symbol, shared, cluster):
-        asked.append((symbol, shared, cluster))
+    def active_clusters(module, symbol, threads, shared, cluster):
+        asked.append((symbol, threads, shared, cluster))
         return 0 if cluster > 6 else 5
 
     for arch in ("sm_80", "sm_86", None):
@@ -119,8 +119,11 @@ def test_clusters_only_where_the_gpu_has_them_and_can_place_them():
     assert plan(num_splits=6, arch="sm_90", active_clusters=active_clusters).attention.cluster == 6
     p = plan(num_splits=7, arch="sm_90", active_clusters=active_clusters)  # the driver places none of 7
     assert p.attention.cluster == 1 and p.combine.symbol == "decode_combine_bf16_d128"
-    assert asked == [("decode_bf16_d128_s3_v8", dispatch.DECODE_SHARED[128, "narrow"], 6),
-                     ("decode_bf16_d128_s3_v8", dispatch.DECODE_SHARED[128, "narrow"], 7)]
+    assert asked == [("decode_bf16_d128_s3_v8", 128, dispatch.DECODE_SHARED[128, "narrow"], 6),
+                     ("decode_bf16_d128_s3_v8", 128, dispatch.DECODE_SHARED[128, "narrow"], 7)]
+    asked.clear()  # the ws block's threads: its producer warp too
+    assert plan(num_splits=6, pipeline="ws", arch="sm_90", active_clusters=active_clusters).attention.cluster == 6
+    assert asked == [("decode_bf16_d128_s3_v8_ws", 160, dispatch.DECODE_SHARED[128, "ws"], 6)]
 
 
 def test_large_groups_take_several_blocks_per_kv_head():
@@ -358,7 +361,7 @@ def test_batch_invariant_sizes_the_grid_by_capacity_never_by_the_batch(arch, mon
         plans = [_invariant(capacity, b=b, arch=arch) for b in (1, 8, 128)]
         splits = invariant_splits(capacity)
         for p in plans:
-            # ws where the GPU maps tensors (its splits merge in the combine kernel), else deep
+            # ws where the GPU maps tensors, else deep
             assert p.num_splits == p.attention.grid[0] == splits and p.key[-1] == ("ws" if arch == "sm_90" else "deep")
             assert p.fields["batch_invariant"] == 1
             clustered = 1 < splits <= MAX_CLUSTER_SPLITS and arch == "sm_90"

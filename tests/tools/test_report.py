@@ -162,7 +162,8 @@ def test_decode_split_table_keeps_each_points_fastest_count_and_the_rule_picks_i
     points = [{"blocks": 8, "T": 8192, "resident": 3,
                "ms_by_splits": {"1": 1.0, "2": 0.6, "4": 0.35, "8": 0.2, "16": 0.15, "32": 0.2}},
               {"blocks": 256, "T": 8192, "resident": 3, "ms_by_splits": {"1": 1.0, "2": 1.2, "3": 1.1}},
-              {"blocks": 64, "T": 2048, "resident": 3, "ms_by_splits": {"1": 1.2, "2": within, "4": beyond, "8": 1.0}}]
+              {"blocks": 64, "T": 2048, "resident": 3, "ms_by_splits": {"1": 1.2, "2": within, "4": beyond, "8": 1.0}},
+              {"blocks": 32, "T": 2048, "resident": 3, "ms_by_splits": {"1": beyond, "8": 1.0}}]
     # the first point: wide wins beyond the tie (the others' files predate the pipelines: narrow only)
     points[0] = {"blocks": 8, "T": 8192, "resident": 3,
                  "ms_by_pipeline": {"narrow": points[0]["ms_by_splits"],
@@ -172,11 +173,12 @@ def test_decode_split_table_keeps_each_points_fastest_count_and_the_rule_picks_i
                  "ms_by_pipeline": {"narrow": {"1": 1.0, "2": 1.2}, "deep": {"1": 1 / within, "3": 1.1},
                                     "wide": {"1": 1.5}}}
     rule = fit_table(points)
-    # the last point's 2 splits tie with 8 (within TIE): the fewer win; it has narrow times only
-    assert rule == {"table": [[8, 8192, 2, 16, 16, 8, 16], [64, 2048, 0, 2, 2, 2, 2], [256, 8192, 0, 1, 1, 1, 1]],
-                    "tie": TIE}
+    # the third point's 2 splits tie with 8 (within TIE): the fewer win; the last's 1 split does not (beyond TIE);
+    # both have narrow times only
+    assert rule == {"table": [[8, 8192, 2, 16, 16, 8, 16], [32, 2048, 0, 8, 8, 8, 8], [64, 2048, 0, 2, 2, 2, 2],
+                              [256, 8192, 0, 1, 1, 1, 1]], "tie": TIE}
     folded = {"table": tuple(tuple(p) for p in rule["table"])}  # as dispatch.py holds it
-    assert [rule_choice(p, 132, folded) for p in points] == [(8, "wide"), (1, "narrow"), (2, "narrow")]
+    assert [rule_choice(p, 132, folded) for p in points] == [(8, "wide"), (1, "narrow"), (2, "narrow"), (8, "narrow")]
 
 
 def test_decode_split_ladder_keeps_counts_that_differ_in_effect():

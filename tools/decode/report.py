@@ -52,7 +52,8 @@ def _print_decode_rule(console: Console, rule: dict) -> None:
         if "table" in r:
             from .tune import TIE
 
-            return (f"a K/V pipeline and the least split count within {TIE:.0%} of the fastest, measured at "
+            return (f"a K/V pipeline and the least split count within {r.get('tie', TIE):.1%} of the fastest, "
+                    f"measured at "
                     f"{len(r['table'])} points")
         return (f"the wave rule with <= {r['blocks_per_sm']} blocks/SM, >= {r['min_keys_per_split']} keys, "
                 f"wave efficiency {r['wave_efficiency']}")

@@ -62,8 +62,10 @@ def measured_choice(measurement: dict, sms: int, rule: dict) -> tuple[int, str]:
 
 # Times within this fraction of a point's fastest tie with it (timing noise): the least split count wins,
 # and another pipeline than the narrow one only where it beats it by more. The same build timed A B B A by
-# `cukiln bench decode` agrees with itself within 0.3 % per case (results/decode-ab-h100-2026-11-25-padding-rows-*);
-# a wider tie gave away up to 1 % (at b = 1, T = 128k: 12 splits kept for 16, 0.55 % slower in the tune).
+# `cukiln bench decode` agreed with itself within 0.1 % at the median case and 0.5 % at most
+# (results/decode-ab-h100-2026-11-25-padding-rows-*); a tie of 1 % gave away up to 1 % (at b = 1, T = 128k: 12
+# splits kept for 16, 0.55 % slower in the tune); a count within 0.3 % of the fastest is as good as it within the
+# tune's noise.
 TIE = 0.003
 
 
