@@ -1,8 +1,10 @@
-"""Warp-specialized decode attention, stage counts and an L2 evict-first hint: the build's ws pipeline (`attend_ws` in templates/decode.cuh.j2:
-4 consumer warps computing as the other pipelines do, reading 128-byte-swizzled tiles, one producer warp loading
-64-key K/V tiles by the TMA engine from 4-D tensor maps of the caches, here made per input set) compiled with 2, 3
-and 4 stages, with and without an evict-first L2 policy on the K/V loads. One pass, or splits merged by the build's combine kernel (the sweep launches no clusters). It came before the pipeline
-(results/decode-ws-sweep-h100-2026-11-25.json).
+"""Warp-specialized decode attention, stage counts and an L2 evict-first hint: the build's ws pipeline
+(`attend_ws` in templates/decode.cuh.j2: 4 consumer warps computing as the other pipelines do, reading
+128-byte-swizzled tiles, one producer warp loading 64-key K/V tiles by the TMA engine from 4-D tensor maps of the
+caches, here made per input set) compiled with 2, 3 and 4 stages, with and without an evict-first L2 policy on the
+K/V loads. One pass, or splits merged by the build's combine kernel (the sweep launches no clusters). It came
+before the pipeline (results/decode-ws-sweep-h100-2026-11-25.json; the evict-first configs:
+results/decode-ws-sweep-h100-2026-11-25-evict-first.json).
 
     python benchmarks/decode_ws_sweep.py build DIR          # render + compile for sm_90 (no GPU)
     python benchmarks/decode_ws_sweep.py run DIR [--out F] [--cases 32x2048,128x8192]
