@@ -63,20 +63,11 @@ def build(out_dir: Path) -> None:
 
 # --- GPU side -------------------------------------------------------------------------------------
 
-def _maps(k, v) -> tuple[bytes, bytes]:
-    """4-D tensor maps (d, T, h_kv, b) of bhsd cache slices, 64-column x 64-key boxes, 128-byte swizzle."""
-    from cukiln.driver import tensor_map
-
-    b, hkv, T, d = k.shape
-    return tuple(tensor_map("bf16", c.data_ptr(), (d, T, hkv, b), (c.stride(2) * 2, c.stride(1) * 2, c.stride(0) * 2),
-                                   (64, KEYS, 1, 1), True) for c in (k, v))
-
-
 def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
     import torch
 
     import cukiln
-    from cukiln.decode_api import plan_call
+    from cukiln.decode_api import plan_call, tensor_maps
     from cukiln.generated import dispatch
     from cukiln.tools.decode.bench import HEADS_Q, HEADS_KV
     from cukiln.tools.timing import copy_tbps, median_ms
@@ -99,7 +90,8 @@ def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
         print(f"  cukiln.decode_attention (tuned): {tuned * 1e3:8.1f} us {nbytes / tuned / 1e9 / copy:6.3f}x copy "
               f"{sdpa / tuned:5.2f}x sdpa")
         row = {"batch": b, "T": T, "kv_bytes": nbytes, "sdpa_ms": sdpa, "tuned_ms": tuned, "configs": {}}
-        maps = [_maps(k, v) for _, k, v in sets]
+        # the build's maps of each set's caches (the plan's shapes and strides; any plan of the set will do)
+        maps = [tensor_maps(plan_call(*s, T, num_splits=1), s[1].data_ptr(), s[2].data_ptr()) for s in sets]
         for splits in (s for s in SPLITS if T // s >= 4 * KEYS and b * HEADS_KV * s <= 4096):
             work = [(torch.empty(b, HEADS_Q, splits, HEAD_DIM, device="cuda"),
                      torch.empty(b, HEADS_Q, splits, device="cuda")) for _ in sets]

@@ -41,7 +41,7 @@ FAST_PIPELINES_MAX_HEAD_DIM = max((key[1] for key in dispatch.DECODE if key[4] !
 # Batch-invariant mode: each row split by its own key count (this rule, the kernel's), over these pipelines in
 # order of preference, whose tiles are alike (the splits' key ranges and their arithmetic do not depend on which).
 INVARIANT_SPLITS = dispatch.DECODE_INVARIANT_SPLITS
-INVARIANT_PIPELINES = tuple(p for p in ("ws", "deep", NARROW) if TILE_KEYS[p] == TILE_KEYS[NARROW])
+INVARIANT_PIPELINES = tuple(p for p in (WS, "deep", NARROW) if TILE_KEYS[p] == TILE_KEYS[NARROW])
 
 
 @dataclass(frozen=True)

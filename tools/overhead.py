@@ -83,8 +83,8 @@ def _floor_paths(y) -> dict:
         torch.library.register_fake("cukiln_overhead_probe::touch_", lambda x: None, lib=library)
         _PROBE_LIBRARY.append(library)
     touch = torch.ops.cukiln_overhead_probe.touch_.default
-    one = compiled_and_graphed(lambda t: t.add_(1.0), y)[1]
-    two = compiled_and_graphed(lambda t: t.add_(1.0).add_(1.0), y)[1]
+    one = graphed(lambda t: t.add_(1.0), y)
+    two = graphed(lambda t: t.add_(1.0).add_(1.0), y)
     return {"floor: an op with an empty Python kernel, through the dispatcher": lambda: touch(y),
             "floor: torch.compile(fullgraph) of that op": compiled(lambda t: touch(t), y),
             "floor: torch.compile(reduce-overhead) of that op": compiled(lambda t: touch(t), y,
@@ -101,12 +101,11 @@ def compiled(body, *args, mode: str | None = None):
     return lambda: fn(*args)
 
 
-def compiled_and_graphed(body, *args) -> tuple:
-    """(a torch.compile(fullgraph=True) of ``body`` called on ``args``, one replay of a CUDA graph of ``body``
-    captured on copies of the tensors among ``args``): zero-argument callables."""
+def graphed(body, *args):
+    """One replay of a CUDA graph of ``body``, captured on copies of the tensors among ``args``: a zero-argument
+    callable."""
     import torch
 
-    compiled = torch.compile(body, fullgraph=True)
     graph_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -121,7 +120,12 @@ def compiled_and_graphed(body, *args) -> tuple:
         graph.replay()
         return graph_args
 
-    return (lambda: compiled(*args)), replay
+    return replay
+
+
+def compiled_and_graphed(body, *args) -> tuple:
+    """(compiled(body, *args), graphed(body, *args))."""
+    return compiled(body, *args), graphed(body, *args)
 
 
 def bare_launch(bound, values, stream):

@@ -3,7 +3,7 @@ arguments through the dispatcher) beside a study op that takes x, the op's tenso
 integer naming the call's static arguments (base, scale, layout, ...), registered when the handle is made, and a
 second study op for calls with no tensor but x, whose handle names run_rope's whole argument list (nothing to merge
 per call). All reach the same kernel path (rope_torch.run_rope). Eager through the dispatcher and compiled
-(fullgraph), on CPU tensors with the device stubbed as in tests/runtime/test_call_path.py (the kernel's
+(fullgraph), on CPU tensors with the device stubbed as call_path_sim.py stubs it (the kernel's
 parameters packed, nothing launched); best of 7 rounds, µs a call.
 
 Only the call's cost is measured: the handle is made before torch.compile here, where the product would make it
@@ -14,14 +14,13 @@ Run from the repository root: PYTHONPATH=. python benchmarks/studies/rope_plan_h
 
 from __future__ import annotations
 
-import struct
 import timeit
 
 import torch
 
 import cukiln.torch as ct
 from cukiln import rope_torch
-from tests.runtime.test_call_path import stub_device
+from benchmarks.studies.call_path_sim import install_stubs
 
 TENSORS = ("freqs", "cos", "sin", "cos_sin_cache", "inv_freq", "positions", "offsets_tensor", "cu_seqlens")
 STATICS = tuple(name for name in rope_torch.OP_ARGUMENTS if name not in TENSORS)
@@ -49,11 +48,7 @@ def _whole_kernel(x, handle):
 
 
 def main() -> None:
-    def kernel(device, module, symbol, fmt, grid, block, *rest):
-        packer, buffer = struct.Struct(fmt), bytearray(4096)
-        return lambda values, stream: packer.pack_into(buffer, 0, *values)
-
-    stub_device(setattr, kernel)
+    install_stubs()
     library = torch.library.Library("rope_plan_handle", "DEF")
     library.define("rope_h_(Tensor(a!) x, " + ", ".join(f"Tensor? {n}" for n in TENSORS) + ", int handle) -> ()")
     library.impl("rope_h_", _kernel, "CompositeExplicitAutograd")
