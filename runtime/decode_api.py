@@ -248,6 +248,64 @@ def describe(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, 
     return cached, keep
 
 
+# The torch op's argument index of each of _PER_CALL's entries (cukiln::decode_attention's schema); the outputs
+# and the split workspace come from the native hot path's allocations.
+_OP_SOURCES = {"q": 0, "k": 1, "v": 2, "kv_lens": 3, "kv_start": 6, "kv_len": 4, "kv_start_value": 7}
+
+
+def describe_op(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, batch_invariant,
+                result, lse):
+    """The native hot path's description (runtime/native.py) of a cukiln::decode_attention call just run
+    (``result``, ``lse`` its outputs); None where a description cannot serve the next call with this metadata
+    (lengths in CPU tensors, whose values are checked on every call)."""
+    from . import native
+
+    torch = _torch or _import_torch()
+    lens_int, start_int = type(kv_lens) is int, kv_start is None or type(kv_start) is int
+    if any(isinstance(t, torch.Tensor) and not t.is_cuda for t in (kv_lens, kv_start)):
+        return None
+    cached = describe(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, None, True,
+                      batch_invariant)[0]
+    plan = cached.plan
+    sources = {"out": (native.OUTPUT, 0), "lse": (native.OUTPUT, 1)}
+    if cached.combine is not None:  # the split workspace, which the Python path allocates for the combine kernel
+        sources.update(partial_out=(native.SCRATCH, 0), partial_lse=(native.SCRATCH, 1))
+    sources.update({name: (native.ARGUMENT, _OP_SOURCES[name]) for name in ("q", "k", "v")})
+    if not lens_int:
+        sources["kv_lens"] = (native.ARGUMENT, _OP_SOURCES["kv_lens"])
+    if not start_int:
+        sources["kv_start"] = (native.ARGUMENT, _OP_SOURCES["kv_start"])
+    integers = {name: _OP_SOURCES[name] for name, given in (("kv_len", lens_int), ("kv_start_value", start_int))
+                if given}
+    zeros = [0] * len(_PER_CALL)
+    launches = []
+    kernels = cached.kernels or cached.bind()
+    for bound, template, refill in zip(kernels, cached.templates, (cached.attention, cached.combine)):
+        if cached.empty:
+            break
+        slots = [(f, *sources[_PER_CALL[i]], add) for f, i, add in refill.slots if _PER_CALL[i] in sources]
+        numbers = [(f, integers[_PER_CALL[i]]) for f, i, _ in refill.slots if _PER_CALL[i] in integers]
+        maps = None
+        if refill is cached.attention and cached.maps is not None:  # ws: its caches' tensor maps, fields 0 and 1
+            maps = ((0, 1), (_OP_SOURCES["k"], _OP_SOURCES["v"]), lambda pointers: list(tensor_maps(plan, *pointers)))
+        launches.append(native.launch_description(bound, refill.values(template, zeros), slots, numbers, maps))
+    scratch = ()
+    if cached.combine is not None and not cached.empty:
+        shape = (plan.batch, plan.heads_q, plan.num_splits)
+        scratch = [(shape + (plan.head_dim,), (plan.heads_q * plan.num_splits * plan.head_dim,
+                                                plan.num_splits * plan.head_dim, plan.head_dim, 1), 6),
+                   (shape, (plan.heads_q * plan.num_splits, plan.num_splits, 1), 6)]
+    bounds, ordered = [], []
+    if lens_int:
+        bounds.append((_OP_SOURCES["kv_len"], 0, cached.capacity))
+    if start_int:
+        bounds.append((_OP_SOURCES["kv_start_value"], 0, 2 ** 62))
+        if lens_int:
+            ordered.append((_OP_SOURCES["kv_start_value"], _OP_SOURCES["kv_len"]))
+    return native.describe(cached.device, launches, outputs=[native.allocation(result), native.allocation(lse)],
+                           scratch=scratch, returns=(0, 1), bounds=bounds, ordered=ordered)
+
+
 def _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
                  batch_invariant, key):
     """The full path: validate and plan (caching the plan under ``key`` unless it is None), then launch."""

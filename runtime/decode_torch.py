@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 
 from .decode_api import decode_attention as _decode_attention
-from .decode_api import run_decode
+from .decode_api import describe_op, run_decode
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, eager
+from .torch_support import LIBRARY, eager, implement
 
 __all__ = ["decode_attention"]
 
@@ -25,9 +25,6 @@ def _decode_kernel(q, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_st
                       kv_start_tensor if kv_start_tensor is not None else kv_start, scale, softcap, num_splits,
                       None, True, batch_invariant)
 
-
-# CompositeExplicitAutograd: every device reaches the kernel, whose validation explains a CPU tensor.
-LIBRARY.impl("decode_attention", _decode_kernel, "CompositeExplicitAutograd")
 
 
 @torch.library.register_fake("cukiln::decode_attention", lib=LIBRARY)
@@ -53,7 +50,19 @@ def _decode_autograd(q, k_cache, v_cache, *arguments):
         return _decode_op(q, k_cache, v_cache, *arguments)
 
 
-LIBRARY.impl("decode_attention", _decode_autograd, "Autograd")
+def _decode_miss(q, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start, scale, softcap,
+                 num_splits, batch_invariant=False):
+    """The native hot path's miss (runtime/native.py): the call as the Python kernel runs it, and its plan."""
+    result, lse = _decode_kernel(q, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start,
+                                 scale, softcap, num_splits, batch_invariant)
+    lens = kv_lens_tensor if kv_lens_tensor is not None else kv_len
+    start = kv_start_tensor if kv_start_tensor is not None else kv_start
+    return (result, lse), describe_op(q, k_cache, v_cache, lens, kv_layout, start, scale, softcap, num_splits,
+                                      batch_invariant, result, lse)
+
+
+# CompositeExplicitAutograd: every device reaches the kernel, whose validation explains a CPU tensor.
+implement("decode_attention", _decode_kernel, _decode_autograd, _decode_miss, per_call=("kv_len", "kv_start"))
 
 
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,

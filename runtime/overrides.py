@@ -13,6 +13,18 @@ import os
 
 ENVIRONMENT = {"decode_pipeline": "CUKILN_DECODE_PIPELINE", "rope_thd_dispatch": "CUKILN_ROPE_THD_DISPATCH"}
 CURRENT = {name: os.environ.get(variable, "auto") for name, variable in ENVIRONMENT.items()}
+_LISTENERS: list = []  # called after every change: caches of plans made under the old value (runtime/native.py)
+
+
+def on_change(listener) -> None:
+    """Call ``listener()`` whenever ``forced`` changes an override (on entering and on leaving its block)."""
+    _LISTENERS.append(listener)
+
+
+def _set(name: str, value: str) -> None:
+    CURRENT[name] = value
+    for listener in _LISTENERS:
+        listener()
 
 
 @contextlib.contextmanager
@@ -21,8 +33,8 @@ def forced(name: str, value: str):
     if name not in CURRENT:
         raise ValueError(f"no override named {name!r}; known: {', '.join(CURRENT)}")
     before = CURRENT[name]
-    CURRENT[name] = value
+    _set(name, value)
     try:
         yield
     finally:
-        CURRENT[name] = before
+        _set(name, before)

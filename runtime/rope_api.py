@@ -328,6 +328,47 @@ def prepare(x, k, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=N
     return cached, (values, None if then is None else then.refill.values(then.plan.values, pointers)), out, k_out, copied
 
 
+def describe_op(x, k, arguments: tuple, inplace: bool, positions: dict, result, k_result):
+    """The native hot path's description (runtime/native.py) of a torch op's call just run: x (and k) rotated in
+    place or into fresh outputs (``result``, ``k_result``), ``arguments`` run_rope's from freqs to backward,
+    ``positions`` the op's argument index of each of x, k and the tables. None where a description cannot serve the
+    next call with this metadata (host cu_seqlens, whose values the plan checks; tensors whose spans interleave)."""
+    from . import native
+
+    cu_seqlens = arguments[ARGUMENTS.index("cu_seqlens")]
+    if cu_seqlens is not None and cu_seqlens.device.type == "cpu":
+        return None
+    cached = prepare(x, k, *arguments, inplace, x if inplace else None, k if inplace else None)[0]
+    given = (x, result, k, k_result) + tuple(arguments[ARGUMENTS.index(n)] for n in _TENSOR_ARGS[4:])
+    sources = []  # per pointer of the plan: (source, index), or None where this call passes no tensor
+    for i, name in enumerate(_TENSOR_ARGS):
+        if name in ("out", "k_out"):
+            rotated = positions["x" if name == "out" else "k"]
+            sources.append((native.ARGUMENT, rotated) if inplace else (native.OUTPUT, i // 2))
+        elif given[i] is None or type(given[i]) is int:
+            sources.append(None)
+        else:
+            sources.append((native.ARGUMENT, positions[name]))
+    overlaps = []
+    for w, i, w_lo, w_hi, i_lo, i_hi, window in cached.refill.pairs:
+        if window is not None:
+            return None
+        if sources[w] is not None and sources[i] is not None:
+            overlaps.append((sources[w][1], sources[i][1], w_lo, w_hi, i_lo, i_hi))
+    launches = []
+    part = cached if cached.plan is not None else None
+    while part is not None:
+        p, refill = part.plan, part.refill
+        launches.append(native.launch_description(
+            part.kernel or part.bind(), refill.values(p.values, [0] * len(_TENSOR_ARGS)),
+            [(f, *sources[arg], add) for f, arg, add in refill.slots if sources[arg] is not None]))
+        part = part.then
+    fresh = () if inplace else (result,) if k is None else (result, k_result)
+    written = () if not inplace else (positions["x"],) if k is None else (positions["x"], positions["k"])
+    return native.describe(x.get_device(), launches, outputs=[native.allocation(t) for t in fresh],
+                           returns=range(len(fresh)), overlaps=overlaps, bumps=written)
+
+
 def _refuse_overlap(hit: tuple[int, int] | None) -> None:
     """Pointer-dependent part of the validation: an output must not overlap an input (nor x, unless it is x) or
     the other output."""

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import torch
 
+from . import rope_api
 from .rope_api import ARGUMENTS, run_rope, run_rope_qk
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, eager, wants_grad
+from .torch_support import LIBRARY, eager, implement, wants_grad
 
 __all__ = ["rope", "rope_qk"]
 
@@ -117,12 +118,6 @@ def _rope_qk_inplace_kernel(q, k, *args):
     run_rope_qk(q, k, *_run_args(args), True, q, k)
 
 
-# CompositeExplicitAutograd: every device reaches the kernel, whose validation explains a CPU tensor.
-LIBRARY.impl("rope", _rope_kernel, "CompositeExplicitAutograd")
-LIBRARY.impl("rope_", _rope_inplace_kernel, "CompositeExplicitAutograd")
-LIBRARY.impl("rope_qk", _rope_qk_kernel, "CompositeExplicitAutograd")
-LIBRARY.impl("rope_qk_", _rope_qk_inplace_kernel, "CompositeExplicitAutograd")
-
 
 @torch.library.register_fake("cukiln::rope", lib=LIBRARY)
 def _(x, *args):
@@ -193,10 +188,45 @@ def _rope_qk_inplace_autograd(q, k, *arguments):
         return _rope_qk_inplace_op(q, k, *arguments)
 
 
-LIBRARY.impl("rope", _rope_autograd, "Autograd")
-LIBRARY.impl("rope_", _rope_inplace_autograd, "Autograd")
-LIBRARY.impl("rope_qk", _rope_qk_autograd, "Autograd")
-LIBRARY.impl("rope_qk_", _rope_qk_inplace_autograd, "Autograd")
+# Each op's argument index of the tensors rope_api.describe_op places (x, k and the tables).
+def _op_positions(rotated: int) -> dict:
+    first = rotated  # the op's arguments after the rotated tensors start here
+    positions = {"x": 0, "k": 1 if rotated == 2 else None}
+    positions.update({name: first + OP_ARGUMENTS.index("offsets_tensor" if name == "offsets" else name)
+                      for name in ("freqs", "cos", "sin", "cos_sin_cache", "inv_freq", "positions", "offsets",
+                                   "cu_seqlens")})
+    return positions
+
+
+_ONE, _TWO = _op_positions(1), _op_positions(2)
+
+
+# The native hot path's misses (runtime/native.py): run the call as the Python kernel does, then describe its plan.
+def _rope_miss(x, *args):
+    result = _rope_kernel(x, *args)
+    return result, rope_api.describe_op(x, None, _run_args(args), False, _ONE, result, None)
+
+
+def _rope_inplace_miss(x, *args):
+    _rope_inplace_kernel(x, *args)
+    return None, rope_api.describe_op(x, None, _run_args(args), True, _ONE, x, None)
+
+
+def _rope_qk_miss(q, k, *args):
+    q_out, k_out = _rope_qk_kernel(q, k, *args)
+    return (q_out, k_out), rope_api.describe_op(q, k, _run_args(args), False, _TWO, q_out, k_out)
+
+
+def _rope_qk_inplace_miss(q, k, *args):
+    _rope_qk_inplace_kernel(q, k, *args)
+    return None, rope_api.describe_op(q, k, _run_args(args), True, _TWO, q, k)
+
+
+# CompositeExplicitAutograd: every device reaches the kernel, whose validation explains a CPU tensor.
+implement("rope", _rope_kernel, _rope_autograd, _rope_miss)
+implement("rope_", _rope_inplace_kernel, _rope_inplace_autograd, _rope_inplace_miss)
+implement("rope_qk", _rope_qk_kernel, _rope_qk_autograd, _rope_qk_miss)
+implement("rope_qk_", _rope_qk_inplace_kernel, _rope_qk_inplace_autograd, _rope_qk_inplace_miss)
 
 
 def _op_args(freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,

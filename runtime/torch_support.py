@@ -19,3 +19,16 @@ def eager(x: torch.Tensor) -> bool:
 
 def wants_grad(x: torch.Tensor) -> bool:
     return x.requires_grad and torch.is_grad_enabled()
+
+
+def implement(name: str, kernel, autograd, miss=None, per_call: tuple[str, ...] = ()) -> None:
+    """Register op cukiln::``name``'s kernels: ``kernel`` (Python, every device: CPU tensors reach its validation,
+    which explains them) and, at the Autograd key, the native hot path's C++ kernels where it loads and ``miss`` is
+    given (runtime/native.py: ``miss(*arguments) -> (result, description)``; ``per_call`` names the int arguments a
+    plan refills), else ``autograd`` itself."""
+    from . import native
+
+    LIBRARY.impl(name, kernel, "CompositeExplicitAutograd")
+    arguments = [a.name for a in getattr(torch.ops.cukiln, name).default._schema.arguments]
+    if miss is None or not native.register(name, miss, autograd, tuple(a in per_call for a in arguments)):
+        LIBRARY.impl(name, autograd, "Autograd")

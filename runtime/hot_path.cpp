@@ -1,0 +1,554 @@
+// cukiln's native hot path: the torch ops' per-call work in C++ (cukiln/native.py builds and loads it).
+//
+// Every cukiln torch op is defined in Python (torch_support.LIBRARY) with a Python kernel that validates, plans and
+// launches. Through the dispatcher (eager op calls, torch.compile'd graphs, CUDA-graph captures) a Python kernel
+// costs its boxing into Python and its Python frames on every call. This file registers two boxed C++ kernels per
+// op instead:
+//
+//   gate (Autograd key)  a call that needs autograd (grad mode on, a tensor argument requiring grad) goes to the
+//                        op's Python autograd kernel (a gradient, or a refusal); every other call redispatches below
+//                        autograd, where fake tensors meet their fake kernel and real CUDA tensors the hot kernel.
+//   hot  (CUDA key)      the plan cache: a key of the call's metadata (each tensor's shape, strides, dtype, device,
+//                        pointer alignment; each scalar's value, except the integer lengths a plan refills), and on a
+//                        hit the plan's launches with this call's pointers and lengths written into copies of their
+//                        parameter structs: the outputs allocated, the overlap checks and length checks made, the
+//                        kernels launched through the driver, written tensors' versions bumped. A miss (or a hit
+//                        whose checks fail) calls the op's Python kernel, which validates, raises or launches, and
+//                        describes its plan for the next call (runtime/native.py: the description's fields).
+//
+// The driver is reached through libcuda's own symbols (no CUDA headers needed to build: the few types used are
+// declared below as cuda.h lays them out), so the file builds against any torch, with or without CUDA.
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <dlfcn.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/extension.h>
+#include <torch/library.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+// --- the driver, as cuda.h declares the parts used here ---------------------------------------------------------
+
+using CUresult = int;
+using CUfunction = void*;
+using CUcontext = void*;
+using CUstream = void*;
+
+struct LaunchAttribute {  // CUlaunchAttribute: an id, padding to 8 bytes, a 64-byte value union
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    struct { unsigned x, y, z; } cluster;
+    int programmatic;
+  } value;
+};
+constexpr int kAttributeClusterDimension = 4;          // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+constexpr int kAttributeProgrammaticSerialization = 6; // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
+struct LaunchConfig {  // CUlaunchConfig
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared;
+  CUstream stream;
+  LaunchAttribute* attributes;
+  unsigned attribute_count;
+};
+
+struct Driver {
+  CUresult (*launch_ex)(const LaunchConfig*, CUfunction, void**, void**) = nullptr;
+  CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                     void**, void**) = nullptr;
+  CUresult (*get_current)(CUcontext*) = nullptr;
+  CUresult (*set_current)(CUcontext) = nullptr;
+  CUresult (*error_name)(CUresult, const char**) = nullptr;
+
+  Driver() {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return;  // no driver: the hot kernel never launches (CUDA tensors cannot exist either)
+    launch_ex = reinterpret_cast<decltype(launch_ex)>(dlsym(lib, "cuLaunchKernelEx"));
+    launch = reinterpret_cast<decltype(launch)>(dlsym(lib, "cuLaunchKernel"));
+    get_current = reinterpret_cast<decltype(get_current)>(dlsym(lib, "cuCtxGetCurrent"));
+    set_current = reinterpret_cast<decltype(set_current)>(dlsym(lib, "cuCtxSetCurrent"));
+    error_name = reinterpret_cast<decltype(error_name)>(dlsym(lib, "cuGetErrorName"));
+  }
+
+  void check(CUresult result, const char* what, const std::string& symbol) const {
+    if (result == 0) return;
+    const char* name = "unknown error";
+    if (error_name != nullptr) error_name(result, &name);
+    TORCH_CHECK(false, what, "(", symbol, ") failed: ", name);
+  }
+};
+
+const Driver& driver() {
+  static const Driver d;
+  return d;
+}
+
+// --- plans ------------------------------------------------------------------------------------------------------
+
+enum Source : int { kArgument = 0, kOutput = 1, kScratch = 2 };
+
+struct PointerSlot {  // a pointer field: the source tensor's data pointer plus a byte offset
+  int64_t offset, source, index, add;
+};
+
+struct IntegerSlot {  // an integer field filled with an int argument's value (a length the key leaves out)
+  int64_t offset, argument;
+};
+
+struct TensorMaps {  // fields holding TMA tensor maps of argument tensors, encoded by Python per pointer set
+  // A plan may be dropped by a thread without the GIL (the last call using it after a clear): its Python object is
+  // released under the GIL, or leaked once the interpreter is gone.
+  ~TensorMaps() {
+    if (!Py_IsInitialized()) {
+      encode.release();
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    encode = py::object();
+  }
+  std::vector<int64_t> offsets, arguments;
+  py::object encode;  // encode(pointers tuple) -> list of bytes, one per offset
+  std::vector<int64_t> last_pointers;
+  std::vector<std::string> last_maps;
+};
+
+struct Launch {
+  std::string symbol;
+  CUfunction function = nullptr;
+  CUcontext context = nullptr;
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+  unsigned shared = 0, cluster = 1;
+  bool programmatic = false;
+  std::string params;  // the parameter struct with every refilled field at its base value
+  std::vector<PointerSlot> pointers;
+  std::vector<IntegerSlot> integers;
+  std::unique_ptr<TensorMaps> maps;
+};
+
+struct Allocation {
+  std::vector<int64_t> sizes, strides;
+  c10::ScalarType dtype;
+};
+
+struct Overlap {  // a written argument tensor and a read one whose byte spans must not meet
+  int64_t written, checked, written_lo, written_hi, checked_lo, checked_hi;
+};
+
+struct IntegerBound {  // lo <= value <= hi, for an int argument the key leaves out
+  int64_t argument, lo, hi;
+};
+
+struct Plan {
+  bool python_only = true;  // the op's Python kernel serves every call of this key
+  int64_t device = 0;
+  std::vector<Launch> launches;
+  std::vector<Allocation> outputs, scratch;
+  std::vector<int64_t> returns;  // output index of each value the op returns
+  std::vector<Overlap> overlaps;
+  std::vector<IntegerBound> bounds;
+  std::vector<std::pair<int64_t, int64_t>> ordered;  // (a, b): int argument a <= int argument b
+  std::vector<int64_t> bumps;  // argument tensors written (their versions are bumped)
+};
+
+constexpr size_t kMaxPlans = 4096;  // per op, as the Python plan caches: cleared when full
+
+struct OpState {
+  std::string name;
+  py::object miss;      // the Python kernel: miss(*arguments) -> (result, description or None)
+  py::object autograd;  // the Python autograd kernel: autograd(*arguments) -> result
+  std::vector<bool> per_call;  // int arguments left out of the key (refilled lengths)
+  std::mutex lock;
+  std::unordered_map<std::string, std::shared_ptr<Plan>> plans;
+};
+
+// Never destroyed: the ops' states hold Python objects, which must not be released after the interpreter is gone,
+// and their kernels stay registered as long as the process lives.
+std::mutex registry_lock;
+std::unordered_map<std::string, std::unique_ptr<OpState>>& registry() {
+  static auto* ops = new std::unordered_map<std::string, std::unique_ptr<OpState>>();
+  return *ops;
+}
+std::unordered_map<int, std::unique_ptr<torch::Library>>& libraries() {  // one per dispatch key
+  static auto* by_key = new std::unordered_map<int, std::unique_ptr<torch::Library>>();
+  return *by_key;
+}
+
+OpState& state_of(const c10::OperatorHandle& op) {
+  const auto& name = op.schema().name();
+  std::lock_guard<std::mutex> guard(registry_lock);
+  auto found = registry().find(name);
+  TORCH_CHECK(found != registry().end(), "cukiln native hot path: ", name, " is not registered");
+  return *found->second;
+}
+
+// --- the key ----------------------------------------------------------------------------------------------------
+
+template <typename T>
+void append(std::string& key, T value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+// The call's key, or false where an argument is of a kind the key does not cover (the Python kernel serves it).
+bool key_of(const torch::jit::Stack& stack, size_t first, size_t count, const OpState& state, std::string& key) {
+  key.reserve(256);
+  for (size_t i = 0; i < count; ++i) {
+    const c10::IValue& v = stack[first + i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) {
+        key.push_back('u');
+        continue;
+      }
+      key.push_back('t');
+      append<int64_t>(key, t.dim());
+      for (int64_t n : t.sizes()) append(key, n);
+      for (int64_t n : t.strides()) append(key, n);
+      append<int8_t>(key, static_cast<int8_t>(t.scalar_type()));
+      append<int8_t>(key, static_cast<int8_t>(t.device().type()));
+      append<int8_t>(key, t.device().index());
+      append<int8_t>(key, t.is_neg() || t.is_conj());
+      append<int8_t>(key, static_cast<int8_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) & 15));
+    } else if (v.isNone()) {
+      key.push_back('n');
+    } else if (v.isInt()) {
+      key.push_back('i');
+      if (!state.per_call[i]) append<int64_t>(key, v.toInt());
+    } else if (v.isDouble()) {
+      key.push_back('d');
+      append<double>(key, v.toDouble());
+    } else if (v.isBool()) {
+      key.push_back(v.toBool() ? 'T' : 'F');
+    } else if (v.isString()) {
+      const auto& s = v.toStringRef();
+      key.push_back('s');
+      append<int64_t>(key, static_cast<int64_t>(s.size()));
+      key.append(s);
+    } else if (v.isIntList()) {
+      key.push_back('l');
+      auto list = v.toIntList();
+      append<int64_t>(key, static_cast<int64_t>(list.size()));
+      for (int64_t n : list) append(key, n);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// --- the hot kernel ---------------------------------------------------------------------------------------------
+
+std::shared_ptr<Plan> plan_of(const py::object& description);
+
+// The Python kernel on the call's arguments: its result pushed as the op's returns, its plan (if it describes one)
+// kept under ``key`` (empty: not cacheable).
+void run_python(const c10::OperatorHandle& op, OpState& state, torch::jit::Stack* stack, const std::string& key,
+                bool describe) {
+  const auto& schema = op.schema();
+  const size_t count = schema.arguments().size();
+  auto arguments = torch::jit::last(*stack, count);
+  py::gil_scoped_acquire gil;
+  py::tuple args(count);
+  for (size_t i = 0; i < count; ++i) args[i] = torch::jit::toPyObject(arguments[i]);
+  torch::jit::drop(*stack, count);
+  py::tuple answer = state.miss(*args);
+  py::object result = answer[0];
+  if (describe && !key.empty()) {
+    auto plan = plan_of(answer[1]);
+    std::lock_guard<std::mutex> guard(state.lock);
+    if (state.plans.size() >= kMaxPlans) state.plans.clear();
+    state.plans[key] = plan;
+  }
+  const auto& returns = schema.returns();
+  if (returns.size() == 1) {
+    stack->push_back(torch::jit::toIValue(result, returns[0].type()));
+  } else if (returns.size() > 1) {
+    py::tuple values = result;
+    for (size_t i = 0; i < returns.size(); ++i) stack->push_back(torch::jit::toIValue(values[i], returns[i].type()));
+  }
+}
+
+int64_t pointer_of(const c10::IValue& v) {
+  if (!v.isTensor()) return 0;
+  const at::Tensor& t = v.toTensor();
+  return t.defined() ? reinterpret_cast<int64_t>(t.data_ptr()) : 0;
+}
+
+// Whether this call passes the checks a plan leaves to each call (lengths in range, written tensors apart from
+// the ones read); a call that fails them goes to the Python kernel, which raises the error that explains it.
+bool passes(const Plan& plan, const c10::IValue* args) {
+  for (const auto& b : plan.bounds) {
+    int64_t value = args[b.argument].toInt();
+    if (value < b.lo || value > b.hi) return false;
+  }
+  for (const auto& [a, b] : plan.ordered) {
+    if (args[a].toInt() > args[b].toInt()) return false;
+  }
+  for (const auto& o : plan.overlaps) {
+    int64_t w = pointer_of(args[o.written]), c = pointer_of(args[o.checked]);
+    if (w == 0 || c == 0) continue;
+    if (w + o.written_lo < c + o.checked_hi && c + o.checked_lo < w + o.written_hi) return false;
+  }
+  return true;
+}
+
+void launch(const Driver& d, Launch& l, const c10::IValue* args, const std::vector<at::Tensor>& outputs,
+            const std::vector<at::Tensor>& scratch, CUstream stream) {
+  alignas(64) char params[4096];
+  std::memcpy(params, l.params.data(), l.params.size());
+  for (const auto& s : l.pointers) {
+    int64_t base = s.source == kArgument ? pointer_of(args[s.index])
+                   : s.source == kOutput ? reinterpret_cast<int64_t>(outputs[s.index].data_ptr())
+                                         : reinterpret_cast<int64_t>(scratch[s.index].data_ptr());
+    int64_t value = base + s.add;
+    std::memcpy(params + s.offset, &value, sizeof value);
+  }
+  for (const auto& s : l.integers) {
+    int64_t value = args[s.argument].toInt();
+    std::memcpy(params + s.offset, &value, sizeof value);
+  }
+  if (l.maps) {
+    TensorMaps& m = *l.maps;
+    std::vector<int64_t> now;
+    now.reserve(m.arguments.size());
+    for (int64_t a : m.arguments) now.push_back(pointer_of(args[a]));
+    if (now != m.last_pointers) {  // new caches: their maps encoded once, then kept (a decode loop reuses them)
+      py::gil_scoped_acquire gil;
+      py::tuple pointers(now.size());
+      for (size_t i = 0; i < now.size(); ++i) pointers[i] = py::int_(now[i]);
+      py::list maps = m.encode(pointers);
+      m.last_maps.clear();
+      for (auto item : maps) m.last_maps.push_back(item.cast<std::string>());
+      m.last_pointers = now;
+    }
+    for (size_t i = 0; i < m.offsets.size(); ++i)
+      std::memcpy(params + m.offsets[i], m.last_maps[i].data(), m.last_maps[i].size());
+  }
+  void* kernel_params[] = {params};
+  CUcontext current = nullptr;
+  d.check(d.get_current(&current), "cuCtxGetCurrent", l.symbol);
+  const bool switch_context = current != l.context;  // a tensor on another device than the thread's current one
+  if (switch_context) d.check(d.set_current(l.context), "cuCtxSetCurrent", l.symbol);
+  CUresult result;
+  if (l.programmatic) {
+    LaunchAttribute attributes[2] = {};
+    attributes[0].id = kAttributeProgrammaticSerialization;
+    attributes[0].value.programmatic = 1;
+    unsigned count = 1;
+    if (l.cluster > 1) {
+      attributes[1].id = kAttributeClusterDimension;
+      attributes[1].value.cluster = {l.cluster, 1, 1};
+      count = 2;
+    }
+    LaunchConfig config{l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared, stream,
+                        attributes, count};
+    result = d.launch_ex(&config, l.function, kernel_params, nullptr);
+  } else {
+    result = d.launch(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared,
+                      stream, kernel_params, nullptr);
+  }
+  if (switch_context) d.set_current(current);
+  d.check(result, "cuLaunchKernel", l.symbol);
+}
+
+void hot(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  OpState& state = state_of(op);
+  const size_t count = op.schema().arguments().size();
+  const size_t first = stack->size() - count;
+  std::string key;
+  if (!key_of(*stack, first, count, state, key)) {
+    run_python(op, state, stack, std::string(), false);
+    return;
+  }
+  std::shared_ptr<Plan> plan;
+  {
+    std::lock_guard<std::mutex> guard(state.lock);
+    auto found = state.plans.find(key);
+    if (found != state.plans.end()) plan = found->second;
+  }
+  const c10::IValue* args = stack->data() + first;
+  if (plan == nullptr || plan->python_only || !passes(*plan, args)) {
+    run_python(op, state, stack, key, plan == nullptr);
+    return;
+  }
+  const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(plan->device));
+  auto options = at::TensorOptions().device(device);
+  std::vector<at::Tensor> outputs, scratch;
+  outputs.reserve(plan->outputs.size());
+  for (const auto& a : plan->outputs) outputs.push_back(at::empty_strided(a.sizes, a.strides, options.dtype(a.dtype)));
+  for (const auto& a : plan->scratch) scratch.push_back(at::empty_strided(a.sizes, a.strides, options.dtype(a.dtype)));
+  if (!plan->launches.empty()) {
+    const Driver& d = driver();
+    auto stream = static_cast<CUstream>(
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle());
+    for (auto& l : plan->launches) launch(d, l, args, outputs, scratch, stream);
+  }
+  for (int64_t a : plan->bumps) args[a].toTensor().unsafeGetTensorImpl()->bump_version();
+  // scratch (split results) lives until here: the caching allocator orders any reuse after the queued kernels
+  torch::jit::drop(*stack, count);
+  for (int64_t r : plan->returns) stack->push_back(outputs[r]);
+}
+
+// --- the gate ---------------------------------------------------------------------------------------------------
+
+void gate(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const size_t count = op.schema().arguments().size();
+  bool grad = false;
+  if (c10::GradMode::is_enabled()) {
+    for (const auto& v : torch::jit::last(*stack, count)) {
+      if (v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad()) {
+        grad = true;
+        break;
+      }
+    }
+  }
+  if (!grad) {
+    op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+    return;
+  }
+  OpState& state = state_of(op);
+  auto arguments = torch::jit::last(*stack, count);
+  py::gil_scoped_acquire gil;
+  py::tuple args(count);
+  for (size_t i = 0; i < count; ++i) args[i] = torch::jit::toPyObject(arguments[i]);
+  torch::jit::drop(*stack, count);
+  py::object result = state.autograd(*args);
+  const auto& returns = op.schema().returns();
+  if (returns.size() == 1) {
+    stack->push_back(torch::jit::toIValue(result, returns[0].type()));
+  } else if (returns.size() > 1) {
+    py::tuple values = result;
+    for (size_t i = 0; i < returns.size(); ++i) stack->push_back(torch::jit::toIValue(values[i], returns[i].type()));
+  }
+}
+
+// --- descriptions (runtime/native.py builds them) -----------------------------------------------------------------
+
+template <typename T>
+std::vector<T> ints(const py::handle& h) {
+  std::vector<T> out;
+  for (auto item : h) out.push_back(item.cast<T>());
+  return out;
+}
+
+std::shared_ptr<Plan> plan_of(const py::object& description) {
+  auto plan = std::make_shared<Plan>();
+  if (description.is_none()) return plan;  // python_only
+  py::dict d = description;
+  plan->python_only = false;
+  plan->device = d["device"].cast<int64_t>();
+  for (auto item : d["launches"]) {
+    py::dict l = item.cast<py::dict>();
+    Launch launch;
+    launch.symbol = l["symbol"].cast<std::string>();
+    launch.function = reinterpret_cast<CUfunction>(l["function"].cast<uintptr_t>());
+    launch.context = reinterpret_cast<CUcontext>(l["context"].cast<uintptr_t>());
+    auto grid = ints<unsigned>(l["grid"]), block = ints<unsigned>(l["block"]);
+    std::copy(grid.begin(), grid.end(), launch.grid);
+    std::copy(block.begin(), block.end(), launch.block);
+    launch.shared = l["shared"].cast<unsigned>();
+    launch.cluster = l["cluster"].cast<unsigned>();
+    launch.programmatic = l["programmatic"].cast<bool>();
+    launch.params = l["params"].cast<std::string>();
+    TORCH_CHECK(launch.params.size() <= 4096, "cukiln native hot path: a parameter struct over 4096 bytes");
+    for (auto s : l["pointers"]) {
+      auto v = ints<int64_t>(s);
+      launch.pointers.push_back({v[0], v[1], v[2], v[3]});
+    }
+    for (auto s : l["integers"]) {
+      auto v = ints<int64_t>(s);
+      launch.integers.push_back({v[0], v[1]});
+    }
+    if (!l["maps"].is_none()) {
+      py::tuple m = l["maps"];
+      launch.maps = std::make_unique<TensorMaps>();
+      launch.maps->offsets = ints<int64_t>(m[0]);
+      launch.maps->arguments = ints<int64_t>(m[1]);
+      launch.maps->encode = m[2];
+    }
+    plan->launches.push_back(std::move(launch));
+  }
+  for (const char* which : {"outputs", "scratch"}) {
+    auto& into = std::string(which) == "outputs" ? plan->outputs : plan->scratch;
+    for (auto item : d[which]) {
+      py::tuple a = item.cast<py::tuple>();
+      into.push_back({ints<int64_t>(a[0]), ints<int64_t>(a[1]),
+                      static_cast<c10::ScalarType>(a[2].cast<int64_t>())});
+    }
+  }
+  plan->returns = ints<int64_t>(d["returns"]);
+  for (auto item : d["overlaps"]) {
+    auto v = ints<int64_t>(item);
+    plan->overlaps.push_back({v[0], v[1], v[2], v[3], v[4], v[5]});
+  }
+  for (auto item : d["bounds"]) {
+    auto v = ints<int64_t>(item);
+    plan->bounds.push_back({v[0], v[1], v[2]});
+  }
+  for (auto item : d["ordered"]) {
+    auto v = ints<int64_t>(item);
+    plan->ordered.emplace_back(v[0], v[1]);
+  }
+  plan->bumps = ints<int64_t>(d["bumps"]);
+  return plan;
+}
+
+// --- what Python calls ------------------------------------------------------------------------------------------
+
+torch::Library& library(c10::DispatchKey key) {
+  auto& l = libraries()[static_cast<int>(key)];
+  if (!l) l = std::make_unique<torch::Library>(torch::Library::IMPL, "cukiln", key, __FILE__, __LINE__);
+  return *l;
+}
+
+void register_op(const std::string& name, py::object miss, py::object autograd, std::vector<bool> per_call) {
+  auto state = std::make_unique<OpState>();
+  state->name = "cukiln::" + name;
+  state->miss = std::move(miss);
+  state->autograd = std::move(autograd);
+  state->per_call = std::move(per_call);
+  {
+    std::lock_guard<std::mutex> guard(registry_lock);
+    registry()[state->name] = std::move(state);
+  }
+  library(c10::DispatchKey::CUDA).impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&hot>());
+  library(c10::DispatchKey::Autograd).impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&gate>());
+}
+
+void clear() {
+  std::lock_guard<std::mutex> guard(registry_lock);
+  for (auto& [name, state] : registry()) {
+    std::lock_guard<std::mutex> op_guard(state->lock);
+    state->plans.clear();
+  }
+}
+
+size_t plan_count(const std::string& name) {
+  std::lock_guard<std::mutex> guard(registry_lock);
+  auto found = registry().find("cukiln::" + name);
+  if (found == registry().end()) return 0;
+  std::lock_guard<std::mutex> op_guard(found->second->lock);
+  return found->second->plans.size();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "cukiln's native hot path for its torch ops (see hot_path.cpp)";
+  m.def("register_op", &register_op, "C++ kernels for cukiln::NAME at the CUDA and Autograd keys");
+  m.def("clear", &clear, "forget every cached plan");
+  m.def("plan_count", &plan_count, "the cached plans of cukiln::NAME");
+  m.def("driver_found", [] { return driver().launch != nullptr; }, "whether libcuda was found");
+}

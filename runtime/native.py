@@ -1,0 +1,130 @@
+"""The native hot path (hot_path.cpp): the torch ops' per-call work in C++, built once per torch version.
+
+Through the dispatcher (eager op calls, torch.compile'd graphs, CUDA-graph captures) a Python kernel costs its
+boxing into Python and its Python frames on every call; `cukiln bench overhead` measures both. With the native hot
+path each cukiln torch op gets two C++ kernels (hot_path.cpp says what each does): a gate at the Autograd key and a
+plan cache at the CUDA key. The op's Python kernel still decides everything: on a plan-cache miss the C++ kernel
+calls it, and it validates, plans, launches and returns a *description* of its plan (``describe`` below), which the
+C++ side replays on every later call with the same metadata. A call its description cannot serve (lengths out of
+range, written tensors overlapping the ones read) goes back to the Python kernel, which raises the error.
+
+The extension is compiled with torch.utils.cpp_extension on first use (a C++ compiler and ninja are needed; about
+half a minute) into the user cache, once per torch version and source. ``CUKILN_NATIVE=0`` turns it off; so does a
+failed build (said once on stderr): the ops then run their Python kernels, with the same results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import struct
+import sys
+from pathlib import Path
+
+from .overrides import on_change
+
+SOURCE = Path(__file__).with_name("hot_path.cpp")
+
+# Where a pointer field's value comes from (hot_path.cpp's Source).
+ARGUMENT, OUTPUT, SCRATCH = 0, 1, 2
+
+_module = None
+_tried = False
+
+
+def module():
+    """The loaded extension, or None (turned off, or no build possible here)."""
+    global _module, _tried
+    if not _tried:
+        _tried = True
+        if os.environ.get("CUKILN_NATIVE", "1") != "0":
+            _module = _build()
+            if _module is not None:
+                on_change(_module.clear)  # a forced dispatch choice changes what the plans would be
+    return _module
+
+
+def _build_directory(torch) -> Path:
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    root = Path(os.environ.get("CUKILN_CACHE_DIR") or Path.home() / ".cache" / "cukiln")
+    version = re.sub(r"[^0-9A-Za-z.]", "_", torch.__version__)
+    return root / "native" / f"torch-{version}-py{sys.version_info[0]}{sys.version_info[1]}-{digest}"
+
+
+def _build():
+    import torch
+    from torch.utils import cpp_extension
+
+    directory = _build_directory(torch)
+    name = "cukiln_hot_path"
+    fresh = not any(directory.glob(f"{name}*.so"))
+    if fresh:
+        print("cukiln: compiling the native hot path for this torch (once; about half a minute)", file=sys.stderr)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        return cpp_extension.load(name, [str(SOURCE)], extra_cflags=["-O2"], build_directory=str(directory),
+                                  verbose=False)
+    except Exception as error:  # no compiler, no ninja, headers missing: the Python kernels serve every call
+        print(f"cukiln: the native hot path is off ({type(error).__name__}: {str(error).splitlines()[0][:200]}); "
+              "the torch ops run their Python kernels", file=sys.stderr)
+        return None
+
+
+def register(name: str, miss, autograd, per_call: tuple[bool, ...]) -> bool:
+    """C++ kernels for op cukiln::``name`` when the extension loads (False otherwise: the caller registers its
+    Python autograd kernel). ``miss(*arguments) -> (result, description or None)`` runs a call in Python;
+    ``autograd(*arguments)`` serves calls that need autograd; ``per_call`` marks the int arguments a plan refills
+    (left out of the plan-cache key)."""
+    native = module()
+    if native is None:
+        return False
+    native.register_op(name, miss, autograd, list(per_call))
+    return True
+
+
+def field_offsets(fmt: str) -> list[int]:
+    """Byte offset of each field of a struct format of codegen/abi.struct_format (trailing padding not a field)."""
+    offsets, at = [], 0
+    for count, code in re.findall(r"(\d*)([a-zA-Z])", fmt):
+        if code == "x":
+            at += int(count or 1)
+            continue
+        offsets.append(at)
+        at += struct.calcsize("<" + count + code)
+    return offsets
+
+
+def launch_description(bound, template, pointer_slots, integer_slots=(), maps=None) -> dict:
+    """One kernel launch of a description: ``bound`` (launch.Kernel), ``template`` the parameter values with every
+    refilled field at its base value, ``pointer_slots`` (field index, source, index, bytes added), ``integer_slots``
+    (field index, argument index), ``maps`` None or (field indices, argument indices, encode)."""
+    offsets = field_offsets(bound.packer.format)
+    return {"symbol": bound.symbol, "function": int(bound.function), "context": int(bound.context),
+            "grid": tuple(bound.grid), "block": tuple(bound.block), "shared": bound.shared, "cluster": bound.cluster,
+            "programmatic": bound.overlap_previous, "params": bound.packer.pack(*template),
+            "pointers": [(offsets[f], source, index, add) for f, source, index, add in pointer_slots],
+            "integers": [(offsets[f], argument) for f, argument in integer_slots],
+            "maps": None if maps is None else ([offsets[f] for f in maps[0]], list(maps[1]), maps[2])}
+
+
+def allocation(t) -> tuple:
+    """How the C++ side allocates a tensor like ``t``: (sizes, strides, torch ScalarType number)."""
+    return tuple(t.shape), tuple(t.stride()), _scalar_type(t.dtype)
+
+
+def _scalar_type(dtype) -> int:
+    import torch
+
+    return {torch.float32: 6, torch.float16: 5, torch.bfloat16: 15, torch.int32: 3, torch.int64: 4}[dtype]
+
+
+def describe(device: int, launches: list, *, outputs=(), scratch=(), returns=(), overlaps=(), bounds=(), ordered=(),
+             bumps=()) -> dict:
+    """A plan for hot_path.cpp: ``launches`` (launch_description), tensors allocated per call (``outputs``,
+    ``scratch``: allocation tuples), the output index of each returned value, ``overlaps`` (written argument,
+    checked argument, their byte spans' lo and hi relative to each pointer), int ``bounds`` (argument, lo, hi),
+    ``ordered`` pairs (a, b) of int arguments with a <= b, argument tensors written (``bumps``: versions bumped)."""
+    return {"device": device, "launches": launches, "outputs": list(outputs), "scratch": list(scratch),
+            "returns": list(returns), "overlaps": list(overlaps), "bounds": list(bounds), "ordered": list(ordered),
+            "bumps": list(bumps)}

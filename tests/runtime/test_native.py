@@ -1,0 +1,165 @@
+"""The native hot path's descriptions, checked on the CPU: replaying a description the way hot_path.cpp does (the
+template's bytes, this call's pointers and lengths written at their offsets) must give, byte for byte, the
+parameter struct the Python path hands the kernel for the same call; and a description must decline what it
+cannot serve. The C++ side itself runs in the GPU tests (every torch-op test goes through it there)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cukiln  # noqa: E402
+import cukiln.torch  # noqa: E402,F401  (registers the ops)
+from cukiln import decode_api, native, overrides, rope_api, rope_torch  # noqa: E402
+
+from .test_call_path import stub_device  # noqa: E402
+
+
+class _Bound:
+    """Stands in for launch.Kernel: what a description reads of one, and each call's packed parameters."""
+
+    def __init__(self, log, symbol, fmt, grid, block, shared=0, overlap_previous=False, cluster=1):
+        self.log, self.symbol, self.packer = log, symbol, struct.Struct(fmt)
+        self.grid, self.block, self.shared, self.cluster = grid, block, shared, cluster
+        self.overlap_previous, self.function, self.context = overlap_previous, 0x1000 + len(log), 0x2000
+
+    def __call__(self, values, stream):
+        self.log.append((self.symbol, self.packer.pack(*values)))
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    log = []
+    stub_device(monkeypatch.setattr, lambda device, module, symbol, fmt, grid, block, *rest:
+                _Bound(log, symbol, fmt, grid, block, *rest))
+    return log
+
+
+def _replay(description: dict, args: tuple, outputs=(), scratch=()) -> list:
+    """Each launch's parameter bytes as hot_path.cpp builds them for a call with these op arguments."""
+    def pointer(source, index):
+        t = (args, outputs, scratch)[source][index]
+        return 0 if t is None or type(t) is int else t.data_ptr()
+
+    built = []
+    for launch in description["launches"]:
+        params = bytearray(launch["params"])
+        for offset, source, index, add in launch["pointers"]:
+            struct.pack_into("<q", params, offset, pointer(source, index) + add)
+        for offset, argument in launch["integers"]:
+            struct.pack_into("<q", params, offset, args[argument])
+        if launch["maps"] is not None:
+            offsets, arguments, encode = launch["maps"]
+            for offset, encoded in zip(offsets, encode(tuple(pointer(0, a) for a in arguments))):
+                params[offset:offset + len(encoded)] = encoded
+        built.append((launch["symbol"], bytes(params)))
+    return built
+
+
+def _op_args(x, **kw) -> tuple:
+    defaults = dict(rope_api.rope.__kwdefaults__, **kw)
+    return (x,) + rope_torch._op_args(*(defaults[name] for name in rope_torch.ARGUMENTS[:-3]))
+
+
+def test_field_offsets_follow_the_struct_format():
+    assert native.field_offsets("<QQqd") == [0, 8, 16, 24]
+    assert native.field_offsets("<128s128sQq32x") == [0, 128, 256, 264]
+
+
+@pytest.mark.parametrize("inplace", [True, False])
+def test_a_rope_description_replays_the_python_paths_parameters(launches, inplace):
+    kw = dict(freqs=torch.rand(64, 32), layout="bshd", rotary_dim=32, rotary_offset=16, mscale=1.5)
+    x = torch.randn(2, 5, 4, 64, dtype=torch.bfloat16)
+    result = x if inplace else torch.empty_like(x)
+    rope_api.run_rope(x, *(dict(rope_api.rope.__kwdefaults__, **kw)[n] for n in rope_api.ARGUMENTS[:-3]),
+                      inplace, result)
+    args = _op_args(x, **kw)
+    description = rope_api.describe_op(x, None, rope_torch._run_args(args[1:]), inplace, rope_torch._ONE,
+                                       result, None)
+    assert description["returns"] == ([] if inplace else [0])
+    assert description["bumps"] == ([0] if inplace else [])
+    # another call of the same metadata: new tensors, the Python path's parameters against the replay's
+    x2 = torch.randn(2, 5, 4, 64, dtype=torch.bfloat16)
+    freqs2 = torch.rand(64, 32)
+    kw2 = dict(kw, freqs=freqs2)
+    out2 = x2 if inplace else torch.empty_like(x2)
+    rope_api.run_rope(x2, *(dict(rope_api.rope.__kwdefaults__, **kw2)[n] for n in rope_api.ARGUMENTS[:-3]),
+                      inplace, out2 if not inplace else x2)
+    assert _replay(description, _op_args(x2, **kw2), () if inplace else (out2,)) == launches[-1:]
+
+
+def test_a_rope_qk_description_replays_both_launches_of_strided_heads(launches):
+    # last dims with a stride of 2: no _qk kernel serves them, so q and k launch one after the other
+    q = torch.randn(6, 2, 4, 128, dtype=torch.float16)[..., ::2]
+    k = torch.randn(6, 2, 2, 128, dtype=torch.float16)[..., ::2]
+    kw = dict(base=500000.0, positions=torch.arange(6))
+    args = (q, k) + _op_args(q, **kw)[1:]
+    q_out, k_out = rope_torch._rope_qk_kernel(*args)
+    description = rope_api.describe_op(q, k, rope_torch._run_args(args[2:]), False, rope_torch._TWO, q_out, k_out)
+    assert len(description["launches"]) == 2 and description["returns"] == [0, 1]
+    assert _replay(description, args, (q_out, k_out)) == launches[-2:]
+
+
+def test_host_cu_seqlens_are_not_described(launches):
+    x = torch.randn(30, 4, 64, dtype=torch.float16)
+    args = _op_args(x, base=10000.0, layout="thd", cu_seqlens=torch.tensor([0, 10, 30], dtype=torch.int32))
+    # the call's cu_seqlens on the host: its values are checked per call, which a description cannot do
+    out = rope_torch._rope_kernel(*args)
+    assert rope_api.describe_op(x, None, rope_torch._run_args(args[1:]), False, rope_torch._ONE, out, None) is None
+
+
+@pytest.mark.parametrize("pipeline", ["narrow", "ws"])
+def test_a_decode_description_replays_lengths_and_maps(launches, pipeline):
+    q = torch.randn(2, 8, 128, dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 256, 128, dtype=torch.bfloat16) for _ in range(2))
+    with overrides.forced("decode_pipeline", pipeline):
+        out, lse = decode_api.run_decode(q, k, v, 100, "bhsd", 3, None, 30.0, None, None, True, False)
+        description = decode_api.describe_op(q, k, v, 100, "bhsd", 3, None, 30.0, None, False, out, lse)
+        assert description["bounds"] == [(4, 0, 256), (7, 0, 2 ** 62)] and description["ordered"] == [(7, 4)]
+        assert description["scratch"] == [] and description["returns"] == [0, 1]
+        for launch in description["launches"]:
+            assert (launch["maps"] is not None) == (pipeline == "ws" and launch is description["launches"][0])
+        # another call: other caches and lengths, the same metadata
+        k2, v2 = torch.randn_like(k), torch.randn_like(v)
+        out2, lse2 = decode_api.run_decode(q, k2, v2, 77, "bhsd", 5, None, 30.0, None, None, True, False)
+    replayed = _replay(description, (q, k2, v2, None, 77, "bhsd", None, 5, None, 30.0, None, False), (out2, lse2))
+    assert replayed == launches[-len(replayed):]
+
+
+def test_a_decode_description_of_a_split_merge_allocates_its_workspace(launches):
+    q = torch.randn(2, 8, 128, dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 256, 128, dtype=torch.bfloat16) for _ in range(2))
+    lens = torch.full((2,), 100, dtype=torch.int32)
+    out, lse = torch.empty_like(q), torch.empty(2, 8)
+    # 16 splits merge in the combine kernel, through a workspace of partial results allocated per call
+    with pytest.MonkeyPatch.context() as patch:  # a device tensor of lengths, as the stub sees one
+        patch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
+        description = decode_api.describe_op(q, k, v, lens, "bhsd", None, None, None, 16, False, out, lse)
+    attention, combine = description["launches"]
+    assert [(shape, dtype) for shape, _, dtype in description["scratch"]] == [((2, 8, 16, 128), 6), ((2, 8, 16), 6)]
+    for launch in (attention, combine):
+        assert {index for _, source, index, _ in launch["pointers"] if source == native.SCRATCH} == {0, 1}
+    assert (0, native.ARGUMENT, 3, 0) in [(0, s, i, a) for _, s, i, a in attention["pointers"]], "lengths by pointer"
+    # kv_start is the op's int (0 here), refilled per call; kv_lens comes by pointer
+    assert [a for _, a in attention["integers"]] == [7] and description["bounds"] == [(7, 0, 2 ** 62)]
+
+
+def test_decode_lengths_in_host_tensors_are_not_described(launches):
+    q = torch.randn(2, 8, 128, dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 256, 128, dtype=torch.bfloat16) for _ in range(2))
+    lens = torch.tensor([100, 7], dtype=torch.int32)
+    out, lse = decode_api.run_decode(q, k, v, lens, "bhsd", None, None, None, None, None, True, False)
+    assert decode_api.describe_op(q, k, v, lens, "bhsd", None, None, None, None, False, out, lse) is None
+
+
+def test_forcing_an_override_tells_its_listeners(monkeypatch):
+    calls = []
+    monkeypatch.setattr(overrides, "_LISTENERS", [])
+    overrides.on_change(lambda: calls.append(overrides.CURRENT["decode_pipeline"]))
+    before = overrides.CURRENT["decode_pipeline"]
+    with overrides.forced("decode_pipeline", "deep"):
+        pass
+    assert calls == ["deep", before]
