@@ -10,7 +10,7 @@ import torch
 from .decode_api import decode_attention as _decode_attention
 from .decode_api import describe_op, run_decode
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, eager, implement
+from .torch_support import LIBRARY, direct, eager, implement
 
 __all__ = ["decode_attention"]
 
@@ -74,7 +74,7 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
                          "for out=")
     if not isinstance(kv_lens, (int, torch.Tensor)) or isinstance(kv_lens, bool):
         raise TypeError(f"kv_lens: expected an int or an int32 tensor [b], got {type(kv_lens).__name__}")
-    if eager(q):  # decode_attention refuses tensors that require grad, as the op's autograd kernel does
+    if direct(q, "decode_attention"):  # decode_attention refuses what requires grad, as the op's autograd does
         return _decode_attention(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
                                  softcap=softcap, num_splits=num_splits, return_lse=return_lse,
                                  batch_invariant=batch_invariant)

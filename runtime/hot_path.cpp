@@ -145,6 +145,9 @@ struct Allocation {
 
 struct Overlap {  // a written argument tensor and a read one whose byte spans must not meet
   int64_t written, checked, written_lo, written_hi, checked_lo, checked_hi;
+  // Rows of two slices of one buffer (q and k of a fused projection) interleave: where the pointers' distance
+  // modulo ``modulus`` lies in [lo, hi] their bytes never meet although their spans do (0: no such window).
+  int64_t modulus, lo, hi;
 };
 
 struct IntegerBound {  // lo <= value <= hi, for an int argument the key leaves out
@@ -299,7 +302,11 @@ bool passes(const Plan& plan, const c10::IValue* args) {
   for (const auto& o : plan.overlaps) {
     int64_t w = pointer_of(args[o.written]), c = pointer_of(args[o.checked]);
     if (w == 0 || c == 0) continue;
-    if (w + o.written_lo < c + o.checked_hi && c + o.checked_lo < w + o.written_hi) return false;
+    if (w + o.written_lo < c + o.checked_hi && c + o.checked_lo < w + o.written_hi) {
+      if (o.modulus == 0) return false;
+      int64_t distance = ((c - w) % o.modulus + o.modulus) % o.modulus;
+      if (distance < o.lo || distance > o.hi) return false;
+    }
   }
   return true;
 }
@@ -491,7 +498,7 @@ std::shared_ptr<Plan> plan_of(const py::object& description) {
   plan->returns = ints<int64_t>(d["returns"]);
   for (auto item : d["overlaps"]) {
     auto v = ints<int64_t>(item);
-    plan->overlaps.push_back({v[0], v[1], v[2], v[3], v[4], v[5]});
+    plan->overlaps.push_back({v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]});
   }
   for (auto item : d["bounds"]) {
     auto v = ints<int64_t>(item);

@@ -123,7 +123,8 @@ def describe(device: int, launches: list, *, outputs=(), scratch=(), returns=(),
              bumps=()) -> dict:
     """A plan for hot_path.cpp: ``launches`` (launch_description), tensors allocated per call (``outputs``,
     ``scratch``: allocation tuples), the output index of each returned value, ``overlaps`` (written argument,
-    checked argument, their byte spans' lo and hi relative to each pointer), int ``bounds`` (argument, lo, hi),
+    checked argument, their byte spans' lo and hi relative to each pointer, and the Interleaving window
+    (modulus, lo, hi) within which spans that meet share no byte, or (0, 0, 0)), int ``bounds`` (argument, lo, hi),
     ``ordered`` pairs (a, b) of int arguments with a <= b, argument tensors written (``bumps``: versions bumped)."""
     return {"device": device, "launches": launches, "outputs": list(outputs), "scratch": list(scratch),
             "returns": list(returns), "overlaps": list(overlaps), "bounds": list(bounds), "ordered": list(ordered),

@@ -332,7 +332,7 @@ def describe_op(x, k, arguments: tuple, inplace: bool, positions: dict, result, 
     """The native hot path's description (runtime/native.py) of a torch op's call just run: x (and k) rotated in
     place or into fresh outputs (``result``, ``k_result``), ``arguments`` run_rope's from freqs to backward,
     ``positions`` the op's argument index of each of x, k and the tables. None where a description cannot serve the
-    next call with this metadata (host cu_seqlens, whose values the plan checks; tensors whose spans interleave)."""
+    next call with this metadata (host cu_seqlens, whose values the plan checks)."""
     from . import native
 
     cu_seqlens = arguments[ARGUMENTS.index("cu_seqlens")]
@@ -351,10 +351,9 @@ def describe_op(x, k, arguments: tuple, inplace: bool, positions: dict, result, 
             sources.append((native.ARGUMENT, positions[name]))
     overlaps = []
     for w, i, w_lo, w_hi, i_lo, i_hi, window in cached.refill.pairs:
-        if window is not None:
-            return None
         if sources[w] is not None and sources[i] is not None:
-            overlaps.append((sources[w][1], sources[i][1], w_lo, w_hi, i_lo, i_hi))
+            apart = (0, 0, 0) if window is None else (window.modulus, window.lo, window.hi)
+            overlaps.append((sources[w][1], sources[i][1], w_lo, w_hi, i_lo, i_hi, *apart))
     launches = []
     part = cached if cached.plan is not None else None
     while part is not None:

@@ -15,7 +15,7 @@ import torch
 from . import rope_api
 from .rope_api import ARGUMENTS, run_rope, run_rope_qk
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, eager, implement, wants_grad
+from .torch_support import LIBRARY, direct, eager, implement, wants_grad
 
 __all__ = ["rope", "rope_qk"]
 
@@ -252,7 +252,7 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
         raise ValueError("out: cukiln.torch.rope returns a new tensor (or rotates x with inplace=True); "
                          "use cukiln.rope for out=")
     grad = wants_grad(x)
-    if eager(x):
+    if (grad and eager(x)) or direct(x, "rope_" if inplace else "rope"):
         if grad:
             if inplace:
                 _refuse_leaf_in_place(x)
@@ -290,7 +290,7 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
     if k is None:
         return rope(q, **dict(zip(ARGUMENTS, arguments)), backward=backward, inplace=inplace), None
     grad = wants_grad(q) or wants_grad(k)
-    if eager(q) and type(k) is torch.Tensor:
+    if ((grad and eager(q)) or direct(q, "rope_qk_" if inplace else "rope_qk")) and type(k) is torch.Tensor:
         if grad:
             for t in (q, k) if inplace else ():
                 if t.requires_grad:

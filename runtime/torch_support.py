@@ -17,6 +17,16 @@ def eager(x: torch.Tensor) -> bool:
             and not torch._C._are_functorch_transforms_active() and not torch._C._len_torch_dispatch_stack())
 
 
+_NATIVE_OPS: set[str] = set()  # the ops whose kernels the native hot path serves
+
+
+def direct(x: torch.Tensor, op: str) -> bool:
+    """True when a cukiln.torch wrapper should run the kernels from Python rather than through op cukiln::``op``:
+    an eager call (eager()) of an op the native hot path does not serve. Where it serves the op, its C++ kernels
+    run the call for less host time than the Python path (`cukiln bench overhead`), eagerly as when compiled."""
+    return op not in _NATIVE_OPS and eager(x)
+
+
 def wants_grad(x: torch.Tensor) -> bool:
     return x.requires_grad and torch.is_grad_enabled()
 
@@ -30,5 +40,7 @@ def implement(name: str, kernel, autograd, miss=None, per_call: tuple[str, ...] 
 
     LIBRARY.impl(name, kernel, "CompositeExplicitAutograd")
     arguments = [a.name for a in getattr(torch.ops.cukiln, name).default._schema.arguments]
-    if miss is None or not native.register(name, miss, autograd, tuple(a in per_call for a in arguments)):
+    if miss is not None and native.register(name, miss, autograd, tuple(a in per_call for a in arguments)):
+        _NATIVE_OPS.add(name)
+    else:
         LIBRARY.impl(name, autograd, "Autograd")

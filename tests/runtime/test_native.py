@@ -163,3 +163,38 @@ def test_forcing_an_override_tells_its_listeners(monkeypatch):
     with overrides.forced("decode_pipeline", "deep"):
         pass
     assert calls == ["deep", before]
+
+
+def _passes(description: dict, args: tuple) -> bool:
+    """hot_path.cpp's per-call checks (passes()), on op arguments."""
+    for argument, lo, hi in description["bounds"]:
+        if not lo <= args[argument] <= hi:
+            return False
+    if any(args[a] > args[b] for a, b in description["ordered"]):
+        return False
+    for w, c, w_lo, w_hi, c_lo, c_hi, modulus, lo, hi in description["overlaps"]:
+        pw, pc = args[w].data_ptr(), args[c].data_ptr()
+        if pw + w_lo < pc + c_hi and pc + c_lo < pw + w_hi and (modulus == 0 or not lo <= (pc - pw) % modulus <= hi):
+            return False
+    return True
+
+
+def test_q_and_k_slices_of_one_projection_are_served_with_their_window(launches):
+    qkv = torch.randn(16, 48 * 128, dtype=torch.bfloat16)
+    q, k = qkv[:, :4096].view(16, 32, 128), qkv[:, 4096:5120].view(16, 8, 128)
+    kw = dict(cos_sin_cache=torch.randn(4096, 128), positions=torch.arange(16), layout="thd")
+    args = (q, k) + _op_args(q, **kw)[1:]
+    rope_torch._rope_qk_inplace_kernel(*args)
+    description = rope_api.describe_op(q, k, rope_torch._run_args(args[2:]), True, rope_torch._TWO, q, k)
+    assert description is not None and any(o[6] > 0 for o in description["overlaps"]), "q and k interleave"
+    assert _passes(description, args)
+    qkv2 = torch.randn(16, 48 * 128, dtype=torch.bfloat16)
+    q2, k2 = qkv2[:, :4096].view(16, 32, 128), qkv2[:, 4096:5120].view(16, 8, 128)
+    args2 = (q2, k2) + args[2:]
+    rope_torch._rope_qk_inplace_kernel(*args2)
+    assert _replay(description, args2) == launches[-1:]
+    # the same metadata with k over q's own bytes: the check fails, so the call goes back to Python (which raises)
+    clash = qkv2[:, 1024:2048].view(16, 8, 128)
+    assert not _passes(description, (q2, clash) + args[2:])
+    with pytest.raises(ValueError, match="overlaps"):
+        rope_torch._rope_qk_inplace_kernel(q2, clash, *args[2:])
