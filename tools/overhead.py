@@ -54,14 +54,22 @@ def _paths() -> dict:
              # the compiled baselines a compiled cukiln call is held to: the same function around torch's op
              "torch.compile(fullgraph) of y.add_(1.0)": compiled(lambda t: t.add_(1.0), y),
              "torch.compile(reduce-overhead) of y.add_(1.0)": compiled(lambda t: t.add_(1.0), y,
-                                                                     mode="reduce-overhead")}
+                                                                     mode="reduce-overhead"),
+             # and around an op that returns a new tensor (reduce-overhead captures it: no input is mutated)
+             "torch.compile(fullgraph) of y + 1.0": compiled(lambda t: t + 1.0, y),
+             "torch.compile(reduce-overhead) of y + 1.0": compiled(lambda t: t + 1.0, y, mode="reduce-overhead")}
     paths.update(_floor_paths(y))
     for family in FAMILIES:
         if family.tools:
             paths.update(tools_of(family).overhead_paths())
-    for fn in paths.values():
-        for _ in range(200):
+    from torch._dynamo.utils import counters
+
+    for name, fn in paths.items():
+        skips = counters["inductor"]["cudagraph_skips"]
+        for _ in range(200):  # the first call compiles (and, in reduce-overhead mode, records the CUDA graph)
             fn()
+        if "reduce-overhead" in name:  # whether torch skipped the graph ("skipping cudagraphs due to ...")
+            fn.captured = counters["inductor"]["cudagraph_skips"] == skips
     torch.cuda.synchronize()
     return paths
 
@@ -193,7 +201,8 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None) -> d
                 submits[name].append(submit_us(fn))
         advance()
     return {name: {"us_per_call": statistics.median(s), "rounds_us": s,
-                   **({"submit_us": statistics.median(submits[name])} if name in submits else {})}
+                   **({"submit_us": statistics.median(submits[name])} if name in submits else {}),
+                   **({"cuda_graph": paths[name].captured} if hasattr(paths[name], "captured") else {})}
             for name, s in samples.items()}
 
 
@@ -215,7 +224,9 @@ def print_result(result: dict, console: Console) -> None:
     table.add_column("best round", justify="right")
     table.add_column("worst round", justify="right")
     table.add_column("host alone", justify="right")
+    table.add_column("CUDA graph")
     for name, f in result["paths"].items():
         table.add_row(name, f"{f['us_per_call']:.2f}", f"{min(f['rounds_us']):.2f}", f"{max(f['rounds_us']):.2f}",
-                      f"{f['submit_us']:.2f}" if "submit_us" in f else "")
+                      f"{f['submit_us']:.2f}" if "submit_us" in f else "",
+                      {True: "captured", False: "skipped"}.get(f.get("cuda_graph"), ""))
     console.print(table)

@@ -16,6 +16,7 @@ def overhead_paths() -> dict:
     from cukiln.launch import kernel
 
     from ..overhead import bare_launch, compiled_and_graphed
+    from ..overhead import compiled as compiled_in
 
     q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(1, 8, 64, 128, device="cuda", dtype=torch.bfloat16)
@@ -36,6 +37,8 @@ def overhead_paths() -> dict:
         "op cukiln::decode_attention through the dispatcher": lambda: torch.ops.cukiln.decode_attention(
             q, k, v, None, 64, "bhsd", None, 0, None, None, None),
         "torch.compile(fullgraph) of cukiln.torch.decode_attention": compiled,
+        "torch.compile(reduce-overhead) of cukiln.torch.decode_attention": compiled_in(
+            lambda t: cukiln.torch.decode_attention(t, k, v, 64), q, mode="reduce-overhead"),
         "CUDA graph replay of cukiln.torch.decode_attention": replay,
         "decode breakdown: run_decode (cached plan, out=)": lambda: decode_api.run_decode(q, k, v, 64, "bhsd", None,
                                                                                           None, None, None, out),

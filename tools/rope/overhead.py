@@ -15,6 +15,7 @@ def overhead_paths() -> dict:
     from cukiln.launch import kernel
 
     from ..overhead import bare_launch, compiled_and_graphed
+    from ..overhead import compiled as compiled_in
 
     x = torch.randn(1, 1, 1, 64, device="cuda")
     freqs = torch.rand(1, 64, device="cuda")
@@ -34,6 +35,13 @@ def overhead_paths() -> dict:
     serving = dict(cos_sin_cache=torch.rand(4096, 128, device="cuda"), positions=torch.zeros(1, device="cuda",
                    dtype=torch.int64), layout="thd")
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    table, positions = serving["cos_sin_cache"], serving["positions"]
+
+    def qk_step(q, k):  # a serving step's rotation: q and k of one fused projection, in place
+        return cukiln.torch.rope_qk(q, k, cos_sin_cache=table, positions=positions, layout="thd", inplace=True)
+
+    qk_compiled, qk_replay = compiled_and_graphed(qk_step, q, k)
+    qk_args = (q, k) + tuple(dict(defaults, base=None, **serving).get(name) for name in cukiln.rope_torch.OP_ARGUMENTS)
     return {
         "cukiln.rope (in place, base)": lambda: cukiln.rope(x, base=10000.0, inplace=True),
         "cukiln.rope (out=, freqs)": lambda: cukiln.rope(x, freqs=freqs, out=out),
@@ -46,6 +54,16 @@ def overhead_paths() -> dict:
         "torch.compile(fullgraph) of cukiln.torch.rope": compiled,
         "CUDA graph replay of cukiln.torch.rope": replay,
         "CUDA graph replay of cukiln.rope": graph_replay,
+        "torch.compile(reduce-overhead) of cukiln.torch.rope (allocates out)": compiled_in(
+            lambda t: cukiln.torch.rope(t, base=10000.0), x, mode="reduce-overhead"),
+        "torch.compile(fullgraph) of cukiln.torch.rope (allocates out)": compiled_in(
+            lambda t: cukiln.torch.rope(t, base=10000.0), x),
+        "cukiln.torch.rope_qk (eager, in place, cos_sin_cache, positions)": lambda: qk_step(q, k),
+        "op cukiln::rope_qk_ through the dispatcher (in place)": lambda: torch.ops.cukiln.rope_qk_(*qk_args),
+        "torch.compile(fullgraph) of cukiln.torch.rope_qk (in place)": qk_compiled,
+        "torch.compile(reduce-overhead) of cukiln.torch.rope_qk (in place)": compiled_in(qk_step, q, k,
+                                                                                    mode="reduce-overhead"),
+        "CUDA graph replay of cukiln.torch.rope_qk": qk_replay,
         "cukiln.rope_qk (in place, cos_sin_cache, positions)": lambda: cukiln.rope_qk(q, k, inplace=True, **serving),
         "cukiln.rope_qk (out=, cos_sin_cache, positions)": lambda: cukiln.rope_qk(q, k, out=(q_out, k_out),
                                                                                    **serving),
