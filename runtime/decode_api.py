@@ -22,10 +22,10 @@ from .tensors import HALVES, from_torch, refuse_untracked_gradients
 
 # What a call fills into a cached plan's parameters, in a fixed order: pointers, then the integer lengths (the
 # kernel-parameter field of each is its name).
-_PER_CALL = ("q", "k", "v", "kv_lens", "kv_start", "out", "lse", "partial_out", "partial_lse", "kv_len",
-             "kv_start_value")
+PER_CALL = ("q", "k", "v", "kv_lens", "kv_start", "out", "lse", "partial_out", "partial_lse", "kv_len",
+            "kv_start_value")
 _NAMES = ("q", "k_cache", "v_cache", "kv_lens", "kv_start", "out")  # the tensors, as the API names them
-_OUT = _PER_CALL.index("out")
+_OUT = PER_CALL.index("out")
 
 
 # Tensor maps a ws plan keeps, by (K, V) pointers: a decode loop passes the same caches call after call.
@@ -47,7 +47,7 @@ class _CachedPlan:
         self.maps = {} if p.key[-1] == WS else None  # (k pointer, v pointer) -> their tensor maps
 
     def attention_values(self, per_call) -> list:
-        """The attention kernel's parameter values for this call (``per_call`` in _PER_CALL's order); a ws plan's
+        """The attention kernel's parameter values for this call (``per_call`` in PER_CALL's order); a ws plan's
         tensor maps of this call's caches first (its first two fields)."""
         values = self.attention.values(self.templates[0], per_call)
         if self.maps is not None:
@@ -206,7 +206,7 @@ def refuse_overlap(hit: tuple[int, int] | None) -> None:
 
 
 def launch_planned(cached: _CachedPlan, per_call: list, torch, written=None, checked: bool = False) -> None:
-    """The cached plan's kernels with this call's pointers and lengths (``per_call``, in _PER_CALL's order);
+    """The cached plan's kernels with this call's pointers and lengths (``per_call``, in PER_CALL's order);
     ``written``: the caller's out, whose version is bumped (written behind autograd's back, as rope does). A split
     plan's partial results go to a workspace allocated here, unless per_call already points at one (a caller's
     [batch, heads_q, num_splits] partial outputs and log-sum-exps: decode_step's). ``checked``: the caller has
@@ -239,16 +239,34 @@ def describe(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, 
     plan, infos, keep = _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out,
                               return_lse, batch_invariant)
     spans = tuple(None if info is None else tuple(x - info.ptr for x in info.byte_span()) for info in infos)
-    spans += (None,) * (len(_PER_CALL) - len(spans))
+    spans += (None,) * (len(PER_CALL) - len(spans))
     checks = () if out is None else tuple(i for i in range(_OUT) if spans[i] is not None)
     cached = _CachedPlan(plan, plan.values(out=0, lse=0),
-                         Refill(slots_for(plan.attention.field_names, _PER_CALL), spans, checks, (_OUT,)),
+                         Refill(slots_for(plan.attention.field_names, PER_CALL), spans, checks, (_OUT,)),
                          None if plan.combine is None else
-                         Refill(slots_for(plan.combine.field_names, _PER_CALL), spans, (), (_OUT,)))
+                         Refill(slots_for(plan.combine.field_names, PER_CALL), spans, (), (_OUT,)))
     return cached, keep
 
 
-# The torch op's argument index of each of _PER_CALL's entries (cukiln::decode_attention's schema); the outputs
+def launch_descriptions(cached: _CachedPlan, sources: list, per_call: list, integers: dict) -> list:
+    """The native hot path's launch descriptions of a cached plan's kernels: ``sources`` per PER_CALL entry
+    (native.pointer_slots), ``per_call`` the values the templates are refilled with, ``integers`` the op argument
+    of each length field refilled per call (by PER_CALL name)."""
+    from . import native
+
+    plan, launches = cached.plan, []
+    for bound, template, refill in zip(cached.kernels or cached.bind(), cached.templates,
+                                       (cached.attention, cached.combine)):
+        numbers = [(f, integers[PER_CALL[i]]) for f, i, _ in refill.slots if PER_CALL[i] in integers]
+        maps = None
+        if refill is cached.attention and cached.maps is not None:  # ws: its caches' tensor maps, fields 0 and 1
+            maps = ((0, 1), tuple(s[1] for s in sources[1:3]), lambda pointers: list(tensor_maps(plan, *pointers)))
+        launches.append(native.launch_description(bound, refill.values(template, per_call),
+                                                  native.pointer_slots(refill.slots, sources), numbers, maps))
+    return launches
+
+
+# The torch op's argument index of each of PER_CALL's entries (cukiln::decode_attention's schema); the outputs
 # and the split workspace come from the native hot path's allocations.
 _OP_SOURCES = {"q": 0, "k": 1, "v": 2, "kv_lens": 3, "kv_start": 6, "kv_len": 4, "kv_start_value": 7}
 
@@ -277,18 +295,8 @@ def describe_op(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softca
         sources["kv_start"] = (native.ARGUMENT, _OP_SOURCES["kv_start"])
     integers = {name: _OP_SOURCES[name] for name, given in (("kv_len", lens_int), ("kv_start_value", start_int))
                 if given}
-    zeros = [0] * len(_PER_CALL)
-    launches = []
-    kernels = cached.kernels or cached.bind()
-    for bound, template, refill in zip(kernels, cached.templates, (cached.attention, cached.combine)):
-        if cached.empty:
-            break
-        slots = [(f, *sources[_PER_CALL[i]], add) for f, i, add in refill.slots if _PER_CALL[i] in sources]
-        numbers = [(f, integers[_PER_CALL[i]]) for f, i, _ in refill.slots if _PER_CALL[i] in integers]
-        maps = None
-        if refill is cached.attention and cached.maps is not None:  # ws: its caches' tensor maps, fields 0 and 1
-            maps = ((0, 1), (_OP_SOURCES["k"], _OP_SOURCES["v"]), lambda pointers: list(tensor_maps(plan, *pointers)))
-        launches.append(native.launch_description(bound, refill.values(template, zeros), slots, numbers, maps))
+    launches = [] if cached.empty else launch_descriptions(cached, [sources.get(name) for name in PER_CALL],
+                                                           [0] * len(PER_CALL), integers)
     scratch = ()
     if cached.combine is not None and not cached.empty:
         shape = (plan.batch, plan.heads_q, plan.num_splits)

@@ -182,6 +182,52 @@ def _run_step(step: _Step, pointers: list, q, k_cache, v_cache, kv_lens, kv_star
     return (result, lse) if return_lse else result
 
 
+# cukiln::decode_step's argument index of each tensor of the step (kv_append_api.TENSOR_ARGS' names)
+OP_POSITIONS = {"q": 0, "k_new": 1, "v_new": 2, "k_cache": 3, "v_cache": 4, "kv_lens": 5, "kv_start": 7,
+                "positions": 9, "freqs": 10, "cos": 11, "sin": 12, "cos_sin_cache": 13, "inv_freq": 14,
+                "q_norm_weight": 21, "k_norm_weight": 22}
+
+
+def describe_op(args: tuple, result, lse) -> dict | None:
+    """The native hot path's description (runtime/native.py) of a cukiln::decode_step call just run on the op's
+    ``args`` (its outputs ``result``, ``lse``): the append and the attention reading the step's workspace, which the
+    C++ side allocates per call. None where the step is not the planned device-lengths one, or advances kv_lens
+    (a copy after the kernels, which the Python path makes)."""
+    from . import native
+
+    (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, start_tensor, start_int, positions, freqs, cos, sin,
+     cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, q_norm_weight,
+     k_norm_weight, norm_eps, scale, softcap, num_splits, advance_lens) = args
+    if advance_lens or not kv_lens.is_cuda or (start_tensor is not None and not start_tensor.is_cuda):
+        return None
+    kv_start = start_int if start_tensor is None else start_tensor
+    tensors = (q, None, k_new, v_new, k_cache, v_cache, kv_lens, kv_start, positions, freqs, cos, sin, cos_sin_cache,
+               inv_freq, None, q_norm_weight, k_norm_weight, None)
+    step = _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, norm_eps,
+                      scale, softcap, num_splits, True)
+    append, attention = step.append, step.attention
+    workspace = (native.SCRATCH, 0)
+    sources = kv_append_api.sources_of(tensors[:_OUT], OP_POSITIONS, {"q_out": (*workspace, 0),
+                                                                     "kv_lens_out": (*workspace, step.lens_offset)})
+    launches = [] if append.plan is None else [native.launch_description(
+        append.kernel or append.bind(), append.refill.values(append.plan.values, [0] * _OUT),
+        native.pointer_slots(append.refill.slots, sources))]
+    if not attention.empty:
+        per_call = {"q": (*workspace, 0), "k": sources[4], "v": sources[5], "kv_lens": (*workspace, step.lens_offset),
+                    "kv_start": sources[7], "out": (native.OUTPUT, 0), "lse": (native.OUTPUT, 1)}
+        if step.partial_offset:
+            per_call.update(partial_out=(*workspace, step.partial_offset),
+                            partial_lse=(*workspace, step.partial_lse_offset))
+        values = [0] * len(decode_api.PER_CALL)
+        values[-1] = kv_start if type(kv_start) is int else 0
+        launches += decode_api.launch_descriptions(attention, [per_call.get(n) for n in decode_api.PER_CALL], values,
+                                                   {})
+    return native.describe(attention.device, launches, outputs=[native.allocation(result), native.allocation(lse)],
+                           scratch=[((step.workspace_bytes,), (1,), native.UINT8)], returns=(0, 1),
+                           overlaps=native.overlap_checks(append.refill.pairs, sources),
+                           bumps=(OP_POSITIONS["k_cache"], OP_POSITIONS["v_cache"]))
+
+
 def _validate_attention(q, k_cache, v_cache, lens, kv_layout, kv_start, scale, softcap, num_splits, out,
                         return_lse) -> None:
     """The attention's own validation, before the append writes anything (once per call metadata)."""

@@ -142,6 +142,41 @@ def run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_star
     return out
 
 
+# cukiln::kv_append's argument index of each tensor of TENSOR_ARGS it takes (its q_out is the op's fresh output)
+OP_POSITIONS = {"q": 0, "k_new": 1, "v_new": 2, "k_cache": 3, "v_cache": 4, "kv_lens": 5, "kv_start": 8,
+                "positions": 10, "freqs": 11, "cos": 12, "sin": 13, "cos_sin_cache": 14, "inv_freq": 15,
+                "q_norm_weight": 22, "k_norm_weight": 23}
+
+
+def sources_of(args, positions: dict, replaced: dict) -> list:
+    """Per TENSOR_ARGS pointer, where the native hot path finds it (native.pointer_slots): the op argument at
+    ``positions`` for a tensor given, ``replaced[name]`` for a tensor the op allocates, None otherwise."""
+    from . import native
+
+    return [replaced[name] if name in replaced else
+            None if t is None or type(t) is int else (native.ARGUMENT, positions[name])
+            for name, t in zip(TENSOR_ARGS, args)]
+
+
+def describe_op(args, **planning) -> dict | None:
+    """The native hot path's description (runtime/native.py) of a cukiln::kv_append call just run on ``args``
+    (TENSOR_ARGS' order, q_out its fresh output), planned again with ``planning`` (describe()'s keywords); None
+    with lengths in CPU tensors (their values are checked per call)."""
+    from . import native
+
+    if any(getattr(args[_INDEX[n]], "is_cuda", True) is False for n in ("kv_lens", "kv_start")):
+        return None
+    cached, q_out = describe(args, inplace=False, fresh=True, kv_lens_host=None, kv_start_host=None, **planning), args[1]
+    sources = sources_of(args, OP_POSITIONS, {"q_out": (native.OUTPUT, 0)})
+    p = cached.plan
+    launches = [] if p is None else [native.launch_description(
+        cached.kernel or cached.bind(), cached.refill.values(p.values, [0] * len(TENSOR_ARGS)),
+        native.pointer_slots(cached.refill.slots, sources))]
+    return native.describe(args[0].get_device(), launches, outputs=[native.allocation(q_out)], returns=(0,),
+                           overlaps=native.overlap_checks(cached.refill.pairs, sources),
+                           bumps=(OP_POSITIONS["k_cache"], OP_POSITIONS["v_cache"]))
+
+
 def _host_lengths(t, name: str, q, copied: list, torch) -> tuple[tuple[int, ...], object]:
     if t.dtype != torch.int32:
         raise TypeError(f"{name}: expected int32, got {str(t.dtype).replace('torch.', '')}")

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import torch
 
+from . import decode_step_api, kv_append_api
 from .decode_step_api import decode_step as _decode_step
 from .kv_append_api import run_kv_append
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, eager
+from .torch_support import LIBRARY, direct, eager, implement
 
 __all__ = ["kv_append", "decode_step"]
 
@@ -50,8 +51,6 @@ def _decode_step_kernel(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, k
                         advance_lens=advance_lens, return_lse=True)
 
 
-LIBRARY.impl("kv_append", _kv_append_kernel, "CompositeExplicitAutograd")
-LIBRARY.impl("decode_step", _decode_step_kernel, "CompositeExplicitAutograd")
 
 
 @torch.library.register_fake("cukiln::kv_append", lib=LIBRARY)
@@ -80,8 +79,30 @@ def _refusing_gradients(name: str, op, kernel):
     return autograd
 
 
-LIBRARY.impl("kv_append", _refusing_gradients("kv_append", _kv_append_op, _kv_append_kernel), "Autograd")
-LIBRARY.impl("decode_step", _refusing_gradients("decode_step", _decode_step_op, _decode_step_kernel), "Autograd")
+# The native hot path's misses (runtime/native.py): the call as the Python kernel runs it, and its plan.
+def _kv_append_miss(q, k_new, v_new, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start,
+                    positions, freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved,
+                    rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, norm_eps):
+    q_out = _kv_append_kernel(q, k_new, v_new, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor,
+                              kv_start, positions, freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale,
+                              interleaved, rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, norm_eps)
+    args = (q, q_out, k_new, v_new, k_cache, v_cache, kv_len if kv_lens_tensor is None else kv_lens_tensor,
+            kv_start if kv_start_tensor is None else kv_start_tensor, positions, freqs, cos, sin, cos_sin_cache,
+            inv_freq, None, q_norm_weight, k_norm_weight)
+    return q_out, kv_append_api.describe_op(args, kv_layout=kv_layout, base=base, scale=rope_scale, mscale=mscale,
+                                            interleaved=interleaved, rotary_dim=rotary_dim,
+                                            rotary_offset=rotary_offset, norm_eps=norm_eps)
+
+
+def _decode_step_miss(*args):
+    result, lse = _decode_step_kernel(*args)
+    return (result, lse), decode_step_api.describe_op(args, result, lse)
+
+
+implement("kv_append", _kv_append_kernel, _refusing_gradients("kv_append", _kv_append_op, _kv_append_kernel),
+          _kv_append_miss)
+implement("decode_step", _decode_step_kernel,
+          _refusing_gradients("decode_step", _decode_step_op, _decode_step_kernel), _decode_step_miss)
 
 
 def _split(value):
@@ -98,7 +119,7 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
     args = (q, k_new, v_new, k_cache, v_cache, *_split(kv_lens), kv_layout, *_split(kv_start), positions, freqs, cos,
             sin, cos_sin_cache, inv_freq, None if base is None else float(base), float(scale), float(mscale),
             bool(interleaved), rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, float(norm_eps))
-    return _kv_append_kernel(*args) if eager(q) else _kv_append_op(*args)
+    return _kv_append_kernel(*args) if direct(q, "kv_append") else _kv_append_op(*args)
 
 
 def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
@@ -115,5 +136,5 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
             bool(interleaved), rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, float(norm_eps),
             None if scale is None else float(scale),
             None if softcap is None else float(softcap), num_splits, bool(advance_lens))
-    result, lse = _decode_step_kernel(*args) if eager(q) else _decode_step_op(*args)
+    result, lse = _decode_step_kernel(*args) if direct(q, "decode_step") else _decode_step_op(*args)
     return (result, lse) if return_lse else result

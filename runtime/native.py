@@ -28,6 +28,7 @@ SOURCE = Path(__file__).with_name("hot_path.cpp")
 
 # Where a pointer field's value comes from (hot_path.cpp's Source).
 ARGUMENT, OUTPUT, SCRATCH = 0, 1, 2
+UINT8 = 0  # torch's ScalarType number of uint8 (a scratch workspace of bytes)
 
 _module = None
 _tried = False
@@ -108,6 +109,29 @@ def launch_description(bound, template, pointer_slots, integer_slots=(), maps=No
             "maps": None if maps is None else ([offsets[f] for f in maps[0]], list(maps[1]), maps[2])}
 
 
+def pointer_slots(slots, sources) -> list:
+    """A Refill's slots (field index, pointer index, bytes added) as a description's pointer slots: ``sources`` per
+    pointer index None (no tensor in this call: the template keeps the Python path's 0 + add) or (source, index)
+    or (source, index, bytes added: a place inside a scratch allocation)."""
+    out = []
+    for field, i, add in slots:
+        if sources[i] is not None:
+            source, index, *extra = sources[i]
+            out.append((field, source, index, add + sum(extra)))
+    return out
+
+
+def overlap_checks(pairs, sources) -> list:
+    """A Refill's (written, checked) pairs as a description's overlap checks, between argument tensors only (a
+    fresh output overlaps nothing)."""
+    out = []
+    for w, i, w_lo, w_hi, i_lo, i_hi, window in pairs:
+        if sources[w] is not None and sources[i] is not None and sources[w][0] == sources[i][0] == ARGUMENT:
+            apart = (0, 0, 0) if window is None else (window.modulus, window.lo, window.hi)
+            out.append((sources[w][1], sources[i][1], w_lo, w_hi, i_lo, i_hi, *apart))
+    return out
+
+
 def allocation(t) -> tuple:
     """How the C++ side allocates a tensor like ``t``: (sizes, strides, torch ScalarType number)."""
     return tuple(t.shape), tuple(t.stride()), _scalar_type(t.dtype)
@@ -116,7 +140,8 @@ def allocation(t) -> tuple:
 def _scalar_type(dtype) -> int:
     import torch
 
-    return {torch.float32: 6, torch.float16: 5, torch.bfloat16: 15, torch.int32: 3, torch.int64: 4}[dtype]
+    return {torch.uint8: UINT8, torch.float32: 6, torch.float16: 5, torch.bfloat16: 15, torch.int32: 3,
+            torch.int64: 4}[dtype]
 
 
 def describe(device: int, launches: list, *, outputs=(), scratch=(), returns=(), overlaps=(), bounds=(), ordered=(),

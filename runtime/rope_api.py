@@ -349,23 +349,19 @@ def describe_op(x, k, arguments: tuple, inplace: bool, positions: dict, result, 
             sources.append(None)
         else:
             sources.append((native.ARGUMENT, positions[name]))
-    overlaps = []
-    for w, i, w_lo, w_hi, i_lo, i_hi, window in cached.refill.pairs:
-        if sources[w] is not None and sources[i] is not None:
-            apart = (0, 0, 0) if window is None else (window.modulus, window.lo, window.hi)
-            overlaps.append((sources[w][1], sources[i][1], w_lo, w_hi, i_lo, i_hi, *apart))
     launches = []
     part = cached if cached.plan is not None else None
     while part is not None:
         p, refill = part.plan, part.refill
-        launches.append(native.launch_description(
-            part.kernel or part.bind(), refill.values(p.values, [0] * len(_TENSOR_ARGS)),
-            [(f, *sources[arg], add) for f, arg, add in refill.slots if sources[arg] is not None]))
+        launches.append(native.launch_description(part.kernel or part.bind(),
+                                                  refill.values(p.values, [0] * len(_TENSOR_ARGS)),
+                                                  native.pointer_slots(refill.slots, sources)))
         part = part.then
     fresh = () if inplace else (result,) if k is None else (result, k_result)
     written = () if not inplace else (positions["x"],) if k is None else (positions["x"], positions["k"])
     return native.describe(x.get_device(), launches, outputs=[native.allocation(t) for t in fresh],
-                           returns=range(len(fresh)), overlaps=overlaps, bumps=written)
+                           returns=range(len(fresh)), overlaps=native.overlap_checks(cached.refill.pairs, sources),
+                           bumps=written)
 
 
 def _refuse_overlap(hit: tuple[int, int] | None) -> None:

@@ -198,3 +198,63 @@ def test_q_and_k_slices_of_one_projection_are_served_with_their_window(launches)
     assert not _passes(description, (q2, clash) + args[2:])
     with pytest.raises(ValueError, match="overlaps"):
         rope_torch._rope_qk_inplace_kernel(q2, clash, *args[2:])
+
+
+def _masked(description: dict, built: list) -> list:
+    """Launch parameters with the scratch pointers zeroed: the Python path and a replay each allocate their own."""
+    out = []
+    for launch, (symbol, params) in zip(description["launches"], built):
+        params = bytearray(params)
+        for offset, source, _, _ in launch["pointers"]:
+            if source == native.SCRATCH:
+                params[offset:offset + 8] = bytes(8)
+        out.append((symbol, bytes(params)))
+    return out
+
+
+def _step_tensors(b=2, hq=8, hkv=2, T=64, d=128):
+    q = torch.randn(b, hq, d, dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hkv, d, dtype=torch.bfloat16) for _ in range(2))
+    caches = [torch.randn(b, hkv, T, d, dtype=torch.bfloat16) for _ in range(2)]
+    return q, k, v, *caches, torch.full((b,), 17, dtype=torch.int32), torch.rand(T, d)
+
+
+def test_a_kv_append_description_replays_the_python_paths_parameters(launches):
+    from cukiln import kv_append_torch
+
+    def op_args(q, k, v, kc, vc, lens, table):
+        return (q, k, v, kc, vc, lens, 0, "bhsd", None, 3, None, None, None, None, table, None, None, 1.0, 1.0, False,
+                None, 0, None, None, 1e-6)
+
+    with pytest.MonkeyPatch.context() as patch:  # device lengths, as the stub sees them
+        patch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
+        q_out, description = kv_append_torch._kv_append_miss(*op_args(*_step_tensors()))
+        second = op_args(*_step_tensors())
+        q_out2 = kv_append_torch._kv_append_kernel(*second)
+    assert description["returns"] == [0] and description["bumps"] == [3, 4]
+    assert _replay(description, second, (q_out2,)) == launches[-1:]
+
+
+def test_a_decode_step_description_replays_the_append_and_the_attention(launches, monkeypatch):
+    from cukiln import decode_step_api, kv_append_torch
+
+    monkeypatch.setattr(decode_step_api, "_torch", rope_api._torch)  # the stubbed torch (its current stream)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))  # device lengths, as the stub sees them
+    # the step plans on a stand-in for its new lengths, which on the CPU would read as host values to check
+    monkeypatch.setattr(decode_api, "check_host_lengths", lambda *args: None)
+
+    def op_args(q, k, v, kc, vc, lens, table):
+        return (q, k, v, kc, vc, lens, "bhsd", None, 0, None, None, None, None, table, None, None, 1.0, 1.0, False,
+                None, 0, None, None, 1e-6, None, None, None, False)
+
+    (out, lse), description = kv_append_torch._decode_step_miss(*op_args(*_step_tensors()))
+    assert description is not None and description["bumps"] == [3, 4]
+    second = op_args(*_step_tensors())
+    out2, lse2 = kv_append_torch._decode_step_kernel(*second)
+    count = len(description["launches"])
+    assert count >= 2, "the append, then the attention"
+    scratch = [torch.empty(shape, dtype=torch.uint8) for shape, _, _ in description["scratch"]]
+    replayed = _replay(description, second, (out2, lse2), scratch)
+    assert _masked(description, replayed) == _masked(description, launches[-count:])
+    # advancing kv_lens is a copy after the kernels, which only the Python path makes
+    assert decode_step_api.describe_op(second[:-1] + (True,), out2, lse2) is None
