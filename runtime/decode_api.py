@@ -130,11 +130,27 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
             or getattr(out, "requires_grad", False)):
         refuse_untracked_gradients("cukiln.decode_attention",
                                    (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)))
+    if (out is None and q.is_cuda and type(k_cache) is type(q) and type(v_cache) is type(q)
+            and (type(kv_lens) is int or type(kv_lens) is type(q))
+            and (kv_start is None or type(kv_start) is int or type(kv_start) is type(q))):
+        native = _NATIVE if _NATIVE is not None else _native()  # the native hot path, where it loads
+        if native:
+            return native(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, return_lse,
+                          batch_invariant)
     return run_decode(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
                       batch_invariant)
 
 
 _torch = None  # the torch module, imported by the first call (cukiln itself imports without torch)
+_NATIVE = None  # the native call (torch_support.public_call), or False where it is off; None until first needed
+
+
+def _native():
+    global _NATIVE
+    from .torch_support import public_call
+
+    _NATIVE = public_call("decode_attention")
+    return _NATIVE
 
 
 def _import_torch():

@@ -23,6 +23,23 @@ _VALIDATED = PlanCache()
 # Steps with lengths on the device (the serving and CUDA-graph case), by call metadata: both launches planned once.
 STEPS = PlanCache()
 _torch = None
+_NATIVE = None  # the native call (torch_support.public_call), or False where it is off; None until first needed
+
+
+def _import_torch():
+    global _torch
+    import torch
+
+    _torch = torch
+    return torch
+
+
+def _native():
+    global _NATIVE
+    from .torch_support import public_call
+
+    _NATIVE = public_call("decode_step")
+    return _NATIVE
 
 # A step's tensors in kv_append's pointer order (its q_out and kv_lens_out, None here, are the step's workspace),
 # then decode's out
@@ -77,15 +94,30 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
     int cannot be advanced). Every argument of both launches is validated before anything is written; lengths on
     the device are not read back (a row that does not fit writes nothing and gets NaN, as both ops report it).
     """
-    global _torch
-    torch = _torch
-    if torch is None:
-        import torch
-
-        _torch = torch
+    torch = _torch or _import_torch()
     if (q.requires_grad or getattr(k_new, "requires_grad", False) or getattr(v_new, "requires_grad", False)
             or getattr(out, "requires_grad", False)):
         refuse_untracked_gradients("cukiln.decode_step", (("q", q), ("k_new", k_new), ("v_new", v_new), ("out", out)))
+    if (out is None and not advance_lens and type(kv_lens) is torch.Tensor and kv_lens.is_cuda and q.is_cuda
+            and (kv_start is None or type(kv_start) is int or (type(kv_start) is torch.Tensor and kv_start.is_cuda))):
+        native = _NATIVE if _NATIVE is not None else _native()  # the native hot path, where it loads
+        if native:
+            return native(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos,
+                          sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
+                          rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits,
+                          return_lse)
+    return run_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos,
+                           sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
+                           rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits,
+                           advance_lens, out, return_lse)
+
+
+def run_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos, sin,
+                    cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset,
+                    q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits, advance_lens, out, return_lse):
+    """decode_step() in Python, every argument positional (its signature's order), gradients already refused: the
+    entry of the torch op's kernel."""
+    torch = _torch or _import_torch()
     if q.ndim != 3:
         raise ValueError(f"q: expected [b, h_q, d] (one new token a row), got shape {list(q.shape)}")
     if type(kv_lens) is torch.Tensor and kv_lens.is_cuda and (kv_start is None or type(kv_start) is int

@@ -10,7 +10,7 @@ import torch
 from .decode_api import decode_attention as _decode_attention
 from .decode_api import describe_op, run_decode
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, direct, eager, implement
+from .torch_support import LIBRARY, NATIVE_CALLS, PUBLIC_CALLS, direct, eager, implement
 
 __all__ = ["decode_attention"]
 
@@ -86,3 +86,26 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
         None if scale is None else float(scale), None if softcap is None else float(softcap), num_splits,
         batch_invariant)
     return (result, lse) if return_lse else result
+
+
+def _native_call():
+    """cukiln.decode_attention's call through the native hot path (out= None, no autograd), positional as
+    run_decode less out; None where the native path does not serve the op."""
+    call = NATIVE_CALLS.get("decode_attention")
+    if call is None:
+        return None
+
+    def decode(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, return_lse,
+               batch_invariant):
+        lens_tensor = kv_lens if type(kv_lens) is torch.Tensor else None
+        start_tensor = kv_start if type(kv_start) is torch.Tensor else None
+        result, lse = call((q, k_cache, v_cache, lens_tensor, 0 if lens_tensor is not None else kv_lens, kv_layout,
+                            start_tensor, 0 if start_tensor is not None or kv_start is None else kv_start, scale,
+                            softcap, num_splits, batch_invariant))
+        return (result, lse) if return_lse else result
+
+    return decode
+
+
+if _native_call() is not None:
+    PUBLIC_CALLS["decode_attention"] = _native_call()

@@ -169,7 +169,9 @@ struct Plan {
 constexpr size_t kMaxPlans = 4096;  // per op, as the Python plan caches: cleared when full
 
 struct OpState {
+  explicit OpState(c10::OperatorHandle handle) : op(std::move(handle)) {}
   std::string name;
+  c10::OperatorHandle op;
   py::object miss;      // the Python kernel: miss(*arguments) -> (result, description or None)
   py::object autograd;  // the Python autograd kernel: autograd(*arguments) -> result
   std::vector<bool> per_call;  // int arguments left out of the key (refilled lengths)
@@ -370,8 +372,7 @@ void launch(const Driver& d, Launch& l, const c10::IValue* args, const std::vect
   d.check(result, "cuLaunchKernel", l.symbol);
 }
 
-void hot(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-  OpState& state = state_of(op);
+void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t count = op.schema().arguments().size();
   const size_t first = stack->size() - count;
   std::string key;
@@ -406,6 +407,10 @@ void hot(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* 
   // scratch (split results) lives until here: the caching allocator orders any reuse after the queued kernels
   torch::jit::drop(*stack, count);
   for (int64_t r : plan->returns) stack->push_back(outputs[r]);
+}
+
+void hot(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  run_hot(state_of(op), op, stack);
 }
 
 // --- the gate ---------------------------------------------------------------------------------------------------
@@ -520,18 +525,55 @@ torch::Library& library(c10::DispatchKey key) {
   return *l;
 }
 
-void register_op(const std::string& name, py::object miss, py::object autograd, std::vector<bool> per_call) {
-  auto state = std::make_unique<OpState>();
+int64_t register_op(const std::string& name, py::object miss, py::object autograd, std::vector<bool> per_call) {
+  auto state = std::make_unique<OpState>(
+      c10::Dispatcher::singleton().findSchemaOrThrow(("cukiln::" + name).c_str(), ""));
   state->name = "cukiln::" + name;
   state->miss = std::move(miss);
   state->autograd = std::move(autograd);
   state->per_call = std::move(per_call);
+  OpState* handle = state.get();
   {
     std::lock_guard<std::mutex> guard(registry_lock);
     registry()[state->name] = std::move(state);
   }
   library(c10::DispatchKey::CUDA).impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&hot>());
   library(c10::DispatchKey::Autograd).impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&gate>());
+  return reinterpret_cast<int64_t>(handle);
+}
+
+// The op of ``handle`` (register_op's) on ``args``, straight into its hot kernel: no dispatcher, no gate. For the
+// public calls, which make their own autograd checks first; arguments are taken as the Python kernel takes them.
+py::object call(int64_t handle, const py::tuple& args) {
+  OpState& state = *reinterpret_cast<OpState*>(handle);
+  const auto& schema = state.op.schema();
+  const auto& declared = schema.arguments();
+  TORCH_CHECK(args.size() == declared.size(), state.name, ": expected ", declared.size(), " arguments");
+  torch::jit::Stack stack;
+  stack.reserve(declared.size());
+  for (size_t i = 0; i < declared.size(); ++i) {
+    PyObject* a = args[i].ptr();
+    if (a == Py_None) {
+      stack.emplace_back();
+    } else if (THPVariable_Check(a)) {
+      stack.emplace_back(THPVariable_Unpack(a));
+    } else if (PyBool_Check(a)) {
+      stack.emplace_back(a == Py_True);
+    } else if (PyLong_Check(a)) {
+      stack.emplace_back(static_cast<int64_t>(PyLong_AsLongLong(a)));
+    } else if (PyFloat_Check(a)) {
+      stack.emplace_back(PyFloat_AS_DOUBLE(a));
+    } else {
+      stack.push_back(torch::jit::toIValue(args[i], declared[i].type()));
+    }
+  }
+  run_hot(state, state.op, &stack);
+  const size_t count = schema.returns().size();
+  if (count == 0) return py::none();
+  if (count == 1) return torch::jit::toPyObject(std::move(stack[0]));
+  py::tuple out(count);
+  for (size_t i = 0; i < count; ++i) out[i] = torch::jit::toPyObject(std::move(stack[i]));
+  return out;
 }
 
 void clear() {
@@ -554,7 +596,8 @@ size_t plan_count(const std::string& name) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "cukiln's native hot path for its torch ops (see hot_path.cpp)";
-  m.def("register_op", &register_op, "C++ kernels for cukiln::NAME at the CUDA and Autograd keys");
+  m.def("register_op", &register_op, "C++ kernels for cukiln::NAME at the CUDA and Autograd keys: its handle");
+  m.def("call", &call, "the op of a handle on a tuple of its arguments, through its hot kernel");
   m.def("clear", &clear, "forget every cached plan");
   m.def("plan_count", &plan_count, "the cached plans of cukiln::NAME");
   m.def("driver_found", [] { return driver().launch != nullptr; }, "whether libcuda was found");

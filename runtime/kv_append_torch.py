@@ -11,10 +11,10 @@ from __future__ import annotations
 import torch
 
 from . import decode_step_api, kv_append_api
-from .decode_step_api import decode_step as _decode_step
+from .decode_step_api import run_decode_step
 from .kv_append_api import run_kv_append
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, direct, eager, implement
+from .torch_support import LIBRARY, NATIVE_CALLS, PUBLIC_CALLS, direct, eager, implement
 
 __all__ = ["kv_append", "decode_step"]
 
@@ -42,13 +42,11 @@ def _decode_step_kernel(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, k
                         freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
                         rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits,
                         advance_lens):
-    return _decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout=kv_layout,
-                        kv_start=kv_start_tensor if kv_start_tensor is not None else kv_start, positions=positions,
-                        freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq, base=base,
-                        rope_scale=rope_scale, mscale=mscale, interleaved=interleaved, rotary_dim=rotary_dim,
-                        rotary_offset=rotary_offset, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight,
-                        norm_eps=norm_eps, scale=scale, softcap=softcap, num_splits=num_splits,
-                        advance_lens=advance_lens, return_lse=True)
+    return run_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout,
+                           kv_start_tensor if kv_start_tensor is not None else kv_start, positions, freqs, cos, sin,
+                           cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset,
+                           q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits, advance_lens, None,
+                           True)
 
 
 
@@ -138,3 +136,28 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
             None if softcap is None else float(softcap), num_splits, bool(advance_lens))
     result, lse = _decode_step_kernel(*args) if direct(q, "decode_step") else _decode_step_op(*args)
     return (result, lse) if return_lse else result
+
+
+def _native_step():
+    """cukiln.decode_step's call through the native hot path (lengths on the device, out= None, kv_lens not
+    advanced, no autograd), its arguments positional as decode_step's less out; None where the native path does not
+    serve the op."""
+    call = NATIVE_CALLS.get("decode_step")
+    if call is None:
+        return None
+
+    def step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos, sin, cos_sin_cache,
+             inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, q_norm_weight, k_norm_weight,
+             norm_eps, scale, softcap, num_splits, return_lse):
+        start_tensor, start = _split(kv_start)
+        result, lse = call((q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, start_tensor, start, positions,
+                            freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved,
+                            rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap,
+                            num_splits, False))
+        return (result, lse) if return_lse else result
+
+    return step
+
+
+if _native_step() is not None:
+    PUBLIC_CALLS["decode_step"] = _native_step()

@@ -15,6 +15,7 @@ failed build (said once on stderr): the ops then run their Python kernels, with 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -72,16 +73,16 @@ def _build():
         return None
 
 
-def register(name: str, miss, autograd, per_call: tuple[bool, ...]) -> bool:
-    """C++ kernels for op cukiln::``name`` when the extension loads (False otherwise: the caller registers its
-    Python autograd kernel). ``miss(*arguments) -> (result, description or None)`` runs a call in Python;
-    ``autograd(*arguments)`` serves calls that need autograd; ``per_call`` marks the int arguments a plan refills
-    (left out of the plan-cache key)."""
+def register(name: str, miss, autograd, per_call: tuple[bool, ...]):
+    """C++ kernels for op cukiln::``name`` when the extension loads: a call of the op's arguments as one tuple
+    straight into its plan cache (for the public functions, which make their own autograd checks), or None
+    (the caller registers its Python autograd kernel). ``miss(*arguments) -> (result, description or None)`` runs
+    a call in Python; ``autograd(*arguments)`` serves calls that need autograd; ``per_call`` marks the int
+    arguments a plan refills (left out of the plan-cache key)."""
     native = module()
     if native is None:
-        return False
-    native.register_op(name, miss, autograd, list(per_call))
-    return True
+        return None
+    return functools.partial(native.call, native.register_op(name, miss, autograd, list(per_call)))
 
 
 def field_offsets(fmt: str) -> list[int]:

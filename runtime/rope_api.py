@@ -105,6 +105,13 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
         refuse_untracked_gradients("cukiln.rope", (("x", x), ("out", out), ("freqs", freqs), ("cos", cos),
                                                    ("sin", sin), ("cos_sin_cache", cos_sin_cache),
                                                    ("inv_freq", inv_freq)), "cukiln.torch.rope")
+    if out is None and x.is_cuda:  # the native hot path, where it loads (its plans are the torch ops')
+        native = _NATIVE if _NATIVE is not None else _native()
+        if native:
+            return native(x, None, (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout,
+                                    interleaved, rotary_dim, rotary_offset, positions, mrope_section,
+                                    mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen),
+                          backward, inplace)
     # Positional: 21 keyword arguments would cost this call about a microsecond.
     return run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
                     rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
@@ -144,6 +151,12 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
                                                       ("freqs", freqs), ("cos", cos), ("sin", sin),
                                                       ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq)),
                                    "cukiln.torch.rope_qk")
+    if q_out is None and k is not None and q.is_cuda and type(k) is type(q):  # the native hot path (as rope)
+        native = _NATIVE if _NATIVE is not None else _native()
+        if native:
+            return native(q, k, (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
+                                 rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved, offsets,
+                                 cu_seqlens, cp_size, cp_rank, max_seqlen), backward, inplace)
     return run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
                        rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens,
                        cp_size, cp_rank, max_seqlen, backward, inplace, q_out, k_out)
@@ -194,6 +207,17 @@ def run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, msc
 
 
 _torch = None  # the torch module, imported by the first call (cukiln itself imports without torch)
+# The call through the native hot path (torch_support.public_call), or False where it is off; None until the first call
+# that could take it, which loads the torch ops and the extension (runtime/native.py).
+_NATIVE = None
+
+
+def _native():
+    global _NATIVE
+    from .torch_support import public_call
+
+    _NATIVE = public_call("rope")
+    return _NATIVE
 
 
 def _import_torch():

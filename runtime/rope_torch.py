@@ -15,7 +15,7 @@ import torch
 from . import rope_api
 from .rope_api import ARGUMENTS, run_rope, run_rope_qk
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, direct, eager, implement, wants_grad
+from .torch_support import LIBRARY, NATIVE_CALLS, PUBLIC_CALLS, direct, eager, implement, wants_grad
 
 __all__ = ["rope", "rope_qk"]
 
@@ -305,3 +305,31 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
         _rope_qk_inplace_op(*args)
         return q, k
     return _rope_qk_op(*args)
+
+
+def _native_call():
+    """cukiln.rope's and rope_qk's calls through the native hot path (out= None, no autograd): ``call(x, k,
+    arguments, backward, inplace)`` with ``arguments`` run_rope's from freqs to max_seqlen; None where the native
+    path does not serve the ops."""
+    calls = [NATIVE_CALLS.get(name) for name in ("rope", "rope_", "rope_qk", "rope_qk_")]
+    if None in calls:
+        return None
+    rope, rope_, rope_qk, rope_qk_ = calls
+
+    def call(x, k, arguments, backward, inplace):
+        args = _op_args(*arguments, backward)
+        if k is None:
+            if inplace:
+                rope_((x, *args))
+                return x
+            return rope((x, *args))
+        if inplace:
+            rope_qk_((x, k, *args))
+            return x, k
+        return rope_qk((x, k, *args))
+
+    return call
+
+
+if _native_call() is not None:
+    PUBLIC_CALLS["rope"] = PUBLIC_CALLS["rope_qk"] = _native_call()

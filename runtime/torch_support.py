@@ -3,6 +3,8 @@ dispatcher."""
 
 from __future__ import annotations
 
+import importlib
+
 import torch
 
 # The ops are defined with torch.library.Library rather than torch.library.custom_op: the same schema,
@@ -17,14 +19,25 @@ def eager(x: torch.Tensor) -> bool:
             and not torch._C._are_functorch_transforms_active() and not torch._C._len_torch_dispatch_stack())
 
 
-_NATIVE_OPS: set[str] = set()  # the ops whose kernels the native hot path serves
+# op name -> its call straight into the native hot path (native.register), for the ops the native path serves
+NATIVE_CALLS: dict = {}
+# public function name -> its call through the native hot path (each torch-op module adds its own), for the
+# public functions' plain calls (no out=, no autograd)
+PUBLIC_CALLS: dict = {}
+
+
+def public_call(name: str):
+    """The native call of public function ``name``, or False where the native path does not serve it: the first
+    use loads cukiln.torch (every family's ops, and the extension)."""
+    importlib.import_module("cukiln.torch")
+    return PUBLIC_CALLS.get(name) or False
 
 
 def direct(x: torch.Tensor, op: str) -> bool:
     """True when a cukiln.torch wrapper should run the kernels from Python rather than through op cukiln::``op``:
     an eager call (eager()) of an op the native hot path does not serve. Where it serves the op, its C++ kernels
     run the call for less host time than the Python path (`cukiln bench overhead`), eagerly as when compiled."""
-    return op not in _NATIVE_OPS and eager(x)
+    return op not in NATIVE_CALLS and eager(x)
 
 
 def wants_grad(x: torch.Tensor) -> bool:
@@ -40,7 +53,8 @@ def implement(name: str, kernel, autograd, miss=None, per_call: tuple[str, ...] 
 
     LIBRARY.impl(name, kernel, "CompositeExplicitAutograd")
     arguments = [a.name for a in getattr(torch.ops.cukiln, name).default._schema.arguments]
-    if miss is not None and native.register(name, miss, autograd, tuple(a in per_call for a in arguments)):
-        _NATIVE_OPS.add(name)
+    call = None if miss is None else native.register(name, miss, autograd, tuple(a in per_call for a in arguments))
+    if call is not None:
+        NATIVE_CALLS[name] = call
     else:
         LIBRARY.impl(name, autograd, "Autograd")
