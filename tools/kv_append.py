@@ -154,6 +154,8 @@ def overhead_paths() -> dict:
         "torch.compile(fullgraph) of cukiln.torch.decode_step": step_compiled,
         "torch.compile(reduce-overhead) of cukiln.torch.decode_step": compiled(op_step, q, k, v, kc, vc, lens,
                                                                                mode="reduce-overhead"),
+        "torch.compile(reduce-overhead) of cukiln.torch.decode_step, caches and lengths static": compiled(
+            op_step, q, k, v, kc.clone(), vc.clone(), lens.clone(), mode="reduce-overhead", static=True),
         "CUDA graph replay of cukiln.torch.decode_step": step_replay,
         "decode_step breakdown: its kernels, bare driver launches": decode_step_bench.bare_step_launches(s),
     }

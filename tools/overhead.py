@@ -55,6 +55,8 @@ def _paths() -> dict:
              "torch.compile(fullgraph) of y.add_(1.0)": compiled(lambda t: t.add_(1.0), y),
              "torch.compile(reduce-overhead) of y.add_(1.0)": compiled(lambda t: t.add_(1.0), y,
                                                                      mode="reduce-overhead"),
+             "torch.compile(reduce-overhead) of y.add_(1.0), y static": compiled(
+                 lambda t: t.add_(1.0), y.clone(), mode="reduce-overhead", static=True),
              # and around an op that returns a new tensor (reduce-overhead captures it: no input is mutated)
              "torch.compile(fullgraph) of y + 1.0": compiled(lambda t: t + 1.0, y),
              "torch.compile(reduce-overhead) of y + 1.0": compiled(lambda t: t + 1.0, y, mode="reduce-overhead")}
@@ -62,14 +64,29 @@ def _paths() -> dict:
     for family in FAMILIES:
         if family.tools:
             paths.update(tools_of(family).overhead_paths())
+    import logging
+
+    reasons = []
+
+    class SkipReasons(logging.Handler):  # torch's "skipping cudagraphs due to ..." warnings
+        def emit(self, record):
+            if "skipping cudagraphs" in record.getMessage():
+                reasons.append(record.getMessage().splitlines()[0])
+
     from torch._dynamo.utils import counters
 
-    for name, fn in paths.items():
-        skips = counters["inductor"]["cudagraph_skips"]
-        for _ in range(200):  # the first call compiles (and, in reduce-overhead mode, records the CUDA graph)
-            fn()
-        if "reduce-overhead" in name:  # whether torch skipped the graph ("skipping cudagraphs due to ...")
-            fn.captured = counters["inductor"]["cudagraph_skips"] == skips
+    catch = SkipReasons()
+    logging.getLogger("torch._inductor").addHandler(catch)
+    try:
+        for name, fn in paths.items():
+            seen, skips = len(reasons), counters["inductor"]["cudagraph_skips"]
+            for _ in range(200):  # the first call compiles (and, in reduce-overhead mode, records the CUDA graph)
+                fn()
+            if "reduce-overhead" in name:  # whether torch captured it, or why not
+                fn.captured = counters["inductor"]["cudagraph_skips"] == skips
+                fn.skipped = reasons[seen:]
+    finally:
+        logging.getLogger("torch._inductor").removeHandler(catch)
     torch.cuda.synchronize()
     return paths
 
@@ -101,10 +118,16 @@ def _floor_paths(y) -> dict:
             "floor: CUDA graph replay of two add_": two}
 
 
-def compiled(body, *args, mode: str | None = None):
-    """A zero-argument call of torch.compile(fullgraph=True, mode=mode) of ``body`` on ``args``."""
+def compiled(body, *args, mode: str | None = None, static: bool = False):
+    """A zero-argument call of torch.compile(fullgraph=True, mode=mode) of ``body`` on ``args``; ``static``: the
+    tensors among ``args`` marked as static addresses (as a model's buffers, e.g. transformers' static KV cache,
+    are), so that reduce-overhead mode may capture a function that writes them."""
     import torch
 
+    if static:
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                torch._dynamo.mark_static_address(a)
     fn = torch.compile(body, fullgraph=True, mode=mode)
     return lambda: fn(*args)
 
@@ -202,7 +225,8 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None) -> d
         advance()
     return {name: {"us_per_call": statistics.median(s), "rounds_us": s,
                    **({"submit_us": statistics.median(submits[name])} if name in submits else {}),
-                   **({"cuda_graph": paths[name].captured} if hasattr(paths[name], "captured") else {})}
+                   **({"cuda_graph": paths[name].captured, "cuda_graph_skipped": paths[name].skipped}
+                      if hasattr(paths[name], "captured") else {})}
             for name, s in samples.items()}
 
 

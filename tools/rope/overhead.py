@@ -40,7 +40,12 @@ def overhead_paths() -> dict:
     def qk_step(q, k):  # a serving step's rotation: q and k of one fused projection, in place
         return cukiln.torch.rope_qk(q, k, cos_sin_cache=table, positions=positions, layout="thd", inplace=True)
 
-    qk_compiled, qk_replay = compiled_and_graphed(qk_step, q, k)
+    def qk_of_projection(qkv):  # the same inside a compiled function: q and k sliced from the projection there
+        # (given q and k, two aliasing inputs, torch.compile adds a copy of their storage and a copy back)
+        qk_step(qkv[:, :4096].view(1, 32, 128), qkv[:, 4096:5120].view(1, 8, 128))
+        return qkv
+
+    qk_compiled, qk_replay = compiled_and_graphed(qk_of_projection, qkv)
     qk_args = (q, k) + tuple(dict(defaults, base=None, **serving).get(name) for name in cukiln.rope_torch.OP_ARGUMENTS)
     return {
         "cukiln.rope (in place, base)": lambda: cukiln.rope(x, base=10000.0, inplace=True),
@@ -60,10 +65,13 @@ def overhead_paths() -> dict:
             lambda t: cukiln.torch.rope(t, base=10000.0), x),
         "cukiln.torch.rope_qk (eager, in place, cos_sin_cache, positions)": lambda: qk_step(q, k),
         "op cukiln::rope_qk_ through the dispatcher (in place)": lambda: torch.ops.cukiln.rope_qk_(*qk_args),
-        "torch.compile(fullgraph) of cukiln.torch.rope_qk (in place)": qk_compiled,
-        "torch.compile(reduce-overhead) of cukiln.torch.rope_qk (in place)": compiled_in(qk_step, q, k,
-                                                                                    mode="reduce-overhead"),
+        "torch.compile(fullgraph) of cukiln.torch.rope_qk (in place, q and k sliced inside)": qk_compiled,
+        "torch.compile(reduce-overhead) of cukiln.torch.rope_qk (in place), qkv static": compiled_in(
+            qk_of_projection, qkv.clone(), mode="reduce-overhead", static=True),
         "CUDA graph replay of cukiln.torch.rope_qk": qk_replay,
+        "torch.compile(reduce-overhead) of cukiln.torch.rope (in place), x static": compiled_in(
+            lambda t: cukiln.torch.rope(t, base=10000.0, inplace=True), x.clone(), mode="reduce-overhead",
+            static=True),
         "cukiln.rope_qk (in place, cos_sin_cache, positions)": lambda: cukiln.rope_qk(q, k, inplace=True, **serving),
         "cukiln.rope_qk (out=, cos_sin_cache, positions)": lambda: cukiln.rope_qk(q, k, out=(q_out, k_out),
                                                                                    **serving),
