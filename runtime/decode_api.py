@@ -130,13 +130,13 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
             or getattr(out, "requires_grad", False)):
         refuse_untracked_gradients("cukiln.decode_attention",
                                    (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)))
-    if (out is None and q.is_cuda and type(k_cache) is type(q) and type(v_cache) is type(q)
+    if ((out is None or type(out) is type(q)) and q.is_cuda and type(k_cache) is type(q) and type(v_cache) is type(q)
             and (type(kv_lens) is int or type(kv_lens) is type(q))
             and (kv_start is None or type(kv_start) is int or type(kv_start) is type(q))):
         native = _NATIVE if _NATIVE is not None else _native()  # the native hot path, where it loads
         if native:
-            return native(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, return_lse,
-                          batch_invariant)
+            return native(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out,
+                          return_lse, batch_invariant)
     return run_decode(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
                       batch_invariant)
 
@@ -288,20 +288,22 @@ _OP_SOURCES = {"q": 0, "k": 1, "v": 2, "kv_lens": 3, "kv_start": 6, "kv_len": 4,
 
 
 def describe_op(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, batch_invariant,
-                result, lse):
+                result, lse, given: int | None = None):
     """The native hot path's description (runtime/native.py) of a cukiln::decode_attention call just run
-    (``result``, ``lse`` its outputs); None where a description cannot serve the next call with this metadata
-    (lengths in CPU tensors, whose values are checked on every call)."""
+    (``result``, ``lse`` its outputs; with ``given``, result is the caller's out, at that argument index of a
+    variant's arguments); None where a description cannot serve the next call with this metadata (lengths in CPU
+    tensors, whose values are checked on every call)."""
     from . import native
 
     torch = _torch or _import_torch()
     lens_int, start_int = type(kv_lens) is int, kv_start is None or type(kv_start) is int
     if any(isinstance(t, torch.Tensor) and not t.is_cuda for t in (kv_lens, kv_start)):
         return None
-    cached = describe(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, None, True,
-                      batch_invariant)[0]
+    cached = describe(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits,
+                      None if given is None else result, True, batch_invariant)[0]
     plan = cached.plan
-    sources = {"out": (native.OUTPUT, 0), "lse": (native.OUTPUT, 1)}
+    sources = {"out": (native.OUTPUT, 0) if given is None else (native.ARGUMENT, given),
+               "lse": (native.OUTPUT, 0 if given is not None else 1)}
     if cached.combine is not None:  # the split workspace, which the Python path allocates for the combine kernel
         sources.update(partial_out=(native.SCRATCH, 0), partial_lse=(native.SCRATCH, 1))
     sources.update({name: (native.ARGUMENT, _OP_SOURCES[name]) for name in ("q", "k", "v")})
@@ -309,10 +311,10 @@ def describe_op(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softca
         sources["kv_lens"] = (native.ARGUMENT, _OP_SOURCES["kv_lens"])
     if not start_int:
         sources["kv_start"] = (native.ARGUMENT, _OP_SOURCES["kv_start"])
-    integers = {name: _OP_SOURCES[name] for name, given in (("kv_len", lens_int), ("kv_start_value", start_int))
-                if given}
-    launches = [] if cached.empty else launch_descriptions(cached, [sources.get(name) for name in PER_CALL],
-                                                           [0] * len(PER_CALL), integers)
+    integers = {name: _OP_SOURCES[name] for name, given_int in (("kv_len", lens_int), ("kv_start_value", start_int))
+                if given_int}
+    per_call_sources = [sources.get(name) for name in PER_CALL]
+    launches = [] if cached.empty else launch_descriptions(cached, per_call_sources, [0] * len(PER_CALL), integers)
     scratch = ()
     if cached.combine is not None and not cached.empty:
         shape = (plan.batch, plan.heads_q, plan.num_splits)
@@ -326,8 +328,11 @@ def describe_op(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softca
         bounds.append((_OP_SOURCES["kv_start_value"], 0, 2 ** 62))
         if lens_int:
             ordered.append((_OP_SOURCES["kv_start_value"], _OP_SOURCES["kv_len"]))
-    return native.describe(cached.device, launches, outputs=[native.allocation(result), native.allocation(lse)],
-                           scratch=scratch, returns=(0, 1), bounds=bounds, ordered=ordered)
+    outputs = [native.allocation(t) for t in ((result, lse) if given is None else (lse,))]
+    return native.describe(cached.device, launches, outputs=outputs, scratch=scratch,
+                           returns=(0, 1) if given is None else (-1 - given, 0), bounds=bounds, ordered=ordered,
+                           overlaps=native.overlap_checks(cached.attention.pairs, per_call_sources),
+                           bumps=() if given is None else (given,))
 
 
 def _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,

@@ -98,13 +98,14 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
     if (q.requires_grad or getattr(k_new, "requires_grad", False) or getattr(v_new, "requires_grad", False)
             or getattr(out, "requires_grad", False)):
         refuse_untracked_gradients("cukiln.decode_step", (("q", q), ("k_new", k_new), ("v_new", v_new), ("out", out)))
-    if (out is None and not advance_lens and type(kv_lens) is torch.Tensor and kv_lens.is_cuda and q.is_cuda
+    if ((out is None or type(out) is type(q)) and not advance_lens and type(kv_lens) is torch.Tensor and kv_lens.is_cuda
+            and q.is_cuda
             and (kv_start is None or type(kv_start) is int or (type(kv_start) is torch.Tensor and kv_start.is_cuda))):
         native = _NATIVE if _NATIVE is not None else _native()  # the native hot path, where it loads
         if native:
             return native(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos,
                           sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
-                          rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits,
+                          rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits, out,
                           return_lse)
     return run_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos,
                            sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
@@ -220,21 +221,22 @@ OP_POSITIONS = {"q": 0, "k_new": 1, "v_new": 2, "k_cache": 3, "v_cache": 4, "kv_
                 "q_norm_weight": 21, "k_norm_weight": 22}
 
 
-def describe_op(args: tuple, result, lse) -> dict | None:
+def describe_op(args: tuple, result, lse, given: int | None = None) -> dict | None:
     """The native hot path's description (runtime/native.py) of a cukiln::decode_step call just run on the op's
-    ``args`` (its outputs ``result``, ``lse``): the append and the attention reading the step's workspace, which the
-    C++ side allocates per call. None where the step is not the planned device-lengths one, or advances kv_lens
-    (a copy after the kernels, which the Python path makes)."""
+    ``args`` (its outputs ``result``, ``lse``; with ``given``, result is the caller's out, at that argument index of
+    a variant's arguments): the append and the attention reading the step's workspace, which the C++ side allocates
+    per call. None where the step is not the planned device-lengths one, or advances kv_lens (a copy after the
+    kernels, which the Python path makes)."""
     from . import native
 
     (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, start_tensor, start_int, positions, freqs, cos, sin,
      cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, q_norm_weight,
-     k_norm_weight, norm_eps, scale, softcap, num_splits, advance_lens) = args
+     k_norm_weight, norm_eps, scale, softcap, num_splits, advance_lens) = args[:28]
     if advance_lens or not kv_lens.is_cuda or (start_tensor is not None and not start_tensor.is_cuda):
         return None
     kv_start = start_int if start_tensor is None else start_tensor
     tensors = (q, None, k_new, v_new, k_cache, v_cache, kv_lens, kv_start, positions, freqs, cos, sin, cos_sin_cache,
-               inv_freq, None, q_norm_weight, k_norm_weight, None)
+               inv_freq, None, q_norm_weight, k_norm_weight, None if given is None else result)
     step = _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, norm_eps,
                       scale, softcap, num_splits, True)
     append, attention = step.append, step.attention
@@ -246,18 +248,23 @@ def describe_op(args: tuple, result, lse) -> dict | None:
         native.pointer_slots(append.refill.slots, sources))]
     if not attention.empty:
         per_call = {"q": (*workspace, 0), "k": sources[4], "v": sources[5], "kv_lens": (*workspace, step.lens_offset),
-                    "kv_start": sources[7], "out": (native.OUTPUT, 0), "lse": (native.OUTPUT, 1)}
+                    "kv_start": sources[7], "out": (native.OUTPUT, 0) if given is None else (native.ARGUMENT, given),
+                    "lse": (native.OUTPUT, 0 if given is not None else 1)}
         if step.partial_offset:
             per_call.update(partial_out=(*workspace, step.partial_offset),
                             partial_lse=(*workspace, step.partial_lse_offset))
         values = [0] * len(decode_api.PER_CALL)
         values[-1] = kv_start if type(kv_start) is int else 0
-        launches += decode_api.launch_descriptions(attention, [per_call.get(n) for n in decode_api.PER_CALL], values,
-                                                   {})
-    return native.describe(attention.device, launches, outputs=[native.allocation(result), native.allocation(lse)],
-                           scratch=[((step.workspace_bytes,), (1,), native.UINT8)], returns=(0, 1),
-                           overlaps=native.overlap_checks(append.refill.pairs, sources),
-                           bumps=(OP_POSITIONS["k_cache"], OP_POSITIONS["v_cache"]))
+        attention_sources = [per_call.get(n) for n in decode_api.PER_CALL]
+        launches += decode_api.launch_descriptions(attention, attention_sources, values, {})
+    overlaps = native.overlap_checks(append.refill.pairs, sources)
+    if given is not None and not attention.empty:  # the caller's out against what the attention reads
+        overlaps += native.overlap_checks(attention.attention.pairs, attention_sources)
+    written = (OP_POSITIONS["k_cache"], OP_POSITIONS["v_cache"]) + (() if given is None else (given,))
+    return native.describe(attention.device, launches,
+                           outputs=[native.allocation(t) for t in ((result, lse) if given is None else (lse,))],
+                           scratch=[((step.workspace_bytes,), (1,), native.UINT8)],
+                           returns=(0, 1) if given is None else (-1 - given, 0), overlaps=overlaps, bumps=written)
 
 
 def _validate_attention(q, k_cache, v_cache, lens, kv_layout, kv_start, scale, softcap, num_splits, out,

@@ -10,7 +10,7 @@ import torch
 from .decode_api import decode_attention as _decode_attention
 from .decode_api import describe_op, run_decode
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, NATIVE_CALLS, PUBLIC_CALLS, direct, eager, implement
+from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, implement
 
 __all__ = ["decode_attention"]
 
@@ -88,24 +88,41 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     return (result, lse) if return_lse else result
 
 
-def _native_call():
-    """cukiln.decode_attention's call through the native hot path (out= None, no autograd), positional as
-    run_decode less out; None where the native path does not serve the op."""
-    call = NATIVE_CALLS.get("decode_attention")
-    if call is None:
-        return None
+def _decode_out_miss(*args_and_out):
+    """The miss of cukiln.decode_attention's out= calls (native.variant): the op's arguments, then the caller's out."""
+    (q, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start, scale, softcap, num_splits,
+     batch_invariant, out) = args_and_out
+    lens = kv_lens_tensor if kv_lens_tensor is not None else kv_len
+    start = kv_start_tensor if kv_start_tensor is not None else kv_start
+    result, lse = run_decode(q, k_cache, v_cache, lens, kv_layout, start, scale, softcap, num_splits, out, True,
+                             batch_invariant)
+    return (result, lse), describe_op(q, k_cache, v_cache, lens, kv_layout, start, scale, softcap, num_splits,
+                                      batch_invariant, result, lse, given=len(args_and_out) - 1)
 
-    def decode(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, return_lse,
+
+def _native_call():
+    """cukiln.decode_attention's call through the native hot path (no autograd), positional as run_decode; None
+    where the native path does not serve the op."""
+    from . import native
+
+    handle = NATIVE_HANDLES.get("decode_attention")
+    if handle is None:
+        return None
+    call, call_out = native.caller(handle), native.variant(handle, "#out", _decode_out_miss, 1)
+
+    def decode(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
                batch_invariant):
         lens_tensor = kv_lens if type(kv_lens) is torch.Tensor else None
         start_tensor = kv_start if type(kv_start) is torch.Tensor else None
-        result, lse = call((q, k_cache, v_cache, lens_tensor, 0 if lens_tensor is not None else kv_lens, kv_layout,
-                            start_tensor, 0 if start_tensor is not None or kv_start is None else kv_start, scale,
-                            softcap, num_splits, batch_invariant))
+        args = (q, k_cache, v_cache, lens_tensor, 0 if lens_tensor is not None else kv_lens, kv_layout, start_tensor,
+                0 if start_tensor is not None or kv_start is None else kv_start, scale, softcap, num_splits,
+                batch_invariant)
+        result, lse = call(args) if out is None else call_out((*args, out))
         return (result, lse) if return_lse else result
 
     return decode
 
 
-if _native_call() is not None:
-    PUBLIC_CALLS["decode_attention"] = _native_call()
+_NATIVE_CALL = _native_call()
+if _NATIVE_CALL is not None:
+    PUBLIC_CALLS["decode_attention"] = _NATIVE_CALL

@@ -159,7 +159,8 @@ struct Plan {
   int64_t device = 0;
   std::vector<Launch> launches;
   std::vector<Allocation> outputs, scratch;
-  std::vector<int64_t> returns;  // output index of each value the op returns
+  // each value the op returns: an output's index, or -1 - i for argument i (a caller's output, given as one)
+  std::vector<int64_t> returns;
   std::vector<Overlap> overlaps;
   std::vector<IntegerBound> bounds;
   std::vector<std::pair<int64_t, int64_t>> ordered;  // (a, b): int argument a <= int argument b
@@ -175,6 +176,9 @@ struct OpState {
   py::object miss;      // the Python kernel: miss(*arguments) -> (result, description or None)
   py::object autograd;  // the Python autograd kernel: autograd(*arguments) -> result
   std::vector<bool> per_call;  // int arguments left out of the key (refilled lengths)
+  // A variant's arguments past the schema's: tensors the caller gives for the op's outputs (a public call's out=),
+  // which the key, the checks and the launches see as arguments; no dispatcher kernel reaches a variant.
+  size_t extra = 0;
   std::mutex lock;
   std::unordered_map<std::string, std::shared_ptr<Plan>> plans;
 };
@@ -262,7 +266,7 @@ std::shared_ptr<Plan> plan_of(const py::object& description);
 void run_python(const c10::OperatorHandle& op, OpState& state, torch::jit::Stack* stack, const std::string& key,
                 bool describe) {
   const auto& schema = op.schema();
-  const size_t count = schema.arguments().size();
+  const size_t count = schema.arguments().size() + state.extra;
   auto arguments = torch::jit::last(*stack, count);
   py::gil_scoped_acquire gil;
   py::tuple args(count);
@@ -373,7 +377,7 @@ void launch(const Driver& d, Launch& l, const c10::IValue* args, const std::vect
 }
 
 void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const size_t count = op.schema().arguments().size();
+  const size_t count = op.schema().arguments().size() + state.extra;
   const size_t first = stack->size() - count;
   std::string key;
   if (!key_of(*stack, first, count, state, key)) {
@@ -405,8 +409,11 @@ void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* s
   }
   for (int64_t a : plan->bumps) args[a].toTensor().unsafeGetTensorImpl()->bump_version();
   // scratch (split results) lives until here: the caching allocator orders any reuse after the queued kernels
+  std::vector<c10::IValue> returned;
+  returned.reserve(plan->returns.size());
+  for (int64_t r : plan->returns) returned.push_back(r >= 0 ? c10::IValue(outputs[r]) : args[-1 - r]);
   torch::jit::drop(*stack, count);
-  for (int64_t r : plan->returns) stack->push_back(outputs[r]);
+  for (auto& v : returned) stack->push_back(std::move(v));
 }
 
 void hot(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -542,16 +549,34 @@ int64_t register_op(const std::string& name, py::object miss, py::object autogra
   return reinterpret_cast<int64_t>(handle);
 }
 
-// The op of ``handle`` (register_op's) on ``args``, straight into its hot kernel: no dispatcher, no gate. For the
+// A variant of op ``handle`` for public calls that give ``extra`` output tensors (appended to its arguments):
+// its own plans, made by ``miss(*arguments, *outputs)``. Its handle, for ``call``.
+int64_t register_variant(int64_t handle, const std::string& suffix, py::object miss, size_t extra) {
+  const OpState& base = *reinterpret_cast<OpState*>(handle);
+  auto state = std::make_unique<OpState>(base.op);
+  state->name = base.name + suffix;
+  state->miss = std::move(miss);
+  state->autograd = base.autograd;
+  state->per_call = base.per_call;
+  state->per_call.resize(base.per_call.size() + extra, false);
+  state->extra = extra;
+  OpState* variant = state.get();
+  std::lock_guard<std::mutex> guard(registry_lock);
+  registry()[state->name] = std::move(state);
+  return reinterpret_cast<int64_t>(variant);
+}
+
+// The op of ``handle`` (register_op's or register_variant's) on ``args``, straight into its hot kernel: no dispatcher, no gate. For the
 // public calls, which make their own autograd checks first; arguments are taken as the Python kernel takes them.
 py::object call(int64_t handle, const py::tuple& args) {
   OpState& state = *reinterpret_cast<OpState*>(handle);
   const auto& schema = state.op.schema();
   const auto& declared = schema.arguments();
-  TORCH_CHECK(args.size() == declared.size(), state.name, ": expected ", declared.size(), " arguments");
+  const size_t count = declared.size() + state.extra;
+  TORCH_CHECK(args.size() == count, state.name, ": expected ", count, " arguments");
   torch::jit::Stack stack;
-  stack.reserve(declared.size());
-  for (size_t i = 0; i < declared.size(); ++i) {
+  stack.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
     PyObject* a = args[i].ptr();
     if (a == Py_None) {
       stack.emplace_back();
@@ -564,6 +589,7 @@ py::object call(int64_t handle, const py::tuple& args) {
     } else if (PyFloat_Check(a)) {
       stack.emplace_back(PyFloat_AS_DOUBLE(a));
     } else {
+      TORCH_CHECK(i < declared.size(), state.name, ": output ", i - declared.size(), " is not a tensor");
       stack.push_back(torch::jit::toIValue(args[i], declared[i].type()));
     }
   }
@@ -598,6 +624,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "cukiln's native hot path for its torch ops (see hot_path.cpp)";
   m.def("register_op", &register_op, "C++ kernels for cukiln::NAME at the CUDA and Autograd keys: its handle");
   m.def("call", &call, "the op of a handle on a tuple of its arguments, through its hot kernel");
+  m.def("register_variant", &register_variant, "a variant of an op for calls that give their outputs: its handle");
   m.def("clear", &clear, "forget every cached plan");
   m.def("plan_count", &plan_count, "the cached plans of cukiln::NAME");
   m.def("driver_found", [] { return driver().launch != nullptr; }, "whether libcuda was found");

@@ -14,7 +14,7 @@ from . import decode_step_api, kv_append_api
 from .decode_step_api import run_decode_step
 from .kv_append_api import run_kv_append
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, NATIVE_CALLS, PUBLIC_CALLS, direct, eager, implement
+from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, implement
 
 __all__ = ["kv_append", "decode_step"]
 
@@ -138,26 +138,38 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
     return (result, lse) if return_lse else result
 
 
+def _decode_step_out_miss(*args_and_out):
+    """The miss of cukiln.decode_step's out= calls (native.variant): the op's arguments, then the caller's out."""
+    *args, out = args_and_out
+    (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start_tensor, kv_start, *rest) = args
+    result, lse = run_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout,
+                                  kv_start_tensor if kv_start_tensor is not None else kv_start, *rest, out, True)
+    return (result, lse), decode_step_api.describe_op(tuple(args), result, lse, given=len(args))
+
+
 def _native_step():
-    """cukiln.decode_step's call through the native hot path (lengths on the device, out= None, kv_lens not
-    advanced, no autograd), its arguments positional as decode_step's less out; None where the native path does not
-    serve the op."""
-    call = NATIVE_CALLS.get("decode_step")
-    if call is None:
+    """cukiln.decode_step's call through the native hot path (lengths on the device, kv_lens not advanced, no
+    autograd), its arguments positional as decode_step's; None where the native path does not serve the op."""
+    from . import native
+
+    handle = NATIVE_HANDLES.get("decode_step")
+    if handle is None:
         return None
+    call, call_out = native.caller(handle), native.variant(handle, "#out", _decode_step_out_miss, 1)
 
     def step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos, sin, cos_sin_cache,
              inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, q_norm_weight, k_norm_weight,
-             norm_eps, scale, softcap, num_splits, return_lse):
+             norm_eps, scale, softcap, num_splits, out, return_lse):
         start_tensor, start = _split(kv_start)
-        result, lse = call((q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, start_tensor, start, positions,
-                            freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved,
-                            rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap,
-                            num_splits, False))
+        args = (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, start_tensor, start, positions, freqs, cos, sin,
+                cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset,
+                q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits, False)
+        result, lse = call(args) if out is None else call_out((*args, out))
         return (result, lse) if return_lse else result
 
     return step
 
 
-if _native_step() is not None:
-    PUBLIC_CALLS["decode_step"] = _native_step()
+_NATIVE_STEP = _native_step()
+if _NATIVE_STEP is not None:
+    PUBLIC_CALLS["decode_step"] = _NATIVE_STEP

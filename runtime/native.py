@@ -73,16 +73,28 @@ def _build():
         return None
 
 
-def register(name: str, miss, autograd, per_call: tuple[bool, ...]):
-    """C++ kernels for op cukiln::``name`` when the extension loads: a call of the op's arguments as one tuple
-    straight into its plan cache (for the public functions, which make their own autograd checks), or None
-    (the caller registers its Python autograd kernel). ``miss(*arguments) -> (result, description or None)`` runs
-    a call in Python; ``autograd(*arguments)`` serves calls that need autograd; ``per_call`` marks the int
-    arguments a plan refills (left out of the plan-cache key)."""
+def register(name: str, miss, autograd, per_call: tuple[bool, ...]) -> int | None:
+    """C++ kernels for op cukiln::``name`` when the extension loads: the op's handle, or None (the caller registers
+    its Python autograd kernel). ``miss(*arguments) -> (result, description or None)`` runs a call in Python;
+    ``autograd(*arguments)`` serves calls that need autograd; ``per_call`` marks the int arguments a plan refills
+    (left out of the plan-cache key)."""
     native = module()
     if native is None:
         return None
-    return functools.partial(native.call, native.register_op(name, miss, autograd, list(per_call)))
+    return native.register_op(name, miss, autograd, list(per_call))
+
+
+def caller(handle: int):
+    """``call(arguments)``: the op (or variant) of ``handle`` on a tuple of its arguments, straight into its plan
+    cache, for the public functions (which make their own autograd checks)."""
+    return functools.partial(module().call, handle)
+
+
+def variant(handle: int, suffix: str, miss, outputs: int):
+    """A caller (as caller()) of a variant of op ``handle`` for public calls that give ``outputs`` output tensors,
+    appended to the op's arguments (out=): plans of its own, made by ``miss(*arguments, *outputs) -> (result,
+    description)``, whose argument indices past the op's name the given outputs."""
+    return caller(module().register_variant(handle, suffix, miss, outputs))
 
 
 def field_offsets(fmt: str) -> list[int]:
@@ -148,7 +160,8 @@ def _scalar_type(dtype) -> int:
 def describe(device: int, launches: list, *, outputs=(), scratch=(), returns=(), overlaps=(), bounds=(), ordered=(),
              bumps=()) -> dict:
     """A plan for hot_path.cpp: ``launches`` (launch_description), tensors allocated per call (``outputs``,
-    ``scratch``: allocation tuples), the output index of each returned value, ``overlaps`` (written argument,
+    ``scratch``: allocation tuples), each returned value (an output's index, or -1 - i for argument i: a
+    caller's output given to a variant), ``overlaps`` (written argument,
     checked argument, their byte spans' lo and hi relative to each pointer, and the Interleaving window
     (modulus, lo, hi) within which spans that meet share no byte, or (0, 0, 0)), int ``bounds`` (argument, lo, hi),
     ``ordered`` pairs (a, b) of int arguments with a <= b, argument tensors written (``bumps``: versions bumped)."""

@@ -105,13 +105,13 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
         refuse_untracked_gradients("cukiln.rope", (("x", x), ("out", out), ("freqs", freqs), ("cos", cos),
                                                    ("sin", sin), ("cos_sin_cache", cos_sin_cache),
                                                    ("inv_freq", inv_freq)), "cukiln.torch.rope")
-    if out is None and x.is_cuda:  # the native hot path, where it loads (its plans are the torch ops')
+    if x.is_cuda and (out is None or (type(out) is type(x) and not inplace)):  # the native hot path, where it loads
         native = _NATIVE if _NATIVE is not None else _native()
         if native:
             return native(x, None, (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout,
                                     interleaved, rotary_dim, rotary_offset, positions, mrope_section,
                                     mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen),
-                          backward, inplace)
+                          backward, inplace, out, None)
     # Positional: 21 keyword arguments would cost this call about a microsecond.
     return run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
                     rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
@@ -151,12 +151,13 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
                                                       ("freqs", freqs), ("cos", cos), ("sin", sin),
                                                       ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq)),
                                    "cukiln.torch.rope_qk")
-    if q_out is None and k is not None and q.is_cuda and type(k) is type(q):  # the native hot path (as rope)
+    if k is not None and q.is_cuda and type(k) is type(q) and (
+            q_out is None or (type(q_out) is type(q) and type(k_out) is type(q) and not inplace)):  # as rope's
         native = _NATIVE if _NATIVE is not None else _native()
         if native:
             return native(q, k, (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
                                  rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved, offsets,
-                                 cu_seqlens, cp_size, cp_rank, max_seqlen), backward, inplace)
+                                 cu_seqlens, cp_size, cp_rank, max_seqlen), backward, inplace, q_out, k_out)
     return run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
                        rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens,
                        cp_size, cp_rank, max_seqlen, backward, inplace, q_out, k_out)
@@ -352,24 +353,30 @@ def prepare(x, k, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=N
     return cached, (values, None if then is None else then.refill.values(then.plan.values, pointers)), out, k_out, copied
 
 
-def describe_op(x, k, arguments: tuple, inplace: bool, positions: dict, result, k_result):
+def describe_op(x, k, arguments: tuple, inplace: bool, positions: dict, result, k_result, given: int | None = None):
     """The native hot path's description (runtime/native.py) of a torch op's call just run: x (and k) rotated in
-    place or into fresh outputs (``result``, ``k_result``), ``arguments`` run_rope's from freqs to backward,
+    place, into fresh outputs (``result``, ``k_result``) or, with ``given`` (the argument index of the first of them
+    in a variant's arguments), into the caller's outputs; ``arguments`` run_rope's from freqs to backward,
     ``positions`` the op's argument index of each of x, k and the tables. None where a description cannot serve the
-    next call with this metadata (host cu_seqlens, whose values the plan checks)."""
+    next call with this metadata (host cu_seqlens, whose values the plan checks; an output given at x's own
+    address, which the plan takes as in place and so checks no overlap with x)."""
     from . import native
 
     cu_seqlens = arguments[ARGUMENTS.index("cu_seqlens")]
     if cu_seqlens is not None and cu_seqlens.device.type == "cpu":
         return None
-    cached = prepare(x, k, *arguments, inplace, x if inplace else None, k if inplace else None)[0]
-    given = (x, result, k, k_result) + tuple(arguments[ARGUMENTS.index(n)] for n in _TENSOR_ARGS[4:])
+    if given is not None and (result.data_ptr() == x.data_ptr()
+                              or (k is not None and k_result.data_ptr() == k.data_ptr())):
+        return None
+    outs = (x, k) if inplace else (result, k_result) if given is not None else (None, None)
+    cached = prepare(x, k, *arguments, inplace, *outs)[0]
+    tensors = (x, result, k, k_result) + tuple(arguments[ARGUMENTS.index(n)] for n in _TENSOR_ARGS[4:])
     sources = []  # per pointer of the plan: (source, index), or None where this call passes no tensor
     for i, name in enumerate(_TENSOR_ARGS):
         if name in ("out", "k_out"):
-            rotated = positions["x" if name == "out" else "k"]
-            sources.append((native.ARGUMENT, rotated) if inplace else (native.OUTPUT, i // 2))
-        elif given[i] is None or type(given[i]) is int:
+            sources.append((native.ARGUMENT, positions["x" if name == "out" else "k"]) if inplace else
+                           (native.ARGUMENT, given + i // 2) if given is not None else (native.OUTPUT, i // 2))
+        elif tensors[i] is None or type(tensors[i]) is int:
             sources.append(None)
         else:
             sources.append((native.ARGUMENT, positions[name]))
@@ -381,11 +388,13 @@ def describe_op(x, k, arguments: tuple, inplace: bool, positions: dict, result, 
                                                   refill.values(p.values, [0] * len(_TENSOR_ARGS)),
                                                   native.pointer_slots(refill.slots, sources)))
         part = part.then
-    fresh = () if inplace else (result,) if k is None else (result, k_result)
-    written = () if not inplace else (positions["x"],) if k is None else (positions["x"], positions["k"])
+    rotated = (1,) if k is None else (1, 3)  # the pointers of x's and k's outputs
+    fresh = () if inplace or given is not None else (result,) if k is None else (result, k_result)
+    written = [sources[i][1] for i in rotated] if inplace or given is not None else []
+    returns = range(len(fresh)) if given is None else [-1 - sources[i][1] for i in rotated]
     return native.describe(x.get_device(), launches, outputs=[native.allocation(t) for t in fresh],
-                           returns=range(len(fresh)), overlaps=native.overlap_checks(cached.refill.pairs, sources),
-                           bumps=written)
+                           returns=[] if inplace else returns,
+                           overlaps=native.overlap_checks(cached.refill.pairs, sources), bumps=written)
 
 
 def _refuse_overlap(hit: tuple[int, int] | None) -> None:

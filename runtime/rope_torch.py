@@ -15,7 +15,7 @@ import torch
 from . import rope_api
 from .rope_api import ARGUMENTS, run_rope, run_rope_qk
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, NATIVE_CALLS, PUBLIC_CALLS, direct, eager, implement, wants_grad
+from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, implement, wants_grad
 
 __all__ = ["rope", "rope_qk"]
 
@@ -307,29 +307,49 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
     return _rope_qk_op(*args)
 
 
-def _native_call():
-    """cukiln.rope's and rope_qk's calls through the native hot path (out= None, no autograd): ``call(x, k,
-    arguments, backward, inplace)`` with ``arguments`` run_rope's from freqs to max_seqlen; None where the native
-    path does not serve the ops."""
-    calls = [NATIVE_CALLS.get(name) for name in ("rope", "rope_", "rope_qk", "rope_qk_")]
-    if None in calls:
-        return None
-    rope, rope_, rope_qk, rope_qk_ = calls
+def _rope_out_miss(x, *args_and_out):
+    """The miss of cukiln.rope's out= calls (native.variant): the op's arguments, then the caller's out."""
+    args, out = args_and_out[:-1], args_and_out[-1]
+    run_rope(x, *_run_args(args), False, out)
+    return out, rope_api.describe_op(x, None, _run_args(args), False, _ONE, out, None, given=1 + len(OP_ARGUMENTS))
 
-    def call(x, k, arguments, backward, inplace):
+
+def _rope_qk_out_miss(q, k, *args_and_outs):
+    """The miss of cukiln.rope_qk's out= calls: the op's arguments, then the caller's q_out and k_out."""
+    args, q_out, k_out = args_and_outs[:-2], args_and_outs[-2], args_and_outs[-1]
+    run_rope_qk(q, k, *_run_args(args), False, q_out, k_out)
+    return (q_out, k_out), rope_api.describe_op(q, k, _run_args(args), False, _TWO, q_out, k_out,
+                                                given=2 + len(OP_ARGUMENTS))
+
+
+def _native_call():
+    """cukiln.rope's and rope_qk's calls through the native hot path (no autograd): ``call(x, k, arguments,
+    backward, inplace, out, k_out)`` with ``arguments`` run_rope's from freqs to max_seqlen and the caller's outputs
+    (or None); None where the native path does not serve the ops."""
+    from . import native
+
+    handles = [NATIVE_HANDLES.get(name) for name in ("rope", "rope_", "rope_qk", "rope_qk_")]
+    if None in handles:
+        return None
+    rope, rope_, rope_qk, rope_qk_ = (native.caller(h) for h in handles)
+    rope_out = native.variant(handles[0], "#out", _rope_out_miss, 1)
+    rope_qk_out = native.variant(handles[2], "#out", _rope_qk_out_miss, 2)
+
+    def call(x, k, arguments, backward, inplace, out, k_out):
         args = _op_args(*arguments, backward)
         if k is None:
             if inplace:
                 rope_((x, *args))
                 return x
-            return rope((x, *args))
+            return rope((x, *args)) if out is None else rope_out((x, *args, out))
         if inplace:
             rope_qk_((x, k, *args))
             return x, k
-        return rope_qk((x, k, *args))
+        return rope_qk((x, k, *args)) if out is None else rope_qk_out((x, k, *args, out, k_out))
 
     return call
 
 
-if _native_call() is not None:
-    PUBLIC_CALLS["rope"] = PUBLIC_CALLS["rope_qk"] = _native_call()
+_NATIVE_CALL = _native_call()
+if _NATIVE_CALL is not None:
+    PUBLIC_CALLS["rope"] = PUBLIC_CALLS["rope_qk"] = _NATIVE_CALL

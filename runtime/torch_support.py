@@ -19,8 +19,8 @@ def eager(x: torch.Tensor) -> bool:
             and not torch._C._are_functorch_transforms_active() and not torch._C._len_torch_dispatch_stack())
 
 
-# op name -> its call straight into the native hot path (native.register), for the ops the native path serves
-NATIVE_CALLS: dict = {}
+# op name -> its handle in the native hot path (native.register), for the ops the native path serves
+NATIVE_HANDLES: dict = {}
 # public function name -> its call through the native hot path (each torch-op module adds its own), for the
 # public functions' plain calls (no out=, no autograd)
 PUBLIC_CALLS: dict = {}
@@ -37,7 +37,7 @@ def direct(x: torch.Tensor, op: str) -> bool:
     """True when a cukiln.torch wrapper should run the kernels from Python rather than through op cukiln::``op``:
     an eager call (eager()) of an op the native hot path does not serve. Where it serves the op, its C++ kernels
     run the call for less host time than the Python path (`cukiln bench overhead`), eagerly as when compiled."""
-    return op not in NATIVE_CALLS and eager(x)
+    return op not in NATIVE_HANDLES and eager(x)
 
 
 def wants_grad(x: torch.Tensor) -> bool:
@@ -53,8 +53,8 @@ def implement(name: str, kernel, autograd, miss=None, per_call: tuple[str, ...] 
 
     LIBRARY.impl(name, kernel, "CompositeExplicitAutograd")
     arguments = [a.name for a in getattr(torch.ops.cukiln, name).default._schema.arguments]
-    call = None if miss is None else native.register(name, miss, autograd, tuple(a in per_call for a in arguments))
-    if call is not None:
-        NATIVE_CALLS[name] = call
+    handle = None if miss is None else native.register(name, miss, autograd, tuple(a in per_call for a in arguments))
+    if handle is not None:
+        NATIVE_HANDLES[name] = handle
     else:
         LIBRARY.impl(name, autograd, "Autograd")

@@ -258,3 +258,42 @@ def test_a_decode_step_description_replays_the_append_and_the_attention(launches
     assert _masked(description, replayed) == _masked(description, launches[-count:])
     # advancing kv_lens is a copy after the kernels, which only the Python path makes
     assert decode_step_api.describe_op(second[:-1] + (True,), out2, lse2) is None
+
+
+def test_a_rope_out_description_takes_the_callers_out_as_an_argument(launches):
+    kw = dict(freqs=torch.rand(64, 32), layout="bshd", rotary_dim=32, rotary_offset=16)
+    x = torch.randn(2, 5, 4, 64, dtype=torch.bfloat16)
+    args = _op_args(x, **kw)
+    out = torch.empty_like(x)
+    result, description = rope_torch._rope_out_miss(*args, out)
+    given = len(args)
+    assert result is out and description["outputs"] == [] and description["returns"] == [-1 - given]
+    assert description["bumps"] == [given], "the caller's out is written behind autograd's back: its version bumps"
+    assert any(o[0] == given for o in description["overlaps"]), "out is checked against what the kernel reads"
+    out2 = torch.empty_like(x)
+    rope_torch._rope_out_miss(*args, out2)
+    assert _replay(description, args + (out2,)) == launches[-1:]
+    assert _passes(description, args + (out2,))
+    base = torch.empty(2 * x.numel(), dtype=x.dtype)  # an x and an out that share half their bytes
+    x_shared, out_shared = base[:x.numel()].view_as(x), base[x.numel() // 2:][:x.numel()].view_as(x)
+    assert not _passes(description, (x_shared,) + args[1:] + (out_shared,)), "an out over x fails the check"
+    # an out at x's own address reads as in place to the Python path, which then checks nothing against x
+    assert rope_torch._rope_out_miss(*args, x)[1] is None
+
+
+def test_a_decode_out_description_takes_the_callers_out_as_an_argument(launches):
+    from cukiln import decode_torch
+
+    q = torch.randn(2, 8, 128, dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 256, 128, dtype=torch.bfloat16) for _ in range(2))
+    args = (q, k, v, None, 100, "bhsd", None, 0, None, None, None, False)
+    out = torch.empty_like(q)
+    (result, lse), description = decode_torch._decode_out_miss(*args, out)
+    given = len(args)
+    assert result is out and description["returns"] == [-1 - given, 0] and description["bumps"] == [given]
+    assert {o[1] for o in description["overlaps"] if o[0] == given} >= {0, 1, 2}, "out against q, k and v"
+    out2 = torch.empty_like(q)
+    (_, lse2), _ = decode_torch._decode_out_miss(*args, out2)
+    assert _replay(description, args + (out2,), (lse2,)) == launches[-len(description["launches"]):]
+    assert _passes(description, args + (out2,))
+    assert not _passes(description, args + (q,)), "an out over q fails the check, so Python raises"

@@ -1,0 +1,67 @@
+"""The native hot path on the GPU: a plan made on one call serves later calls with other tensors of the same
+metadata (their results against the float64 reference, outputs poisoned first), and what a plan cannot serve goes
+back to Python, which raises: lengths out of range, an output over an input."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cukiln  # noqa: E402
+import cukiln.torch  # noqa: E402,F401
+from cukiln import native  # noqa: E402
+
+from ..checks import assert_matches_reference  # noqa: E402
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible"),
+              pytest.mark.skipif(native.module() is None, reason="the native hot path is off")]
+
+
+def _poisoned(like):
+    return torch.full_like(like, float("nan"))
+
+
+def test_plans_serve_new_tensors_of_the_same_metadata():
+    freqs = torch.rand(64, 64, device="cuda")
+    before = native.module().plan_count("rope")
+    for _ in range(3):  # a miss, then hits with new tensors
+        x = torch.randn(64, 2, 4, 64, device="cuda", dtype=torch.bfloat16)
+        out = _poisoned(x)
+        got = cukiln.rope(x, freqs=freqs, out=out)
+        assert got is out
+        assert_matches_reference(out, cukiln.reference.rope(x, freqs=freqs), "rope out=")
+        y = cukiln.torch.rope(x, freqs=freqs)
+        assert_matches_reference(y, cukiln.reference.rope(x, freqs=freqs), "cukiln.torch.rope")
+    assert native.module().plan_count("rope") == before + 1, "one plan for the op's three calls"
+
+
+def test_decode_lengths_refilled_per_call_and_checked():
+    q = torch.randn(2, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 256, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    for length in (100, 37, 256, 1):  # one plan: each call's length written into its launch
+        got = cukiln.decode_attention(q, k, v, length)
+        assert_matches_reference(got, cukiln.reference.decode_attention(q, k, v, length), f"decode at {length}")
+    with pytest.raises(ValueError, match="kv_lens"):
+        cukiln.decode_attention(q, k, v, 257)  # past the capacity: the plan's bound sends it back to Python
+    with pytest.raises(ValueError, match="kv_start"):
+        cukiln.decode_attention(q, k, v, 10, kv_start=11)
+
+
+def test_an_output_over_an_input_is_refused_on_a_hit():
+    x = torch.randn(64, 2, 4, 64, device="cuda", dtype=torch.float16)
+    cukiln.rope(x, base=10000.0, out=torch.empty_like(x))  # the plan
+    base = torch.empty(2 * x.numel(), device="cuda", dtype=x.dtype)
+    shared_x, shared_out = base[:x.numel()].view_as(x), base[x.numel() // 2:][:x.numel()].view_as(x)
+    shared_x.copy_(x)
+    with pytest.raises(ValueError, match="out: overlaps x"):
+        cukiln.rope(shared_x, base=10000.0, out=shared_out)
+
+
+def test_in_place_writes_bump_the_version_as_torch_does():
+    x = torch.randn(8, 1, 2, 64, device="cuda")
+    for _ in range(2):
+        version = x._version
+        cukiln.torch.rope(x, base=10000.0, inplace=True)
+        assert x._version == version + 1
