@@ -594,11 +594,11 @@ py::object call(int64_t handle, const py::tuple& args) {
     }
   }
   run_hot(state, state.op, &stack);
-  const size_t count = schema.returns().size();
-  if (count == 0) return py::none();
-  if (count == 1) return torch::jit::toPyObject(std::move(stack[0]));
-  py::tuple out(count);
-  for (size_t i = 0; i < count; ++i) out[i] = torch::jit::toPyObject(std::move(stack[i]));
+  const size_t returned = schema.returns().size();
+  if (returned == 0) return py::none();
+  if (returned == 1) return torch::jit::toPyObject(std::move(stack[0]));
+  py::tuple out(returned);
+  for (size_t i = 0; i < returned; ++i) out[i] = torch::jit::toPyObject(std::move(stack[i]));
   return out;
 }
 

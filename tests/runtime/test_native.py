@@ -5,6 +5,8 @@ cannot serve. The C++ side itself runs in the GPU tests (every torch-op test goe
 
 from __future__ import annotations
 
+import os
+import shutil
 import struct
 
 import pytest
@@ -297,3 +299,9 @@ def test_a_decode_out_description_takes_the_callers_out_as_an_argument(launches)
     assert _replay(description, args + (out2,), (lse2,)) == launches[-len(description["launches"]):]
     assert _passes(description, args + (out2,))
     assert not _passes(description, args + (q,)), "an out over q fails the check, so Python raises"
+
+
+@pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None, reason="no C++ compiler or ninja")
+def test_the_native_hot_path_builds_where_a_compiler_is():
+    # a failed build only turns the native path off (the ops keep their Python kernels): here it must not fail
+    assert os.environ.get("CUKILN_NATIVE", "1") == "0" or native.module() is not None
