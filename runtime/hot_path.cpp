@@ -121,6 +121,7 @@ struct TensorMaps {  // fields holding TMA tensor maps of argument tensors, enco
   }
   std::vector<int64_t> offsets, arguments;
   py::object encode;  // encode(pointers tuple) -> list of bytes, one per offset
+  std::mutex lock;    // threads launching one plan with other caches each: the last maps change under it
   std::vector<int64_t> last_pointers;
   std::vector<std::string> last_maps;
 };
@@ -337,17 +338,23 @@ void launch(const Driver& d, Launch& l, const c10::IValue* args, const std::vect
     std::vector<int64_t> now;
     now.reserve(m.arguments.size());
     for (int64_t a : m.arguments) now.push_back(pointer_of(args[a]));
-    if (now != m.last_pointers) {  // new caches: their maps encoded once, then kept (a decode loop reuses them)
-      py::gil_scoped_acquire gil;
-      py::tuple pointers(now.size());
-      for (size_t i = 0; i < now.size(); ++i) pointers[i] = py::int_(now[i]);
-      py::list maps = m.encode(pointers);
-      m.last_maps.clear();
-      for (auto item : maps) m.last_maps.push_back(item.cast<std::string>());
-      m.last_pointers = now;
+    std::vector<std::string> maps;
+    {
+      std::lock_guard<std::mutex> guard(m.lock);
+      if (now == m.last_pointers) maps = m.last_maps;
     }
-    for (size_t i = 0; i < m.offsets.size(); ++i)
-      std::memcpy(params + m.offsets[i], m.last_maps[i].data(), m.last_maps[i].size());
+    if (maps.empty()) {  // new caches: their maps encoded once, then kept (a decode loop reuses them)
+      {  // the GIL is never taken with the lock held (a thread in call() holds the GIL and may wait for the lock)
+        py::gil_scoped_acquire gil;
+        py::tuple pointers(now.size());
+        for (size_t i = 0; i < now.size(); ++i) pointers[i] = py::int_(now[i]);
+        for (auto item : py::list(m.encode(pointers))) maps.push_back(item.cast<std::string>());
+      }
+      std::lock_guard<std::mutex> guard(m.lock);
+      m.last_pointers = now;
+      m.last_maps = maps;
+    }
+    for (size_t i = 0; i < m.offsets.size(); ++i) std::memcpy(params + m.offsets[i], maps[i].data(), maps[i].size());
   }
   void* kernel_params[] = {params};
   CUcontext current = nullptr;
