@@ -354,6 +354,8 @@ void launch(const Driver& d, Launch& l, const c10::IValue* args, const std::vect
       m.last_pointers = now;
       m.last_maps = maps;
     }
+    TORCH_CHECK(maps.size() == m.offsets.size(), "cukiln native hot path: ", maps.size(), " tensor maps for ",
+                m.offsets.size(), " fields (", l.symbol, ")");
     for (size_t i = 0; i < m.offsets.size(); ++i) std::memcpy(params + m.offsets[i], maps[i].data(), maps[i].size());
   }
   void* kernel_params[] = {params};
