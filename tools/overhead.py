@@ -8,9 +8,12 @@ The paths: tiny PyTorch ops as the reference point (``y.add_(1.0)``), then each 
 ``torch.compile(fullgraph=True)`` function calling the op, one replay of a CUDA graph holding the call, and a
 breakdown of the public call (the plan-cache hit with its refill, the bound kernel's launch, the driver's launch
 call alone). Floors beside them: an op whose Python kernel does nothing, through the dispatcher and compiled
-(what torch charges any Python-implemented op, as cukiln's are), and CUDA-graph replays of one and two of torch's
-kernels. A graph replay is also timed in short bursts (``submit_us``: the host's time alone, where its kernels
-take the GPU longer than the replay takes the host).
+(what torch charges any Python-implemented op), and CUDA-graph replays of one and two of torch's kernels. A graph
+replay is also timed in short bursts (``submit_us``: the host's time alone, where its kernels take the GPU longer
+than the replay takes the host). Each reduce-overhead path records whether torch captured it in a CUDA graph
+(``cuda_graph``) or why it skipped (``cuda_graph_skipped``, torch's own words); the rows marked "static" mark the
+tensors they write as static addresses, as a model's buffers are. With the native hot path (runtime/native.py) the
+ops' rows time its C++ kernels; ``CUKILN_NATIVE=0`` times the Python kernels instead.
 """
 
 from __future__ import annotations
