@@ -68,7 +68,7 @@ implement("decode_attention", _decode_kernel, _decode_autograd, _decode_miss, pe
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
                      num_splits=None, out=None, return_lse=False, batch_invariant=False):
     """cukiln.decode_attention as the op cukiln::decode_attention (see there for the arguments; eager calls
-    run the kernels directly); ``out=`` is not supported here."""
+    run as cukiln.torch's do); ``out=`` is not supported here."""
     if out is not None:
         raise ValueError("out: cukiln.torch.decode_attention returns a new tensor; use cukiln.decode_attention "
                          "for out=")

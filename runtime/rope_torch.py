@@ -246,7 +246,7 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
          mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None,
          backward=False, inplace=False, out=None):
     """cukiln.rope as the ops cukiln::rope / cukiln::rope_ (see cukiln.rope for the arguments; eager calls
-    run the kernels directly, see cukiln.torch). ``out=`` is not supported here: an op returns a new tensor or
+    run through the ops' native hot path, or the kernels directly, see cukiln.torch). ``out=`` is not supported here: an op returns a new tensor or
     mutates x (``inplace=True``)."""
     if out is not None:
         raise ValueError("out: cukiln.torch.rope returns a new tensor (or rotates x with inplace=True); "
@@ -279,7 +279,7 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
             mrope_section=None, mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0,
             max_seqlen=None, backward=False, inplace=False, out=None):
     """cukiln.rope_qk as the ops cukiln::rope_qk / cukiln::rope_qk_ (see cukiln.rope_qk for the arguments; eager
-    calls run the kernels directly): (q_out, k_out), differentiable in q and k. ``k=None``: q alone, as
+    calls as cukiln.torch.rope's): (q_out, k_out), differentiable in q and k. ``k=None``: q alone, as
     cukiln.torch.rope (k_out None). ``out=`` is not supported here."""
     if out is not None:
         raise ValueError("out: cukiln.torch.rope_qk returns new tensors (or rotates q and k with inplace=True); "

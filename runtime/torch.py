@@ -14,10 +14,11 @@ the op ``cukiln::rope_`` and decode attention are not: given a tensor that requi
 they raise rather than return a result that autograd would silently treat as a constant.
 Arguments that take an int or a tensor in cukiln (offsets, kv_lens, kv_start) travel as two op arguments.
 
-An eager call (a plain tensor, no torch.compile, functorch transform or dispatch mode watching) runs the
-kernels directly, with rope's gradient through an autograd.Function that calls the backward kernel: the
-ops' results without the dispatcher's host time (see `cukiln bench overhead`). Every other call goes
-through the ops, whose autograd kernels again call the kernels directly when the call is eager.
+With the native hot path (cukiln.native: the ops' per-call work in C++, built on first use) every call goes
+through the ops, eager ones too; a call that needs rope's gradient reaches its autograd.Function, which calls the
+backward kernel. Without it, an eager call (a plain tensor, no torch.compile, functorch transform or dispatch mode
+watching) runs the kernels from Python directly, and every other call goes through the ops, whose autograd kernels
+again run the kernels directly when the call is eager (see `cukiln bench overhead`).
 """
 
 from __future__ import annotations
