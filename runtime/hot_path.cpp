@@ -412,6 +412,8 @@ void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* s
   for (const auto& a : plan->scratch) scratch.push_back(at::empty_strided(a.sizes, a.strides, options.dtype(a.dtype)));
   if (!plan->launches.empty()) {
     const Driver& d = driver();
+    TORCH_CHECK(d.launch != nullptr && d.launch_ex != nullptr && d.get_current != nullptr,
+                "cukiln native hot path: libcuda.so.1 and its launch functions were not found");
     auto stream = static_cast<CUstream>(
         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle());
     for (auto& l : plan->launches) launch(d, l, args, outputs, scratch, stream);
@@ -636,5 +638,4 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_variant", &register_variant, "a variant of an op for calls that give their outputs: its handle");
   m.def("clear", &clear, "forget every cached plan");
   m.def("plan_count", &plan_count, "the cached plans of cukiln::NAME");
-  m.def("driver_found", [] { return driver().launch != nullptr; }, "whether libcuda was found");
 }
