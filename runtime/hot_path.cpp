@@ -262,25 +262,18 @@ bool key_of(const torch::jit::Stack& stack, size_t first, size_t count, const Op
 
 std::shared_ptr<Plan> plan_of(const py::object& description);
 
-// The Python kernel on the call's arguments: its result pushed as the op's returns, its plan (if it describes one)
-// kept under ``key`` (empty: not cacheable).
-void run_python(const c10::OperatorHandle& op, OpState& state, torch::jit::Stack* stack, const std::string& key,
-                bool describe) {
-  const auto& schema = op.schema();
-  const size_t count = schema.arguments().size() + state.extra;
+// ``fn`` (an op's Python miss or autograd kernel) on the ``count`` arguments atop the stack, which it pops: its
+// answer. The caller holds the GIL.
+py::object call_python(const py::object& fn, torch::jit::Stack* stack, size_t count) {
   auto arguments = torch::jit::last(*stack, count);
-  py::gil_scoped_acquire gil;
   py::tuple args(count);
   for (size_t i = 0; i < count; ++i) args[i] = torch::jit::toPyObject(arguments[i]);
   torch::jit::drop(*stack, count);
-  py::tuple answer = state.miss(*args);
-  py::object result = answer[0];
-  if (describe && !key.empty()) {
-    auto plan = plan_of(answer[1]);
-    std::lock_guard<std::mutex> guard(state.lock);
-    if (state.plans.size() >= kMaxPlans) state.plans.clear();
-    state.plans[key] = plan;
-  }
+  return fn(*args);
+}
+
+// A Python result pushed as the op's returns (the caller holds the GIL).
+void push_returns(const c10::FunctionSchema& schema, const py::object& result, torch::jit::Stack* stack) {
   const auto& returns = schema.returns();
   if (returns.size() == 1) {
     stack->push_back(torch::jit::toIValue(result, returns[0].type()));
@@ -288,6 +281,21 @@ void run_python(const c10::OperatorHandle& op, OpState& state, torch::jit::Stack
     py::tuple values = result;
     for (size_t i = 0; i < returns.size(); ++i) stack->push_back(torch::jit::toIValue(values[i], returns[i].type()));
   }
+}
+
+// The Python kernel on the call's arguments: its result pushed as the op's returns, its plan (if it describes one)
+// kept under ``key`` (empty: not cacheable).
+void run_python(const c10::OperatorHandle& op, OpState& state, torch::jit::Stack* stack, const std::string& key,
+                bool describe) {
+  py::gil_scoped_acquire gil;
+  py::tuple answer = call_python(state.miss, stack, op.schema().arguments().size() + state.extra);
+  if (describe && !key.empty()) {
+    auto plan = plan_of(answer[1]);
+    std::lock_guard<std::mutex> guard(state.lock);
+    if (state.plans.size() >= kMaxPlans) state.plans.clear();
+    state.plans[key] = plan;
+  }
+  push_returns(op.schema(), answer[0], stack);
 }
 
 int64_t pointer_of(const c10::IValue& v) {
@@ -449,19 +457,8 @@ void gate(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::S
     return;
   }
   OpState& state = state_of(op);
-  auto arguments = torch::jit::last(*stack, count);
   py::gil_scoped_acquire gil;
-  py::tuple args(count);
-  for (size_t i = 0; i < count; ++i) args[i] = torch::jit::toPyObject(arguments[i]);
-  torch::jit::drop(*stack, count);
-  py::object result = state.autograd(*args);
-  const auto& returns = op.schema().returns();
-  if (returns.size() == 1) {
-    stack->push_back(torch::jit::toIValue(result, returns[0].type()));
-  } else if (returns.size() > 1) {
-    py::tuple values = result;
-    for (size_t i = 0; i < returns.size(); ++i) stack->push_back(torch::jit::toIValue(values[i], returns[i].type()));
-  }
+  push_returns(op.schema(), call_python(state.autograd, stack, count), stack);
 }
 
 // --- descriptions (runtime/native.py builds them) -----------------------------------------------------------------

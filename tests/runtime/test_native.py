@@ -305,3 +305,18 @@ def test_a_decode_out_description_takes_the_callers_out_as_an_argument(launches)
 def test_the_native_hot_path_builds_where_a_compiler_is():
     # a failed build only turns the native path off (the ops keep their Python kernels): here it must not fail
     assert os.environ.get("CUKILN_NATIVE", "1") == "0" or native.module() is not None
+
+
+@pytest.mark.skipif(native.module() is None, reason="the native hot path is off")
+def test_a_native_call_runs_the_miss_and_keeps_its_plan(launches):
+    from cukiln.torch_support import NATIVE_HANDLES
+
+    call = native.caller(NATIVE_HANDLES["rope_"])
+    x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
+    args = _op_args(x, base=10000.0)
+    before = native.module().plan_count("rope_")
+    assert call(args) is None and len(launches) == 1, "the miss ran the Python path (its launch recorded)"
+    assert native.module().plan_count("rope_") == before + 1, "and its description became a C++ plan"
+    # validation errors come back through the C++ call as they are raised in Python
+    with pytest.raises(ValueError, match="rotary_dim"):
+        call(_op_args(x, base=10000.0, rotary_dim=65))
