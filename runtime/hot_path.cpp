@@ -28,6 +28,8 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -64,6 +66,8 @@ struct LaunchConfig {  // CUlaunchConfig
   LaunchAttribute* attributes;
   unsigned attribute_count;
 };
+static_assert(sizeof(LaunchAttribute) == 72 && offsetof(LaunchAttribute, value) == 8, "CUlaunchAttribute's layout");
+static_assert(sizeof(LaunchConfig) == 56 && offsetof(LaunchConfig, stream) == 32, "CUlaunchConfig's layout");
 
 struct Driver {
   CUresult (*launch_ex)(const LaunchConfig*, CUfunction, void**, void**) = nullptr;
@@ -170,11 +174,15 @@ struct Plan {
 
 constexpr size_t kMaxPlans = 4096;  // per op, as the Python plan caches: cleared when full
 
+// Bumped by clear() (a forced dispatch choice): a plan described by a miss that a clear overtook is not kept, since
+// it may have been made under the old choice.
+std::atomic<uint64_t> generation{0};
+
 struct OpState {
   explicit OpState(c10::OperatorHandle handle) : op(std::move(handle)) {}
   std::string name;
   c10::OperatorHandle op;
-  py::object miss;      // the Python kernel: miss(*arguments) -> (result, description or None)
+  py::object miss;      // the Python kernel: miss(*arguments) -> (result, description, None or False)
   py::object autograd;  // the Python autograd kernel: autograd(*arguments) -> result
   std::vector<bool> per_call;  // int arguments left out of the key (refilled lengths)
   // A variant's arguments past the schema's: tensors the caller gives for the op's outputs (a public call's out=),
@@ -260,7 +268,7 @@ bool key_of(const torch::jit::Stack& stack, size_t first, size_t count, const Op
 
 // --- the hot kernel ---------------------------------------------------------------------------------------------
 
-std::shared_ptr<Plan> plan_of(const py::object& description);
+std::shared_ptr<Plan> plan_of(const py::object& description, size_t count, size_t returned);
 
 // ``fn`` (an op's Python miss or autograd kernel) on the ``count`` arguments atop the stack, which it pops: its
 // answer. The caller holds the GIL.
@@ -287,13 +295,22 @@ void push_returns(const c10::FunctionSchema& schema, const py::object& result, t
 // kept under ``key`` (empty: not cacheable).
 void run_python(const c10::OperatorHandle& op, OpState& state, torch::jit::Stack* stack, const std::string& key,
                 bool describe) {
+  const size_t count = op.schema().arguments().size() + state.extra;
   py::gil_scoped_acquire gil;
-  py::tuple answer = call_python(state.miss, stack, op.schema().arguments().size() + state.extra);
-  if (describe && !key.empty()) {
-    auto plan = plan_of(answer[1]);
-    std::lock_guard<std::mutex> guard(state.lock);
-    if (state.plans.size() >= kMaxPlans) state.plans.clear();
-    state.plans[key] = plan;
+  const uint64_t before = generation.load();
+  py::tuple answer = call_python(state.miss, stack, count);
+  // a description of False: this call's plan is not to be kept, not even as Python-only (one call's peculiarity)
+  py::object description = answer[1];
+  if (describe && !key.empty() && description.ptr() != Py_False) {
+    auto plan = plan_of(description, count, op.schema().returns().size());
+    std::unordered_map<std::string, std::shared_ptr<Plan>> evicted;  // destroyed after the lock is released
+    {
+      std::lock_guard<std::mutex> guard(state.lock);
+      if (generation.load() == before) {
+        if (state.plans.size() >= kMaxPlans) std::swap(evicted, state.plans);
+        state.plans[key] = plan;
+      }
+    }
   }
   push_returns(op.schema(), answer[0], stack);
 }
@@ -420,13 +437,16 @@ void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* s
   for (const auto& a : plan->scratch) scratch.push_back(at::empty_strided(a.sizes, a.strides, options.dtype(a.dtype)));
   if (!plan->launches.empty()) {
     const Driver& d = driver();
-    TORCH_CHECK(d.launch != nullptr && d.launch_ex != nullptr && d.get_current != nullptr,
+    TORCH_CHECK(d.launch != nullptr && d.launch_ex != nullptr && d.get_current != nullptr && d.set_current != nullptr,
                 "cukiln native hot path: libcuda.so.1 and its launch functions were not found");
     auto stream = static_cast<CUstream>(
         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle());
     for (auto& l : plan->launches) launch(d, l, args, outputs, scratch, stream);
   }
-  for (int64_t a : plan->bumps) args[a].toTensor().unsafeGetTensorImpl()->bump_version();
+  for (int64_t a : plan->bumps) {  // inference tensors have no version counter (the Python path skips them too)
+    c10::TensorImpl* written = args[a].toTensor().unsafeGetTensorImpl();
+    if (!written->is_inference()) written->bump_version();
+  }
   // scratch (split results) lives until here: the caching allocator orders any reuse after the queued kernels
   std::vector<c10::IValue> returned;
   returned.reserve(plan->returns.size());
@@ -470,9 +490,14 @@ std::vector<T> ints(const py::handle& h) {
   return out;
 }
 
-std::shared_ptr<Plan> plan_of(const py::object& description) {
+#define CHECK_DESCRIPTION(condition, what) TORCH_CHECK(condition, "cukiln native hot path: a description's ", what)
+
+// A plan from a description (runtime/native.py), checked once against the op's ``count`` arguments (a variant's
+// included) and ``returned`` values, so that replaying it can neither write past a struct nor read past the stack.
+std::shared_ptr<Plan> plan_of(const py::object& description, size_t count, size_t returned) {
   auto plan = std::make_shared<Plan>();
   if (description.is_none()) return plan;  // python_only
+  auto argument = [count](int64_t i) { return i >= 0 && static_cast<size_t>(i) < count; };
   py::dict d = description;
   plan->python_only = false;
   plan->device = d["device"].cast<int64_t>();
@@ -483,19 +508,26 @@ std::shared_ptr<Plan> plan_of(const py::object& description) {
     launch.function = reinterpret_cast<CUfunction>(l["function"].cast<uintptr_t>());
     launch.context = reinterpret_cast<CUcontext>(l["context"].cast<uintptr_t>());
     auto grid = ints<unsigned>(l["grid"]), block = ints<unsigned>(l["block"]);
+    CHECK_DESCRIPTION(grid.size() == 3 && block.size() == 3, "grid and block have three dims");
     std::copy(grid.begin(), grid.end(), launch.grid);
     std::copy(block.begin(), block.end(), launch.block);
     launch.shared = l["shared"].cast<unsigned>();
     launch.cluster = l["cluster"].cast<unsigned>();
     launch.programmatic = l["programmatic"].cast<bool>();
+    CHECK_DESCRIPTION(launch.cluster == 1 || launch.programmatic, "cluster launches are programmatic ones");
     launch.params = l["params"].cast<std::string>();
-    TORCH_CHECK(launch.params.size() <= 4096, "cukiln native hot path: a parameter struct over 4096 bytes");
+    const auto size = static_cast<int64_t>(launch.params.size());
+    CHECK_DESCRIPTION(size <= 4096, "parameter struct fits 4096 bytes");
+    auto field = [size](int64_t offset, int64_t bytes) { return offset >= 0 && offset + bytes <= size; };
     for (auto s : l["pointers"]) {
       auto v = ints<int64_t>(s);
+      CHECK_DESCRIPTION(v.size() == 4 && field(v[0], 8) && v[1] >= kArgument && v[1] <= kScratch && v[2] >= 0 &&
+                            (v[1] != kArgument || argument(v[2])), "pointer slot is in range");
       launch.pointers.push_back({v[0], v[1], v[2], v[3]});
     }
     for (auto s : l["integers"]) {
       auto v = ints<int64_t>(s);
+      CHECK_DESCRIPTION(v.size() == 2 && field(v[0], 8) && argument(v[1]), "integer slot is in range");
       launch.integers.push_back({v[0], v[1]});
     }
     if (!l["maps"].is_none()) {
@@ -504,6 +536,8 @@ std::shared_ptr<Plan> plan_of(const py::object& description) {
       launch.maps->offsets = ints<int64_t>(m[0]);
       launch.maps->arguments = ints<int64_t>(m[1]);
       launch.maps->encode = m[2];
+      for (int64_t offset : launch.maps->offsets) CHECK_DESCRIPTION(field(offset, 128), "tensor map field fits");
+      for (int64_t a : launch.maps->arguments) CHECK_DESCRIPTION(argument(a), "tensor map argument is in range");
     }
     plan->launches.push_back(std::move(launch));
   }
@@ -515,20 +549,34 @@ std::shared_ptr<Plan> plan_of(const py::object& description) {
                       static_cast<c10::ScalarType>(a[2].cast<int64_t>())});
     }
   }
+  for (const auto& l : plan->launches) {
+    for (const auto& s : l.pointers) {
+      const size_t allocated = s.source == kOutput ? plan->outputs.size() : plan->scratch.size();
+      CHECK_DESCRIPTION(s.source == kArgument || static_cast<size_t>(s.index) < allocated,
+                        "pointer slot names an allocation it has");
+    }
+  }
   plan->returns = ints<int64_t>(d["returns"]);
+  CHECK_DESCRIPTION(plan->returns.size() == returned, "returns match the op's");
+  for (int64_t r : plan->returns)
+    CHECK_DESCRIPTION(r >= 0 ? static_cast<size_t>(r) < plan->outputs.size() : argument(-1 - r), "return is in range");
   for (auto item : d["overlaps"]) {
     auto v = ints<int64_t>(item);
+    CHECK_DESCRIPTION(v.size() == 9 && argument(v[0]) && argument(v[1]) && v[6] >= 0, "overlap check is in range");
     plan->overlaps.push_back({v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]});
   }
   for (auto item : d["bounds"]) {
     auto v = ints<int64_t>(item);
+    CHECK_DESCRIPTION(v.size() == 3 && argument(v[0]), "bound is in range");
     plan->bounds.push_back({v[0], v[1], v[2]});
   }
   for (auto item : d["ordered"]) {
     auto v = ints<int64_t>(item);
+    CHECK_DESCRIPTION(v.size() == 2 && argument(v[0]) && argument(v[1]), "ordered pair is in range");
     plan->ordered.emplace_back(v[0], v[1]);
   }
   plan->bumps = ints<int64_t>(d["bumps"]);
+  for (int64_t b : plan->bumps) CHECK_DESCRIPTION(argument(b), "written tensor is in range");
   return plan;
 }
 
@@ -540,7 +588,26 @@ torch::Library& library(c10::DispatchKey key) {
   return *l;
 }
 
+// The state registered under ``name``, with its Python functions replaced and its plans dropped (a module that
+// registers again, e.g. reloaded), or null: handles given out stay valid.
+OpState* reregistered(const std::string& name, py::object& miss, py::object& autograd, std::vector<bool>* per_call) {
+  std::unordered_map<std::string, std::shared_ptr<Plan>> dropped;  // destroyed after the locks are released
+  std::lock_guard<std::mutex> guard(registry_lock);  // (declared after ``dropped``: released before it goes)
+  auto found = registry().find(name);
+  if (found == registry().end()) return nullptr;
+  OpState& state = *found->second;
+  std::lock_guard<std::mutex> op_guard(state.lock);
+  std::swap(dropped, state.plans);
+  state.miss = std::move(miss);
+  state.autograd = std::move(autograd);
+  if (per_call != nullptr) state.per_call = std::move(*per_call);
+  generation.fetch_add(1);
+  return &state;
+}
+
 int64_t register_op(const std::string& name, py::object miss, py::object autograd, std::vector<bool> per_call) {
+  if (OpState* existing = reregistered("cukiln::" + name, miss, autograd, &per_call))
+    return reinterpret_cast<int64_t>(existing);
   auto state = std::make_unique<OpState>(
       c10::Dispatcher::singleton().findSchemaOrThrow(("cukiln::" + name).c_str(), ""));
   state->name = "cukiln::" + name;
@@ -561,6 +628,9 @@ int64_t register_op(const std::string& name, py::object miss, py::object autogra
 // its own plans, made by ``miss(*arguments, *outputs)``. Its handle, for ``call``.
 int64_t register_variant(int64_t handle, const std::string& suffix, py::object miss, size_t extra) {
   const OpState& base = *reinterpret_cast<OpState*>(handle);
+  py::object autograd = base.autograd;
+  if (OpState* existing = reregistered(base.name + suffix, miss, autograd, nullptr))
+    return reinterpret_cast<int64_t>(existing);
   auto state = std::make_unique<OpState>(base.op);
   state->name = base.name + suffix;
   state->miss = std::move(miss);
@@ -587,13 +657,16 @@ py::object call(int64_t handle, const py::tuple& args) {
   for (size_t i = 0; i < count; ++i) {
     PyObject* a = args[i].ptr();
     if (a == Py_None) {
+      TORCH_CHECK(i < declared.size(), state.name, ": output ", i - declared.size(), " is None");
       stack.emplace_back();
     } else if (THPVariable_Check(a)) {
       stack.emplace_back(THPVariable_Unpack(a));
     } else if (PyBool_Check(a)) {
       stack.emplace_back(a == Py_True);
     } else if (PyLong_Check(a)) {
-      stack.emplace_back(static_cast<int64_t>(PyLong_AsLongLong(a)));
+      const long long value = PyLong_AsLongLong(a);
+      if (value == -1 && PyErr_Occurred()) throw py::error_already_set();  // beyond int64: OverflowError
+      stack.emplace_back(static_cast<int64_t>(value));
     } else if (PyFloat_Check(a)) {
       stack.emplace_back(PyFloat_AS_DOUBLE(a));
     } else {
@@ -611,10 +684,15 @@ py::object call(int64_t handle, const py::tuple& args) {
 }
 
 void clear() {
-  std::lock_guard<std::mutex> guard(registry_lock);
-  for (auto& [name, state] : registry()) {
-    std::lock_guard<std::mutex> op_guard(state->lock);
-    state->plans.clear();
+  std::vector<std::unordered_map<std::string, std::shared_ptr<Plan>>> dropped;  // destroyed after unlocking
+  {
+    std::lock_guard<std::mutex> guard(registry_lock);
+    generation.fetch_add(1);
+    for (auto& [name, state] : registry()) {
+      std::lock_guard<std::mutex> op_guard(state->lock);
+      dropped.emplace_back();
+      std::swap(dropped.back(), state->plans);
+    }
   }
 }
 
@@ -635,4 +713,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_variant", &register_variant, "a variant of an op for calls that give their outputs: its handle");
   m.def("clear", &clear, "forget every cached plan");
   m.def("plan_count", &plan_count, "the cached plans of cukiln::NAME");
+  m.def("check_description", [](const py::object& d, size_t count, size_t returned) { plan_of(d, count, returned); },
+        "parse a description as a miss does, raising where it would not be kept (for tests)");
 }

@@ -75,7 +75,8 @@ def _build():
 
 def register(name: str, miss, autograd, per_call: tuple[bool, ...]) -> int | None:
     """C++ kernels for op cukiln::``name`` when the extension loads: the op's handle, or None (the caller registers
-    its Python autograd kernel). ``miss(*arguments) -> (result, description or None)`` runs a call in Python;
+    its Python autograd kernel). ``miss(*arguments) -> (result, description)`` runs a call in Python: a
+    description (describe()), None (the Python kernel serves every call of this key) or False (keep nothing);
     ``autograd(*arguments)`` serves calls that need autograd; ``per_call`` marks the int arguments a plan refills
     (left out of the plan-cache key)."""
     native = module()

@@ -358,8 +358,8 @@ def describe_op(x, k, arguments: tuple, inplace: bool, positions: dict, result, 
     place, into fresh outputs (``result``, ``k_result``) or, with ``given`` (the argument index of the first of them
     in a variant's arguments), into the caller's outputs; ``arguments`` run_rope's from freqs to backward,
     ``positions`` the op's argument index of each of x, k and the tables. None where a description cannot serve the
-    next call with this metadata (host cu_seqlens, whose values the plan checks; an output given at x's own
-    address, which the plan takes as in place and so checks no overlap with x)."""
+    next call with this metadata (host cu_seqlens, whose values the plan checks); False (keep no plan) for an
+    output given at x's own address, which the Python plan takes as in place and so checks no overlap with x."""
     from . import native
 
     cu_seqlens = arguments[ARGUMENTS.index("cu_seqlens")]
@@ -367,7 +367,7 @@ def describe_op(x, k, arguments: tuple, inplace: bool, positions: dict, result, 
         return None
     if given is not None and (result.data_ptr() == x.data_ptr()
                               or (k is not None and k_result.data_ptr() == k.data_ptr())):
-        return None
+        return False
     outs = (x, k) if inplace else (result, k_result) if given is not None else (None, None)
     cached = prepare(x, k, *arguments, inplace, *outs)[0]
     tensors = (x, result, k, k_result) + tuple(arguments[ARGUMENTS.index(n)] for n in _TENSOR_ARGS[4:])

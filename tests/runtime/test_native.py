@@ -41,7 +41,11 @@ def launches(monkeypatch):
 
 
 def _replay(description: dict, args: tuple, outputs=(), scratch=()) -> list:
-    """Each launch's parameter bytes as hot_path.cpp builds them for a call with these op arguments."""
+    """Each launch's parameter bytes as hot_path.cpp builds them for a call with these op arguments (after the C++
+    side has accepted the description, where the extension builds)."""
+    if native.module() is not None:
+        returned = len(description["returns"])
+        native.module().check_description(description, len(args), returned)
     def pointer(source, index):
         t = (args, outputs, scratch)[source][index]
         return 0 if t is None or type(t) is int else t.data_ptr()
@@ -140,6 +144,8 @@ def test_a_decode_description_of_a_split_merge_allocates_its_workspace(launches)
     with pytest.MonkeyPatch.context() as patch:  # a device tensor of lengths, as the stub sees one
         patch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
         description = decode_api.describe_op(q, k, v, lens, "bhsd", None, None, None, 16, False, out, lse)
+    if native.module() is not None:  # the C++ side accepts it (slots within the struct, sources it allocates)
+        native.module().check_description(description, 12, 2)
     attention, combine = description["launches"]
     assert [(shape, dtype) for shape, _, dtype in description["scratch"]] == [((2, 8, 16, 128), 6), ((2, 8, 16), 6)]
     for launch in (attention, combine):
@@ -280,7 +286,7 @@ def test_a_rope_out_description_takes_the_callers_out_as_an_argument(launches):
     x_shared, out_shared = base[:x.numel()].view_as(x), base[x.numel() // 2:][:x.numel()].view_as(x)
     assert not _passes(description, (x_shared,) + args[1:] + (out_shared,)), "an out over x fails the check"
     # an out at x's own address reads as in place to the Python path, which then checks nothing against x
-    assert rope_torch._rope_out_miss(*args, x)[1] is None
+    assert rope_torch._rope_out_miss(*args, x)[1] is False, "kept as no plan at all, so other outs stay native"
 
 
 def test_a_decode_out_description_takes_the_callers_out_as_an_argument(launches):
@@ -320,3 +326,30 @@ def test_a_native_call_runs_the_miss_and_keeps_its_plan(launches):
     # validation errors come back through the C++ call as they are raised in Python
     with pytest.raises(ValueError, match="rotary_dim"):
         call(_op_args(x, base=10000.0, rotary_dim=65))
+
+
+@pytest.mark.skipif(native.module() is None, reason="the native hot path is off")
+def test_native_calls_keep_python_semantics_at_their_edges(launches):
+    from cukiln.torch_support import NATIVE_HANDLES
+
+    x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
+    # an int beyond int64 raises as Python's conversion does, instead of passing -1 on
+    with pytest.raises(OverflowError):
+        native.caller(NATIVE_HANDLES["rope_"])(_op_args(x, base=10000.0, rotary_offset=2 ** 70))
+    # an out= call whose out is x itself: run by Python, and no plan kept for its key (other outs stay native)
+    rope_out = rope_torch._NATIVE_CALL
+    before = native.module().plan_count("rope#out")
+    assert rope_out(x, None, (None,) * 5 + (10000.0, 1.0, 1.0, "sbhd", False, None, 0, None, None, False, None,
+                                            None, 1, 0, None), False, False, x, None) is x
+    assert native.module().plan_count("rope#out") == before
+
+
+@pytest.mark.skipif(native.module() is None, reason="the native hot path is off")
+def test_registering_an_op_again_keeps_its_handle():
+    from cukiln.torch_support import NATIVE_HANDLES
+
+    handle = NATIVE_HANDLES["rope_"]
+    mask = [a.name in () for a in torch.ops.cukiln.rope_.default._schema.arguments]
+    again = native.module().register_op("rope_", rope_torch._rope_inplace_miss, rope_torch._rope_inplace_autograd,
+                                        mask)
+    assert again == handle, "handles given out stay valid"
