@@ -65,3 +65,15 @@ def test_in_place_writes_bump_the_version_as_torch_does():
         version = x._version
         cukiln.torch.rope(x, base=10000.0, inplace=True)
         assert x._version == version + 1
+
+
+def test_inference_tensors_are_written_on_a_hit_too():
+    # serving stacks allocate caches under inference mode; a write into one has no version to bump
+    with torch.inference_mode():
+        x = torch.randn(8, 1, 2, 64, device="cuda")
+    expected = cukiln.reference.rope(x.clone(), base=10000.0)
+    for _ in range(2):  # a miss, then a hit
+        y = x.clone()
+        with torch.no_grad():
+            cukiln.torch.rope(y, base=10000.0, inplace=True)
+        assert_matches_reference(y, expected, "rope in place on an inference tensor")
