@@ -68,12 +68,14 @@ def test_in_place_writes_bump_the_version_as_torch_does():
 
 
 def test_inference_tensors_are_written_on_a_hit_too():
-    # serving stacks allocate caches under inference mode; a write into one has no version to bump
-    with torch.inference_mode():
-        x = torch.randn(8, 1, 2, 64, device="cuda")
-    expected = cukiln.reference.rope(x.clone(), base=10000.0)
-    for _ in range(2):  # a miss, then a hit
-        y = x.clone()
-        with torch.no_grad():
-            cukiln.torch.rope(y, base=10000.0, inplace=True)
-        assert_matches_reference(y, expected, "rope in place on an inference tensor")
+    # serving stacks allocate caches under inference mode; an inference tensor has no version counter to bump
+    x = torch.randn(8, 1, 2, 64, device="cuda")
+    expected = cukiln.reference.rope(x, base=10000.0)
+    for inside in (True, False):  # in inference mode, and (as the Python path allows) outside it
+        for _ in range(2):  # a miss, then a hit
+            with torch.inference_mode():
+                y = x.clone()
+            with torch.inference_mode(inside), torch.no_grad():
+                cukiln.torch.rope(y, base=10000.0, inplace=True)
+            assert y.is_inference()
+            assert_matches_reference(y, expected, f"rope in place on an inference tensor (inference mode {inside})")
