@@ -71,11 +71,13 @@ def test_inference_tensors_are_written_on_a_hit_too():
     # serving stacks allocate caches under inference mode; an inference tensor has no version counter to bump
     x = torch.randn(8, 1, 2, 64, device="cuda")
     expected = cukiln.reference.rope(x, base=10000.0)
-    for inside in (True, False):  # in inference mode, and (as the Python path allows) outside it
+    calls = [(cukiln.torch.rope, True), (cukiln.rope, True),
+             (cukiln.rope, False)]  # the public call also outside inference mode, as its Python path allows
+    for rope, inside in calls:
         for _ in range(2):  # a miss, then a hit
             with torch.inference_mode():
                 y = x.clone()
-            with torch.inference_mode(inside), torch.no_grad():
-                cukiln.torch.rope(y, base=10000.0, inplace=True)
+            with torch.inference_mode(inside):
+                rope(y, base=10000.0, inplace=True)
             assert y.is_inference()
-            assert_matches_reference(y, expected, f"rope in place on an inference tensor (inference mode {inside})")
+            assert_matches_reference(y, expected, f"{rope.__module__}.rope on an inference tensor ({inside})")
