@@ -9,7 +9,7 @@ C++ side replays on every later call with the same metadata. A call its descript
 range, written tensors overlapping the ones read) goes back to the Python kernel, which raises the error.
 
 The extension is compiled with torch.utils.cpp_extension on first use (a C++ compiler and ninja are needed; about
-half a minute) into the user cache, once per torch version and source. ``CUKILN_NATIVE=0`` turns it off; so does a
+40 s) into the user cache, once per torch version, Python and source. ``CUKILN_NATIVE=0`` turns it off; so does a
 failed build (said once on stderr): the ops then run their Python kernels, with the same results.
 """
 
@@ -62,7 +62,7 @@ def _build():
     name = "cukiln_hot_path"
     fresh = not any(directory.glob(f"{name}*.so"))
     if fresh:
-        print("cukiln: compiling the native hot path for this torch (once; about half a minute)", file=sys.stderr)
+        print("cukiln: compiling the native hot path for this torch (once; about 40 s)", file=sys.stderr)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         return cpp_extension.load(name, [str(SOURCE)], extra_cflags=["-O2"], build_directory=str(directory),
