@@ -290,8 +290,8 @@ _OP_SOURCES = {"q": 0, "k": 1, "v": 2, "kv_lens": 3, "kv_start": 6, "kv_len": 4,
 def describe_op(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, batch_invariant,
                 result, lse, given: int | None = None):
     """The native hot path's description (runtime/native.py) of a cukiln::decode_attention call just run
-    (``result``, ``lse`` its outputs; with ``given``, result is the caller's out, at that argument index of a
-    variant's arguments); None where a description cannot serve the next call with this metadata (lengths in CPU
+    (``result``, ``lse`` its outputs, lse None where a variant's call did not ask for it; with ``given``, result is
+    the caller's out, at that argument index of a variant's arguments); None where a description cannot serve the next call with this metadata (lengths in CPU
     tensors, whose values are checked on every call)."""
     from . import native
 
@@ -300,10 +300,10 @@ def describe_op(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softca
     if any(isinstance(t, torch.Tensor) and not t.is_cuda for t in (kv_lens, kv_start)):
         return None
     cached = describe(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits,
-                      None if given is None else result, True, batch_invariant)[0]
+                      None if given is None else result, lse is not None, batch_invariant)[0]
     plan = cached.plan
-    sources = {"out": (native.OUTPUT, 0) if given is None else (native.ARGUMENT, given),
-               "lse": (native.OUTPUT, 0 if given is not None else 1)}
+    out_source, lse_source, outputs, returns = native.results(result, lse, given)
+    sources = {"out": out_source, "lse": lse_source}
     if cached.combine is not None:  # the split workspace, which the Python path allocates for the combine kernel
         sources.update(partial_out=(native.SCRATCH, 0), partial_lse=(native.SCRATCH, 1))
     sources.update({name: (native.ARGUMENT, _OP_SOURCES[name]) for name in ("q", "k", "v")})
@@ -328,9 +328,8 @@ def describe_op(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softca
         bounds.append((_OP_SOURCES["kv_start_value"], 0, 2 ** 62))
         if lens_int:
             ordered.append((_OP_SOURCES["kv_start_value"], _OP_SOURCES["kv_len"]))
-    outputs = [native.allocation(t) for t in ((result, lse) if given is None else (lse,))]
-    return native.describe(cached.device, launches, outputs=outputs, scratch=scratch,
-                           returns=(0, 1) if given is None else (-1 - given, 0), bounds=bounds, ordered=ordered,
+    return native.describe(cached.device, launches, outputs=outputs, scratch=scratch, returns=returns, bounds=bounds,
+                           ordered=ordered,
                            overlaps=native.overlap_checks(cached.attention.pairs, per_call_sources),
                            bumps=() if given is None else (given,))
 

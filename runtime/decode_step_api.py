@@ -223,8 +223,8 @@ OP_POSITIONS = {"q": 0, "k_new": 1, "v_new": 2, "k_cache": 3, "v_cache": 4, "kv_
 
 def describe_op(args: tuple, result, lse, given: int | None = None) -> dict | None:
     """The native hot path's description (runtime/native.py) of a cukiln::decode_step call just run on the op's
-    ``args`` (its outputs ``result``, ``lse``; with ``given``, result is the caller's out, at that argument index of
-    a variant's arguments): the append and the attention reading the step's workspace, which the C++ side allocates
+    ``args`` (its outputs ``result``, ``lse``, lse None where a variant's call did not ask for it; with ``given``,
+    result is the caller's out, at that argument index of a variant's arguments): the append and the attention reading the step's workspace, which the C++ side allocates
     per call. None where the step is not the planned device-lengths one, or advances kv_lens (a copy after the
     kernels, which the Python path makes)."""
     from . import native
@@ -238,8 +238,9 @@ def describe_op(args: tuple, result, lse, given: int | None = None) -> dict | No
     tensors = (q, None, k_new, v_new, k_cache, v_cache, kv_lens, kv_start, positions, freqs, cos, sin, cos_sin_cache,
                inv_freq, None, q_norm_weight, k_norm_weight, None if given is None else result)
     step = _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, norm_eps,
-                      scale, softcap, num_splits, True)
+                      scale, softcap, num_splits, lse is not None)
     append, attention = step.append, step.attention
+    out_source, lse_source, outputs, returns = native.results(result, lse, given)
     workspace = (native.SCRATCH, 0)
     sources = kv_append_api.sources_of(tensors[:_OUT], OP_POSITIONS, {"q_out": (*workspace, 0),
                                                                      "kv_lens_out": (*workspace, step.lens_offset)})
@@ -248,8 +249,7 @@ def describe_op(args: tuple, result, lse, given: int | None = None) -> dict | No
         native.pointer_slots(append.refill.slots, sources))]
     if not attention.empty:
         per_call = {"q": (*workspace, 0), "k": sources[4], "v": sources[5], "kv_lens": (*workspace, step.lens_offset),
-                    "kv_start": sources[7], "out": (native.OUTPUT, 0) if given is None else (native.ARGUMENT, given),
-                    "lse": (native.OUTPUT, 0 if given is not None else 1)}
+                    "kv_start": sources[7], "out": out_source, "lse": lse_source}
         if step.partial_offset:
             per_call.update(partial_out=(*workspace, step.partial_offset),
                             partial_lse=(*workspace, step.partial_lse_offset))
@@ -261,10 +261,9 @@ def describe_op(args: tuple, result, lse, given: int | None = None) -> dict | No
     if given is not None and not attention.empty:  # the caller's out against what the attention reads
         overlaps += native.overlap_checks(attention.attention.pairs, attention_sources)
     written = (OP_POSITIONS["k_cache"], OP_POSITIONS["v_cache"]) + (() if given is None else (given,))
-    return native.describe(attention.device, launches,
-                           outputs=[native.allocation(t) for t in ((result, lse) if given is None else (lse,))],
-                           scratch=[((step.workspace_bytes,), (1,), native.UINT8)],
-                           returns=(0, 1) if given is None else (-1 - given, 0), overlaps=overlaps, bumps=written)
+    return native.describe(attention.device, launches, outputs=outputs,
+                           scratch=[((step.workspace_bytes,), (1,), native.UINT8)], returns=returns,
+                           overlaps=overlaps, bumps=written)
 
 
 def _validate_attention(q, k_cache, v_cache, lens, kv_layout, kv_start, scale, softcap, num_splits, out,

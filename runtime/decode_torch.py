@@ -88,16 +88,22 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     return (result, lse) if return_lse else result
 
 
-def _decode_out_miss(*args_and_out):
-    """The miss of cukiln.decode_attention's out= calls (native.variant): the op's arguments, then the caller's out."""
-    (q, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start, scale, softcap, num_splits,
-     batch_invariant, out) = args_and_out
-    lens = kv_lens_tensor if kv_lens_tensor is not None else kv_len
-    start = kv_start_tensor if kv_start_tensor is not None else kv_start
-    result, lse = run_decode(q, k_cache, v_cache, lens, kv_layout, start, scale, softcap, num_splits, out, True,
-                             batch_invariant)
-    return (result, lse), describe_op(q, k_cache, v_cache, lens, kv_layout, start, scale, softcap, num_splits,
-                                      batch_invariant, result, lse, given=len(args_and_out) - 1)
+def _variant_miss(given_out: bool, return_lse: bool):
+    """The miss of a variant of cukiln.decode_attention's public call (native.variant): the op's arguments, then
+    the caller's out where ``given_out``; lse computed (and allocated) only with ``return_lse``, else None."""
+
+    def miss(*args):
+        (q, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start, scale, softcap, num_splits,
+         batch_invariant), out = (args[:-1], args[-1]) if given_out else (args, None)
+        lens = kv_lens_tensor if kv_lens_tensor is not None else kv_len
+        start = kv_start_tensor if kv_start_tensor is not None else kv_start
+        result = run_decode(q, k_cache, v_cache, lens, kv_layout, start, scale, softcap, num_splits, out, return_lse,
+                            batch_invariant)
+        result, lse = result if return_lse else (result, None)
+        return (result, lse), describe_op(q, k_cache, v_cache, lens, kv_layout, start, scale, softcap, num_splits,
+                                          batch_invariant, result, lse, given=len(args) - 1 if given_out else None)
+
+    return miss
 
 
 def _native_call():
@@ -108,7 +114,9 @@ def _native_call():
     handle = NATIVE_HANDLES.get("decode_attention")
     if handle is None:
         return None
-    call, call_out = native.caller(handle), native.variant(handle, "#out", _decode_out_miss, 1)
+    calls = native.attention_callers(handle, _variant_miss)
+    call, call_no_lse, call_out, call_out_no_lse = (calls[False, True], calls[False, False], calls[True, True],
+                                                    calls[True, False])
 
     def decode(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
                batch_invariant):
@@ -117,8 +125,9 @@ def _native_call():
         args = (q, k_cache, v_cache, lens_tensor, 0 if lens_tensor is not None else kv_lens, kv_layout, start_tensor,
                 0 if start_tensor is not None or kv_start is None else kv_start, scale, softcap, num_splits,
                 batch_invariant)
-        result, lse = call(args) if out is None else call_out((*args, out))
-        return (result, lse) if return_lse else result
+        if out is None:
+            return call(*args) if return_lse else call_no_lse(*args)[0]
+        return call_out(*args, out) if return_lse else call_out_no_lse(*args, out)[0]
 
     return decode
 

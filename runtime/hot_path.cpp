@@ -19,11 +19,15 @@
 // The driver is reached through libcuda's own symbols (no CUDA headers needed to build: the few types used are
 // declared below as cuda.h lays them out), so the file builds against any torch, with or without CUDA.
 
+#include <ATen/Context.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <dlfcn.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/extension.h>
 #include <torch/library.h>
@@ -33,6 +37,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -159,12 +164,20 @@ struct IntegerBound {  // lo <= value <= hi, for an int argument the key leaves 
   int64_t argument, lo, hi;
 };
 
+// A value a variant's call does not return (decode's lse where the caller did not ask for it): None in its place.
+constexpr int64_t kNothing = INT64_MIN;
+
 struct Plan {
   bool python_only = true;  // the op's Python kernel serves every call of this key
   int64_t device = 0;
   std::vector<Launch> launches;
   std::vector<Allocation> outputs, scratch;
-  // each value the op returns: an output's index, or -1 - i for argument i (a caller's output, given as one)
+  // The scratch tensors live in one allocation of ``scratch_bytes``, each at its offset (256-byte aligned): they
+  // never leave the call, so one allocation serves them all.
+  std::vector<int64_t> scratch_offsets;
+  int64_t scratch_bytes = 0;
+  // each value the op returns: an output's index, -1 - i for argument i (a caller's output, given as one), or
+  // kNothing (a variant's only)
   std::vector<int64_t> returns;
   std::vector<Overlap> overlaps;
   std::vector<IntegerBound> bounds;
@@ -179,7 +192,12 @@ constexpr size_t kMaxPlans = 4096;  // per op, as the Python plan caches: cleare
 std::atomic<uint64_t> generation{0};
 
 struct OpState {
-  explicit OpState(c10::OperatorHandle handle) : op(std::move(handle)) {}
+  explicit OpState(c10::OperatorHandle handle) : op(std::move(handle)) {
+    for (const auto& a : op.schema().arguments()) {
+      const c10::TypePtr& type = a.real_type();
+      kinds.push_back(type->kind() == c10::TypeKind::OptionalType ? type->containedType(0)->kind() : type->kind());
+    }
+  }
   std::string name;
   c10::OperatorHandle op;
   py::object miss;      // the Python kernel: miss(*arguments) -> (result, description, None or False)
@@ -188,6 +206,8 @@ struct OpState {
   // A variant's arguments past the schema's: tensors the caller gives for the op's outputs (a public call's out=),
   // which the key, the checks and the launches see as arguments; no dispatcher kernel reaches a variant.
   size_t extra = 0;
+  bool variant = false;  // a variant's plans may return kNothing
+  std::vector<c10::TypeKind> kinds;  // each schema argument's type (an optional's contained type), for fast_call
   std::mutex lock;
   std::unordered_map<std::string, std::shared_ptr<Plan>> plans;
 };
@@ -202,14 +222,6 @@ std::unordered_map<std::string, std::unique_ptr<OpState>>& registry() {
 std::unordered_map<int, std::unique_ptr<torch::Library>>& libraries() {  // one per dispatch key
   static auto* by_key = new std::unordered_map<int, std::unique_ptr<torch::Library>>();
   return *by_key;
-}
-
-OpState& state_of(const c10::OperatorHandle& op) {
-  const auto& name = op.schema().name();
-  std::lock_guard<std::mutex> guard(registry_lock);
-  auto found = registry().find(name);
-  TORCH_CHECK(found != registry().end(), "cukiln native hot path: ", name, " is not registered");
-  return *found->second;
 }
 
 // --- the key ----------------------------------------------------------------------------------------------------
@@ -268,7 +280,7 @@ bool key_of(const torch::jit::Stack& stack, size_t first, size_t count, const Op
 
 // --- the hot kernel ---------------------------------------------------------------------------------------------
 
-std::shared_ptr<Plan> plan_of(const py::object& description, size_t count, size_t returned);
+std::shared_ptr<Plan> plan_of(const py::object& description, size_t count, size_t returned, bool variant);
 
 // ``fn`` (an op's Python miss or autograd kernel) on the ``count`` arguments atop the stack, which it pops: its
 // answer. The caller holds the GIL.
@@ -281,13 +293,19 @@ py::object call_python(const py::object& fn, torch::jit::Stack* stack, size_t co
 }
 
 // A Python result pushed as the op's returns (the caller holds the GIL).
-void push_returns(const c10::FunctionSchema& schema, const py::object& result, torch::jit::Stack* stack) {
+// A Python result pushed as the op's returns (the caller holds the GIL); a variant's None (a value its caller did
+// not ask for) stays None.
+void push_returns(const c10::FunctionSchema& schema, const py::object& result, torch::jit::Stack* stack,
+                  bool variant = false) {
   const auto& returns = schema.returns();
+  auto push = [stack, variant](const py::handle& value, const c10::TypePtr& type) {
+    stack->push_back(variant && value.is_none() ? c10::IValue() : torch::jit::toIValue(value, type));
+  };
   if (returns.size() == 1) {
-    stack->push_back(torch::jit::toIValue(result, returns[0].type()));
+    push(result, returns[0].type());
   } else if (returns.size() > 1) {
     py::tuple values = result;
-    for (size_t i = 0; i < returns.size(); ++i) stack->push_back(torch::jit::toIValue(values[i], returns[i].type()));
+    for (size_t i = 0; i < returns.size(); ++i) push(values[i], returns[i].type());
   }
 }
 
@@ -302,7 +320,7 @@ void run_python(const c10::OperatorHandle& op, OpState& state, torch::jit::Stack
   // a description of False: this call's plan is not to be kept, not even as Python-only (one call's peculiarity)
   py::object description = answer[1];
   if (describe && !key.empty() && description.ptr() != Py_False) {
-    auto plan = plan_of(description, count, op.schema().returns().size());
+    auto plan = plan_of(description, count, op.schema().returns().size(), state.variant);
     std::unordered_map<std::string, std::shared_ptr<Plan>> evicted;  // destroyed after the lock is released
     {
       std::lock_guard<std::mutex> guard(state.lock);
@@ -312,7 +330,7 @@ void run_python(const c10::OperatorHandle& op, OpState& state, torch::jit::Stack
       }
     }
   }
-  push_returns(op.schema(), answer[0], stack);
+  push_returns(op.schema(), answer[0], stack, state.variant);
 }
 
 int64_t pointer_of(const c10::IValue& v) {
@@ -344,13 +362,13 @@ bool passes(const Plan& plan, const c10::IValue* args) {
 }
 
 void launch(const Driver& d, Launch& l, const c10::IValue* args, const std::vector<at::Tensor>& outputs,
-            const std::vector<at::Tensor>& scratch, CUstream stream) {
+            const Plan& plan, int64_t scratch, CUstream stream) {
   alignas(64) char params[4096];
   std::memcpy(params, l.params.data(), l.params.size());
   for (const auto& s : l.pointers) {
     int64_t base = s.source == kArgument ? pointer_of(args[s.index])
                    : s.source == kOutput ? reinterpret_cast<int64_t>(outputs[s.index].data_ptr())
-                                         : reinterpret_cast<int64_t>(scratch[s.index].data_ptr());
+                                         : scratch + plan.scratch_offsets[s.index];
     int64_t value = base + s.add;
     std::memcpy(params + s.offset, &value, sizeof value);
   }
@@ -410,6 +428,26 @@ void launch(const Driver& d, Launch& l, const c10::IValue* args, const std::vect
   d.check(result, "cuLaunchKernel", l.symbol);
 }
 
+// A hit's allocations, as at::empty_strided makes them on ``device`` (the CUDA caching allocator, on the current
+// stream) but without the dispatcher: about a microsecond less per tensor. With deterministic algorithms filling
+// fresh memory, at::empty_strided itself (which fills it).
+struct Allocator {
+  explicit Allocator(c10::Device device) : device(device) {
+    const auto& context = at::globalContext();
+    allocator = context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory()
+                    ? nullptr : c10::GetAllocator(c10::DeviceType::CUDA);
+  }
+  at::Tensor operator()(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype) {
+    if (allocator == nullptr) return at::empty_strided(sizes, strides, at::TensorOptions().device(device).dtype(dtype));
+    if (!guard) guard.emplace(device);  // the caching allocator serves the current device
+    return at::Tensor(at::detail::empty_strided_generic(sizes, strides, allocator,
+                                                        c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype));
+  }
+  c10::Device device;
+  c10::Allocator* allocator;
+  std::optional<c10::DeviceGuard> guard;
+};
+
 void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t count = op.schema().arguments().size() + state.extra;
   const size_t first = stack->size() - count;
@@ -430,18 +468,22 @@ void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* s
     return;
   }
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(plan->device));
-  auto options = at::TensorOptions().device(device);
-  std::vector<at::Tensor> outputs, scratch;
-  outputs.reserve(plan->outputs.size());
-  for (const auto& a : plan->outputs) outputs.push_back(at::empty_strided(a.sizes, a.strides, options.dtype(a.dtype)));
-  for (const auto& a : plan->scratch) scratch.push_back(at::empty_strided(a.sizes, a.strides, options.dtype(a.dtype)));
+  std::vector<at::Tensor> outputs;
+  at::Tensor scratch;
+  if (!plan->outputs.empty() || plan->scratch_bytes > 0) {
+    Allocator allocate(device);
+    outputs.reserve(plan->outputs.size());
+    for (const auto& a : plan->outputs) outputs.push_back(allocate(a.sizes, a.strides, a.dtype));
+    if (plan->scratch_bytes > 0) scratch = allocate({plan->scratch_bytes}, {1}, c10::ScalarType::Byte);
+  }
+  const int64_t scratch_base = scratch.defined() ? reinterpret_cast<int64_t>(scratch.data_ptr()) : 0;
   if (!plan->launches.empty()) {
     const Driver& d = driver();
     TORCH_CHECK(d.launch != nullptr && d.launch_ex != nullptr && d.get_current != nullptr && d.set_current != nullptr,
                 "cukiln native hot path: libcuda.so.1 and its launch functions were not found");
     auto stream = static_cast<CUstream>(
         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle());
-    for (auto& l : plan->launches) launch(d, l, args, outputs, scratch, stream);
+    for (auto& l : plan->launches) launch(d, l, args, outputs, *plan, scratch_base, stream);
   }
   for (int64_t a : plan->bumps) {  // inference tensors have no version counter (the Python path skips them too)
     c10::TensorImpl* written = args[a].toTensor().unsafeGetTensorImpl();
@@ -450,18 +492,25 @@ void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* s
   // scratch (split results) lives until here: the caching allocator orders any reuse after the queued kernels
   std::vector<c10::IValue> returned;
   returned.reserve(plan->returns.size());
-  for (int64_t r : plan->returns) returned.push_back(r >= 0 ? c10::IValue(outputs[r]) : args[-1 - r]);
+  for (int64_t r : plan->returns) {
+    returned.push_back(r == kNothing ? c10::IValue() : r >= 0 ? c10::IValue(outputs[r]) : args[-1 - r]);
+  }
   torch::jit::drop(*stack, count);
   for (auto& v : returned) stack->push_back(std::move(v));
 }
 
-void hot(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-  run_hot(state_of(op), op, stack);
-}
+// The hot kernel as the dispatcher holds it: bound to its op's state at registration (no lookup per call).
+struct Hot final : c10::OperatorKernel {
+  explicit Hot(OpState* state) : state(state) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    run_hot(*state, op, stack);
+  }
+  OpState* state;
+};
 
 // --- the gate ---------------------------------------------------------------------------------------------------
 
-void gate(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+void gate(OpState& state, const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const size_t count = op.schema().arguments().size();
   bool grad = false;
   if (c10::GradMode::is_enabled()) {
@@ -476,10 +525,17 @@ void gate(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::S
     op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
     return;
   }
-  OpState& state = state_of(op);
   py::gil_scoped_acquire gil;
   push_returns(op.schema(), call_python(state.autograd, stack, count), stack);
 }
+
+struct Gate final : c10::OperatorKernel {
+  explicit Gate(OpState* state) : state(state) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+    gate(*state, op, keys, stack);
+  }
+  OpState* state;
+};
 
 // --- descriptions (runtime/native.py builds them) -----------------------------------------------------------------
 
@@ -494,7 +550,7 @@ std::vector<T> ints(const py::handle& h) {
 
 // A plan from a description (runtime/native.py), checked once against the op's ``count`` arguments (a variant's
 // included) and ``returned`` values, so that replaying it can neither write past a struct nor read past the stack.
-std::shared_ptr<Plan> plan_of(const py::object& description, size_t count, size_t returned) {
+std::shared_ptr<Plan> plan_of(const py::object& description, size_t count, size_t returned, bool variant) {
   auto plan = std::make_shared<Plan>();
   if (description.is_none()) return plan;  // python_only
   auto argument = [count](int64_t i) { return i >= 0 && static_cast<size_t>(i) < count; };
@@ -547,7 +603,13 @@ std::shared_ptr<Plan> plan_of(const py::object& description, size_t count, size_
       py::tuple a = item.cast<py::tuple>();
       into.push_back({ints<int64_t>(a[0]), ints<int64_t>(a[1]),
                       static_cast<c10::ScalarType>(a[2].cast<int64_t>())});
+      CHECK_DESCRIPTION(into.back().sizes.size() == into.back().strides.size(), "allocation has a stride per dim");
     }
+  }
+  for (const auto& a : plan->scratch) {
+    plan->scratch_offsets.push_back(plan->scratch_bytes);
+    const auto bytes = static_cast<int64_t>(at::detail::computeStorageNbytes(a.sizes, a.strides, c10::elementSize(a.dtype)));
+    plan->scratch_bytes += (bytes + 255) / 256 * 256;
   }
   for (const auto& l : plan->launches) {
     for (const auto& s : l.pointers) {
@@ -556,10 +618,12 @@ std::shared_ptr<Plan> plan_of(const py::object& description, size_t count, size_
                         "pointer slot names an allocation it has");
     }
   }
-  plan->returns = ints<int64_t>(d["returns"]);
+  for (auto item : d["returns"]) plan->returns.push_back(item.is_none() ? kNothing : item.cast<int64_t>());
   CHECK_DESCRIPTION(plan->returns.size() == returned, "returns match the op's");
-  for (int64_t r : plan->returns)
-    CHECK_DESCRIPTION(r >= 0 ? static_cast<size_t>(r) < plan->outputs.size() : argument(-1 - r), "return is in range");
+  for (int64_t r : plan->returns) {
+    CHECK_DESCRIPTION(r == kNothing ? variant : r >= 0 ? static_cast<size_t>(r) < plan->outputs.size() : argument(-1 - r),
+                      "return is in range (None only for a variant)");
+  }
   for (auto item : d["overlaps"]) {
     auto v = ints<int64_t>(item);
     CHECK_DESCRIPTION(v.size() == 9 && argument(v[0]) && argument(v[1]) && v[6] >= 0, "overlap check is in range");
@@ -619,8 +683,9 @@ int64_t register_op(const std::string& name, py::object miss, py::object autogra
     std::lock_guard<std::mutex> guard(registry_lock);
     registry()[state->name] = std::move(state);
   }
-  library(c10::DispatchKey::CUDA).impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&hot>());
-  library(c10::DispatchKey::Autograd).impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&gate>());
+  library(c10::DispatchKey::CUDA).impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Hot>(handle)));
+  library(c10::DispatchKey::Autograd).impl(name.c_str(),
+                                           torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Gate>(handle)));
   return reinterpret_cast<int64_t>(handle);
 }
 
@@ -638,49 +703,74 @@ int64_t register_variant(int64_t handle, const std::string& suffix, py::object m
   state->per_call = base.per_call;
   state->per_call.resize(base.per_call.size() + extra, false);
   state->extra = extra;
+  state->variant = true;
   OpState* variant = state.get();
   std::lock_guard<std::mutex> guard(registry_lock);
   registry()[state->name] = std::move(state);
   return reinterpret_cast<int64_t>(variant);
 }
 
-// The op of ``handle`` (register_op's or register_variant's) on ``args``, straight into its hot kernel: no dispatcher, no gate. For the
-// public calls, which make their own autograd checks first; arguments are taken as the Python kernel takes them.
-py::object call(int64_t handle, const py::tuple& args) {
-  OpState& state = *reinterpret_cast<OpState*>(handle);
+// The op of a handle (register_op's or register_variant's) on its arguments, straight into its hot kernel: no
+// dispatcher, no gate. For the public calls, which make their own autograd checks first; arguments are taken as the
+// schema types them (a float argument also takes an int, a bool one any truth value), a variant's extra ones as
+// tensors. A builtin function per handle (caller() below), called with the arguments themselves: no tuple, no
+// pybind argument parsing.
+PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  OpState& state = *static_cast<OpState*>(PyLong_AsVoidPtr(self));
   const auto& schema = state.op.schema();
   const auto& declared = schema.arguments();
   const size_t count = declared.size() + state.extra;
-  TORCH_CHECK(args.size() == count, state.name, ": expected ", count, " arguments");
+  TORCH_CHECK_TYPE(static_cast<size_t>(nargs) == count, state.name, ": expected ", count, " arguments, got ", nargs);
   torch::jit::Stack stack;
   stack.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    PyObject* a = args[i].ptr();
+    PyObject* a = args[i];
+    const bool own = i < declared.size();
+    const c10::TypeKind kind = own ? state.kinds[i] : c10::TypeKind::TensorType;
     if (a == Py_None) {
-      TORCH_CHECK(i < declared.size(), state.name, ": output ", i - declared.size(), " is None");
+      TORCH_CHECK_TYPE(own, state.name, ": output ", i - declared.size(), " is None");
       stack.emplace_back();
     } else if (THPVariable_Check(a)) {
       stack.emplace_back(THPVariable_Unpack(a));
-    } else if (PyBool_Check(a)) {
-      stack.emplace_back(a == Py_True);
-    } else if (PyLong_Check(a)) {
+    } else if (kind == c10::TypeKind::FloatType) {
+      const double value = PyFloat_AsDouble(a);
+      if (value == -1.0 && PyErr_Occurred()) throw python_error();
+      stack.emplace_back(value);
+    } else if (kind == c10::TypeKind::BoolType) {
+      const int value = PyObject_IsTrue(a);
+      if (value < 0) throw python_error();
+      stack.emplace_back(value != 0);
+    } else if (kind == c10::TypeKind::StringType && PyUnicode_Check(a)) {
+      Py_ssize_t size = 0;
+      const char* text = PyUnicode_AsUTF8AndSize(a, &size);
+      if (text == nullptr) throw python_error();
+      stack.emplace_back(std::string(text, static_cast<size_t>(size)));
+    } else if (kind == c10::TypeKind::IntType && PyLong_Check(a) && !PyBool_Check(a)) {
       const long long value = PyLong_AsLongLong(a);
-      if (value == -1 && PyErr_Occurred()) throw py::error_already_set();  // beyond int64: OverflowError
+      if (value == -1 && PyErr_Occurred()) throw python_error();  // beyond int64: OverflowError
       stack.emplace_back(static_cast<int64_t>(value));
-    } else if (PyFloat_Check(a)) {
-      stack.emplace_back(PyFloat_AS_DOUBLE(a));
     } else {
-      TORCH_CHECK(i < declared.size(), state.name, ": output ", i - declared.size(), " is not a tensor");
-      stack.push_back(torch::jit::toIValue(args[i], declared[i].type()));
+      TORCH_CHECK_TYPE(own, state.name, ": output ", i - declared.size(), " is not a tensor");
+      stack.push_back(torch::jit::toIValue(py::handle(a), declared[i].type()));
     }
   }
   run_hot(state, state.op, &stack);
   const size_t returned = schema.returns().size();
-  if (returned == 0) return py::none();
-  if (returned == 1) return torch::jit::toPyObject(std::move(stack[0]));
+  if (returned == 0) Py_RETURN_NONE;
+  if (returned == 1) return torch::jit::toPyObject(std::move(stack[0])).release().ptr();
   py::tuple out(returned);
   for (size_t i = 0; i < returned; ++i) out[i] = torch::jit::toPyObject(std::move(stack[i]));
-  return out;
+  return out.release().ptr();
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef fast_call_method = {"call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_call)),
+                                METH_FASTCALL, "the op of this handle on its arguments, through its hot kernel"};
+
+py::object caller(int64_t handle) {
+  py::object self = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(reinterpret_cast<void*>(handle)));
+  return py::reinterpret_steal<py::object>(PyCFunction_NewEx(&fast_call_method, self.ptr(), nullptr));
 }
 
 void clear() {
@@ -709,10 +799,12 @@ size_t plan_count(const std::string& name) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "cukiln's native hot path for its torch ops (see hot_path.cpp)";
   m.def("register_op", &register_op, "C++ kernels for cukiln::NAME at the CUDA and Autograd keys: its handle");
-  m.def("call", &call, "the op of a handle on a tuple of its arguments, through its hot kernel");
+  m.def("caller", &caller, "the op of a handle as a function of its arguments, through its hot kernel");
   m.def("register_variant", &register_variant, "a variant of an op for calls that give their outputs: its handle");
   m.def("clear", &clear, "forget every cached plan");
   m.def("plan_count", &plan_count, "the cached plans of cukiln::NAME");
-  m.def("check_description", [](const py::object& d, size_t count, size_t returned) { plan_of(d, count, returned); },
+  m.def("check_description",
+        [](const py::object& d, size_t count, size_t returned, bool variant) { plan_of(d, count, returned, variant); },
+        py::arg("description"), py::arg("count"), py::arg("returned"), py::arg("variant") = false,
         "parse a description as a miss does, raising where it would not be kept (for tests)");
 }

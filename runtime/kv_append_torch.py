@@ -138,13 +138,20 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
     return (result, lse) if return_lse else result
 
 
-def _decode_step_out_miss(*args_and_out):
-    """The miss of cukiln.decode_step's out= calls (native.variant): the op's arguments, then the caller's out."""
-    *args, out = args_and_out
-    (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start_tensor, kv_start, *rest) = args
-    result, lse = run_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout,
-                                  kv_start_tensor if kv_start_tensor is not None else kv_start, *rest, out, True)
-    return (result, lse), decode_step_api.describe_op(tuple(args), result, lse, given=len(args))
+def _step_variant_miss(given_out: bool, return_lse: bool):
+    """The miss of a variant of cukiln.decode_step's public call (native.attention_callers): the op's arguments,
+    then the caller's out where ``given_out``; lse computed (and allocated) only with ``return_lse``, else None."""
+
+    def miss(*args_and_out):
+        args, out = (args_and_out[:-1], args_and_out[-1]) if given_out else (args_and_out, None)
+        (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start_tensor, kv_start, *rest) = args
+        result = run_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout,
+                                 kv_start_tensor if kv_start_tensor is not None else kv_start, *rest, out, return_lse)
+        result, lse = result if return_lse else (result, None)
+        return (result, lse), decode_step_api.describe_op(tuple(args), result, lse,
+                                                          given=len(args) if given_out else None)
+
+    return miss
 
 
 def _native_step():
@@ -155,7 +162,9 @@ def _native_step():
     handle = NATIVE_HANDLES.get("decode_step")
     if handle is None:
         return None
-    call, call_out = native.caller(handle), native.variant(handle, "#out", _decode_step_out_miss, 1)
+    calls = native.attention_callers(handle, _step_variant_miss)
+    call, call_no_lse, call_out, call_out_no_lse = (calls[False, True], calls[False, False], calls[True, True],
+                                                    calls[True, False])
 
     def step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos, sin, cos_sin_cache,
              inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, q_norm_weight, k_norm_weight,
@@ -164,8 +173,9 @@ def _native_step():
         args = (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, start_tensor, start, positions, freqs, cos, sin,
                 cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset,
                 q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits, False)
-        result, lse = call(args) if out is None else call_out((*args, out))
-        return (result, lse) if return_lse else result
+        if out is None:
+            return call(*args) if return_lse else call_no_lse(*args)[0]
+        return call_out(*args, out) if return_lse else call_out_no_lse(*args, out)[0]
 
     return step
 

@@ -15,7 +15,6 @@ failed build (said once on stderr): the ops then run their Python kernels, with 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import re
@@ -29,6 +28,7 @@ SOURCE = Path(__file__).with_name("hot_path.cpp")
 
 # Where a pointer field's value comes from (hot_path.cpp's Source).
 ARGUMENT, OUTPUT, SCRATCH = 0, 1, 2
+NOTHING = None  # a variant's return that its caller did not ask for (hot_path.cpp's kNothing)
 UINT8 = 0  # torch's ScalarType number of uint8 (a scratch workspace of bytes)
 
 _module = None
@@ -86,16 +86,29 @@ def register(name: str, miss, autograd, per_call: tuple[bool, ...]) -> int | Non
 
 
 def caller(handle: int):
-    """``call(arguments)``: the op (or variant) of ``handle`` on a tuple of its arguments, straight into its plan
-    cache, for the public functions (which make their own autograd checks)."""
-    return functools.partial(module().call, handle)
+    """``call(*arguments)``: the op (or variant) of ``handle`` on its arguments, straight into its plan cache, for
+    the public functions (which make their own autograd checks). A builtin function: a float argument also takes an
+    int and a bool one any truth value, as the public functions' own conversions would."""
+    return module().caller(handle)
 
 
-def variant(handle: int, suffix: str, miss, outputs: int):
-    """A caller (as caller()) of a variant of op ``handle`` for public calls that give ``outputs`` output tensors,
-    appended to the op's arguments (out=): plans of its own, made by ``miss(*arguments, *outputs) -> (result,
-    description)``, whose argument indices past the op's name the given outputs."""
+def variant(handle: int, suffix: str, miss, outputs: int = 0):
+    """A caller (as caller()) of a variant of op ``handle``: plans of its own, made by ``miss(*arguments, *outputs)
+    -> (result, description)``. For public calls that give ``outputs`` output tensors, appended to the op's
+    arguments (out=), whose argument indices past the op's name them; and for calls that do not ask for all of the
+    op's results (decode's lse): a variant's description may return None in their place (``NOTHING``)."""
     return caller(module().register_variant(handle, suffix, miss, outputs))
+
+
+def attention_callers(handle: int, make_miss) -> dict:
+    """The public calls of an attention op ``handle`` returning (out, lse), by (out given, lse asked for): the op
+    itself, or a variant that takes the caller's out (appended to its arguments) or allocates no lse (returning
+    None for it). ``make_miss(given_out, return_lse)`` makes each variant's miss."""
+    calls = {(False, True): caller(handle)}
+    for given_out, return_lse in ((False, False), (True, True), (True, False)):
+        suffix = ("#out" if given_out else "") + ("" if return_lse else "#no_lse")
+        calls[given_out, return_lse] = variant(handle, suffix, make_miss(given_out, return_lse), int(given_out))
+    return calls
 
 
 def field_offsets(fmt: str) -> list[int]:
@@ -151,6 +164,17 @@ def allocation(t) -> tuple:
     return tuple(t.shape), tuple(t.stride()), _scalar_type(t.dtype)
 
 
+def results(result, lse, given: int | None) -> tuple:
+    """Where an attention op's (out, lse) come from, for its description: (out's source, lse's source or None,
+    the outputs to allocate, the returns). ``given``: the argument index of the caller's out in a variant's
+    arguments (None: out is allocated); ``lse`` None where the caller did not ask for it (a variant's NOTHING)."""
+    allocated = ([result] if given is None else []) + ([] if lse is None else [lse])
+    lse_index = len(allocated) - 1
+    return ((OUTPUT, 0) if given is None else (ARGUMENT, given), None if lse is None else (OUTPUT, lse_index),
+            [allocation(t) for t in allocated],
+            (0 if given is None else -1 - given, NOTHING if lse is None else lse_index))
+
+
 def _scalar_type(dtype) -> int:
     import torch
 
@@ -161,11 +185,12 @@ def _scalar_type(dtype) -> int:
 def describe(device: int, launches: list, *, outputs=(), scratch=(), returns=(), overlaps=(), bounds=(), ordered=(),
              bumps=()) -> dict:
     """A plan for hot_path.cpp: ``launches`` (launch_description), tensors allocated per call (``outputs``,
-    ``scratch``: allocation tuples), each returned value (an output's index, or -1 - i for argument i: a
-    caller's output given to a variant), ``overlaps`` (written argument,
-    checked argument, their byte spans' lo and hi relative to each pointer, and the Interleaving window
-    (modulus, lo, hi) within which spans that meet share no byte, or (0, 0, 0)), int ``bounds`` (argument, lo, hi),
-    ``ordered`` pairs (a, b) of int arguments with a <= b, argument tensors written (``bumps``: versions bumped)."""
+    ``scratch``: allocation tuples; the scratch tensors share one allocation), each returned value (an output's
+    index, -1 - i for argument i: a caller's output given to a variant, or NOTHING: a variant's result not asked
+    for), ``overlaps`` (written argument, checked argument, their byte spans' lo and hi relative to each pointer, and
+    the Interleaving window (modulus, lo, hi) within which spans that meet share no byte, or (0, 0, 0)), int
+    ``bounds`` (argument, lo, hi), ``ordered`` pairs (a, b) of int arguments with a <= b, argument tensors written
+    (``bumps``: versions bumped)."""
     return {"device": device, "launches": launches, "outputs": list(outputs), "scratch": list(scratch),
             "returns": list(returns), "overlaps": list(overlaps), "bounds": list(bounds), "ordered": list(ordered),
             "bumps": list(bumps)}

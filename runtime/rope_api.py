@@ -108,10 +108,9 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
     if x.is_cuda and (out is None or (type(out) is type(x) and not inplace)):  # the native hot path, where it loads
         native = _NATIVE if _NATIVE is not None else _native()
         if native:
-            return native(x, None, (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout,
-                                    interleaved, rotary_dim, rotary_offset, positions, mrope_section,
-                                    mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen),
-                          backward, inplace, out, None)
+            return native(x, None, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout,
+                          interleaved, rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved,
+                          offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, out, None)
     # Positional: 21 keyword arguments would cost this call about a microsecond.
     return run_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
                     rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
@@ -155,9 +154,9 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
             q_out is None or (type(q_out) is type(q) and type(k_out) is type(q) and not inplace)):  # as rope's
         native = _NATIVE if _NATIVE is not None else _native()
         if native:
-            return native(q, k, (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
-                                 rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved, offsets,
-                                 cu_seqlens, cp_size, cp_rank, max_seqlen), backward, inplace, q_out, k_out)
+            return native(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
+                          rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved, offsets,
+                          cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, q_out, k_out)
     return run_rope_qk(q, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
                        rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens,
                        cp_size, cp_rank, max_seqlen, backward, inplace, q_out, k_out)

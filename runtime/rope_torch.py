@@ -323,9 +323,9 @@ def _rope_qk_out_miss(q, k, *args_and_outs):
 
 
 def _native_call():
-    """cukiln.rope's and rope_qk's calls through the native hot path (no autograd): ``call(x, k, arguments,
-    backward, inplace, out, k_out)`` with ``arguments`` run_rope's from freqs to max_seqlen and the caller's outputs
-    (or None); None where the native path does not serve the ops."""
+    """cukiln.rope's and rope_qk's calls through the native hot path (no autograd): ``call(x, k, freqs, ...,
+    max_seqlen, backward, inplace, out, k_out)``, run_rope's arguments with k after x and the caller's outputs (or
+    None); None where the native path does not serve the ops."""
     from . import native
 
     handles = [NATIVE_HANDLES.get(name) for name in ("rope", "rope_", "rope_qk", "rope_qk_")]
@@ -335,17 +335,24 @@ def _native_call():
     rope_out = native.variant(handles[0], "#out", _rope_out_miss, 1)
     rope_qk_out = native.variant(handles[2], "#out", _rope_qk_out_miss, 2)
 
-    def call(x, k, arguments, backward, inplace, out, k_out):
-        args = _op_args(*arguments, backward)
+    def call(x, k, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
+             rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
+             max_seqlen, backward, inplace, out, k_out):
+        # _op_args' work, less the float and bool conversions that the native callers make themselves
+        offsets_tensor = offsets if isinstance(offsets, torch.Tensor) else None
+        args = (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rotary_dim,
+                rotary_offset, positions, None if mrope_section is None else list(mrope_section), mrope_interleaved,
+                offsets_tensor, None if offsets_tensor is not None else offsets, cu_seqlens, cp_size, cp_rank,
+                max_seqlen, backward)
         if k is None:
             if inplace:
-                rope_((x, *args))
+                rope_(x, *args)
                 return x
-            return rope((x, *args)) if out is None else rope_out((x, *args, out))
+            return rope(x, *args) if out is None else rope_out(x, *args, out)
         if inplace:
-            rope_qk_((x, k, *args))
+            rope_qk_(x, k, *args)
             return x, k
-        return rope_qk((x, k, *args)) if out is None else rope_qk_out((x, k, *args, out, k_out))
+        return rope_qk(x, k, *args) if out is None else rope_qk_out(x, k, *args, out, k_out)
 
     return call
 

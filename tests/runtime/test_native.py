@@ -5,6 +5,7 @@ cannot serve. The C++ side itself runs in the GPU tests (every torch-op test goe
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import shutil
 import struct
@@ -40,14 +41,28 @@ def launches(monkeypatch):
     return log
 
 
-def _replay(description: dict, args: tuple, outputs=(), scratch=()) -> list:
+def _scratch_offsets(description: dict) -> list:
+    """Where hot_path.cpp lays each scratch tensor in the call's one scratch allocation, and its size, last."""
+    offsets = [0]
+    for shape, strides, dtype in description["scratch"]:
+        size = 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+        nbytes = size * {native.UINT8: 1, 6: 4}[dtype]
+        offsets.append(offsets[-1] + (nbytes + 255) // 256 * 256)
+    return offsets
+
+
+def _replay(description: dict, args: tuple, outputs=(), scratch=None, variant=False) -> list:
     """Each launch's parameter bytes as hot_path.cpp builds them for a call with these op arguments (after the C++
-    side has accepted the description, where the extension builds)."""
+    side has accepted the description, where the extension builds); ``scratch`` the call's one scratch allocation."""
     if native.module() is not None:
         returned = len(description["returns"])
-        native.module().check_description(description, len(args), returned)
+        native.module().check_description(description, len(args), returned, variant)
+    offsets = _scratch_offsets(description)
+
     def pointer(source, index):
-        t = (args, outputs, scratch)[source][index]
+        if source == native.SCRATCH:
+            return scratch.data_ptr() + offsets[index]
+        t = (args, outputs)[source][index]
         return 0 if t is None or type(t) is int else t.data_ptr()
 
     built = []
@@ -261,7 +276,7 @@ def test_a_decode_step_description_replays_the_append_and_the_attention(launches
     out2, lse2 = kv_append_torch._decode_step_kernel(*second)
     count = len(description["launches"])
     assert count >= 2, "the append, then the attention"
-    scratch = [torch.empty(shape, dtype=torch.uint8) for shape, _, _ in description["scratch"]]
+    scratch = torch.empty(_scratch_offsets(description)[-1], dtype=torch.uint8)
     replayed = _replay(description, second, (out2, lse2), scratch)
     assert _masked(description, replayed) == _masked(description, launches[-count:])
     # advancing kv_lens is a copy after the kernels, which only the Python path makes
@@ -296,15 +311,59 @@ def test_a_decode_out_description_takes_the_callers_out_as_an_argument(launches)
     k, v = (torch.randn(2, 2, 256, 128, dtype=torch.bfloat16) for _ in range(2))
     args = (q, k, v, None, 100, "bhsd", None, 0, None, None, None, False)
     out = torch.empty_like(q)
-    (result, lse), description = decode_torch._decode_out_miss(*args, out)
+    miss = decode_torch._variant_miss(True, True)
+    (result, lse), description = miss(*args, out)
     given = len(args)
     assert result is out and description["returns"] == [-1 - given, 0] and description["bumps"] == [given]
     assert {o[1] for o in description["overlaps"] if o[0] == given} >= {0, 1, 2}, "out against q, k and v"
     out2 = torch.empty_like(q)
-    (_, lse2), _ = decode_torch._decode_out_miss(*args, out2)
-    assert _replay(description, args + (out2,), (lse2,)) == launches[-len(description["launches"]):]
+    (_, lse2), _ = miss(*args, out2)
+    assert _replay(description, args + (out2,), (lse2,), variant=True) == launches[-len(description["launches"]):]
     assert _passes(description, args + (out2,))
     assert not _passes(description, args + (q,)), "an out over q fails the check, so Python raises"
+
+
+@pytest.mark.parametrize("given_out", [False, True])
+def test_a_decode_variant_without_lse_allocates_and_returns_none_for_it(launches, given_out):
+    from cukiln import decode_torch
+
+    q = torch.randn(2, 8, 128, dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 256, 128, dtype=torch.bfloat16) for _ in range(2))
+    args = (q, k, v, None, 100, "bhsd", None, 0, None, None, None, False)
+    miss = decode_torch._variant_miss(given_out, False)
+    outs = (torch.empty_like(q),) if given_out else ()
+    (result, lse), description = miss(*args, *outs)
+    assert lse is None and description["returns"] == ([-1 - len(args)] if given_out else [0]) + [native.NOTHING]
+    assert len(description["outputs"]) == (0 if given_out else 1), "no lse allocated"
+    outs2 = (torch.empty_like(q),) if given_out else ()
+    result2, _ = miss(*args, *outs2)[0]
+    replayed = _replay(description, args + outs2, () if given_out else (result2,), variant=True)
+    assert replayed == launches[-len(description["launches"]):], "the lse pointer stays null, as the Python path's"
+    if native.module() is not None:  # only a variant may return nothing in a result's place
+        with pytest.raises(RuntimeError, match="return is in range"):
+            native.module().check_description(description, len(args + outs2), 2, False)
+
+
+def test_a_decode_step_variant_without_lse_replays_the_python_paths_parameters(launches, monkeypatch):
+    from cukiln import decode_step_api, kv_append_torch
+
+    monkeypatch.setattr(decode_step_api, "_torch", rope_api._torch)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
+    monkeypatch.setattr(decode_api, "check_host_lengths", lambda *args: None)
+
+    def op_args(q, k, v, kc, vc, lens, table):
+        return (q, k, v, kc, vc, lens, "bhsd", None, 0, None, None, None, None, table, None, None, 1.0, 1.0, False,
+                None, 0, None, None, 1e-6, None, None, None, False)
+
+    miss = kv_append_torch._step_variant_miss(False, False)
+    (out, lse), description = miss(*op_args(*_step_tensors()))
+    assert lse is None and description["returns"] == [0, native.NOTHING] and len(description["outputs"]) == 1
+    second = op_args(*_step_tensors())
+    out2 = decode_step_api.run_decode_step(second[0], *second[1:7], second[8], *second[9:], None, False)
+    count = len(description["launches"])
+    scratch = torch.empty(_scratch_offsets(description)[-1], dtype=torch.uint8)
+    replayed = _replay(description, second, (out2,), scratch, variant=True)
+    assert _masked(description, replayed) == _masked(description, launches[-count:])
 
 
 @pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None, reason="no C++ compiler or ninja")
@@ -321,11 +380,31 @@ def test_a_native_call_runs_the_miss_and_keeps_its_plan(launches):
     x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
     args = _op_args(x, base=10000.0)
     before = native.module().plan_count("rope_")
-    assert call(args) is None and len(launches) == 1, "the miss ran the Python path (its launch recorded)"
+    assert call(*args) is None and len(launches) == 1, "the miss ran the Python path (its launch recorded)"
     assert native.module().plan_count("rope_") == before + 1, "and its description became a C++ plan"
     # validation errors come back through the C++ call as they are raised in Python
     with pytest.raises(ValueError, match="rotary_dim"):
-        call(_op_args(x, base=10000.0, rotary_dim=65))
+        call(*_op_args(x, base=10000.0, rotary_dim=65))
+
+
+@pytest.mark.skipif(native.module() is None or ctypes.util.find_library("cuda") is not None,
+                    reason="the native hot path is off, or a driver would launch on a hit")
+def test_native_calls_convert_scalars_as_the_schema_types_them(launches):
+    from cukiln.torch_support import NATIVE_HANDLES
+
+    call = native.caller(NATIVE_HANDLES["rope_"])
+    x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
+    call(*_op_args(x, base=20000.0, scale=1.0, interleaved=True))
+    before = native.module().plan_count("rope_")
+    # base and scale as ints, interleaved as a truth value: the same key as the floats and the bool, so this call
+    # hits the plan just kept, and replaying it needs the driver, which this machine lacks
+    with pytest.raises(RuntimeError, match="libcuda"):
+        call(*_op_args(x)[:6], 20000, 1, *_op_args(x)[8:10], 1, *_op_args(x)[11:])
+    assert native.module().plan_count("rope_") == before
+    with pytest.raises(TypeError, match="expected 23 arguments, got 2"):
+        call(x, None)
+    with pytest.raises(TypeError, match="must be real number"):
+        call(*_op_args(x)[:7], "1.0", *_op_args(x)[8:])
 
 
 @pytest.mark.skipif(native.module() is None, reason="the native hot path is off")
@@ -335,12 +414,12 @@ def test_native_calls_keep_python_semantics_at_their_edges(launches):
     x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
     # an int beyond int64 raises as Python's conversion does, instead of passing -1 on
     with pytest.raises(OverflowError):
-        native.caller(NATIVE_HANDLES["rope_"])(_op_args(x, base=10000.0, rotary_offset=2 ** 70))
+        native.caller(NATIVE_HANDLES["rope_"])(*_op_args(x, base=10000.0, rotary_offset=2 ** 70))
     # an out= call whose out is x itself: run by Python, and no plan kept for its key (other outs stay native)
     rope_out = rope_torch._NATIVE_CALL
     before = native.module().plan_count("rope#out")
-    assert rope_out(x, None, (None,) * 5 + (10000.0, 1.0, 1.0, "sbhd", False, None, 0, None, None, False, None,
-                                            None, 1, 0, None), False, False, x, None) is x
+    assert rope_out(x, None, *(None,) * 5, 10000.0, 1.0, 1.0, "sbhd", False, None, 0, None, None, False, None,
+                    None, 1, 0, None, False, False, x, None) is x
     assert native.module().plan_count("rope#out") == before
 
 
