@@ -13,19 +13,20 @@ def main(args) -> int:
     from .hooks import benches
 
     console = args.console
+    bench = None if args.op == "overhead" else benches()[args.op]
+    if bench is not None and args.only is not None:
+        raise ValueError(f"--only does not apply to `cukiln bench {args.op}`")
+    for option in ("no_rotate",):
+        if getattr(args, option) and (bench is None or option not in bench.options):
+            raise ValueError(f"--{option.replace('_', '-')} does not apply to `cukiln bench {args.op}`")
     if not torch.cuda.is_available():
         raise ValueError("needs a CUDA GPU, and torch sees none")
-    if args.op == "overhead":
+    if bench is None:
         from . import overhead
 
-        result = overhead.run(console, args.quick)
+        result = overhead.run(console, args.quick, args.only)
         overhead.print_result(result, console)
-        bench = None
     else:
-        bench = benches()[args.op]
-        for option in ("no_rotate",):
-            if getattr(args, option) and option not in bench.options:
-                raise ValueError(f"--{option.replace('_', '-')} does not apply to `cukiln bench {args.op}`")
         result = bench.run(console, args)
         bench.show(result, console)
     if args.out:

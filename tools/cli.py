@@ -148,6 +148,9 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("--no-rotate", action="store_true",
                     help="decode only: time every call on one input set, so that K/V which fit in L2 are served "
                          "from it (by default input sets rotate and L2 serves nothing)")
+    bn.add_argument("--only", metavar="REGEX", type=_regex,
+                    help="overhead only: time only the paths whose name matches (torch's add_ and y + 1.0, the "
+                         "reference points, always run); the others are neither warmed up nor compiled")
     bn.set_defaults(func=_bench)
 
     v = sub.add_parser("verify", help="run every manifest variant once against the float64 reference (GPU)")

@@ -147,6 +147,8 @@ def overhead_paths() -> dict:
     return {
         "cukiln.decode_step (b=1, T=64, device lengths, out=)": lambda: cukiln.decode_step(
             q, k, v, kc, vc, lens, cos_sin_cache=table, out=out),
+        "cukiln.decode_step (b=1, T=64, device lengths, allocates out)": lambda: cukiln.decode_step(
+            q, k, v, kc, vc, lens, cos_sin_cache=table),
         "cukiln.kv_append (in place)": lambda: cukiln.kv_append(q, k, v, kc, vc, lens, cos_sin_cache=table,
                                                                 inplace=True),
         "cukiln.torch.decode_step (eager)": lambda: op_step(q, k, v, kc, vc, lens),

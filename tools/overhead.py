@@ -18,6 +18,7 @@ ops' rows time its C++ kernels; ``CUKILN_NATIVE=0`` times the Python kernels ins
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 
@@ -43,9 +44,14 @@ def per_call_us(fn, calls: int = CALLS) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
-def _paths() -> dict:
+# The reference points every ratio is taken against: timed whatever --only picks.
+REFERENCES = ("torch: y.add_(1.0)", "torch: y + 1.0 (allocates)")
+
+
+def _paths(only=None) -> dict:
     """name -> zero-argument callable, warmed up (modules loaded, plans cached, graphs compiled): torch's own
-    small ops as the reference point, then every family's paths (its tool hooks' overhead_paths)."""
+    small ops as the reference point, then every family's paths (its tool hooks' overhead_paths); with ``only``
+    (a regular expression) the references and the paths whose name it matches."""
     import torch
 
     from cukiln.codegen.ops import FAMILIES
@@ -67,6 +73,8 @@ def _paths() -> dict:
     for family in FAMILIES:
         if family.tools:
             paths.update(tools_of(family).overhead_paths())
+    if only is not None:
+        paths = {name: fn for name, fn in paths.items() if name in REFERENCES or re.search(only, name)}
     import logging
 
     reasons = []
@@ -214,10 +222,10 @@ def submit_us(fn, burst: int = BURST, bursts: int = BURSTS) -> float:
     return statistics.median(times)
 
 
-def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None) -> dict:
-    """Median host µs per call of every path, with each round's figures (``advance`` after each round); graph
-    replays also with their host time alone (submit_us)."""
-    paths = _paths()
+def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only=None) -> dict:
+    """Median host µs per call of every path (those ``only`` picks, see _paths), with each round's figures
+    (``advance`` after each round); graph replays also with their host time alone (submit_us)."""
+    paths = _paths(only)
     samples = {name: [] for name in paths}
     submits = {name: [] for name in paths if "graph replay" in name}
     for _ in range(rounds):
@@ -233,13 +241,14 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None) -> d
             for name, s in samples.items()}
 
 
-def run(console: Console, quick: bool = False) -> dict:
+def run(console: Console, quick: bool = False, only=None) -> dict:
     rounds, calls = (2, 1000) if quick else (ROUNDS, CALLS)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("overhead rounds (warm-up and torch.compile first)", total=rounds)
-        figures = measure(rounds, calls, lambda: progress.advance(task))
-    return {**run_metadata("overhead", "cukiln bench overhead" + (" --quick" if quick else "")),
-            "calls_per_round": calls, "paths": figures}
+        figures = measure(rounds, calls, lambda: progress.advance(task), only)
+    command = ("cukiln bench overhead" + (" --quick" if quick else "")
+               + (f" --only '{only}'" if only is not None else ""))
+    return {**run_metadata("overhead", command), "calls_per_round": calls, "paths": figures}
 
 
 def print_result(result: dict, console: Console) -> None:

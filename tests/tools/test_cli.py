@@ -36,6 +36,9 @@ def test_version(capsys):
     (["build", "--jobs", "0"], "expected a positive integer"),
     (["plot", "/nonexistent/result.json"], "/nonexistent/result.json: cannot read a benchmark result"),
     (["bench", "rope-qkv"], "invalid choice"),
+    (["bench", "overhead", "--only", "("], "is not a regular expression"),
+    (["bench", "decode", "--only", "rope"], "--only does not apply to `cukiln bench decode`"),
+    (["bench", "overhead", "--no-rotate"], "--no-rotate does not apply to `cukiln bench overhead`"),
 ])
 def test_a_user_mistake_is_one_line_and_exit_status_2(argv, message, capsys, monkeypatch):
     from cukiln.codegen import build
