@@ -733,26 +733,31 @@ PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
       stack.emplace_back();
     } else if (THPVariable_Check(a)) {
       stack.emplace_back(THPVariable_Unpack(a));
-    } else if (kind == c10::TypeKind::FloatType) {
+    } else if (!own) {
+      TORCH_CHECK_TYPE(false, state.name, ": output ", i - declared.size(), " is not a tensor");
+    } else if (kind == c10::TypeKind::FloatType && (PyFloat_Check(a) || PyLong_Check(a))) {
       const double value = PyFloat_AsDouble(a);
-      if (value == -1.0 && PyErr_Occurred()) throw python_error();
+      if (value == -1.0 && PyErr_Occurred()) throw python_error();  // an int beyond a double: OverflowError
       stack.emplace_back(value);
     } else if (kind == c10::TypeKind::BoolType) {
       const int value = PyObject_IsTrue(a);
       if (value < 0) throw python_error();
       stack.emplace_back(value != 0);
+    } else if (kind == c10::TypeKind::IntType && PyLong_Check(a) && !PyBool_Check(a)) {
+      const long long value = PyLong_AsLongLong(a);
+      if (value == -1 && PyErr_Occurred()) throw python_error();  // beyond int64: OverflowError
+      stack.emplace_back(static_cast<int64_t>(value));
     } else if (kind == c10::TypeKind::StringType && PyUnicode_Check(a)) {
       Py_ssize_t size = 0;
       const char* text = PyUnicode_AsUTF8AndSize(a, &size);
       if (text == nullptr) throw python_error();
       stack.emplace_back(std::string(text, static_cast<size_t>(size)));
-    } else if (kind == c10::TypeKind::IntType && PyLong_Check(a) && !PyBool_Check(a)) {
-      const long long value = PyLong_AsLongLong(a);
-      if (value == -1 && PyErr_Occurred()) throw python_error();  // beyond int64: OverflowError
-      stack.emplace_back(static_cast<int64_t>(value));
-    } else {
-      TORCH_CHECK_TYPE(own, state.name, ": output ", i - declared.size(), " is not a tensor");
+    } else if (kind == c10::TypeKind::ListType && (PyList_Check(a) || PyTuple_Check(a))) {
       stack.push_back(torch::jit::toIValue(py::handle(a), declared[i].type()));
+    } else {
+      // not of the schema's type (an int given for a tensor, say): kept as the Python object, which no key covers,
+      // so the op's Python kernel gets it as given and raises the error that explains it
+      stack.push_back(torch::jit::toIValue(py::handle(a), c10::PyObjectType::get()));
     }
   }
   run_hot(state, state.op, &stack);
