@@ -10,7 +10,7 @@ import torch
 from .decode_api import decode_attention as _decode_attention
 from .decode_api import describe_op, run_decode
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, implement
+from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, implement, untracked
 
 __all__ = ["decode_attention"]
 
@@ -74,6 +74,10 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
                          "for out=")
     if not isinstance(kv_lens, (int, torch.Tensor)) or isinstance(kv_lens, bool):
         raise TypeError(f"kv_lens: expected an int or an int32 tensor [b], got {type(kv_lens).__name__}")
+    if (_NATIVE_CALL is not None and q.is_cuda and eager(q) and type(k_cache) is torch.Tensor
+            and type(v_cache) is torch.Tensor and untracked(q, k_cache, v_cache)):  # the op's plans, no dispatcher
+        return _NATIVE_CALL(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, None,
+                            return_lse, batch_invariant)
     if direct(q, "decode_attention"):  # decode_attention refuses what requires grad, as the op's autograd does
         return _decode_attention(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
                                  softcap=softcap, num_splits=num_splits, return_lse=return_lse,

@@ -14,7 +14,7 @@ from . import decode_step_api, kv_append_api
 from .decode_step_api import run_decode_step
 from .kv_append_api import run_kv_append
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, implement
+from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, implement, untracked
 
 __all__ = ["kv_append", "decode_step"]
 
@@ -134,6 +134,9 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
             bool(interleaved), rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, float(norm_eps),
             None if scale is None else float(scale),
             None if softcap is None else float(softcap), num_splits, bool(advance_lens))
+    if (_NATIVE_STEP is not None and not advance_lens and q.is_cuda and kv_lens.is_cuda and eager(q)
+            and untracked(q, k_new, v_new)):  # the op's plans, without the dispatcher
+        return _NATIVE_STEP(*args[:7], kv_start, *args[9:-1], None, return_lse)
     result, lse = _decode_step_kernel(*args) if direct(q, "decode_step") else _decode_step_op(*args)
     return (result, lse) if return_lse else result
 

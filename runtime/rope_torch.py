@@ -15,7 +15,7 @@ import torch
 from . import rope_api
 from .rope_api import ARGUMENTS, run_rope, run_rope_qk
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, implement, wants_grad
+from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, implement, untracked, wants_grad
 
 __all__ = ["rope", "rope_qk"]
 
@@ -246,11 +246,16 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
          mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None,
          backward=False, inplace=False, out=None):
     """cukiln.rope as the ops cukiln::rope / cukiln::rope_ (see cukiln.rope for the arguments; eager calls
-    run through the ops' native hot path, or the kernels directly, see cukiln.torch). ``out=`` is not supported here: an op returns a new tensor or
-    mutates x (``inplace=True``)."""
+    run through the ops' native plans without the dispatcher, or the kernels directly, see cukiln.torch). ``out=`` is
+    not supported here: an op returns a new tensor or mutates x (``inplace=True``)."""
     if out is not None:
         raise ValueError("out: cukiln.torch.rope returns a new tensor (or rotates x with inplace=True); "
                          "use cukiln.rope for out=")
+    if (_NATIVE_CALL is not None and x.is_cuda and eager(x)
+            and untracked(x, freqs, cos, sin, cos_sin_cache, inv_freq)):  # the op's plans, without the dispatcher
+        return _NATIVE_CALL(x, None, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout,
+                            interleaved, rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved,
+                            offsets, cu_seqlens, cp_size, cp_rank, max_seqlen, backward, inplace, None, None)
     grad = wants_grad(x)
     if (grad and eager(x)) or direct(x, "rope_" if inplace else "rope"):
         if grad:
@@ -289,6 +294,9 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
                  max_seqlen)
     if k is None:
         return rope(q, **dict(zip(ARGUMENTS, arguments)), backward=backward, inplace=inplace), None
+    if (_NATIVE_CALL is not None and q.is_cuda and type(k) is torch.Tensor and eager(q)
+            and untracked(q, k, freqs, cos, sin, cos_sin_cache, inv_freq)):  # as rope's
+        return _NATIVE_CALL(q, k, *arguments, backward, inplace, None, None)
     grad = wants_grad(q) or wants_grad(k)
     if ((grad and eager(q)) or direct(q, "rope_qk_" if inplace else "rope_qk")) and type(k) is torch.Tensor:
         if grad:

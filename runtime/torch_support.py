@@ -40,6 +40,13 @@ def direct(x: torch.Tensor, op: str) -> bool:
     return op not in NATIVE_HANDLES and eager(x)
 
 
+def untracked(*tensors) -> bool:
+    """True when no tensor among ``tensors`` (None allowed) asks autograd for anything: grad mode off, or none
+    requires grad. Such an eager call may skip the op for its public function's native call, whose plans are the
+    op's own."""
+    return not torch.is_grad_enabled() or not any(t is not None and t.requires_grad for t in tensors)
+
+
 def wants_grad(x: torch.Tensor) -> bool:
     return x.requires_grad and torch.is_grad_enabled()
 
