@@ -40,6 +40,16 @@ class _CachedPlan:
 
 PLANS = PlanCache()
 _torch = None
+# The call through the native hot path (torch_support.public_call), or False where it is off; None until first needed
+_NATIVE = None
+
+
+def _native():
+    global _NATIVE
+    from .torch_support import public_call
+
+    _NATIVE = public_call("kv_append")
+    return _NATIVE
 
 
 def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
@@ -77,6 +87,14 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
     if (q.requires_grad or getattr(k_new, "requires_grad", False) or getattr(v_new, "requires_grad", False)
             or getattr(out, "requires_grad", False)):
         refuse_untracked_gradients("cukiln.kv_append", (("q", q), ("k_new", k_new), ("v_new", v_new), ("out", out)))
+    # The native hot path, where it loads, for lengths in tensors (an int length is a new plan at every step)
+    if (q.is_cuda and type(kv_lens) is type(q) and (out is None or (type(out) is type(q) and not inplace))
+            and (kv_lens_out is None or type(kv_lens_out) is type(q))):
+        native = _NATIVE if _NATIVE is not None else _native()
+        if native:
+            return native(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, kv_lens_out,
+                          freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim,
+                          rotary_offset, q_norm_weight, k_norm_weight, norm_eps, inplace, out)
     return run_kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, kv_lens_out,
                          freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim,
                          rotary_offset, q_norm_weight, k_norm_weight, norm_eps, inplace, out)
@@ -158,23 +176,33 @@ def sources_of(args, positions: dict, replaced: dict) -> list:
             for name, t in zip(TENSOR_ARGS, args)]
 
 
-def describe_op(args, **planning) -> dict | None:
+def describe_op(args, *, inplace: bool = False, out_at: int | None = None, lens_out_at: int | None = None,
+                **planning) -> dict | None:
     """The native hot path's description (runtime/native.py) of a cukiln::kv_append call just run on ``args``
-    (TENSOR_ARGS' order, q_out its fresh output), planned again with ``planning`` (describe()'s keywords); None
-    with lengths in CPU tensors (their values are checked per call)."""
+    (TENSOR_ARGS' order), planned again with ``planning`` (describe()'s keywords); None with lengths in CPU tensors
+    (their values are checked per call). q_out is the op's fresh output, or (a variant's, for the public calls) q
+    itself with ``inplace``, or the caller's out at argument ``out_at``; ``lens_out_at``: the argument holding
+    kv_lens_out."""
     from . import native
 
     if any(getattr(args[_INDEX[n]], "is_cuda", True) is False for n in ("kv_lens", "kv_start")):
         return None
-    cached, q_out = describe(args, inplace=False, fresh=True, kv_lens_host=None, kv_start_host=None, **planning), args[1]
-    sources = sources_of(args, OP_POSITIONS, {"q_out": (native.OUTPUT, 0)})
+    fresh = not inplace and out_at is None
+    cached = describe(args, inplace=inplace, fresh=fresh, kv_lens_host=None, kv_start_host=None, **planning)
+    q_out_at = None if fresh else OP_POSITIONS["q"] if inplace else out_at
+    replaced = {"q_out": (native.OUTPUT, 0) if fresh else (native.ARGUMENT, q_out_at)}
+    if lens_out_at is not None:
+        replaced["kv_lens_out"] = (native.ARGUMENT, lens_out_at)
+    sources = sources_of(args, OP_POSITIONS, replaced)
     p = cached.plan
     launches = [] if p is None else [native.launch_description(
         cached.kernel or cached.bind(), cached.refill.values(p.values, [0] * len(TENSOR_ARGS)),
         native.pointer_slots(cached.refill.slots, sources))]
-    return native.describe(args[0].get_device(), launches, outputs=[native.allocation(q_out)], returns=(0,),
-                           overlaps=native.overlap_checks(cached.refill.pairs, sources),
-                           bumps=(OP_POSITIONS["k_cache"], OP_POSITIONS["v_cache"]))
+    written = tuple(i for i in (OP_POSITIONS["k_cache"], OP_POSITIONS["v_cache"], q_out_at, lens_out_at)
+                    if i is not None)
+    return native.describe(args[0].get_device(), launches, outputs=[native.allocation(args[1])] if fresh else [],
+                           returns=(0,) if fresh else (-1 - q_out_at,),
+                           overlaps=native.overlap_checks(cached.refill.pairs, sources), bumps=written)
 
 
 def _host_lengths(t, name: str, q, copied: list, torch) -> tuple[tuple[int, ...], object]:

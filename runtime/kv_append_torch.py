@@ -114,6 +114,11 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
               norm_eps=1e-6):
     """cukiln.kv_append as the op cukiln::kv_append (see there for the arguments): returns the rotated query, new.
     ``inplace``, ``out`` and ``kv_lens_out`` are cukiln.kv_append's only."""
+    if (_NATIVE_APPEND is not None and q.is_cuda and type(kv_lens) is torch.Tensor and eager(q)
+            and untracked(q, k_new, v_new)):  # the op's plans, without the dispatcher
+        return _NATIVE_APPEND(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, None, freqs,
+                              cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim,
+                              rotary_offset, q_norm_weight, k_norm_weight, norm_eps, False, None)
     args = (q, k_new, v_new, k_cache, v_cache, *_split(kv_lens), kv_layout, *_split(kv_start), positions, freqs, cos,
             sin, cos_sin_cache, inv_freq, None if base is None else float(base), float(scale), float(mscale),
             bool(interleaved), rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, float(norm_eps))
@@ -139,6 +144,67 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
         return _NATIVE_STEP(*args[:7], kv_start, *args[9:-1], None, return_lse)
     result, lse = _decode_step_kernel(*args) if direct(q, "decode_step") else _decode_step_op(*args)
     return (result, lse) if return_lse else result
+
+
+def _append_variant_miss(inplace: bool, given_out: bool, lens_out: bool):
+    """The miss of a variant of cukiln.kv_append's public call (native.variant): the op's arguments, then the
+    caller's out where ``given_out`` and its kv_lens_out where ``lens_out``; q rotated in place with ``inplace``."""
+    count = len(_kv_append_op._schema.arguments)
+
+    def miss(*args_and_outputs):
+        (q, k_new, v_new, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start, positions,
+         freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset,
+         q_norm_weight, k_norm_weight, norm_eps) = args_and_outputs[:count]
+        out = args_and_outputs[count] if given_out else None
+        kv_lens_out = args_and_outputs[-1] if lens_out else None
+        lens = kv_lens_tensor if kv_lens_tensor is not None else kv_len
+        start = kv_start_tensor if kv_start_tensor is not None else kv_start
+        result = run_kv_append(q, k_new, v_new, k_cache, v_cache, lens, kv_layout, start, positions, kv_lens_out,
+                               freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved,
+                               rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, norm_eps, inplace, out)
+        args = (q, result, k_new, v_new, k_cache, v_cache, lens, start, positions, freqs, cos, sin, cos_sin_cache,
+                inv_freq, kv_lens_out, q_norm_weight, k_norm_weight)
+        return result, kv_append_api.describe_op(
+            args, inplace=inplace, out_at=count if given_out else None,
+            lens_out_at=len(args_and_outputs) - 1 if lens_out else None, kv_layout=kv_layout, base=base,
+            scale=rope_scale, mscale=mscale, interleaved=interleaved, rotary_dim=rotary_dim,
+            rotary_offset=rotary_offset, norm_eps=norm_eps)
+
+    return miss
+
+
+def _native_append():
+    """cukiln.kv_append's call through the native hot path (no autograd), positional as run_kv_append; None where
+    the native path does not serve the op."""
+    from . import native
+
+    handle = NATIVE_HANDLES.get("kv_append")
+    if handle is None:
+        return None
+    # by (inplace, out given, kv_lens_out given): the op itself, or a variant taking the caller's tensors
+    calls = {(False, False, False): native.caller(handle)}
+    for inplace, given_out, lens_out in ((False, False, True), (False, True, False), (False, True, True),
+                                         (True, False, False), (True, False, True)):
+        suffix = "#inplace" * inplace + "#out" * given_out + "#lens_out" * lens_out
+        calls[inplace, given_out, lens_out] = native.variant(
+            handle, suffix, _append_variant_miss(inplace, given_out, lens_out), given_out + lens_out)
+
+    def append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, kv_lens_out, freqs, cos,
+               sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim, rotary_offset,
+               q_norm_weight, k_norm_weight, norm_eps, inplace, out):
+        start_tensor, start = _split(kv_start)
+        call = calls[inplace, out is not None, kv_lens_out is not None]
+        outputs = (() if out is None else (out,)) + (() if kv_lens_out is None else (kv_lens_out,))
+        return call(q, k_new, v_new, k_cache, v_cache, kv_lens, 0, kv_layout, start_tensor, start, positions, freqs,
+                    cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim, rotary_offset,
+                    q_norm_weight, k_norm_weight, norm_eps, *outputs)
+
+    return append
+
+
+_NATIVE_APPEND = _native_append()
+if _NATIVE_APPEND is not None:
+    PUBLIC_CALLS["kv_append"] = _NATIVE_APPEND
 
 
 def _step_variant_miss(given_out: bool, return_lse: bool):

@@ -258,6 +258,33 @@ def test_a_kv_append_description_replays_the_python_paths_parameters(launches):
     assert _replay(description, second, (q_out2,)) == launches[-1:]
 
 
+@pytest.mark.parametrize("inplace, given_out", [(True, False), (False, True)])
+def test_kv_append_variants_take_the_callers_tensors_as_arguments(launches, inplace, given_out):
+    from cukiln import kv_append_torch
+
+    def op_args(q, k, v, kc, vc, lens, table):
+        return (q, k, v, kc, vc, lens, 0, "bhsd", None, 3, None, None, None, None, table, None, None, 1.0, 1.0, False,
+                None, 0, None, None, 1e-6)
+
+    miss = kv_append_torch._append_variant_miss(inplace, given_out, True)
+    with pytest.MonkeyPatch.context() as patch:  # device lengths, as the stub sees them
+        patch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
+        first = op_args(*_step_tensors())
+        outputs = ((torch.empty_like(first[0]),) if given_out else ()) + (torch.empty_like(first[5]),)
+        result, description = miss(*first, *outputs)
+        second = op_args(*_step_tensors())
+        outputs2 = ((torch.empty_like(second[0]),) if given_out else ()) + (torch.empty_like(second[5]),)
+        result2, _ = miss(*second, *outputs2)
+    count = len(first)
+    q_out_at = 0 if inplace else count
+    assert result is (first[0] if inplace else outputs[0]) and description["outputs"] == []
+    assert description["returns"] == [-1 - q_out_at]
+    assert sorted(description["bumps"]) == sorted([3, 4, q_out_at, count + given_out]), "caches, q_out, new lengths"
+    assert _replay(description, second + outputs2, variant=True) == launches[-1:]
+    if given_out:  # the caller's out is checked against what the kernel reads
+        assert not _passes(description, second + (second[0], outputs2[1]))
+
+
 def test_a_decode_step_description_replays_the_append_and_the_attention(launches, monkeypatch):
     from cukiln import decode_step_api, kv_append_torch
 

@@ -81,3 +81,31 @@ def test_inference_tensors_are_written_on_a_hit_too():
                 rope(y, base=10000.0, inplace=True)
             assert y.is_inference()
             assert_matches_reference(y, expected, f"{rope.__module__}.rope on an inference tensor ({inside})")
+
+
+@pytest.mark.parametrize("form", ["allocates", "out", "inplace"])
+def test_kv_append_public_calls_hit_their_plans_with_new_tensors(form):
+    from cukiln.kv_append_api import reference_kv_append
+
+    b, hq, hkv, d, T = 3, 8, 2, 128, 64
+    table = torch.rand(T, d, device="cuda")
+    name = "kv_append" + {"allocates": "", "out": "#out", "inplace": "#inplace"}[form] + "#lens_out"  # its variant
+    before = native.module().plan_count(name)
+    for step in range(3):  # a miss, then hits: new tensors and lengths each time, one plan
+        q = torch.randn(b, hq, d, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(b, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        k_cache, v_cache = (torch.randn(b, hkv, T, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        lens = torch.tensor([step, 10 + step, T - 1], dtype=torch.int32, device="cuda")
+        ref_k, ref_v, ref_lens = k_cache.clone(), v_cache.clone(), torch.empty_like(lens)
+        expected = reference_kv_append(q, k, v, ref_k, ref_v, lens, cos_sin_cache=table, kv_lens_out=ref_lens)
+        lens_out = torch.full_like(lens, -7)
+        out = _poisoned(q) if form == "out" else None
+        source = q.clone()
+        got = cukiln.kv_append(source, k, v, k_cache, v_cache, lens, cos_sin_cache=table, kv_lens_out=lens_out,
+                               inplace=form == "inplace", out=out)
+        if form != "allocates":
+            assert got is (source if form == "inplace" else out)
+        assert_matches_reference(got, expected, f"kv_append ({form}) q, step {step}")
+        assert_matches_reference(k_cache, ref_k, f"kv_append ({form}) k_cache, step {step}")
+        assert torch.equal(v_cache, ref_v) and torch.equal(lens_out, ref_lens)
+    assert native.module().plan_count(name) == before + 1, "one plan served the three calls"
