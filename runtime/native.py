@@ -33,18 +33,26 @@ UINT8 = 0  # torch's ScalarType number of uint8 (a scratch workspace of bytes)
 
 _module = None
 _tried = False
+_off = ""  # why the extension is off, once module() has tried
 
 
 def module():
-    """The loaded extension, or None (turned off, or no build possible here)."""
-    global _module, _tried
+    """The loaded extension, or None (turned off, or no build possible here: off_reason() says which)."""
+    global _module, _tried, _off
     if not _tried:
         _tried = True
-        if os.environ.get("CUKILN_NATIVE", "1") != "0":
+        if os.environ.get("CUKILN_NATIVE", "1") == "0":
+            _off = "turned off by CUKILN_NATIVE=0"
+        else:
             _module = _build()
             if _module is not None:
                 on_change(_module.clear)  # a forced dispatch choice changes what the plans would be
     return _module
+
+
+def off_reason() -> str:
+    """Why module() gave None (empty while it has not tried, or where the extension loaded)."""
+    return _off
 
 
 def _build_directory(torch) -> Path:
@@ -55,6 +63,7 @@ def _build_directory(torch) -> Path:
 
 
 def _build():
+    global _off
     import torch
     from torch.utils import cpp_extension
 
@@ -68,8 +77,8 @@ def _build():
         return cpp_extension.load(name, [str(SOURCE)], extra_cflags=["-O2"], build_directory=str(directory),
                                   verbose=False)
     except Exception as error:  # no compiler, no ninja, headers missing: the Python kernels serve every call
-        print(f"cukiln: the native hot path is off ({type(error).__name__}: {str(error).splitlines()[0][:200]}); "
-              "the torch ops run their Python kernels", file=sys.stderr)
+        _off = f"its build failed ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+        print(f"cukiln: the native hot path is off: {_off}; the torch ops run their Python kernels", file=sys.stderr)
         return None
 
 

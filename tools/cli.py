@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 
 from rich.console import Console
 
@@ -96,6 +97,23 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _native(args: argparse.Namespace) -> int:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ValueError("needs torch (the native hot path serves cukiln's torch ops)") from None
+    from cukiln import native
+
+    start = time.perf_counter()
+    loaded = native.module()
+    if loaded is None:
+        print(f"the native hot path is off: {native.off_reason()}", file=sys.stderr)
+        return 1
+    print(f"the native hot path for torch {torch.__version__}: {loaded.__file__} "
+          f"(ready in {time.perf_counter() - start:.1f} s)")
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, not the usage block
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
@@ -152,6 +170,11 @@ def parser() -> argparse.ArgumentParser:
                     help="overhead only: time only the paths whose name matches (torch's add_ and y + 1.0, the "
                          "reference points, always run); the others are neither warmed up nor compiled")
     bn.set_defaults(func=_bench)
+
+    n = sub.add_parser("native", help="compile the native hot path of the torch ops for the installed torch now (into "
+                                      "$CUKILN_CACHE_DIR, default ~/.cache/cukiln; otherwise its first use compiles "
+                                      "it, about 40 s) and say where it is, or why it is off (exit status 1)")
+    n.set_defaults(func=_native)
 
     v = sub.add_parser("verify", help="run every manifest variant once against the float64 reference (GPU)")
     v.add_argument("--only", metavar="REGEX", type=_regex, help="verify only the variants whose name matches")

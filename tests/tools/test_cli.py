@@ -4,6 +4,7 @@ output is never cut, --version answers, and the package's public names are all r
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -77,3 +78,21 @@ def test_the_package_lists_and_reaches_its_public_names_without_importing_torch(
             "cukiln.context_parallel.shard_index([4], 1, 0); print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None, reason="no C++ compiler or ninja")
+def test_native_compiles_the_hot_path_ahead_and_says_where(capsys, monkeypatch):
+    pytest.importorskip("torch")
+    from cukiln import native
+
+    monkeypatch.delenv("CUKILN_NATIVE", raising=False)
+    code, out, err = _run(["native"], capsys)
+    assert code == 0 and native.module() is not None, err
+    assert native.module().__file__ in out
+    # turned off: said on stderr, with exit status 1 (an image build that asked for it fails loudly)
+    monkeypatch.setenv("CUKILN_NATIVE", "0")
+    monkeypatch.setattr(native, "_tried", False)
+    monkeypatch.setattr(native, "_module", None)
+    monkeypatch.setattr(native, "_off", "")
+    code, out, err = _run(["native"], capsys)
+    assert code == 1 and "off: turned off by CUKILN_NATIVE=0" in err
