@@ -428,23 +428,32 @@ void launch(const Driver& d, Launch& l, const c10::IValue* args, const std::vect
   d.check(result, "cuLaunchKernel", l.symbol);
 }
 
-// A hit's allocations, as at::empty_strided makes them on ``device`` (the CUDA caching allocator, on the current
-// stream) but without the dispatcher: about a microsecond less per tensor. With deterministic algorithms filling
-// fresh memory, at::empty_strided itself (which fills it).
+// The allocator torch's own CUDA tensors come from: read off the storage of the first tensor at::empty_strided makes
+// here (a caching allocator, or one a program swapped in before torch's first CUDA allocation, after which torch
+// refuses a swap), so that a hit allocates exactly as torch would.
+std::atomic<c10::Allocator*> torch_cuda_allocator{nullptr};
+
+// A hit's allocations, as at::empty_strided makes them on ``device`` (torch's CUDA allocator, on the current stream)
+// but without the dispatcher: about a microsecond less per tensor. Through at::empty_strided itself for the first
+// one (which names the allocator) and where deterministic algorithms fill fresh memory (at::empty_strided fills it).
 struct Allocator {
   explicit Allocator(c10::Device device) : device(device) {
     const auto& context = at::globalContext();
-    allocator = context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory()
-                    ? nullptr : c10::GetAllocator(c10::DeviceType::CUDA);
+    direct = !(context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory());
   }
   at::Tensor operator()(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype) {
-    if (allocator == nullptr) return at::empty_strided(sizes, strides, at::TensorOptions().device(device).dtype(dtype));
+    c10::Allocator* allocator = direct ? torch_cuda_allocator.load() : nullptr;
+    if (allocator == nullptr) {
+      at::Tensor t = at::empty_strided(sizes, strides, at::TensorOptions().device(device).dtype(dtype));
+      if (direct) torch_cuda_allocator.store(t.storage().allocator());
+      return t;
+    }
     if (!guard) guard.emplace(device);  // the caching allocator serves the current device
     return at::Tensor(at::detail::empty_strided_generic(sizes, strides, allocator,
                                                         c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype));
   }
   c10::Device device;
-  c10::Allocator* allocator;
+  bool direct;
   std::optional<c10::DeviceGuard> guard;
 };
 
