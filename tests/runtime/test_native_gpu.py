@@ -109,3 +109,24 @@ def test_kv_append_public_calls_hit_their_plans_with_new_tensors(form):
         assert_matches_reference(k_cache, ref_k, f"kv_append ({form}) k_cache, step {step}")
         assert torch.equal(v_cache, ref_v) and torch.equal(lens_out, ref_lens)
     assert native.module().plan_count(name) == before + 1, "one plan served the three calls"
+
+
+def test_a_hit_allocates_from_torchs_allocator_and_frees_its_scratch():
+    # outputs come from the allocator torch's own tensors come from (its statistics see them), and a split
+    # decode's scratch (one allocation for the partial results) is returned once the call has queued its kernels
+    x = torch.randn(64, 2, 4, 64, device="cuda", dtype=torch.bfloat16)
+    freqs = torch.rand(64, 64, device="cuda")
+    q = torch.randn(2, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 4096, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    out = torch.empty_like(q)
+    for _ in range(2):  # the misses, then the hits measured below
+        cukiln.rope(x, freqs=freqs)
+        cukiln.decode_attention(q, k, v, 4000, num_splits=8, out=out)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    y = cukiln.rope(x, freqs=freqs)
+    assert torch.cuda.memory_allocated() - before == (y.nbytes + 511) // 512 * 512
+    del y
+    cukiln.decode_attention(q, k, v, 4000, num_splits=8, out=out)
+    assert torch.cuda.memory_allocated() == before, "the split results' scratch went back to the allocator"
+    assert_matches_reference(out, cukiln.reference.decode_attention(q, k, v, 4000), "split decode on a hit")
