@@ -6,10 +6,12 @@ torch charges any op with these arguments inside a compiled graph (the guards on
 size and stride asserts, the argument parsing of the op call, the dispatcher); the gap from probe to cukiln op is
 cukiln's own host time (its gate, plan-cache hit and launch).
 
-    python benchmarks/studies/compiled_same_schema.py OUT_DIR
+    python benchmarks/studies/compiled_same_schema.py OUT_DIR [--eager-only]
 
-Writes OUT_DIR/compiled-same-schema.json (µs per call, median of ROUNDS rounds, each path's CUDA-graph skips) and
-prints a table.
+Also times each op called eagerly through the dispatcher (``torch.ops.cukiln.<op>.default(*arguments)``) beside
+its probe called the same way: the probe's row is torch's own price for an op call with these arguments.
+``--eager-only`` skips the compiled rows. Writes OUT_DIR/compiled-same-schema.json (or -eager.json; µs per call,
+median of ROUNDS rounds, each path's CUDA-graph skips) and prints a table.
 """
 
 from __future__ import annotations
@@ -83,6 +85,36 @@ def probe_ops():
     return torch.ops.cukiln_schema_probe
 
 
+def op_calls(probe) -> dict:
+    """label -> (op, its arguments): each cukiln op and its probe, called eagerly through the dispatcher with the
+    arguments the compiled rows' functions give them."""
+    x = torch.randn(1, 1, 1, 64, device="cuda")
+    freqs = torch.rand(1, 64, device="cuda")
+    kw = rope_api.rope.__kwdefaults__
+    rope_args = lambda **given: tuple(dict(kw, **given).get(n) for n in rope_torch.OP_ARGUMENTS)  # noqa: E731
+    qkv = torch.randn(1, 48 * 128, device="cuda", dtype=torch.bfloat16)
+    q_view, k_view = qkv[:, :4096].view(1, 32, 128), qkv[:, 4096:5120].view(1, 8, 128)
+    table, positions = torch.rand(4096, 128, device="cuda"), torch.zeros(1, device="cuda", dtype=torch.int64)
+    q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, 8, 64, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    s = decode_step_bench.setup_case(decode_step_bench.SETS[0], 1, 64)
+    step = tuple(s[n] for n in ("q", "k", "v", "k_cache", "v_cache", "lens"))
+    arguments = {
+        "rope_": (x, *rope_args(base=10000.0)),
+        "rope": (x, *rope_args(freqs=freqs)),
+        "rope_qk_": (q_view, k_view, *rope_args(cos_sin_cache=table, positions=positions, layout="thd")),
+        "decode_attention": (q, k, v, None, 64, "bhsd", None, 0, None, None, None, False),
+        "decode_step": (*step, "bhsd", None, 0, None, None, None, None, s["cos_sin"], None, None, 1.0, 1.0, False,
+                        None, 0, None, None, 1e-6, None, None, None, False),
+    }
+    found = {}
+    for name, args in arguments.items():
+        found[f"op cukiln::{name} [eager]"] = (getattr(torch.ops.cukiln, name).default, args)
+        found[f"probe {name} [eager]"] = (getattr(probe, name).default, args)
+    return found
+
+
 def cases(probe) -> dict:
     """label -> (function, its arguments): torch's references, then each cukiln call (as `cukiln bench overhead`
     makes it) and the same function around its probe, called with the op's own arguments."""
@@ -140,7 +172,7 @@ def per_call_us(fn, args, calls=CALLS) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
-def main(out_dir: str) -> None:
+def main(out_dir: str, eager_only: bool = False) -> None:
     skips = []
 
     class Catch(logging.Handler):
@@ -150,7 +182,13 @@ def main(out_dir: str) -> None:
 
     logging.getLogger("torch._inductor").addHandler(Catch())
     paths, reasons = {}, {}
-    for name, (body, args) in cases(probe_ops()).items():
+    probe = probe_ops()
+    y = torch.randn(1, 1, 1, 64, device="cuda")
+    for label, (fn, args) in {"torch add_ [eager]": (lambda t: t.add_(1.0), (y,)), **op_calls(probe)}.items():
+        for _ in range(50):
+            fn(*args)
+        paths[label], reasons[label] = (fn, args), []
+    for name, (body, args) in ({} if eager_only else cases(probe)).items():
         for mode in (None, "reduce-overhead"):
             label = f"{name} [{mode or 'default'}]"
             before = len(skips)
@@ -168,7 +206,7 @@ def main(out_dir: str) -> None:
               "calls": CALLS, "rounds": ROUNDS,
               "paths": {label: {"us_per_call": statistics.median(f), "rounds_us": f,
                                 "cudagraph_skips": reasons[label]} for label, f in figures.items()}}
-    with open(f"{out_dir}/compiled-same-schema.json", "w") as f:
+    with open(f"{out_dir}/compiled-same-schema{'-eager' if eager_only else ''}.json", "w") as f:
         json.dump(result, f, indent=1)
     for label, entry in result["paths"].items():
         skipped = "skipped" if entry["cudagraph_skips"] else ""
@@ -176,4 +214,4 @@ def main(out_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], "--eager-only" in sys.argv[2:])
