@@ -87,8 +87,9 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
     if (q.requires_grad or getattr(k_new, "requires_grad", False) or getattr(v_new, "requires_grad", False)
             or getattr(out, "requires_grad", False)):
         refuse_untracked_gradients("cukiln.kv_append", (("q", q), ("k_new", k_new), ("v_new", v_new), ("out", out)))
-    # The native hot path, where it loads, for lengths in tensors (an int length is a new plan at every step)
-    if (q.is_cuda and type(kv_lens) is type(q) and (out is None or (type(out) is type(q) and not inplace))
+    # The native hot path, where it loads (lengths in tensors, or ints: refilled per call, checked within bounds)
+    if (q.is_cuda and (type(kv_lens) is int or type(kv_lens) is type(q))
+            and (out is None or (type(out) is type(q) and not inplace))
             and (kv_lens_out is None or type(kv_lens_out) is type(q))):
         native = _NATIVE if _NATIVE is not None else _native()
         if native:
@@ -182,7 +183,8 @@ def describe_op(args, *, inplace: bool = False, out_at: int | None = None, lens_
     (TENSOR_ARGS' order), planned again with ``planning`` (describe()'s keywords); None with lengths in CPU tensors
     (their values are checked per call). q_out is the op's fresh output, or (a variant's, for the public calls) q
     itself with ``inplace``, or the caller's out at argument ``out_at``; ``lens_out_at``: the argument holding
-    kv_lens_out."""
+    kv_lens_out. Int lengths are refilled per call (the op's kv_len and kv_start), within the bounds the Python
+    path checks (a call outside them goes back to it, which raises)."""
     from . import native
 
     if any(getattr(args[_INDEX[n]], "is_cuda", True) is False for n in ("kv_lens", "kv_start")):
@@ -195,14 +197,44 @@ def describe_op(args, *, inplace: bool = False, out_at: int | None = None, lens_
         replaced["kv_lens_out"] = (native.ARGUMENT, lens_out_at)
     sources = sources_of(args, OP_POSITIONS, replaced)
     p = cached.plan
+    integers, bounds, ordered = _int_lengths(args, p)
     launches = [] if p is None else [native.launch_description(
         cached.kernel or cached.bind(), cached.refill.values(p.values, [0] * len(TENSOR_ARGS)),
-        native.pointer_slots(cached.refill.slots, sources))]
+        native.pointer_slots(cached.refill.slots, sources), integers)]
     written = tuple(i for i in (OP_POSITIONS["k_cache"], OP_POSITIONS["v_cache"], q_out_at, lens_out_at)
                     if i is not None)
     return native.describe(args[0].get_device(), launches, outputs=[native.allocation(args[1])] if fresh else [],
-                           returns=(0,) if fresh else (-1 - q_out_at,),
+                           returns=(0,) if fresh else (-1 - q_out_at,), bounds=bounds, ordered=ordered,
                            overlaps=native.overlap_checks(cached.refill.pairs, sources), bumps=written)
+
+
+# cukiln::kv_append's argument index of each int length field (its kv_len and kv_start), refilled per call
+OP_INT_LENGTHS = {"kv_len_value": 6, "kv_start_value": 9}
+
+
+def _int_lengths(args, p: KvAppendPlan | None) -> tuple[list, list, list]:
+    """A description's int-length refills for a call on ``args`` planned as ``p``: (integer slots, bounds, ordered
+    pairs). Where both lengths are ints the Python path checks 0 <= kv_start <= kv_len and kv_len + n <= T, and
+    without positions that every position (slot - kv_start) lies in the angle table: bounded here by
+    kv_len + n <= its rows, which holds whenever those checks pass with kv_start = 0 (a call past it with a larger
+    kv_start goes back to the Python path, which serves it)."""
+    if p is None:
+        return [], [], []
+    lens, start = args[_INDEX["kv_lens"]], args[_INDEX["kv_start"]]
+    lens_int, start_int = type(lens) is int, start is None or type(start) is int
+    field = {name: i for i, name in enumerate(p.field_names)}
+    integers = [(field[f], OP_INT_LENGTHS[f]) for f, given in (("kv_len_value", lens_int),
+                                                               ("kv_start_value", start_int)) if given]
+    if not (lens_int and start_int):
+        return integers, [], []  # a length on the device: the kernel reports a bad row with NaN, as it does there
+    values = dict(zip(p.field_names, p.values))
+    top = values["capacity"] - values["new_tokens"]
+    table = next((t for t in (args[_INDEX[n]] for n in ("freqs", "cos", "sin", "cos_sin_cache")) if t is not None),
+                 None)
+    if args[_INDEX["positions"]] is None and table is not None:
+        top = min(top, table.shape[0] - values["new_tokens"])
+    return (integers, [(OP_INT_LENGTHS["kv_len_value"], 0, top), (OP_INT_LENGTHS["kv_start_value"], 0, 2 ** 62)],
+            [(OP_INT_LENGTHS["kv_start_value"], OP_INT_LENGTHS["kv_len_value"])])
 
 
 def _host_lengths(t, name: str, q, copied: list, torch) -> tuple[tuple[int, ...], object]:

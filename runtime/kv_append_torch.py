@@ -98,7 +98,7 @@ def _decode_step_miss(*args):
 
 
 implement("kv_append", _kv_append_kernel, _refusing_gradients("kv_append", _kv_append_op, _kv_append_kernel),
-          _kv_append_miss)
+          _kv_append_miss, per_call=("kv_len", "kv_start"))
 implement("decode_step", _decode_step_kernel,
           _refusing_gradients("decode_step", _decode_step_op, _decode_step_kernel), _decode_step_miss)
 
@@ -114,7 +114,7 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
               norm_eps=1e-6):
     """cukiln.kv_append as the op cukiln::kv_append (see there for the arguments): returns the rotated query, new.
     ``inplace``, ``out`` and ``kv_lens_out`` are cukiln.kv_append's only."""
-    if (_NATIVE_APPEND is not None and q.is_cuda and type(kv_lens) is torch.Tensor and eager(q)
+    if (_NATIVE_APPEND is not None and q.is_cuda and type(kv_lens) in (int, torch.Tensor) and eager(q)
             and untracked(q, k_new, v_new)):  # the op's plans, without the dispatcher
         return _NATIVE_APPEND(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, None, freqs,
                               cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim,
@@ -192,12 +192,13 @@ def _native_append():
     def append(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, kv_lens_out, freqs, cos,
                sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim, rotary_offset,
                q_norm_weight, k_norm_weight, norm_eps, inplace, out):
+        lens_tensor, lens = _split(kv_lens)
         start_tensor, start = _split(kv_start)
         call = calls[inplace, out is not None, kv_lens_out is not None]
         outputs = (() if out is None else (out,)) + (() if kv_lens_out is None else (kv_lens_out,))
-        return call(q, k_new, v_new, k_cache, v_cache, kv_lens, 0, kv_layout, start_tensor, start, positions, freqs,
-                    cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim, rotary_offset,
-                    q_norm_weight, k_norm_weight, norm_eps, *outputs)
+        return call(q, k_new, v_new, k_cache, v_cache, lens_tensor, lens, kv_layout, start_tensor, start, positions,
+                    freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, interleaved, rotary_dim,
+                    rotary_offset, q_norm_weight, k_norm_weight, norm_eps, *outputs)
 
     return append
 

@@ -258,6 +258,27 @@ def test_a_kv_append_description_replays_the_python_paths_parameters(launches):
     assert _replay(description, second, (q_out2,)) == launches[-1:]
 
 
+def test_kv_append_int_lengths_are_refilled_per_call_within_the_checked_bounds(launches):
+    from cukiln import kv_append_torch
+
+    def op_args(q, k, v, kc, vc, length, start, table):
+        return (q, k, v, kc, vc, None, length, "bhsd", None, start, None, None, None, None, table, None, None, 1.0,
+                1.0, False, None, 0, None, None, 1e-6)
+
+    q, k, v, kc, vc, _, table = _step_tensors()  # a cache of 64 slots, a table of 64 rows
+    _, description = kv_append_torch._kv_append_miss(*op_args(q, k, v, kc, vc, 17, 2, table))
+    assert [a for _, a in description["launches"][0]["integers"]] == [6, 9], "kv_len and kv_start refilled"
+    assert description["bounds"] == [(6, 0, 63), (9, 0, 2 ** 62)] and description["ordered"] == [(9, 6)]
+    second = op_args(*_step_tensors()[:5], 40, 5, table)
+    q_out = kv_append_torch._kv_append_kernel(*second)
+    assert _replay(description, second, (q_out,)) == launches[-1:], "another length, another start: one plan"
+    assert _passes(description, second)
+    for length, start in ((64, 0), (10, 11), (-1, 0)):  # past the cache, a start past the length, negative
+        assert not _passes(description, op_args(*_step_tensors()[:5], length, start, table))
+        with pytest.raises(ValueError, match="kv_lens"):
+            kv_append_torch._kv_append_kernel(*op_args(*_step_tensors()[:5], length, start, table))
+
+
 @pytest.mark.parametrize("inplace, given_out", [(True, False), (False, True)])
 def test_kv_append_variants_take_the_callers_tensors_as_arguments(launches, inplace, given_out):
     from cukiln import kv_append_torch

@@ -130,3 +130,26 @@ def test_a_hit_allocates_from_torchs_allocator_and_frees_its_scratch():
     cukiln.decode_attention(q, k, v, 4000, num_splits=8, out=out)
     assert torch.cuda.memory_allocated() == before, "the split results' scratch went back to the allocator"
     assert_matches_reference(out, cukiln.reference.decode_attention(q, k, v, 4000), "split decode on a hit")
+
+
+def test_kv_append_int_lengths_share_one_plan_and_are_checked_on_a_hit():
+    from cukiln.kv_append_api import reference_kv_append
+
+    b, hq, hkv, d, T = 2, 8, 2, 128, 32
+    table = torch.rand(T, d, device="cuda")
+    k_cache, v_cache = (torch.randn(b, hkv, T, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    before = native.module().plan_count("kv_append")
+    for length in (0, 1, 2, 7, T - 1):  # a generation loop with its length as an int: one plan, refilled per call
+        q = torch.randn(b, hq, d, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(b, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        expected = reference_kv_append(q, k, v, ref_k, ref_v, length, cos_sin_cache=table)
+        got = cukiln.kv_append(q, k, v, k_cache, v_cache, length, cos_sin_cache=table)
+        assert_matches_reference(got, expected, f"kv_append q at length {length}")
+        assert_matches_reference(k_cache, ref_k, f"kv_append k_cache at length {length}")
+        assert torch.equal(v_cache, ref_v)
+    assert native.module().plan_count("kv_append") == before + 1
+    written = k_cache.clone()
+    with pytest.raises(ValueError, match="kv_lens"):  # past the capacity: back to Python, which raises
+        cukiln.kv_append(q, k, v, k_cache, v_cache, T, cos_sin_cache=table)
+    assert torch.equal(k_cache, written), "nothing written"
