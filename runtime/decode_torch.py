@@ -118,9 +118,7 @@ def _native_call():
     handle = NATIVE_HANDLES.get("decode_attention")
     if handle is None:
         return None
-    calls = native.attention_callers(handle, _variant_miss)
-    call, call_no_lse, call_out, call_out_no_lse = (calls[False, True], calls[False, False], calls[True, True],
-                                                    calls[True, False])
+    call, call_no_lse, call_out, call_out_no_lse = native.attention_callers(handle, _variant_miss)
 
     def decode(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
                batch_invariant):

@@ -232,9 +232,7 @@ def _native_step():
     handle = NATIVE_HANDLES.get("decode_step")
     if handle is None:
         return None
-    calls = native.attention_callers(handle, _step_variant_miss)
-    call, call_no_lse, call_out, call_out_no_lse = (calls[False, True], calls[False, False], calls[True, True],
-                                                    calls[True, False])
+    call, call_no_lse, call_out, call_out_no_lse = native.attention_callers(handle, _step_variant_miss)
 
     def step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos, sin, cos_sin_cache,
              inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, q_norm_weight, k_norm_weight,

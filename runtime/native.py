@@ -109,15 +109,14 @@ def variant(handle: int, suffix: str, miss, outputs: int = 0):
     return caller(module().register_variant(handle, suffix, miss, outputs))
 
 
-def attention_callers(handle: int, make_miss) -> dict:
-    """The public calls of an attention op ``handle`` returning (out, lse), by (out given, lse asked for): the op
-    itself, or a variant that takes the caller's out (appended to its arguments) or allocates no lse (returning
-    None for it). ``make_miss(given_out, return_lse)`` makes each variant's miss."""
-    calls = {(False, True): caller(handle)}
-    for given_out, return_lse in ((False, False), (True, True), (True, False)):
-        suffix = ("#out" if given_out else "") + ("" if return_lse else "#no_lse")
-        calls[given_out, return_lse] = variant(handle, suffix, make_miss(given_out, return_lse), int(given_out))
-    return calls
+def attention_callers(handle: int, make_miss) -> tuple:
+    """The public calls of an attention op ``handle`` returning (out, lse): (the op itself, no lse, out given, out
+    given and no lse). Each but the first is a variant that takes the caller's out (appended to its arguments) or
+    allocates no lse (returning None for it); ``make_miss(given_out, return_lse)`` makes its miss."""
+    return (caller(handle),) + tuple(
+        variant(handle, ("#out" if given_out else "") + ("" if return_lse else "#no_lse"),
+                make_miss(given_out, return_lse), int(given_out))
+        for given_out, return_lse in ((False, False), (True, True), (True, False)))
 
 
 def field_offsets(fmt: str) -> list[int]:

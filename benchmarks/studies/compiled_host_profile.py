@@ -24,17 +24,9 @@ import torch
 
 import cukiln.torch as ct
 from cukiln.tools import decode_step_bench
+from cukiln.tools.overhead import per_call_us
 
 CALLS, ROUNDS = 3000, 5
-
-
-def per_call_us(fn, calls=CALLS) -> float:
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / calls * 1e6
 
 
 def cases() -> dict:
@@ -137,7 +129,7 @@ def main(out_dir: str) -> None:
     figures = {label: [] for label in paths}
     for _ in range(ROUNDS):
         for label, (fn, args) in paths.items():
-            figures[label].append(per_call_us(lambda: fn(*args)))
+            figures[label].append(per_call_us(lambda: fn(*args), CALLS))
     report = io.StringIO()
     for label, (fn, args) in paths.items():
         if label.endswith("[eager]"):

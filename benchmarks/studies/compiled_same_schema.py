@@ -21,6 +21,7 @@ import logging
 import statistics
 import sys
 import time
+from types import SimpleNamespace
 
 import torch
 
@@ -28,6 +29,7 @@ import cukiln
 import cukiln.torch as ct
 from cukiln import rope_api, rope_torch
 from cukiln.tools import decode_step_bench
+from cukiln.tools.overhead import per_call_us
 
 CALLS, ROUNDS = 3000, 7
 OPS = ("rope_", "rope", "rope_qk_", "decode_attention", "decode_step")
@@ -85,91 +87,73 @@ def probe_ops():
     return torch.ops.cukiln_schema_probe
 
 
-def op_calls(probe) -> dict:
-    """label -> (op, its arguments): each cukiln op and its probe, called eagerly through the dispatcher with the
-    arguments the compiled rows' functions give them."""
-    x = torch.randn(1, 1, 1, 64, device="cuda")
-    freqs = torch.rand(1, 64, device="cuda")
+def inputs() -> SimpleNamespace:
+    """The tensors every row uses (`cukiln bench overhead`'s tiny calls), and each op's arguments after its data
+    tensors as the rows' calls give them."""
     kw = rope_api.rope.__kwdefaults__
     rope_args = lambda **given: tuple(dict(kw, **given).get(n) for n in rope_torch.OP_ARGUMENTS)  # noqa: E731
-    qkv = torch.randn(1, 48 * 128, device="cuda", dtype=torch.bfloat16)
-    q_view, k_view = qkv[:, :4096].view(1, 32, 128), qkv[:, 4096:5120].view(1, 8, 128)
-    table, positions = torch.rand(4096, 128, device="cuda"), torch.zeros(1, device="cuda", dtype=torch.int64)
-    q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(1, 8, 64, 128, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn_like(k)
     s = decode_step_bench.setup_case(decode_step_bench.SETS[0], 1, 64)
-    step = tuple(s[n] for n in ("q", "k", "v", "k_cache", "v_cache", "lens"))
-    arguments = {
-        "rope_": (x, *rope_args(base=10000.0)),
-        "rope": (x, *rope_args(freqs=freqs)),
-        "rope_qk_": (q_view, k_view, *rope_args(cos_sin_cache=table, positions=positions, layout="thd")),
-        "decode_attention": (q, k, v, None, 64, "bhsd", None, 0, None, None, None, False),
-        "decode_step": (*step, "bhsd", None, 0, None, None, None, None, s["cos_sin"], None, None, 1.0, 1.0, False,
-                        None, 0, None, None, 1e-6, None, None, None, False),
-    }
+    n = SimpleNamespace(y=torch.randn(1, 1, 1, 64, device="cuda"), x=torch.randn(1, 1, 1, 64, device="cuda"),
+                        freqs=torch.rand(1, 64, device="cuda"),
+                        qkv=torch.randn(1, 48 * 128, device="cuda", dtype=torch.bfloat16),
+                        table=torch.rand(4096, 128, device="cuda"),
+                        positions=torch.zeros(1, device="cuda", dtype=torch.int64),
+                        q=torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16),
+                        k=torch.randn(1, 8, 64, 128, device="cuda", dtype=torch.bfloat16),
+                        step_table=s["cos_sin"],
+                        step=tuple(s[name] for name in ("q", "k", "v", "k_cache", "v_cache", "lens")))
+    n.v = torch.randn_like(n.k)
+    n.args = {"rope_": rope_args(base=10000.0), "rope": rope_args(freqs=n.freqs),
+              "rope_qk_": rope_args(cos_sin_cache=n.table, positions=n.positions, layout="thd"),
+              "decode_attention": (None, 64, "bhsd", None, 0, None, None, None, False),
+              "decode_step": ("bhsd", None, 0, None, None, None, None, n.step_table, None, None, 1.0, 1.0, False,
+                              None, 0, None, None, 1e-6, None, None, None, False)}
+    return n
+
+
+def qk(qkv):  # q and k sliced from one token's fused projection, as a serving step does
+    return qkv[:, :4096].view(1, 32, 128), qkv[:, 4096:5120].view(1, 8, 128)
+
+
+def op_calls(probe, n: SimpleNamespace) -> dict:
+    """label -> (op, its arguments): each cukiln op and its probe, called eagerly through the dispatcher with the
+    arguments the compiled rows' functions give them."""
+    data = {"rope_": (n.x,), "rope": (n.x,), "rope_qk_": qk(n.qkv), "decode_attention": (n.q, n.k, n.v),
+            "decode_step": n.step}
     found = {}
-    for name, args in arguments.items():
-        found[f"op cukiln::{name} [eager]"] = (getattr(torch.ops.cukiln, name).default, args)
-        found[f"probe {name} [eager]"] = (getattr(probe, name).default, args)
+    for name, tensors in data.items():
+        found[f"op cukiln::{name} [eager]"] = (getattr(torch.ops.cukiln, name).default, tensors + n.args[name])
+        found[f"probe {name} [eager]"] = (getattr(probe, name).default, tensors + n.args[name])
     return found
 
 
-def cases(probe) -> dict:
+def cases(probe, n: SimpleNamespace) -> dict:
     """label -> (function, its arguments): torch's references, then each cukiln call (as `cukiln bench overhead`
     makes it) and the same function around its probe, called with the op's own arguments."""
-    y = torch.randn(1, 1, 1, 64, device="cuda")
-    x = torch.randn(1, 1, 1, 64, device="cuda")
-    freqs = torch.rand(1, 64, device="cuda")
-    kw = rope_api.rope.__kwdefaults__
-    rope_args = lambda **given: tuple(dict(kw, **given).get(n) for n in rope_torch.OP_ARGUMENTS)  # noqa: E731
-    base_args, freqs_args = rope_args(base=10000.0), rope_args(freqs=freqs)
-    qkv = torch.randn(1, 48 * 128, device="cuda", dtype=torch.bfloat16)
-    table, positions = torch.rand(4096, 128, device="cuda"), torch.zeros(1, device="cuda", dtype=torch.int64)
-    qk_args = rope_args(cos_sin_cache=table, positions=positions, layout="thd")
-    q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(1, 8, 64, 128, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn_like(k)
-    decode_args = (None, 64, "bhsd", None, 0, None, None, None, False)
-    s = decode_step_bench.setup_case(decode_step_bench.SETS[0], 1, 64)
-    step = tuple(s[n] for n in ("q", "k", "v", "k_cache", "v_cache", "lens"))
-    step_args = ("bhsd", None, 0, None, None, None, None, s["cos_sin"], None, None, 1.0, 1.0, False, None, 0, None,
-                 None, 1e-6, None, None, None, False)
 
-    def qk(qkv):  # q and k sliced from one token's fused projection inside the function, as a serving step does
-        return qkv[:, :4096].view(1, 32, 128), qkv[:, 4096:5120].view(1, 8, 128)
-
-    def cukiln_qk(qkv):
-        ct.rope_qk(*qk(qkv), cos_sin_cache=table, positions=positions, layout="thd", inplace=True)
+    def cukiln_qk(qkv):  # q and k sliced inside the function
+        ct.rope_qk(*qk(qkv), cos_sin_cache=n.table, positions=n.positions, layout="thd", inplace=True)
         return qkv
 
     def probe_qk(qkv):
-        probe.rope_qk_(*qk(qkv), *qk_args)
+        probe.rope_qk_(*qk(qkv), *n.args["rope_qk_"])
         return qkv
 
     return {
-        "torch add_ (in place)": (lambda t: t.add_(1.0), (y,)),
-        "torch t + 1 (allocates)": (lambda t: t + 1.0, (y,)),
-        "cukiln rope in place (base)": (lambda t: ct.rope(t, base=10000.0, inplace=True), (x,)),
-        "probe rope_": (lambda t: probe.rope_(t, *base_args), (x,)),
-        "cukiln rope, allocates (freqs)": (lambda t: ct.rope(t, freqs=freqs), (x,)),
-        "probe rope": (lambda t: probe.rope(t, *freqs_args), (x,)),
-        "cukiln rope_qk in place (q, k sliced inside)": (cukiln_qk, (qkv,)),
-        "probe rope_qk_ (q, k sliced inside)": (probe_qk, (qkv,)),
-        "cukiln decode_attention": (lambda t: ct.decode_attention(t, k, v, 64), (q,)),
-        "probe decode_attention": (lambda t: probe.decode_attention(t, k, v, *decode_args), (q,)),
-        "cukiln decode_step": (lambda *t: ct.decode_step(*t, cos_sin_cache=s["cos_sin"]), step),
-        "probe decode_step": (lambda *t: probe.decode_step(*t, *step_args), step),
+        "torch add_ (in place)": (lambda t: t.add_(1.0), (n.y,)),
+        "torch t + 1 (allocates)": (lambda t: t + 1.0, (n.y,)),
+        "cukiln rope in place (base)": (lambda t: ct.rope(t, base=10000.0, inplace=True), (n.x,)),
+        "probe rope_": (lambda t: probe.rope_(t, *n.args["rope_"]), (n.x,)),
+        "cukiln rope, allocates (freqs)": (lambda t: ct.rope(t, freqs=n.freqs), (n.x,)),
+        "probe rope": (lambda t: probe.rope(t, *n.args["rope"]), (n.x,)),
+        "cukiln rope_qk in place (q, k sliced inside)": (cukiln_qk, (n.qkv,)),
+        "probe rope_qk_ (q, k sliced inside)": (probe_qk, (n.qkv,)),
+        "cukiln decode_attention": (lambda t: ct.decode_attention(t, n.k, n.v, 64), (n.q,)),
+        "probe decode_attention": (lambda t: probe.decode_attention(t, n.k, n.v, *n.args["decode_attention"]),
+                                   (n.q,)),
+        "cukiln decode_step": (lambda *t: ct.decode_step(*t, cos_sin_cache=n.step_table), n.step),
+        "probe decode_step": (lambda *t: probe.decode_step(*t, *n.args["decode_step"]), n.step),
     }
-
-
-def per_call_us(fn, args, calls=CALLS) -> float:
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn(*args)
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / calls * 1e6
 
 
 def main(out_dir: str, eager_only: bool = False) -> None:
@@ -182,13 +166,12 @@ def main(out_dir: str, eager_only: bool = False) -> None:
 
     logging.getLogger("torch._inductor").addHandler(Catch())
     paths, reasons = {}, {}
-    probe = probe_ops()
-    y = torch.randn(1, 1, 1, 64, device="cuda")
-    for label, (fn, args) in {"torch add_ [eager]": (lambda t: t.add_(1.0), (y,)), **op_calls(probe)}.items():
+    probe, n = probe_ops(), inputs()
+    for label, (fn, args) in {"torch add_ [eager]": (lambda t: t.add_(1.0), (n.y,)), **op_calls(probe, n)}.items():
         for _ in range(50):
             fn(*args)
         paths[label], reasons[label] = (fn, args), []
-    for name, (body, args) in ({} if eager_only else cases(probe)).items():
+    for name, (body, args) in ({} if eager_only else cases(probe, n)).items():
         for mode in (None, "reduce-overhead"):
             label = f"{name} [{mode or 'default'}]"
             before = len(skips)
@@ -201,7 +184,7 @@ def main(out_dir: str, eager_only: bool = False) -> None:
     figures = {label: [] for label in paths}
     for _ in range(ROUNDS):  # the paths take turns, so that a noisy host spreads its noise over all of them
         for label, (fn, args) in paths.items():
-            figures[label].append(per_call_us(fn, args))
+            figures[label].append(per_call_us(lambda: fn(*args), CALLS))
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cukiln": cukiln.__version__,
               "calls": CALLS, "rounds": ROUNDS,
               "paths": {label: {"us_per_call": statistics.median(f), "rounds_us": f,

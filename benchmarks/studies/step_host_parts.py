@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
 
 import torch
 
@@ -18,18 +17,10 @@ import cukiln
 import cukiln.torch  # noqa: F401  (registers the ops and the native path)
 from cukiln import decode_torch, kv_append_torch, native
 from cukiln.tools import decode_step_bench
+from cukiln.tools.overhead import per_call_us
 from cukiln.torch_support import NATIVE_HANDLES
 
 CALLS, ROUNDS = 10_000, 7
-
-
-def per_call_us(fn) -> float:
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(CALLS):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / CALLS * 1e6
 
 
 def paths() -> dict:
@@ -68,7 +59,7 @@ def main(out_dir: str) -> None:
     samples = {name: [] for name in found}
     for _ in range(ROUNDS):
         for name, fn in found.items():
-            samples[name].append(per_call_us(fn))
+            samples[name].append(per_call_us(fn, CALLS))
     result = {"device": torch.cuda.get_device_name(), "calls": CALLS, "rounds": ROUNDS,
               "paths": {n: {"us_per_call": statistics.median(s), "rounds_us": s} for n, s in samples.items()}}
     with open(f"{out_dir}/step-host-parts.json", "w") as f:
