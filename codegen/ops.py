@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import re
 
-from . import decode_family, kv_append_family, rope_family
+from . import decode_family, decode_step_family, kv_append_family, rope_family
 from .family import OpFamily
 
-FAMILIES: tuple[OpFamily, ...] = (rope_family.FAMILY, decode_family.FAMILY, kv_append_family.FAMILY)
+FAMILIES: tuple[OpFamily, ...] = (rope_family.FAMILY, decode_family.FAMILY, kv_append_family.FAMILY,
+                                   decode_step_family.FAMILY)
 
 _BY_OP = {op: family for family in FAMILIES for op in family.variant_ops}
 assert len(_BY_OP) == sum(len(f.variant_ops) for f in FAMILIES), "two families claim one variant op"

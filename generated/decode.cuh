@@ -919,9 +919,18 @@ __device__ __forceinline__ void tma_4d_hinted(unsigned dst, const TensorMap* map
 }
 
 
+// A plain attention: no step around it (decode_step.cuh's StepAppend is the other kind).
+struct NoStep {
+  static constexpr bool kActive = false;
+};
+
 // EvictFirst: K/V loads hint the L2 to evict their lines first (each is read once; decode_abi.WS_EVICT_FIRST).
-template <typename T, int D, int Keys, int Stages, bool EvictFirst = true, class P>
-__device__ __forceinline__ void attend_ws(const P& p) {
+// Step (kActive): a decode step's append fused in (decode_step.cuh): the lengths are those before the append, the
+// block whose keys hold the new one writes it into the caches before the producer's first copy, and the query tile
+// is the step's query, rotated, instead of p.q.
+template <typename T, int D, int Keys, int Stages, bool EvictFirst = true, class P,
+          class Step = NoStep>
+__device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{}) {
 #if __CUDA_ARCH__ >= 900
   using Geometry = Tile<D, Keys, Stages>;
   using Layout = Swizzled128<Keys>;
@@ -957,7 +966,8 @@ __device__ __forceinline__ void attend_ws(const P& p) {
   __syncthreads();
   wait_for_prerequisite_grid();
   if (sink.split_kv()) allow_dependent_launch();
-  const KeyRange range = lengths_of(p).of(b);
+  KeyRange range = lengths_of(p).of(b);
+  if constexpr (Step::kActive) range = step.after_append(range, p.capacity);
   if (range.malformed) {
     for (int i = threadIdx.x; i < rows * D; i += kThreads + 32) sink.put(b, first_head + i / D, i % D, CUKILN_NAN);
     if (threadIdx.x < rows) sink.put_lse(b, first_head + threadIdx.x, CUKILN_NAN);
@@ -966,6 +976,14 @@ __device__ __forceinline__ void attend_ws(const P& p) {
   int lo, hi;
   split_range<Keys>(range, sink.split, sink.splits_of(range), lo, hi);
   const int tiles_n = (hi - lo + Keys - 1) / Keys;
+  if constexpr (Step::kActive) {
+    if (lo < range.end && range.end <= hi) {  // this block's keys end with the new one: it writes it first
+      step.append_key(b, kv_head, range);
+      // the generic proxy's writes, before the TMA engine (the async proxy) reads them
+      asm volatile("fence.proxy.async.global;\n" ::: "memory");
+      __syncthreads();
+    }
+  }
 
   if (warp == kWarps) {  // the producer
     if (lane == 0) {
@@ -993,7 +1011,11 @@ __device__ __forceinline__ void attend_ws(const P& p) {
     return;
   }
 
-  load_query<T, D, kPitch>(q_tile, static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, b, first_head, rows);
+  if constexpr (Step::kActive) {
+    step.template load_query<D, kPitch>(q_tile, b, first_head, rows, range);
+  } else {
+    load_query<T, D, kPitch>(q_tile, static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, b, first_head, rows);
+  }
   Running<D> run;
   const int mat = lane / 8, mrow = lane % 8;
   unsigned q_regs[D / 16][4];

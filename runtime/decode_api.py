@@ -270,16 +270,27 @@ def launch_descriptions(cached: _CachedPlan, sources: list, per_call: list, inte
     of each length field refilled per call (by PER_CALL name)."""
     from . import native
 
-    plan, launches = cached.plan, []
+    launches = []
     for bound, template, refill in zip(cached.kernels or cached.bind(), cached.templates,
                                        (cached.attention, cached.combine)):
-        numbers = [(f, integers[PER_CALL[i]]) for f, i, _ in refill.slots if PER_CALL[i] in integers]
-        maps = None
-        if refill is cached.attention and cached.maps is not None:  # ws: its caches' tensor maps, fields 0 and 1
-            maps = ((0, 1), tuple(s[1] for s in sources[1:3]), lambda pointers: list(tensor_maps(plan, *pointers)))
-        launches.append(native.launch_description(bound, refill.values(template, per_call),
-                                                  native.pointer_slots(refill.slots, sources), numbers, maps))
+        launches.append(native.launch_description(bound, *launch_parts(cached, refill, template, sources, per_call,
+                                                                       integers)))
     return launches
+
+
+def launch_parts(cached: _CachedPlan, refill: Refill, template: tuple, sources: list, per_call: list,
+                 integers: dict) -> tuple:
+    """One of a cached plan's kernels as native.launch_description takes it: (parameter values, pointer slots,
+    integer slots, tensor maps), for ``refill`` (the attention's or the combine's) and its ``template``; the other
+    arguments as launch_descriptions takes them. The fused decode step extends the attention's."""
+    from . import native
+
+    numbers = [(f, integers[PER_CALL[i]]) for f, i, _ in refill.slots if PER_CALL[i] in integers]
+    maps = None
+    if refill is cached.attention and cached.maps is not None:  # ws: its caches' tensor maps, fields 0 and 1
+        plan = cached.plan
+        maps = ((0, 1), tuple(s[1] for s in sources[1:3]), lambda pointers: list(tensor_maps(plan, *pointers)))
+    return refill.values(template, per_call), native.pointer_slots(refill.slots, sources), numbers, maps
 
 
 # The torch op's argument index of each of PER_CALL's entries (cukiln::decode_attention's schema); the outputs

@@ -1,19 +1,29 @@
 """cukiln.decode_step: one decode step of an attention layer, the new token appended and attended to: kv_append
 (RoPE on the new query and key, the rotated key and the value written into the caches at each row's length), then
-decode_attention over each row's keys including the new one. Two launches back to back; on GPUs with programmatic
-launches (sm_90 on) the attention is scheduled while the append runs and waits for its writes.
+decode_attention over each row's keys including the new one.
+
+With the lengths on the device and a step that the ws attention serves (sm_90 on, 16-bit caches of head dim 64 or
+128, 16-byte rows), the step is one launch of a fused kernel (codegen/decode_step_family.py): each attention block
+rotates its own query heads, and the block whose keys end with the new one writes it into the caches first. Else
+two launches back to back (on GPUs with programmatic launches the attention is scheduled while the append runs and
+waits for its writes). Both give the same bits. ``cukiln.overrides.forced("decode_step_launch", "separate")`` (or
+CUKILN_DECODE_STEP_LAUNCH) takes the two launches where the fused one would serve, for checks and measurements.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cukiln.generated import dispatch
+
 from . import decode_api, kv_append_api
 from .decode_api import plan_call as plan_decode_call
 from .decode_api import run_decode
+from .decode_plan import WS
 from .kv_append_api import run_kv_append
+from .launch import kernel
 from .overrides import CURRENT as OVERRIDES
-from .plan_cache import PlanCache, add_tensors
+from .plan_cache import PlanCache, Refill, add_tensors
 from .tensors import refuse_untracked_gradients
 
 # The decode calls whose arguments were validated before any append (by their metadata), for steps with lengths
@@ -48,32 +58,43 @@ _WORKSPACE_ALIGN = 256
 
 
 @dataclass
+class _Fused:
+    """A step's one launch: the fused kernel, bound, and the overlap checks of its pointers (the step's tensors in
+    kv_append's order, then out): the caches and out are written while every input is read."""
+
+    kernel: object  # launch.Kernel
+    refill: Refill
+
+
+@dataclass
 class _Step:
-    """Both launches of a step planned once: the append's and the attention's cached plans, and where the rotated
-    query, the new lengths and the attention's partial results lie in the step's one workspace allocation."""
+    """A step planned once: the append's and the attention's cached plans, the fused launch where the build has one
+    for them, and where the rotated query, the new lengths and the attention's partial results lie in the step's one
+    workspace allocation (a fused step keeps only the partial results there)."""
 
     append: object  # kv_append_api._CachedPlan
     attention: object  # decode_api._CachedPlan
     lens_offset: int
-    partial_offset: int  # 0: no partial results (an attention without split-KV)
+    partial_offset: int | None  # None: no partial results (an attention without split-KV, or merged in clusters)
     partial_lse_offset: int
     workspace_bytes: int
+    fused: _Fused | None = None
 
     @classmethod
-    def lay_out(cls, append, attention, q) -> "_Step":
-        """The workspace: the rotated query, the new lengths, then a split attention's partial outputs and
-        log-sum-exps (fp32), each at a multiple of _WORKSPACE_ALIGN bytes."""
+    def lay_out(cls, append, attention, q, fused: _Fused | None = None) -> "_Step":
+        """The workspace: the rotated query and the new lengths (two launches only), then a split attention's
+        partial outputs and log-sum-exps (fp32), each at a multiple of _WORKSPACE_ALIGN bytes."""
         def aligned(n: int) -> int:
             return -(-n // _WORKSPACE_ALIGN) * _WORKSPACE_ALIGN
 
-        lens = aligned(q.numel() * q.element_size())
-        after_lens = aligned(lens + 4 * q.shape[0])
+        lens = 0 if fused else aligned(q.numel() * q.element_size())
+        after_lens = 0 if fused else aligned(lens + 4 * q.shape[0])
         if attention.combine is None:  # one pass: no partial results
-            return cls(append, attention, lens, 0, 0, after_lens)
+            return cls(append, attention, lens, None, 0, after_lens, fused)
         p = attention.plan
         partials = p.batch * p.heads_q * p.num_splits
         partial_lse = aligned(after_lens + partials * p.head_dim * 4)
-        return cls(append, attention, lens, after_lens, partial_lse, partial_lse + partials * 4)
+        return cls(append, attention, lens, after_lens, partial_lse, partial_lse + partials * 4, fused)
 
 
 def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
@@ -113,6 +134,11 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
                            advance_lens, out, return_lse)
 
 
+# decode_step()'s keyword defaults (plan_call takes the same keywords)
+_DEFAULTS = {n: p.default for n, p in __import__("inspect").signature(decode_step).parameters.items()
+             if p.kind is p.KEYWORD_ONLY and n not in ("out", "return_lse", "advance_lens")}
+
+
 def run_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos, sin,
                     cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset,
                     q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits, advance_lens, out, return_lse):
@@ -126,7 +152,7 @@ def run_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_st
         tensors = (q, None, k_new, v_new, k_cache, v_cache, kv_lens, kv_start, positions, freqs, cos, sin,
                    cos_sin_cache, inv_freq, None, q_norm_weight, k_norm_weight, out)
         key = [kv_layout, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, norm_eps, scale, softcap,
-               num_splits, return_lse, advance_lens, OVERRIDES["decode_pipeline"]]
+               num_splits, return_lse, advance_lens, OVERRIDES["decode_pipeline"], OVERRIDES["decode_step_launch"]]
         pointers = []
         try:
             add_tensors(key, pointers, tensors)
@@ -165,6 +191,20 @@ def run_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_st
     return result
 
 
+def plan_call(q, k_new, v_new, k_cache, v_cache, kv_lens, *, out=None, return_lse=False, **kwargs) -> _Step:
+    """Validate a decode_step() call with lengths on the device and plan it without launching (for checks and
+    measurements): its _Step (``.fused``: its one launch, or None where it takes two)."""
+    a = {**_DEFAULTS, **kwargs}
+    unknown = set(kwargs) - set(_DEFAULTS)
+    if unknown:
+        raise TypeError(f"plan_call: unexpected arguments {sorted(unknown)}")
+    tensors = (q, None, k_new, v_new, k_cache, v_cache, kv_lens, a["kv_start"], a["positions"], a["freqs"], a["cos"],
+               a["sin"], a["cos_sin_cache"], a["inv_freq"], None, a["q_norm_weight"], a["k_norm_weight"], out)
+    return _plan_step(tensors, a["kv_layout"], a["base"], a["rope_scale"], a["mscale"], a["interleaved"],
+                      a["rotary_dim"], a["rotary_offset"], a["norm_eps"], a["scale"], a["softcap"], a["num_splits"],
+                      return_lse)
+
+
 def _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, norm_eps, scale,
                softcap, num_splits, return_lse) -> _Step:
     """Validate and plan both launches of a step with device lengths (nothing is written), on stand-ins for the
@@ -180,36 +220,79 @@ def _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary
                                     interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
                                     norm_eps=norm_eps, inplace=False, fresh=True, kv_lens_host=None,
                                     kv_start_host=None, fresh_lens_out=True)
-    return _Step.lay_out(append, attention, q)
+    return _Step.lay_out(append, attention, q, _fuse(append, attention))
+
+
+def _fuse(append, attention) -> _Fused | None:
+    """The fused launch of a step planned as ``append`` and ``attention``, where the build has a kernel for them (a
+    ws attention, an append of vectors as wide as the fused rotation's: decode_step_family's space) and the override
+    allows it; else None."""
+    choice = OVERRIDES["decode_step_launch"]
+    if choice not in ("auto", "fused", "separate"):
+        raise ValueError(f"CUKILN_DECODE_STEP_LAUNCH: expected fused, separate or auto, got {choice!r}")
+    a, p = append.plan, attention.plan
+    if choice == "separate" or a is None or attention.empty or p.key[-1] != WS:
+        return None
+    dtype, pairing, angles, vec, norm = a.key
+    entry = dispatch.DECODE_STEP.get((dtype, p.head_dim, pairing, angles, norm))
+    if entry is None or vec < dispatch.DECODE_STEP_VEC:  # the fused rotation's accesses need that alignment
+        return None
+    module, symbol, layout = entry
+    fmt = dispatch.DECODE_STEP_PARAMS[layout][1]
+    launch = p.attention
+    bound = kernel(p.device, module, symbol, fmt, launch.grid, launch.block, launch.shared, launch.overlap_previous,
+                   launch.cluster)
+    # the append's checks (the caches against every input), and out's against every input too: the fused kernel
+    # writes out while other blocks still read q, k_new and v_new
+    spans = append.refill.spans + (attention.attention.spans[decode_api.PER_CALL.index("out")],)
+    written = append.refill.written + ((_OUT,) if spans[_OUT] is not None else ())
+    return _Fused(bound, Refill((), spans, append.refill.checks, written))
 
 
 def _run_step(step: _Step, pointers: list, q, k_cache, v_cache, kv_lens, kv_start, out, return_lse, advance_lens,
               torch):
     """One planned step: the workspace, the append into it (its pointers refilled from ``pointers``, in the step's
     tensor order), the attention reading it, the outputs."""
-    append, attention = step.append, step.attention
-    workspace = torch.empty(step.workspace_bytes, dtype=torch.uint8, device=q.device)
-    base = workspace.data_ptr()
-    pointers[_Q_OUT], pointers[_LENS_OUT] = base, base + step.lens_offset
+    append, attention, fused = step.append, step.attention, step.fused
+    workspace = torch.empty(step.workspace_bytes, dtype=torch.uint8, device=q.device) if step.workspace_bytes else None
+    base = 0 if workspace is None else workspace.data_ptr()
+    if fused is None:
+        pointers[_Q_OUT], pointers[_LENS_OUT] = base, base + step.lens_offset
     result = torch.empty(attention.out_shape, dtype=q.dtype, device=q.device) if out is None else out
     lse = torch.empty(attention.lse_shape, dtype=torch.float32, device=q.device) if return_lse else None
     start = 0 if kv_start is None else kv_start
-    per_call = [base, pointers[4], pointers[5], base + step.lens_offset, pointers[7], result.data_ptr(),
-                0 if lse is None else lse.data_ptr(), base + step.partial_offset if step.partial_offset else 0,
-                base + step.partial_lse_offset if step.partial_offset else 0, 0, start if type(start) is int else 0]
-    # both launches' overlap checks (skipped while the caller's pointers repeat), before either launches
-    overlap = append.refill.overlapping(pointers) if append.refill.checks else None
+    partial = step.partial_offset is not None
+    # the attention's query and lengths: the rotated query and the new lengths in the workspace, or (fused: its
+    # blocks rotate the query themselves and add the new token to the lengths) none and the lengths before the step
+    per_call = [0 if fused else base, pointers[4], pointers[5], pointers[6] if fused else base + step.lens_offset,
+                pointers[7], result.data_ptr(), 0 if lse is None else lse.data_ptr(),
+                base + step.partial_offset if partial else 0, base + step.partial_lse_offset if partial else 0, 0,
+                start if type(start) is int else 0]
+    # the overlap checks (skipped while the caller's pointers repeat), before anything launches
+    checks = append.refill if fused is None else fused.refill
+    overlap = checks.overlapping(pointers) if checks.checks else None
     if overlap is not None:
-        names = kv_append_api.TENSOR_ARGS
+        names = kv_append_api.TENSOR_ARGS + ("out",)
         raise ValueError(f"{names[overlap[0]]}: overlaps {names[overlap[1]]}")
-    if attention.attention.checks:
+    if fused is None and attention.attention.checks:
         decode_api.refuse_overlap(attention.attention.overlapping(per_call))
     stream = torch._C._cuda_getCurrentRawStream(attention.device)
-    if append.plan is not None:
-        (append.kernel or append.bind())(append.refill.values(append.plan.values, pointers), stream)
-    decode_api.launch_planned(attention, per_call, torch, out, checked=True)
+    if fused is not None:
+        fused.kernel(attention.attention_values(per_call) + append.refill.values(append.plan.values, pointers),
+                     stream)
+        if attention.combine is not None:
+            (attention.kernels or attention.bind())[1](attention.combine.values(attention.templates[1], per_call),
+                                                      stream)
+        if out is not None:
+            torch._C._increment_version((out,))
+    else:
+        if append.plan is not None:
+            (append.kernel or append.bind())(append.refill.values(append.plan.values, pointers), stream)
+        decode_api.launch_planned(attention, per_call, torch, out, checked=True)
     torch._C._increment_version((k_cache, v_cache))
-    if advance_lens:
+    if advance_lens and fused is not None:
+        kv_lens.add_(1)  # what the append writes as the new lengths
+    elif advance_lens:
         kv_lens.copy_(workspace[step.lens_offset:step.lens_offset + 4 * kv_lens.numel()].view(torch.int32))
     del workspace  # kept alive until every launch reading it is queued (the caching allocator orders reuse by stream)
     return (result, lse) if return_lse else result
@@ -239,30 +322,44 @@ def describe_op(args: tuple, result, lse, given: int | None = None) -> dict | No
                inv_freq, None, q_norm_weight, k_norm_weight, None if given is None else result)
     step = _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, norm_eps,
                       scale, softcap, num_splits, lse is not None)
-    append, attention = step.append, step.attention
+    append, attention, fused = step.append, step.attention, step.fused
     out_source, lse_source, outputs, returns = native.results(result, lse, given)
     workspace = (native.SCRATCH, 0)
-    sources = kv_append_api.sources_of(tensors[:_OUT], OP_POSITIONS, {"q_out": (*workspace, 0),
-                                                                     "kv_lens_out": (*workspace, step.lens_offset)})
-    launches = [] if append.plan is None else [native.launch_description(
-        append.kernel or append.bind(), append.refill.values(append.plan.values, [0] * _OUT),
-        native.pointer_slots(append.refill.slots, sources))]
+    sources = kv_append_api.sources_of(tensors[:_OUT], OP_POSITIONS, {} if fused else {
+        "q_out": (*workspace, 0), "kv_lens_out": (*workspace, step.lens_offset)})
+    append_values = None if append.plan is None else append.refill.values(append.plan.values, [0] * _OUT)
+    append_slots = None if append.plan is None else native.pointer_slots(append.refill.slots, sources)
+    launches = [] if fused or append.plan is None else [native.launch_description(append.kernel or append.bind(),
+                                                                                  append_values, append_slots)]
     if not attention.empty:
-        per_call = {"q": (*workspace, 0), "k": sources[4], "v": sources[5], "kv_lens": (*workspace, step.lens_offset),
-                    "kv_start": sources[7], "out": out_source, "lse": lse_source}
-        if step.partial_offset:
+        per_call = {"k": sources[4], "v": sources[5], "kv_start": sources[7], "out": out_source, "lse": lse_source,
+                    # the two-launch step's attention reads the rotated query and the new lengths in the workspace
+                    **({"kv_lens": sources[6]} if fused else {"q": (*workspace, 0),
+                                                              "kv_lens": (*workspace, step.lens_offset)})}
+        if step.partial_offset is not None:
             per_call.update(partial_out=(*workspace, step.partial_offset),
                             partial_lse=(*workspace, step.partial_lse_offset))
         values = [0] * len(decode_api.PER_CALL)
         values[-1] = kv_start if type(kv_start) is int else 0
         attention_sources = [per_call.get(n) for n in decode_api.PER_CALL]
-        launches += decode_api.launch_descriptions(attention, attention_sources, values, {})
-    overlaps = native.overlap_checks(append.refill.pairs, sources)
-    if given is not None and not attention.empty:  # the caller's out against what the attention reads
-        overlaps += native.overlap_checks(attention.attention.pairs, attention_sources)
+        described = decode_api.launch_descriptions(attention, attention_sources, values, {})
+        if fused:  # one launch: the attention's fields, then the append's
+            att_values, att_slots, numbers, maps = decode_api.launch_parts(
+                attention, attention.attention, attention.templates[0], attention_sources, values, {})
+            shift = len(att_values)
+            described[0] = native.launch_description(
+                fused.kernel, att_values + append_values,
+                att_slots + [(f + shift, *rest) for f, *rest in append_slots], numbers, maps)
+        launches += described
+    if fused:
+        overlaps = native.overlap_checks(fused.refill.pairs, sources + [out_source])
+    else:
+        overlaps = native.overlap_checks(append.refill.pairs, sources)
+        if given is not None and not attention.empty:  # the caller's out against what the attention reads
+            overlaps += native.overlap_checks(attention.attention.pairs, attention_sources)
     written = (OP_POSITIONS["k_cache"], OP_POSITIONS["v_cache"]) + (() if given is None else (given,))
-    return native.describe(attention.device, launches, outputs=outputs,
-                           scratch=[((step.workspace_bytes,), (1,), native.UINT8)], returns=returns,
+    scratch = [((step.workspace_bytes,), (1,), native.UINT8)] if step.workspace_bytes else []
+    return native.describe(attention.device, launches, outputs=outputs, scratch=scratch, returns=returns,
                            overlaps=overlaps, bumps=written)
 
 

@@ -1,7 +1,8 @@
 """Dispatch overrides, for checks and measurements: force a choice that the dispatch rules would otherwise make.
 
 Each starts from an environment variable, read once when cukiln's runtime is imported (``CUKILN_DECODE_PIPELINE
-=narrow|deep|wide|ws|auto``, ``CUKILN_ROPE_THD_DISPATCH=token|grid|auto``), and is set for a block of calls with
+=narrow|deep|wide|ws|auto``, ``CUKILN_ROPE_THD_DISPATCH=token|grid|auto``, ``CUKILN_DECODE_STEP_LAUNCH=fused|separate|auto``:
+the decode step's one fused launch, or its append and attention launched apart), and is set for a block of calls with
 ``forced(name, value)``. The ops read the current value from ``CURRENT`` (one dict lookup a call) and the
 planner validates it; "auto" leaves the choice to the dispatch rules.
 """
@@ -11,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 
-ENVIRONMENT = {"decode_pipeline": "CUKILN_DECODE_PIPELINE", "rope_thd_dispatch": "CUKILN_ROPE_THD_DISPATCH"}
+ENVIRONMENT = {"decode_pipeline": "CUKILN_DECODE_PIPELINE", "rope_thd_dispatch": "CUKILN_ROPE_THD_DISPATCH",
+               "decode_step_launch": "CUKILN_DECODE_STEP_LAUNCH"}
 CURRENT = {name: os.environ.get(variable, "auto") for name, variable in ENVIRONMENT.items()}
 _LISTENERS: list = []  # called after every change: caches of plans made under the old value (runtime/native.py)
 

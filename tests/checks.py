@@ -20,3 +20,14 @@ def rope_op_args(**values) -> tuple:
 
     defaults = dict(rope_api.rope.__kwdefaults__)
     return tuple(values[name] if name in values else defaults.get(name) for name in OP_ARGUMENTS)
+
+
+def manifest_entries(op: str) -> list[dict]:
+    """The generated manifest's entries of variant op ``op`` (none where nothing is built)."""
+    import json
+    from pathlib import Path
+
+    import cukiln.generated
+
+    path = Path(cukiln.generated.__file__).parent / "manifest.json"
+    return [e for e in json.loads(path.read_text())["variants"] if e["op"] == op] if path.exists() else []

@@ -371,37 +371,52 @@ LAUNCH_FLOOR = "cukiln decode_step's kernels, bare driver launches"
 
 
 def bare_step_launches(s):
-    """The driver's share of one eager cukiln.decode_step: its kernels (the append, the attention and the combine
-    where the plan splits) launched with parameters packed once, no Python planning: the floor of any host path
-    that launches them from Python."""
+    """The driver's share of one eager cukiln.decode_step: its kernels as the step plans them (the fused one, or the
+    append and the attention; then the combine where the plan splits past a cluster) launched with parameters packed
+    once, no Python planning: the floor of any host path that launches them from Python."""
     import torch
 
-    from cukiln import decode_api, kv_append_api
+    from cukiln import decode_api, decode_step_api
     from cukiln.launch import kernel
 
     from .overhead import bare_launch
 
+    step = decode_step_api.plan_call(s["q"], s["k"], s["v"], s["k_cache"], s["v_cache"], s["lens"],
+                                     cos_sin_cache=s["cos_sin"], out=s["out"], **s["norm_kw"])
     q_rot, lens_after = torch.empty_like(s["q"]), torch.empty_like(s["lens"])
-    a = kv_append_api.plan_call(s["q"], s["k"], s["v"], s["k_cache"], s["v_cache"], s["lens"],
-                                cos_sin_cache=s["cos_sin"], out=q_rot, kv_lens_out=lens_after, **s["norm_kw"])
-    d = decode_api.plan_call(q_rot, s["k_cache"], s["v_cache"], lens_after, out=s["out"])
+    d = step.attention.plan
     splits = d.batch * d.heads_q * d.num_splits
     partial = torch.empty(splits * (d.head_dim + 1), dtype=torch.float32, device="cuda")
-    values = decode_api.launch_values(d, out=s["out"].data_ptr(), lse=0, partial_out=partial.data_ptr(),
-                                      partial_lse=partial.data_ptr() + 4 * splits * d.head_dim)
+    attention, combine = decode_api.launch_values(d, out=s["out"].data_ptr(), lse=0, partial_out=partial.data_ptr(),
+                                                  partial_lse=partial.data_ptr() + 4 * splits * d.head_dim)
+    attention = list(attention)
+    names = d.attention.field_names
+    a = step.append.plan
+    append = dict(zip(a.field_names, a.values))
+    # the plan's stand-ins for the rotated query and the new lengths were freed: this step's own
+    append["q_out"], append["kv_lens_out"] = q_rot.data_ptr(), lens_after.data_ptr()
     stream = torch.cuda.current_stream().cuda_stream
-    launches = [bare_launch(kernel(a.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared,
-                                   a.overlap_previous), a.values, stream)]
-    launches += [bare_launch(kernel(d.device, k.module, k.symbol, k.fmt, k.grid, k.block, k.shared,
-                                    k.overlap_previous, k.cluster), v, stream)
-                 for k, v in zip((d.attention, d.combine), values) if k is not None]
+    if step.fused is not None:  # the attention reads the lengths before the step and rotates its own query
+        attention[names.index("kv_lens")] = s["lens"].data_ptr()
+        launches = [bare_launch(step.fused.kernel, attention + list(append.values()), stream)]
+    else:
+        attention[names.index("q")], attention[names.index("kv_lens")] = q_rot.data_ptr(), lens_after.data_ptr()
+        launches = [bare_launch(kernel(a.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared,
+                                       a.overlap_previous), list(append.values()), stream)]
+        k = d.attention
+        launches.append(bare_launch(kernel(d.device, k.module, k.symbol, k.fmt, k.grid, k.block, k.shared,
+                                           k.overlap_previous, k.cluster), attention, stream))
+    if d.combine is not None:
+        k = d.combine
+        launches.append(bare_launch(kernel(d.device, k.module, k.symbol, k.fmt, k.grid, k.block, k.shared,
+                                           k.overlap_previous, k.cluster), combine, stream))
 
-    def step():
+    def step_launches():
         for launch in launches:
             launch()
 
-    step.keep = (q_rot, lens_after, partial)  # the buffers the launches write live as long as the step
-    return step
+    step_launches.keep = (q_rot, lens_after, partial)  # the buffers the launches write live as long as the step
+    return step_launches
 
 
 def _shape(cs: CaseSet) -> dict:

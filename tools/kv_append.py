@@ -86,8 +86,16 @@ def check_case(case: dict, inplace: bool = False) -> str | None:
     span = slice(ROTARY_OFFSET, ROTARY_OFFSET + ROTARY_DIM)
     if not torch.isnan(got[~fits][..., span].float()).all():
         return "the row that does not fit: its rotated query features are not all NaN"
-    for name, cache, ref, old in (("k_cache", case["k_cache"], ref_caches[0], before[0]),
-                                  ("v_cache", case["v_cache"], ref_caches[1], before[1])):
+    return check_caches((case["k_cache"], case["v_cache"]), ref_caches, before)
+
+
+def check_caches(caches, ref_caches, before) -> str | None:
+    """None when the (key, value) caches an append wrote match the float64 reference's (``ref_caches``, written by
+    reference_kv_append on copies of ``before``): the rotated keys within the tolerance, the values bit for bit, and
+    every slot the reference did not write keeping its bits."""
+    import torch
+
+    for name, cache, ref, old in zip(("k_cache", "v_cache"), caches, ref_caches, before):
         written = ref != old
         if not torch.equal(cache[~written], old[~written]):
             return f"{name}: a slot outside the appended ones changed"

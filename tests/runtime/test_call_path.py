@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
-from cukiln import decode_api, kv_append_api, loader, rope_api, tensors  # noqa: E402
+from cukiln import decode_api, decode_step_api, kv_append_api, loader, rope_api, tensors  # noqa: E402
 from cukiln.tensors import TensorInfo  # noqa: E402
 
 
@@ -47,6 +47,7 @@ def stub_device(setattr, kernel) -> None:
         setattr(module, "from_torch", from_torch)
         setattr(module, "kernel", kernel)
         setattr(module, "_torch", fake_torch)
+    setattr(decode_step_api, "kernel", kernel)  # its fused launch
     # a ws plan's tensor maps: each 128 bytes of the cache's pointer, encoded without a driver
     setattr(decode_api, "tensor_map", lambda dtype, ptr, *rest, **kw: ptr.to_bytes(8, "little") * 16)
     for name, value in (("arch", lambda d: "sm_90"), ("sm_count", lambda d: 132),

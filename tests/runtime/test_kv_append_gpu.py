@@ -5,9 +5,6 @@ Qwen3 shapes, and a 64-step decode loop replayed from one CUDA graph with the le
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -17,19 +14,12 @@ from cukiln.kv_append_api import reference_kv_append  # noqa: E402
 from cukiln.tools.decode.checks import DECODE_FP32_UNITS  # noqa: E402
 from cukiln.tools.kv_append import check_variant  # noqa: E402
 from cukiln.tools.verify import new_generator  # noqa: E402
-from tests.checks import assert_matches_reference  # noqa: E402
+from tests.checks import assert_matches_reference, manifest_entries  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
 
-def manifest_variants() -> list[dict]:
-    import cukiln.generated
-
-    path = Path(cukiln.generated.__file__).parent / "manifest.json"
-    return [e for e in json.loads(path.read_text())["variants"] if e["op"] == "kv_append"] if path.exists() else []
-
-
-@pytest.mark.parametrize("entry", manifest_variants(), ids=lambda e: e["name"])
+@pytest.mark.parametrize("entry", manifest_entries("kv_append"), ids=lambda e: e["name"])
 def test_every_manifest_variant(entry):
     problem = check_variant(entry)
     assert problem is None, f"{entry['name']}: {problem}"

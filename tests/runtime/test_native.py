@@ -306,10 +306,20 @@ def test_kv_append_variants_take_the_callers_tensors_as_arguments(launches, inpl
         assert not _passes(description, second + (second[0], outputs2[1]))
 
 
-def test_a_decode_step_description_replays_the_append_and_the_attention(launches, monkeypatch):
+@pytest.mark.parametrize("launch", ["fused", "separate"])
+def test_a_decode_step_description_replays_the_append_and_the_attention(launches, monkeypatch, launch):
     from cukiln import decode_step_api, kv_append_torch
+    from cukiln.overrides import forced
 
     monkeypatch.setattr(decode_step_api, "_torch", rope_api._torch)  # the stubbed torch (its current stream)
+    monkeypatch.setattr(decode_step_api, "STEPS", type(decode_step_api.STEPS)())
+    with forced("decode_step_launch", launch):
+        _step_description_replays(monkeypatch, launch, launches)
+
+
+def _step_description_replays(monkeypatch, launch, launches):
+    from cukiln import decode_step_api, kv_append_torch
+
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))  # device lengths, as the stub sees them
     # the step plans on a stand-in for its new lengths, which on the CPU would read as host values to check
     monkeypatch.setattr(decode_api, "check_host_lengths", lambda *args: None)
@@ -323,7 +333,11 @@ def test_a_decode_step_description_replays_the_append_and_the_attention(launches
     second = op_args(*_step_tensors())
     out2, lse2 = kv_append_torch._decode_step_kernel(*second)
     count = len(description["launches"])
-    assert count >= 2, "the append, then the attention"
+    symbols = [launch["symbol"] for launch in description["launches"]]
+    if launch == "fused":  # the step's shapes (GQA 4, d 128, bf16, sm_90) have a fused kernel: one launch
+        assert symbols == ["decode_step_bf16_d128_half_cossinf32"] and description["scratch"] == []
+    else:
+        assert symbols[0].startswith("kv_append_") and symbols[1].startswith("decode_"), "the append, the attention"
     scratch = torch.empty(_scratch_offsets(description)[-1], dtype=torch.uint8)
     replayed = _replay(description, second, (out2, lse2), scratch)
     assert _masked(description, replayed) == _masked(description, launches[-count:])

@@ -1,0 +1,172 @@
+"""The fused decode-step family (``decode_step``): one launch that appends each row's new token to the KV caches
+(kv_append's rotation, QK-norm and cache writes) and attends to the keys including it (decode's warp-specialized
+attention), where the two-launch step (kv_append, then decode_attention) pays a second launch and the rotated
+query's round trip through memory. The kernel body is decode.cuh's ``attend_ws`` with decode_step.cuh's prologue.
+
+A variant is (dtype, head dim, pairing, angle source, QK-norm): the ws pipeline's head dims and element types, kv_append's
+pairings and angle sources, for appends planned with vectors of at least ROTATION_VEC elements. Its parameter struct is the ws attention's struct followed by the
+kv_append variant's, so the runtime packs the two plans it already makes one after the other
+(runtime/decode_step_api.py); calls outside the space (other vector widths, pipelines or archs) take the two launches.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+from . import decode_abi, jinja, kv_append_family
+from .abi import TEMPLATE_CTYPE, TMAP_BYTES, TMAP, Params
+from .axes import MAX_VECTOR_BYTES, AxisRecord, Dtype, alternatives
+from .decode_variants import DECODE_DTYPES, HEAD_DIMS, DecodeVariant, Pipeline, decode_rejection
+from .family import OpFamily
+from .kv_append_family import KvAppendVariant
+from .rope_variants import Angles, Pairing
+from .tables import dispatch_map_lines, params_table_lines
+
+HEADER = "decode_step.cuh"
+# Elements per access of the fused rotation and value copy: 8 bytes. At 16 (kv_append's widest) eight d-128 variants
+# spilled 20-24 bytes on sm_90 under the ws block's register bound; a feature's arithmetic does not depend on the
+# width, so the results are the same bits. Appends planned with vectors of at least this width fuse.
+ROTATION_VEC = 4
+
+
+@dataclass(frozen=True, order=True)
+class DecodeStepVariant(AxisRecord):
+    """One compiled fused decode-step kernel: each field is a compile-time axis."""
+
+    dtype: Dtype
+    head_dim: int
+    pairing: Pairing
+    angles: Angles
+    qk_norm: bool = False
+
+    op = "decode_step"
+
+    @property
+    def name(self) -> str:
+        norm = "_qknorm" if self.qk_norm else ""
+        return f"decode_step_{self.dtype.value}_d{self.head_dim}_{self.pairing.value}_{self.angles.value}{norm}"
+
+    @property
+    def module(self) -> str:
+        return f"decode_step_{self.dtype.value}" + ("_qknorm" if self.qk_norm else "")
+
+    @property
+    def attention(self) -> DecodeVariant:
+        """The ws attention variant whose struct and body the kernel takes (16-byte K/V rows)."""
+        return DecodeVariant(self.dtype, self.head_dim, 3, MAX_VECTOR_BYTES // self.dtype.itemsize, Pipeline.WS)
+
+    @property
+    def append(self) -> KvAppendVariant:
+        """A kv_append variant whose struct (the same for every vector width) the kernel takes."""
+        return KvAppendVariant(self.dtype, self.pairing, self.angles, ROTATION_VEC, self.qk_norm)
+
+
+def rejection(v: DecodeStepVariant) -> str | None:
+    if v.dtype not in DECODE_DTYPES:
+        return "the KV caches (what decode_attention reads) are fp16 or bf16"
+    reason = decode_rejection(v.attention)
+    if reason is not None:
+        return f"its attention: {reason}"
+    return kv_append_family.rejection(v.append)
+
+
+def enumerate_decode_step() -> Iterator[DecodeStepVariant]:
+    for dtype in DECODE_DTYPES:
+        for head_dim in HEAD_DIMS:
+            for pairing in Pairing:
+                for angles in Angles:
+                    for qk_norm in (False, True):
+                        v = DecodeStepVariant(dtype, head_dim, pairing, angles, qk_norm)
+                        if rejection(v) is None:
+                            yield v
+
+
+_NAME_RE = re.compile(rf"^decode_step_(?P<dtype>{alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)"
+                      rf"_(?P<pairing>{alternatives(Pairing)})_(?P<angles>{alternatives(Angles)})(?P<qk_norm>_qknorm)?$")
+
+
+def parse_decode_step_name(name: str) -> DecodeStepVariant:
+    m = _NAME_RE.match(name)
+    if m is None:
+        raise ValueError(f"not a decode_step variant name: {name!r}")
+    v = DecodeStepVariant(Dtype(m["dtype"]), int(m["head_dim"]), Pairing(m["pairing"]), Angles(m["angles"]),
+                          m["qk_norm"] is not None)
+    reason = rejection(v)
+    if reason is not None:
+        raise ValueError(f"{name!r} names a pruned combination: {reason}")
+    return v
+
+
+# --- the parameter struct: the attention's, then the append's ----------------------------------------------------
+def attention_params(v: DecodeStepVariant) -> Params:
+    return decode_abi.decode_params(v.attention)
+
+
+def append_params(v: DecodeStepVariant) -> Params:
+    return kv_append_family.kv_append_params(v.append)
+
+
+def decode_step_params(v: DecodeStepVariant) -> Params:
+    """(C type, field name) of every kernel parameter of ``v``, in struct order: the attention's fields, then the
+    append's, each named after its part ("attention.q", "append.q")."""
+    attention = attention_params(v)
+    maps = sum(1 for c, _ in attention if c == TMAP)
+    # the append's struct starts where the attention's ends: no padding between them (the tensor maps' 64-byte
+    # alignment is the attention struct's, and its size is a multiple of it)
+    assert (maps * TMAP_BYTES + 8 * (len(attention) - maps)) % 64 == 0, "the attention struct needs no padding"
+    return (tuple((c, f"attention.{f}") for c, f in attention)
+            + tuple((c, f"append.{f}") for c, f in append_params(v)))
+
+
+def params_layout_id(v: DecodeStepVariant) -> str:
+    return kv_append_family.params_layout_id(v.append)
+
+
+def threads(v: DecodeStepVariant) -> int:
+    return decode_abi.max_threads(v.attention)
+
+
+# --- rendering and the dispatch table --------------------------------------------------------------------------
+def render_headers() -> dict[str, str]:
+    return {HEADER: jinja.render("decode_step.cuh.j2")}
+
+
+def render_module(dtype: Dtype, variants: list[DecodeStepVariant]) -> str:
+    assert all(v.module == variants[0].module for v in variants), "one element type and QK-norm per module"
+    ws = Pipeline.WS
+    return jinja.render(
+        "decode_step.cu.j2", dtype=dtype, dtype_ctype=TEMPLATE_CTYPE[dtype], variants=variants,
+        vec=ROTATION_VEC, threads=threads(variants[0]),
+        attention_params={v.name: attention_params(v) for v in variants},
+        append_params={v.name: append_params(v) for v in variants},
+        geometry={v.name: (ws.tile_keys, decode_abi.stages(v.head_dim, ws), decode_abi.min_blocks_per_sm(v.head_dim, ws))
+                  for v in variants})
+
+
+def dispatch_lines(variants: list[DecodeStepVariant], tuning: dict[str, dict]) -> list[str]:
+    lines = [
+        "# The fused decode step (the append in the ws attention's launch). DECODE_STEP maps (dtype, head dim, pairing,",
+        "# angles, QK-norm) to (module, symbol, params layout); DECODE_STEP_PARAMS maps a params layout to the field",
+        "# names and their struct format: the ws attention's (DECODE_PARAMS) followed by kv_append's (KV_APPEND_PARAMS).",
+        "# A step fuses where its append was planned with vectors of at least DECODE_STEP_VEC elements.",
+        f"DECODE_STEP_VEC = {ROTATION_VEC}",
+        "",
+    ]
+    lines += params_table_lines("DECODE_STEP_PARAMS", variants, decode_step_params, params_layout_id) + [""]
+    return lines + dispatch_map_lines("DECODE_STEP", variants, params_layout_id)
+
+
+FAMILY = OpFamily(
+    name="decode_step",
+    variant_ops=(DecodeStepVariant.op,),
+    enumerate=enumerate_decode_step,
+    parse_name=parse_decode_step_name,
+    render_headers=render_headers,
+    render_module=render_module,
+    params=decode_step_params,
+    max_threads=threads,
+    dispatch_lines=dispatch_lines,
+    tools="cukiln.tools.decode_step",
+)
