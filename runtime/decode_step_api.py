@@ -209,7 +209,7 @@ def _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary
                softcap, num_splits, return_lse) -> _Step:
     """Validate and plan both launches of a step with device lengths (nothing is written), on stand-ins for the
     workspace's rotated query and new lengths."""
-    torch = _torch
+    torch = _torch or _import_torch()
     q, kv_lens, kv_start, out = tensors[0], tensors[6], tensors[7], tensors[_OUT]
     q_rot, lens_after = torch.empty_like(q), torch.empty_like(kv_lens)
     attention, _ = decode_api.describe(q_rot, tensors[4], tensors[5], lens_after, kv_layout, kv_start, scale, softcap,
@@ -366,7 +366,7 @@ def describe_op(args: tuple, result, lse, given: int | None = None) -> dict | No
 def _validate_attention(q, k_cache, v_cache, lens, kv_layout, kv_start, scale, softcap, num_splits, out,
                         return_lse) -> None:
     """The attention's own validation, before the append writes anything (once per call metadata)."""
-    torch = _torch
+    torch = _torch or _import_torch()
     try:
         key = tuple((t.shape, t.stride(), t.dtype, t.get_device()) if isinstance(t, torch.Tensor) else t
                     for t in (q, k_cache, v_cache, lens, kv_start, out)) + (kv_layout, scale, softcap, num_splits,

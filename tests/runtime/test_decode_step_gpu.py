@@ -34,13 +34,14 @@ def test_the_fused_step_is_the_two_launch_step_to_the_bit(num_splits, given_out)
     caches = [torch.randn(b, hkv, T, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(2)]
     lens = torch.tensor([4000, 1234], dtype=torch.int32, device="cuda")
     kw = dict(base=1e6, num_splits=num_splits, return_lse=True)
-    step = decode_step_api.plan_call(q, k, v, *caches, lens, base=1e6, num_splits=num_splits)
-    assert step.fused is not None, "this step has a fused kernel"
     results = []
     for launch in ("fused", "separate"):
         k_cache, v_cache = (c.clone() for c in caches)
         out = torch.full_like(q, float("nan")) if given_out else None
-        with forced("decode_step_launch", launch):
+        # a split count given takes the narrow pipeline unless one is forced; the fused kernel is the ws one's
+        with forced("decode_pipeline", "ws"), forced("decode_step_launch", launch):
+            step = decode_step_api.plan_call(q, k, v, k_cache, v_cache, lens, base=1e6, num_splits=num_splits)
+            assert (step.fused is not None) == (launch == "fused")
             got, lse = cukiln.decode_step(q, k, v, k_cache, v_cache, lens, out=out, **kw)
         assert (got is out) == given_out
         results.append((got, lse, k_cache, v_cache))
