@@ -3,10 +3,11 @@
 attention), where the two-launch step (kv_append, then decode_attention) pays a second launch and the rotated
 query's round trip through memory. The kernel body is decode.cuh's ``attend_ws`` with decode_step.cuh's prologue.
 
-A variant is (dtype, head dim, pairing, angle source, QK-norm): the ws pipeline's head dims and element types, kv_append's
-pairings and angle sources, for appends planned with vectors of at least ROTATION_VEC elements. Its parameter struct is the ws attention's struct followed by the
-kv_append variant's, so the runtime packs the two plans it already makes one after the other
-(runtime/decode_step_api.py); calls outside the space (other vector widths, pipelines or archs) take the two launches.
+A variant is (dtype, head dim, pairing, angle source, QK-norm): the ws pipeline's head dims and element types,
+kv_append's pairings and angle sources, for appends planned with vectors of at least ROTATION_VEC elements. Its
+parameter struct is the ws attention's struct followed by the kv_append variant's, so the runtime packs the two plans
+it already makes one after the other (runtime/decode_step_api.py); calls outside the space (narrower vectors, other
+pipelines or archs) take the two launches.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from . import decode_abi, jinja, kv_append_family
-from .abi import TEMPLATE_CTYPE, TMAP_BYTES, TMAP, Params
+from .abi import TEMPLATE_CTYPE, TMAP, TMAP_BYTES, Params
 from .axes import MAX_VECTOR_BYTES, AxisRecord, Dtype, alternatives
 from .decode_variants import DECODE_DTYPES, HEAD_DIMS, DecodeVariant, Pipeline, decode_rejection
 from .family import OpFamily
@@ -84,7 +85,8 @@ def enumerate_decode_step() -> Iterator[DecodeStepVariant]:
 
 
 _NAME_RE = re.compile(rf"^decode_step_(?P<dtype>{alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)"
-                      rf"_(?P<pairing>{alternatives(Pairing)})_(?P<angles>{alternatives(Angles)})(?P<qk_norm>_qknorm)?$")
+                      rf"_(?P<pairing>{alternatives(Pairing)})_(?P<angles>{alternatives(Angles)})"
+                      r"(?P<qk_norm>_qknorm)?$")
 
 
 def parse_decode_step_name(name: str) -> DecodeStepVariant:
@@ -141,15 +143,16 @@ def render_module(dtype: Dtype, variants: list[DecodeStepVariant]) -> str:
         vec=ROTATION_VEC, threads=threads(variants[0]),
         attention_params={v.name: attention_params(v) for v in variants},
         append_params={v.name: append_params(v) for v in variants},
-        geometry={v.name: (ws.tile_keys, decode_abi.stages(v.head_dim, ws), decode_abi.min_blocks_per_sm(v.head_dim, ws))
-                  for v in variants})
+        geometry={v.name: (ws.tile_keys, decode_abi.stages(v.head_dim, ws),
+                           decode_abi.min_blocks_per_sm(v.head_dim, ws)) for v in variants})
 
 
 def dispatch_lines(variants: list[DecodeStepVariant], tuning: dict[str, dict]) -> list[str]:
     lines = [
-        "# The fused decode step (the append in the ws attention's launch). DECODE_STEP maps (dtype, head dim, pairing,",
-        "# angles, QK-norm) to (module, symbol, params layout); DECODE_STEP_PARAMS maps a params layout to the field",
-        "# names and their struct format: the ws attention's (DECODE_PARAMS) followed by kv_append's (KV_APPEND_PARAMS).",
+        "# The fused decode step (the append in the ws attention's launch). DECODE_STEP maps (dtype, head dim,",
+        "# pairing, angles, QK-norm) to (module, symbol, params layout); DECODE_STEP_PARAMS maps a params layout to",
+        "# the field names and their struct format: the ws attention's (DECODE_PARAMS), then kv_append's",
+        "# (KV_APPEND_PARAMS).",
         "# A step fuses where its append was planned with vectors of at least DECODE_STEP_VEC elements.",
         f"DECODE_STEP_VEC = {ROTATION_VEC}",
         "",

@@ -1759,9 +1759,10 @@ KV_APPEND = {
     ('fp16', 'interleaved', 'invfreq', 8, True): ('kv_append_fp16_qknorm', 'kv_append_fp16_interleaved_invfreq_v8_qknorm', 'invfreq_qknorm'),
 }
 
-# The fused decode step (the append in the ws attention's launch). DECODE_STEP maps (dtype, head dim, pairing,
-# angles, QK-norm) to (module, symbol, params layout); DECODE_STEP_PARAMS maps a params layout to the field
-# names and their struct format: the ws attention's (DECODE_PARAMS) followed by kv_append's (KV_APPEND_PARAMS).
+# The fused decode step (the append in the ws attention's launch). DECODE_STEP maps (dtype, head dim,
+# pairing, angles, QK-norm) to (module, symbol, params layout); DECODE_STEP_PARAMS maps a params layout to
+# the field names and their struct format: the ws attention's (DECODE_PARAMS), then kv_append's
+# (KV_APPEND_PARAMS).
 # A step fuses where its append was planned with vectors of at least DECODE_STEP_VEC elements.
 DECODE_STEP_VEC = 4
 
