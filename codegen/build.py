@@ -125,7 +125,8 @@ def write_outputs(out_dir: Path, variants, sources: dict[str, str], headers: dic
         if not path.exists() or path.read_bytes() != r.cubin:
             path.write_bytes(r.cubin)
         entry = {"path": artifacts.cubin_relpath(r.arch, r.module), "sha256": hashlib.sha256(r.cubin).hexdigest(),
-                 "bytes": len(r.cubin), "nvrtc_version": version}
+                 "bytes": len(r.cubin), "nvrtc_version": version,
+                 "text_sha256": artifacts.machine_code_sha256(r.cubin)}  # what tuning fingerprints
         if r.ptx_target:  # built from a PTX shared with other archs
             entry.update(ptx_target=r.ptx_target, ptxas_version=ptxas()[1])
         modules[r.module]["cubins"][r.arch] = dict(sorted(entry.items()))

@@ -5,7 +5,7 @@
   build with no source change leaves it byte for byte as it was. Per-run facts (compile times) go to
   ``cubins/build-log.json`` beside the cubins, which git ignores.
 - ``tuning/<arch>.json``: what `cukiln tune` measured on a GPU of that arch, per tuned rule, stamped with
-  a fingerprint of the kernel sources it measured.
+  a fingerprint of the machine code it measured (each cubin's text_sha256 in the manifest).
 - ``cubins/<arch>/<module>.cubin``: the compiled modules (not checked in).
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import struct
 from pathlib import Path
 
 MANIFEST = "manifest.json"
@@ -73,14 +74,33 @@ def read_tuning(root: Path | None = None) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
 
 
-def tuning_fingerprint(manifest: dict, modules: str) -> str:
-    """A short hash of the sources of the modules whose names match the regex ``modules`` (from the manifest):
-    the kernels a tuned rule was measured on."""
+def machine_code_sha256(cubin: bytes) -> str:
+    """sha256 of a cubin's machine code: the name and bytes of each of its .text sections (one a kernel), in file
+    order. Two builds whose kernels compile to the same instructions agree whatever else differs between them: a
+    header's comments or code that only other kernels instantiate, the compiler's build string."""
+    if cubin[:5] != b"\x7fELF\x02":
+        raise ValueError("not a 64-bit ELF cubin")
+    (table,) = struct.unpack_from("<Q", cubin, 0x28)
+    entry_size, count, names_index = struct.unpack_from("<HHH", cubin, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQ", cubin, table + i * entry_size) for i in range(count)]
+    names_at = headers[names_index][4]
+    h = hashlib.sha256()
+    for name_offset, _, _, _, offset, size in headers:
+        name = cubin[names_at + name_offset:cubin.index(b"\0", names_at + name_offset)]
+        if name.startswith(b".text."):
+            h.update(name + b"\0" + size.to_bytes(8, "little") + cubin[offset:offset + size])
+    return h.hexdigest()
+
+
+def tuning_fingerprint(manifest: dict, modules: str, arch: str) -> str:
+    """A short hash of the machine code (the manifest's text_sha256) for ``arch`` of the modules whose names match
+    the regex ``modules``: the kernels a tuned rule was measured on. A source change that leaves their instructions as
+    they were leaves it as it was."""
     pattern = re.compile(modules)
     h = hashlib.sha256()
     for name, module in sorted(manifest.get("modules", {}).items()):
         if pattern.match(name):
-            h.update(f"{name}:{module.get('source_sha256', '')}\n".encode())
+            h.update(f"{name}:{module.get('cubins', {}).get(arch, {}).get('text_sha256', '')}\n".encode())
     return h.hexdigest()[:16]
 
 
@@ -90,7 +110,7 @@ def write_tuning(arch: str, rule: str, result: dict, modules: str, root: Path | 
     root = root or generated_dir()
     path = root / TUNING / f"{arch}.json"
     data = read_json(path)
-    data[rule] = {**result, "fingerprint": tuning_fingerprint(read_manifest(root), modules)}
+    data[rule] = {**result, "fingerprint": tuning_fingerprint(read_manifest(root), modules, arch)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
     return path

@@ -91,7 +91,7 @@ def _sha256(path: Path) -> str:
 
 def warnings(manifest: dict, tuning: dict, root: Path) -> list[dict]:
     """Everything that falls short, each as {"kind", "detail"}: spills, archs missing from the build or
-    from a variant, tuning measured on sources that changed since, cubins missing or not the ones built."""
+    from a variant, tuning measured on machine code that changed since, cubins missing or not the ones built."""
     out = []
     for entry in manifest.get("variants", []):
         for arch, res in entry.get("resources", {}).items():
@@ -109,10 +109,10 @@ def warnings(manifest: dict, tuning: dict, root: Path) -> list[dict]:
         for op, result in sorted(data.items()):
             if op not in tuned:
                 continue
-            recorded, now = result.get("fingerprint"), artifacts.tuning_fingerprint(manifest, tuned[op])
+            recorded, now = result.get("fingerprint"), artifacts.tuning_fingerprint(manifest, tuned[op], arch)
             if recorded != now:
-                why = "records no fingerprint of the sources it measured" if recorded is None else \
-                    "was measured on kernel sources that have changed since"
+                why = "records no fingerprint of the kernels it measured" if recorded is None else \
+                    "was measured on kernels whose machine code has changed since"
                 out.append({"kind": "stale tuning", "detail": f"{op} tuning for {arch} ({result.get('date', '?')}) "
                             f"{why}: rerun `cukiln tune {op}` on that GPU"})
     for name, module in sorted(manifest.get("modules", {}).items()):

@@ -1,5 +1,5 @@
 """The tuning store as `cukiln tune` writes it: a rule's measurements stamped with the fingerprint of the modules
-it measured (the family's ``tuned_modules``, codegen/ops.py)."""
+it measured: the machine code for its arch of the family's ``tuned_modules`` (codegen/ops.py)."""
 
 from __future__ import annotations
 

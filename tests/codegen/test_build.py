@@ -14,15 +14,18 @@ from cukiln.codegen import build
 from cukiln.codegen.compile import CompileResult
 from cukiln.codegen.render import render_headers, render_modules
 from cukiln.core import artifacts
+from tests.cubins import elf_file
 
 RES = {"registers": 40, "shared_bytes": 0, "stack_bytes": 0, "spill_store_bytes": 0, "spill_load_bytes": 0}
 
 
-def _fake_build(out_dir, archs, seconds, cubin=b"\x7fELF fake"):
-    """build.write_outputs for the rope_fp32 module alone, with made-up compile results."""
+def _fake_build(out_dir, archs, seconds, cubin=b"fake"):
+    """build.write_outputs for the rope_fp32 module alone, with made-up compile results (each arch's cubin an ELF file
+    of one .text section: ``cubin`` and the arch's name)."""
     variants = [v for v in build.select_variants(r"^rope_fp32_dense") if v.module == "rope_fp32"]
     sources, headers = render_modules(variants), render_headers()
-    results = [CompileResult("rope_fp32", arch, cubin + arch.encode(), {v.name: RES for v in variants}, seconds, False)
+    results = [CompileResult("rope_fp32", arch, elf_file({".text.k": cubin + arch.encode()}),
+                             {v.name: RES for v in variants}, seconds, False)
                for arch in archs]
     return build.write_outputs(out_dir, variants, sources, headers, results, archs)
 
@@ -43,7 +46,7 @@ def test_a_rebuild_with_other_compile_times_leaves_the_manifest_byte_for_byte(ou
 
 def test_a_build_for_one_arch_keeps_the_other_archs_entries(out_dir):
     _fake_build(out_dir, ["sm_80", "sm_90"], 1.0)
-    manifest = _fake_build(out_dir, ["sm_80"], 1.0, cubin=b"\x7fELF rebuilt")
+    manifest = _fake_build(out_dir, ["sm_80"], 1.0, cubin=b"rebuilt")
     assert manifest["archs"] == ["sm_80", "sm_90"]
     cubins = manifest["modules"]["rope_fp32"]["cubins"]
     assert set(cubins) == {"sm_80", "sm_90"}

@@ -19,6 +19,7 @@ from cukiln.tools.decode.report import decode_rule
 from cukiln.tools.rope import report as rope_report
 from cukiln.tools.rope.report import thd_rule
 from cukiln.tools.tuning import write_tuning
+from tests.cubins import elf_file
 
 CUBIN = b"\x7fELF fixture cubin"
 
@@ -34,10 +35,10 @@ def fixture_manifest() -> dict:
         "nvrtc_version": "13.5", "archs": ["sm_80", "sm_90"],
         "modules": {
             "rope_bf16": {"source_sha256": "aa", "cubins": {
-                a: {"path": f"cubins/{a}/rope_bf16.cubin", "sha256": sha, "bytes": 4096}
+                a: {"path": f"cubins/{a}/rope_bf16.cubin", "sha256": sha, "bytes": 4096, "text_sha256": "t1"}
                 for a in ("sm_80", "sm_90")}},
             "decode_bf16": {"source_sha256": "bb", "cubins": {
-                a: {"path": f"cubins/{a}/decode_bf16.cubin", "sha256": sha, "bytes": 8192}
+                a: {"path": f"cubins/{a}/decode_bf16.cubin", "sha256": sha, "bytes": 8192, "text_sha256": "t2"}
                 for a in ("sm_80", "sm_90")}},
         },
         "variants": [
@@ -100,17 +101,37 @@ def test_missing_and_out_of_date_cubins_are_reported(generated):
     assert ("stale cubin", "cubins/sm_80/decode_bf16.cubin") in found
 
 
-def test_tuning_is_stale_once_the_sources_it_measured_change(generated):
+def test_tuning_is_stale_once_the_machine_code_it_measured_changes(generated):
     manifest = fixture_manifest()
     write_tuning("sm_90", "decode", {"date": "2026-11-23", "rule": {}}, root=generated)
     tuning = artifacts.read_tuning(generated)
-    assert tuning["sm_90"]["decode"]["fingerprint"] == artifacts.tuning_fingerprint(manifest, "^decode_")
-    assert not [w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]
-    manifest["modules"]["decode_bf16"]["source_sha256"] = "cc"  # the kernel changed after tuning
-    stale = [w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]
-    assert len(stale) == 1 and "decode tuning for sm_90" in stale[0]["detail"]
-    manifest["modules"]["rope_bf16"]["source_sha256"] = "dd"  # not a module the decode tuning measured
-    assert len([w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]) == 1
+    assert tuning["sm_90"]["decode"]["fingerprint"] == artifacts.tuning_fingerprint(manifest, "^decode_", "sm_90")
+
+    def stale() -> list:
+        return [w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]
+
+    assert not stale()
+    manifest["modules"]["decode_bf16"]["source_sha256"] = "cc"  # a source change that compiles to the same code
+    manifest["modules"]["decode_bf16"]["cubins"]["sm_80"]["text_sha256"] = "t3"  # another arch than the tuned one
+    assert not stale()
+    manifest["modules"]["decode_bf16"]["cubins"]["sm_90"]["text_sha256"] = "t4"  # the tuned kernels changed
+    found = stale()
+    assert len(found) == 1 and "decode tuning for sm_90" in found[0]["detail"]
+    manifest["modules"]["rope_bf16"]["cubins"]["sm_90"]["text_sha256"] = "t5"  # not a module the decode tuning measured
+    assert len(stale()) == 1
+
+
+def test_the_machine_code_hash_reads_the_text_sections_only():
+    def code(text_name: str, text: bytes, info: bytes, note: bytes) -> str:
+        return artifacts.machine_code_sha256(elf_file({text_name: text, ".nv.info.k": info, ".note.nv.tkinfo": note}))
+
+    a = code(".text.k", b"\x01\x02", b"x", b"1")
+    same = code(".text.k", b"\x01\x02", b"y", b"2")  # other attributes and compiler notes
+    other = code(".text.k", b"\x01\x03", b"x", b"1")
+    renamed = code(".text.j", b"\x01\x02", b"x", b"1")
+    assert a == same and a != other and a != renamed
+    with pytest.raises(ValueError, match="ELF"):
+        artifacts.machine_code_sha256(b"not a cubin")
 
 
 def test_text_and_json_views(generated, monkeypatch, capsys):
