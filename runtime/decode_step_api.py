@@ -58,19 +58,11 @@ _WORKSPACE_ALIGN = 256
 
 
 @dataclass
-class _Fused:
-    """A step's one launch: the fused kernel, bound, and the overlap checks of its pointers (the step's tensors in
-    kv_append's order, then out): the caches and out are written while every input is read."""
-
-    kernel: object  # launch.Kernel
-    refill: Refill
-
-
-@dataclass
 class _Step:
-    """A step planned once: the append's and the attention's cached plans, the fused launch where the build has one
-    for them, and where the rotated query, the new lengths and the attention's partial results lie in the step's one
-    workspace allocation (a fused step keeps only the partial results there)."""
+    """A step planned once: the append's and the attention's cached plans, the fused kernel (bound) where the build
+    has one for them, the overlap checks of the step's pointers (its tensors in kv_append's order, then out), and
+    where the rotated query, the new lengths and the attention's partial results lie in the step's one workspace
+    allocation (a fused step keeps only the partial results there)."""
 
     append: object  # kv_append_api._CachedPlan
     attention: object  # decode_api._CachedPlan
@@ -78,10 +70,11 @@ class _Step:
     partial_offset: int | None  # None: no partial results (an attention without split-KV, or merged in clusters)
     partial_lse_offset: int
     workspace_bytes: int
-    fused: _Fused | None = None
+    checks: Refill
+    fused: object = None  # launch.Kernel
 
     @classmethod
-    def lay_out(cls, append, attention, q, fused: _Fused | None = None) -> "_Step":
+    def lay_out(cls, append, attention, q, checks: Refill, fused=None) -> "_Step":
         """The workspace: the rotated query and the new lengths (two launches only), then a split attention's
         partial outputs and log-sum-exps (fp32), each at a multiple of _WORKSPACE_ALIGN bytes."""
         def aligned(n: int) -> int:
@@ -90,11 +83,11 @@ class _Step:
         lens = 0 if fused else aligned(q.numel() * q.element_size())
         after_lens = 0 if fused else aligned(lens + 4 * q.shape[0])
         if attention.combine is None:  # one pass: no partial results
-            return cls(append, attention, lens, None, 0, after_lens, fused)
+            return cls(append, attention, lens, None, 0, after_lens, checks, fused)
         p = attention.plan
         partials = p.batch * p.heads_q * p.num_splits
         partial_lse = aligned(after_lens + partials * p.head_dim * 4)
-        return cls(append, attention, lens, after_lens, partial_lse, partial_lse + partials * 4, fused)
+        return cls(append, attention, lens, after_lens, partial_lse, partial_lse + partials * 4, checks, fused)
 
 
 def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
@@ -220,11 +213,17 @@ def _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary
                                     interleaved=interleaved, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
                                     norm_eps=norm_eps, inplace=False, fresh=True, kv_lens_host=None,
                                     kv_start_host=None, fresh_lens_out=True)
-    return _Step.lay_out(append, attention, q, _fuse(append, attention))
+    # the caches and out are written while every input is read (the fused kernel writes out while other blocks still
+    # read q, k_new and v_new): each against every input, whichever launches serve the step, so that what a step
+    # refuses does not depend on the build
+    spans = append.refill.spans + (attention.attention.spans[decode_api.PER_CALL.index("out")],)
+    written = append.refill.written + ((_OUT,) if spans[_OUT] is not None else ())
+    checks = Refill((), spans, append.refill.checks, written)
+    return _Step.lay_out(append, attention, q, checks, _fuse(append, attention))
 
 
-def _fuse(append, attention) -> _Fused | None:
-    """The fused launch of a step planned as ``append`` and ``attention``, where the build has a kernel for them (a
+def _fuse(append, attention):
+    """The fused kernel (bound) of a step planned as ``append`` and ``attention``, where the build has one for them (a
     ws attention, an append of vectors as wide as the fused rotation's: decode_step_family's space) and the override
     allows it; else None."""
     choice = OVERRIDES["decode_step_launch"]
@@ -240,13 +239,8 @@ def _fuse(append, attention) -> _Fused | None:
     module, symbol, layout = entry
     fmt = dispatch.DECODE_STEP_PARAMS[layout][1]
     launch = p.attention
-    bound = kernel(p.device, module, symbol, fmt, launch.grid, launch.block, launch.shared, launch.overlap_previous,
-                   launch.cluster)
-    # the append's checks (the caches against every input), and out's against every input too: the fused kernel
-    # writes out while other blocks still read q, k_new and v_new
-    spans = append.refill.spans + (attention.attention.spans[decode_api.PER_CALL.index("out")],)
-    written = append.refill.written + ((_OUT,) if spans[_OUT] is not None else ())
-    return _Fused(bound, Refill((), spans, append.refill.checks, written))
+    return kernel(p.device, module, symbol, fmt, launch.grid, launch.block, launch.shared, launch.overlap_previous,
+                  launch.cluster)
 
 
 def _run_step(step: _Step, pointers: list, q, k_cache, v_cache, kv_lens, kv_start, out, return_lse, advance_lens,
@@ -269,17 +263,13 @@ def _run_step(step: _Step, pointers: list, q, k_cache, v_cache, kv_lens, kv_star
                 base + step.partial_offset if partial else 0, base + step.partial_lse_offset if partial else 0, 0,
                 start if type(start) is int else 0]
     # the overlap checks (skipped while the caller's pointers repeat), before anything launches
-    checks = append.refill if fused is None else fused.refill
-    overlap = checks.overlapping(pointers) if checks.checks else None
+    overlap = step.checks.overlapping(pointers) if step.checks.checks else None
     if overlap is not None:
         names = kv_append_api.TENSOR_ARGS + ("out",)
         raise ValueError(f"{names[overlap[0]]}: overlaps {names[overlap[1]]}")
-    if fused is None and attention.attention.checks:
-        decode_api.refuse_overlap(attention.attention.overlapping(per_call))
     stream = torch._C._cuda_getCurrentRawStream(attention.device)
     if fused is not None:
-        fused.kernel(attention.attention_values(per_call) + append.refill.values(append.plan.values, pointers),
-                     stream)
+        fused(attention.attention_values(per_call) + append.refill.values(append.plan.values, pointers), stream)
         if attention.combine is not None:
             (attention.kernels or attention.bind())[1](attention.combine.values(attention.templates[1], per_call),
                                                       stream)
@@ -307,9 +297,10 @@ OP_POSITIONS = {"q": 0, "k_new": 1, "v_new": 2, "k_cache": 3, "v_cache": 4, "kv_
 def describe_op(args: tuple, result, lse, given: int | None = None) -> dict | None:
     """The native hot path's description (runtime/native.py) of a cukiln::decode_step call just run on the op's
     ``args`` (its outputs ``result``, ``lse``, lse None where a variant's call did not ask for it; with ``given``,
-    result is the caller's out, at that argument index of a variant's arguments): the append and the attention reading the step's workspace, which the C++ side allocates
-    per call. None where the step is not the planned device-lengths one, or advances kv_lens (a copy after the
-    kernels, which the Python path makes)."""
+    result is the caller's out, at that argument index of a variant's arguments): the fused launch, or the append and
+    the attention reading the step's workspace (which the C++ side allocates per call), then the combine where the
+    splits outnumber a cluster. None where the step is not the planned device-lengths one, or advances kv_lens (an
+    add after the kernels, which the Python path makes)."""
     from . import native
 
     (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, start_tensor, start_int, positions, freqs, cos, sin,
@@ -348,15 +339,10 @@ def describe_op(args: tuple, result, lse, given: int | None = None) -> dict | No
                 attention, attention.attention, attention.templates[0], attention_sources, values, {})
             shift = len(att_values)
             described[0] = native.launch_description(
-                fused.kernel, att_values + append_values,
+                fused, att_values + append_values,
                 att_slots + [(f + shift, *rest) for f, *rest in append_slots], numbers, maps)
         launches += described
-    if fused:
-        overlaps = native.overlap_checks(fused.refill.pairs, sources + [out_source])
-    else:
-        overlaps = native.overlap_checks(append.refill.pairs, sources)
-        if given is not None and not attention.empty:  # the caller's out against what the attention reads
-            overlaps += native.overlap_checks(attention.attention.pairs, attention_sources)
+    overlaps = native.overlap_checks(step.checks.pairs, sources + [out_source])
     written = (OP_POSITIONS["k_cache"], OP_POSITIONS["v_cache"]) + (() if given is None else (given,))
     scratch = [((step.workspace_bytes,), (1,), native.UINT8)] if step.workspace_bytes else []
     return native.describe(attention.device, launches, outputs=outputs, scratch=scratch, returns=returns,

@@ -60,8 +60,8 @@ def check_variant(entry: dict) -> str | None:
     gen = new_generator()
     (q, k, v, k_cache, v_cache, lens), kw = step_case(entry["axes"], gen, torch.device("cuda"))
     step = decode_step_api.plan_call(q, k, v, k_cache, v_cache, lens, **kw)
-    if step.fused is None or step.fused.kernel.symbol != entry["name"]:
-        return f"inputs selected {None if step.fused is None else step.fused.kernel.symbol}, not the variant under test"
+    if step.fused is None or step.fused.symbol != entry["name"]:
+        return f"inputs selected {None if step.fused is None else step.fused.symbol}, not the variant under test"
     caches = k_cache.clone(), v_cache.clone()
     got = cukiln.decode_step(q, k, v, *caches, lens, **kw)
     apart = k_cache.clone(), v_cache.clone()

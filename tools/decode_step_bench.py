@@ -398,7 +398,7 @@ def bare_step_launches(s):
     stream = torch.cuda.current_stream().cuda_stream
     if step.fused is not None:  # the attention reads the lengths before the step and rotates its own query
         attention[names.index("kv_lens")] = s["lens"].data_ptr()
-        launches = [bare_launch(step.fused.kernel, attention + list(append.values()), stream)]
+        launches = [bare_launch(step.fused, attention + list(append.values()), stream)]
     else:
         attention[names.index("q")], attention[names.index("kv_lens")] = q_rot.data_ptr(), lens_after.data_ptr()
         launches = [bare_launch(kernel(a.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared,

@@ -48,3 +48,60 @@ def test_the_fused_step_is_the_two_launch_step_to_the_bit(num_splits, given_out)
     for a, b_ in zip(*results):
         assert torch.equal(a, b_)
     assert torch.isfinite(results[0][0]).all()
+
+
+def _two_ways(args, kw):
+    """The step run fused and as two launches on copies of the caches: (output, caches) of each."""
+    q, k, v, k_cache, v_cache, lens = args
+    runs = []
+    for launch in ("fused", "separate"):
+        caches = k_cache.clone(), v_cache.clone()
+        with forced("decode_step_launch", launch):
+            assert (decode_step_api.plan_call(q, k, v, *caches, lens, **kw).fused is not None) == (launch == "fused")
+            runs.append((cukiln.decode_step(q, k, v, *caches, lens, **kw), *caches))
+    return runs
+
+
+@pytest.mark.parametrize("case", ["mqa_two_head_groups", "bshd_int64_positions", "fp16_d64_interleaved_freqs",
+                                  "int_start_cos_sin_cache_qk_norm"])
+def test_the_fused_step_matches_the_two_launches_across_layouts_and_sources(case):
+    gen = new_generator()
+    dtype = torch.float16 if "fp16" in case else torch.bfloat16
+    b, d, T = 3, 64 if "d64" in case else 128, 300
+    hq, hkv = (64, 2) if case.startswith("mqa") else (16, 4)  # a group of 32 heads: two blocks per KV head
+    q = torch.randn(b, hq, d, generator=gen, device="cuda").to(dtype)
+    k, v = (torch.randn(b, hkv, d, generator=gen, device="cuda").to(dtype) for _ in range(2))
+    shape = (b, T, hkv, d) if "bshd" in case else (b, hkv, T, d)
+    caches = [torch.randn(*shape, generator=gen, device="cuda").to(dtype) for _ in range(2)]
+    lens = torch.tensor([4, 150, T - 1], dtype=torch.int32, device="cuda")
+    kw = {"kv_layout": "bshd" if "bshd" in case else "bhsd"}
+    if "positions" in case:
+        kw["positions"] = torch.tensor([7, 1000, 3], dtype=torch.int64, device="cuda")
+        kw["base"] = 1e4
+    elif "freqs" in case:
+        kw.update(freqs=torch.rand(T + 8, d // 2, generator=gen, device="cuda") * 50, interleaved=True, rotary_dim=32)
+    elif "cos_sin" in case:
+        theta = torch.rand(T + 8, d // 2, generator=gen, device="cuda", dtype=torch.float64) * 100
+        kw.update(cos_sin_cache=torch.cat((theta.cos(), theta.sin()), 1).float(), kv_start=2,
+                  q_norm_weight=torch.rand(d, generator=gen, device="cuda").to(dtype) + 0.5,
+                  k_norm_weight=torch.rand(d, generator=gen, device="cuda").to(dtype) + 0.5)
+    else:
+        kw["base"] = 5e5
+    (fused, *fused_caches), (apart, *apart_caches) = _two_ways((q, k, v, *caches, lens), kw)
+    assert torch.equal(fused, apart) and torch.isfinite(fused).all()
+    assert all(torch.equal(a, b_) for a, b_ in zip(fused_caches, apart_caches))
+
+
+@pytest.mark.parametrize("launch", ["fused", "separate"])
+def test_an_out_over_q_is_refused_whichever_launches_serve_the_step(launch):
+    gen = new_generator()
+    qkv = torch.randn(2, (32 + 16) * 128, generator=gen, device="cuda").to(torch.bfloat16)
+    q, k, v = qkv[:, :4096].view(2, 32, 128), qkv[:, 4096:5120].view(2, 8, 128), qkv[:, 5120:].view(2, 8, 128)
+    caches = [torch.randn(2, 8, 64, 128, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(2)]
+    before = [c.clone() for c in caches]
+    lens = torch.tensor([3, 40], dtype=torch.int32, device="cuda")
+    with forced("decode_step_launch", launch):
+        with pytest.raises(ValueError, match="out: overlaps q"):
+            cukiln.decode_step(q, k, v, *caches, lens, base=1e4, out=q)
+    torch.cuda.synchronize()
+    assert all(torch.equal(c, b_) for c, b_ in zip(caches, before)), "a refused step wrote"
