@@ -55,8 +55,9 @@ def check_variant(entry: dict) -> str | None:
     from cukiln.kv_append_api import reference_kv_append
     from cukiln.overrides import forced
 
-    from .decode.checks import DECODE_FP32_UNITS
+    from .decode.checks import DECODE_FP32_UNITS, require_tensor_maps
 
+    require_tensor_maps()  # the fused kernel is the ws attention's: sm_90 on (verify lists it apart before)
     gen = new_generator()
     (q, k, v, k_cache, v_cache, lens), kw = step_case(entry["axes"], gen, torch.device("cuda"))
     step = decode_step_api.plan_call(q, k, v, k_cache, v_cache, lens, **kw)

@@ -15,7 +15,9 @@ from cukiln.tools.decode_step import check_variant  # noqa: E402
 from cukiln.tools.verify import new_generator  # noqa: E402
 from tests.checks import manifest_entries  # noqa: E402
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_capability()[0] < 9,
+                                 reason="the fused step is the ws pipeline's kernel: sm_90 or newer")]
 
 
 @pytest.mark.parametrize("entry", manifest_entries("decode_step"), ids=lambda e: e["name"])

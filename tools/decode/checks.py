@@ -114,7 +114,7 @@ def _check_batch_invariant(axes: dict, name: str, q, gen) -> str | None:
     return None if problem is None else f"batch-invariant, {plan.num_splits} splits: {problem}"
 
 
-def _require_tensor_maps() -> None:
+def require_tensor_maps() -> None:
     """NotOnThisGPU unless this GPU reads through TMA tensor maps (the ws pipeline's kernels)."""
     import torch
 
@@ -139,7 +139,7 @@ def check_variant(entry: dict) -> str | None:
     axes = entry["axes"]
     if entry["op"] == "decode":
         if axes.get("pipeline") == "ws":
-            _require_tensor_maps()
+            require_tensor_maps()
         return check_decode_variant(axes, entry["name"])
     from cukiln.decode_plan import MAX_CLUSTER_SPLITS
 
