@@ -27,9 +27,14 @@ from .tables import dispatch_map_lines, params_table_lines
 
 HEADER = "decode_step.cuh"
 # Elements per access of the fused rotation and value copy: 8 bytes. At 16 (kv_append's widest) eight d-128 variants
-# spilled 20-24 bytes on sm_90 under the ws block's register bound; a feature's arithmetic does not depend on the
-# width, so the results are the same bits. Appends planned with vectors of at least this width fuse.
+# spilled 20-24 bytes on sm_90 under the ws block's register bound (table sources only). With a table or inv_freq a
+# feature's arithmetic does not depend on the width, so an append planned with vectors at least this wide fuses and
+# gives the same bits.
 ROTATION_VEC = 4
+# The angle sources whose arithmetic does depend on the width: BaseAngles computes exp2 at a group's first pair and
+# multiplies by the ratio for the rest, so each pair's inverse frequency follows the group's width. Their variants
+# rotate 16 bytes at a time (none spilled so), and a step fuses only where its append was planned at that width.
+SAME_WIDTH_ANGLES = (Angles.BASE,)
 
 
 @dataclass(frozen=True, order=True)
@@ -54,6 +59,13 @@ class DecodeStepVariant(AxisRecord):
         return f"decode_step_{self.dtype.value}" + ("_qknorm" if self.qk_norm else "")
 
     @property
+    def vec(self) -> int:
+        """Elements per access of the rotation and the value copy."""
+        if self.angles in SAME_WIDTH_ANGLES:
+            return MAX_VECTOR_BYTES // self.dtype.itemsize
+        return ROTATION_VEC
+
+    @property
     def attention(self) -> DecodeVariant:
         """The ws attention variant whose struct and body the kernel takes (16-byte K/V rows)."""
         return DecodeVariant(self.dtype, self.head_dim, 3, MAX_VECTOR_BYTES // self.dtype.itemsize, Pipeline.WS)
@@ -61,7 +73,7 @@ class DecodeStepVariant(AxisRecord):
     @property
     def append(self) -> KvAppendVariant:
         """A kv_append variant whose struct (the same for every vector width) the kernel takes."""
-        return KvAppendVariant(self.dtype, self.pairing, self.angles, ROTATION_VEC, self.qk_norm)
+        return KvAppendVariant(self.dtype, self.pairing, self.angles, self.vec, self.qk_norm)
 
 
 def rejection(v: DecodeStepVariant) -> str | None:
@@ -140,11 +152,17 @@ def render_module(dtype: Dtype, variants: list[DecodeStepVariant]) -> str:
     ws = Pipeline.WS
     return jinja.render(
         "decode_step.cu.j2", dtype=dtype, dtype_ctype=TEMPLATE_CTYPE[dtype], variants=variants,
-        vec=ROTATION_VEC, threads=threads(variants[0]),
+        vec={v.name: v.vec for v in variants}, threads=threads(variants[0]),
         attention_params={v.name: attention_params(v) for v in variants},
         append_params={v.name: append_params(v) for v in variants},
         geometry={v.name: (ws.tile_keys, decode_abi.stages(v.head_dim, ws),
                            decode_abi.min_blocks_per_sm(v.head_dim, ws)) for v in variants})
+
+
+def _widths(variants: list[DecodeStepVariant]) -> dict[str, int]:
+    widths = {v.angles.value: v.vec for v in variants}
+    assert all(widths[v.angles.value] == v.vec for v in variants), "one width per angle source"
+    return dict(sorted(widths.items()))
 
 
 def dispatch_lines(variants: list[DecodeStepVariant], tuning: dict[str, dict]) -> list[str]:
@@ -153,8 +171,11 @@ def dispatch_lines(variants: list[DecodeStepVariant], tuning: dict[str, dict]) -
         "# pairing, angles, QK-norm) to (module, symbol, params layout); DECODE_STEP_PARAMS maps a params layout to",
         "# the field names and their struct format: the ws attention's (DECODE_PARAMS), then kv_append's",
         "# (KV_APPEND_PARAMS).",
-        "# A step fuses where its append was planned with vectors of at least DECODE_STEP_VEC elements.",
-        f"DECODE_STEP_VEC = {ROTATION_VEC}",
+        "# DECODE_STEP_VEC: the fused rotation's elements per access, by angle source (16-bit elements). A step fuses",
+        "# where its append was planned with vectors at least that wide, and for DECODE_STEP_SAME_WIDTH's sources (whose",
+        "# arithmetic follows the width) exactly that wide.",
+        f"DECODE_STEP_VEC = {_widths(variants)!r}",
+        f"DECODE_STEP_SAME_WIDTH = {tuple(a.value for a in SAME_WIDTH_ANGLES)!r}",
         "",
     ]
     lines += params_table_lines("DECODE_STEP_PARAMS", variants, decode_step_params, params_layout_id) + [""]

@@ -2,11 +2,13 @@
 // Rendered from templates/decode_step.cuh.j2 — edit the template, then run `cukiln build`.
 //
 // One launch per step instead of an append and then an attention. Every block of (row, KV head, split) rotates
-// its own query heads into its query tile (QK-norm first, where the variant has it), and the block whose keys end
+// its own query heads into its query tile (QK-norm first, where the variant has it), and a block whose keys end
 // with the new one rotates the new key into the key cache and copies the new value into the value cache before its
-// producer warp issues the first tile copy; no other block reads that slot. The arithmetic of each rotated feature
-// is kv_append's (rope.cuh's steps in rope_token's order, the inverse RMS summed in head_inv_rms's order), so the
-// caches hold the same bits that the two-launch step writes, and the query tile the bits of its rotated query.
+// producer warp issues the first tile copy. Only such blocks read that slot: the last split of each head group of
+// the row's KV head (several where the GQA group spans several blocks), each of which writes the same bytes itself
+// before it reads them. The arithmetic of each rotated feature is kv_append's (rope.cuh's steps in rope_token's
+// order, the inverse RMS summed in head_inv_rms's order, the untouched tail copied as bits), so the caches hold the
+// bits that the two-launch step writes, and the query tile the bits of its rotated query.
 #pragma once
 #include "decode.cuh"
 #include "kv_append.cuh"
@@ -85,10 +87,14 @@ struct StepAppend {
     for (int i = t; i < heads * tail_vecs; i += threads) {
       const int h = i / tail_vecs, e = (i - h * tail_vecs) * V;
       const int d = (e < offset ? e : e + rd) - offset;
-      float f[V];
-      to_floats(load_vec<T, V, false>(in + h * in_sh + d), f);
-      if constexpr (Norm::kActive) norm.template apply<V>(h, d, f);
-      store_floats<T, V, false>(out + h * out_sh + d, f);
+      if constexpr (Norm::kActive) {
+        float f[V];
+        to_floats(load_vec<T, V, false>(in + h * in_sh + d), f);
+        norm.template apply<V>(h, d, f);
+        store_floats<T, V, false>(out + h * out_sh + d, f);
+      } else {
+        copy_vec<T, V, false>(out + h * out_sh + d, in + h * in_sh + d);  // as bits, as rope_token copies it
+      }
     }
   }
 

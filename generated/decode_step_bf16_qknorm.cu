@@ -522,7 +522,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_b
   using namespace cukiln::rope;
   const decode_step_bf16_d64_half_base_qknorm_append& p = params.append;  // the angle source's fields
   decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, false, true>(
+      params.attention, decode_step::step_append<bf16, 8, false, true>(
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }
 
@@ -1042,7 +1042,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interl
   using namespace cukiln::rope;
   const decode_step_bf16_d64_interleaved_base_qknorm_append& p = params.append;  // the angle source's fields
   decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, true, true>(
+      params.attention, decode_step::step_append<bf16, 8, true, true>(
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }
 
@@ -1562,7 +1562,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_
   using namespace cukiln::rope;
   const decode_step_bf16_d128_half_base_qknorm_append& p = params.append;  // the angle source's fields
   decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, false, true>(
+      params.attention, decode_step::step_append<bf16, 8, false, true>(
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }
 
@@ -2082,6 +2082,6 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_inter
   using namespace cukiln::rope;
   const decode_step_bf16_d128_interleaved_base_qknorm_append& p = params.append;  // the angle source's fields
   decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, true, true>(
+      params.attention, decode_step::step_append<bf16, 8, true, true>(
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }

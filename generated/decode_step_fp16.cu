@@ -502,7 +502,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_fp16_d64_half_b
   using namespace cukiln::rope;
   const decode_step_fp16_d64_half_base_append& p = params.append;  // the angle source's fields
   decode::attend_ws<f16, 64, 64, 6>(
-      params.attention, decode_step::step_append<f16, 4, false, false>(
+      params.attention, decode_step::step_append<f16, 8, false, false>(
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }
 
@@ -1002,7 +1002,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_fp16_d64_interl
   using namespace cukiln::rope;
   const decode_step_fp16_d64_interleaved_base_append& p = params.append;  // the angle source's fields
   decode::attend_ws<f16, 64, 64, 6>(
-      params.attention, decode_step::step_append<f16, 4, true, false>(
+      params.attention, decode_step::step_append<f16, 8, true, false>(
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }
 
@@ -1502,7 +1502,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_fp16_d128_half_
   using namespace cukiln::rope;
   const decode_step_fp16_d128_half_base_append& p = params.append;  // the angle source's fields
   decode::attend_ws<f16, 128, 64, 3>(
-      params.attention, decode_step::step_append<f16, 4, false, false>(
+      params.attention, decode_step::step_append<f16, 8, false, false>(
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }
 
@@ -2002,6 +2002,6 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_fp16_d128_inter
   using namespace cukiln::rope;
   const decode_step_fp16_d128_interleaved_base_append& p = params.append;  // the angle source's fields
   decode::attend_ws<f16, 128, 64, 3>(
-      params.attention, decode_step::step_append<f16, 4, true, false>(
+      params.attention, decode_step::step_append<f16, 8, true, false>(
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }

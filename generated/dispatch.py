@@ -1763,8 +1763,11 @@ KV_APPEND = {
 # pairing, angles, QK-norm) to (module, symbol, params layout); DECODE_STEP_PARAMS maps a params layout to
 # the field names and their struct format: the ws attention's (DECODE_PARAMS), then kv_append's
 # (KV_APPEND_PARAMS).
-# A step fuses where its append was planned with vectors of at least DECODE_STEP_VEC elements.
-DECODE_STEP_VEC = 4
+# DECODE_STEP_VEC: the fused rotation's elements per access, by angle source (16-bit elements). A step fuses
+# where its append was planned with vectors at least that wide, and for DECODE_STEP_SAME_WIDTH's sources (whose
+# arithmetic follows the width) exactly that wide.
+DECODE_STEP_VEC = {'base': 8, 'cossin': 4, 'cossinf32': 4, 'freqs': 4, 'invfreq': 4}
+DECODE_STEP_SAME_WIDTH = ('base',)
 
 DECODE_STEP_PARAMS = {
     'base': (('attention.k_map', 'attention.v_map', 'attention.q', 'attention.out', 'attention.lse', 'attention.k', 'attention.v', 'attention.kv_lens', 'attention.kv_len', 'attention.kv_start', 'attention.kv_start_value', 'attention.capacity', 'attention.batch', 'attention.heads_q', 'attention.group', 'attention.head_groups', 'attention.q_sb', 'attention.q_sh', 'attention.q_sd', 'attention.out_sb', 'attention.out_sh', 'attention.out_sd', 'attention.scale', 'attention.softcap', 'attention.num_splits', 'attention.partial_out', 'attention.partial_lse', 'attention.batch_invariant', 'attention.k_sb', 'attention.k_sh', 'attention.k_st', 'attention.v_sb', 'attention.v_sh', 'attention.v_st', 'append.q', 'append.q_out', 'append.k', 'append.v', 'append.k_cache', 'append.v_cache', 'append.batch', 'append.new_tokens', 'append.heads_q', 'append.heads_kv', 'append.head_dim', 'append.rotary_dim', 'append.rotary_offset', 'append.capacity', 'append.copy_tail', 'append.mscale', 'append.kv_lens', 'append.kv_len_value', 'append.kv_lens_out', 'append.kv_start', 'append.kv_start_value', 'append.positions', 'append.pos_stride_b', 'append.pos_stride_s', 'append.positions_int64', 'append.q_sb', 'append.q_ss', 'append.q_sh', 'append.q_out_sb', 'append.q_out_ss', 'append.q_out_sh', 'append.k_sb', 'append.k_ss', 'append.k_sh', 'append.v_sb', 'append.v_ss', 'append.v_sh', 'append.k_cache_sb', 'append.k_cache_ss', 'append.k_cache_sh', 'append.v_cache_sb', 'append.v_cache_ss', 'append.v_cache_sh', 'append.exponent_step', 'append.ratio', 'append.scale'), '<128s128sQQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqQQQQQQqqqqqqqqqdQqQQqQqqqqqqqqqqqqqqqqqqqqqddd16x'),

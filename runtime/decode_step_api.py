@@ -234,7 +234,9 @@ def _fuse(append, attention):
         return None
     dtype, pairing, angles, vec, norm = a.key
     entry = dispatch.DECODE_STEP.get((dtype, p.head_dim, pairing, angles, norm))
-    if entry is None or vec < dispatch.DECODE_STEP_VEC:  # the fused rotation's accesses need that alignment
+    width = dispatch.DECODE_STEP_VEC.get(angles)
+    # the fused rotation's accesses need that alignment, and a source whose arithmetic follows the width that width
+    if entry is None or vec < width or (angles in dispatch.DECODE_STEP_SAME_WIDTH and vec != width):
         return None
     module, symbol, layout = entry
     fmt = dispatch.DECODE_STEP_PARAMS[layout][1]

@@ -393,8 +393,10 @@ def bare_step_launches(s):
     names = d.attention.field_names
     a = step.append.plan
     append = dict(zip(a.field_names, a.values))
-    # the plan's stand-ins for the rotated query and the new lengths were freed: this step's own
-    append["q_out"], append["kv_lens_out"] = q_rot.data_ptr(), lens_after.data_ptr()
+    # the plan's stand-ins for the rotated query and the new lengths were freed: this step's own (q_out at the
+    # rotated span's start, as the plan points it)
+    span = append["rotary_offset"] * s["q"].element_size()
+    append["q_out"], append["kv_lens_out"] = q_rot.data_ptr() + span, lens_after.data_ptr()
     stream = torch.cuda.current_stream().cuda_stream
     if step.fused is not None:  # the attention reads the lengths before the step and rotates its own query
         attention[names.index("kv_lens")] = s["lens"].data_ptr()

@@ -27,6 +27,7 @@ class _Recorder:
         def launch(values, stream):
             self.launches.append((symbol, tuple(values)))
 
+        launch.symbol = symbol
         return launch
 
 
@@ -293,3 +294,25 @@ def test_batch_invariant_launches_the_rows_own_split_rule(recorded, monkeypatch,
         assert fields["batch_invariant"] == 1 and fields["num_splits"] == splits
         assert plan.attention.cluster == splits and plan.combine is None
         assert values == decode_api.launch_values(plan, out=out.data_ptr(), lse=0)[0]
+
+
+@pytest.mark.parametrize("angles, offset, fused", [
+    ("base", 0, "decode_step_bf16_d128_half_base"),  # 16-byte rows: the append's width, the fused one's
+    ("base", 4, None),  # a rotated span 8 bytes in: the append rotates 4 at a time, where base angles' bits differ
+    ("cos_sin_cache", 4, "decode_step_bf16_d128_half_cossinf32"),  # a table's bits do not depend on the width
+])
+def test_a_step_fuses_only_where_the_fused_rotation_gives_the_appends_bits(recorded, angles, offset, fused):
+    from cukiln import decode_step_api
+
+    q = torch.randn(2, 32, 128, dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 8, 128, dtype=torch.bfloat16) for _ in range(2))
+    caches = [torch.zeros(2, 8, 64, 128, dtype=torch.bfloat16) for _ in range(2)]
+    lens = torch.tensor([3, 9], dtype=torch.int32)
+    kw = {"base": 1e4} if angles == "base" else {"cos_sin_cache": torch.rand(80, 96)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))  # device lengths, as the stub sees them
+        patch.setattr(decode_api, "check_host_lengths", lambda *args: None)
+        patch.setattr(decode_step_api, "_torch", decode_api._torch)
+        step = decode_step_api.plan_call(q, k, v, *caches, lens, rotary_dim=96, rotary_offset=offset, **kw)
+    assert step.append.plan.key[3] == (8 if offset == 0 else 4)
+    assert (None if step.fused is None else step.fused.symbol) == fused

@@ -65,7 +65,7 @@ def _two_ways(args, kw):
 
 
 @pytest.mark.parametrize("case", ["mqa_two_head_groups", "bshd_int64_positions", "fp16_d64_interleaved_freqs",
-                                  "int_start_cos_sin_cache_qk_norm"])
+                                  "int_start_cos_sin_cache_qk_norm", "base_far_int64_positions"])
 def test_the_fused_step_matches_the_two_launches_across_layouts_and_sources(case):
     gen = new_generator()
     dtype = torch.float16 if "fp16" in case else torch.bfloat16
@@ -77,7 +77,10 @@ def test_the_fused_step_matches_the_two_launches_across_layouts_and_sources(case
     caches = [torch.randn(*shape, generator=gen, device="cuda").to(dtype) for _ in range(2)]
     lens = torch.tensor([4, 150, T - 1], dtype=torch.int32, device="cuda")
     kw = {"kv_layout": "bshd" if "bshd" in case else "bhsd"}
-    if "positions" in case:
+    if "far" in case:  # base angles' inverse frequencies follow the rotation's width; far positions show it
+        kw["positions"] = torch.tensor([2 ** 20 - 3, 700_001, 123_457], dtype=torch.int64, device="cuda")
+        kw["base"] = 1e6
+    elif "positions" in case:
         kw["positions"] = torch.tensor([7, 1000, 3], dtype=torch.int64, device="cuda")
         kw["base"] = 1e4
     elif "freqs" in case:
