@@ -4,7 +4,8 @@ attention), where the two-launch step (kv_append, then decode_attention) pays a 
 query's round trip through memory. The kernel body is decode.cuh's ``attend_ws`` with decode_step.cuh's prologue.
 
 A variant is (dtype, head dim, pairing, angle source, QK-norm): the ws pipeline's head dims and element types,
-kv_append's pairings and angle sources, for appends planned with vectors of at least ROTATION_VEC elements. Its
+kv_append's pairings and angle sources, for appends planned with vectors at least as wide as the variant's rotation
+(``vec``: ROTATION_VEC, or 16 bytes and exactly that for SAME_WIDTH_ANGLES). Its
 parameter struct is the ws attention's struct followed by the kv_append variant's, so the runtime packs the two plans
 it already makes one after the other (runtime/decode_step_api.py); calls outside the space (narrower vectors, other
 pipelines or archs) take the two launches.
