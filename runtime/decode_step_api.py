@@ -225,18 +225,31 @@ def _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary
 def _fuse(append, attention):
     """The fused kernel (bound) of a step planned as ``append`` and ``attention``, where the build has one for them (a
     ws attention, an append of vectors as wide as the fused rotation's: decode_step_family's space) and the override
-    allows it; else None."""
+    allows it; else None. The override "fused" on a step that no fused kernel serves raises, naming why."""
     choice = OVERRIDES["decode_step_launch"]
     if choice not in ("auto", "fused", "separate"):
         raise ValueError(f"CUKILN_DECODE_STEP_LAUNCH: expected fused, separate or auto, got {choice!r}")
-    a, p = append.plan, attention.plan
-    if choice == "separate" or a is None or attention.empty or p.key[-1] != WS:
+    if choice == "separate":
         return None
-    dtype, pairing, angles, vec, norm = a.key
-    entry = dispatch.DECODE_STEP.get((dtype, p.head_dim, pairing, angles, norm))
-    width = dispatch.DECODE_STEP_VEC.get(angles)
-    # the fused rotation's accesses need that alignment, and a source whose arithmetic follows the width that width
-    if entry is None or vec < width or (angles in dispatch.DECODE_STEP_SAME_WIDTH and vec != width):
+    a, p = append.plan, attention.plan
+    entry = why = None
+    if a is None or attention.empty:
+        why = "it has no rows"
+    elif p.key[-1] != WS:
+        why = f"its attention takes the {p.key[-1]} pipeline, not ws (sm_90 on, head dims 64 and 128, 16-byte rows)"
+    else:
+        dtype, pairing, angles, vec, norm = a.key
+        entry = dispatch.DECODE_STEP.get((dtype, p.head_dim, pairing, angles, norm))
+        width = dispatch.DECODE_STEP_VEC.get(angles)
+        # the fused rotation's accesses need that alignment, and a source whose arithmetic follows the width that
+        # width
+        if entry is None or vec < width or (angles in dispatch.DECODE_STEP_SAME_WIDTH and vec != width):
+            entry, why = None, (f"its append rotates {vec} elements at a time, where the fused kernel for {angles} "
+                                f"angles takes {width}" + ("" if angles in dispatch.DECODE_STEP_SAME_WIDTH else
+                                                          " or more"))
+    if entry is None:
+        if choice == "fused":
+            raise ValueError(f"decode_step_launch=fused: this step has no fused kernel: {why}")
         return None
     module, symbol, layout = entry
     fmt = dispatch.DECODE_STEP_PARAMS[layout][1]
@@ -247,8 +260,9 @@ def _fuse(append, attention):
 
 def _run_step(step: _Step, pointers: list, q, k_cache, v_cache, kv_lens, kv_start, out, return_lse, advance_lens,
               torch):
-    """One planned step: the workspace, the append into it (its pointers refilled from ``pointers``, in the step's
-    tensor order), the attention reading it, the outputs."""
+    """One planned step (its pointers refilled from ``pointers``, in the step's tensor order): the fused launch, or
+    the append into the workspace and the attention reading it; then the combine where the plan has one, and the
+    outputs."""
     append, attention, fused = step.append, step.attention, step.fused
     workspace = torch.empty(step.workspace_bytes, dtype=torch.uint8, device=q.device) if step.workspace_bytes else None
     base = 0 if workspace is None else workspace.data_ptr()

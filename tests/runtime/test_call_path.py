@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
-from cukiln import decode_api, decode_step_api, kv_append_api, loader, rope_api, tensors  # noqa: E402
+from cukiln import decode_api, decode_step_api, kv_append_api, loader, overrides, rope_api, tensors  # noqa: E402
 from cukiln.tensors import TensorInfo  # noqa: E402
 
 
@@ -317,3 +317,10 @@ def test_a_step_fuses_only_where_the_fused_rotation_gives_the_appends_bits(recor
         step = decode_step_api.plan_call(q, k, v, *caches, lens, rotary_dim=96, rotary_offset=offset, **kw)
     assert step.append.plan.key[3] == (8 if offset == 0 else 4)
     assert (None if step.fused is None else step.fused.symbol) == fused
+    if fused is None:  # forcing the fused launch there names why it cannot
+        with overrides.forced("decode_step_launch", "fused"), pytest.MonkeyPatch.context() as patch:
+            patch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
+            patch.setattr(decode_api, "check_host_lengths", lambda *args: None)
+            patch.setattr(decode_step_api, "_torch", decode_api._torch)
+            with pytest.raises(ValueError, match="rotates 4 elements at a time, where the fused kernel for base"):
+                decode_step_api.plan_call(q, k, v, *caches, lens, rotary_dim=96, rotary_offset=offset, **kw)
