@@ -78,8 +78,7 @@ class DecodeStepVariant(AxisRecord):
 
 
 def rejection(v: DecodeStepVariant) -> str | None:
-    if v.dtype not in DECODE_DTYPES:
-        return "the KV caches (what decode_attention reads) are fp16 or bf16"
+    """Its attention's reason, else its append's: the fused kernel takes what both kernels take."""
     reason = decode_rejection(v.attention)
     if reason is not None:
         return f"its attention: {reason}"
@@ -172,9 +171,9 @@ def dispatch_lines(variants: list[DecodeStepVariant], tuning: dict[str, dict]) -
         "# pairing, angles, QK-norm) to (module, symbol, params layout); DECODE_STEP_PARAMS maps a params layout to",
         "# the field names and their struct format: the ws attention's (DECODE_PARAMS), then kv_append's",
         "# (KV_APPEND_PARAMS).",
-        "# DECODE_STEP_VEC: the fused rotation's elements per access, by angle source (16-bit elements). A step fuses",
-        "# where its append was planned with vectors at least that wide, and for DECODE_STEP_SAME_WIDTH's sources (whose",
-        "# arithmetic follows the width) exactly that wide.",
+        "# DECODE_STEP_VEC: the fused rotation's elements per access, by angle source (16-bit elements). A step",
+        "# fuses where its append was planned with vectors at least that wide, and for DECODE_STEP_SAME_WIDTH's",
+        "# sources (whose arithmetic follows the width) exactly that wide.",
         f"DECODE_STEP_VEC = {_widths(variants)!r}",
         f"DECODE_STEP_SAME_WIDTH = {tuple(a.value for a in SAME_WIDTH_ANGLES)!r}",
         "",

@@ -36,7 +36,8 @@ struct StepAppend {
   __device__ __forceinline__ long long position(int b, const decode::KeyRange& r) const {
     if (a.positions == nullptr) return static_cast<long long>(r.end - 1) - r.start;
     const long long at = b * a.pos_stride_b;
-    return a.positions_int64 ? static_cast<const long long*>(a.positions)[at] : static_cast<const int*>(a.positions)[at];
+    return a.positions_int64 ? static_cast<const long long*>(a.positions)[at]
+                             : static_cast<const int*>(a.positions)[at];
   }
 
   // The inverse RMS of one head whose features start at `row`, by one thread, in head_inv_rms's order.

@@ -1763,9 +1763,9 @@ KV_APPEND = {
 # pairing, angles, QK-norm) to (module, symbol, params layout); DECODE_STEP_PARAMS maps a params layout to
 # the field names and their struct format: the ws attention's (DECODE_PARAMS), then kv_append's
 # (KV_APPEND_PARAMS).
-# DECODE_STEP_VEC: the fused rotation's elements per access, by angle source (16-bit elements). A step fuses
-# where its append was planned with vectors at least that wide, and for DECODE_STEP_SAME_WIDTH's sources (whose
-# arithmetic follows the width) exactly that wide.
+# DECODE_STEP_VEC: the fused rotation's elements per access, by angle source (16-bit elements). A step
+# fuses where its append was planned with vectors at least that wide, and for DECODE_STEP_SAME_WIDTH's
+# sources (whose arithmetic follows the width) exactly that wide.
 DECODE_STEP_VEC = {'base': 8, 'cossin': 4, 'cossinf32': 4, 'freqs': 4, 'invfreq': 4}
 DECODE_STEP_SAME_WIDTH = ('base',)
 

@@ -302,8 +302,8 @@ def describe_op(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softca
                 result, lse, given: int | None = None):
     """The native hot path's description (runtime/native.py) of a cukiln::decode_attention call just run
     (``result``, ``lse`` its outputs, lse None where a variant's call did not ask for it; with ``given``, result is
-    the caller's out, at that argument index of a variant's arguments); None where a description cannot serve the next call with this metadata (lengths in CPU
-    tensors, whose values are checked on every call)."""
+    the caller's out, at that argument index of a variant's arguments); None where a description cannot serve the
+    next call with this metadata (lengths in CPU tensors, whose values are checked on every call)."""
     from . import native
 
     torch = _torch or _import_torch()

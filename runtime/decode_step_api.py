@@ -12,6 +12,7 @@ CUKILN_DECODE_STEP_LAUNCH) takes the two launches where the fused one would serv
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 from cukiln.generated import dispatch
@@ -128,7 +129,7 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
 
 
 # decode_step()'s keyword defaults (plan_call takes the same keywords)
-_DEFAULTS = {n: p.default for n, p in __import__("inspect").signature(decode_step).parameters.items()
+_DEFAULTS = {n: p.default for n, p in inspect.signature(decode_step).parameters.items()
              if p.kind is p.KEYWORD_ONLY and n not in ("out", "return_lse", "advance_lens")}
 
 

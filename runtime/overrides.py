@@ -1,8 +1,9 @@
 """Dispatch overrides, for checks and measurements: force a choice that the dispatch rules would otherwise make.
 
 Each starts from an environment variable, read once when cukiln's runtime is imported (``CUKILN_DECODE_PIPELINE
-=narrow|deep|wide|ws|auto``, ``CUKILN_ROPE_THD_DISPATCH=token|grid|auto``, ``CUKILN_DECODE_STEP_LAUNCH=fused|separate|auto``:
-the decode step's one fused launch, or its append and attention launched apart), and is set for a block of calls with
+=narrow|deep|wide|ws|auto``, ``CUKILN_ROPE_THD_DISPATCH=token|grid|auto``,
+``CUKILN_DECODE_STEP_LAUNCH=fused|separate|auto``: the decode step's one fused launch, or its append and attention
+launched apart), and is set for a block of calls with
 ``forced(name, value)``. The ops read the current value from ``CURRENT`` (one dict lookup a call) and the
 planner validates it; "auto" leaves the choice to the dispatch rules.
 """

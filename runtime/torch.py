@@ -17,9 +17,10 @@ Arguments that take an int or a tensor in cukiln (offsets, kv_lens, kv_start) tr
 With the native hot path (cukiln.native: the ops' per-call work in C++, built on first use) an eager call that
 needs no gradient (a plain CUDA tensor, nothing tracing, nothing requiring grad) goes straight into the op's C++
 plan cache, as the public function's does; every other call goes through the ops, and one that needs rope's
-gradient reaches its autograd.Function, which calls the backward kernel. Without it, an eager call (a plain tensor, no torch.compile, functorch transform or dispatch mode
-watching) runs the kernels from Python directly, and every other call goes through the ops, whose autograd kernels
-again run the kernels directly when the call is eager (see `cukiln bench overhead`).
+gradient reaches its autograd.Function, which calls the backward kernel. Without it, an eager call (a plain tensor,
+no torch.compile, functorch transform or dispatch mode watching) runs the kernels from Python directly, and every
+other call goes through the ops, whose autograd kernels again run the kernels directly when the call is eager (see
+`cukiln bench overhead`).
 """
 
 from __future__ import annotations

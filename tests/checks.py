@@ -22,12 +22,12 @@ def rope_op_args(**values) -> tuple:
     return tuple(values[name] if name in values else defaults.get(name) for name in OP_ARGUMENTS)
 
 
-def manifest_entries(op: str) -> list[dict]:
-    """The generated manifest's entries of variant op ``op`` (none where nothing is built)."""
+def manifest_entries(*ops: str) -> list[dict]:
+    """The generated manifest's entries of the variant ops ``ops`` (none where nothing is built)."""
     import json
     from pathlib import Path
 
     import cukiln.generated
 
     path = Path(cukiln.generated.__file__).parent / "manifest.json"
-    return [e for e in json.loads(path.read_text())["variants"] if e["op"] == op] if path.exists() else []
+    return [e for e in json.loads(path.read_text())["variants"] if e["op"] in ops] if path.exists() else []

@@ -3,7 +3,8 @@
 fused kernel. Prints the kernel each step ran and whether its output is finite; the sanitizer reports the rest.
 
     compute-sanitizer --tool memcheck python benchmarks/studies/sanitize_fused_step.py
-    CUKILN_DECODE_STEP_LAUNCH=separate compute-sanitizer --tool memcheck python benchmarks/studies/sanitize_fused_step.py
+    CUKILN_DECODE_STEP_LAUNCH=separate \
+        compute-sanitizer --tool memcheck python benchmarks/studies/sanitize_fused_step.py
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Where an eager cukiln.decode_step's (and decode_attention's) host time goes (GPU), on the bench's tiny step (GQA
 32/8, d 128, bf16, 64 cached tokens, lengths on the device): the public call, the same call straight into its native
-caller with its arguments built once (no Python above the C++), and the kernels launched bare from Python. The paths take turns over ROUNDS rounds; medians and best rounds.
+caller with its arguments built once (no Python above the C++), and the kernels launched bare from Python. The paths
+take turns over ROUNDS rounds; medians and best rounds.
 
     python benchmarks/studies/step_host_parts.py OUT_DIR
 """

@@ -7,8 +7,6 @@ unwritten element fails the comparison.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import pytest
 
@@ -20,16 +18,9 @@ from cukiln.decode_api import plan_call  # noqa: E402
 from cukiln.tools.decode.checks import (DECODE_FP32_UNITS, check_decode_variant,  # noqa: E402
                                        decode_cache_view, run_decode_and_compare)
 from cukiln.tools.verify import check_entry, new_generator, torch_dtype  # noqa: E402
-from tests.checks import assert_matches_reference  # noqa: E402
+from tests.checks import assert_matches_reference, manifest_entries  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-
-
-def manifest_entries(*ops: str) -> list[dict]:
-    import cukiln.generated
-
-    path = Path(cukiln.generated.__file__).parent / "manifest.json"
-    return [e for e in json.loads(path.read_text())["variants"] if e["op"] in ops] if path.exists() else []
 
 
 def run_and_check(q, k, v, kv_lens, what, **kwargs):

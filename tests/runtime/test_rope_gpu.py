@@ -6,9 +6,7 @@ unwritten element fails the comparison.
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -17,22 +15,14 @@ torch = pytest.importorskip("torch")
 import cukiln  # noqa: E402
 from cukiln.rope_api import plan_call  # noqa: E402
 from cukiln.tools.rope.checks import check_rope_variant  # noqa: E402
-from tests.checks import assert_matches_reference  # noqa: E402
+from tests.checks import assert_matches_reference, manifest_entries  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
 TORCH_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def manifest_variants() -> list[dict]:
-    """The RoPE entries of the manifest."""
-    import cukiln.generated
-
-    path = Path(cukiln.generated.__file__).parent / "manifest.json"
-    return [e for e in json.loads(path.read_text())["variants"] if e["op"] == "rope"] if path.exists() else []
-
-
-@pytest.mark.parametrize("entry", manifest_variants(), ids=lambda e: e["name"])
+@pytest.mark.parametrize("entry", manifest_entries("rope"), ids=lambda e: e["name"])
 def test_every_manifest_variant(entry):
     problem = check_rope_variant(entry["axes"], entry["name"])
     assert problem is None, f"{entry['name']}: {problem}"
