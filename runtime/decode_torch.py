@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import torch
 
+from . import specialize
 from .decode_api import decode_attention as _decode_attention
 from .decode_api import describe_op, run_decode
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, implement, untracked
+from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, fake, implement, untracked
 
 __all__ = ["decode_attention"]
 
@@ -27,7 +28,7 @@ def _decode_kernel(q, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_st
 
 
 
-@torch.library.register_fake("cukiln::decode_attention", lib=LIBRARY)
+@fake("decode_attention")
 def _(q, k_cache, v_cache, *args):
     b, d = q.shape[0], q.shape[-1]
     heads = q.numel() // max(b * d, 1)
@@ -84,11 +85,11 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
                                  batch_invariant=batch_invariant)
     lens_tensor = kv_lens if isinstance(kv_lens, torch.Tensor) else None
     start_tensor = kv_start if isinstance(kv_start, torch.Tensor) else None
-    result, lse = _decode_op(
+    result, lse = specialize.call("decode_attention", (
         q, k_cache, v_cache, lens_tensor, 0 if lens_tensor is not None else kv_lens, kv_layout, start_tensor,
         0 if start_tensor is not None or kv_start is None else kv_start,
         None if scale is None else float(scale), None if softcap is None else float(softcap), num_splits,
-        batch_invariant)
+        batch_invariant))
     return (result, lse) if return_lse else result
 
 

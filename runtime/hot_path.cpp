@@ -519,23 +519,22 @@ struct Hot final : c10::OperatorKernel {
 
 // --- the gate ---------------------------------------------------------------------------------------------------
 
-void gate(OpState& state, const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  const size_t count = op.schema().arguments().size();
-  bool grad = false;
-  if (c10::GradMode::is_enabled()) {
-    for (const auto& v : torch::jit::last(*stack, count)) {
-      if (v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad()) {
-        grad = true;
-        break;
-      }
-    }
+// Whether a call of ``op`` atop the stack needs autograd: grad mode on and a tensor argument requiring grad.
+bool needs_grad(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  if (!c10::GradMode::is_enabled()) return false;
+  for (const auto& v : torch::jit::last(stack, op.schema().arguments().size())) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad()) return true;
   }
-  if (!grad) {
+  return false;
+}
+
+void gate(OpState& state, const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  if (!needs_grad(op, *stack)) {
     op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
     return;
   }
   py::gil_scoped_acquire gil;
-  push_returns(op.schema(), call_python(state.autograd, stack, count), stack);
+  push_returns(op.schema(), call_python(state.autograd, stack, op.schema().arguments().size()), stack);
 }
 
 struct Gate final : c10::OperatorKernel {
@@ -544,6 +543,54 @@ struct Gate final : c10::OperatorKernel {
     gate(*state, op, keys, stack);
   }
   OpState* state;
+};
+
+// --- specialized ops (runtime/specialize.py defines them) -------------------------------------------------------
+
+// An op specialized to one traced call's constant arguments: its schema keeps only the arguments such a call
+// varies (its tensors, the lengths a plan refills), so that the dispatcher and a compiled graph handle a few
+// arguments instead of the op's 12-28. Its kernels put the constants back and run the op's own: the same plans (one
+// plan cache), the same autograd kernel, the same misses.
+struct Specialized {
+  OpState* op_state;  // the op it specializes
+  std::vector<size_t> given;  // each of its arguments' index among the op's
+  std::vector<c10::IValue> values;  // the op's arguments with the constants in place (the given ones None)
+};
+
+// The specialized op's arguments atop the stack replaced by the op's, in the op's order.
+void expand(const Specialized& s, torch::jit::Stack* stack) {
+  const size_t count = s.given.size();
+  std::vector<c10::IValue> arguments = s.values;
+  auto first = stack->end() - static_cast<std::ptrdiff_t>(count);
+  for (size_t i = 0; i < count; ++i) arguments[s.given[i]] = std::move(first[i]);
+  torch::jit::drop(*stack, count);
+  stack->insert(stack->end(), std::make_move_iterator(arguments.begin()), std::make_move_iterator(arguments.end()));
+}
+
+struct SpecializedHot final : c10::OperatorKernel {
+  explicit SpecializedHot(Specialized* s) : s(s) {}
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    expand(*s, stack);
+    run_hot(*s->op_state, s->op_state->op, stack);
+  }
+  Specialized* s;
+};
+
+// Below autograd the specialized op stays itself (a trace records it, its fake kernel shapes it); a call that needs
+// autograd runs the op's own autograd kernel on the op's arguments.
+struct SpecializedGate final : c10::OperatorKernel {
+  explicit SpecializedGate(Specialized* s) : s(s) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+    if (!needs_grad(op, *stack)) {
+      op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+      return;
+    }
+    expand(*s, stack);
+    const c10::OperatorHandle& full = s->op_state->op;
+    py::gil_scoped_acquire gil;
+    push_returns(full.schema(), call_python(s->op_state->autograd, stack, full.schema().arguments().size()), stack);
+  }
+  Specialized* s;
 };
 
 // --- descriptions (runtime/native.py builds them) -----------------------------------------------------------------
@@ -698,6 +745,37 @@ int64_t register_op(const std::string& name, py::object miss, py::object autogra
   return reinterpret_cast<int64_t>(handle);
 }
 
+// C++ kernels for cukiln::``name``, a specialization of op ``handle`` (register_op's) whose arguments are the op's
+// ``given`` ones; ``values`` holds the op's every argument (the given ones None), converted as its schema types them.
+void register_specialized(int64_t handle, const std::string& name, std::vector<int64_t> given, const py::list& values) {
+  OpState& state = *reinterpret_cast<OpState*>(handle);
+  const auto& declared = state.op.schema().arguments();
+  const c10::OperatorHandle own = c10::Dispatcher::singleton().findSchemaOrThrow(("cukiln::" + name).c_str(), "");
+  TORCH_CHECK(values.size() == declared.size() && given.size() == own.schema().arguments().size() &&
+                  own.schema().returns().size() == state.op.schema().returns().size(),
+              "cukiln native hot path: specialization ", name, " does not match ", state.name);
+  auto s = std::make_unique<Specialized>();
+  s->op_state = &state;
+  for (size_t i = 0; i < declared.size(); ++i) {
+    s->values.push_back(values[i].is_none() ? c10::IValue() : torch::jit::toIValue(values[i], declared[i].real_type()));
+  }
+  for (int64_t g : given) {
+    TORCH_CHECK(g >= 0 && static_cast<size_t>(g) < declared.size(), "cukiln native hot path: ", name,
+                ": given argument ", g, " out of range");
+    s->given.push_back(static_cast<size_t>(g));
+  }
+  Specialized* kept = s.get();
+  {
+    static auto* all = new std::vector<std::unique_ptr<Specialized>>();  // never destroyed, as the registry
+    std::lock_guard<std::mutex> guard(registry_lock);
+    all->push_back(std::move(s));
+  }
+  library(c10::DispatchKey::CUDA).impl(name.c_str(),
+                                       torch::CppFunction::makeFromBoxedFunctor(std::make_unique<SpecializedHot>(kept)));
+  library(c10::DispatchKey::Autograd).impl(
+      name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<SpecializedGate>(kept)));
+}
+
 // A variant of op ``handle`` for public calls that give ``extra`` output tensors (appended to its arguments):
 // its own plans, made by ``miss(*arguments, *outputs)``. Its handle, for ``call``.
 int64_t register_variant(int64_t handle, const std::string& suffix, py::object miss, size_t extra) {
@@ -815,6 +893,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_op", &register_op, "C++ kernels for cukiln::NAME at the CUDA and Autograd keys: its handle");
   m.def("caller", &caller, "the op of a handle as a function of its arguments, through its hot kernel");
   m.def("register_variant", &register_variant, "a variant of an op for calls that give their outputs: its handle");
+  m.def("register_specialized", &register_specialized,
+        "C++ kernels for cukiln::NAME, an op specialized to constant arguments of the op of a handle");
   m.def("clear", &clear, "forget every cached plan");
   m.def("plan_count", &plan_count, "the cached plans of cukiln::NAME");
   m.def("check_description",

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import torch
 
-from . import decode_step_api, kv_append_api
+from . import decode_step_api, kv_append_api, specialize
 from .decode_step_api import run_decode_step
 from .kv_append_api import run_kv_append
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, implement, untracked
+from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, fake, implement, untracked
 
 __all__ = ["kv_append", "decode_step"]
 
@@ -51,12 +51,12 @@ def _decode_step_kernel(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, k
 
 
 
-@torch.library.register_fake("cukiln::kv_append", lib=LIBRARY)
+@fake("kv_append")
 def _(q, *args):
     return torch.empty_like(q)
 
 
-@torch.library.register_fake("cukiln::decode_step", lib=LIBRARY)
+@fake("decode_step")
 def _(q, *args):
     return torch.empty_like(q), q.new_empty(q.shape[:2], dtype=torch.float32)
 
@@ -122,7 +122,7 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
     args = (q, k_new, v_new, k_cache, v_cache, *_split(kv_lens), kv_layout, *_split(kv_start), positions, freqs, cos,
             sin, cos_sin_cache, inv_freq, None if base is None else float(base), float(scale), float(mscale),
             bool(interleaved), rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, float(norm_eps))
-    return _kv_append_kernel(*args) if direct(q, "kv_append") else _kv_append_op(*args)
+    return _kv_append_kernel(*args) if direct(q, "kv_append") else specialize.call("kv_append", args)
 
 
 def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
@@ -142,7 +142,7 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
     if (_NATIVE_STEP is not None and not advance_lens and q.is_cuda and kv_lens.is_cuda and eager(q)
             and untracked(q, k_new, v_new)):  # the op's plans, without the dispatcher
         return _NATIVE_STEP(*args[:7], kv_start, *args[9:-1], None, return_lse)
-    result, lse = _decode_step_kernel(*args) if direct(q, "decode_step") else _decode_step_op(*args)
+    result, lse = _decode_step_kernel(*args) if direct(q, "decode_step") else specialize.call("decode_step", args)
     return (result, lse) if return_lse else result
 
 

@@ -94,6 +94,12 @@ def register(name: str, miss, autograd, per_call: tuple[bool, ...]) -> int | Non
     return native.register_op(name, miss, autograd, list(per_call))
 
 
+def register_specialized(handle: int, name: str, given: list[int], values: list) -> None:
+    """C++ kernels for op cukiln::``name`` (defined), a specialization of op ``handle`` taking the op's arguments
+    ``given`` (their indices) and holding ``values`` for the rest (runtime/specialize.py)."""
+    module().register_specialized(handle, name, given, values)
+
+
 def caller(handle: int):
     """``call(*arguments)``: the op (or variant) of ``handle`` on its arguments, straight into its plan cache, for
     the public functions (which make their own autograd checks). A builtin function: a float argument also takes an

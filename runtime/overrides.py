@@ -3,7 +3,8 @@
 Each starts from an environment variable, read once when cukiln's runtime is imported (``CUKILN_DECODE_PIPELINE
 =narrow|deep|wide|ws|auto``, ``CUKILN_ROPE_THD_DISPATCH=token|grid|auto``,
 ``CUKILN_DECODE_STEP_LAUNCH=fused|separate|auto``: the decode step's one fused launch, or its append and attention
-launched apart), and is set for a block of calls with
+launched apart; ``CUKILN_TRACED_OPS=generic|auto``: whether torch.compile'd cukiln.torch calls take the ops
+themselves or ops specialized to their constants, runtime/specialize.py), and is set for a block of calls with
 ``forced(name, value)``. The ops read the current value from ``CURRENT`` (one dict lookup a call) and the
 planner validates it; "auto" leaves the choice to the dispatch rules.
 """
@@ -14,7 +15,7 @@ import contextlib
 import os
 
 ENVIRONMENT = {"decode_pipeline": "CUKILN_DECODE_PIPELINE", "rope_thd_dispatch": "CUKILN_ROPE_THD_DISPATCH",
-               "decode_step_launch": "CUKILN_DECODE_STEP_LAUNCH"}
+               "decode_step_launch": "CUKILN_DECODE_STEP_LAUNCH", "traced_ops": "CUKILN_TRACED_OPS"}
 CURRENT = {name: os.environ.get(variable, "auto") for name, variable in ENVIRONMENT.items()}
 _LISTENERS: list = []  # called after every change: caches of plans made under the old value (runtime/native.py)
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import torch
 
-from . import rope_api
+from . import rope_api, specialize
 from .rope_api import ARGUMENTS, run_rope, run_rope_qk
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, implement, untracked, wants_grad
+from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, fake, implement, untracked, wants_grad
 
 __all__ = ["rope", "rope_qk"]
 
@@ -119,22 +119,22 @@ def _rope_qk_inplace_kernel(q, k, *args):
 
 
 
-@torch.library.register_fake("cukiln::rope", lib=LIBRARY)
+@fake("rope")
 def _(x, *args):
     return torch.empty_like(x)
 
 
-@torch.library.register_fake("cukiln::rope_", lib=LIBRARY)
+@fake("rope_")
 def _(x, *args):
     return None
 
 
-@torch.library.register_fake("cukiln::rope_qk", lib=LIBRARY)
+@fake("rope_qk")
 def _(q, k, *args):
     return torch.empty_like(q), torch.empty_like(k)
 
 
-@torch.library.register_fake("cukiln::rope_qk_", lib=LIBRARY)
+@fake("rope_qk_")
 def _(q, k, *args):
     return None
 
@@ -272,11 +272,11 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
                          rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size,
                          cp_rank, max_seqlen, backward))
     if inplace and grad:  # traced: the differentiable op, and a copy that autograd sees as in place
-        return x.copy_(_rope_op(*args))
+        return x.copy_(specialize.call("rope", args))
     if inplace:
-        _rope_inplace_op(*args)
+        specialize.call("rope_", args)
         return x
-    return _rope_op(*args)
+    return specialize.call("rope", args)
 
 
 def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
@@ -307,12 +307,12 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
         return _run_qk_eager(q, k, arguments, backward, inplace)
     args = (q, k, *_op_args(*arguments, backward))
     if inplace and grad:  # traced: the differentiable op, and copies that autograd sees as in place
-        q_new, k_new = _rope_qk_op(*args)
+        q_new, k_new = specialize.call("rope_qk", args)
         return q.copy_(q_new), k.copy_(k_new)
     if inplace:
-        _rope_qk_inplace_op(*args)
+        specialize.call("rope_qk_", args)
         return q, k
-    return _rope_qk_op(*args)
+    return specialize.call("rope_qk", args)
 
 
 def _rope_out_miss(x, *args_and_out):

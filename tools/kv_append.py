@@ -139,7 +139,7 @@ def overhead_paths() -> dict:
     import cukiln.torch as ct
 
     from . import decode_step_bench
-    from .overhead import compiled, compiled_and_graphed
+    from .overhead import compiled, compiled_and_graphed, specialized_op
 
     cs = decode_step_bench.SETS[0]
     s = decode_step_bench.setup_case(cs, 1, 64)
@@ -161,6 +161,8 @@ def overhead_paths() -> dict:
                                                                 inplace=True),
         "cukiln.torch.decode_step (eager)": lambda: op_step(q, k, v, kc, vc, lens),
         "op cukiln::decode_step through the dispatcher": lambda: torch.ops.cukiln.decode_step(*op_args),
+        "op cukiln::decode_step specialized to the call's constants, through the dispatcher": specialized_op(
+            "decode_step", op_args),
         "torch.compile(fullgraph) of cukiln.torch.decode_step": step_compiled,
         "torch.compile(reduce-overhead) of cukiln.torch.decode_step": compiled(op_step, q, k, v, kc, vc, lens,
                                                                                mode="reduce-overhead"),

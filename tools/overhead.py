@@ -4,8 +4,8 @@ takes about as long as an empty one, so the figure is what a call costs the CPU.
 Each path runs ``CALLS`` times and then synchronizes once; the paths take turns over ``ROUNDS`` rounds
 and each figure is the median round (a shared CPU is noisy: turns spread the noise over every path).
 The paths: tiny PyTorch ops as the reference point (``y.add_(1.0)``), then each family's (its tool hooks'
-``overhead_paths``): the public call in its forms, the custom op in eager mode and through the dispatcher, a
-``torch.compile(fullgraph=True)`` function calling the op, one replay of a CUDA graph holding the call, and a
+``overhead_paths``): the public call in its forms, the custom op in eager mode and through the dispatcher (as
+itself, and specialized to the call's constants as a compiled call runs it), a ``torch.compile(fullgraph=True)`` function calling the op, one replay of a CUDA graph holding the call, and a
 breakdown of the public call (the plan-cache hit with its refill, the bound kernel's launch, the driver's launch
 call alone). Floors beside them: an op whose Python kernel does nothing, through the dispatcher and compiled
 (what torch charges any Python-implemented op), and CUDA-graph replays of one and two of torch's kernels. A graph
@@ -127,6 +127,15 @@ def _floor_paths(y) -> dict:
                                                                       mode="reduce-overhead"),
             "floor: CUDA graph replay of y.add_(1.0)": one,
             "floor: CUDA graph replay of two add_": two}
+
+
+def specialized_op(name: str, args: tuple):
+    """A zero-argument call of op cukiln::``name`` specialized to the constants of ``args`` (what a compiled
+    cukiln.torch call runs, runtime/specialize.py) through the dispatcher, called as the op's own row calls it."""
+    from cukiln import specialize
+
+    op, given = specialize.specialization(name, args)
+    return lambda: op.overloadpacket(*given)
 
 
 def compiled(body, *args, mode: str | None = None, static: bool = False):

@@ -153,3 +153,45 @@ def test_kv_append_int_lengths_share_one_plan_and_are_checked_on_a_hit():
     with pytest.raises(ValueError, match="kv_lens"):  # past the capacity: back to Python, which raises
         cukiln.kv_append(q, k, v, k_cache, v_cache, T, cos_sin_cache=table)
     assert torch.equal(k_cache, written), "nothing written"
+
+
+def test_specialized_ops_run_the_ops_plans_and_autograd():
+    from cukiln import rope_torch, specialize
+
+    x = torch.randn(64, 2, 4, 64, device="cuda", dtype=torch.bfloat16)
+    freqs = torch.rand(80, 64, device="cuda") * 50
+    args = (x, *rope_torch._op_args(freqs, *(None,) * 4, None, 1.0, 1.0, "sbhd", False, None, 0, None, None, False,
+                                    7, None, 1, 0, None, False))
+    op, given = specialize.specialization("rope", args)
+    want = cukiln.reference.rope(x, freqs=freqs, offsets=7)
+    assert_matches_reference(torch.ops.cukiln.rope.default(*args), want, "the op")
+    before = native.module().plan_count("rope")
+    for _ in range(2):  # C++: the constants put back, the op's plan hit
+        got = op(*given)
+        assert_matches_reference(got, want, "the specialized op")
+    assert native.module().plan_count("rope") == before, "no plan of its own"
+    x.requires_grad_(True)  # the op's autograd kernel, on the op's arguments
+    y = op(x, freqs)
+    grad = torch.randn_like(y)
+    (gx,) = torch.autograd.grad(y, x, grad)
+    assert torch.equal(gx, cukiln.rope(grad, freqs=freqs, offsets=7, backward=True))
+    with pytest.raises(TypeError, match="freqs: expected float32"):  # and its errors
+        op(x.detach(), freqs.half())
+
+
+def test_a_compiled_step_through_its_specialized_op_matches_the_eager_step():
+    from torch._inductor.utils import run_and_get_code
+
+    from cukiln.tools import decode_step_bench
+
+    s = decode_step_bench.setup_case(decode_step_bench.SETS[0], 2, 64)
+    names = ("q", "k", "v", "k_cache", "v_cache", "lens")
+    eager = {n: s[n].clone() for n in names}
+    want = cukiln.torch.decode_step(*eager.values(), cos_sin_cache=s["cos_sin"], advance_lens=True)
+    step = torch.compile(lambda *t: cukiln.torch.decode_step(*t, cos_sin_cache=s["cos_sin"], advance_lens=True),
+                         fullgraph=True)
+    got, (code, *_) = run_and_get_code(step, *(s[n] for n in names))
+    assert "torch.ops.cukiln.decode_step__" in code and "cukiln.decode_step.default" not in code
+    assert torch.equal(got, want)
+    for n in names:
+        assert torch.equal(s[n], eager[n]), f"{n} as the eager step left it"

@@ -15,7 +15,7 @@ def overhead_paths() -> dict:
 
     from cukiln.launch import kernel
 
-    from ..overhead import bare_launch, compiled_and_graphed
+    from ..overhead import bare_launch, compiled_and_graphed, specialized_op
     from ..overhead import compiled as compiled_in
 
     q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
@@ -36,6 +36,8 @@ def overhead_paths() -> dict:
         "cukiln.torch.decode_attention (eager)": lambda: cukiln.torch.decode_attention(q, k, v, 64),
         "op cukiln::decode_attention through the dispatcher": lambda: torch.ops.cukiln.decode_attention(
             q, k, v, None, 64, "bhsd", None, 0, None, None, None),
+        "op cukiln::decode_attention specialized to the call's constants, through the dispatcher": specialized_op(
+            "decode_attention", (q, k, v, None, 64, "bhsd", None, 0, None, None, None, False)),
         "torch.compile(fullgraph) of cukiln.torch.decode_attention": compiled,
         "torch.compile(reduce-overhead) of cukiln.torch.decode_attention": compiled_in(
             lambda t: cukiln.torch.decode_attention(t, k, v, 64), q, mode="reduce-overhead"),

@@ -14,7 +14,7 @@ def overhead_paths() -> dict:
     from cukiln import rope_api
     from cukiln.launch import kernel
 
-    from ..overhead import bare_launch, compiled_and_graphed
+    from ..overhead import bare_launch, compiled_and_graphed, specialized_op
     from ..overhead import compiled as compiled_in
 
     x = torch.randn(1, 1, 1, 64, device="cuda")
@@ -56,6 +56,8 @@ def overhead_paths() -> dict:
         "cukiln.torch.rope (x requires grad: op + autograd)": lambda: cukiln.torch.rope(x_grad, base=10000.0),
         "op cukiln::rope_ through the dispatcher (in place)": lambda: torch.ops.cukiln.rope_(x, *op_args),
         "op cukiln::rope through the dispatcher (allocates)": lambda: torch.ops.cukiln.rope(x, *op_args),
+        "op cukiln::rope_ specialized to the call's constants, through the dispatcher (in place)": specialized_op(
+            "rope_", (x, *op_args)),
         "torch.compile(fullgraph) of cukiln.torch.rope": compiled,
         "CUDA graph replay of cukiln.torch.rope": replay,
         "CUDA graph replay of cukiln.rope": graph_replay,
@@ -65,6 +67,8 @@ def overhead_paths() -> dict:
             lambda t: cukiln.torch.rope(t, base=10000.0), x),
         "cukiln.torch.rope_qk (eager, in place, cos_sin_cache, positions)": lambda: qk_step(q, k),
         "op cukiln::rope_qk_ through the dispatcher (in place)": lambda: torch.ops.cukiln.rope_qk_(*qk_args),
+        "op cukiln::rope_qk_ specialized to the call's constants, through the dispatcher (in place)": specialized_op(
+            "rope_qk_", qk_args),
         "torch.compile(fullgraph) of cukiln.torch.rope_qk (in place, q and k sliced inside)": qk_compiled,
         "torch.compile(reduce-overhead) of cukiln.torch.rope_qk (in place), qkv static": compiled_in(
             qk_of_projection, qkv.clone(), mode="reduce-overhead", static=True),

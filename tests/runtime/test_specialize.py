@@ -1,0 +1,122 @@
+"""Ops specialized to a traced call's constants (runtime/specialize.py), on the CPU: which arguments such an op
+keeps, its name, that torch.compile's graph calls it and torch.export's does not, and that its Python kernel runs
+the op's own with the constants put back (the same launch, byte for byte). Its C++ kernels run in the GPU tests."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cukiln.torch as ct  # noqa: E402
+from cukiln import native, specialize  # noqa: E402
+
+from .test_native import _op_args, launches  # noqa: E402,F401  (launches: a fixture)
+
+pytestmark = pytest.mark.skipif(native.module() is None, reason="the native hot path is off")
+
+
+def _step_inputs():
+    q = torch.randn(1, 32, 128, dtype=torch.bfloat16)
+    k, v = torch.randn(1, 8, 128, dtype=torch.bfloat16), torch.randn(1, 8, 128, dtype=torch.bfloat16)
+    caches = torch.zeros(1, 8, 64, 128, dtype=torch.bfloat16), torch.zeros(1, 8, 64, 128, dtype=torch.bfloat16)
+    return q, k, v, *caches, torch.full((1,), 5, dtype=torch.int32)
+
+
+def _step_args(tensors, table, base=None):
+    return (*tensors, "bhsd", None, 0, None, None, None, None, table, None, base, 1.0, 1.0, False, None, 0, None,
+            None, 1e-6, None, None, None, False)
+
+
+def _arguments(op) -> list[str]:
+    return [f"{a.type}{'!' if a.alias_info is not None and a.alias_info.is_write else ''}"
+            for a in op._schema.arguments]
+
+
+def test_a_specialized_op_keeps_the_calls_tensors_and_their_mutation():
+    tensors, table = _step_inputs(), torch.rand(4096, 128)
+    op, given = specialize.specialization("decode_step", _step_args(tensors, table))
+    assert op.name().startswith("cukiln::decode_step__")
+    assert len(given) == 7 and all(g is t for g, t in zip(given, (*tensors, table)))
+    assert _arguments(op) == ["Tensor", "Tensor", "Tensor", "Tensor!", "Tensor!", "Tensor!", "Optional[Tensor]"]
+    assert str(op._schema).endswith("-> (Tensor, Tensor)")
+    # the int lengths a plan refills stay arguments (a loop over lengths would otherwise define an op a length)
+    q, k, v, k_cache, v_cache, _ = tensors
+    append, given = specialize.specialization("kv_append", (q, k, v, k_cache, v_cache, None, 9, "bhsd", None, 3,
+                                                            *(None,) * 6, 1e4, 1.0, 1.0, False, None, 0, None, None,
+                                                            1e-6))
+    assert [a.name for a in append._schema.arguments] == ["q", "k_new", "v_new", "k_cache", "v_cache", "kv_len",
+                                                         "kv_start"]
+    assert given[5:] == [9, 3]
+
+
+def test_the_name_follows_the_constants():
+    tensors, table = _step_inputs(), torch.rand(4096, 128)
+    first, _ = specialize.specialization("decode_step", _step_args(tensors, table))
+    again, _ = specialize.specialization("decode_step", _step_args(_step_inputs(), torch.rand(8, 128)))
+    other, _ = specialize.specialization("decode_step", _step_args(tensors, table, base=5e5))
+    assert first is again and other is not first
+
+
+def test_what_cannot_be_a_constant_takes_the_op_itself():
+    x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
+    args = list(_op_args(x, base=10000.0))
+    args[13] = 5  # positions: not a tensor, which the op's own kernel explains
+    assert specialize.specialization("rope_", tuple(args)) is None
+
+
+def test_the_specialized_kernel_is_the_ops_own(launches):
+    x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
+    freqs = torch.rand(8, 64)
+    args = _op_args(x, freqs=freqs, offsets=2)
+    torch.ops.cukiln.rope_.default(*args)
+    op, given = specialize.specialization("rope_", args)
+    assert [a.name for a in op._schema.arguments] == ["x", "freqs"]
+    op(*given)
+    assert len(launches) == 2 and launches[0] == launches[1], "the same kernel and parameters"
+    with pytest.raises(ValueError, match="rotary_dim"):  # and its errors
+        specialize.specialization("rope_", _op_args(x, freqs=freqs, rotary_dim=65))[0](x, freqs)
+
+
+def _graph_ops(fn, *args) -> list[str]:
+    """The ops of the graph torch.compile makes of ``fn``, which raises when run (CPU tensors)."""
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    with pytest.raises(ValueError, match="expected a CUDA tensor"):
+        torch.compile(fn, backend=capture, fullgraph=True)(*args)
+    return [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
+
+
+def test_compiled_wrappers_call_specialized_ops():
+    tensors, table = _step_inputs(), torch.rand(4096, 128)
+    ops = _graph_ops(lambda *t: ct.decode_step(*t, cos_sin_cache=table), *tensors)
+    assert any(o.startswith("cukiln.decode_step__") for o in ops), ops
+    assert _graph_ops(lambda x: ct.rope(x, base=1e4, inplace=True), torch.randn(2, 1, 4, 64))[0].startswith(
+        "cukiln.rope___")
+    q, k_cache = tensors[0], tensors[3]
+    ops = _graph_ops(lambda q: ct.decode_attention(q, k_cache, k_cache, 5), q)
+    assert ops[0].startswith("cukiln.decode_attention__"), ops
+
+
+def test_an_exported_program_names_the_op_itself():
+    class Rope(torch.nn.Module):
+        def forward(self, x):
+            return ct.rope(x, base=1e4)
+
+    program = torch.export.export(Rope(), (torch.randn(2, 1, 4, 64),))
+    ops = [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
+    assert ops == ["cukiln.rope.default"], ops
+
+
+def test_the_override_keeps_the_ops_themselves():
+    from cukiln import overrides
+
+    x = torch.randn(2, 1, 4, 64)
+    with overrides.forced("traced_ops", "generic"):
+        assert _graph_ops(lambda x: ct.rope(x, base=2e4, inplace=True), x) == ["cukiln.rope_.default"]
+    with overrides.forced("traced_ops", "specialized"), pytest.raises(ValueError, match="traced_ops override"):
+        specialize.specialization("rope_", _op_args(x, base=2e4))
