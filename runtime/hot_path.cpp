@@ -770,10 +770,10 @@ void register_specialized(int64_t handle, const std::string& name, std::vector<i
     std::lock_guard<std::mutex> guard(registry_lock);
     all->push_back(std::move(s));
   }
-  library(c10::DispatchKey::CUDA).impl(name.c_str(),
-                                       torch::CppFunction::makeFromBoxedFunctor(std::make_unique<SpecializedHot>(kept)));
-  library(c10::DispatchKey::Autograd).impl(
-      name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<SpecializedGate>(kept)));
+  library(c10::DispatchKey::CUDA)
+      .impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<SpecializedHot>(kept)));
+  library(c10::DispatchKey::Autograd)
+      .impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<SpecializedGate>(kept)));
 }
 
 // A variant of op ``handle`` for public calls that give ``extra`` output tensors (appended to its arguments):

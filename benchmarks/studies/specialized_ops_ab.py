@@ -117,7 +117,8 @@ def main(out_dir: str) -> None:
     for label, (_, _, reference) in _compiled_bodies(n).items():
         g, s = medians[f"compiled {label} [generic]"], medians[f"compiled {label} [specialized]"]
         ref = medians[f"torch {reference} [compiled]"]
-        print(f"{'compiled ' + label:58s} {g:8.2f} {s:8.2f} {s / g:6.3f}  {g - ref:+.2f} / {s - ref:+.2f} ({reference})")
+        margins = f"{g - ref:+.2f} / {s - ref:+.2f} ({reference})"
+        print(f"{'compiled ' + label:58s} {g:8.2f} {s:8.2f} {s / g:6.3f}  {margins}")
     for name in _op_rows(n):
         g = medians[f"op {name} through the dispatcher [generic]"]
         s = medians[f"op {name} through the dispatcher [specialized]"]
