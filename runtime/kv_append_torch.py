@@ -134,14 +134,18 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
     the attention output (and its log-sum-exp with ``return_lse``). ``out=`` is cukiln.decode_step's only."""
     if not isinstance(kv_lens, torch.Tensor):
         raise TypeError(f"kv_lens: cukiln.torch.decode_step takes an int32 tensor, got {type(kv_lens).__name__}")
+    # the op's plans, without the dispatcher; the native caller converts the scalars as the schema types them
+    if (_NATIVE_STEP is not None and not advance_lens and q.is_cuda and kv_lens.is_cuda and eager(q)
+            and untracked(q, k_new, v_new)):
+        return _NATIVE_STEP(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos,
+                            sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
+                            rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits, None,
+                            return_lse)
     args = (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, *_split(kv_start), positions, freqs, cos, sin,
             cos_sin_cache, inv_freq, None if base is None else float(base), float(rope_scale), float(mscale),
             bool(interleaved), rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, float(norm_eps),
             None if scale is None else float(scale),
             None if softcap is None else float(softcap), num_splits, bool(advance_lens))
-    if (_NATIVE_STEP is not None and not advance_lens and q.is_cuda and kv_lens.is_cuda and eager(q)
-            and untracked(q, k_new, v_new)):  # the op's plans, without the dispatcher
-        return _NATIVE_STEP(*args[:7], kv_start, *args[9:-1], None, return_lse)
     result, lse = _decode_step_kernel(*args) if direct(q, "decode_step") else specialize.call("decode_step", args)
     return (result, lse) if return_lse else result
 
