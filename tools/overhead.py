@@ -5,7 +5,8 @@ Each path runs ``CALLS`` times and then synchronizes once; the paths take turns 
 and each figure is the median round (a shared CPU is noisy: turns spread the noise over every path).
 The paths: tiny PyTorch ops as the reference point (``y.add_(1.0)``), then each family's (its tool hooks'
 ``overhead_paths``): the public call in its forms, the custom op in eager mode and through the dispatcher (as
-itself, and specialized to the call's constants as a compiled call runs it), a ``torch.compile(fullgraph=True)`` function calling the op, one replay of a CUDA graph holding the call, and a
+itself, and specialized to the call's constants as a compiled call runs it), a ``torch.compile(fullgraph=True)``
+function calling the op, one replay of a CUDA graph holding the call, and a
 breakdown of the public call (the plan-cache hit with its refill, the bound kernel's launch, the driver's launch
 call alone). Floors beside them: an op whose Python kernel does nothing, through the dispatcher and compiled
 (what torch charges any Python-implemented op), and CUDA-graph replays of one and two of torch's kernels. A graph
@@ -106,19 +107,31 @@ def _paths(only=None) -> dict:
 _PROBE_LIBRARY = []
 
 
+def probe_ops():
+    """torch.ops.cukiln_overhead_probe: ops whose Python kernels do nothing, defined on first use. ``touch_(x)``
+    writes x; ``touch_step_`` takes a decode step's tensors (q, k_new, v_new, the two caches and the lengths written,
+    the angle table), as the step's op specialized to a call's constants does, and returns nothing."""
+    import torch
+
+    if not _PROBE_LIBRARY:
+        library = torch.library.Library("cukiln_overhead_probe", "DEF")
+        for name, schema in (("touch_", "Tensor(a!) x"),
+                             ("touch_step_", "Tensor q, Tensor k_new, Tensor v_new, Tensor(a!) k_cache, "
+                                             "Tensor(b!) v_cache, Tensor(c!) kv_lens, Tensor? table")):
+            library.define(f"{name}({schema}) -> ()")
+            library.impl(name, lambda *args: None, "CompositeExplicitAutograd")
+            torch.library.register_fake(f"cukiln_overhead_probe::{name}", lambda *args: None, lib=library)
+        _PROBE_LIBRARY.append(library)
+    return torch.ops.cukiln_overhead_probe
+
+
 def _floor_paths(y) -> dict:
     """What torch charges before an op's own work: an op whose Python kernel does nothing (``touch_``, in this
     bench's own namespace) through the dispatcher and compiled, as every cukiln torch op is a Python kernel; and
     CUDA-graph replays of one and of two of torch's kernels (a decode step is two)."""
     import torch
 
-    if not _PROBE_LIBRARY:
-        library = torch.library.Library("cukiln_overhead_probe", "DEF")
-        library.define("touch_(Tensor(a!) x) -> ()")
-        library.impl("touch_", lambda x: None, "CompositeExplicitAutograd")
-        torch.library.register_fake("cukiln_overhead_probe::touch_", lambda x: None, lib=library)
-        _PROBE_LIBRARY.append(library)
-    touch = torch.ops.cukiln_overhead_probe.touch_.default
+    touch = probe_ops().touch_.default
     one = graphed(lambda t: t.add_(1.0), y)
     two = graphed(lambda t: t.add_(1.0).add_(1.0), y)
     return {"floor: an op with an empty Python kernel, through the dispatcher": lambda: touch(y),
