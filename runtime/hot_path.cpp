@@ -751,7 +751,7 @@ void register_specialized(int64_t handle, const std::string& name, std::vector<i
   OpState& state = *reinterpret_cast<OpState*>(handle);
   const auto& declared = state.op.schema().arguments();
   const c10::OperatorHandle own = c10::Dispatcher::singleton().findSchemaOrThrow(("cukiln::" + name).c_str(), "");
-  TORCH_CHECK(values.size() == declared.size() && given.size() == own.schema().arguments().size() &&
+  TORCH_CHECK(!state.variant && values.size() == declared.size() && given.size() == own.schema().arguments().size() &&
                   own.schema().returns().size() == state.op.schema().returns().size(),
               "cukiln native hot path: specialization ", name, " does not match ", state.name);
   auto s = std::make_unique<Specialized>();
@@ -759,9 +759,11 @@ void register_specialized(int64_t handle, const std::string& name, std::vector<i
   for (size_t i = 0; i < declared.size(); ++i) {
     s->values.push_back(values[i].is_none() ? c10::IValue() : torch::jit::toIValue(values[i], declared[i].real_type()));
   }
-  for (int64_t g : given) {
-    TORCH_CHECK(g >= 0 && static_cast<size_t>(g) < declared.size(), "cukiln native hot path: ", name,
-                ": given argument ", g, " out of range");
+  for (size_t j = 0; j < given.size(); ++j) {
+    const int64_t g = given[j];
+    TORCH_CHECK(g >= 0 && static_cast<size_t>(g) < declared.size() &&
+                    *own.schema().arguments()[j].real_type() == *declared[g].real_type(),
+                "cukiln native hot path: ", name, ": its argument ", j, " is not ", state.name, "'s argument ", g);
     s->given.push_back(static_cast<size_t>(g));
   }
   Specialized* kept = s.get();

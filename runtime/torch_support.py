@@ -21,11 +21,10 @@ def eager(x: torch.Tensor) -> bool:
 
 # op name -> its handle in the native hot path (native.register), for the ops the native path serves
 NATIVE_HANDLES: dict = {}
-# op name -> its Python kernel, its fake kernel, the names of the int arguments its plans refill (implement(),
-# fake()): what an op specialized to a call's constants runs (runtime/specialize.py)
+# op name -> its Python kernel and its fake kernel (implement(), fake()): what an op specialized to a call's
+# constants runs (runtime/specialize.py)
 KERNELS: dict = {}
 FAKES: dict = {}
-PER_CALL: dict = {}
 # public function name -> its call through the native hot path (each torch-op module adds its own), for the
 # public functions' plain calls (no out=, no autograd)
 PUBLIC_CALLS: dict = {}
@@ -69,7 +68,7 @@ def implement(name: str, kernel, autograd, miss=None, per_call: tuple[str, ...] 
     from . import native
 
     LIBRARY.impl(name, kernel, "CompositeExplicitAutograd")
-    KERNELS[name], PER_CALL[name] = kernel, frozenset(per_call)
+    KERNELS[name] = kernel
     arguments = [a.name for a in getattr(torch.ops.cukiln, name).default._schema.arguments]
     handle = None if miss is None else native.register(name, miss, autograd, tuple(a in per_call for a in arguments))
     if handle is not None:

@@ -7,7 +7,8 @@ A family's tools module provides:
 - ``TUNES``: tuning rule (`cukiln tune <rule>`) -> fn(console) that measures it and writes the tuning store;
 - ``report_rules(tuning) -> dict`` and ``print_rules(console, rules)``: its dispatch rules in force and the
   tuning data behind them, for `cukiln report`;
-- ``overhead_paths() -> dict``: host-time paths (name -> zero-argument callable) for `cukiln bench overhead`.
+- ``overhead_paths() -> dict``: host-time paths (name -> zero-argument callable, or None: a path not served here,
+  left out) for `cukiln bench overhead`.
 """
 
 from __future__ import annotations

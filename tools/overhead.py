@@ -73,7 +73,7 @@ def _paths(only=None) -> dict:
     paths.update(_floor_paths(y))
     for family in FAMILIES:
         if family.tools:
-            paths.update(tools_of(family).overhead_paths())
+            paths.update({name: fn for name, fn in tools_of(family).overhead_paths().items() if fn is not None})
     if only is not None:
         paths = {name: fn for name, fn in paths.items() if name in REFERENCES or re.search(only, name)}
     import logging
@@ -144,10 +144,14 @@ def _floor_paths(y) -> dict:
 
 def specialized_op(name: str, args: tuple):
     """A zero-argument call of op cukiln::``name`` specialized to the constants of ``args`` (what a compiled
-    cukiln.torch call runs, runtime/specialize.py) through the dispatcher, called as the op's own row calls it."""
+    cukiln.torch call runs, runtime/specialize.py) through the dispatcher, called as the op's own row calls it; None
+    where no specialization serves (the native hot path off), which leaves the row out."""
     from cukiln import specialize
 
-    op, given = specialize.specialization(name, args)
+    found = specialize.specialization(name, args)
+    if found is None:
+        return None
+    op, given = found
     return lambda: op.overloadpacket(*given)
 
 

@@ -171,12 +171,12 @@ def test_specialized_ops_run_the_ops_plans_and_autograd():
         assert_matches_reference(got, want, "the specialized op")
     assert native.module().plan_count("rope") == before, "no plan of its own"
     x.requires_grad_(True)  # the op's autograd kernel, on the op's arguments
-    y = op(x, freqs)
+    y = op(x, freqs, *given[2:])
     grad = torch.randn_like(y)
     (gx,) = torch.autograd.grad(y, x, grad)
     assert torch.equal(gx, cukiln.rope(grad, freqs=freqs, offsets=7, backward=True))
     with pytest.raises(TypeError, match="freqs: expected float32"):  # and its errors
-        op(x.detach(), freqs.half())
+        op(x.detach(), freqs.half(), *given[2:])
 
 
 def test_a_compiled_step_through_its_specialized_op_matches_the_eager_step():

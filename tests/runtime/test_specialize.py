@@ -33,36 +33,70 @@ def _arguments(op) -> list[str]:
             for a in op._schema.arguments]
 
 
-def test_a_specialized_op_keeps_the_calls_tensors_and_their_mutation():
+def test_a_specialized_op_keeps_the_calls_tensors_numbers_and_mutation():
     tensors, table = _step_inputs(), torch.rand(4096, 128)
     op, given = specialize.specialization("decode_step", _step_args(tensors, table))
     assert op.name().startswith("cukiln::decode_step__")
-    assert len(given) == 7 and all(g is t for g, t in zip(given, (*tensors, table)))
-    assert _arguments(op) == ["Tensor", "Tensor", "Tensor", "Tensor!", "Tensor!", "Tensor!", "Optional[Tensor]"]
+    assert [a.name for a in op._schema.arguments] == [
+        "q", "k_new", "v_new", "k_cache", "v_cache", "kv_lens", "kv_start", "cos_sin_cache", "rope_scale", "mscale",
+        "rotary_offset", "norm_eps"]
+    assert _arguments(op)[:8] == ["Tensor", "Tensor", "Tensor", "Tensor!", "Tensor!", "Tensor!", "int",
+                                  "Optional[Tensor]"]
+    assert all(g is t for g, t in zip(given, (*tensors, 0, table))) and given[8:] == [1.0, 1.0, 0, 1e-6]
     assert str(op._schema).endswith("-> (Tensor, Tensor)")
-    # the int lengths a plan refills stay arguments (a loop over lengths would otherwise define an op a length)
+    # numbers stay arguments (a loop over lengths would otherwise define an op a length, and a traced number may be
+    # a symbol); the Nones, bools and strings are the constants
     q, k, v, k_cache, v_cache, _ = tensors
     append, given = specialize.specialization("kv_append", (q, k, v, k_cache, v_cache, None, 9, "bhsd", None, 3,
                                                             *(None,) * 6, 1e4, 1.0, 1.0, False, None, 0, None, None,
                                                             1e-6))
     assert [a.name for a in append._schema.arguments] == ["q", "k_new", "v_new", "k_cache", "v_cache", "kv_len",
-                                                         "kv_start"]
-    assert given[5:] == [9, 3]
+                                                         "kv_start", "base", "rope_scale", "mscale", "rotary_offset",
+                                                         "norm_eps"]
+    assert given[5:] == [9, 3, 1e4, 1.0, 1.0, 0, 1e-6]
 
 
 def test_the_name_follows_the_constants():
     tensors, table = _step_inputs(), torch.rand(4096, 128)
-    first, _ = specialize.specialization("decode_step", _step_args(tensors, table))
-    again, _ = specialize.specialization("decode_step", _step_args(_step_inputs(), torch.rand(8, 128)))
-    other, _ = specialize.specialization("decode_step", _step_args(tensors, table, base=5e5))
+    first, _ = specialize.specialization("decode_step", _step_args(tensors, table, base=1e4))
+    # other tensors and other numbers: the same op
+    again, _ = specialize.specialization("decode_step", _step_args(_step_inputs(), torch.rand(8, 128), base=5e5))
+    other, _ = specialize.specialization("decode_step", _step_args(tensors, table))  # no base: a None more
     assert first is again and other is not first
 
 
-def test_what_cannot_be_a_constant_takes_the_op_itself():
+@pytest.mark.parametrize("index, value", [(13, 5), (11, 64.0), (9, 3), (10, 1), (14, [1, "2"]), (1, 2.0)])
+def test_a_value_not_of_the_schemas_type_takes_the_op_itself(index, value):
+    # positions an int, rotary_dim a float, layout an int, interleaved an int, mrope_section not of ints, freqs a
+    # float: the op's own kernel explains each, and nothing is defined
     x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
     args = list(_op_args(x, base=10000.0))
-    args[13] = 5  # positions: not a tensor, which the op's own kernel explains
+    args[index] = value
     assert specialize.specialization("rope_", tuple(args)) is None
+
+
+def test_without_the_native_path_every_call_takes_the_op_itself(monkeypatch):
+    x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
+    monkeypatch.delitem(specialize.NATIVE_HANDLES, "rope_")
+    assert specialize.specialization("rope_", _op_args(x, base=10000.0)) is None
+    assert _graph_ops(lambda x: ct.rope(x, base=3e4, inplace=True), x) == ["cukiln.rope_.default"]
+
+
+def test_a_failed_definition_leaves_nothing_behind(monkeypatch):
+    from cukiln import native
+
+    x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
+    args = _op_args(x, base=10000.0, layout="bshd")
+
+    def refuse(*arguments):
+        raise RuntimeError("refused")
+
+    monkeypatch.setattr(native, "register_specialized", refuse)
+    with pytest.raises(RuntimeError, match="refused"):
+        specialize.specialization("rope_", args)
+    monkeypatch.undo()
+    op, _ = specialize.specialization("rope_", args)  # defined afresh, under the same name
+    assert op.name().startswith("cukiln::rope___")
 
 
 def test_the_specialized_kernel_is_the_ops_own(launches):
@@ -71,11 +105,13 @@ def test_the_specialized_kernel_is_the_ops_own(launches):
     args = _op_args(x, freqs=freqs, offsets=2)
     torch.ops.cukiln.rope_.default(*args)
     op, given = specialize.specialization("rope_", args)
-    assert [a.name for a in op._schema.arguments] == ["x", "freqs"]
+    assert [a.name for a in op._schema.arguments] == ["x", "freqs", "scale", "mscale", "rotary_offset", "offset",
+                                                      "cp_size", "cp_rank"]
     op(*given)
     assert len(launches) == 2 and launches[0] == launches[1], "the same kernel and parameters"
+    op, given = specialize.specialization("rope_", _op_args(x, freqs=freqs, rotary_dim=65))
     with pytest.raises(ValueError, match="rotary_dim"):  # and its errors
-        specialize.specialization("rope_", _op_args(x, freqs=freqs, rotary_dim=65))[0](x, freqs)
+        op(*given)
 
 
 def _graph_ops(fn, *args) -> list[str]:
@@ -120,3 +156,27 @@ def test_the_override_keeps_the_ops_themselves():
         assert _graph_ops(lambda x: ct.rope(x, base=2e4, inplace=True), x) == ["cukiln.rope_.default"]
     with overrides.forced("traced_ops", "specialized"), pytest.raises(ValueError, match="traced_ops override"):
         specialize.specialization("rope_", _op_args(x, base=2e4))
+
+
+def test_numbers_that_change_between_calls_stay_arguments():
+    # torch.compile may trace a number that changed between calls as a symbol, which it shows the traced code as a
+    # plain number (dynamic=True: at once): every value takes the same specialized op, symbol or not
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
+        return gm.forward
+
+    q, k_cache = _step_inputs()[0], _step_inputs()[3]
+    x = torch.randn(2, 1, 4, 64)
+    calls = (torch.compile(lambda q, n: ct.decode_attention(q, k_cache, k_cache, n), backend=capture,
+                           fullgraph=True), q), (
+        torch.compile(lambda x, n: ct.rope(x, base=1e4, offsets=n, scale=n / 8), backend=capture, fullgraph=True,
+                      dynamic=True), x)
+    for (fn, tensor), op in zip(calls, ("cukiln.decode_attention", "cukiln.rope")):
+        graphs.clear()
+        for n in (3, 4, 5):
+            with pytest.raises(ValueError, match="expected a CUDA tensor"):
+                fn(tensor, n)
+        names = {o for ops in graphs for o in ops if o.startswith("cukiln.")}
+        assert len(names) == 1 and names.pop().startswith(op + "__"), graphs  # one op for every value
