@@ -547,10 +547,10 @@ struct Gate final : c10::OperatorKernel {
 
 // --- specialized ops (runtime/specialize.py defines them) -------------------------------------------------------
 
-// An op specialized to one traced call's constant arguments: its schema keeps only the arguments such a call
-// varies (its tensors, the lengths a plan refills), so that the dispatcher and a compiled graph handle a few
-// arguments instead of the op's 12-28. Its kernels put the constants back and run the op's own: the same plans (one
-// plan cache), the same autograd kernel, the same misses.
+// An op specialized to one traced call's constant arguments (its Nones, bools and strings): its schema keeps only
+// the call's tensors and numbers, so that the dispatcher and a compiled graph handle fewer arguments than the op's
+// 12-28. Its kernels put the constants back and run the op's own: the same plans (one plan cache), the same autograd
+// kernel, the same misses.
 struct Specialized {
   OpState* op_state;  // the op it specializes
   std::vector<size_t> given;  // each of its arguments' index among the op's
