@@ -2,7 +2,8 @@
 takes about as long as an empty one, so the figure is what a call costs the CPU.
 
 Each path runs ``CALLS`` times and then synchronizes once; the paths take turns over ``ROUNDS`` rounds
-and each figure is the median round (a shared CPU is noisy: turns spread the noise over every path).
+and each figure is the median round (a shared CPU is noisy: turns spread the noise over every path). The paths
+that compile nothing are timed first, before anything is compiled, and the compiled ones after (measure()).
 The paths: tiny PyTorch ops as the reference point (``y.add_(1.0)``), then each family's (its tool hooks'
 ``overhead_paths``): the public call in its forms, the custom op in eager mode and through the dispatcher (as
 itself, and specialized to the call's constants as a compiled call runs it), a ``torch.compile(fullgraph=True)``
@@ -50,9 +51,9 @@ REFERENCES = ("torch: y.add_(1.0)", "torch: y + 1.0 (allocates)")
 
 
 def _paths(only=None) -> dict:
-    """name -> zero-argument callable, warmed up (modules loaded, plans cached, graphs compiled): torch's own
-    small ops as the reference point, then every family's paths (its tool hooks' overhead_paths); with ``only``
-    (a regular expression) the references and the paths whose name it matches."""
+    """name -> zero-argument callable, not yet warm (_warm): torch's own small ops as the reference point, then
+    every family's paths (its tool hooks' overhead_paths); with ``only`` (a regular expression) the references and
+    the paths whose name it matches."""
     import torch
 
     from cukiln.codegen.ops import FAMILIES
@@ -76,7 +77,20 @@ def _paths(only=None) -> dict:
             paths.update({name: fn for name, fn in tools_of(family).overhead_paths().items() if fn is not None})
     if only is not None:
         paths = {name: fn for name, fn in paths.items() if name in REFERENCES or re.search(only, name)}
+    return paths
+
+
+def compiles(name: str) -> bool:
+    """Whether path ``name`` runs a torch.compile'd function (timed after every other path: see measure())."""
+    return "torch.compile" in name
+
+
+def _warm(paths: dict) -> None:
+    """Call each path until it is warm: modules loaded, plans cached, graphs compiled (and, in reduce-overhead
+    mode, recorded, with whether torch captured each or why not kept on the path)."""
     import logging
+
+    import torch
 
     reasons = []
 
@@ -100,7 +114,6 @@ def _paths(only=None) -> dict:
     finally:
         logging.getLogger("torch._inductor").removeHandler(catch)
     torch.cuda.synchronize()
-    return paths
 
 
 # The floor probe's op library, defined on the bench's first use and kept (its ops live as long as it does).
@@ -250,16 +263,23 @@ def submit_us(fn, burst: int = BURST, bursts: int = BURSTS) -> float:
 
 def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only=None) -> dict:
     """Median host µs per call of every path (those ``only`` picks, see _paths), with each round's figures
-    (``advance`` after each round); graph replays also with their host time alone (submit_us)."""
+    (``advance`` after each round of each phase); graph replays also with their host time alone (submit_us).
+
+    Two phases: the paths that compile nothing first, warmed and timed before anything is compiled, then the
+    compiled ones. Once a process has run a reduce-overhead compiled function, every eager call there costs the
+    host 2-4 µs more, torch's own included (benchmarks/NOTES.md): timed first, the eager rows (and torch's ``add_``
+    beside them) are what an eager program pays."""
     paths = _paths(only)
     samples = {name: [] for name in paths}
     submits = {name: [] for name in paths if "graph replay" in name}
-    for _ in range(rounds):
-        for name, fn in paths.items():
-            samples[name].append(per_call_us(fn, calls))
-            if name in submits:
-                submits[name].append(submit_us(fn))
-        advance()
+    for phase in ({n: f for n, f in paths.items() if not compiles(n)}, {n: f for n, f in paths.items() if compiles(n)}):
+        _warm(phase)
+        for _ in range(rounds):
+            for name, fn in phase.items():
+                samples[name].append(per_call_us(fn, calls))
+                if name in submits:
+                    submits[name].append(submit_us(fn))
+            advance()
     return {name: {"us_per_call": statistics.median(s), "rounds_us": s,
                    **({"submit_us": statistics.median(submits[name])} if name in submits else {}),
                    **({"cuda_graph": paths[name].captured, "cuda_graph_skipped": paths[name].skipped}
@@ -270,7 +290,8 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only
 def run(console: Console, quick: bool = False, only=None) -> dict:
     rounds, calls = (2, 1000) if quick else (ROUNDS, CALLS)
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("overhead rounds (warm-up and torch.compile first)", total=rounds)
+        task = progress.add_task("overhead rounds: eager paths, then compiled ones (each warmed first)",
+                                 total=2 * rounds)
         figures = measure(rounds, calls, lambda: progress.advance(task), only)
     command = ("cukiln bench overhead" + (" --quick" if quick else "")
                + (f" --only '{only}'" if only is not None else ""))
