@@ -180,3 +180,18 @@ def test_numbers_that_change_between_calls_stay_arguments():
                 fn(tensor, n)
         names = {o for ops in graphs for o in ops if o.startswith("cukiln.")}
         assert len(names) == 1 and names.pop().startswith(op + "__"), graphs  # one op for every value
+
+
+def test_a_call_needing_autograd_runs_the_ops_autograd_on_the_ops_arguments(launches):
+    # the C++ gate of a specialized op (the Autograd key: it runs on the CPU too) puts the constants back and calls
+    # the op's autograd kernel: the same launch as the op's own call, and a gradient that flows
+    x = torch.randn(4, 1, 2, 64, dtype=torch.float16, requires_grad=True)
+    freqs = torch.rand(8, 64)
+    args = _op_args(x, freqs=freqs, offsets=2, layout="bshd")
+    want = torch.ops.cukiln.rope.default(*args)
+    op, given = specialize.specialization("rope", args)
+    got = op(*given)
+    assert type(got.grad_fn).__name__ == type(want.grad_fn).__name__ == "_RopeGradBackward"
+    assert len(launches) == 2 and launches[0][0] == launches[1][0]
+    got.backward(torch.ones_like(got))  # the backward kernel (the rotation reversed) on the incoming gradient
+    assert len(launches) == 3 and x.grad is not None
