@@ -6,7 +6,8 @@ Each starts from an environment variable, read once when cukiln's runtime is imp
 launched apart; ``CUKILN_TRACED_OPS=generic|auto``: whether torch.compile'd cukiln.torch calls take the ops
 themselves or ops specialized to their constants, runtime/specialize.py), and is set for a block of calls with
 ``forced(name, value)``. The ops read the current value from ``CURRENT`` (one dict lookup a call) and the
-planner validates it; "auto" leaves the choice to the dispatch rules.
+planner validates it (``traced_ops`` is read and validated while torch.compile traces a call, and a compiled graph
+keeps the choice); "auto" leaves the choice to the dispatch rules.
 """
 
 from __future__ import annotations

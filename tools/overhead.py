@@ -123,7 +123,7 @@ _PROBE_LIBRARY = []
 def probe_ops():
     """torch.ops.cukiln_overhead_probe: ops whose Python kernels do nothing, defined on first use. ``touch_(x)``
     writes x; ``touch_step_`` takes a decode step's tensors (q, k_new, v_new, the two caches and the lengths written,
-    the angle table), as the step's op specialized to a call's constants does, and returns nothing."""
+    the angle table; its specialized op takes these and its numbers), and returns nothing."""
     import torch
 
     if not _PROBE_LIBRARY:
@@ -158,7 +158,8 @@ def _floor_paths(y) -> dict:
 def specialized_op(name: str, args: tuple):
     """A zero-argument call of op cukiln::``name`` specialized to the constants of ``args`` (what a compiled
     cukiln.torch call runs, runtime/specialize.py) through the dispatcher, called as the op's own row calls it; None
-    where no specialization serves (the native hot path off), which leaves the row out."""
+    where no specialization serves (the native hot path off, or CUKILN_TRACED_OPS=generic), which leaves the row
+    out."""
     from cukiln import specialize
 
     found = specialize.specialization(name, args)
@@ -267,7 +268,7 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only
 
     Two phases: the paths that compile nothing first, warmed and timed before anything is compiled, then the
     compiled ones. Once a process has run a reduce-overhead compiled function, every eager call there costs the
-    host 2-4 µs more, torch's own included (benchmarks/NOTES.md): timed first, the eager rows (and torch's ``add_``
+    host 2.3-4.5 µs more, torch's own included (benchmarks/NOTES.md): timed first, the eager rows (and torch's ``add_``
     beside them) are what an eager program pays."""
     paths = _paths(only)
     samples = {name: [] for name in paths}

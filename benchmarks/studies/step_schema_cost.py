@@ -1,10 +1,10 @@
 """What torch charges a decode step's op by its schema (any machine, CPU tensors): ops whose C++ kernel only
 allocates the step's two results, under decode_step's schema (28 arguments), the same without its mutation
 annotations, a 13-argument form (the tensors, one string of constants) and a 7-argument one (the step's tensors
-alone, as the op specialized to a call's constants takes them: runtime/specialize.py), each called eagerly through
-the dispatcher and from a torch.compile'd function of the step's six inputs; beside torch's ``add_`` eager and
-compiled, on one tensor and on kv_lens in a function given the six inputs (an ``add_`` on a cache would time the
-CPU's arithmetic).
+alone, as the first form of runtime/specialize.py's ops took them; the form kept adds the numbers), each called
+eagerly through the dispatcher and from a torch.compile'd function of the step's six inputs; beside torch's
+``add_`` eager and compiled, on one tensor and on kv_lens in a function given the six inputs (an ``add_`` on a cache
+would time the CPU's arithmetic).
 Median and best of 7 rounds of 3000 calls, µs a call.
 
     PYTHONPATH=. python benchmarks/studies/step_schema_cost.py
@@ -47,7 +47,8 @@ void results(const c10::OperatorHandle& op, torch::jit::Stack* stack) {  // (out
 }
 }
 TORCH_LIBRARY_IMPL(step_schema_cost, CompositeExplicitAutograd, m) {
-""" + "".join(f'  m.impl("{name}", torch::CppFunction::makeFromBoxedFunction<&results>());\n' for name in SCHEMAS) + "}\n"
+""" + "".join(f'  m.impl("{name}", torch::CppFunction::makeFromBoxedFunction<&results>());\n'
+              for name in SCHEMAS) + "}\n"
 
 
 def _ops():
