@@ -3,7 +3,9 @@ takes about as long as an empty one, so the figure is what a call costs the CPU.
 
 Each path runs ``CALLS`` times and then synchronizes once; the paths take turns over ``ROUNDS`` rounds
 and each figure is the median round (a shared CPU is noisy: turns spread the noise over every path). The paths
-that compile nothing are timed first, before anything is compiled, and the compiled ones after (measure()).
+that compile nothing are timed first, before anything is compiled, and the compiled ones after (measure()). Each
+cukiln path is also paired with its reference (paired_reference), timed just before it in every round: the
+median of the per-round ratios or differences is the figure to hold against a target on a noisy host.
 The paths: tiny PyTorch ops as the reference point (``y.add_(1.0)``), then each family's (its tool hooks'
 ``overhead_paths``): the public call in its forms, the custom op in eager mode and through the dispatcher (as
 itself, and specialized to the call's constants as a compiled call runs it), a ``torch.compile(fullgraph=True)``
@@ -78,6 +80,25 @@ def _paths(only=None) -> dict:
     if only is not None:
         paths = {name: fn for name, fn in paths.items() if name in REFERENCES or re.search(only, name)}
     return paths
+
+
+# What each cukiln path is paired with (paired_reference): timed right before it in every round, so that both blocks
+# see the same moment of a noisy host; the bench reports the median of the per-round ratios (eager paths) or
+# differences (compiled ones) beside the plain medians.
+EAGER_REFERENCE = "torch: y.add_(1.0)"
+COMPILED_REFERENCE = "torch.compile(fullgraph) of y.add_(1.0)"
+CAPTURED_REFERENCE = "torch.compile(reduce-overhead) of y + 1.0"
+
+
+def paired_reference(name: str) -> str | None:
+    """The reference path ``name`` is paired with: torch's ``add_`` for a path that compiles nothing, the same
+    compiled function around ``add_`` for a compiled one, captured ``y + 1.0`` for a reduce-overhead one (the only
+    captured torch reference: torch skips an in-place function); None for torch's own rows and the floors."""
+    if name.startswith(("torch: ", "torch.compile(fullgraph) of y", "torch.compile(reduce-overhead) of y", "floor: ")):
+        return None
+    if "reduce-overhead" in name:
+        return CAPTURED_REFERENCE
+    return COMPILED_REFERENCE if compiles(name) else EAGER_REFERENCE
 
 
 def compiles(name: str) -> bool:
@@ -273,15 +294,27 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only
     paths = _paths(only)
     samples = {name: [] for name in paths}
     submits = {name: [] for name in paths if "graph replay" in name}
+    paired = {name: [] for name in paths if paired_reference(name) in paths}
     for phase in ({n: f for n, f in paths.items() if not compiles(n)}, {n: f for n, f in paths.items() if compiles(n)}):
         _warm(phase)
         for _ in range(rounds):
             for name, fn in phase.items():
+                if name in paired:  # its reference first, at the same moment of the host
+                    reference = per_call_us(phase[paired_reference(name)], calls)
                 samples[name].append(per_call_us(fn, calls))
+                if name in paired:
+                    paired[name].append(samples[name][-1] / reference if paired_reference(name) == EAGER_REFERENCE
+                                        else samples[name][-1] - reference)
                 if name in submits:
                     submits[name].append(submit_us(fn))
             advance()
+
+    def pairing(name: str) -> dict:
+        key = "ratio" if paired_reference(name) == EAGER_REFERENCE else "difference_us"
+        return {"reference": paired_reference(name), key: statistics.median(paired[name]), "rounds": paired[name]}
+
     return {name: {"us_per_call": statistics.median(s), "rounds_us": s,
+                   **({"paired": pairing(name)} if name in paired else {}),
                    **({"submit_us": statistics.median(submits[name])} if name in submits else {}),
                    **({"cuda_graph": paths[name].captured, "cuda_graph_skipped": paths[name].skipped}
                       if hasattr(paths[name], "captured") else {})}
@@ -307,10 +340,20 @@ def print_result(result: dict, console: Console) -> None:
     table.add_column("µs/call (median)", justify="right")
     table.add_column("best round", justify="right")
     table.add_column("worst round", justify="right")
+    table.add_column("paired with its reference", justify="right")
     table.add_column("host alone", justify="right")
     table.add_column("CUDA graph")
     for name, f in result["paths"].items():
         table.add_row(name, f"{f['us_per_call']:.2f}", f"{min(f['rounds_us']):.2f}", f"{max(f['rounds_us']):.2f}",
-                      f"{f['submit_us']:.2f}" if "submit_us" in f else "",
+                      _paired_cell(f.get("paired")), f"{f['submit_us']:.2f}" if "submit_us" in f else "",
                       {True: "captured", False: "skipped"}.get(f.get("cuda_graph"), ""))
     console.print(table)
+    console.print("paired: the median over rounds of the path's time over (×) or minus (µs) its reference's, timed "
+                  f"just before it: {EAGER_REFERENCE} (eager), {COMPILED_REFERENCE} (compiled), {CAPTURED_REFERENCE} "
+                  "(reduce-overhead)")
+
+
+def _paired_cell(paired: dict | None) -> str:
+    if paired is None:
+        return ""
+    return f"{paired['ratio']:.2f}×" if "ratio" in paired else f"{paired['difference_us']:+.2f} µs"

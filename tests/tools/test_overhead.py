@@ -25,9 +25,51 @@ def test_eager_paths_are_timed_before_anything_compiles(monkeypatch):
     first_compiled = next(i for i, name in enumerate(calls) if overhead.compiles(name))
     eager = [name for name in names if not overhead.compiles(name)]
     assert not any(overhead.compiles(name) for name in calls[:first_compiled])
-    assert all(calls[:first_compiled].count(name) == 200 + 3 for name in eager), "warmed, then timed 3 rounds"
+    # warmed, then timed 3 rounds (torch's add_ also before each path paired with it)
+    assert all(calls[:first_compiled].count(name) == 200 + 3 for name in eager if name != overhead.EAGER_REFERENCE)
     assert len(rounds) == 6, "a round of each phase advances the progress"
     assert set(result) == set(names) and all(f["rounds_us"] == [2.0] * 3 for f in result.values())
     assert result["CUDA graph replay of cukiln.rope"]["submit_us"] == 1.0
     reduce = result["torch.compile(reduce-overhead) of cukiln.torch.rope (allocates out)"]
     assert reduce["cuda_graph"] is True and reduce["cuda_graph_skipped"] == []
+
+
+def test_pairing_holds_each_path_to_its_reference_of_the_same_moment(monkeypatch):
+    # a host whose speed drifts: every timed block costs its path's own time times the host's factor of the moment,
+    # a moment that starts with each block of a reference (so a path and the reference timed just before it share
+    # one): the paired ratio gives each eager path's own ratio back, whatever the drift
+    own = {"torch: y.add_(1.0)": 8.0, "torch.compile(fullgraph) of y.add_(1.0)": 40.0,
+           "torch.compile(reduce-overhead) of y + 1.0": 60.0, "cukiln.rope (in place, base)": 10.0,
+           "torch.compile(fullgraph) of cukiln.torch.rope": 44.0,
+           "torch.compile(reduce-overhead) of cukiln.torch.rope (allocates out)": 62.0,
+           "floor: an op with an empty Python kernel, through the dispatcher": 2.0}
+    paths = {name: (lambda: None) for name in own}
+    for name, fn in paths.items():
+        fn.name = name
+    blocks = []
+    references = (overhead.EAGER_REFERENCE, overhead.COMPILED_REFERENCE, overhead.CAPTURED_REFERENCE)
+
+    def timed(fn, count):
+        blocks.append(fn.name)
+        moment = sum(name in references for name in blocks)
+        return own[fn.name] * (1.0, 1.6, 1.1, 1.9, 1.3)[moment % 5]
+
+    monkeypatch.setattr(overhead, "_paths", lambda only=None: paths)
+    monkeypatch.setattr(overhead, "_warm", lambda phase: None)
+    monkeypatch.setattr(overhead, "per_call_us", timed)
+    result = overhead.measure(rounds=5, calls=1)
+    rope = result["cukiln.rope (in place, base)"]["paired"]
+    assert rope["reference"] == overhead.EAGER_REFERENCE and rope["ratio"] == pytest.approx(10.0 / 8.0)
+    compiled = result["torch.compile(fullgraph) of cukiln.torch.rope"]["paired"]
+    assert compiled["reference"] == overhead.COMPILED_REFERENCE
+    # a difference scales with the moment's factor: within the drift's range of the true +4 µs
+    assert 4.0 <= compiled["difference_us"] <= 4.0 * 1.9
+    captured = result["torch.compile(reduce-overhead) of cukiln.torch.rope (allocates out)"]["paired"]
+    assert captured["reference"] == overhead.CAPTURED_REFERENCE and 2.0 <= captured["difference_us"] <= 2.0 * 1.9
+    for name in own:
+        assert ("paired" in result[name]) == (overhead.paired_reference(name) is not None)
+    assert overhead.paired_reference("torch: y.add_(1.0)") is None and overhead.paired_reference("floor: x") is None
+    for i, name in enumerate(blocks):
+        reference = overhead.paired_reference(name)
+        if reference is not None:
+            assert blocks[i - 1] == reference, "a path's block comes right after its reference's"
