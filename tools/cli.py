@@ -168,7 +168,8 @@ def parser() -> argparse.ArgumentParser:
                          "from it (by default input sets rotate and L2 serves nothing)")
     bn.add_argument("--only", metavar="REGEX", type=_regex,
                     help="overhead only: time only the paths whose name matches (torch's add_ and y + 1.0, the "
-                         "reference points, always run); the others are neither warmed up nor compiled")
+                         "reference points, always run, and the reference each chosen path is paired with); the "
+                         "others are neither warmed up nor compiled")
     bn.set_defaults(func=_bench)
 
     n = sub.add_parser("native", help="compile the native hot path of the torch ops for the installed torch now (into "

@@ -54,8 +54,8 @@ REFERENCES = ("torch: y.add_(1.0)", "torch: y + 1.0 (allocates)")
 
 def _paths(only=None) -> dict:
     """name -> zero-argument callable, not yet warm (_warm): torch's own small ops as the reference point, then
-    every family's paths (its tool hooks' overhead_paths); with ``only`` (a regular expression) the references and
-    the paths whose name it matches."""
+    every family's paths (its tool hooks' overhead_paths); with ``only`` (a regular expression) those select()
+    keeps."""
     import torch
 
     from cukiln.codegen.ops import FAMILIES
@@ -77,9 +77,15 @@ def _paths(only=None) -> dict:
     for family in FAMILIES:
         if family.tools:
             paths.update({name: fn for name, fn in tools_of(family).overhead_paths().items() if fn is not None})
-    if only is not None:
-        paths = {name: fn for name, fn in paths.items() if name in REFERENCES or re.search(only, name)}
-    return paths
+    return paths if only is None else select(paths, only)
+
+
+def select(paths: dict, only: str) -> dict:
+    """The paths whose name ``only`` (a regular expression) matches, torch's two eager references, and the
+    reference each chosen path is paired with (paired_reference), in the bench's order."""
+    chosen = {name for name in paths if name in REFERENCES or re.search(only, name)}
+    chosen |= {paired_reference(name) for name in chosen} - {None}
+    return {name: fn for name, fn in paths.items() if name in chosen}
 
 
 # What each cukiln path is paired with (paired_reference): timed right before it in every round, so that both blocks

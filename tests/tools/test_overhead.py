@@ -73,3 +73,18 @@ def test_pairing_holds_each_path_to_its_reference_of_the_same_moment(monkeypatch
         reference = overhead.paired_reference(name)
         if reference is not None:
             assert blocks[i - 1] == reference, "a path's block comes right after its reference's"
+
+
+def test_only_keeps_the_references_its_paths_are_paired_with():
+    names = ("torch: y.add_(1.0)", "torch: y + 1.0 (allocates)", "torch.compile(fullgraph) of y.add_(1.0)",
+             "torch.compile(reduce-overhead) of y + 1.0", "cukiln.decode_step (b=1, T=64, device lengths, out=)",
+             "torch.compile(fullgraph) of cukiln.torch.decode_step", "torch.compile(fullgraph) of cukiln.torch.rope",
+             "torch.compile(reduce-overhead) of cukiln.torch.decode_step")
+    paths = {name: None for name in names}
+    assert list(overhead.select(paths, "decode_step")) == [
+        "torch: y.add_(1.0)", "torch: y + 1.0 (allocates)", "torch.compile(fullgraph) of y.add_(1.0)",
+        "torch.compile(reduce-overhead) of y + 1.0", "cukiln.decode_step (b=1, T=64, device lengths, out=)",
+        "torch.compile(fullgraph) of cukiln.torch.decode_step",
+        "torch.compile(reduce-overhead) of cukiln.torch.decode_step"]
+    assert list(overhead.select(paths, "cukiln.decode_step")) == [
+        "torch: y.add_(1.0)", "torch: y + 1.0 (allocates)", "cukiln.decode_step (b=1, T=64, device lengths, out=)"]
