@@ -557,14 +557,16 @@ struct Specialized {
   std::vector<c10::IValue> values;  // the op's arguments with the constants in place (the given ones None)
 };
 
-// The specialized op's arguments atop the stack replaced by the op's, in the op's order.
+// The specialized op's arguments atop the stack replaced by the op's, in the op's order: the op's values pushed
+// after them, the given ones moved into their places, then the specialized op's (moved-from) arguments erased. No
+// allocation beyond the stack's own growth.
 void expand(const Specialized& s, torch::jit::Stack* stack) {
   const size_t count = s.given.size();
-  std::vector<c10::IValue> arguments = s.values;
-  auto first = stack->end() - static_cast<std::ptrdiff_t>(count);
-  for (size_t i = 0; i < count; ++i) arguments[s.given[i]] = std::move(first[i]);
-  torch::jit::drop(*stack, count);
-  stack->insert(stack->end(), std::make_move_iterator(arguments.begin()), std::make_move_iterator(arguments.end()));
+  const size_t first = stack->size() - count;
+  stack->insert(stack->end(), s.values.begin(), s.values.end());
+  for (size_t i = 0; i < count; ++i) (*stack)[first + count + s.given[i]] = std::move((*stack)[first + i]);
+  stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first),
+               stack->begin() + static_cast<std::ptrdiff_t>(first + count));
 }
 
 struct SpecializedHot final : c10::OperatorKernel {
