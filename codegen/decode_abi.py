@@ -51,6 +51,10 @@ L2_PREFETCH = ".L2::128B"
 # and within 0.3 % elsewhere (2k-128k keys); the TMA producer pattern alone the same way
 # (results/access-bounds-h100-2026-11-25-grid.json).
 WS_EVICT_FIRST = True
+# A query group of 8 heads or fewer is computed with keys as the mma's rows (attend_tile_by_keys: half the tensor-core
+# work of heads as rows, which pads the group to 16), by every pipeline, so that their tiles of 64 keys keep giving
+# the same bits (batch-invariant mode).
+KEYS_AS_ROWS = True
 # Whether the loop puts the next tile's copies in flight before it waits for the current tile (kStages tiles
 # in flight during the wait, two barriers a tile) rather than after (kStages - 1, one): a knob for sweeps.
 ISSUE_EARLY = False

@@ -14,14 +14,15 @@ HEADER = "decode.cuh"
 
 
 def render_headers(*, l2_prefetch: str = decode_abi.L2_PREFETCH, warps: int = decode_abi.WARPS,
-                   issue_early: bool = decode_abi.ISSUE_EARLY) -> dict[str, str]:
+                   issue_early: bool = decode_abi.ISSUE_EARLY,
+                   keys_as_rows: bool = decode_abi.KEYS_AS_ROWS) -> dict[str, str]:
     """decode.cuh, the kernel bodies (keywords other than the defaults are for experiments:
     benchmarks/decode_sweep.py)."""
     return {HEADER: jinja.render("decode.cuh.j2", head_rows=decode_abi.HEAD_ROWS, warps=warps,
                                  row_padding=decode_abi.ROW_PADDING, l2_prefetch=l2_prefetch,
                                  max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS, issue_early=issue_early,
                                  invariant_splits=decode_abi.INVARIANT_SPLITS,
-                                 ws_evict_first=decode_abi.WS_EVICT_FIRST)}
+                                 ws_evict_first=decode_abi.WS_EVICT_FIRST, keys_as_rows=keys_as_rows)}
 
 
 def render_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVariant], *,

@@ -273,9 +273,21 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(shared_address(row)) : "memory");
 }
+__device__ __forceinline__ void ldmatrix_x2(unsigned (&r)[2], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(shared_address(row)) : "memory");
+}
 __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(shared_address(row)) : "memory");
+}
+
+// An 8x8 matrix of 16-bit elements transposed across the warp: lane i holds (row i / 4, columns 2 (i % 4), +1) of
+// the matrix before and of its transpose after.
+__device__ __forceinline__ unsigned transpose_8x8(unsigned x) {
+  unsigned r;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(x));
+  return r;
 }
 
 
@@ -325,6 +337,20 @@ struct Scoring {
         const int key = key0 + nt * 8 + (lane % 4) * 2 + (e & 1);
         const float logit = capped ? cap_log2 * tanhf(s[nt][e] * scale_over_cap) : s[nt][e] * scale_log2;
         s[nt][e] = key < count ? logit : -CUKILN_INF;
+      }
+    }
+  }
+  // The same for scores laid out with keys as the rows (attend_tile_by_keys): key lane / 4, + 8 for e >= 2.
+  template <int N>
+  __device__ __forceinline__ void apply_by_keys(float (&s)[N][4], int key0, int lane, int count) const {
+    const bool capped = cap_log2 > 0.f;
+#pragma unroll
+    for (int sl = 0; sl < N; ++sl) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + sl * 16 + lane / 4 + (e / 2) * 8;
+        const float logit = capped ? cap_log2 * tanhf(s[sl][e] * scale_over_cap) : s[sl][e] * scale_log2;
+        s[sl][e] = key < count ? logit : -CUKILN_INF;
       }
     }
   }
@@ -588,39 +614,188 @@ __device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, co
   }
 }
 
-// The block's result from its warps' running states: each leaves its maxima, sums and O in shared memory
-// (over the K/V stages, now idle); per row, once, each warp's weight and the row's log-sum-exp (base 2); then
-// every output element is the weighted sum of the warps' O, written to the sink, or kept in shared memory
-// for the cluster's merge when the block is one split of a cluster.
-template <typename T, int D, class Geometry, bool Specialized = false>
-__device__ __forceinline__ void finish_block(Running<D>& run, unsigned char* shared, int rows, int b, int first_head,
-                                             const Sink<T, D>& sink) {
-  constexpr int kTileElems = Geometry::kKeys * Geometry::kPitch;
+// A query group of 8 heads or fewer computed the other way round: S^T = K . Q^T and O^T = V^T . P^T, keys and
+// head-dim elements as the mma's 16 rows, the query heads as its 8 columns. The heads-as-rows tile above pads the
+// group to 16 rows (a quarter used at GQA 4, a half at 8); here the tensor cores do half its work, and the query's B
+// fragments and O take half its registers. The running state as the fragments lay it out: columns (heads)
+// 2 (lane % 4) + {0, 1}; rows lane / 4 and lane / 4 + 8 of each 16-row tile (keys for scores, head-dim elements
+// for O).
+template <int D>
+struct RunningByKeys {
+  float m[2] = {-CUKILN_INF, -CUKILN_INF};  // running maximum logit per head (base 2)
+  float l[2] = {0.f, 0.f};  // this thread's part of the running sum of exp2(logit - m)
+  float acc[D / 16][4];  // O^T, 16 head-dim elements by 8 heads per tile
+  __device__ __forceinline__ RunningByKeys() {
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  }
+};
+
+// The query's B fragments for attend_tile_by_keys (heads 0-7 of the query tile; two 16-element steps of the head dim
+// per ldmatrix, the last one alone where their count is odd).
+template <typename T, int D, int kPitch>
+__device__ __forceinline__ void query_columns(unsigned (&q)[D / 16][2], const T* q_tile) {
+  const int lane = threadIdx.x % 32, mat = lane / 8, mrow = lane % 8;
+#pragma unroll
+  for (int kk = 0; kk + 1 < D / 16; kk += 2) {
+    unsigned r[4];
+    ldmatrix_x4(r, q_tile + mrow * kPitch + kk * 16 + mat * 8);
+    q[kk][0] = r[0];
+    q[kk][1] = r[1];
+    q[kk + 1][0] = r[2];
+    q[kk + 1][1] = r[3];
+  }
+  if constexpr (D / 16 % 2 == 1) ldmatrix_x2(q[D / 16 - 1], q_tile + mrow * kPitch + (D / 16 - 1) * 16 + (mat % 2) * 8);
+}
+
+// attend_tile for a group of ``rows`` <= 8 heads, keys as the mma's rows (RunningByKeys). The probabilities P^T
+// leave the scores' accumulators as the rows of 8x8 matrices and enter P . V as columns, so each is transposed in
+// registers (transpose_8x8) on the way.
+template <typename T, int D, class Geometry, class Layout>
+__device__ __forceinline__ void attend_tile_by_keys(RunningByKeys<D>& run, const T* k_tile, const T* v_tile, int count,
+                                                    int rows, const Scoring& scoring, const unsigned (&q)[D / 16][2]) {
+  using M = Mma<T>;
+  constexpr int kSlices = Geometry::kSlices;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int mat = lane / 8, mrow = lane % 8;
+  const int key0 = warp * Geometry::kKeysPerWarp;
+  // S^T per slice of 16 keys, summed over the head dim in two independent chains (even and odd steps).
+  float s[kSlices][4] = {}, s_odd[kSlices][4] = {};  // zero-initialized
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    float (&chain)[kSlices][4] = kk % 2 == 0 ? s : s_odd;
+#pragma unroll
+    for (int sl = 0; sl < kSlices; ++sl) {
+      unsigned ak[4];  // keys 0-7 and 8-15 of the slice, head-dim elements 0-7 and 8-15 of the step
+      ldmatrix_x4(ak, k_tile + Layout::at(key0 + sl * 16 + (mat % 2) * 8 + mrow, kk * 16 + (mat / 2) * 8));
+      M::run(chain[sl], ak, q[kk][0], q[kk][1]);
+    }
+  }
+#pragma unroll
+  for (int sl = 0; sl < kSlices; ++sl) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[sl][e] += s_odd[sl][e];
+  }
+  // Online softmax per head: the maximum over this thread's keys, then over the 8 lanes sharing its heads.
+  scoring.apply_by_keys(s, key0, lane, count);
+  float tile_max[2] = {-CUKILN_INF, -CUKILN_INF};
+#pragma unroll
+  for (int sl = 0; sl < kSlices; ++sl) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) tile_max[e % 2] = fmaxf(tile_max[e % 2], s[sl][e]);
+  }
+  float correction[2], m_base[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int lanes = 4; lanes <= 16; lanes *= 2) tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], lanes));
+    const float m_old = run.m[i];
+    run.m[i] = fmaxf(run.m[i], tile_max[i]);
+    const float base = run.m[i] == -CUKILN_INF ? 0.f : run.m[i];  // as in attend_tile
+    correction[i] = fast_exp2(m_old - base);
+    m_base[i] = base;
+    run.l[i] *= correction[i];
+  }
+  // The B operand of O^T += V^T . P^T per slice: keys 0-7 and 8-15 of this thread's column (head lane / 4), each
+  // the transpose of the scores' 8x8 block; the rounded probabilities and their rounding residuals.
+  unsigned p_hi[kSlices][2], p_lo[kSlices][2];
+  const bool real_head[2] = {2 * (lane % 4) < rows, 2 * (lane % 4) + 1 < rows};
+#pragma unroll
+  for (int sl = 0; sl < kSlices; ++sl) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float p0 = real_head[0] ? fast_exp2(s[sl][2 * half] - m_base[0]) : 0.f;
+      const float p1 = real_head[1] ? fast_exp2(s[sl][2 * half + 1] - m_base[1]) : 0.f;
+      run.l[0] += p0;
+      run.l[1] += p1;
+      const unsigned rounded = M::pack(p0, p1);
+      p_hi[sl][half] = transpose_8x8(rounded);
+      p_lo[sl][half] = transpose_8x8(M::pack(p0 - M::low(rounded), p1 - M::high(rounded)));
+    }
+  }
+  if (__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n) {
+      run.acc[n][0] *= correction[0];
+      run.acc[n][1] *= correction[1];
+      run.acc[n][2] *= correction[0];
+      run.acc[n][3] *= correction[1];
+    }
+  }
+  // O^T += V^T . P^T: 16 head-dim elements a step, V^T's A fragments by transposing loads of the V rows.
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) {
+#pragma unroll
+    for (int sl = 0; sl < kSlices; ++sl) {
+      unsigned av[4];  // head-dim elements 0-7 and 8-15 of the step, keys 0-7 and 8-15 of the slice
+      ldmatrix_x4_trans(av, v_tile + Layout::at(key0 + sl * 16 + (mat / 2) * 8 + mrow, n * 16 + (mat % 2) * 8));
+      M::run(run.acc[n], av, p_hi[sl][0], p_hi[sl][1]);
+      M::run(run.acc[n], av, p_lo[sl][0], p_lo[sl][1]);
+    }
+  }
+}
+
+// A warp's running state in shared memory for finish_block: its maxima and sums per query head ([kHeadRows] each
+// at part_m and part_l) and its O ([kHeadRows][D] at part_o), each laid out as the running state is.
+template <int D>
+__device__ __forceinline__ void leave_running(Running<D>& run, float* part_m, float* part_l, float* part_o) {
+  const int lane = threadIdx.x % 32, r0 = lane / 4;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     run.l[i] += __shfl_xor_sync(0xffffffffu, run.l[i], 1);
     run.l[i] += __shfl_xor_sync(0xffffffffu, run.l[i], 2);
   }
-  float* part_m = reinterpret_cast<float*>(shared);  // [kWarps][kHeadRows]
-  float* part_l = part_m + kWarps * kHeadRows;  // [kWarps][kHeadRows]
-  float* part_o = part_l + kWarps * kHeadRows;  // [kWarps][kHeadRows][D]
-  const int r0 = lane / 4;
   if (lane % 4 == 0) {
-    part_m[warp * kHeadRows + r0] = run.m[0];
-    part_m[warp * kHeadRows + r0 + 8] = run.m[1];
-    part_l[warp * kHeadRows + r0] = run.l[0];
-    part_l[warp * kHeadRows + r0 + 8] = run.l[1];
+    part_m[r0] = run.m[0];
+    part_m[r0 + 8] = run.m[1];
+    part_l[r0] = run.l[0];
+    part_l[r0 + 8] = run.l[1];
   }
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) {
-    const int j = n * 8 + (lane % 4) * 2;
-    float* o = part_o + (warp * kHeadRows + r0) * D + j;
+    float* o = part_o + r0 * D + n * 8 + (lane % 4) * 2;
     o[0] = run.acc[n][0];
     o[1] = run.acc[n][1];
     o[8 * D] = run.acc[n][2];
     o[8 * D + 1] = run.acc[n][3];
   }
+}
+template <int D>
+__device__ __forceinline__ void leave_running(RunningByKeys<D>& run, float* part_m, float* part_l, float* part_o) {
+  const int lane = threadIdx.x % 32, head = 2 * (lane % 4);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int lanes = 4; lanes <= 16; lanes *= 2) run.l[i] += __shfl_xor_sync(0xffffffffu, run.l[i], lanes);
+  }
+  if (lane < 8) {  // heads 0-7, and the rows past them (no head: no keys) as an empty running state
+    const bool padding = lane >= 4;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      part_m[head + i + (padding ? 8 : 0)] = padding ? -CUKILN_INF : run.m[i];
+      part_l[head + i + (padding ? 8 : 0)] = padding ? 0.f : run.l[i];
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) part_o[(head + e % 2) * D + n * 16 + lane / 4 + (e / 2) * 8] = run.acc[n][e];
+  }
+}
+
+// The block's result from its warps' running states: each leaves its maxima, sums and O in shared memory
+// (over the K/V stages, now idle); per row, once, each warp's weight and the row's log-sum-exp (base 2); then
+// every output element is the weighted sum of the warps' O, written to the sink, or kept in shared memory
+// for the cluster's merge when the block is one split of a cluster.
+template <typename T, int D, class Geometry, bool Specialized = false, class Run>
+__device__ __forceinline__ void finish_block(Run& run, unsigned char* shared, int rows, int b, int first_head,
+                                             const Sink<T, D>& sink) {
+  constexpr int kTileElems = Geometry::kKeys * Geometry::kPitch;
+  const int warp = threadIdx.x / 32;
+  float* part_m = reinterpret_cast<float*>(shared);  // [kWarps][kHeadRows]
+  float* part_l = part_m + kWarps * kHeadRows;  // [kWarps][kHeadRows]
+  float* part_o = part_l + kWarps * kHeadRows;  // [kWarps][kHeadRows][D]
+  leave_running(run, part_m + warp * kHeadRows, part_l + warp * kHeadRows, part_o + warp * kHeadRows * D);
   block_sync<Specialized>();
   float* weight = part_o + kWarps * kHeadRows * D;  // [kWarps][kHeadRows]
   float* row_lse = weight + kWarps * kHeadRows;  // [kHeadRows]
@@ -719,6 +894,36 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   for (int t = 0; t < kStages - 1; ++t) load_keys(t);
   load_query<T, D, kPitch>(q_tile, q, q_rows, b, first_head, rows);
 
+  // Every tile of the split through ``attend_one(k_tile, v_tile, count)``.
+  const auto walk = [&](auto&& attend_one) {
+    for (int t = 0; t < tiles_n; ++t) {
+      const int count = min(kKeys, hi - lo - t * kKeys);
+      wait_copies<kStages - 2>();
+      // Tile t is visible to every warp, and every warp is done with tile t - 1, whose stage the copies
+      // of tile t + kStages - 1 (issued next) overwrite.
+      __syncthreads();
+      load_keys(t + kStages - 1);
+      const T* k_tile = tiles + (t % kStages) * 2 * kTileElems;
+      attend_one(k_tile, k_tile + kTileElems, count);
+    }
+    wait_copies<0>();  // only empty groups can be pending here; the merge below reuses the stages
+    __syncthreads();
+  };
+  // A group of 8 heads or fewer: keys as the mma's rows (attend_tile_by_keys). From sm_90 on: sm_80's narrow kernel at
+  // head dim 128 would spill under its register cap (3 blocks per SM), and sm_80 keeps one form in every pipeline.
+#if __CUDA_ARCH__ >= 900
+  if (rows <= 8) {
+    __syncthreads();  // the query tile is written
+    RunningByKeys<D> run;
+    unsigned q_cols[D / 16][2];
+    query_columns<T, D, kPitch>(q_cols, q_tile);
+    walk([&](const T* k_tile, const T* v_tile, int count) {
+      attend_tile_by_keys<T, D, Geometry, PaddedRows<kPitch>>(run, k_tile, v_tile, count, rows, scoring, q_cols);
+    });
+    finish_block<T, D, Geometry>(run, shared, rows, b, first_head, sink);
+    return;
+  }
+#endif
   Running<D> run;
   // The query's A fragments, the same for every tile: held in registers where the head dim is small
   // enough to leave room (32 registers at 128), read from shared memory per tile otherwise.
@@ -743,18 +948,9 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     }
   };
 
-  for (int t = 0; t < tiles_n; ++t) {
-    const int count = min(kKeys, hi - lo - t * kKeys);
-    wait_copies<kStages - 2>();
-    // Tile t is visible to every warp, and every warp is done with tile t - 1, whose stage the copies
-    // of tile t + kStages - 1 (issued next) overwrite.
-    __syncthreads();
-    load_keys(t + kStages - 1);
-    const T* k_tile = tiles + (t % kStages) * 2 * kTileElems;
-    attend_tile<T, D, Geometry>(run, k_tile, k_tile + kTileElems, count, rows, scoring, a_of);
-  }
-  wait_copies<0>();  // only empty groups can be pending here; the merge below reuses the stages
-  __syncthreads();
+  walk([&](const T* k_tile, const T* v_tile, int count) {
+    attend_tile<T, D, Geometry>(run, k_tile, v_tile, count, rows, scoring, a_of);
+  });
   finish_block<T, D, Geometry>(run, shared, rows, b, first_head, sink);
 }
 
@@ -1016,33 +1212,49 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   } else {
     load_query<T, D, kPitch>(q_tile, static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, b, first_head, rows);
   }
+  const int key0 = warp * Geometry::kKeysPerWarp;
+  // Every tile of the split through ``attend_one(k_tile, v_tile, count)``, each stage released once used.
+  const auto walk = [&](auto&& attend_one) {
+    for (int t = 0; t < tiles_n; ++t) {
+      const int s = t % Stages;
+      const int count = min(Keys, hi - lo - t * Keys);
+      mbar_wait(full0 + 8 * s, (t / Stages) & 1);
+      T* k_tile = tiles + s * 2 * kTileElems;
+      T* v_tile = k_tile + kTileElems;
+      if (count < key0 + Geometry::kKeysPerWarp) {  // this warp's rows past the keys: zeros
+        for (int i = lane; i < Geometry::kKeysPerWarp * D / 8; i += 32) {
+          const int r = key0 + i / (D / 8), c = (i % (D / 8)) * 8;
+          if (r >= count) *reinterpret_cast<uint4*>(v_tile + Layout::at(r, c)) = make_uint4(0, 0, 0, 0);
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before the engine refills the stage
+        __syncwarp();
+      }
+      attend_one(k_tile, v_tile, count);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    }
+    block_sync<true>();  // every consumer is done with the stages, which the merge below reuses
+  };
+  block_sync<true>();  // the query tile is written
+  if (rows <= 8) {  // keys as the mma's rows, as in attend
+    RunningByKeys<D> run;
+    unsigned q_cols[D / 16][2];
+    query_columns<T, D, kPitch>(q_cols, q_tile);
+    walk([&](const T* k_tile, const T* v_tile, int count) {
+      attend_tile_by_keys<T, D, Geometry, Layout>(run, k_tile, v_tile, count, rows, scoring, q_cols);
+    });
+    finish_block<T, D, Geometry, true>(run, shared, rows, b, first_head, sink);
+    return;
+  }
   Running<D> run;
   const int mat = lane / 8, mrow = lane % 8;
   unsigned q_regs[D / 16][4];
-  block_sync<true>();  // the query tile is written
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(q_regs[kk], q_tile + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
   const auto a_of = [&](int kk, unsigned (&)[4]) -> const unsigned (&)[4] { return q_regs[kk]; };
-  const int key0 = warp * Geometry::kKeysPerWarp;
-  for (int t = 0; t < tiles_n; ++t) {
-    const int s = t % Stages;
-    const int count = min(Keys, hi - lo - t * Keys);
-    mbar_wait(full0 + 8 * s, (t / Stages) & 1);
-    T* k_tile = tiles + s * 2 * kTileElems;
-    T* v_tile = k_tile + kTileElems;
-    if (count < key0 + Geometry::kKeysPerWarp) {  // this warp's rows past the keys: zeros
-      for (int i = lane; i < Geometry::kKeysPerWarp * D / 8; i += 32) {
-        const int r = key0 + i / (D / 8), c = (i % (D / 8)) * 8;
-        if (r >= count) *reinterpret_cast<uint4*>(v_tile + Layout::at(r, c)) = make_uint4(0, 0, 0, 0);
-      }
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before the engine refills the stage
-      __syncwarp();
-    }
+  walk([&](const T* k_tile, const T* v_tile, int count) {
     attend_tile<T, D, Geometry, decltype(a_of), Layout>(run, k_tile, v_tile, count, rows, scoring, a_of);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty0 + 8 * s);
-  }
-  block_sync<true>();  // every consumer is done with the stages, which the merge below reuses
+  });
   finish_block<T, D, Geometry, true>(run, shared, rows, b, first_head, sink);
 #else
   __trap();  // the planner launches this pipeline from sm_90 on only

@@ -74,6 +74,27 @@ def test_head_dims_with_left_padding_and_softcap(d, dtype):
         run_and_check(q, k, v, 400, f"d{d} int len", kv_start=7, scale=0.3, num_splits=splits)
 
 
+@pytest.mark.parametrize("group", [1, 3, 8, 9])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_ws_both_tile_forms_with_left_padding_and_softcap(group, d, dtype, monkeypatch):
+    """The ws pipeline computes groups of 8 heads or fewer with keys as the mma's rows, larger ones with heads as
+    rows (9: a block of 9 heads): both forms, both head dims it takes, partial tiles, softcap, splits."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the ws pipeline needs sm_90 or newer")
+    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", "ws")
+    gen = new_generator()
+    b, h_kv, T = 4, 2, 517
+    q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(torch_dtype(dtype)) * 3
+    k, v = (decode_cache_view(b, h_kv, T, d, torch_dtype(dtype), gen) for _ in range(2))
+    lens = torch.tensor([517, 300, 2, 64], dtype=torch.int32, device="cuda")
+    start = torch.tensor([0, 299, 1, 63], dtype=torch.int32, device="cuda")
+    for splits in (1, 5):
+        run_and_check(q, k, v, lens, f"ws d{d} group {group} softcap", kv_start=start, softcap=20.0,
+                      num_splits=splits)
+        run_and_check(q, k, v, 400, f"ws d{d} group {group} int len", kv_start=7, scale=0.3, num_splits=splits)
+
+
 @pytest.mark.parametrize("shape", ["bhd", "b1hd", "bh1d", "transposed"])
 def test_query_forms_and_non_contiguous_q(shape):
     gen = new_generator()
