@@ -17,10 +17,26 @@ def median_ms(calls, *, warmup: int = 3, batches: int = 15, min_batch_calls: int
     turn (at least ``min_batch_calls`` calls) between two CUDA events, so consecutive calls read
     different buffers and the L2 cache does not serve the data.
     """
+    _warm(calls, warmup)
+    return statistics.median(_batch_ms(calls, max(min_batch_calls, len(calls))) for _ in range(batches))
+
+
+def medians_ms(candidates: dict, *, warmup: int = 3, batches: int = 15, min_batch_calls: int = 8) -> dict:
+    """median_ms of every candidate (key -> its calls), their batches taken in turn, round by round: a drift of the
+    GPU's clock or of the host while they are measured falls on every candidate alike, not on the last ones."""
+    for calls in candidates.values():
+        _warm(calls, warmup)
+    times = {key: [] for key in candidates}
+    for _ in range(batches):
+        for key, calls in candidates.items():
+            times[key].append(_batch_ms(calls, max(min_batch_calls, len(calls))))
+    return {key: statistics.median(t) for key, t in times.items()}
+
+
+def _warm(calls, warmup: int) -> None:
+    """At least ``warmup`` rounds of ``calls`` and WARMUP_SECONDS of work, so that clocks have left idle."""
     import torch
 
-    per_batch = max(min_batch_calls, len(calls))
-    # Warm-up: at least ``warmup`` rounds and WARMUP_SECONDS of work, so clocks have left idle.
     started = time.perf_counter()
     rounds = 0
     while rounds < warmup or time.perf_counter() - started < WARMUP_SECONDS:
@@ -28,19 +44,22 @@ def median_ms(calls, *, warmup: int = 3, batches: int = 15, min_batch_calls: int
             fn()
         torch.cuda.synchronize()
         rounds += 1
-    times = []
-    for _ in range(batches):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        # The GPU waits here while the host queues the batch, so the events time the kernels back to
-        # back and not the host's launch cost (measured apart, as host overhead).
-        torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
-        start.record()
-        for i in range(per_batch):
-            calls[i % len(calls)]()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / per_batch)
-    return statistics.median(times)
+
+
+def _batch_ms(calls, per_batch: int) -> float:
+    """Milliseconds per call of one batch of ``per_batch`` calls, taking ``calls`` in turn, between CUDA events."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    # The GPU waits here while the host queues the batch, so the events time the kernels back to
+    # back and not the host's launch cost (measured apart, as host overhead).
+    torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
+    start.record()
+    for i in range(per_batch):
+        calls[i % len(calls)]()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / per_batch
 
 
 def tbps(nbytes: int, ms: float) -> float:

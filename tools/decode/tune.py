@@ -1,8 +1,8 @@
 """`cukiln tune decode` (GPU): over a grid of (rows x KV heads, cache length), a ladder of split counts
 (SPLIT_LADDER, as the runtime launches them: clusters or the combine kernel) with each K/V pipeline
-(decode_variants.Pipeline) is timed; each point's best goes into the rule's table
-(runtime/decode_plan.split_from_table), written to generated/tuning/<arch>.json; the next `cukiln build` folds
-the table into dispatch.py.
+(decode_variants.Pipeline) is timed, a pipeline's split counts in turn, round by round; each point's best goes into the
+rule's table (runtime/decode_plan.split_from_table), written to generated/tuning/<arch>.json; the next `cukiln build`
+folds the table into dispatch.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from rich.progress import Progress
 
 from cukiln.codegen.decode_variants import PIPELINES, Pipeline
 
-from ..timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
+from ..timing import copy_tbps, medians_ms, rotating_sets, run_metadata, tbps
 from ..tuning import write_tuning
 from .bench import HEAD_DIM, HEADS_KV, HEADS_Q, inputs, kv_bytes, moved_bytes
 from .checks import forced_decode_pipeline
@@ -118,12 +118,15 @@ def tune(console: Console) -> dict:
             sets = rotating_sets(lambda: inputs(b, T), kv_bytes(b, T))
             outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
             point = {"batch": b, "T": T, "blocks": b * HEADS_KV, "resident": resident}
+            # a pipeline's split counts timed in turn, round by round (medians_ms); the pipelines one after another,
+            # since changing the forced pipeline empties the plan caches (each call would plan afresh)
             times = {}
             for pipeline in pipelines:
                 with forced_decode_pipeline(pipeline.value):
-                    times[pipeline.value] = {s: median_ms([lambda st=st, o=o, s=s: cukiln.decode_attention(
-                        *st, T, out=o, num_splits=s) for st, o in zip(sets, outs)], batches=9)
-                        for s in split_ladder(b * HEADS_KV, T, pipeline.tile_keys)}
+                    times[pipeline.value] = medians_ms(
+                        {s: [lambda st=st, o=o, s=s: cukiln.decode_attention(*st, T, out=o, num_splits=s)
+                             for st, o in zip(sets, outs)]
+                         for s in split_ladder(b * HEADS_KV, T, pipeline.tile_keys)}, batches=9)
             best_pipeline, best = min(((p, s) for p in times for s in times[p]), key=lambda ps: times[ps[0]][ps[1]])
             rate = tbps(moved_bytes(b, T), times[best_pipeline][best])
             measurements.append({**point, "ms_by_pipeline": times, "best_pipeline": best_pipeline, "best_splits": best,
