@@ -13,9 +13,12 @@ TUNES: dict = {}
 
 # rows, query heads, KV heads, cache slots; the rotated span of each head: [d / 4, d / 4 + d / 2)
 ROWS, HEADS_Q, HEADS_KV, SLOTS = 4, 8, 2, 200
+# The query heads a variant is checked with: the attention's tile form follows the query group at run time (decode's
+# CHECKED_GROUPS: 4 heads a KV head with keys as the mma's rows, 12 with heads as rows).
+CHECKED_HEADS_Q = (HEADS_Q, 12 * HEADS_KV)
 
 
-def step_case(axes: dict, gen, dev) -> tuple[tuple, dict]:
+def step_case(axes: dict, gen, dev, heads_q: int = HEADS_Q) -> tuple[tuple, dict]:
     """Inputs that select the variant with ``axes``: (q, k_new, v_new, k_cache, v_cache, kv_lens) and the keywords:
     caches that are slices of larger buffers holding random values, device lengths with left padding, one row whose
     new token lands in the last slot and one whose does not fit (NaN output, nothing written), a partial rotary span
@@ -25,7 +28,7 @@ def step_case(axes: dict, gen, dev) -> tuple[tuple, dict]:
 
     dtype, d = torch_dtype(axes["dtype"]), axes["head_dim"]
     rd, offset = d // 2, d // 4
-    q = torch.randn(ROWS, HEADS_Q, d, generator=gen, device=dev).to(dtype)
+    q = torch.randn(ROWS, heads_q, d, generator=gen, device=dev).to(dtype)
     k, v = (torch.randn(ROWS, HEADS_KV, d, generator=gen, device=dev).to(dtype) for _ in range(2))
     k_cache, v_cache = (torch.randn(ROWS, HEADS_KV, SLOTS + 24, d, generator=gen, device=dev).to(dtype)[:, :, :SLOTS]
                         for _ in range(2))
@@ -44,10 +47,26 @@ def step_case(axes: dict, gen, dev) -> tuple[tuple, dict]:
 
 
 def check_variant(entry: dict) -> str | None:
-    """The fused step on inputs that select the variant, against the same step launched as an append and an attention
-    (the same bits: output and caches) and against the float64 references: the caches against kv_append's, the
-    output against the attention over the keys the step wrote and the query as the append rotates it (the bf16
-    query that both kinds of step attend with; its own float64 check is the append's)."""
+    """The fused step on inputs that select the variant (with each of CHECKED_HEADS_Q query heads), against the same
+    step launched as an append and an attention (the same bits: output and caches) and against the float64
+    references: the caches against kv_append's, the output against the attention over the keys the step wrote and
+    the query as the append rotates it (the bf16 query that both kinds of step attend with; its own float64 check is
+    the append's)."""
+    import torch
+
+    from .decode.checks import require_tensor_maps
+
+    require_tensor_maps()  # the fused kernel is the ws attention's: sm_90 on (verify lists it apart before)
+    gen = new_generator()
+    for heads_q in CHECKED_HEADS_Q:
+        problem = _check_step(entry, *step_case(entry["axes"], gen, torch.device("cuda"), heads_q))
+        if problem is not None:
+            return f"{heads_q} query heads: {problem}"
+    return None
+
+
+def _check_step(entry: dict, tensors: tuple, kw: dict) -> str | None:
+    """check_variant's comparisons on one input set."""
     import torch
 
     import cukiln
@@ -55,11 +74,9 @@ def check_variant(entry: dict) -> str | None:
     from cukiln.kv_append_api import reference_kv_append
     from cukiln.overrides import forced
 
-    from .decode.checks import DECODE_FP32_UNITS, require_tensor_maps
+    from .decode.checks import DECODE_FP32_UNITS
 
-    require_tensor_maps()  # the fused kernel is the ws attention's: sm_90 on (verify lists it apart before)
-    gen = new_generator()
-    (q, k, v, k_cache, v_cache, lens), kw = step_case(entry["axes"], gen, torch.device("cuda"))
+    q, k, v, k_cache, v_cache, lens = tensors
     step = decode_step_api.plan_call(q, k, v, k_cache, v_cache, lens, **kw)
     if step.fused is None or step.fused.symbol != entry["name"]:
         return f"inputs selected {None if step.fused is None else step.fused.symbol}, not the variant under test"

@@ -59,36 +59,44 @@ def run_decode_and_compare(q, k, v, kv_lens, **kwargs) -> tuple[str | None, obje
     return problem, out, lse
 
 
+# The query groups a variant is checked with: a block's tile form follows its group at run time, 8 heads or fewer
+# with keys as the mma's rows (from sm_90 on), more with heads as rows (12: one block of 12 heads).
+CHECKED_GROUPS = (4, 12)
+
+
 def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3, 20)) -> str | None:
-    """Force the decode variant with these axes (random lengths per row, left padding, GQA 4) once per
-    split count: 1 (one pass, the output written directly), else split-KV: merged in a cluster (sm_90 on,
-    at most MAX_CLUSTER_SPLITS splits) or as partial results merged by the combine kernel."""
+    """Force the decode variant with these axes (random lengths per row, left padding) once per query group of
+    CHECKED_GROUPS and split count: 1 (one pass, the output written directly), else split-KV: merged in a cluster
+    (sm_90 on, at most MAX_CLUSTER_SPLITS splits) or as partial results merged by the combine kernel."""
     import torch
 
     from cukiln.decode_api import plan_call
 
     gen = new_generator()
     dtype, d = torch_dtype(axes["dtype"]), axes["head_dim"]
-    b, h_kv, group, T = 3, 2, 4, 300
-    q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(dtype)
+    b, h_kv, T = 3, 2, 300
     k, v = (decode_cache_view(b, h_kv, T, d, dtype, gen, offset=DECODE_OFFSET_FOR_VEC[axes["vec"]],
                               strided_d=axes["strides"] == 4) for _ in range(2))
     lens = torch.tensor([T, 1, 177], dtype=torch.int32, device="cuda")
     start = torch.tensor([0, 0, 40], dtype=torch.int32, device="cuda")
+    queries = {group: torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(dtype)
+               for group in CHECKED_GROUPS}
     with forced_decode_pipeline(axes.get("pipeline", Pipeline.NARROW.value)):
-        for num_splits in splits:
-            kwargs = dict(kv_start=start, num_splits=num_splits)
-            plan = plan_call(q, k, v, lens, **kwargs)
-            if plan.attention.symbol != name:
-                return f"inputs selected {plan.attention.symbol}, not the variant under test"
-            combine = plan.combine.symbol if plan.combine is not None else None
-            merged_by_kernel = num_splits > 1 and plan.attention.cluster == 1
-            if combine != (f"decode_combine_{axes['dtype']}_d{d}" if merged_by_kernel else None):
-                return f"{num_splits} splits (clusters of {plan.attention.cluster}) paired with combine kernel {combine}"
-            problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
-            if problem is not None:
-                return f"{num_splits} splits: {problem}"
-        return _check_batch_invariant(axes, name, q, gen)
+        for group, q in queries.items():
+            for num_splits in splits:
+                kwargs = dict(kv_start=start, num_splits=num_splits)
+                plan = plan_call(q, k, v, lens, **kwargs)
+                if plan.attention.symbol != name:
+                    return f"inputs selected {plan.attention.symbol}, not the variant under test"
+                combine = plan.combine.symbol if plan.combine is not None else None
+                merged_by_kernel = num_splits > 1 and plan.attention.cluster == 1
+                if combine != (f"decode_combine_{axes['dtype']}_d{d}" if merged_by_kernel else None):
+                    return (f"{num_splits} splits (clusters of {plan.attention.cluster}) paired with combine kernel "
+                            f"{combine}")
+                problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
+                if problem is not None:
+                    return f"GQA {group}, {num_splits} splits: {problem}"
+        return _check_batch_invariant(axes, name, queries[CHECKED_GROUPS[0]], gen)
 
 
 def _check_batch_invariant(axes: dict, name: str, q, gen) -> str | None:
