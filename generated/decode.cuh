@@ -7,12 +7,14 @@
 // every K/V byte is read from memory once per block. K/V tiles of kKeys keys are staged in shared memory
 // by asynchronous copies, several tiles in flight while one is used.
 //
-// The arithmetic runs on tensor cores (mma m16n8k16, fp32 accumulation): the block's query heads are the
-// 16 rows of the A operand (rows past the group are zero), each warp takes a quarter of every tile's
-// keys (16 of a 64-key tile, 32 of a 128-key one), in 16-key slices:
+// The arithmetic runs on tensor cores (mma m16n8k16, fp32 accumulation), each warp taking a quarter of every
+// tile's keys (16 of a 64-key tile, 32 of a 128-key one) in 16-key slices. A block's query heads are the 16 rows
+// of the A operand (rows past the group are zero):
 //   scores S[16 heads x 16 keys] = Q . K^T, then an online softmax in base 2 per warp,
 //   O[16 heads x D] += P . V with P split into a rounded part and its rounding residual (two mma each),
-//   so that the probabilities keep about 16 bits more than the element type holds.
+//   so that the probabilities keep about 16 bits more than the element type holds;
+// or, for a group of 8 heads or fewer (from sm_90 on), the same with keys as the rows and the heads as the 8
+// columns (attend_tile_by_keys): S^T = K . Q^T and O^T += V^T . P^T, half the tensor-core work.
 // The warps' partial results (their maximum, sum and O) are merged through shared memory at the end.
 // Split-KV on sm_90 and later runs the splits of one (row, KV head) as one thread-block cluster: each
 // block leaves its result in its own shared memory and the cluster merges them through distributed
@@ -291,8 +293,9 @@ __device__ __forceinline__ unsigned transpose_8x8(unsigned x) {
 }
 
 
-// The tensor-core step per element type: C[16x8] += A[16x16] . B[16x8], and packing fp32 pairs into the
-// A operand (the lower column in the low half) and reading them back.
+// The tensor-core step per element type: C[16x8] += A[16x16] . B[16x8], and packing fp32 pairs into an
+// operand register (the lower column in the low half: the A operand's layout, or the B operand's after
+// transpose_8x8) and reading them back.
 template <typename T> struct Mma;
 template <> struct Mma<bf16> {
   static __device__ __forceinline__ void run(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
@@ -762,6 +765,7 @@ __device__ __forceinline__ void leave_running(Running<D>& run, float* part_m, fl
 }
 template <int D>
 __device__ __forceinline__ void leave_running(RunningByKeys<D>& run, float* part_m, float* part_l, float* part_o) {
+  static_assert(kHeadRows == 16, "heads 0-7 and the 8 rows past them fill a warp's kHeadRows");
   const int lane = threadIdx.x % 32, head = 2 * (lane % 4);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
