@@ -31,3 +31,17 @@ def struct_format(params: Params) -> str:
         fmt += f"{-size % 64}x" if size % 64 else ""
     return fmt
 
+
+def param_structs(variants, params_fn, layout_id_fn, prefix: str = "params_") -> tuple[list[tuple[str, Params]],
+                                                                                     dict[str, str]]:
+    """The parameter structs a module's kernels take: one per params layout that ``variants`` use, named
+    ``prefix`` + the layout's id (the dispatch table's entry of the same id describes it), as (name, fields) in
+    first-use order; and each variant's struct name. Variants of one layout have the same fields (asserted), so the
+    module declares each struct once where it declared one per variant."""
+    structs: dict[str, Params] = {}
+    struct_of = {}
+    for v in variants:
+        name, fields = prefix + layout_id_fn(v), tuple(params_fn(v))
+        assert name.isidentifier() and structs.setdefault(name, fields) == fields, f"{v.name}: unlike its layout {name}"
+        struct_of[v.name] = name
+    return list(structs.items()), struct_of

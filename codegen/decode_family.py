@@ -4,7 +4,7 @@ points in the runtime and the tools. Its variant space is decode_variants; its A
 from __future__ import annotations
 
 from . import decode_abi, jinja
-from .abi import TEMPLATE_CTYPE
+from .abi import TEMPLATE_CTYPE, param_structs
 from .axes import Dtype
 from .decode_variants import PIPELINES, DecodeCombineVariant, DecodeVariant, enumerate_decode, parse_decode_name
 from .family import OpFamily
@@ -32,12 +32,14 @@ def render_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVari
     multiprocessor), by default the variant's pipeline's (decode_abi)."""
     assert all(v.dtype is dtype for v in variants), "one element type per module"
     attention = [v for v in variants if isinstance(v, DecodeVariant)]
+    structs, struct_of = param_structs(variants, decode_abi.decode_params, decode_abi.params_layout_id)
     return jinja.render(
         "decode.cu.j2",
         dtype=dtype,
         dtype_ctype=TEMPLATE_CTYPE[dtype],
         variants=variants,
-        params={v.name: decode_abi.decode_params(v) for v in variants},
+        structs=structs,
+        struct_of=struct_of,
         max_threads=32 * warps,
         producer_threads=32 * decode_abi.PRODUCER_WARPS,
         # the register budget per variant: as many resident blocks as its shared memory allows

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from . import jinja, rope_abi
-from .abi import CPTR, F64, I64, PTR, TEMPLATE_CTYPE, Params
+from .abi import CPTR, F64, I64, PTR, TEMPLATE_CTYPE, Params, param_structs
 from .axes import VECTOR_WIDTHS, AxisRecord, Dtype, alternatives, first_rejection, rule_vector_fits_16_bytes
 from .family import OpFamily
 from .rope_variants import Angles, Pairing, rule_f32_cache_only_for_half_types
@@ -137,8 +137,9 @@ def render_headers() -> dict[str, str]:
 
 def render_module(dtype: Dtype, variants: list[KvAppendVariant]) -> str:
     assert all(v.module == variants[0].module for v in variants), "one element type and QK-norm per module"
+    structs, struct_of = param_structs(variants, kv_append_params, params_layout_id)
     return jinja.render("kv_append.cu.j2", dtype=dtype, dtype_ctype=TEMPLATE_CTYPE[dtype], variants=variants,
-                        params={v.name: kv_append_params(v) for v in variants}, max_threads=MAX_THREADS_PER_BLOCK,
+                        structs=structs, struct_of=struct_of, max_threads=MAX_THREADS_PER_BLOCK,
                         min_blocks={v.name: MIN_BLOCKS_PER_SM_QK_NORM if v.qk_norm else MIN_BLOCKS_PER_SM
                                     for v in variants})
 

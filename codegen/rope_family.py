@@ -4,7 +4,7 @@ the runtime and the tools. Its variant space is rope_variants; its ABI and launc
 from __future__ import annotations
 
 from . import jinja, rope_abi
-from .abi import TEMPLATE_CTYPE
+from .abi import TEMPLATE_CTYPE, param_structs
 from .axes import Dtype
 from .family import OpFamily
 from .rope_variants import RopeVariant, enumerate_rope, parse_rope_name
@@ -24,8 +24,9 @@ def render_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks: int 
     """The .cu source holding every variant of ``variants`` (all of element type ``dtype``); ``min_blocks``
     replaces every variant's launch bound (rope_abi.min_blocks_per_sm), for experiments."""
     assert all(v.dtype is dtype for v in variants), "one element type per module"
+    structs, struct_of = param_structs(variants, rope_abi.rope_params, rope_abi.params_layout_id)
     return jinja.render("rope.cu.j2", dtype=dtype, dtype_ctype=TEMPLATE_CTYPE[dtype], variants=variants,
-                        params={v.name: rope_abi.rope_params(v) for v in variants}, max_threads=max_threads,
+                        structs=structs, struct_of=struct_of, max_threads=max_threads,
                         min_blocks={v.name: min_blocks or rope_abi.min_blocks_per_sm(v) for v in variants})
 
 

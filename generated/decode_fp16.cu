@@ -5,9 +5,9 @@
 // argument (partial_out null or not), as is the batch-invariant split and merge (batch_invariant).
 #include "decode.cuh"
 
-
-// decode_fp16_d64_s3_v1: head dim 64, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
-struct decode_fp16_d64_s3_v1_params {
+// Parameter structs, one per params layout (the dispatch table's entry of the same layout id lists the fields; the
+// runtime packs them in this order).
+struct params_attention_s3 {
   const void* q;
   void* out;
   void* lse;
@@ -42,254 +42,7 @@ struct decode_fp16_d64_s3_v1_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v1(const decode_fp16_d64_s3_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = f16;
-  attend<T, 64, 1, 64, 5>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 64>(p));
-}
-
-// decode_fp16_d64_s3_v2: head dim 64, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
-struct decode_fp16_d64_s3_v2_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v2(const decode_fp16_d64_s3_v2_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = f16;
-  attend<T, 64, 2, 64, 5>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 64>(p));
-}
-
-// decode_fp16_d64_s3_v4: head dim 64, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
-struct decode_fp16_d64_s3_v4_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v4(const decode_fp16_d64_s3_v4_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = f16;
-  attend<T, 64, 4, 64, 5>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 64>(p));
-}
-
-// decode_fp16_d64_s3_v8: head dim 64, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
-struct decode_fp16_d64_s3_v8_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v8(const decode_fp16_d64_s3_v8_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = f16;
-  attend<T, 64, 8, 64, 5>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 64>(p));
-}
-
-// decode_fp16_d64_s3_v8_deep: head dim 64, 3 K/V strides, 8 per copy, deep pipeline (64-key tiles, 6 stages), one pass or split-KV
-struct decode_fp16_d64_s3_v8_deep_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v8_deep(const decode_fp16_d64_s3_v8_deep_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = f16;
-  attend<T, 64, 8, 64, 6>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 64>(p));
-}
-
-// decode_fp16_d64_s3_v8_wide: head dim 64, 3 K/V strides, 8 per copy, wide pipeline (128-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d64_s3_v8_wide_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d64_s3_v8_wide(const decode_fp16_d64_s3_v8_wide_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = f16;
-  attend<T, 64, 8, 128, 2>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 64>(p));
-}
-
-// decode_fp16_d64_s3_v8_ws: head dim 64, warp-specialized (64-key tiles by the TMA engine, 6 stages; sm_90 on), one pass or split-KV
-struct decode_fp16_d64_s3_v8_ws_params {
+struct params_attention_s3_maps {
   cukiln::TensorMap k_map;
   cukiln::TensorMap v_map;
   const void* q;
@@ -326,13 +79,7 @@ struct decode_fp16_d64_s3_v8_ws_params {
   long long v_st;
 };
 
-extern "C" __global__ void __launch_bounds__(160, 2) decode_fp16_d64_s3_v8_ws(const __grid_constant__ decode_fp16_d64_s3_v8_ws_params p) {
-  using namespace cukiln;
-  decode::attend_ws<f16, 64, 64, 6>(p);
-}
-
-// decode_fp16_d64_s4_v1: head dim 64, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
-struct decode_fp16_d64_s4_v1_params {
+struct params_attention_s4 {
   const void* q;
   void* out;
   void* lse;
@@ -369,19 +116,7 @@ struct decode_fp16_d64_s4_v1_params {
   long long v_sd;
 };
 
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s4_v1(const decode_fp16_d64_s4_v1_params p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = f16;
-  attend<T, 64, 1, 64, 5>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 64>(p));
-}
-
-// decode_combine_fp16_d64: merges split-KV partial results, head dim 64
-struct decode_combine_fp16_d64_params {
+struct params_combine {
   const void* partial_out;
   const void* partial_lse;
   void* out;
@@ -395,7 +130,99 @@ struct decode_combine_fp16_d64_params {
   long long batch_invariant;
 };
 
-extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d64(const decode_combine_fp16_d64_params p) {
+
+// decode_fp16_d64_s3_v1: head dim 64, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v1(const params_attention_s3 p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = f16;
+  attend<T, 64, 1, 64, 5>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
+}
+
+// decode_fp16_d64_s3_v2: head dim 64, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v2(const params_attention_s3 p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = f16;
+  attend<T, 64, 2, 64, 5>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
+}
+
+// decode_fp16_d64_s3_v4: head dim 64, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v4(const params_attention_s3 p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = f16;
+  attend<T, 64, 4, 64, 5>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
+}
+
+// decode_fp16_d64_s3_v8: head dim 64, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v8(const params_attention_s3 p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = f16;
+  attend<T, 64, 8, 64, 5>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
+}
+
+// decode_fp16_d64_s3_v8_deep: head dim 64, 3 K/V strides, 8 per copy, deep pipeline (64-key tiles, 6 stages), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v8_deep(const params_attention_s3 p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = f16;
+  attend<T, 64, 8, 64, 6>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
+}
+
+// decode_fp16_d64_s3_v8_wide: head dim 64, 3 K/V strides, 8 per copy, wide pipeline (128-key tiles, 2 stages), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d64_s3_v8_wide(const params_attention_s3 p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = f16;
+  attend<T, 64, 8, 128, 2>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
+}
+
+// decode_fp16_d64_s3_v8_ws: head dim 64, warp-specialized (64-key tiles by the TMA engine, 6 stages; sm_90 on), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(160, 2) decode_fp16_d64_s3_v8_ws(const __grid_constant__ params_attention_s3_maps p) {
+  using namespace cukiln;
+  decode::attend_ws<f16, 64, 64, 6>(p);
+}
+
+// decode_fp16_d64_s4_v1: head dim 64, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s4_v1(const params_attention_s4 p) {
+  using namespace cukiln;
+  using namespace cukiln::decode;
+  using T = f16;
+  attend<T, 64, 1, 64, 5>(
+      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
+      KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
+      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      sink_of<T, 64>(p));
+}
+
+// decode_combine_fp16_d64: merges split-KV partial results, head dim 64
+extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d64(const params_combine p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   const auto partial_out = static_cast<const float*>(p.partial_out);
@@ -412,42 +239,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d64(const 
 }
 
 // decode_fp16_d80_s3_v1: head dim 80, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
-struct decode_fp16_d80_s3_v1_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v1(const decode_fp16_d80_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v1(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -459,42 +251,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v1(const
 }
 
 // decode_fp16_d80_s3_v2: head dim 80, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
-struct decode_fp16_d80_s3_v2_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v2(const decode_fp16_d80_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v2(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -506,42 +263,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v2(const
 }
 
 // decode_fp16_d80_s3_v4: head dim 80, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
-struct decode_fp16_d80_s3_v4_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v4(const decode_fp16_d80_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v4(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -553,42 +275,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v4(const
 }
 
 // decode_fp16_d80_s3_v8: head dim 80, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
-struct decode_fp16_d80_s3_v8_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8(const decode_fp16_d80_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -600,42 +287,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8(const
 }
 
 // decode_fp16_d80_s3_v8_deep: head dim 80, 3 K/V strides, 8 per copy, deep pipeline (64-key tiles, 5 stages), one pass or split-KV
-struct decode_fp16_d80_s3_v8_deep_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8_deep(const decode_fp16_d80_s3_v8_deep_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8_deep(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -647,42 +299,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8_deep(
 }
 
 // decode_fp16_d80_s3_v8_wide: head dim 80, 3 K/V strides, 8 per copy, wide pipeline (128-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d80_s3_v8_wide_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8_wide(const decode_fp16_d80_s3_v8_wide_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8_wide(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -694,44 +311,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8_wide(
 }
 
 // decode_fp16_d80_s4_v1: head dim 80, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
-struct decode_fp16_d80_s4_v1_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long k_sd;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-  long long v_sd;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s4_v1(const decode_fp16_d80_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s4_v1(const params_attention_s4 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -743,21 +323,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s4_v1(const
 }
 
 // decode_combine_fp16_d80: merges split-KV partial results, head dim 80
-struct decode_combine_fp16_d80_params {
-  const void* partial_out;
-  const void* partial_lse;
-  void* out;
-  void* lse;
-  long long batch;
-  long long heads_q;
-  long long num_splits;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  long long batch_invariant;
-};
-
-extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d80(const decode_combine_fp16_d80_params p) {
+extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d80(const params_combine p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   const auto partial_out = static_cast<const float*>(p.partial_out);
@@ -774,42 +340,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d80(const 
 }
 
 // decode_fp16_d96_s3_v1: head dim 96, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
-struct decode_fp16_d96_s3_v1_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v1(const decode_fp16_d96_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v1(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -821,42 +352,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v1(const
 }
 
 // decode_fp16_d96_s3_v2: head dim 96, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
-struct decode_fp16_d96_s3_v2_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v2(const decode_fp16_d96_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v2(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -868,42 +364,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v2(const
 }
 
 // decode_fp16_d96_s3_v4: head dim 96, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
-struct decode_fp16_d96_s3_v4_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v4(const decode_fp16_d96_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v4(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -915,42 +376,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v4(const
 }
 
 // decode_fp16_d96_s3_v8: head dim 96, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
-struct decode_fp16_d96_s3_v8_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8(const decode_fp16_d96_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -962,42 +388,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8(const
 }
 
 // decode_fp16_d96_s3_v8_deep: head dim 96, 3 K/V strides, 8 per copy, deep pipeline (64-key tiles, 4 stages), one pass or split-KV
-struct decode_fp16_d96_s3_v8_deep_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8_deep(const decode_fp16_d96_s3_v8_deep_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8_deep(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1009,42 +400,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8_deep(
 }
 
 // decode_fp16_d96_s3_v8_wide: head dim 96, 3 K/V strides, 8 per copy, wide pipeline (128-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d96_s3_v8_wide_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8_wide(const decode_fp16_d96_s3_v8_wide_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8_wide(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1056,44 +412,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8_wide(
 }
 
 // decode_fp16_d96_s4_v1: head dim 96, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
-struct decode_fp16_d96_s4_v1_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long k_sd;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-  long long v_sd;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s4_v1(const decode_fp16_d96_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s4_v1(const params_attention_s4 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1105,21 +424,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s4_v1(const
 }
 
 // decode_combine_fp16_d96: merges split-KV partial results, head dim 96
-struct decode_combine_fp16_d96_params {
-  const void* partial_out;
-  const void* partial_lse;
-  void* out;
-  void* lse;
-  long long batch;
-  long long heads_q;
-  long long num_splits;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  long long batch_invariant;
-};
-
-extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d96(const decode_combine_fp16_d96_params p) {
+extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d96(const params_combine p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   const auto partial_out = static_cast<const float*>(p.partial_out);
@@ -1136,42 +441,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d96(const 
 }
 
 // decode_fp16_d128_s3_v1: head dim 128, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d128_s3_v1_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v1(const decode_fp16_d128_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v1(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1183,42 +453,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v1(cons
 }
 
 // decode_fp16_d128_s3_v2: head dim 128, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d128_s3_v2_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v2(const decode_fp16_d128_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v2(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1230,42 +465,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v2(cons
 }
 
 // decode_fp16_d128_s3_v4: head dim 128, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d128_s3_v4_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v4(const decode_fp16_d128_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v4(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1277,42 +477,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v4(cons
 }
 
 // decode_fp16_d128_s3_v8: head dim 128, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d128_s3_v8_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v8(const decode_fp16_d128_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v8(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1324,42 +489,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v8(cons
 }
 
 // decode_fp16_d128_s3_v8_deep: head dim 128, 3 K/V strides, 8 per copy, deep pipeline (64-key tiles, 3 stages), one pass or split-KV
-struct decode_fp16_d128_s3_v8_deep_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d128_s3_v8_deep(const decode_fp16_d128_s3_v8_deep_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d128_s3_v8_deep(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1371,42 +501,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d128_s3_v8_deep
 }
 
 // decode_fp16_d128_s3_v8_wide: head dim 128, 3 K/V strides, 8 per copy, wide pipeline (128-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d128_s3_v8_wide_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d128_s3_v8_wide(const decode_fp16_d128_s3_v8_wide_params p) {
+extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d128_s3_v8_wide(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1418,87 +513,13 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d128_s3_v8_wide
 }
 
 // decode_fp16_d128_s3_v8_ws: head dim 128, warp-specialized (64-key tiles by the TMA engine, 3 stages; sm_90 on), one pass or split-KV
-struct decode_fp16_d128_s3_v8_ws_params {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_fp16_d128_s3_v8_ws(const __grid_constant__ decode_fp16_d128_s3_v8_ws_params p) {
+extern "C" __global__ void __launch_bounds__(160, 2) decode_fp16_d128_s3_v8_ws(const __grid_constant__ params_attention_s3_maps p) {
   using namespace cukiln;
   decode::attend_ws<f16, 128, 64, 3>(p);
 }
 
 // decode_fp16_d128_s4_v1: head dim 128, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d128_s4_v1_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long k_sd;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-  long long v_sd;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s4_v1(const decode_fp16_d128_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s4_v1(const params_attention_s4 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1510,21 +531,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s4_v1(cons
 }
 
 // decode_combine_fp16_d128: merges split-KV partial results, head dim 128
-struct decode_combine_fp16_d128_params {
-  const void* partial_out;
-  const void* partial_lse;
-  void* out;
-  void* lse;
-  long long batch;
-  long long heads_q;
-  long long num_splits;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  long long batch_invariant;
-};
-
-extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d128(const decode_combine_fp16_d128_params p) {
+extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d128(const params_combine p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   const auto partial_out = static_cast<const float*>(p.partial_out);
@@ -1541,42 +548,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d128(const
 }
 
 // decode_fp16_d192_s3_v1: head dim 192, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d192_s3_v1_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v1(const decode_fp16_d192_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v1(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1588,42 +560,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v1(cons
 }
 
 // decode_fp16_d192_s3_v2: head dim 192, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d192_s3_v2_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v2(const decode_fp16_d192_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v2(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1635,42 +572,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v2(cons
 }
 
 // decode_fp16_d192_s3_v4: head dim 192, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d192_s3_v4_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v4(const decode_fp16_d192_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v4(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1682,42 +584,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v4(cons
 }
 
 // decode_fp16_d192_s3_v8: head dim 192, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d192_s3_v8_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v8(const decode_fp16_d192_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v8(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1729,44 +596,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v8(cons
 }
 
 // decode_fp16_d192_s4_v1: head dim 192, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d192_s4_v1_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long k_sd;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-  long long v_sd;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s4_v1(const decode_fp16_d192_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s4_v1(const params_attention_s4 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1778,21 +608,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s4_v1(cons
 }
 
 // decode_combine_fp16_d192: merges split-KV partial results, head dim 192
-struct decode_combine_fp16_d192_params {
-  const void* partial_out;
-  const void* partial_lse;
-  void* out;
-  void* lse;
-  long long batch;
-  long long heads_q;
-  long long num_splits;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  long long batch_invariant;
-};
-
-extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d192(const decode_combine_fp16_d192_params p) {
+extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d192(const params_combine p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   const auto partial_out = static_cast<const float*>(p.partial_out);
@@ -1809,42 +625,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d192(const
 }
 
 // decode_fp16_d256_s3_v1: head dim 256, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d256_s3_v1_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v1(const decode_fp16_d256_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v1(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1856,42 +637,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v1(cons
 }
 
 // decode_fp16_d256_s3_v2: head dim 256, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d256_s3_v2_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v2(const decode_fp16_d256_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v2(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1903,42 +649,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v2(cons
 }
 
 // decode_fp16_d256_s3_v4: head dim 256, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d256_s3_v4_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v4(const decode_fp16_d256_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v4(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1950,42 +661,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v4(cons
 }
 
 // decode_fp16_d256_s3_v8: head dim 256, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d256_s3_v8_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v8(const decode_fp16_d256_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v8(const params_attention_s3 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -1997,44 +673,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v8(cons
 }
 
 // decode_fp16_d256_s4_v1: head dim 256, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-struct decode_fp16_d256_s4_v1_params {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long k_sd;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-  long long v_sd;
-};
-
-extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s4_v1(const decode_fp16_d256_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s4_v1(const params_attention_s4 p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
@@ -2046,21 +685,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s4_v1(cons
 }
 
 // decode_combine_fp16_d256: merges split-KV partial results, head dim 256
-struct decode_combine_fp16_d256_params {
-  const void* partial_out;
-  const void* partial_lse;
-  void* out;
-  void* lse;
-  long long batch;
-  long long heads_q;
-  long long num_splits;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  long long batch_invariant;
-};
-
-extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d256(const decode_combine_fp16_d256_params p) {
+extern "C" __global__ void __launch_bounds__(128) decode_combine_fp16_d256(const params_combine p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   const auto partial_out = static_cast<const float*>(p.partial_out);

@@ -4,9 +4,9 @@
 // angle source, vector width and QK-norm.
 #include "kv_append.cuh"
 
-
-// kv_append_bf16_half_freqs_v1: half pairs, angles from freqs, 1 per access
-struct kv_append_bf16_half_freqs_v1_params {
+// Parameter structs, one per params layout (the dispatch table's entry of the same layout id lists the fields; the
+// runtime packs them in this order).
+struct params_freqs {
   const void* q;
   void* q_out;
   const void* k;
@@ -55,7 +55,210 @@ struct kv_append_bf16_half_freqs_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_freqs_v1(const kv_append_bf16_half_freqs_v1_params p) {
+struct params_cossin {
+  const void* q;
+  void* q_out;
+  const void* k;
+  const void* v;
+  void* k_cache;
+  void* v_cache;
+  long long batch;
+  long long new_tokens;
+  long long heads_q;
+  long long heads_kv;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long capacity;
+  long long copy_tail;
+  double mscale;
+  const void* kv_lens;
+  long long kv_len_value;
+  void* kv_lens_out;
+  const void* kv_start;
+  long long kv_start_value;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  long long q_sb;
+  long long q_ss;
+  long long q_sh;
+  long long q_out_sb;
+  long long q_out_ss;
+  long long q_out_sh;
+  long long k_sb;
+  long long k_ss;
+  long long k_sh;
+  long long v_sb;
+  long long v_ss;
+  long long v_sh;
+  long long k_cache_sb;
+  long long k_cache_ss;
+  long long k_cache_sh;
+  long long v_cache_sb;
+  long long v_cache_ss;
+  long long v_cache_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_cossinf32 {
+  const void* q;
+  void* q_out;
+  const void* k;
+  const void* v;
+  void* k_cache;
+  void* v_cache;
+  long long batch;
+  long long new_tokens;
+  long long heads_q;
+  long long heads_kv;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long capacity;
+  long long copy_tail;
+  double mscale;
+  const void* kv_lens;
+  long long kv_len_value;
+  void* kv_lens_out;
+  const void* kv_start;
+  long long kv_start_value;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  long long q_sb;
+  long long q_ss;
+  long long q_sh;
+  long long q_out_sb;
+  long long q_out_ss;
+  long long q_out_sh;
+  long long k_sb;
+  long long k_ss;
+  long long k_sh;
+  long long v_sb;
+  long long v_ss;
+  long long v_sh;
+  long long k_cache_sb;
+  long long k_cache_ss;
+  long long k_cache_sh;
+  long long v_cache_sb;
+  long long v_cache_ss;
+  long long v_cache_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_invfreq {
+  const void* q;
+  void* q_out;
+  const void* k;
+  const void* v;
+  void* k_cache;
+  void* v_cache;
+  long long batch;
+  long long new_tokens;
+  long long heads_q;
+  long long heads_kv;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long capacity;
+  long long copy_tail;
+  double mscale;
+  const void* kv_lens;
+  long long kv_len_value;
+  void* kv_lens_out;
+  const void* kv_start;
+  long long kv_start_value;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  long long q_sb;
+  long long q_ss;
+  long long q_sh;
+  long long q_out_sb;
+  long long q_out_ss;
+  long long q_out_sh;
+  long long k_sb;
+  long long k_ss;
+  long long k_sh;
+  long long v_sb;
+  long long v_ss;
+  long long v_sh;
+  long long k_cache_sb;
+  long long k_cache_ss;
+  long long k_cache_sh;
+  long long v_cache_sb;
+  long long v_cache_ss;
+  long long v_cache_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_base {
+  const void* q;
+  void* q_out;
+  const void* k;
+  const void* v;
+  void* k_cache;
+  void* v_cache;
+  long long batch;
+  long long new_tokens;
+  long long heads_q;
+  long long heads_kv;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long capacity;
+  long long copy_tail;
+  double mscale;
+  const void* kv_lens;
+  long long kv_len_value;
+  void* kv_lens_out;
+  const void* kv_start;
+  long long kv_start_value;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  long long q_sb;
+  long long q_ss;
+  long long q_sh;
+  long long q_out_sb;
+  long long q_out_ss;
+  long long q_out_sh;
+  long long k_sb;
+  long long k_ss;
+  long long k_sh;
+  long long v_sb;
+  long long v_ss;
+  long long v_sh;
+  long long k_cache_sb;
+  long long k_cache_ss;
+  long long k_cache_sh;
+  long long v_cache_sb;
+  long long v_cache_ss;
+  long long v_cache_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+
+// kv_append_bf16_half_freqs_v1: half pairs, angles from freqs, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_freqs_v1(const params_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -67,56 +270,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_freqs_v
 }
 
 // kv_append_bf16_half_freqs_v2: half pairs, angles from freqs, 2 per access
-struct kv_append_bf16_half_freqs_v2_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_freqs_v2(const kv_append_bf16_half_freqs_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_freqs_v2(const params_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -128,56 +282,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_freqs_v
 }
 
 // kv_append_bf16_half_freqs_v4: half pairs, angles from freqs, 4 per access
-struct kv_append_bf16_half_freqs_v4_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_freqs_v4(const kv_append_bf16_half_freqs_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_freqs_v4(const params_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -189,56 +294,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_freqs_v
 }
 
 // kv_append_bf16_half_freqs_v8: half pairs, angles from freqs, 8 per access
-struct kv_append_bf16_half_freqs_v8_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_freqs_v8(const kv_append_bf16_half_freqs_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_freqs_v8(const params_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -250,59 +306,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_freqs_v
 }
 
 // kv_append_bf16_half_cossin_v1: half pairs, angles from cossin, 1 per access
-struct kv_append_bf16_half_cossin_v1_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossin_v1(const kv_append_bf16_half_cossin_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossin_v1(const params_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -314,59 +318,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossin_
 }
 
 // kv_append_bf16_half_cossin_v2: half pairs, angles from cossin, 2 per access
-struct kv_append_bf16_half_cossin_v2_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossin_v2(const kv_append_bf16_half_cossin_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossin_v2(const params_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -378,59 +330,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossin_
 }
 
 // kv_append_bf16_half_cossin_v4: half pairs, angles from cossin, 4 per access
-struct kv_append_bf16_half_cossin_v4_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossin_v4(const kv_append_bf16_half_cossin_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossin_v4(const params_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -442,59 +342,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossin_
 }
 
 // kv_append_bf16_half_cossin_v8: half pairs, angles from cossin, 8 per access
-struct kv_append_bf16_half_cossin_v8_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossin_v8(const kv_append_bf16_half_cossin_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossin_v8(const params_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -506,59 +354,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossin_
 }
 
 // kv_append_bf16_half_cossinf32_v1: half pairs, angles from cossinf32, 1 per access
-struct kv_append_bf16_half_cossinf32_v1_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossinf32_v1(const kv_append_bf16_half_cossinf32_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossinf32_v1(const params_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -570,59 +366,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossinf
 }
 
 // kv_append_bf16_half_cossinf32_v2: half pairs, angles from cossinf32, 2 per access
-struct kv_append_bf16_half_cossinf32_v2_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossinf32_v2(const kv_append_bf16_half_cossinf32_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossinf32_v2(const params_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -634,59 +378,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossinf
 }
 
 // kv_append_bf16_half_cossinf32_v4: half pairs, angles from cossinf32, 4 per access
-struct kv_append_bf16_half_cossinf32_v4_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossinf32_v4(const kv_append_bf16_half_cossinf32_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossinf32_v4(const params_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -698,59 +390,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossinf
 }
 
 // kv_append_bf16_half_cossinf32_v8: half pairs, angles from cossinf32, 8 per access
-struct kv_append_bf16_half_cossinf32_v8_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossinf32_v8(const kv_append_bf16_half_cossinf32_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossinf32_v8(const params_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -762,55 +402,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_cossinf
 }
 
 // kv_append_bf16_half_invfreq_v1: half pairs, angles from invfreq, 1 per access
-struct kv_append_bf16_half_invfreq_v1_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_invfreq_v1(const kv_append_bf16_half_invfreq_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_invfreq_v1(const params_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -822,55 +414,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_invfreq
 }
 
 // kv_append_bf16_half_invfreq_v2: half pairs, angles from invfreq, 2 per access
-struct kv_append_bf16_half_invfreq_v2_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_invfreq_v2(const kv_append_bf16_half_invfreq_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_invfreq_v2(const params_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -882,55 +426,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_invfreq
 }
 
 // kv_append_bf16_half_invfreq_v4: half pairs, angles from invfreq, 4 per access
-struct kv_append_bf16_half_invfreq_v4_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_invfreq_v4(const kv_append_bf16_half_invfreq_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_invfreq_v4(const params_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -942,55 +438,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_invfreq
 }
 
 // kv_append_bf16_half_invfreq_v8: half pairs, angles from invfreq, 8 per access
-struct kv_append_bf16_half_invfreq_v8_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_invfreq_v8(const kv_append_bf16_half_invfreq_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_invfreq_v8(const params_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1002,56 +450,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_invfreq
 }
 
 // kv_append_bf16_half_base_v1: half pairs, angles from base, 1 per access
-struct kv_append_bf16_half_base_v1_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_base_v1(const kv_append_bf16_half_base_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_base_v1(const params_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1063,56 +462,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_base_v1
 }
 
 // kv_append_bf16_half_base_v2: half pairs, angles from base, 2 per access
-struct kv_append_bf16_half_base_v2_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_base_v2(const kv_append_bf16_half_base_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_base_v2(const params_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1124,56 +474,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_base_v2
 }
 
 // kv_append_bf16_half_base_v4: half pairs, angles from base, 4 per access
-struct kv_append_bf16_half_base_v4_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_base_v4(const kv_append_bf16_half_base_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_base_v4(const params_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1185,56 +486,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_base_v4
 }
 
 // kv_append_bf16_half_base_v8: half pairs, angles from base, 8 per access
-struct kv_append_bf16_half_base_v8_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_base_v8(const kv_append_bf16_half_base_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_base_v8(const params_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1246,56 +498,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_half_base_v8
 }
 
 // kv_append_bf16_interleaved_freqs_v1: interleaved pairs, angles from freqs, 1 per access
-struct kv_append_bf16_interleaved_freqs_v1_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_freqs_v1(const kv_append_bf16_interleaved_freqs_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_freqs_v1(const params_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1307,56 +510,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_freqs_v2: interleaved pairs, angles from freqs, 2 per access
-struct kv_append_bf16_interleaved_freqs_v2_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_freqs_v2(const kv_append_bf16_interleaved_freqs_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_freqs_v2(const params_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1368,56 +522,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_freqs_v4: interleaved pairs, angles from freqs, 4 per access
-struct kv_append_bf16_interleaved_freqs_v4_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_freqs_v4(const kv_append_bf16_interleaved_freqs_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_freqs_v4(const params_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1429,56 +534,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_freqs_v8: interleaved pairs, angles from freqs, 8 per access
-struct kv_append_bf16_interleaved_freqs_v8_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_freqs_v8(const kv_append_bf16_interleaved_freqs_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_freqs_v8(const params_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1490,59 +546,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossin_v1: interleaved pairs, angles from cossin, 1 per access
-struct kv_append_bf16_interleaved_cossin_v1_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossin_v1(const kv_append_bf16_interleaved_cossin_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossin_v1(const params_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1554,59 +558,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossin_v2: interleaved pairs, angles from cossin, 2 per access
-struct kv_append_bf16_interleaved_cossin_v2_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossin_v2(const kv_append_bf16_interleaved_cossin_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossin_v2(const params_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1618,59 +570,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossin_v4: interleaved pairs, angles from cossin, 4 per access
-struct kv_append_bf16_interleaved_cossin_v4_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossin_v4(const kv_append_bf16_interleaved_cossin_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossin_v4(const params_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1682,59 +582,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossin_v8: interleaved pairs, angles from cossin, 8 per access
-struct kv_append_bf16_interleaved_cossin_v8_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossin_v8(const kv_append_bf16_interleaved_cossin_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossin_v8(const params_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1746,59 +594,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossinf32_v1: interleaved pairs, angles from cossinf32, 1 per access
-struct kv_append_bf16_interleaved_cossinf32_v1_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossinf32_v1(const kv_append_bf16_interleaved_cossinf32_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossinf32_v1(const params_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1810,59 +606,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossinf32_v2: interleaved pairs, angles from cossinf32, 2 per access
-struct kv_append_bf16_interleaved_cossinf32_v2_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossinf32_v2(const kv_append_bf16_interleaved_cossinf32_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossinf32_v2(const params_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1874,59 +618,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossinf32_v4: interleaved pairs, angles from cossinf32, 4 per access
-struct kv_append_bf16_interleaved_cossinf32_v4_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossinf32_v4(const kv_append_bf16_interleaved_cossinf32_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossinf32_v4(const params_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1938,59 +630,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossinf32_v8: interleaved pairs, angles from cossinf32, 8 per access
-struct kv_append_bf16_interleaved_cossinf32_v8_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossinf32_v8(const kv_append_bf16_interleaved_cossinf32_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_cossinf32_v8(const params_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2002,55 +642,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_invfreq_v1: interleaved pairs, angles from invfreq, 1 per access
-struct kv_append_bf16_interleaved_invfreq_v1_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_invfreq_v1(const kv_append_bf16_interleaved_invfreq_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_invfreq_v1(const params_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2062,55 +654,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_invfreq_v2: interleaved pairs, angles from invfreq, 2 per access
-struct kv_append_bf16_interleaved_invfreq_v2_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_invfreq_v2(const kv_append_bf16_interleaved_invfreq_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_invfreq_v2(const params_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2122,55 +666,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_invfreq_v4: interleaved pairs, angles from invfreq, 4 per access
-struct kv_append_bf16_interleaved_invfreq_v4_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_invfreq_v4(const kv_append_bf16_interleaved_invfreq_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_invfreq_v4(const params_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2182,55 +678,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_invfreq_v8: interleaved pairs, angles from invfreq, 8 per access
-struct kv_append_bf16_interleaved_invfreq_v8_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_invfreq_v8(const kv_append_bf16_interleaved_invfreq_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_invfreq_v8(const params_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2242,56 +690,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_base_v1: interleaved pairs, angles from base, 1 per access
-struct kv_append_bf16_interleaved_base_v1_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_base_v1(const kv_append_bf16_interleaved_base_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_base_v1(const params_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2303,56 +702,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_base_v2: interleaved pairs, angles from base, 2 per access
-struct kv_append_bf16_interleaved_base_v2_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_base_v2(const kv_append_bf16_interleaved_base_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_base_v2(const params_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2364,56 +714,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_base_v4: interleaved pairs, angles from base, 4 per access
-struct kv_append_bf16_interleaved_base_v4_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_base_v4(const kv_append_bf16_interleaved_base_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_base_v4(const params_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2425,56 +726,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_base_v8: interleaved pairs, angles from base, 8 per access
-struct kv_append_bf16_interleaved_base_v8_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_base_v8(const kv_append_bf16_interleaved_base_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) kv_append_bf16_interleaved_base_v8(const params_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs

@@ -4,9 +4,9 @@
 // angle source, vector width and QK-norm.
 #include "kv_append.cuh"
 
-
-// kv_append_bf16_half_freqs_v1_qknorm: half pairs, angles from freqs, 1 per access, q and k normalized per head
-struct kv_append_bf16_half_freqs_v1_qknorm_params {
+// Parameter structs, one per params layout (the dispatch table's entry of the same layout id lists the fields; the
+// runtime packs them in this order).
+struct params_freqs_qknorm {
   const void* q;
   void* q_out;
   const void* k;
@@ -59,7 +59,226 @@ struct kv_append_bf16_half_freqs_v1_qknorm_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v1_qknorm(const kv_append_bf16_half_freqs_v1_qknorm_params p) {
+struct params_cossin_qknorm {
+  const void* q;
+  void* q_out;
+  const void* k;
+  const void* v;
+  void* k_cache;
+  void* v_cache;
+  long long batch;
+  long long new_tokens;
+  long long heads_q;
+  long long heads_kv;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long capacity;
+  long long copy_tail;
+  double mscale;
+  const void* kv_lens;
+  long long kv_len_value;
+  void* kv_lens_out;
+  const void* kv_start;
+  long long kv_start_value;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  long long q_sb;
+  long long q_ss;
+  long long q_sh;
+  long long q_out_sb;
+  long long q_out_ss;
+  long long q_out_sh;
+  long long k_sb;
+  long long k_ss;
+  long long k_sh;
+  long long v_sb;
+  long long v_ss;
+  long long v_sh;
+  long long k_cache_sb;
+  long long k_cache_ss;
+  long long k_cache_sh;
+  long long v_cache_sb;
+  long long v_cache_ss;
+  long long v_cache_sh;
+  const void* q_norm_weight;
+  const void* k_norm_weight;
+  long long norm_weight_fp32;
+  double norm_eps;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_cossinf32_qknorm {
+  const void* q;
+  void* q_out;
+  const void* k;
+  const void* v;
+  void* k_cache;
+  void* v_cache;
+  long long batch;
+  long long new_tokens;
+  long long heads_q;
+  long long heads_kv;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long capacity;
+  long long copy_tail;
+  double mscale;
+  const void* kv_lens;
+  long long kv_len_value;
+  void* kv_lens_out;
+  const void* kv_start;
+  long long kv_start_value;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  long long q_sb;
+  long long q_ss;
+  long long q_sh;
+  long long q_out_sb;
+  long long q_out_ss;
+  long long q_out_sh;
+  long long k_sb;
+  long long k_ss;
+  long long k_sh;
+  long long v_sb;
+  long long v_ss;
+  long long v_sh;
+  long long k_cache_sb;
+  long long k_cache_ss;
+  long long k_cache_sh;
+  long long v_cache_sb;
+  long long v_cache_ss;
+  long long v_cache_sh;
+  const void* q_norm_weight;
+  const void* k_norm_weight;
+  long long norm_weight_fp32;
+  double norm_eps;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_invfreq_qknorm {
+  const void* q;
+  void* q_out;
+  const void* k;
+  const void* v;
+  void* k_cache;
+  void* v_cache;
+  long long batch;
+  long long new_tokens;
+  long long heads_q;
+  long long heads_kv;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long capacity;
+  long long copy_tail;
+  double mscale;
+  const void* kv_lens;
+  long long kv_len_value;
+  void* kv_lens_out;
+  const void* kv_start;
+  long long kv_start_value;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  long long q_sb;
+  long long q_ss;
+  long long q_sh;
+  long long q_out_sb;
+  long long q_out_ss;
+  long long q_out_sh;
+  long long k_sb;
+  long long k_ss;
+  long long k_sh;
+  long long v_sb;
+  long long v_ss;
+  long long v_sh;
+  long long k_cache_sb;
+  long long k_cache_ss;
+  long long k_cache_sh;
+  long long v_cache_sb;
+  long long v_cache_ss;
+  long long v_cache_sh;
+  const void* q_norm_weight;
+  const void* k_norm_weight;
+  long long norm_weight_fp32;
+  double norm_eps;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_base_qknorm {
+  const void* q;
+  void* q_out;
+  const void* k;
+  const void* v;
+  void* k_cache;
+  void* v_cache;
+  long long batch;
+  long long new_tokens;
+  long long heads_q;
+  long long heads_kv;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long capacity;
+  long long copy_tail;
+  double mscale;
+  const void* kv_lens;
+  long long kv_len_value;
+  void* kv_lens_out;
+  const void* kv_start;
+  long long kv_start_value;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  long long q_sb;
+  long long q_ss;
+  long long q_sh;
+  long long q_out_sb;
+  long long q_out_ss;
+  long long q_out_sh;
+  long long k_sb;
+  long long k_ss;
+  long long k_sh;
+  long long v_sb;
+  long long v_ss;
+  long long v_sh;
+  long long k_cache_sb;
+  long long k_cache_ss;
+  long long k_cache_sh;
+  long long v_cache_sb;
+  long long v_cache_ss;
+  long long v_cache_sh;
+  const void* q_norm_weight;
+  const void* k_norm_weight;
+  long long norm_weight_fp32;
+  double norm_eps;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+
+// kv_append_bf16_half_freqs_v1_qknorm: half pairs, angles from freqs, 1 per access, q and k normalized per head
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v1_qknorm(const params_freqs_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -71,60 +290,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v
 }
 
 // kv_append_bf16_half_freqs_v2_qknorm: half pairs, angles from freqs, 2 per access, q and k normalized per head
-struct kv_append_bf16_half_freqs_v2_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v2_qknorm(const kv_append_bf16_half_freqs_v2_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v2_qknorm(const params_freqs_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -136,60 +302,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v
 }
 
 // kv_append_bf16_half_freqs_v4_qknorm: half pairs, angles from freqs, 4 per access, q and k normalized per head
-struct kv_append_bf16_half_freqs_v4_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v4_qknorm(const kv_append_bf16_half_freqs_v4_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v4_qknorm(const params_freqs_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -201,60 +314,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v
 }
 
 // kv_append_bf16_half_freqs_v8_qknorm: half pairs, angles from freqs, 8 per access, q and k normalized per head
-struct kv_append_bf16_half_freqs_v8_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v8_qknorm(const kv_append_bf16_half_freqs_v8_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v8_qknorm(const params_freqs_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -266,63 +326,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v
 }
 
 // kv_append_bf16_half_cossin_v1_qknorm: half pairs, angles from cossin, 1 per access, q and k normalized per head
-struct kv_append_bf16_half_cossin_v1_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_v1_qknorm(const kv_append_bf16_half_cossin_v1_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_v1_qknorm(const params_cossin_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -334,63 +338,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_
 }
 
 // kv_append_bf16_half_cossin_v2_qknorm: half pairs, angles from cossin, 2 per access, q and k normalized per head
-struct kv_append_bf16_half_cossin_v2_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_v2_qknorm(const kv_append_bf16_half_cossin_v2_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_v2_qknorm(const params_cossin_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -402,63 +350,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_
 }
 
 // kv_append_bf16_half_cossin_v4_qknorm: half pairs, angles from cossin, 4 per access, q and k normalized per head
-struct kv_append_bf16_half_cossin_v4_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_v4_qknorm(const kv_append_bf16_half_cossin_v4_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_v4_qknorm(const params_cossin_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -470,63 +362,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_
 }
 
 // kv_append_bf16_half_cossin_v8_qknorm: half pairs, angles from cossin, 8 per access, q and k normalized per head
-struct kv_append_bf16_half_cossin_v8_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_v8_qknorm(const kv_append_bf16_half_cossin_v8_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_v8_qknorm(const params_cossin_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -538,63 +374,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_
 }
 
 // kv_append_bf16_half_cossinf32_v1_qknorm: half pairs, angles from cossinf32, 1 per access, q and k normalized per head
-struct kv_append_bf16_half_cossinf32_v1_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf32_v1_qknorm(const kv_append_bf16_half_cossinf32_v1_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf32_v1_qknorm(const params_cossinf32_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -606,63 +386,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf
 }
 
 // kv_append_bf16_half_cossinf32_v2_qknorm: half pairs, angles from cossinf32, 2 per access, q and k normalized per head
-struct kv_append_bf16_half_cossinf32_v2_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf32_v2_qknorm(const kv_append_bf16_half_cossinf32_v2_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf32_v2_qknorm(const params_cossinf32_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -674,63 +398,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf
 }
 
 // kv_append_bf16_half_cossinf32_v4_qknorm: half pairs, angles from cossinf32, 4 per access, q and k normalized per head
-struct kv_append_bf16_half_cossinf32_v4_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf32_v4_qknorm(const kv_append_bf16_half_cossinf32_v4_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf32_v4_qknorm(const params_cossinf32_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -742,63 +410,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf
 }
 
 // kv_append_bf16_half_cossinf32_v8_qknorm: half pairs, angles from cossinf32, 8 per access, q and k normalized per head
-struct kv_append_bf16_half_cossinf32_v8_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf32_v8_qknorm(const kv_append_bf16_half_cossinf32_v8_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf32_v8_qknorm(const params_cossinf32_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -810,59 +422,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf
 }
 
 // kv_append_bf16_half_invfreq_v1_qknorm: half pairs, angles from invfreq, 1 per access, q and k normalized per head
-struct kv_append_bf16_half_invfreq_v1_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq_v1_qknorm(const kv_append_bf16_half_invfreq_v1_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq_v1_qknorm(const params_invfreq_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -874,59 +434,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq
 }
 
 // kv_append_bf16_half_invfreq_v2_qknorm: half pairs, angles from invfreq, 2 per access, q and k normalized per head
-struct kv_append_bf16_half_invfreq_v2_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq_v2_qknorm(const kv_append_bf16_half_invfreq_v2_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq_v2_qknorm(const params_invfreq_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -938,59 +446,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq
 }
 
 // kv_append_bf16_half_invfreq_v4_qknorm: half pairs, angles from invfreq, 4 per access, q and k normalized per head
-struct kv_append_bf16_half_invfreq_v4_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq_v4_qknorm(const kv_append_bf16_half_invfreq_v4_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq_v4_qknorm(const params_invfreq_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1002,59 +458,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq
 }
 
 // kv_append_bf16_half_invfreq_v8_qknorm: half pairs, angles from invfreq, 8 per access, q and k normalized per head
-struct kv_append_bf16_half_invfreq_v8_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq_v8_qknorm(const kv_append_bf16_half_invfreq_v8_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq_v8_qknorm(const params_invfreq_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1066,60 +470,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq
 }
 
 // kv_append_bf16_half_base_v1_qknorm: half pairs, angles from base, 1 per access, q and k normalized per head
-struct kv_append_bf16_half_base_v1_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v1_qknorm(const kv_append_bf16_half_base_v1_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v1_qknorm(const params_base_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1131,60 +482,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v1
 }
 
 // kv_append_bf16_half_base_v2_qknorm: half pairs, angles from base, 2 per access, q and k normalized per head
-struct kv_append_bf16_half_base_v2_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v2_qknorm(const kv_append_bf16_half_base_v2_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v2_qknorm(const params_base_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1196,60 +494,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v2
 }
 
 // kv_append_bf16_half_base_v4_qknorm: half pairs, angles from base, 4 per access, q and k normalized per head
-struct kv_append_bf16_half_base_v4_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v4_qknorm(const kv_append_bf16_half_base_v4_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v4_qknorm(const params_base_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1261,60 +506,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v4
 }
 
 // kv_append_bf16_half_base_v8_qknorm: half pairs, angles from base, 8 per access, q and k normalized per head
-struct kv_append_bf16_half_base_v8_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v8_qknorm(const kv_append_bf16_half_base_v8_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v8_qknorm(const params_base_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1326,60 +518,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v8
 }
 
 // kv_append_bf16_interleaved_freqs_v1_qknorm: interleaved pairs, angles from freqs, 1 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_freqs_v1_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_freqs_v1_qknorm(const kv_append_bf16_interleaved_freqs_v1_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_freqs_v1_qknorm(const params_freqs_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1391,60 +530,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_freqs_v2_qknorm: interleaved pairs, angles from freqs, 2 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_freqs_v2_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_freqs_v2_qknorm(const kv_append_bf16_interleaved_freqs_v2_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_freqs_v2_qknorm(const params_freqs_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1456,60 +542,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_freqs_v4_qknorm: interleaved pairs, angles from freqs, 4 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_freqs_v4_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_freqs_v4_qknorm(const kv_append_bf16_interleaved_freqs_v4_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_freqs_v4_qknorm(const params_freqs_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1521,60 +554,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_freqs_v8_qknorm: interleaved pairs, angles from freqs, 8 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_freqs_v8_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_freqs_v8_qknorm(const kv_append_bf16_interleaved_freqs_v8_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_freqs_v8_qknorm(const params_freqs_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1586,63 +566,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossin_v1_qknorm: interleaved pairs, angles from cossin, 1 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_cossin_v1_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossin_v1_qknorm(const kv_append_bf16_interleaved_cossin_v1_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossin_v1_qknorm(const params_cossin_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1654,63 +578,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossin_v2_qknorm: interleaved pairs, angles from cossin, 2 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_cossin_v2_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossin_v2_qknorm(const kv_append_bf16_interleaved_cossin_v2_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossin_v2_qknorm(const params_cossin_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1722,63 +590,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossin_v4_qknorm: interleaved pairs, angles from cossin, 4 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_cossin_v4_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossin_v4_qknorm(const kv_append_bf16_interleaved_cossin_v4_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossin_v4_qknorm(const params_cossin_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1790,63 +602,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossin_v8_qknorm: interleaved pairs, angles from cossin, 8 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_cossin_v8_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossin_v8_qknorm(const kv_append_bf16_interleaved_cossin_v8_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossin_v8_qknorm(const params_cossin_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1858,63 +614,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossinf32_v1_qknorm: interleaved pairs, angles from cossinf32, 1 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_cossinf32_v1_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossinf32_v1_qknorm(const kv_append_bf16_interleaved_cossinf32_v1_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossinf32_v1_qknorm(const params_cossinf32_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1926,63 +626,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossinf32_v2_qknorm: interleaved pairs, angles from cossinf32, 2 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_cossinf32_v2_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossinf32_v2_qknorm(const kv_append_bf16_interleaved_cossinf32_v2_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossinf32_v2_qknorm(const params_cossinf32_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -1994,63 +638,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossinf32_v4_qknorm: interleaved pairs, angles from cossinf32, 4 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_cossinf32_v4_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossinf32_v4_qknorm(const kv_append_bf16_interleaved_cossinf32_v4_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossinf32_v4_qknorm(const params_cossinf32_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2062,63 +650,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_cossinf32_v8_qknorm: interleaved pairs, angles from cossinf32, 8 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_cossinf32_v8_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossinf32_v8_qknorm(const kv_append_bf16_interleaved_cossinf32_v8_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_cossinf32_v8_qknorm(const params_cossinf32_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2130,59 +662,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_invfreq_v1_qknorm: interleaved pairs, angles from invfreq, 1 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_invfreq_v1_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_invfreq_v1_qknorm(const kv_append_bf16_interleaved_invfreq_v1_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_invfreq_v1_qknorm(const params_invfreq_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2194,59 +674,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_invfreq_v2_qknorm: interleaved pairs, angles from invfreq, 2 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_invfreq_v2_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_invfreq_v2_qknorm(const kv_append_bf16_interleaved_invfreq_v2_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_invfreq_v2_qknorm(const params_invfreq_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2258,59 +686,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_invfreq_v4_qknorm: interleaved pairs, angles from invfreq, 4 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_invfreq_v4_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_invfreq_v4_qknorm(const kv_append_bf16_interleaved_invfreq_v4_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_invfreq_v4_qknorm(const params_invfreq_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2322,59 +698,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_invfreq_v8_qknorm: interleaved pairs, angles from invfreq, 8 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_invfreq_v8_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_invfreq_v8_qknorm(const kv_append_bf16_interleaved_invfreq_v8_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_invfreq_v8_qknorm(const params_invfreq_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2386,60 +710,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_base_v1_qknorm: interleaved pairs, angles from base, 1 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_base_v1_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_base_v1_qknorm(const kv_append_bf16_interleaved_base_v1_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_base_v1_qknorm(const params_base_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2451,60 +722,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_base_v2_qknorm: interleaved pairs, angles from base, 2 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_base_v2_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_base_v2_qknorm(const kv_append_bf16_interleaved_base_v2_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_base_v2_qknorm(const params_base_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2516,60 +734,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_base_v4_qknorm: interleaved pairs, angles from base, 4 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_base_v4_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_base_v4_qknorm(const kv_append_bf16_interleaved_base_v4_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_base_v4_qknorm(const params_base_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
@@ -2581,60 +746,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
 }
 
 // kv_append_bf16_interleaved_base_v8_qknorm: interleaved pairs, angles from base, 8 per access, q and k normalized per head
-struct kv_append_bf16_interleaved_base_v8_qknorm_params {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_base_v8_qknorm(const kv_append_bf16_interleaved_base_v8_qknorm_params p) {
+extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_base_v8_qknorm(const params_base_qknorm p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs

@@ -5,9 +5,9 @@
 // tokens (rope_qk's k) and the rotated span's offset are kernel arguments.
 #include "rope.cuh"
 
-
-// rope_bf16_dense_half_freqs_s0_v1: dense, half pairs, angles from freqs, 0 strides, 1 per access
-struct rope_bf16_dense_half_freqs_s0_v1_params {
+// Parameter structs, one per params layout (the dispatch table's entry of the same layout id lists the fields; the
+// runtime packs them in this order).
+struct params_dense_s0_freqs {
   const void* x;
   void* out;
   long long tokens;
@@ -36,7 +36,880 @@ struct rope_bf16_dense_half_freqs_s0_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v1(const rope_bf16_dense_half_freqs_s0_v1_params p) {
+struct params_dense_s0_freqs_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s3_freqs {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s3_freqs_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s4_freqs {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s0_cossin {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s0_cossin_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s3_cossin {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s3_cossin_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s4_cossin {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s0_cossinf32 {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s0_cossinf32_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s3_cossinf32 {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s3_cossinf32_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s4_cossinf32 {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s0_invfreq {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s0_invfreq_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s3_invfreq {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s3_invfreq_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s4_invfreq {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s0_base {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s0_base_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s3_base {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s3_base_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s4_base {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+
+// rope_bf16_dense_half_freqs_s0_v1: dense, half pairs, angles from freqs, 0 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v1(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -49,38 +922,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s0_v1_qk: dense, half pairs, angles from freqs, 0 strides, 1 per access, q and k together
-struct rope_bf16_dense_half_freqs_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v1_qk(const rope_bf16_dense_half_freqs_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v1_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -93,36 +935,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s0_v2: dense, half pairs, angles from freqs, 0 strides, 2 per access
-struct rope_bf16_dense_half_freqs_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v2(const rope_bf16_dense_half_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v2(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -135,38 +948,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s0_v2_qk: dense, half pairs, angles from freqs, 0 strides, 2 per access, q and k together
-struct rope_bf16_dense_half_freqs_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v2_qk(const rope_bf16_dense_half_freqs_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v2_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -179,36 +961,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s0_v4: dense, half pairs, angles from freqs, 0 strides, 4 per access
-struct rope_bf16_dense_half_freqs_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v4(const rope_bf16_dense_half_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v4(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -221,38 +974,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s0_v4_qk: dense, half pairs, angles from freqs, 0 strides, 4 per access, q and k together
-struct rope_bf16_dense_half_freqs_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v4_qk(const rope_bf16_dense_half_freqs_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v4_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -265,36 +987,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s0_v8: dense, half pairs, angles from freqs, 0 strides, 8 per access
-struct rope_bf16_dense_half_freqs_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v8(const rope_bf16_dense_half_freqs_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v8(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -307,38 +1000,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s0_v8_qk: dense, half pairs, angles from freqs, 0 strides, 8 per access, q and k together
-struct rope_bf16_dense_half_freqs_s0_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_freqs_s0_v8_qk(const rope_bf16_dense_half_freqs_s0_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_freqs_s0_v8_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -351,42 +1013,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s3_v1: dense, half pairs, angles from freqs, 3 strides, 1 per access
-struct rope_bf16_dense_half_freqs_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v1(const rope_bf16_dense_half_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v1(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -399,50 +1026,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s3_v1_qk: dense, half pairs, angles from freqs, 3 strides, 1 per access, q and k together
-struct rope_bf16_dense_half_freqs_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v1_qk(const rope_bf16_dense_half_freqs_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v1_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -455,42 +1039,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s3_v2: dense, half pairs, angles from freqs, 3 strides, 2 per access
-struct rope_bf16_dense_half_freqs_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v2(const rope_bf16_dense_half_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v2(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -503,50 +1052,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s3_v2_qk: dense, half pairs, angles from freqs, 3 strides, 2 per access, q and k together
-struct rope_bf16_dense_half_freqs_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v2_qk(const rope_bf16_dense_half_freqs_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v2_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -559,42 +1065,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s3_v4: dense, half pairs, angles from freqs, 3 strides, 4 per access
-struct rope_bf16_dense_half_freqs_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v4(const rope_bf16_dense_half_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v4(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -607,50 +1078,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s3_v4_qk: dense, half pairs, angles from freqs, 3 strides, 4 per access, q and k together
-struct rope_bf16_dense_half_freqs_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v4_qk(const rope_bf16_dense_half_freqs_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v4_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -663,42 +1091,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s3_v8: dense, half pairs, angles from freqs, 3 strides, 8 per access
-struct rope_bf16_dense_half_freqs_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v8(const rope_bf16_dense_half_freqs_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v8(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -711,50 +1104,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s3_v8_qk: dense, half pairs, angles from freqs, 3 strides, 8 per access, q and k together
-struct rope_bf16_dense_half_freqs_s3_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_freqs_s3_v8_qk(const rope_bf16_dense_half_freqs_s3_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_freqs_s3_v8_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -767,44 +1117,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_freqs_s4_v1: dense, half pairs, angles from freqs, 4 strides, 1 per access
-struct rope_bf16_dense_half_freqs_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s4_v1(const rope_bf16_dense_half_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s4_v1(const params_dense_s4_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -817,39 +1130,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_
 }
 
 // rope_bf16_dense_half_cossin_s0_v1: dense, half pairs, angles from cossin, 0 strides, 1 per access
-struct rope_bf16_dense_half_cossin_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v1(const rope_bf16_dense_half_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v1(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -862,41 +1143,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s0_v1_qk: dense, half pairs, angles from cossin, 0 strides, 1 per access, q and k together
-struct rope_bf16_dense_half_cossin_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v1_qk(const rope_bf16_dense_half_cossin_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v1_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -909,39 +1156,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s0_v2: dense, half pairs, angles from cossin, 0 strides, 2 per access
-struct rope_bf16_dense_half_cossin_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v2(const rope_bf16_dense_half_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v2(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -954,41 +1169,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s0_v2_qk: dense, half pairs, angles from cossin, 0 strides, 2 per access, q and k together
-struct rope_bf16_dense_half_cossin_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v2_qk(const rope_bf16_dense_half_cossin_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v2_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1001,39 +1182,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s0_v4: dense, half pairs, angles from cossin, 0 strides, 4 per access
-struct rope_bf16_dense_half_cossin_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v4(const rope_bf16_dense_half_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v4(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1046,41 +1195,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s0_v4_qk: dense, half pairs, angles from cossin, 0 strides, 4 per access, q and k together
-struct rope_bf16_dense_half_cossin_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v4_qk(const rope_bf16_dense_half_cossin_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v4_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1093,39 +1208,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s0_v8: dense, half pairs, angles from cossin, 0 strides, 8 per access
-struct rope_bf16_dense_half_cossin_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v8(const rope_bf16_dense_half_cossin_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v8(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1138,41 +1221,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s0_v8_qk: dense, half pairs, angles from cossin, 0 strides, 8 per access, q and k together
-struct rope_bf16_dense_half_cossin_s0_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin_s0_v8_qk(const rope_bf16_dense_half_cossin_s0_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin_s0_v8_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1185,45 +1234,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s3_v1: dense, half pairs, angles from cossin, 3 strides, 1 per access
-struct rope_bf16_dense_half_cossin_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v1(const rope_bf16_dense_half_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v1(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1236,53 +1247,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s3_v1_qk: dense, half pairs, angles from cossin, 3 strides, 1 per access, q and k together
-struct rope_bf16_dense_half_cossin_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v1_qk(const rope_bf16_dense_half_cossin_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v1_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1295,45 +1260,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s3_v2: dense, half pairs, angles from cossin, 3 strides, 2 per access
-struct rope_bf16_dense_half_cossin_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v2(const rope_bf16_dense_half_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v2(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1346,53 +1273,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s3_v2_qk: dense, half pairs, angles from cossin, 3 strides, 2 per access, q and k together
-struct rope_bf16_dense_half_cossin_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v2_qk(const rope_bf16_dense_half_cossin_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v2_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1405,45 +1286,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s3_v4: dense, half pairs, angles from cossin, 3 strides, 4 per access
-struct rope_bf16_dense_half_cossin_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v4(const rope_bf16_dense_half_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v4(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1456,53 +1299,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s3_v4_qk: dense, half pairs, angles from cossin, 3 strides, 4 per access, q and k together
-struct rope_bf16_dense_half_cossin_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v4_qk(const rope_bf16_dense_half_cossin_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v4_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1515,45 +1312,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s3_v8: dense, half pairs, angles from cossin, 3 strides, 8 per access
-struct rope_bf16_dense_half_cossin_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v8(const rope_bf16_dense_half_cossin_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v8(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1566,53 +1325,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s3_v8_qk: dense, half pairs, angles from cossin, 3 strides, 8 per access, q and k together
-struct rope_bf16_dense_half_cossin_s3_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin_s3_v8_qk(const rope_bf16_dense_half_cossin_s3_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin_s3_v8_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1625,47 +1338,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossin_s4_v1: dense, half pairs, angles from cossin, 4 strides, 1 per access
-struct rope_bf16_dense_half_cossin_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s4_v1(const rope_bf16_dense_half_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s4_v1(const params_dense_s4_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1678,39 +1351,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s0_v1: dense, half pairs, angles from cossinf32, 0 strides, 1 per access
-struct rope_bf16_dense_half_cossinf32_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v1(const rope_bf16_dense_half_cossinf32_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v1(const params_dense_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1723,41 +1364,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s0_v1_qk: dense, half pairs, angles from cossinf32, 0 strides, 1 per access, q and k together
-struct rope_bf16_dense_half_cossinf32_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v1_qk(const rope_bf16_dense_half_cossinf32_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v1_qk(const params_dense_s0_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1770,39 +1377,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s0_v2: dense, half pairs, angles from cossinf32, 0 strides, 2 per access
-struct rope_bf16_dense_half_cossinf32_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v2(const rope_bf16_dense_half_cossinf32_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v2(const params_dense_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1815,41 +1390,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s0_v2_qk: dense, half pairs, angles from cossinf32, 0 strides, 2 per access, q and k together
-struct rope_bf16_dense_half_cossinf32_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v2_qk(const rope_bf16_dense_half_cossinf32_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v2_qk(const params_dense_s0_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1862,39 +1403,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s0_v4: dense, half pairs, angles from cossinf32, 0 strides, 4 per access
-struct rope_bf16_dense_half_cossinf32_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v4(const rope_bf16_dense_half_cossinf32_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v4(const params_dense_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1907,41 +1416,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s0_v4_qk: dense, half pairs, angles from cossinf32, 0 strides, 4 per access, q and k together
-struct rope_bf16_dense_half_cossinf32_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v4_qk(const rope_bf16_dense_half_cossinf32_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v4_qk(const params_dense_s0_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1954,39 +1429,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s0_v8: dense, half pairs, angles from cossinf32, 0 strides, 8 per access
-struct rope_bf16_dense_half_cossinf32_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v8(const rope_bf16_dense_half_cossinf32_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v8(const params_dense_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1999,41 +1442,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s0_v8_qk: dense, half pairs, angles from cossinf32, 0 strides, 8 per access, q and k together
-struct rope_bf16_dense_half_cossinf32_s0_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossinf32_s0_v8_qk(const rope_bf16_dense_half_cossinf32_s0_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossinf32_s0_v8_qk(const params_dense_s0_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2046,45 +1455,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s3_v1: dense, half pairs, angles from cossinf32, 3 strides, 1 per access
-struct rope_bf16_dense_half_cossinf32_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v1(const rope_bf16_dense_half_cossinf32_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v1(const params_dense_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2097,53 +1468,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s3_v1_qk: dense, half pairs, angles from cossinf32, 3 strides, 1 per access, q and k together
-struct rope_bf16_dense_half_cossinf32_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v1_qk(const rope_bf16_dense_half_cossinf32_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v1_qk(const params_dense_s3_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2156,45 +1481,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s3_v2: dense, half pairs, angles from cossinf32, 3 strides, 2 per access
-struct rope_bf16_dense_half_cossinf32_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v2(const rope_bf16_dense_half_cossinf32_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v2(const params_dense_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2207,53 +1494,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s3_v2_qk: dense, half pairs, angles from cossinf32, 3 strides, 2 per access, q and k together
-struct rope_bf16_dense_half_cossinf32_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v2_qk(const rope_bf16_dense_half_cossinf32_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v2_qk(const params_dense_s3_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2266,45 +1507,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s3_v4: dense, half pairs, angles from cossinf32, 3 strides, 4 per access
-struct rope_bf16_dense_half_cossinf32_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v4(const rope_bf16_dense_half_cossinf32_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v4(const params_dense_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2317,53 +1520,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s3_v4_qk: dense, half pairs, angles from cossinf32, 3 strides, 4 per access, q and k together
-struct rope_bf16_dense_half_cossinf32_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v4_qk(const rope_bf16_dense_half_cossinf32_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v4_qk(const params_dense_s3_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2376,45 +1533,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s3_v8: dense, half pairs, angles from cossinf32, 3 strides, 8 per access
-struct rope_bf16_dense_half_cossinf32_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v8(const rope_bf16_dense_half_cossinf32_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v8(const params_dense_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2427,53 +1546,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s3_v8_qk: dense, half pairs, angles from cossinf32, 3 strides, 8 per access, q and k together
-struct rope_bf16_dense_half_cossinf32_s3_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossinf32_s3_v8_qk(const rope_bf16_dense_half_cossinf32_s3_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossinf32_s3_v8_qk(const params_dense_s3_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2486,47 +1559,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_cossinf32_s4_v1: dense, half pairs, angles from cossinf32, 4 strides, 1 per access
-struct rope_bf16_dense_half_cossinf32_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s4_v1(const rope_bf16_dense_half_cossinf32_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s4_v1(const params_dense_s4_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2539,35 +1572,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin
 }
 
 // rope_bf16_dense_half_invfreq_s0_v1: dense, half pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_bf16_dense_half_invfreq_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v1(const rope_bf16_dense_half_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v1(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2580,37 +1585,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s0_v1_qk: dense, half pairs, angles from invfreq, 0 strides, 1 per access, q and k together
-struct rope_bf16_dense_half_invfreq_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v1_qk(const rope_bf16_dense_half_invfreq_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v1_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2623,35 +1598,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s0_v2: dense, half pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_bf16_dense_half_invfreq_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v2(const rope_bf16_dense_half_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v2(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2664,37 +1611,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s0_v2_qk: dense, half pairs, angles from invfreq, 0 strides, 2 per access, q and k together
-struct rope_bf16_dense_half_invfreq_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v2_qk(const rope_bf16_dense_half_invfreq_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v2_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2707,35 +1624,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s0_v4: dense, half pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_bf16_dense_half_invfreq_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v4(const rope_bf16_dense_half_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v4(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2748,37 +1637,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s0_v4_qk: dense, half pairs, angles from invfreq, 0 strides, 4 per access, q and k together
-struct rope_bf16_dense_half_invfreq_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v4_qk(const rope_bf16_dense_half_invfreq_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v4_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2791,35 +1650,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s0_v8: dense, half pairs, angles from invfreq, 0 strides, 8 per access
-struct rope_bf16_dense_half_invfreq_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v8(const rope_bf16_dense_half_invfreq_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v8(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2832,37 +1663,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s0_v8_qk: dense, half pairs, angles from invfreq, 0 strides, 8 per access, q and k together
-struct rope_bf16_dense_half_invfreq_s0_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v8_qk(const rope_bf16_dense_half_invfreq_s0_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v8_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2875,41 +1676,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s3_v1: dense, half pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_bf16_dense_half_invfreq_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v1(const rope_bf16_dense_half_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v1(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2922,49 +1689,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s3_v1_qk: dense, half pairs, angles from invfreq, 3 strides, 1 per access, q and k together
-struct rope_bf16_dense_half_invfreq_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v1_qk(const rope_bf16_dense_half_invfreq_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v1_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2977,41 +1702,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s3_v2: dense, half pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_bf16_dense_half_invfreq_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v2(const rope_bf16_dense_half_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v2(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3024,49 +1715,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s3_v2_qk: dense, half pairs, angles from invfreq, 3 strides, 2 per access, q and k together
-struct rope_bf16_dense_half_invfreq_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v2_qk(const rope_bf16_dense_half_invfreq_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v2_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3079,41 +1728,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s3_v4: dense, half pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_bf16_dense_half_invfreq_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v4(const rope_bf16_dense_half_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v4(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3126,49 +1741,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s3_v4_qk: dense, half pairs, angles from invfreq, 3 strides, 4 per access, q and k together
-struct rope_bf16_dense_half_invfreq_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v4_qk(const rope_bf16_dense_half_invfreq_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v4_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3181,41 +1754,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s3_v8: dense, half pairs, angles from invfreq, 3 strides, 8 per access
-struct rope_bf16_dense_half_invfreq_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v8(const rope_bf16_dense_half_invfreq_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v8(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3228,49 +1767,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s3_v8_qk: dense, half pairs, angles from invfreq, 3 strides, 8 per access, q and k together
-struct rope_bf16_dense_half_invfreq_s3_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v8_qk(const rope_bf16_dense_half_invfreq_s3_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v8_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3283,43 +1780,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_invfreq_s4_v1: dense, half pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_bf16_dense_half_invfreq_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s4_v1(const rope_bf16_dense_half_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s4_v1(const params_dense_s4_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3332,36 +1793,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfre
 }
 
 // rope_bf16_dense_half_base_s0_v1: dense, half pairs, angles from base, 0 strides, 1 per access
-struct rope_bf16_dense_half_base_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v1(const rope_bf16_dense_half_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v1(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3374,38 +1806,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s0_v1_qk: dense, half pairs, angles from base, 0 strides, 1 per access, q and k together
-struct rope_bf16_dense_half_base_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v1_qk(const rope_bf16_dense_half_base_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v1_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3418,36 +1819,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s0_v2: dense, half pairs, angles from base, 0 strides, 2 per access
-struct rope_bf16_dense_half_base_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v2(const rope_bf16_dense_half_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v2(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3460,38 +1832,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s0_v2_qk: dense, half pairs, angles from base, 0 strides, 2 per access, q and k together
-struct rope_bf16_dense_half_base_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v2_qk(const rope_bf16_dense_half_base_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v2_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3504,36 +1845,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s0_v4: dense, half pairs, angles from base, 0 strides, 4 per access
-struct rope_bf16_dense_half_base_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v4(const rope_bf16_dense_half_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v4(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3546,38 +1858,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s0_v4_qk: dense, half pairs, angles from base, 0 strides, 4 per access, q and k together
-struct rope_bf16_dense_half_base_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v4_qk(const rope_bf16_dense_half_base_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v4_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3590,36 +1871,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s0_v8: dense, half pairs, angles from base, 0 strides, 8 per access
-struct rope_bf16_dense_half_base_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v8(const rope_bf16_dense_half_base_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v8(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3632,38 +1884,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s0_v8_qk: dense, half pairs, angles from base, 0 strides, 8 per access, q and k together
-struct rope_bf16_dense_half_base_s0_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v8_qk(const rope_bf16_dense_half_base_s0_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v8_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3676,42 +1897,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s3_v1: dense, half pairs, angles from base, 3 strides, 1 per access
-struct rope_bf16_dense_half_base_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v1(const rope_bf16_dense_half_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v1(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3724,50 +1910,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s3_v1_qk: dense, half pairs, angles from base, 3 strides, 1 per access, q and k together
-struct rope_bf16_dense_half_base_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v1_qk(const rope_bf16_dense_half_base_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v1_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3780,42 +1923,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s3_v2: dense, half pairs, angles from base, 3 strides, 2 per access
-struct rope_bf16_dense_half_base_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v2(const rope_bf16_dense_half_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v2(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3828,50 +1936,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s3_v2_qk: dense, half pairs, angles from base, 3 strides, 2 per access, q and k together
-struct rope_bf16_dense_half_base_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v2_qk(const rope_bf16_dense_half_base_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v2_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3884,42 +1949,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s3_v4: dense, half pairs, angles from base, 3 strides, 4 per access
-struct rope_bf16_dense_half_base_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v4(const rope_bf16_dense_half_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v4(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3932,50 +1962,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s3_v4_qk: dense, half pairs, angles from base, 3 strides, 4 per access, q and k together
-struct rope_bf16_dense_half_base_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v4_qk(const rope_bf16_dense_half_base_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v4_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3988,42 +1975,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s3_v8: dense, half pairs, angles from base, 3 strides, 8 per access
-struct rope_bf16_dense_half_base_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v8(const rope_bf16_dense_half_base_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v8(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4036,50 +1988,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s3_v8_qk: dense, half pairs, angles from base, 3 strides, 8 per access, q and k together
-struct rope_bf16_dense_half_base_s3_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v8_qk(const rope_bf16_dense_half_base_s3_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v8_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4092,44 +2001,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_half_base_s4_v1: dense, half pairs, angles from base, 4 strides, 1 per access
-struct rope_bf16_dense_half_base_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s4_v1(const rope_bf16_dense_half_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s4_v1(const params_dense_s4_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4142,36 +2014,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
 }
 
 // rope_bf16_dense_interleaved_freqs_s0_v1: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access
-struct rope_bf16_dense_interleaved_freqs_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v1(const rope_bf16_dense_interleaved_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v1(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4184,38 +2027,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s0_v1_qk: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access, q and k together
-struct rope_bf16_dense_interleaved_freqs_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v1_qk(const rope_bf16_dense_interleaved_freqs_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v1_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4228,36 +2040,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s0_v2: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access
-struct rope_bf16_dense_interleaved_freqs_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v2(const rope_bf16_dense_interleaved_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v2(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4270,38 +2053,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s0_v2_qk: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access, q and k together
-struct rope_bf16_dense_interleaved_freqs_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v2_qk(const rope_bf16_dense_interleaved_freqs_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v2_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4314,36 +2066,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s0_v4: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access
-struct rope_bf16_dense_interleaved_freqs_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v4(const rope_bf16_dense_interleaved_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v4(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4356,38 +2079,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s0_v4_qk: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access, q and k together
-struct rope_bf16_dense_interleaved_freqs_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v4_qk(const rope_bf16_dense_interleaved_freqs_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v4_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4400,36 +2092,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s0_v8: dense, interleaved pairs, angles from freqs, 0 strides, 8 per access
-struct rope_bf16_dense_interleaved_freqs_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v8(const rope_bf16_dense_interleaved_freqs_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v8(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4442,38 +2105,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s0_v8_qk: dense, interleaved pairs, angles from freqs, 0 strides, 8 per access, q and k together
-struct rope_bf16_dense_interleaved_freqs_s0_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_freqs_s0_v8_qk(const rope_bf16_dense_interleaved_freqs_s0_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_freqs_s0_v8_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4486,42 +2118,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s3_v1: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access
-struct rope_bf16_dense_interleaved_freqs_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v1(const rope_bf16_dense_interleaved_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v1(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4534,50 +2131,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s3_v1_qk: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access, q and k together
-struct rope_bf16_dense_interleaved_freqs_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v1_qk(const rope_bf16_dense_interleaved_freqs_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v1_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4590,42 +2144,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s3_v2: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access
-struct rope_bf16_dense_interleaved_freqs_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v2(const rope_bf16_dense_interleaved_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v2(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4638,50 +2157,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s3_v2_qk: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access, q and k together
-struct rope_bf16_dense_interleaved_freqs_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v2_qk(const rope_bf16_dense_interleaved_freqs_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v2_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4694,42 +2170,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s3_v4: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access
-struct rope_bf16_dense_interleaved_freqs_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v4(const rope_bf16_dense_interleaved_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v4(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4742,50 +2183,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s3_v4_qk: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access, q and k together
-struct rope_bf16_dense_interleaved_freqs_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v4_qk(const rope_bf16_dense_interleaved_freqs_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v4_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4798,42 +2196,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s3_v8: dense, interleaved pairs, angles from freqs, 3 strides, 8 per access
-struct rope_bf16_dense_interleaved_freqs_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v8(const rope_bf16_dense_interleaved_freqs_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v8(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4846,50 +2209,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s3_v8_qk: dense, interleaved pairs, angles from freqs, 3 strides, 8 per access, q and k together
-struct rope_bf16_dense_interleaved_freqs_s3_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_freqs_s3_v8_qk(const rope_bf16_dense_interleaved_freqs_s3_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_freqs_s3_v8_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4902,44 +2222,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_freqs_s4_v1: dense, interleaved pairs, angles from freqs, 4 strides, 1 per access
-struct rope_bf16_dense_interleaved_freqs_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s4_v1(const rope_bf16_dense_interleaved_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s4_v1(const params_dense_s4_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4952,39 +2235,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s0_v1: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access
-struct rope_bf16_dense_interleaved_cossin_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v1(const rope_bf16_dense_interleaved_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v1(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4997,41 +2248,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s0_v1_qk: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access, q and k together
-struct rope_bf16_dense_interleaved_cossin_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v1_qk(const rope_bf16_dense_interleaved_cossin_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v1_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5044,39 +2261,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s0_v2: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access
-struct rope_bf16_dense_interleaved_cossin_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v2(const rope_bf16_dense_interleaved_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v2(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5089,41 +2274,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s0_v2_qk: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access, q and k together
-struct rope_bf16_dense_interleaved_cossin_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v2_qk(const rope_bf16_dense_interleaved_cossin_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v2_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5136,39 +2287,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s0_v4: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access
-struct rope_bf16_dense_interleaved_cossin_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v4(const rope_bf16_dense_interleaved_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v4(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5181,41 +2300,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s0_v4_qk: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access, q and k together
-struct rope_bf16_dense_interleaved_cossin_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v4_qk(const rope_bf16_dense_interleaved_cossin_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v4_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5228,39 +2313,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s0_v8: dense, interleaved pairs, angles from cossin, 0 strides, 8 per access
-struct rope_bf16_dense_interleaved_cossin_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v8(const rope_bf16_dense_interleaved_cossin_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v8(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5273,41 +2326,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s0_v8_qk: dense, interleaved pairs, angles from cossin, 0 strides, 8 per access, q and k together
-struct rope_bf16_dense_interleaved_cossin_s0_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_cossin_s0_v8_qk(const rope_bf16_dense_interleaved_cossin_s0_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_cossin_s0_v8_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5320,45 +2339,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s3_v1: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access
-struct rope_bf16_dense_interleaved_cossin_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v1(const rope_bf16_dense_interleaved_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v1(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5371,53 +2352,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s3_v1_qk: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access, q and k together
-struct rope_bf16_dense_interleaved_cossin_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v1_qk(const rope_bf16_dense_interleaved_cossin_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v1_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5430,45 +2365,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s3_v2: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access
-struct rope_bf16_dense_interleaved_cossin_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v2(const rope_bf16_dense_interleaved_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v2(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5481,53 +2378,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s3_v2_qk: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access, q and k together
-struct rope_bf16_dense_interleaved_cossin_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v2_qk(const rope_bf16_dense_interleaved_cossin_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v2_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5540,45 +2391,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s3_v4: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access
-struct rope_bf16_dense_interleaved_cossin_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v4(const rope_bf16_dense_interleaved_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v4(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5591,53 +2404,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s3_v4_qk: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access, q and k together
-struct rope_bf16_dense_interleaved_cossin_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v4_qk(const rope_bf16_dense_interleaved_cossin_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v4_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5650,45 +2417,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s3_v8: dense, interleaved pairs, angles from cossin, 3 strides, 8 per access
-struct rope_bf16_dense_interleaved_cossin_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v8(const rope_bf16_dense_interleaved_cossin_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v8(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5701,53 +2430,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s3_v8_qk: dense, interleaved pairs, angles from cossin, 3 strides, 8 per access, q and k together
-struct rope_bf16_dense_interleaved_cossin_s3_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_cossin_s3_v8_qk(const rope_bf16_dense_interleaved_cossin_s3_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_cossin_s3_v8_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5760,47 +2443,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossin_s4_v1: dense, interleaved pairs, angles from cossin, 4 strides, 1 per access
-struct rope_bf16_dense_interleaved_cossin_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s4_v1(const rope_bf16_dense_interleaved_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s4_v1(const params_dense_s4_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5813,39 +2456,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s0_v1: dense, interleaved pairs, angles from cossinf32, 0 strides, 1 per access
-struct rope_bf16_dense_interleaved_cossinf32_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v1(const rope_bf16_dense_interleaved_cossinf32_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v1(const params_dense_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5858,41 +2469,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s0_v1_qk: dense, interleaved pairs, angles from cossinf32, 0 strides, 1 per access, q and k together
-struct rope_bf16_dense_interleaved_cossinf32_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v1_qk(const rope_bf16_dense_interleaved_cossinf32_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v1_qk(const params_dense_s0_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5905,39 +2482,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s0_v2: dense, interleaved pairs, angles from cossinf32, 0 strides, 2 per access
-struct rope_bf16_dense_interleaved_cossinf32_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v2(const rope_bf16_dense_interleaved_cossinf32_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v2(const params_dense_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5950,41 +2495,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s0_v2_qk: dense, interleaved pairs, angles from cossinf32, 0 strides, 2 per access, q and k together
-struct rope_bf16_dense_interleaved_cossinf32_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v2_qk(const rope_bf16_dense_interleaved_cossinf32_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v2_qk(const params_dense_s0_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5997,39 +2508,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s0_v4: dense, interleaved pairs, angles from cossinf32, 0 strides, 4 per access
-struct rope_bf16_dense_interleaved_cossinf32_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v4(const rope_bf16_dense_interleaved_cossinf32_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v4(const params_dense_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6042,41 +2521,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s0_v4_qk: dense, interleaved pairs, angles from cossinf32, 0 strides, 4 per access, q and k together
-struct rope_bf16_dense_interleaved_cossinf32_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v4_qk(const rope_bf16_dense_interleaved_cossinf32_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v4_qk(const params_dense_s0_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6089,39 +2534,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s0_v8: dense, interleaved pairs, angles from cossinf32, 0 strides, 8 per access
-struct rope_bf16_dense_interleaved_cossinf32_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v8(const rope_bf16_dense_interleaved_cossinf32_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v8(const params_dense_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6134,41 +2547,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s0_v8_qk: dense, interleaved pairs, angles from cossinf32, 0 strides, 8 per access, q and k together
-struct rope_bf16_dense_interleaved_cossinf32_s0_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_cossinf32_s0_v8_qk(const rope_bf16_dense_interleaved_cossinf32_s0_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_cossinf32_s0_v8_qk(const params_dense_s0_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6181,45 +2560,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s3_v1: dense, interleaved pairs, angles from cossinf32, 3 strides, 1 per access
-struct rope_bf16_dense_interleaved_cossinf32_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v1(const rope_bf16_dense_interleaved_cossinf32_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v1(const params_dense_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6232,53 +2573,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s3_v1_qk: dense, interleaved pairs, angles from cossinf32, 3 strides, 1 per access, q and k together
-struct rope_bf16_dense_interleaved_cossinf32_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v1_qk(const rope_bf16_dense_interleaved_cossinf32_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v1_qk(const params_dense_s3_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6291,45 +2586,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s3_v2: dense, interleaved pairs, angles from cossinf32, 3 strides, 2 per access
-struct rope_bf16_dense_interleaved_cossinf32_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v2(const rope_bf16_dense_interleaved_cossinf32_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v2(const params_dense_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6342,53 +2599,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s3_v2_qk: dense, interleaved pairs, angles from cossinf32, 3 strides, 2 per access, q and k together
-struct rope_bf16_dense_interleaved_cossinf32_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v2_qk(const rope_bf16_dense_interleaved_cossinf32_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v2_qk(const params_dense_s3_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6401,45 +2612,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s3_v4: dense, interleaved pairs, angles from cossinf32, 3 strides, 4 per access
-struct rope_bf16_dense_interleaved_cossinf32_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v4(const rope_bf16_dense_interleaved_cossinf32_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v4(const params_dense_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6452,53 +2625,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s3_v4_qk: dense, interleaved pairs, angles from cossinf32, 3 strides, 4 per access, q and k together
-struct rope_bf16_dense_interleaved_cossinf32_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v4_qk(const rope_bf16_dense_interleaved_cossinf32_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v4_qk(const params_dense_s3_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6511,45 +2638,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s3_v8: dense, interleaved pairs, angles from cossinf32, 3 strides, 8 per access
-struct rope_bf16_dense_interleaved_cossinf32_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v8(const rope_bf16_dense_interleaved_cossinf32_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v8(const params_dense_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6562,53 +2651,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s3_v8_qk: dense, interleaved pairs, angles from cossinf32, 3 strides, 8 per access, q and k together
-struct rope_bf16_dense_interleaved_cossinf32_s3_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_cossinf32_s3_v8_qk(const rope_bf16_dense_interleaved_cossinf32_s3_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_cossinf32_s3_v8_qk(const params_dense_s3_cossinf32_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6621,47 +2664,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_cossinf32_s4_v1: dense, interleaved pairs, angles from cossinf32, 4 strides, 1 per access
-struct rope_bf16_dense_interleaved_cossinf32_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s4_v1(const rope_bf16_dense_interleaved_cossinf32_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s4_v1(const params_dense_s4_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6674,35 +2677,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s0_v1: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_bf16_dense_interleaved_invfreq_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v1(const rope_bf16_dense_interleaved_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v1(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6715,37 +2690,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s0_v1_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access, q and k together
-struct rope_bf16_dense_interleaved_invfreq_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v1_qk(const rope_bf16_dense_interleaved_invfreq_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v1_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6758,35 +2703,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s0_v2: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_bf16_dense_interleaved_invfreq_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v2(const rope_bf16_dense_interleaved_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v2(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6799,37 +2716,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s0_v2_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access, q and k together
-struct rope_bf16_dense_interleaved_invfreq_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v2_qk(const rope_bf16_dense_interleaved_invfreq_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v2_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6842,35 +2729,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s0_v4: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_bf16_dense_interleaved_invfreq_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v4(const rope_bf16_dense_interleaved_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v4(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6883,37 +2742,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s0_v4_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access, q and k together
-struct rope_bf16_dense_interleaved_invfreq_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v4_qk(const rope_bf16_dense_interleaved_invfreq_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v4_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6926,35 +2755,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s0_v8: dense, interleaved pairs, angles from invfreq, 0 strides, 8 per access
-struct rope_bf16_dense_interleaved_invfreq_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v8(const rope_bf16_dense_interleaved_invfreq_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v8(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6967,37 +2768,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s0_v8_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 8 per access, q and k together
-struct rope_bf16_dense_interleaved_invfreq_s0_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v8_qk(const rope_bf16_dense_interleaved_invfreq_s0_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v8_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7010,41 +2781,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s3_v1: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_bf16_dense_interleaved_invfreq_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v1(const rope_bf16_dense_interleaved_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v1(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7057,49 +2794,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s3_v1_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access, q and k together
-struct rope_bf16_dense_interleaved_invfreq_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v1_qk(const rope_bf16_dense_interleaved_invfreq_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v1_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7112,41 +2807,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s3_v2: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_bf16_dense_interleaved_invfreq_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v2(const rope_bf16_dense_interleaved_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v2(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7159,49 +2820,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s3_v2_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access, q and k together
-struct rope_bf16_dense_interleaved_invfreq_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v2_qk(const rope_bf16_dense_interleaved_invfreq_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v2_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7214,41 +2833,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s3_v4: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_bf16_dense_interleaved_invfreq_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v4(const rope_bf16_dense_interleaved_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v4(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7261,49 +2846,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s3_v4_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access, q and k together
-struct rope_bf16_dense_interleaved_invfreq_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v4_qk(const rope_bf16_dense_interleaved_invfreq_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v4_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7316,41 +2859,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s3_v8: dense, interleaved pairs, angles from invfreq, 3 strides, 8 per access
-struct rope_bf16_dense_interleaved_invfreq_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v8(const rope_bf16_dense_interleaved_invfreq_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v8(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7363,49 +2872,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s3_v8_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 8 per access, q and k together
-struct rope_bf16_dense_interleaved_invfreq_s3_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v8_qk(const rope_bf16_dense_interleaved_invfreq_s3_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v8_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7418,43 +2885,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_invfreq_s4_v1: dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_bf16_dense_interleaved_invfreq_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s4_v1(const rope_bf16_dense_interleaved_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s4_v1(const params_dense_s4_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7467,36 +2898,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s0_v1: dense, interleaved pairs, angles from base, 0 strides, 1 per access
-struct rope_bf16_dense_interleaved_base_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v1(const rope_bf16_dense_interleaved_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v1(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7509,38 +2911,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s0_v1_qk: dense, interleaved pairs, angles from base, 0 strides, 1 per access, q and k together
-struct rope_bf16_dense_interleaved_base_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v1_qk(const rope_bf16_dense_interleaved_base_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v1_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7553,36 +2924,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s0_v2: dense, interleaved pairs, angles from base, 0 strides, 2 per access
-struct rope_bf16_dense_interleaved_base_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v2(const rope_bf16_dense_interleaved_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v2(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7595,38 +2937,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s0_v2_qk: dense, interleaved pairs, angles from base, 0 strides, 2 per access, q and k together
-struct rope_bf16_dense_interleaved_base_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v2_qk(const rope_bf16_dense_interleaved_base_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v2_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7639,36 +2950,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s0_v4: dense, interleaved pairs, angles from base, 0 strides, 4 per access
-struct rope_bf16_dense_interleaved_base_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v4(const rope_bf16_dense_interleaved_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v4(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7681,38 +2963,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s0_v4_qk: dense, interleaved pairs, angles from base, 0 strides, 4 per access, q and k together
-struct rope_bf16_dense_interleaved_base_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v4_qk(const rope_bf16_dense_interleaved_base_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v4_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7725,36 +2976,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s0_v8: dense, interleaved pairs, angles from base, 0 strides, 8 per access
-struct rope_bf16_dense_interleaved_base_s0_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v8(const rope_bf16_dense_interleaved_base_s0_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v8(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7767,38 +2989,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s0_v8_qk: dense, interleaved pairs, angles from base, 0 strides, 8 per access, q and k together
-struct rope_bf16_dense_interleaved_base_s0_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v8_qk(const rope_bf16_dense_interleaved_base_s0_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v8_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7811,42 +3002,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s3_v1: dense, interleaved pairs, angles from base, 3 strides, 1 per access
-struct rope_bf16_dense_interleaved_base_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v1(const rope_bf16_dense_interleaved_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v1(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7859,50 +3015,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s3_v1_qk: dense, interleaved pairs, angles from base, 3 strides, 1 per access, q and k together
-struct rope_bf16_dense_interleaved_base_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v1_qk(const rope_bf16_dense_interleaved_base_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v1_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7915,42 +3028,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s3_v2: dense, interleaved pairs, angles from base, 3 strides, 2 per access
-struct rope_bf16_dense_interleaved_base_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v2(const rope_bf16_dense_interleaved_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v2(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7963,50 +3041,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s3_v2_qk: dense, interleaved pairs, angles from base, 3 strides, 2 per access, q and k together
-struct rope_bf16_dense_interleaved_base_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v2_qk(const rope_bf16_dense_interleaved_base_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v2_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8019,42 +3054,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s3_v4: dense, interleaved pairs, angles from base, 3 strides, 4 per access
-struct rope_bf16_dense_interleaved_base_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v4(const rope_bf16_dense_interleaved_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v4(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8067,50 +3067,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s3_v4_qk: dense, interleaved pairs, angles from base, 3 strides, 4 per access, q and k together
-struct rope_bf16_dense_interleaved_base_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v4_qk(const rope_bf16_dense_interleaved_base_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v4_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8123,42 +3080,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s3_v8: dense, interleaved pairs, angles from base, 3 strides, 8 per access
-struct rope_bf16_dense_interleaved_base_s3_v8_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v8(const rope_bf16_dense_interleaved_base_s3_v8_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v8(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8171,50 +3093,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s3_v8_qk: dense, interleaved pairs, angles from base, 3 strides, 8 per access, q and k together
-struct rope_bf16_dense_interleaved_base_s3_v8_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v8_qk(const rope_bf16_dense_interleaved_base_s3_v8_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v8_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8227,44 +3106,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
 }
 
 // rope_bf16_dense_interleaved_base_s4_v1: dense, interleaved pairs, angles from base, 4 strides, 1 per access
-struct rope_bf16_dense_interleaved_base_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s4_v1(const rope_bf16_dense_interleaved_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s4_v1(const params_dense_s4_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads

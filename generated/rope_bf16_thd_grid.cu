@@ -5,9 +5,9 @@
 // tokens (rope_qk's k) and the rotated span's offset are kernel arguments.
 #include "rope.cuh"
 
-
-// rope_bf16_thd_half_freqs_s0_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 1 per access
-struct rope_bf16_thd_half_freqs_s0_v1_grid_params {
+// Parameter structs, one per params layout (the dispatch table's entry of the same layout id lists the fields; the
+// runtime packs them in this order).
+struct params_thd_s0_freqs {
   const void* x;
   void* out;
   long long tokens;
@@ -38,7 +38,528 @@ struct rope_bf16_thd_half_freqs_s0_v1_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s0_v1_grid(const rope_bf16_thd_half_freqs_s0_v1_grid_params p) {
+struct params_thd_s3_freqs {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_thd_s4_freqs {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_thd_s0_cossin {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_thd_s3_cossin {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_thd_s4_cossin {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_thd_s0_cossinf32 {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_thd_s3_cossinf32 {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_thd_s4_cossinf32 {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_thd_s0_invfreq {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_thd_s3_invfreq {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_thd_s4_invfreq {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_thd_s0_base {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_thd_s3_base {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_thd_s4_base {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+
+// rope_bf16_thd_half_freqs_s0_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s0_v1_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -52,38 +573,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s0
 }
 
 // rope_bf16_thd_half_freqs_s0_v2_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 2 per access
-struct rope_bf16_thd_half_freqs_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s0_v2_grid(const rope_bf16_thd_half_freqs_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s0_v2_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -97,38 +587,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s0
 }
 
 // rope_bf16_thd_half_freqs_s0_v4_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 4 per access
-struct rope_bf16_thd_half_freqs_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s0_v4_grid(const rope_bf16_thd_half_freqs_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s0_v4_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -142,38 +601,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s0
 }
 
 // rope_bf16_thd_half_freqs_s0_v8_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 8 per access
-struct rope_bf16_thd_half_freqs_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s0_v8_grid(const rope_bf16_thd_half_freqs_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s0_v8_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -187,44 +615,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s0
 }
 
 // rope_bf16_thd_half_freqs_s3_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 1 per access
-struct rope_bf16_thd_half_freqs_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s3_v1_grid(const rope_bf16_thd_half_freqs_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s3_v1_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -238,44 +629,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s3
 }
 
 // rope_bf16_thd_half_freqs_s3_v2_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 2 per access
-struct rope_bf16_thd_half_freqs_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s3_v2_grid(const rope_bf16_thd_half_freqs_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s3_v2_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -289,44 +643,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s3
 }
 
 // rope_bf16_thd_half_freqs_s3_v4_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 4 per access
-struct rope_bf16_thd_half_freqs_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s3_v4_grid(const rope_bf16_thd_half_freqs_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s3_v4_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -340,44 +657,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s3
 }
 
 // rope_bf16_thd_half_freqs_s3_v8_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 8 per access
-struct rope_bf16_thd_half_freqs_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s3_v8_grid(const rope_bf16_thd_half_freqs_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s3_v8_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -391,46 +671,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s3
 }
 
 // rope_bf16_thd_half_freqs_s4_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 4 strides, 1 per access
-struct rope_bf16_thd_half_freqs_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s4_v1_grid(const rope_bf16_thd_half_freqs_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s4_v1_grid(const params_thd_s4_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -444,41 +685,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_freqs_s4
 }
 
 // rope_bf16_thd_half_cossin_s0_v1_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 1 per access
-struct rope_bf16_thd_half_cossin_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s0_v1_grid(const rope_bf16_thd_half_cossin_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s0_v1_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -492,41 +699,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s
 }
 
 // rope_bf16_thd_half_cossin_s0_v2_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 2 per access
-struct rope_bf16_thd_half_cossin_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s0_v2_grid(const rope_bf16_thd_half_cossin_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s0_v2_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -540,41 +713,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s
 }
 
 // rope_bf16_thd_half_cossin_s0_v4_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 4 per access
-struct rope_bf16_thd_half_cossin_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s0_v4_grid(const rope_bf16_thd_half_cossin_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s0_v4_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -588,41 +727,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s
 }
 
 // rope_bf16_thd_half_cossin_s0_v8_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 8 per access
-struct rope_bf16_thd_half_cossin_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s0_v8_grid(const rope_bf16_thd_half_cossin_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s0_v8_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -636,47 +741,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s
 }
 
 // rope_bf16_thd_half_cossin_s3_v1_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 1 per access
-struct rope_bf16_thd_half_cossin_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s3_v1_grid(const rope_bf16_thd_half_cossin_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s3_v1_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -690,47 +755,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s
 }
 
 // rope_bf16_thd_half_cossin_s3_v2_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 2 per access
-struct rope_bf16_thd_half_cossin_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s3_v2_grid(const rope_bf16_thd_half_cossin_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s3_v2_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -744,47 +769,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s
 }
 
 // rope_bf16_thd_half_cossin_s3_v4_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 4 per access
-struct rope_bf16_thd_half_cossin_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s3_v4_grid(const rope_bf16_thd_half_cossin_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s3_v4_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -798,47 +783,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s
 }
 
 // rope_bf16_thd_half_cossin_s3_v8_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 8 per access
-struct rope_bf16_thd_half_cossin_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s3_v8_grid(const rope_bf16_thd_half_cossin_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s3_v8_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -852,49 +797,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s
 }
 
 // rope_bf16_thd_half_cossin_s4_v1_grid: thd (grid dispatch), half pairs, angles from cossin, 4 strides, 1 per access
-struct rope_bf16_thd_half_cossin_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s4_v1_grid(const rope_bf16_thd_half_cossin_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s4_v1_grid(const params_thd_s4_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -908,41 +811,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossin_s
 }
 
 // rope_bf16_thd_half_cossinf32_s0_v1_grid: thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 1 per access
-struct rope_bf16_thd_half_cossinf32_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s0_v1_grid(const rope_bf16_thd_half_cossinf32_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s0_v1_grid(const params_thd_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -956,41 +825,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf3
 }
 
 // rope_bf16_thd_half_cossinf32_s0_v2_grid: thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 2 per access
-struct rope_bf16_thd_half_cossinf32_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s0_v2_grid(const rope_bf16_thd_half_cossinf32_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s0_v2_grid(const params_thd_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1004,41 +839,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf3
 }
 
 // rope_bf16_thd_half_cossinf32_s0_v4_grid: thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 4 per access
-struct rope_bf16_thd_half_cossinf32_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s0_v4_grid(const rope_bf16_thd_half_cossinf32_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s0_v4_grid(const params_thd_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1052,41 +853,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf3
 }
 
 // rope_bf16_thd_half_cossinf32_s0_v8_grid: thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 8 per access
-struct rope_bf16_thd_half_cossinf32_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s0_v8_grid(const rope_bf16_thd_half_cossinf32_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s0_v8_grid(const params_thd_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1100,47 +867,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf3
 }
 
 // rope_bf16_thd_half_cossinf32_s3_v1_grid: thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 1 per access
-struct rope_bf16_thd_half_cossinf32_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s3_v1_grid(const rope_bf16_thd_half_cossinf32_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s3_v1_grid(const params_thd_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1154,47 +881,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf3
 }
 
 // rope_bf16_thd_half_cossinf32_s3_v2_grid: thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 2 per access
-struct rope_bf16_thd_half_cossinf32_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s3_v2_grid(const rope_bf16_thd_half_cossinf32_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s3_v2_grid(const params_thd_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1208,47 +895,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf3
 }
 
 // rope_bf16_thd_half_cossinf32_s3_v4_grid: thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 4 per access
-struct rope_bf16_thd_half_cossinf32_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s3_v4_grid(const rope_bf16_thd_half_cossinf32_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s3_v4_grid(const params_thd_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1262,47 +909,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf3
 }
 
 // rope_bf16_thd_half_cossinf32_s3_v8_grid: thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 8 per access
-struct rope_bf16_thd_half_cossinf32_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s3_v8_grid(const rope_bf16_thd_half_cossinf32_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s3_v8_grid(const params_thd_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1316,49 +923,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf3
 }
 
 // rope_bf16_thd_half_cossinf32_s4_v1_grid: thd (grid dispatch), half pairs, angles from cossinf32, 4 strides, 1 per access
-struct rope_bf16_thd_half_cossinf32_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s4_v1_grid(const rope_bf16_thd_half_cossinf32_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf32_s4_v1_grid(const params_thd_s4_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1372,37 +937,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_cossinf3
 }
 
 // rope_bf16_thd_half_invfreq_s0_v1_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_bf16_thd_half_invfreq_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s0_v1_grid(const rope_bf16_thd_half_invfreq_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s0_v1_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1416,37 +951,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_
 }
 
 // rope_bf16_thd_half_invfreq_s0_v2_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_bf16_thd_half_invfreq_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s0_v2_grid(const rope_bf16_thd_half_invfreq_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s0_v2_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1460,37 +965,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_
 }
 
 // rope_bf16_thd_half_invfreq_s0_v4_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_bf16_thd_half_invfreq_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s0_v4_grid(const rope_bf16_thd_half_invfreq_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s0_v4_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1504,37 +979,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_
 }
 
 // rope_bf16_thd_half_invfreq_s0_v8_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 8 per access
-struct rope_bf16_thd_half_invfreq_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s0_v8_grid(const rope_bf16_thd_half_invfreq_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s0_v8_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1548,43 +993,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_
 }
 
 // rope_bf16_thd_half_invfreq_s3_v1_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_bf16_thd_half_invfreq_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s3_v1_grid(const rope_bf16_thd_half_invfreq_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s3_v1_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1598,43 +1007,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_
 }
 
 // rope_bf16_thd_half_invfreq_s3_v2_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_bf16_thd_half_invfreq_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s3_v2_grid(const rope_bf16_thd_half_invfreq_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s3_v2_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1648,43 +1021,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_
 }
 
 // rope_bf16_thd_half_invfreq_s3_v4_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_bf16_thd_half_invfreq_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s3_v4_grid(const rope_bf16_thd_half_invfreq_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s3_v4_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1698,43 +1035,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_
 }
 
 // rope_bf16_thd_half_invfreq_s3_v8_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 8 per access
-struct rope_bf16_thd_half_invfreq_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s3_v8_grid(const rope_bf16_thd_half_invfreq_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s3_v8_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1748,45 +1049,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_
 }
 
 // rope_bf16_thd_half_invfreq_s4_v1_grid: thd (grid dispatch), half pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_bf16_thd_half_invfreq_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s4_v1_grid(const rope_bf16_thd_half_invfreq_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_s4_v1_grid(const params_thd_s4_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1800,38 +1063,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_invfreq_
 }
 
 // rope_bf16_thd_half_base_s0_v1_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 1 per access
-struct rope_bf16_thd_half_base_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s0_v1_grid(const rope_bf16_thd_half_base_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s0_v1_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1845,38 +1077,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s0_
 }
 
 // rope_bf16_thd_half_base_s0_v2_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 2 per access
-struct rope_bf16_thd_half_base_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s0_v2_grid(const rope_bf16_thd_half_base_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s0_v2_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1890,38 +1091,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s0_
 }
 
 // rope_bf16_thd_half_base_s0_v4_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 4 per access
-struct rope_bf16_thd_half_base_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s0_v4_grid(const rope_bf16_thd_half_base_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s0_v4_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1935,38 +1105,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s0_
 }
 
 // rope_bf16_thd_half_base_s0_v8_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 8 per access
-struct rope_bf16_thd_half_base_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s0_v8_grid(const rope_bf16_thd_half_base_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s0_v8_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1980,44 +1119,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s0_
 }
 
 // rope_bf16_thd_half_base_s3_v1_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 1 per access
-struct rope_bf16_thd_half_base_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s3_v1_grid(const rope_bf16_thd_half_base_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s3_v1_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2031,44 +1133,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s3_
 }
 
 // rope_bf16_thd_half_base_s3_v2_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 2 per access
-struct rope_bf16_thd_half_base_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s3_v2_grid(const rope_bf16_thd_half_base_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s3_v2_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2082,44 +1147,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s3_
 }
 
 // rope_bf16_thd_half_base_s3_v4_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 4 per access
-struct rope_bf16_thd_half_base_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s3_v4_grid(const rope_bf16_thd_half_base_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s3_v4_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2133,44 +1161,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s3_
 }
 
 // rope_bf16_thd_half_base_s3_v8_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 8 per access
-struct rope_bf16_thd_half_base_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s3_v8_grid(const rope_bf16_thd_half_base_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s3_v8_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2184,46 +1175,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s3_
 }
 
 // rope_bf16_thd_half_base_s4_v1_grid: thd (grid dispatch), half pairs, angles from base, 4 strides, 1 per access
-struct rope_bf16_thd_half_base_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s4_v1_grid(const rope_bf16_thd_half_base_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s4_v1_grid(const params_thd_s4_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2237,38 +1189,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_half_base_s4_
 }
 
 // rope_bf16_thd_interleaved_freqs_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 1 per access
-struct rope_bf16_thd_interleaved_freqs_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s0_v1_grid(const rope_bf16_thd_interleaved_freqs_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s0_v1_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2282,38 +1203,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_f
 }
 
 // rope_bf16_thd_interleaved_freqs_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 2 per access
-struct rope_bf16_thd_interleaved_freqs_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s0_v2_grid(const rope_bf16_thd_interleaved_freqs_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s0_v2_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2327,38 +1217,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_f
 }
 
 // rope_bf16_thd_interleaved_freqs_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 4 per access
-struct rope_bf16_thd_interleaved_freqs_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s0_v4_grid(const rope_bf16_thd_interleaved_freqs_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s0_v4_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2372,38 +1231,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_f
 }
 
 // rope_bf16_thd_interleaved_freqs_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 8 per access
-struct rope_bf16_thd_interleaved_freqs_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s0_v8_grid(const rope_bf16_thd_interleaved_freqs_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s0_v8_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2417,44 +1245,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_f
 }
 
 // rope_bf16_thd_interleaved_freqs_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 1 per access
-struct rope_bf16_thd_interleaved_freqs_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s3_v1_grid(const rope_bf16_thd_interleaved_freqs_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s3_v1_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2468,44 +1259,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_f
 }
 
 // rope_bf16_thd_interleaved_freqs_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 2 per access
-struct rope_bf16_thd_interleaved_freqs_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s3_v2_grid(const rope_bf16_thd_interleaved_freqs_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s3_v2_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2519,44 +1273,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_f
 }
 
 // rope_bf16_thd_interleaved_freqs_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 4 per access
-struct rope_bf16_thd_interleaved_freqs_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s3_v4_grid(const rope_bf16_thd_interleaved_freqs_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s3_v4_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2570,44 +1287,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_f
 }
 
 // rope_bf16_thd_interleaved_freqs_s3_v8_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 8 per access
-struct rope_bf16_thd_interleaved_freqs_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s3_v8_grid(const rope_bf16_thd_interleaved_freqs_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s3_v8_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2621,46 +1301,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_f
 }
 
 // rope_bf16_thd_interleaved_freqs_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 4 strides, 1 per access
-struct rope_bf16_thd_interleaved_freqs_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s4_v1_grid(const rope_bf16_thd_interleaved_freqs_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_freqs_s4_v1_grid(const params_thd_s4_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2674,41 +1315,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_f
 }
 
 // rope_bf16_thd_interleaved_cossin_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 1 per access
-struct rope_bf16_thd_interleaved_cossin_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s0_v1_grid(const rope_bf16_thd_interleaved_cossin_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s0_v1_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2722,41 +1329,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossin_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 2 per access
-struct rope_bf16_thd_interleaved_cossin_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s0_v2_grid(const rope_bf16_thd_interleaved_cossin_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s0_v2_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2770,41 +1343,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossin_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 4 per access
-struct rope_bf16_thd_interleaved_cossin_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s0_v4_grid(const rope_bf16_thd_interleaved_cossin_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s0_v4_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2818,41 +1357,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossin_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 8 per access
-struct rope_bf16_thd_interleaved_cossin_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s0_v8_grid(const rope_bf16_thd_interleaved_cossin_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s0_v8_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2866,47 +1371,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossin_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 1 per access
-struct rope_bf16_thd_interleaved_cossin_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s3_v1_grid(const rope_bf16_thd_interleaved_cossin_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s3_v1_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2920,47 +1385,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossin_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 2 per access
-struct rope_bf16_thd_interleaved_cossin_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s3_v2_grid(const rope_bf16_thd_interleaved_cossin_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s3_v2_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2974,47 +1399,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossin_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 4 per access
-struct rope_bf16_thd_interleaved_cossin_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s3_v4_grid(const rope_bf16_thd_interleaved_cossin_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s3_v4_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3028,47 +1413,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossin_s3_v8_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 8 per access
-struct rope_bf16_thd_interleaved_cossin_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s3_v8_grid(const rope_bf16_thd_interleaved_cossin_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s3_v8_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3082,49 +1427,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossin_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 4 strides, 1 per access
-struct rope_bf16_thd_interleaved_cossin_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s4_v1_grid(const rope_bf16_thd_interleaved_cossin_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossin_s4_v1_grid(const params_thd_s4_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3138,41 +1441,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossinf32_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 1 per access
-struct rope_bf16_thd_interleaved_cossinf32_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s0_v1_grid(const rope_bf16_thd_interleaved_cossinf32_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s0_v1_grid(const params_thd_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3186,41 +1455,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossinf32_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 2 per access
-struct rope_bf16_thd_interleaved_cossinf32_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s0_v2_grid(const rope_bf16_thd_interleaved_cossinf32_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s0_v2_grid(const params_thd_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3234,41 +1469,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossinf32_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 4 per access
-struct rope_bf16_thd_interleaved_cossinf32_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s0_v4_grid(const rope_bf16_thd_interleaved_cossinf32_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s0_v4_grid(const params_thd_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3282,41 +1483,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossinf32_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 8 per access
-struct rope_bf16_thd_interleaved_cossinf32_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s0_v8_grid(const rope_bf16_thd_interleaved_cossinf32_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s0_v8_grid(const params_thd_s0_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3330,47 +1497,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossinf32_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 1 per access
-struct rope_bf16_thd_interleaved_cossinf32_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s3_v1_grid(const rope_bf16_thd_interleaved_cossinf32_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s3_v1_grid(const params_thd_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3384,47 +1511,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossinf32_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 2 per access
-struct rope_bf16_thd_interleaved_cossinf32_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s3_v2_grid(const rope_bf16_thd_interleaved_cossinf32_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s3_v2_grid(const params_thd_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3438,47 +1525,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossinf32_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 4 per access
-struct rope_bf16_thd_interleaved_cossinf32_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s3_v4_grid(const rope_bf16_thd_interleaved_cossinf32_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s3_v4_grid(const params_thd_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3492,47 +1539,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossinf32_s3_v8_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 8 per access
-struct rope_bf16_thd_interleaved_cossinf32_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s3_v8_grid(const rope_bf16_thd_interleaved_cossinf32_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s3_v8_grid(const params_thd_s3_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3546,49 +1553,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_cossinf32_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 4 strides, 1 per access
-struct rope_bf16_thd_interleaved_cossinf32_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s4_v1_grid(const rope_bf16_thd_interleaved_cossinf32_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_cossinf32_s4_v1_grid(const params_thd_s4_cossinf32 p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3602,37 +1567,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_c
 }
 
 // rope_bf16_thd_interleaved_invfreq_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_bf16_thd_interleaved_invfreq_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s0_v1_grid(const rope_bf16_thd_interleaved_invfreq_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s0_v1_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3646,37 +1581,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_i
 }
 
 // rope_bf16_thd_interleaved_invfreq_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_bf16_thd_interleaved_invfreq_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s0_v2_grid(const rope_bf16_thd_interleaved_invfreq_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s0_v2_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3690,37 +1595,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_i
 }
 
 // rope_bf16_thd_interleaved_invfreq_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_bf16_thd_interleaved_invfreq_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s0_v4_grid(const rope_bf16_thd_interleaved_invfreq_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s0_v4_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3734,37 +1609,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_i
 }
 
 // rope_bf16_thd_interleaved_invfreq_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 8 per access
-struct rope_bf16_thd_interleaved_invfreq_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s0_v8_grid(const rope_bf16_thd_interleaved_invfreq_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s0_v8_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3778,43 +1623,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_i
 }
 
 // rope_bf16_thd_interleaved_invfreq_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_bf16_thd_interleaved_invfreq_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s3_v1_grid(const rope_bf16_thd_interleaved_invfreq_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s3_v1_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3828,43 +1637,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_i
 }
 
 // rope_bf16_thd_interleaved_invfreq_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_bf16_thd_interleaved_invfreq_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s3_v2_grid(const rope_bf16_thd_interleaved_invfreq_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s3_v2_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3878,43 +1651,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_i
 }
 
 // rope_bf16_thd_interleaved_invfreq_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_bf16_thd_interleaved_invfreq_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s3_v4_grid(const rope_bf16_thd_interleaved_invfreq_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s3_v4_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3928,43 +1665,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_i
 }
 
 // rope_bf16_thd_interleaved_invfreq_s3_v8_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 8 per access
-struct rope_bf16_thd_interleaved_invfreq_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s3_v8_grid(const rope_bf16_thd_interleaved_invfreq_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s3_v8_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3978,45 +1679,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_i
 }
 
 // rope_bf16_thd_interleaved_invfreq_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_bf16_thd_interleaved_invfreq_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s4_v1_grid(const rope_bf16_thd_interleaved_invfreq_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_invfreq_s4_v1_grid(const params_thd_s4_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4030,38 +1693,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_i
 }
 
 // rope_bf16_thd_interleaved_base_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 1 per access
-struct rope_bf16_thd_interleaved_base_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s0_v1_grid(const rope_bf16_thd_interleaved_base_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s0_v1_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4075,38 +1707,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_b
 }
 
 // rope_bf16_thd_interleaved_base_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 2 per access
-struct rope_bf16_thd_interleaved_base_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s0_v2_grid(const rope_bf16_thd_interleaved_base_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s0_v2_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4120,38 +1721,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_b
 }
 
 // rope_bf16_thd_interleaved_base_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 4 per access
-struct rope_bf16_thd_interleaved_base_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s0_v4_grid(const rope_bf16_thd_interleaved_base_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s0_v4_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4165,38 +1735,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_b
 }
 
 // rope_bf16_thd_interleaved_base_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 8 per access
-struct rope_bf16_thd_interleaved_base_s0_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s0_v8_grid(const rope_bf16_thd_interleaved_base_s0_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s0_v8_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4210,44 +1749,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_b
 }
 
 // rope_bf16_thd_interleaved_base_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 1 per access
-struct rope_bf16_thd_interleaved_base_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s3_v1_grid(const rope_bf16_thd_interleaved_base_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s3_v1_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4261,44 +1763,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_b
 }
 
 // rope_bf16_thd_interleaved_base_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 2 per access
-struct rope_bf16_thd_interleaved_base_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s3_v2_grid(const rope_bf16_thd_interleaved_base_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s3_v2_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4312,44 +1777,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_b
 }
 
 // rope_bf16_thd_interleaved_base_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 4 per access
-struct rope_bf16_thd_interleaved_base_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s3_v4_grid(const rope_bf16_thd_interleaved_base_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s3_v4_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4363,44 +1791,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_b
 }
 
 // rope_bf16_thd_interleaved_base_s3_v8_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 8 per access
-struct rope_bf16_thd_interleaved_base_s3_v8_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s3_v8_grid(const rope_bf16_thd_interleaved_base_s3_v8_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s3_v8_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4414,46 +1805,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_b
 }
 
 // rope_bf16_thd_interleaved_base_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from base, 4 strides, 1 per access
-struct rope_bf16_thd_interleaved_base_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s4_v1_grid(const rope_bf16_thd_interleaved_base_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_thd_interleaved_base_s4_v1_grid(const params_thd_s4_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads

@@ -5,9 +5,9 @@
 // tokens (rope_qk's k) and the rotated span's offset are kernel arguments.
 #include "rope.cuh"
 
-
-// rope_fp16_dense_half_freqs_s0_v1_mrope: dense, half pairs, angles from freqs, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s0_v1_mrope_params {
+// Parameter structs, one per params layout (the dispatch table's entry of the same layout id lists the fields; the
+// runtime packs them in this order).
+struct params_dense_s0_freqs_mrope {
   const void* x;
   void* out;
   long long tokens;
@@ -41,7 +41,1000 @@ struct rope_fp16_dense_half_freqs_s0_v1_mrope_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v1_mrope(const rope_fp16_dense_half_freqs_s0_v1_mrope_params p) {
+struct params_dense_s0_freqs_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s3_freqs_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s3_freqs_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s4_freqs_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s0_cossin_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s0_cossin_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s3_cossin_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s3_cossin_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s4_cossin_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s0_cossinf32_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s0_cossinf32_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s3_cossinf32_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s3_cossinf32_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s4_cossinf32_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s0_invfreq_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s0_invfreq_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s3_invfreq_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s3_invfreq_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s4_invfreq_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s0_base_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s0_base_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s3_base_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s3_base_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s4_base_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+
+// rope_fp16_dense_half_freqs_s0_v1_mrope: dense, half pairs, angles from freqs, 0 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v1_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -54,43 +1047,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s0_v1_qk_mrope: dense, half pairs, angles from freqs, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v1_qk_mrope(const rope_fp16_dense_half_freqs_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v1_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -103,41 +1060,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s0_v2_mrope: dense, half pairs, angles from freqs, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v2_mrope(const rope_fp16_dense_half_freqs_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v2_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -150,43 +1073,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s0_v2_qk_mrope: dense, half pairs, angles from freqs, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v2_qk_mrope(const rope_fp16_dense_half_freqs_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v2_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -199,41 +1086,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s0_v4_mrope: dense, half pairs, angles from freqs, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v4_mrope(const rope_fp16_dense_half_freqs_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v4_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -246,43 +1099,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s0_v4_qk_mrope: dense, half pairs, angles from freqs, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v4_qk_mrope(const rope_fp16_dense_half_freqs_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s0_v4_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -295,41 +1112,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s0_v8_mrope: dense, half pairs, angles from freqs, 0 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s0_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_s0_v8_mrope(const rope_fp16_dense_half_freqs_s0_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_s0_v8_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -342,43 +1125,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s0_v8_qk_mrope: dense, half pairs, angles from freqs, 0 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s0_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_s0_v8_qk_mrope(const rope_fp16_dense_half_freqs_s0_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_s0_v8_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -391,47 +1138,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s3_v1_mrope: dense, half pairs, angles from freqs, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v1_mrope(const rope_fp16_dense_half_freqs_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v1_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -444,55 +1151,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s3_v1_qk_mrope: dense, half pairs, angles from freqs, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v1_qk_mrope(const rope_fp16_dense_half_freqs_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v1_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -505,47 +1164,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s3_v2_mrope: dense, half pairs, angles from freqs, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v2_mrope(const rope_fp16_dense_half_freqs_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v2_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -558,55 +1177,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s3_v2_qk_mrope: dense, half pairs, angles from freqs, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v2_qk_mrope(const rope_fp16_dense_half_freqs_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v2_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -619,47 +1190,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s3_v4_mrope: dense, half pairs, angles from freqs, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v4_mrope(const rope_fp16_dense_half_freqs_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v4_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -672,55 +1203,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s3_v4_qk_mrope: dense, half pairs, angles from freqs, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v4_qk_mrope(const rope_fp16_dense_half_freqs_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s3_v4_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -733,47 +1216,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s3_v8_mrope: dense, half pairs, angles from freqs, 3 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s3_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_s3_v8_mrope(const rope_fp16_dense_half_freqs_s3_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_s3_v8_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -786,55 +1229,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s3_v8_qk_mrope: dense, half pairs, angles from freqs, 3 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s3_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_s3_v8_qk_mrope(const rope_fp16_dense_half_freqs_s3_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_s3_v8_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -847,49 +1242,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_freqs_s4_v1_mrope: dense, half pairs, angles from freqs, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_freqs_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s4_v1_mrope(const rope_fp16_dense_half_freqs_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_s4_v1_mrope(const params_dense_s4_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -902,44 +1255,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_freqs_
 }
 
 // rope_fp16_dense_half_cossin_s0_v1_mrope: dense, half pairs, angles from cossin, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v1_mrope(const rope_fp16_dense_half_cossin_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v1_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -952,46 +1268,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s0_v1_qk_mrope: dense, half pairs, angles from cossin, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v1_qk_mrope(const rope_fp16_dense_half_cossin_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v1_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1004,44 +1281,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s0_v2_mrope: dense, half pairs, angles from cossin, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v2_mrope(const rope_fp16_dense_half_cossin_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v2_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1054,46 +1294,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s0_v2_qk_mrope: dense, half pairs, angles from cossin, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v2_qk_mrope(const rope_fp16_dense_half_cossin_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v2_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1106,44 +1307,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s0_v4_mrope: dense, half pairs, angles from cossin, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v4_mrope(const rope_fp16_dense_half_cossin_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v4_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1156,46 +1320,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s0_v4_qk_mrope: dense, half pairs, angles from cossin, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v4_qk_mrope(const rope_fp16_dense_half_cossin_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s0_v4_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1208,44 +1333,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s0_v8_mrope: dense, half pairs, angles from cossin, 0 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s0_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin_s0_v8_mrope(const rope_fp16_dense_half_cossin_s0_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin_s0_v8_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1258,46 +1346,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s0_v8_qk_mrope: dense, half pairs, angles from cossin, 0 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s0_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin_s0_v8_qk_mrope(const rope_fp16_dense_half_cossin_s0_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin_s0_v8_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1310,50 +1359,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s3_v1_mrope: dense, half pairs, angles from cossin, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v1_mrope(const rope_fp16_dense_half_cossin_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v1_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1366,58 +1372,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s3_v1_qk_mrope: dense, half pairs, angles from cossin, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v1_qk_mrope(const rope_fp16_dense_half_cossin_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v1_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1430,50 +1385,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s3_v2_mrope: dense, half pairs, angles from cossin, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v2_mrope(const rope_fp16_dense_half_cossin_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v2_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1486,58 +1398,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s3_v2_qk_mrope: dense, half pairs, angles from cossin, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v2_qk_mrope(const rope_fp16_dense_half_cossin_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v2_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1550,50 +1411,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s3_v4_mrope: dense, half pairs, angles from cossin, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v4_mrope(const rope_fp16_dense_half_cossin_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v4_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1606,58 +1424,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s3_v4_qk_mrope: dense, half pairs, angles from cossin, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v4_qk_mrope(const rope_fp16_dense_half_cossin_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s3_v4_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1670,50 +1437,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s3_v8_mrope: dense, half pairs, angles from cossin, 3 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s3_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin_s3_v8_mrope(const rope_fp16_dense_half_cossin_s3_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin_s3_v8_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1726,58 +1450,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s3_v8_qk_mrope: dense, half pairs, angles from cossin, 3 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s3_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin_s3_v8_qk_mrope(const rope_fp16_dense_half_cossin_s3_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin_s3_v8_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1790,52 +1463,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossin_s4_v1_mrope: dense, half pairs, angles from cossin, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossin_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s4_v1_mrope(const rope_fp16_dense_half_cossin_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin_s4_v1_mrope(const params_dense_s4_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1848,44 +1476,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s0_v1_mrope: dense, half pairs, angles from cossinf32, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v1_mrope(const rope_fp16_dense_half_cossinf32_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v1_mrope(const params_dense_s0_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1898,46 +1489,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s0_v1_qk_mrope: dense, half pairs, angles from cossinf32, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v1_qk_mrope(const rope_fp16_dense_half_cossinf32_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v1_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1950,44 +1502,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s0_v2_mrope: dense, half pairs, angles from cossinf32, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v2_mrope(const rope_fp16_dense_half_cossinf32_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v2_mrope(const params_dense_s0_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2000,46 +1515,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s0_v2_qk_mrope: dense, half pairs, angles from cossinf32, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v2_qk_mrope(const rope_fp16_dense_half_cossinf32_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v2_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2052,44 +1528,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s0_v4_mrope: dense, half pairs, angles from cossinf32, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v4_mrope(const rope_fp16_dense_half_cossinf32_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v4_mrope(const params_dense_s0_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2102,46 +1541,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s0_v4_qk_mrope: dense, half pairs, angles from cossinf32, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v4_qk_mrope(const rope_fp16_dense_half_cossinf32_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s0_v4_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2154,44 +1554,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s0_v8_mrope: dense, half pairs, angles from cossinf32, 0 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s0_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossinf32_s0_v8_mrope(const rope_fp16_dense_half_cossinf32_s0_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossinf32_s0_v8_mrope(const params_dense_s0_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2204,46 +1567,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s0_v8_qk_mrope: dense, half pairs, angles from cossinf32, 0 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s0_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossinf32_s0_v8_qk_mrope(const rope_fp16_dense_half_cossinf32_s0_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossinf32_s0_v8_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2256,50 +1580,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s3_v1_mrope: dense, half pairs, angles from cossinf32, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v1_mrope(const rope_fp16_dense_half_cossinf32_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v1_mrope(const params_dense_s3_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2312,58 +1593,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s3_v1_qk_mrope: dense, half pairs, angles from cossinf32, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v1_qk_mrope(const rope_fp16_dense_half_cossinf32_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v1_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2376,50 +1606,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s3_v2_mrope: dense, half pairs, angles from cossinf32, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v2_mrope(const rope_fp16_dense_half_cossinf32_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v2_mrope(const params_dense_s3_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2432,58 +1619,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s3_v2_qk_mrope: dense, half pairs, angles from cossinf32, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v2_qk_mrope(const rope_fp16_dense_half_cossinf32_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v2_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2496,50 +1632,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s3_v4_mrope: dense, half pairs, angles from cossinf32, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v4_mrope(const rope_fp16_dense_half_cossinf32_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v4_mrope(const params_dense_s3_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2552,58 +1645,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s3_v4_qk_mrope: dense, half pairs, angles from cossinf32, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v4_qk_mrope(const rope_fp16_dense_half_cossinf32_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s3_v4_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2616,50 +1658,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s3_v8_mrope: dense, half pairs, angles from cossinf32, 3 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s3_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossinf32_s3_v8_mrope(const rope_fp16_dense_half_cossinf32_s3_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossinf32_s3_v8_mrope(const params_dense_s3_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2672,58 +1671,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s3_v8_qk_mrope: dense, half pairs, angles from cossinf32, 3 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s3_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossinf32_s3_v8_qk_mrope(const rope_fp16_dense_half_cossinf32_s3_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossinf32_s3_v8_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2736,52 +1684,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_cossinf32_s4_v1_mrope: dense, half pairs, angles from cossinf32, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_cossinf32_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s4_v1_mrope(const rope_fp16_dense_half_cossinf32_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossinf32_s4_v1_mrope(const params_dense_s4_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2794,40 +1697,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_cossin
 }
 
 // rope_fp16_dense_half_invfreq_s0_v1_mrope: dense, half pairs, angles from invfreq, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v1_mrope(const rope_fp16_dense_half_invfreq_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v1_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2840,42 +1710,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s0_v1_qk_mrope: dense, half pairs, angles from invfreq, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v1_qk_mrope(const rope_fp16_dense_half_invfreq_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v1_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2888,40 +1723,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s0_v2_mrope: dense, half pairs, angles from invfreq, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v2_mrope(const rope_fp16_dense_half_invfreq_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v2_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2934,42 +1736,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s0_v2_qk_mrope: dense, half pairs, angles from invfreq, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v2_qk_mrope(const rope_fp16_dense_half_invfreq_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v2_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2982,40 +1749,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s0_v4_mrope: dense, half pairs, angles from invfreq, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v4_mrope(const rope_fp16_dense_half_invfreq_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v4_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3028,42 +1762,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s0_v4_qk_mrope: dense, half pairs, angles from invfreq, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v4_qk_mrope(const rope_fp16_dense_half_invfreq_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s0_v4_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3076,40 +1775,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s0_v8_mrope: dense, half pairs, angles from invfreq, 0 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s0_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_invfreq_s0_v8_mrope(const rope_fp16_dense_half_invfreq_s0_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_invfreq_s0_v8_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3122,42 +1788,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s0_v8_qk_mrope: dense, half pairs, angles from invfreq, 0 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s0_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_invfreq_s0_v8_qk_mrope(const rope_fp16_dense_half_invfreq_s0_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_invfreq_s0_v8_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3170,46 +1801,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s3_v1_mrope: dense, half pairs, angles from invfreq, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v1_mrope(const rope_fp16_dense_half_invfreq_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v1_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3222,54 +1814,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s3_v1_qk_mrope: dense, half pairs, angles from invfreq, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v1_qk_mrope(const rope_fp16_dense_half_invfreq_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v1_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3282,46 +1827,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s3_v2_mrope: dense, half pairs, angles from invfreq, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v2_mrope(const rope_fp16_dense_half_invfreq_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v2_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3334,54 +1840,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s3_v2_qk_mrope: dense, half pairs, angles from invfreq, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v2_qk_mrope(const rope_fp16_dense_half_invfreq_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v2_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3394,46 +1853,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s3_v4_mrope: dense, half pairs, angles from invfreq, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v4_mrope(const rope_fp16_dense_half_invfreq_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v4_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3446,54 +1866,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s3_v4_qk_mrope: dense, half pairs, angles from invfreq, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v4_qk_mrope(const rope_fp16_dense_half_invfreq_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s3_v4_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3506,46 +1879,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s3_v8_mrope: dense, half pairs, angles from invfreq, 3 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s3_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_invfreq_s3_v8_mrope(const rope_fp16_dense_half_invfreq_s3_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_invfreq_s3_v8_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3558,54 +1892,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s3_v8_qk_mrope: dense, half pairs, angles from invfreq, 3 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s3_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_invfreq_s3_v8_qk_mrope(const rope_fp16_dense_half_invfreq_s3_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_invfreq_s3_v8_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3618,48 +1905,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_invfreq_s4_v1_mrope: dense, half pairs, angles from invfreq, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_invfreq_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s4_v1_mrope(const rope_fp16_dense_half_invfreq_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfreq_s4_v1_mrope(const params_dense_s4_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3672,41 +1918,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_invfre
 }
 
 // rope_fp16_dense_half_base_s0_v1_mrope: dense, half pairs, angles from base, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_base_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v1_mrope(const rope_fp16_dense_half_base_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v1_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3719,43 +1931,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s0_v1_qk_mrope: dense, half pairs, angles from base, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_base_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v1_qk_mrope(const rope_fp16_dense_half_base_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v1_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3768,41 +1944,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s0_v2_mrope: dense, half pairs, angles from base, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_half_base_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v2_mrope(const rope_fp16_dense_half_base_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v2_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3815,43 +1957,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s0_v2_qk_mrope: dense, half pairs, angles from base, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_base_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v2_qk_mrope(const rope_fp16_dense_half_base_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v2_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3864,41 +1970,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s0_v4_mrope: dense, half pairs, angles from base, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_half_base_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v4_mrope(const rope_fp16_dense_half_base_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v4_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3911,43 +1983,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s0_v4_qk_mrope: dense, half pairs, angles from base, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_base_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v4_qk_mrope(const rope_fp16_dense_half_base_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s0_v4_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3960,41 +1996,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s0_v8_mrope: dense, half pairs, angles from base, 0 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_half_base_s0_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_base_s0_v8_mrope(const rope_fp16_dense_half_base_s0_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_base_s0_v8_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4007,43 +2009,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s0_v8_qk_mrope: dense, half pairs, angles from base, 0 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_base_s0_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_base_s0_v8_qk_mrope(const rope_fp16_dense_half_base_s0_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_base_s0_v8_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4056,47 +2022,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s3_v1_mrope: dense, half pairs, angles from base, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_base_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v1_mrope(const rope_fp16_dense_half_base_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v1_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4109,55 +2035,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s3_v1_qk_mrope: dense, half pairs, angles from base, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_base_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v1_qk_mrope(const rope_fp16_dense_half_base_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v1_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4170,47 +2048,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s3_v2_mrope: dense, half pairs, angles from base, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_half_base_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v2_mrope(const rope_fp16_dense_half_base_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v2_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4223,55 +2061,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s3_v2_qk_mrope: dense, half pairs, angles from base, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_base_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v2_qk_mrope(const rope_fp16_dense_half_base_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v2_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4284,47 +2074,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s3_v4_mrope: dense, half pairs, angles from base, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_half_base_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v4_mrope(const rope_fp16_dense_half_base_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v4_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4337,55 +2087,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s3_v4_qk_mrope: dense, half pairs, angles from base, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_base_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v4_qk_mrope(const rope_fp16_dense_half_base_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s3_v4_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4398,47 +2100,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s3_v8_mrope: dense, half pairs, angles from base, 3 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_half_base_s3_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_base_s3_v8_mrope(const rope_fp16_dense_half_base_s3_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_base_s3_v8_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4451,55 +2113,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s3_v8_qk_mrope: dense, half pairs, angles from base, 3 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_half_base_s3_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_base_s3_v8_qk_mrope(const rope_fp16_dense_half_base_s3_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_base_s3_v8_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4512,49 +2126,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_half_base_s4_v1_mrope: dense, half pairs, angles from base, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_half_base_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s4_v1_mrope(const rope_fp16_dense_half_base_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s4_v1_mrope(const params_dense_s4_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4567,41 +2139,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_half_base_s
 }
 
 // rope_fp16_dense_interleaved_freqs_s0_v1_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v1_mrope(const rope_fp16_dense_interleaved_freqs_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v1_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4614,43 +2152,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s0_v1_qk_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v1_qk_mrope(const rope_fp16_dense_interleaved_freqs_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v1_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4663,41 +2165,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s0_v2_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v2_mrope(const rope_fp16_dense_interleaved_freqs_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v2_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4710,43 +2178,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s0_v2_qk_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v2_qk_mrope(const rope_fp16_dense_interleaved_freqs_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v2_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4759,41 +2191,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s0_v4_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v4_mrope(const rope_fp16_dense_interleaved_freqs_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v4_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4806,43 +2204,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s0_v4_qk_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v4_qk_mrope(const rope_fp16_dense_interleaved_freqs_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s0_v4_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4855,41 +2217,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s0_v8_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s0_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_freqs_s0_v8_mrope(const rope_fp16_dense_interleaved_freqs_s0_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_freqs_s0_v8_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4902,43 +2230,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s0_v8_qk_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s0_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_freqs_s0_v8_qk_mrope(const rope_fp16_dense_interleaved_freqs_s0_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_freqs_s0_v8_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4951,47 +2243,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s3_v1_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v1_mrope(const rope_fp16_dense_interleaved_freqs_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v1_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5004,55 +2256,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s3_v1_qk_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v1_qk_mrope(const rope_fp16_dense_interleaved_freqs_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v1_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5065,47 +2269,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s3_v2_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v2_mrope(const rope_fp16_dense_interleaved_freqs_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v2_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5118,55 +2282,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s3_v2_qk_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v2_qk_mrope(const rope_fp16_dense_interleaved_freqs_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v2_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5179,47 +2295,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s3_v4_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v4_mrope(const rope_fp16_dense_interleaved_freqs_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v4_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5232,55 +2308,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s3_v4_qk_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v4_qk_mrope(const rope_fp16_dense_interleaved_freqs_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s3_v4_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5293,47 +2321,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s3_v8_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s3_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_freqs_s3_v8_mrope(const rope_fp16_dense_interleaved_freqs_s3_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_freqs_s3_v8_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5346,55 +2334,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s3_v8_qk_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s3_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_freqs_s3_v8_qk_mrope(const rope_fp16_dense_interleaved_freqs_s3_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_freqs_s3_v8_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5407,49 +2347,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_freqs_s4_v1_mrope: dense, interleaved pairs, angles from freqs, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_freqs_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s4_v1_mrope(const rope_fp16_dense_interleaved_freqs_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_freqs_s4_v1_mrope(const params_dense_s4_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5462,44 +2360,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s0_v1_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v1_mrope(const rope_fp16_dense_interleaved_cossin_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v1_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5512,46 +2373,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s0_v1_qk_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v1_qk_mrope(const rope_fp16_dense_interleaved_cossin_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v1_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5564,44 +2386,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s0_v2_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v2_mrope(const rope_fp16_dense_interleaved_cossin_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v2_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5614,46 +2399,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s0_v2_qk_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v2_qk_mrope(const rope_fp16_dense_interleaved_cossin_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v2_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5666,44 +2412,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s0_v4_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v4_mrope(const rope_fp16_dense_interleaved_cossin_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v4_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5716,46 +2425,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s0_v4_qk_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v4_qk_mrope(const rope_fp16_dense_interleaved_cossin_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s0_v4_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5768,44 +2438,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s0_v8_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s0_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossin_s0_v8_mrope(const rope_fp16_dense_interleaved_cossin_s0_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossin_s0_v8_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5818,46 +2451,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s0_v8_qk_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s0_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossin_s0_v8_qk_mrope(const rope_fp16_dense_interleaved_cossin_s0_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossin_s0_v8_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5870,50 +2464,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s3_v1_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v1_mrope(const rope_fp16_dense_interleaved_cossin_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v1_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5926,58 +2477,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s3_v1_qk_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v1_qk_mrope(const rope_fp16_dense_interleaved_cossin_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v1_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5990,50 +2490,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s3_v2_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v2_mrope(const rope_fp16_dense_interleaved_cossin_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v2_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6046,58 +2503,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s3_v2_qk_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v2_qk_mrope(const rope_fp16_dense_interleaved_cossin_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v2_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6110,50 +2516,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s3_v4_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v4_mrope(const rope_fp16_dense_interleaved_cossin_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v4_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6166,58 +2529,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s3_v4_qk_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v4_qk_mrope(const rope_fp16_dense_interleaved_cossin_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s3_v4_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6230,50 +2542,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s3_v8_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s3_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossin_s3_v8_mrope(const rope_fp16_dense_interleaved_cossin_s3_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossin_s3_v8_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6286,58 +2555,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s3_v8_qk_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s3_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossin_s3_v8_qk_mrope(const rope_fp16_dense_interleaved_cossin_s3_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossin_s3_v8_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6350,52 +2568,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossin_s4_v1_mrope: dense, interleaved pairs, angles from cossin, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossin_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s4_v1_mrope(const rope_fp16_dense_interleaved_cossin_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossin_s4_v1_mrope(const params_dense_s4_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6408,44 +2581,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s0_v1_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v1_mrope(const rope_fp16_dense_interleaved_cossinf32_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v1_mrope(const params_dense_s0_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6458,46 +2594,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s0_v1_qk_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v1_qk_mrope(const rope_fp16_dense_interleaved_cossinf32_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v1_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6510,44 +2607,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s0_v2_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v2_mrope(const rope_fp16_dense_interleaved_cossinf32_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v2_mrope(const params_dense_s0_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6560,46 +2620,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s0_v2_qk_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v2_qk_mrope(const rope_fp16_dense_interleaved_cossinf32_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v2_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6612,44 +2633,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s0_v4_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v4_mrope(const rope_fp16_dense_interleaved_cossinf32_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v4_mrope(const params_dense_s0_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6662,46 +2646,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s0_v4_qk_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v4_qk_mrope(const rope_fp16_dense_interleaved_cossinf32_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s0_v4_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6714,44 +2659,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s0_v8_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s0_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossinf32_s0_v8_mrope(const rope_fp16_dense_interleaved_cossinf32_s0_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossinf32_s0_v8_mrope(const params_dense_s0_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6764,46 +2672,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s0_v8_qk_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s0_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossinf32_s0_v8_qk_mrope(const rope_fp16_dense_interleaved_cossinf32_s0_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossinf32_s0_v8_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6816,50 +2685,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s3_v1_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v1_mrope(const rope_fp16_dense_interleaved_cossinf32_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v1_mrope(const params_dense_s3_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6872,58 +2698,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s3_v1_qk_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v1_qk_mrope(const rope_fp16_dense_interleaved_cossinf32_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v1_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6936,50 +2711,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s3_v2_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v2_mrope(const rope_fp16_dense_interleaved_cossinf32_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v2_mrope(const params_dense_s3_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -6992,58 +2724,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s3_v2_qk_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v2_qk_mrope(const rope_fp16_dense_interleaved_cossinf32_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v2_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7056,50 +2737,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s3_v4_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v4_mrope(const rope_fp16_dense_interleaved_cossinf32_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v4_mrope(const params_dense_s3_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7112,58 +2750,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s3_v4_qk_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v4_qk_mrope(const rope_fp16_dense_interleaved_cossinf32_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s3_v4_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7176,50 +2763,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s3_v8_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s3_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossinf32_s3_v8_mrope(const rope_fp16_dense_interleaved_cossinf32_s3_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossinf32_s3_v8_mrope(const params_dense_s3_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7232,58 +2776,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s3_v8_qk_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s3_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossinf32_s3_v8_qk_mrope(const rope_fp16_dense_interleaved_cossinf32_s3_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_cossinf32_s3_v8_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7296,52 +2789,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_cossinf32_s4_v1_mrope: dense, interleaved pairs, angles from cossinf32, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_cossinf32_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s4_v1_mrope(const rope_fp16_dense_interleaved_cossinf32_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_cossinf32_s4_v1_mrope(const params_dense_s4_cossinf32_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7354,40 +2802,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s0_v1_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v1_mrope(const rope_fp16_dense_interleaved_invfreq_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v1_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7400,42 +2815,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s0_v1_qk_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v1_qk_mrope(const rope_fp16_dense_interleaved_invfreq_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v1_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7448,40 +2828,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s0_v2_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v2_mrope(const rope_fp16_dense_interleaved_invfreq_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v2_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7494,42 +2841,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s0_v2_qk_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v2_qk_mrope(const rope_fp16_dense_interleaved_invfreq_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v2_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7542,40 +2854,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s0_v4_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v4_mrope(const rope_fp16_dense_interleaved_invfreq_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v4_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7588,42 +2867,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s0_v4_qk_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v4_qk_mrope(const rope_fp16_dense_interleaved_invfreq_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s0_v4_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7636,40 +2880,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s0_v8_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s0_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_invfreq_s0_v8_mrope(const rope_fp16_dense_interleaved_invfreq_s0_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_invfreq_s0_v8_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7682,42 +2893,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s0_v8_qk_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s0_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_invfreq_s0_v8_qk_mrope(const rope_fp16_dense_interleaved_invfreq_s0_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_invfreq_s0_v8_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7730,46 +2906,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s3_v1_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v1_mrope(const rope_fp16_dense_interleaved_invfreq_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v1_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7782,54 +2919,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s3_v1_qk_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v1_qk_mrope(const rope_fp16_dense_interleaved_invfreq_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v1_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7842,46 +2932,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s3_v2_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v2_mrope(const rope_fp16_dense_interleaved_invfreq_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v2_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7894,54 +2945,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s3_v2_qk_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v2_qk_mrope(const rope_fp16_dense_interleaved_invfreq_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v2_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -7954,46 +2958,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s3_v4_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v4_mrope(const rope_fp16_dense_interleaved_invfreq_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v4_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8006,54 +2971,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s3_v4_qk_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v4_qk_mrope(const rope_fp16_dense_interleaved_invfreq_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s3_v4_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8066,46 +2984,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s3_v8_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s3_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_invfreq_s3_v8_mrope(const rope_fp16_dense_interleaved_invfreq_s3_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_invfreq_s3_v8_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8118,54 +2997,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s3_v8_qk_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s3_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_invfreq_s3_v8_qk_mrope(const rope_fp16_dense_interleaved_invfreq_s3_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_invfreq_s3_v8_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8178,48 +3010,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_invfreq_s4_v1_mrope: dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_invfreq_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s4_v1_mrope(const rope_fp16_dense_interleaved_invfreq_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_invfreq_s4_v1_mrope(const params_dense_s4_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8232,41 +3023,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s0_v1_mrope: dense, interleaved pairs, angles from base, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v1_mrope(const rope_fp16_dense_interleaved_base_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v1_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8279,43 +3036,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s0_v1_qk_mrope: dense, interleaved pairs, angles from base, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v1_qk_mrope(const rope_fp16_dense_interleaved_base_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v1_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8328,41 +3049,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s0_v2_mrope: dense, interleaved pairs, angles from base, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v2_mrope(const rope_fp16_dense_interleaved_base_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v2_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8375,43 +3062,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s0_v2_qk_mrope: dense, interleaved pairs, angles from base, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v2_qk_mrope(const rope_fp16_dense_interleaved_base_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v2_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8424,41 +3075,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s0_v4_mrope: dense, interleaved pairs, angles from base, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v4_mrope(const rope_fp16_dense_interleaved_base_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v4_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8471,43 +3088,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s0_v4_qk_mrope: dense, interleaved pairs, angles from base, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v4_qk_mrope(const rope_fp16_dense_interleaved_base_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s0_v4_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8520,41 +3101,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s0_v8_mrope: dense, interleaved pairs, angles from base, 0 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s0_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_base_s0_v8_mrope(const rope_fp16_dense_interleaved_base_s0_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_base_s0_v8_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8567,43 +3114,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s0_v8_qk_mrope: dense, interleaved pairs, angles from base, 0 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s0_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_base_s0_v8_qk_mrope(const rope_fp16_dense_interleaved_base_s0_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_base_s0_v8_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8616,47 +3127,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s3_v1_mrope: dense, interleaved pairs, angles from base, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v1_mrope(const rope_fp16_dense_interleaved_base_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v1_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8669,55 +3140,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s3_v1_qk_mrope: dense, interleaved pairs, angles from base, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v1_qk_mrope(const rope_fp16_dense_interleaved_base_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v1_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8730,47 +3153,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s3_v2_mrope: dense, interleaved pairs, angles from base, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v2_mrope(const rope_fp16_dense_interleaved_base_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v2_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8783,55 +3166,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s3_v2_qk_mrope: dense, interleaved pairs, angles from base, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v2_qk_mrope(const rope_fp16_dense_interleaved_base_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v2_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8844,47 +3179,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s3_v4_mrope: dense, interleaved pairs, angles from base, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v4_mrope(const rope_fp16_dense_interleaved_base_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v4_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8897,55 +3192,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s3_v4_qk_mrope: dense, interleaved pairs, angles from base, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v4_qk_mrope(const rope_fp16_dense_interleaved_base_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s3_v4_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -8958,47 +3205,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s3_v8_mrope: dense, interleaved pairs, angles from base, 3 strides, 8 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s3_v8_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_base_s3_v8_mrope(const rope_fp16_dense_interleaved_base_s3_v8_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_base_s3_v8_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -9011,55 +3218,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s3_v8_qk_mrope: dense, interleaved pairs, angles from base, 3 strides, 8 per access, q and k together, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s3_v8_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_base_s3_v8_qk_mrope(const rope_fp16_dense_interleaved_base_s3_v8_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved_base_s3_v8_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -9072,49 +3231,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp16_dense_interleaved
 }
 
 // rope_fp16_dense_interleaved_base_s4_v1_mrope: dense, interleaved pairs, angles from base, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp16_dense_interleaved_base_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s4_v1_mrope(const rope_fp16_dense_interleaved_base_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_dense_interleaved_base_s4_v1_mrope(const params_dense_s4_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads

@@ -5,9 +5,9 @@
 // tokens (rope_qk's k) and the rotated span's offset are kernel arguments.
 #include "rope.cuh"
 
-
-// rope_fp32_dense_half_freqs_s0_v1: dense, half pairs, angles from freqs, 0 strides, 1 per access
-struct rope_fp32_dense_half_freqs_s0_v1_params {
+// Parameter structs, one per params layout (the dispatch table's entry of the same layout id lists the fields; the
+// runtime packs them in this order).
+struct params_dense_s0_freqs {
   const void* x;
   void* out;
   long long tokens;
@@ -36,7 +36,690 @@ struct rope_fp32_dense_half_freqs_s0_v1_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1(const rope_fp32_dense_half_freqs_s0_v1_params p) {
+struct params_dense_s0_freqs_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s3_freqs {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s3_freqs_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s4_freqs {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s0_cossin {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s0_cossin_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s3_cossin {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s3_cossin_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s4_cossin {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s0_invfreq {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s0_invfreq_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s3_invfreq {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s3_invfreq_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s4_invfreq {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s0_base {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s0_base_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s3_base {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s3_base_qk {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s4_base {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+
+// rope_fp32_dense_half_freqs_s0_v1: dense, half pairs, angles from freqs, 0 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -49,38 +732,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s0_v1_qk: dense, half pairs, angles from freqs, 0 strides, 1 per access, q and k together
-struct rope_fp32_dense_half_freqs_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1_qk(const rope_fp32_dense_half_freqs_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -93,36 +745,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s0_v2: dense, half pairs, angles from freqs, 0 strides, 2 per access
-struct rope_fp32_dense_half_freqs_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2(const rope_fp32_dense_half_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -135,38 +758,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s0_v2_qk: dense, half pairs, angles from freqs, 0 strides, 2 per access, q and k together
-struct rope_fp32_dense_half_freqs_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2_qk(const rope_fp32_dense_half_freqs_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -179,36 +771,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s0_v4: dense, half pairs, angles from freqs, 0 strides, 4 per access
-struct rope_fp32_dense_half_freqs_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v4(const rope_fp32_dense_half_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v4(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -221,38 +784,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s0_v4_qk: dense, half pairs, angles from freqs, 0 strides, 4 per access, q and k together
-struct rope_fp32_dense_half_freqs_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s0_v4_qk(const rope_fp32_dense_half_freqs_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s0_v4_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -265,42 +797,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s3_v1: dense, half pairs, angles from freqs, 3 strides, 1 per access
-struct rope_fp32_dense_half_freqs_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1(const rope_fp32_dense_half_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -313,50 +810,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s3_v1_qk: dense, half pairs, angles from freqs, 3 strides, 1 per access, q and k together
-struct rope_fp32_dense_half_freqs_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1_qk(const rope_fp32_dense_half_freqs_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -369,42 +823,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s3_v2: dense, half pairs, angles from freqs, 3 strides, 2 per access
-struct rope_fp32_dense_half_freqs_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2(const rope_fp32_dense_half_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -417,50 +836,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s3_v2_qk: dense, half pairs, angles from freqs, 3 strides, 2 per access, q and k together
-struct rope_fp32_dense_half_freqs_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2_qk(const rope_fp32_dense_half_freqs_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -473,42 +849,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s3_v4: dense, half pairs, angles from freqs, 3 strides, 4 per access
-struct rope_fp32_dense_half_freqs_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v4(const rope_fp32_dense_half_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v4(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -521,50 +862,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s3_v4_qk: dense, half pairs, angles from freqs, 3 strides, 4 per access, q and k together
-struct rope_fp32_dense_half_freqs_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s3_v4_qk(const rope_fp32_dense_half_freqs_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s3_v4_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -577,44 +875,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s4_v1: dense, half pairs, angles from freqs, 4 strides, 1 per access
-struct rope_fp32_dense_half_freqs_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s4_v1(const rope_fp32_dense_half_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s4_v1(const params_dense_s4_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -627,39 +888,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_cossin_s0_v1: dense, half pairs, angles from cossin, 0 strides, 1 per access
-struct rope_fp32_dense_half_cossin_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1(const rope_fp32_dense_half_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -672,41 +901,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s0_v1_qk: dense, half pairs, angles from cossin, 0 strides, 1 per access, q and k together
-struct rope_fp32_dense_half_cossin_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1_qk(const rope_fp32_dense_half_cossin_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -719,39 +914,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s0_v2: dense, half pairs, angles from cossin, 0 strides, 2 per access
-struct rope_fp32_dense_half_cossin_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2(const rope_fp32_dense_half_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -764,41 +927,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s0_v2_qk: dense, half pairs, angles from cossin, 0 strides, 2 per access, q and k together
-struct rope_fp32_dense_half_cossin_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2_qk(const rope_fp32_dense_half_cossin_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -811,39 +940,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s0_v4: dense, half pairs, angles from cossin, 0 strides, 4 per access
-struct rope_fp32_dense_half_cossin_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v4(const rope_fp32_dense_half_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v4(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -856,41 +953,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s0_v4_qk: dense, half pairs, angles from cossin, 0 strides, 4 per access, q and k together
-struct rope_fp32_dense_half_cossin_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s0_v4_qk(const rope_fp32_dense_half_cossin_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s0_v4_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -903,45 +966,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s3_v1: dense, half pairs, angles from cossin, 3 strides, 1 per access
-struct rope_fp32_dense_half_cossin_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1(const rope_fp32_dense_half_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -954,53 +979,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s3_v1_qk: dense, half pairs, angles from cossin, 3 strides, 1 per access, q and k together
-struct rope_fp32_dense_half_cossin_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1_qk(const rope_fp32_dense_half_cossin_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1013,45 +992,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s3_v2: dense, half pairs, angles from cossin, 3 strides, 2 per access
-struct rope_fp32_dense_half_cossin_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2(const rope_fp32_dense_half_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1064,53 +1005,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s3_v2_qk: dense, half pairs, angles from cossin, 3 strides, 2 per access, q and k together
-struct rope_fp32_dense_half_cossin_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2_qk(const rope_fp32_dense_half_cossin_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1123,45 +1018,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s3_v4: dense, half pairs, angles from cossin, 3 strides, 4 per access
-struct rope_fp32_dense_half_cossin_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v4(const rope_fp32_dense_half_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v4(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1174,53 +1031,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s3_v4_qk: dense, half pairs, angles from cossin, 3 strides, 4 per access, q and k together
-struct rope_fp32_dense_half_cossin_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s3_v4_qk(const rope_fp32_dense_half_cossin_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s3_v4_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1233,47 +1044,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s4_v1: dense, half pairs, angles from cossin, 4 strides, 1 per access
-struct rope_fp32_dense_half_cossin_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s4_v1(const rope_fp32_dense_half_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s4_v1(const params_dense_s4_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1286,35 +1057,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_invfreq_s0_v1: dense, half pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_fp32_dense_half_invfreq_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1(const rope_fp32_dense_half_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1327,37 +1070,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s0_v1_qk: dense, half pairs, angles from invfreq, 0 strides, 1 per access, q and k together
-struct rope_fp32_dense_half_invfreq_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1_qk(const rope_fp32_dense_half_invfreq_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1370,35 +1083,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s0_v2: dense, half pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_fp32_dense_half_invfreq_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2(const rope_fp32_dense_half_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1411,37 +1096,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s0_v2_qk: dense, half pairs, angles from invfreq, 0 strides, 2 per access, q and k together
-struct rope_fp32_dense_half_invfreq_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2_qk(const rope_fp32_dense_half_invfreq_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1454,35 +1109,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s0_v4: dense, half pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_fp32_dense_half_invfreq_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v4(const rope_fp32_dense_half_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v4(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1495,37 +1122,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s0_v4_qk: dense, half pairs, angles from invfreq, 0 strides, 4 per access, q and k together
-struct rope_fp32_dense_half_invfreq_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v4_qk(const rope_fp32_dense_half_invfreq_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v4_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1538,41 +1135,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s3_v1: dense, half pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_fp32_dense_half_invfreq_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1(const rope_fp32_dense_half_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1585,49 +1148,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s3_v1_qk: dense, half pairs, angles from invfreq, 3 strides, 1 per access, q and k together
-struct rope_fp32_dense_half_invfreq_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1_qk(const rope_fp32_dense_half_invfreq_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1640,41 +1161,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s3_v2: dense, half pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_fp32_dense_half_invfreq_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2(const rope_fp32_dense_half_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1687,49 +1174,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s3_v2_qk: dense, half pairs, angles from invfreq, 3 strides, 2 per access, q and k together
-struct rope_fp32_dense_half_invfreq_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2_qk(const rope_fp32_dense_half_invfreq_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1742,41 +1187,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s3_v4: dense, half pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_fp32_dense_half_invfreq_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v4(const rope_fp32_dense_half_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v4(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1789,49 +1200,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s3_v4_qk: dense, half pairs, angles from invfreq, 3 strides, 4 per access, q and k together
-struct rope_fp32_dense_half_invfreq_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v4_qk(const rope_fp32_dense_half_invfreq_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v4_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1844,43 +1213,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s4_v1: dense, half pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_fp32_dense_half_invfreq_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s4_v1(const rope_fp32_dense_half_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s4_v1(const params_dense_s4_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1893,36 +1226,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_base_s0_v1: dense, half pairs, angles from base, 0 strides, 1 per access
-struct rope_fp32_dense_half_base_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1(const rope_fp32_dense_half_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1935,38 +1239,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s0_v1_qk: dense, half pairs, angles from base, 0 strides, 1 per access, q and k together
-struct rope_fp32_dense_half_base_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1_qk(const rope_fp32_dense_half_base_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1979,36 +1252,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s0_v2: dense, half pairs, angles from base, 0 strides, 2 per access
-struct rope_fp32_dense_half_base_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2(const rope_fp32_dense_half_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2021,38 +1265,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s0_v2_qk: dense, half pairs, angles from base, 0 strides, 2 per access, q and k together
-struct rope_fp32_dense_half_base_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2_qk(const rope_fp32_dense_half_base_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2065,36 +1278,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s0_v4: dense, half pairs, angles from base, 0 strides, 4 per access
-struct rope_fp32_dense_half_base_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v4(const rope_fp32_dense_half_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v4(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2107,38 +1291,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s0_v4_qk: dense, half pairs, angles from base, 0 strides, 4 per access, q and k together
-struct rope_fp32_dense_half_base_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v4_qk(const rope_fp32_dense_half_base_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v4_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2151,42 +1304,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s3_v1: dense, half pairs, angles from base, 3 strides, 1 per access
-struct rope_fp32_dense_half_base_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1(const rope_fp32_dense_half_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2199,50 +1317,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s3_v1_qk: dense, half pairs, angles from base, 3 strides, 1 per access, q and k together
-struct rope_fp32_dense_half_base_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1_qk(const rope_fp32_dense_half_base_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2255,42 +1330,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s3_v2: dense, half pairs, angles from base, 3 strides, 2 per access
-struct rope_fp32_dense_half_base_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2(const rope_fp32_dense_half_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2303,50 +1343,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s3_v2_qk: dense, half pairs, angles from base, 3 strides, 2 per access, q and k together
-struct rope_fp32_dense_half_base_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2_qk(const rope_fp32_dense_half_base_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2359,42 +1356,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s3_v4: dense, half pairs, angles from base, 3 strides, 4 per access
-struct rope_fp32_dense_half_base_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v4(const rope_fp32_dense_half_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v4(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2407,50 +1369,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s3_v4_qk: dense, half pairs, angles from base, 3 strides, 4 per access, q and k together
-struct rope_fp32_dense_half_base_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v4_qk(const rope_fp32_dense_half_base_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v4_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2463,44 +1382,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s4_v1: dense, half pairs, angles from base, 4 strides, 1 per access
-struct rope_fp32_dense_half_base_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s4_v1(const rope_fp32_dense_half_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s4_v1(const params_dense_s4_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2513,36 +1395,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v1: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access
-struct rope_fp32_dense_interleaved_freqs_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1(const rope_fp32_dense_interleaved_freqs_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2555,38 +1408,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v1_qk: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access, q and k together
-struct rope_fp32_dense_interleaved_freqs_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1_qk(const rope_fp32_dense_interleaved_freqs_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2599,36 +1421,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v2: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access
-struct rope_fp32_dense_interleaved_freqs_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2(const rope_fp32_dense_interleaved_freqs_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2641,38 +1434,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v2_qk: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access, q and k together
-struct rope_fp32_dense_interleaved_freqs_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2_qk(const rope_fp32_dense_interleaved_freqs_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2685,36 +1447,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v4: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access
-struct rope_fp32_dense_interleaved_freqs_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v4(const rope_fp32_dense_interleaved_freqs_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v4(const params_dense_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2727,38 +1460,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v4_qk: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access, q and k together
-struct rope_fp32_dense_interleaved_freqs_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s0_v4_qk(const rope_fp32_dense_interleaved_freqs_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s0_v4_qk(const params_dense_s0_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2771,42 +1473,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s3_v1: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access
-struct rope_fp32_dense_interleaved_freqs_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1(const rope_fp32_dense_interleaved_freqs_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2819,50 +1486,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s3_v1_qk: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access, q and k together
-struct rope_fp32_dense_interleaved_freqs_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1_qk(const rope_fp32_dense_interleaved_freqs_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2875,42 +1499,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s3_v2: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access
-struct rope_fp32_dense_interleaved_freqs_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2(const rope_fp32_dense_interleaved_freqs_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2923,50 +1512,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s3_v2_qk: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access, q and k together
-struct rope_fp32_dense_interleaved_freqs_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2_qk(const rope_fp32_dense_interleaved_freqs_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2979,42 +1525,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s3_v4: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access
-struct rope_fp32_dense_interleaved_freqs_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v4(const rope_fp32_dense_interleaved_freqs_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v4(const params_dense_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3027,50 +1538,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s3_v4_qk: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access, q and k together
-struct rope_fp32_dense_interleaved_freqs_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s3_v4_qk(const rope_fp32_dense_interleaved_freqs_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s3_v4_qk(const params_dense_s3_freqs_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3083,44 +1551,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s4_v1: dense, interleaved pairs, angles from freqs, 4 strides, 1 per access
-struct rope_fp32_dense_interleaved_freqs_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s4_v1(const rope_fp32_dense_interleaved_freqs_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s4_v1(const params_dense_s4_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3133,39 +1564,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s0_v1: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access
-struct rope_fp32_dense_interleaved_cossin_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1(const rope_fp32_dense_interleaved_cossin_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3178,41 +1577,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s0_v1_qk: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access, q and k together
-struct rope_fp32_dense_interleaved_cossin_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1_qk(const rope_fp32_dense_interleaved_cossin_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3225,39 +1590,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s0_v2: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access
-struct rope_fp32_dense_interleaved_cossin_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2(const rope_fp32_dense_interleaved_cossin_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3270,41 +1603,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s0_v2_qk: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access, q and k together
-struct rope_fp32_dense_interleaved_cossin_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2_qk(const rope_fp32_dense_interleaved_cossin_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3317,39 +1616,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s0_v4: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access
-struct rope_fp32_dense_interleaved_cossin_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v4(const rope_fp32_dense_interleaved_cossin_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v4(const params_dense_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3362,41 +1629,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s0_v4_qk: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access, q and k together
-struct rope_fp32_dense_interleaved_cossin_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s0_v4_qk(const rope_fp32_dense_interleaved_cossin_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s0_v4_qk(const params_dense_s0_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3409,45 +1642,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s3_v1: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access
-struct rope_fp32_dense_interleaved_cossin_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1(const rope_fp32_dense_interleaved_cossin_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3460,53 +1655,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s3_v1_qk: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access, q and k together
-struct rope_fp32_dense_interleaved_cossin_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1_qk(const rope_fp32_dense_interleaved_cossin_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3519,45 +1668,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s3_v2: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access
-struct rope_fp32_dense_interleaved_cossin_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2(const rope_fp32_dense_interleaved_cossin_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3570,53 +1681,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s3_v2_qk: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access, q and k together
-struct rope_fp32_dense_interleaved_cossin_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2_qk(const rope_fp32_dense_interleaved_cossin_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3629,45 +1694,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s3_v4: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access
-struct rope_fp32_dense_interleaved_cossin_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v4(const rope_fp32_dense_interleaved_cossin_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v4(const params_dense_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3680,53 +1707,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s3_v4_qk: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access, q and k together
-struct rope_fp32_dense_interleaved_cossin_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s3_v4_qk(const rope_fp32_dense_interleaved_cossin_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s3_v4_qk(const params_dense_s3_cossin_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3739,47 +1720,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s4_v1: dense, interleaved pairs, angles from cossin, 4 strides, 1 per access
-struct rope_fp32_dense_interleaved_cossin_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s4_v1(const rope_fp32_dense_interleaved_cossin_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s4_v1(const params_dense_s4_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3792,35 +1733,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s0_v1: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_fp32_dense_interleaved_invfreq_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1(const rope_fp32_dense_interleaved_invfreq_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3833,37 +1746,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s0_v1_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access, q and k together
-struct rope_fp32_dense_interleaved_invfreq_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1_qk(const rope_fp32_dense_interleaved_invfreq_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3876,35 +1759,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s0_v2: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_fp32_dense_interleaved_invfreq_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2(const rope_fp32_dense_interleaved_invfreq_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3917,37 +1772,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s0_v2_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access, q and k together
-struct rope_fp32_dense_interleaved_invfreq_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2_qk(const rope_fp32_dense_interleaved_invfreq_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3960,35 +1785,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s0_v4: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_fp32_dense_interleaved_invfreq_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v4(const rope_fp32_dense_interleaved_invfreq_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v4(const params_dense_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4001,37 +1798,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s0_v4_qk: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access, q and k together
-struct rope_fp32_dense_interleaved_invfreq_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v4_qk(const rope_fp32_dense_interleaved_invfreq_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v4_qk(const params_dense_s0_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4044,41 +1811,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s3_v1: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_fp32_dense_interleaved_invfreq_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1(const rope_fp32_dense_interleaved_invfreq_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4091,49 +1824,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s3_v1_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access, q and k together
-struct rope_fp32_dense_interleaved_invfreq_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1_qk(const rope_fp32_dense_interleaved_invfreq_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4146,41 +1837,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s3_v2: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_fp32_dense_interleaved_invfreq_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2(const rope_fp32_dense_interleaved_invfreq_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4193,49 +1850,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s3_v2_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access, q and k together
-struct rope_fp32_dense_interleaved_invfreq_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2_qk(const rope_fp32_dense_interleaved_invfreq_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4248,41 +1863,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s3_v4: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_fp32_dense_interleaved_invfreq_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v4(const rope_fp32_dense_interleaved_invfreq_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v4(const params_dense_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4295,49 +1876,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s3_v4_qk: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access, q and k together
-struct rope_fp32_dense_interleaved_invfreq_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v4_qk(const rope_fp32_dense_interleaved_invfreq_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v4_qk(const params_dense_s3_invfreq_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4350,43 +1889,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s4_v1: dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_fp32_dense_interleaved_invfreq_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s4_v1(const rope_fp32_dense_interleaved_invfreq_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s4_v1(const params_dense_s4_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4399,36 +1902,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s0_v1: dense, interleaved pairs, angles from base, 0 strides, 1 per access
-struct rope_fp32_dense_interleaved_base_s0_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1(const rope_fp32_dense_interleaved_base_s0_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4441,38 +1915,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s0_v1_qk: dense, interleaved pairs, angles from base, 0 strides, 1 per access, q and k together
-struct rope_fp32_dense_interleaved_base_s0_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1_qk(const rope_fp32_dense_interleaved_base_s0_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4485,36 +1928,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s0_v2: dense, interleaved pairs, angles from base, 0 strides, 2 per access
-struct rope_fp32_dense_interleaved_base_s0_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2(const rope_fp32_dense_interleaved_base_s0_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4527,38 +1941,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s0_v2_qk: dense, interleaved pairs, angles from base, 0 strides, 2 per access, q and k together
-struct rope_fp32_dense_interleaved_base_s0_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2_qk(const rope_fp32_dense_interleaved_base_s0_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4571,36 +1954,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s0_v4: dense, interleaved pairs, angles from base, 0 strides, 4 per access
-struct rope_fp32_dense_interleaved_base_s0_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v4(const rope_fp32_dense_interleaved_base_s0_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v4(const params_dense_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4613,38 +1967,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s0_v4_qk: dense, interleaved pairs, angles from base, 0 strides, 4 per access, q and k together
-struct rope_fp32_dense_interleaved_base_s0_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v4_qk(const rope_fp32_dense_interleaved_base_s0_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v4_qk(const params_dense_s0_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4657,42 +1980,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s3_v1: dense, interleaved pairs, angles from base, 3 strides, 1 per access
-struct rope_fp32_dense_interleaved_base_s3_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1(const rope_fp32_dense_interleaved_base_s3_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4705,50 +1993,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s3_v1_qk: dense, interleaved pairs, angles from base, 3 strides, 1 per access, q and k together
-struct rope_fp32_dense_interleaved_base_s3_v1_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1_qk(const rope_fp32_dense_interleaved_base_s3_v1_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4761,42 +2006,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s3_v2: dense, interleaved pairs, angles from base, 3 strides, 2 per access
-struct rope_fp32_dense_interleaved_base_s3_v2_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2(const rope_fp32_dense_interleaved_base_s3_v2_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4809,50 +2019,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s3_v2_qk: dense, interleaved pairs, angles from base, 3 strides, 2 per access, q and k together
-struct rope_fp32_dense_interleaved_base_s3_v2_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2_qk(const rope_fp32_dense_interleaved_base_s3_v2_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4865,42 +2032,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s3_v4: dense, interleaved pairs, angles from base, 3 strides, 4 per access
-struct rope_fp32_dense_interleaved_base_s3_v4_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v4(const rope_fp32_dense_interleaved_base_s3_v4_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v4(const params_dense_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4913,50 +2045,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s3_v4_qk: dense, interleaved pairs, angles from base, 3 strides, 4 per access, q and k together
-struct rope_fp32_dense_interleaved_base_s3_v4_qk_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v4_qk(const rope_fp32_dense_interleaved_base_s3_v4_qk_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v4_qk(const params_dense_s3_base_qk p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4969,44 +2058,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s4_v1: dense, interleaved pairs, angles from base, 4 strides, 1 per access
-struct rope_fp32_dense_interleaved_base_s4_v1_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s4_v1(const rope_fp32_dense_interleaved_base_s4_v1_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s4_v1(const params_dense_s4_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads

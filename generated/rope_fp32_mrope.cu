@@ -5,9 +5,9 @@
 // tokens (rope_qk's k) and the rotated span's offset are kernel arguments.
 #include "rope.cuh"
 
-
-// rope_fp32_dense_half_freqs_s0_v1_mrope: dense, half pairs, angles from freqs, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s0_v1_mrope_params {
+// Parameter structs, one per params layout (the dispatch table's entry of the same layout id lists the fields; the
+// runtime packs them in this order).
+struct params_dense_s0_freqs_mrope {
   const void* x;
   void* out;
   long long tokens;
@@ -41,7 +41,785 @@ struct rope_fp32_dense_half_freqs_s0_v1_mrope_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1_mrope(const rope_fp32_dense_half_freqs_s0_v1_mrope_params p) {
+struct params_dense_s0_freqs_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s3_freqs_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s3_freqs_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s4_freqs_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_dense_s0_cossin_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s0_cossin_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s3_cossin_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s3_cossin_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s4_cossin_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_dense_s0_invfreq_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s0_invfreq_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s3_invfreq_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s3_invfreq_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s4_invfreq_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_dense_s0_base_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s0_base_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s3_base_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s3_base_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_dense_s4_base_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+
+// rope_fp32_dense_half_freqs_s0_v1_mrope: dense, half pairs, angles from freqs, 0 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -54,43 +832,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s0_v1_qk_mrope: dense, half pairs, angles from freqs, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1_qk_mrope(const rope_fp32_dense_half_freqs_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -103,41 +845,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s0_v2_mrope: dense, half pairs, angles from freqs, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2_mrope(const rope_fp32_dense_half_freqs_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -150,43 +858,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s0_v2_qk_mrope: dense, half pairs, angles from freqs, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2_qk_mrope(const rope_fp32_dense_half_freqs_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -199,41 +871,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s0_v4_mrope: dense, half pairs, angles from freqs, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s0_v4_mrope(const rope_fp32_dense_half_freqs_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s0_v4_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -246,43 +884,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s0_v4_qk_mrope: dense, half pairs, angles from freqs, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s0_v4_qk_mrope(const rope_fp32_dense_half_freqs_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s0_v4_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -295,47 +897,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s3_v1_mrope: dense, half pairs, angles from freqs, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1_mrope(const rope_fp32_dense_half_freqs_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -348,55 +910,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s3_v1_qk_mrope: dense, half pairs, angles from freqs, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1_qk_mrope(const rope_fp32_dense_half_freqs_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -409,47 +923,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s3_v2_mrope: dense, half pairs, angles from freqs, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2_mrope(const rope_fp32_dense_half_freqs_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -462,55 +936,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s3_v2_qk_mrope: dense, half pairs, angles from freqs, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2_qk_mrope(const rope_fp32_dense_half_freqs_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -523,47 +949,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s3_v4_mrope: dense, half pairs, angles from freqs, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s3_v4_mrope(const rope_fp32_dense_half_freqs_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s3_v4_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -576,55 +962,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s3_v4_qk_mrope: dense, half pairs, angles from freqs, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s3_v4_qk_mrope(const rope_fp32_dense_half_freqs_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s3_v4_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -637,49 +975,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_freqs_s4_v1_mrope: dense, half pairs, angles from freqs, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_half_freqs_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s4_v1_mrope(const rope_fp32_dense_half_freqs_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s4_v1_mrope(const params_dense_s4_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -692,44 +988,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_
 }
 
 // rope_fp32_dense_half_cossin_s0_v1_mrope: dense, half pairs, angles from cossin, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1_mrope(const rope_fp32_dense_half_cossin_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -742,46 +1001,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s0_v1_qk_mrope: dense, half pairs, angles from cossin, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1_qk_mrope(const rope_fp32_dense_half_cossin_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -794,44 +1014,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s0_v2_mrope: dense, half pairs, angles from cossin, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2_mrope(const rope_fp32_dense_half_cossin_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -844,46 +1027,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s0_v2_qk_mrope: dense, half pairs, angles from cossin, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2_qk_mrope(const rope_fp32_dense_half_cossin_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -896,44 +1040,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s0_v4_mrope: dense, half pairs, angles from cossin, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s0_v4_mrope(const rope_fp32_dense_half_cossin_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s0_v4_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -946,46 +1053,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s0_v4_qk_mrope: dense, half pairs, angles from cossin, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s0_v4_qk_mrope(const rope_fp32_dense_half_cossin_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s0_v4_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -998,50 +1066,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s3_v1_mrope: dense, half pairs, angles from cossin, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1_mrope(const rope_fp32_dense_half_cossin_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1054,58 +1079,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s3_v1_qk_mrope: dense, half pairs, angles from cossin, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1_qk_mrope(const rope_fp32_dense_half_cossin_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1118,50 +1092,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s3_v2_mrope: dense, half pairs, angles from cossin, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2_mrope(const rope_fp32_dense_half_cossin_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1174,58 +1105,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s3_v2_qk_mrope: dense, half pairs, angles from cossin, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2_qk_mrope(const rope_fp32_dense_half_cossin_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1238,50 +1118,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s3_v4_mrope: dense, half pairs, angles from cossin, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s3_v4_mrope(const rope_fp32_dense_half_cossin_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s3_v4_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1294,58 +1131,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s3_v4_qk_mrope: dense, half pairs, angles from cossin, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s3_v4_qk_mrope(const rope_fp32_dense_half_cossin_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s3_v4_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1358,52 +1144,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_cossin_s4_v1_mrope: dense, half pairs, angles from cossin, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_half_cossin_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s4_v1_mrope(const rope_fp32_dense_half_cossin_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s4_v1_mrope(const params_dense_s4_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1416,40 +1157,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin
 }
 
 // rope_fp32_dense_half_invfreq_s0_v1_mrope: dense, half pairs, angles from invfreq, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1_mrope(const rope_fp32_dense_half_invfreq_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1462,42 +1170,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s0_v1_qk_mrope: dense, half pairs, angles from invfreq, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1_qk_mrope(const rope_fp32_dense_half_invfreq_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1510,40 +1183,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s0_v2_mrope: dense, half pairs, angles from invfreq, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2_mrope(const rope_fp32_dense_half_invfreq_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1556,42 +1196,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s0_v2_qk_mrope: dense, half pairs, angles from invfreq, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2_qk_mrope(const rope_fp32_dense_half_invfreq_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1604,40 +1209,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s0_v4_mrope: dense, half pairs, angles from invfreq, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfreq_s0_v4_mrope(const rope_fp32_dense_half_invfreq_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfreq_s0_v4_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1650,42 +1222,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s0_v4_qk_mrope: dense, half pairs, angles from invfreq, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfreq_s0_v4_qk_mrope(const rope_fp32_dense_half_invfreq_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfreq_s0_v4_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1698,46 +1235,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s3_v1_mrope: dense, half pairs, angles from invfreq, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1_mrope(const rope_fp32_dense_half_invfreq_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1750,54 +1248,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s3_v1_qk_mrope: dense, half pairs, angles from invfreq, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1_qk_mrope(const rope_fp32_dense_half_invfreq_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1810,46 +1261,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s3_v2_mrope: dense, half pairs, angles from invfreq, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2_mrope(const rope_fp32_dense_half_invfreq_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1862,54 +1274,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s3_v2_qk_mrope: dense, half pairs, angles from invfreq, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2_qk_mrope(const rope_fp32_dense_half_invfreq_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1922,46 +1287,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s3_v4_mrope: dense, half pairs, angles from invfreq, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfreq_s3_v4_mrope(const rope_fp32_dense_half_invfreq_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfreq_s3_v4_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1974,54 +1300,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s3_v4_qk_mrope: dense, half pairs, angles from invfreq, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfreq_s3_v4_qk_mrope(const rope_fp32_dense_half_invfreq_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfreq_s3_v4_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2034,48 +1313,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_invfreq_s4_v1_mrope: dense, half pairs, angles from invfreq, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_half_invfreq_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s4_v1_mrope(const rope_fp32_dense_half_invfreq_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s4_v1_mrope(const params_dense_s4_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2088,41 +1326,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfre
 }
 
 // rope_fp32_dense_half_base_s0_v1_mrope: dense, half pairs, angles from base, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_half_base_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1_mrope(const rope_fp32_dense_half_base_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2135,43 +1339,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s0_v1_qk_mrope: dense, half pairs, angles from base, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_base_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1_qk_mrope(const rope_fp32_dense_half_base_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2184,41 +1352,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s0_v2_mrope: dense, half pairs, angles from base, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_half_base_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2_mrope(const rope_fp32_dense_half_base_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2231,43 +1365,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s0_v2_qk_mrope: dense, half pairs, angles from base, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_base_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2_qk_mrope(const rope_fp32_dense_half_base_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2280,41 +1378,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s0_v4_mrope: dense, half pairs, angles from base, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_half_base_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s0_v4_mrope(const rope_fp32_dense_half_base_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s0_v4_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2327,43 +1391,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s0_v4_qk_mrope: dense, half pairs, angles from base, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_base_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s0_v4_qk_mrope(const rope_fp32_dense_half_base_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s0_v4_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2376,47 +1404,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s3_v1_mrope: dense, half pairs, angles from base, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_half_base_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1_mrope(const rope_fp32_dense_half_base_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2429,55 +1417,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s3_v1_qk_mrope: dense, half pairs, angles from base, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_base_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1_qk_mrope(const rope_fp32_dense_half_base_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2490,47 +1430,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s3_v2_mrope: dense, half pairs, angles from base, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_half_base_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2_mrope(const rope_fp32_dense_half_base_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2543,55 +1443,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s3_v2_qk_mrope: dense, half pairs, angles from base, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_base_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2_qk_mrope(const rope_fp32_dense_half_base_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2604,47 +1456,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s3_v4_mrope: dense, half pairs, angles from base, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_half_base_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s3_v4_mrope(const rope_fp32_dense_half_base_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s3_v4_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2657,55 +1469,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s3_v4_qk_mrope: dense, half pairs, angles from base, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_half_base_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s3_v4_qk_mrope(const rope_fp32_dense_half_base_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s3_v4_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2718,49 +1482,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_half_base_s4_v1_mrope: dense, half pairs, angles from base, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_half_base_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s4_v1_mrope(const rope_fp32_dense_half_base_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s4_v1_mrope(const params_dense_s4_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2773,41 +1495,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v1_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1_mrope(const rope_fp32_dense_interleaved_freqs_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2820,43 +1508,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v1_qk_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1_qk_mrope(const rope_fp32_dense_interleaved_freqs_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2869,41 +1521,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v2_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2_mrope(const rope_fp32_dense_interleaved_freqs_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2916,43 +1534,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v2_qk_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2_qk_mrope(const rope_fp32_dense_interleaved_freqs_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2965,41 +1547,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v4_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s0_v4_mrope(const rope_fp32_dense_interleaved_freqs_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s0_v4_mrope(const params_dense_s0_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3012,43 +1560,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v4_qk_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s0_v4_qk_mrope(const rope_fp32_dense_interleaved_freqs_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s0_v4_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3061,47 +1573,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s3_v1_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1_mrope(const rope_fp32_dense_interleaved_freqs_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3114,55 +1586,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s3_v1_qk_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1_qk_mrope(const rope_fp32_dense_interleaved_freqs_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3175,47 +1599,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s3_v2_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2_mrope(const rope_fp32_dense_interleaved_freqs_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3228,55 +1612,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s3_v2_qk_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2_qk_mrope(const rope_fp32_dense_interleaved_freqs_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3289,47 +1625,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s3_v4_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s3_v4_mrope(const rope_fp32_dense_interleaved_freqs_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s3_v4_mrope(const params_dense_s3_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3342,55 +1638,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s3_v4_qk_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s3_v4_qk_mrope(const rope_fp32_dense_interleaved_freqs_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_freqs_s3_v4_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3403,49 +1651,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_freqs_s4_v1_mrope: dense, interleaved pairs, angles from freqs, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_freqs_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s4_v1_mrope(const rope_fp32_dense_interleaved_freqs_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s4_v1_mrope(const params_dense_s4_freqs_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3458,44 +1664,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s0_v1_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1_mrope(const rope_fp32_dense_interleaved_cossin_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3508,46 +1677,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s0_v1_qk_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1_qk_mrope(const rope_fp32_dense_interleaved_cossin_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3560,44 +1690,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s0_v2_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2_mrope(const rope_fp32_dense_interleaved_cossin_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3610,46 +1703,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s0_v2_qk_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2_qk_mrope(const rope_fp32_dense_interleaved_cossin_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3662,44 +1716,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s0_v4_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s0_v4_mrope(const rope_fp32_dense_interleaved_cossin_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s0_v4_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3712,46 +1729,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s0_v4_qk_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s0_v4_qk_mrope(const rope_fp32_dense_interleaved_cossin_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s0_v4_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3764,50 +1742,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s3_v1_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1_mrope(const rope_fp32_dense_interleaved_cossin_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3820,58 +1755,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s3_v1_qk_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1_qk_mrope(const rope_fp32_dense_interleaved_cossin_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3884,50 +1768,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s3_v2_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2_mrope(const rope_fp32_dense_interleaved_cossin_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3940,58 +1781,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s3_v2_qk_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2_qk_mrope(const rope_fp32_dense_interleaved_cossin_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4004,50 +1794,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s3_v4_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s3_v4_mrope(const rope_fp32_dense_interleaved_cossin_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s3_v4_mrope(const params_dense_s3_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4060,58 +1807,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s3_v4_qk_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s3_v4_qk_mrope(const rope_fp32_dense_interleaved_cossin_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s3_v4_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4124,52 +1820,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_cossin_s4_v1_mrope: dense, interleaved pairs, angles from cossin, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_cossin_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s4_v1_mrope(const rope_fp32_dense_interleaved_cossin_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s4_v1_mrope(const params_dense_s4_cossin_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4182,40 +1833,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s0_v1_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1_mrope(const rope_fp32_dense_interleaved_invfreq_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4228,42 +1846,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s0_v1_qk_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1_qk_mrope(const rope_fp32_dense_interleaved_invfreq_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4276,40 +1859,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s0_v2_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2_mrope(const rope_fp32_dense_interleaved_invfreq_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4322,42 +1872,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s0_v2_qk_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2_qk_mrope(const rope_fp32_dense_interleaved_invfreq_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4370,40 +1885,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s0_v4_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_invfreq_s0_v4_mrope(const rope_fp32_dense_interleaved_invfreq_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_invfreq_s0_v4_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4416,42 +1898,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s0_v4_qk_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_invfreq_s0_v4_qk_mrope(const rope_fp32_dense_interleaved_invfreq_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_invfreq_s0_v4_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4464,46 +1911,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s3_v1_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1_mrope(const rope_fp32_dense_interleaved_invfreq_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4516,54 +1924,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s3_v1_qk_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1_qk_mrope(const rope_fp32_dense_interleaved_invfreq_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4576,46 +1937,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s3_v2_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2_mrope(const rope_fp32_dense_interleaved_invfreq_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4628,54 +1950,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s3_v2_qk_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2_qk_mrope(const rope_fp32_dense_interleaved_invfreq_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4688,46 +1963,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s3_v4_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_invfreq_s3_v4_mrope(const rope_fp32_dense_interleaved_invfreq_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_invfreq_s3_v4_mrope(const params_dense_s3_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4740,54 +1976,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s3_v4_qk_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_invfreq_s3_v4_qk_mrope(const rope_fp32_dense_interleaved_invfreq_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_invfreq_s3_v4_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4800,48 +1989,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_invfreq_s4_v1_mrope: dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_invfreq_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s4_v1_mrope(const rope_fp32_dense_interleaved_invfreq_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s4_v1_mrope(const params_dense_s4_invfreq_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4854,41 +2002,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s0_v1_mrope: dense, interleaved pairs, angles from base, 0 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s0_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1_mrope(const rope_fp32_dense_interleaved_base_s0_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4901,43 +2015,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s0_v1_qk_mrope: dense, interleaved pairs, angles from base, 0 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s0_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1_qk_mrope(const rope_fp32_dense_interleaved_base_s0_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4950,41 +2028,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s0_v2_mrope: dense, interleaved pairs, angles from base, 0 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s0_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2_mrope(const rope_fp32_dense_interleaved_base_s0_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -4997,43 +2041,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s0_v2_qk_mrope: dense, interleaved pairs, angles from base, 0 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s0_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2_qk_mrope(const rope_fp32_dense_interleaved_base_s0_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5046,41 +2054,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s0_v4_mrope: dense, interleaved pairs, angles from base, 0 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s0_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_base_s0_v4_mrope(const rope_fp32_dense_interleaved_base_s0_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_base_s0_v4_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5093,43 +2067,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s0_v4_qk_mrope: dense, interleaved pairs, angles from base, 0 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s0_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_base_s0_v4_qk_mrope(const rope_fp32_dense_interleaved_base_s0_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_base_s0_v4_qk_mrope(const params_dense_s0_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5142,47 +2080,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s3_v1_mrope: dense, interleaved pairs, angles from base, 3 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s3_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1_mrope(const rope_fp32_dense_interleaved_base_s3_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5195,55 +2093,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s3_v1_qk_mrope: dense, interleaved pairs, angles from base, 3 strides, 1 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s3_v1_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1_qk_mrope(const rope_fp32_dense_interleaved_base_s3_v1_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5256,47 +2106,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s3_v2_mrope: dense, interleaved pairs, angles from base, 3 strides, 2 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s3_v2_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2_mrope(const rope_fp32_dense_interleaved_base_s3_v2_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5309,55 +2119,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s3_v2_qk_mrope: dense, interleaved pairs, angles from base, 3 strides, 2 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s3_v2_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2_qk_mrope(const rope_fp32_dense_interleaved_base_s3_v2_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5370,47 +2132,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s3_v4_mrope: dense, interleaved pairs, angles from base, 3 strides, 4 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s3_v4_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_base_s3_v4_mrope(const rope_fp32_dense_interleaved_base_s3_v4_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_base_s3_v4_mrope(const params_dense_s3_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5423,55 +2145,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s3_v4_qk_mrope: dense, interleaved pairs, angles from base, 3 strides, 4 per access, q and k together, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s3_v4_qk_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  const void* k;
-  void* k_out;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long k_ss;
-  long long k_sb;
-  long long k_sh;
-  long long k_out_ss;
-  long long k_out_sb;
-  long long k_out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_base_s3_v4_qk_mrope(const rope_fp32_dense_interleaved_base_s3_v4_qk_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_base_s3_v4_qk_mrope(const params_dense_s3_base_qk_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -5484,49 +2158,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
 }
 
 // rope_fp32_dense_interleaved_base_s4_v1_mrope: dense, interleaved pairs, angles from base, 4 strides, 1 per access, M-RoPE sections
-struct rope_fp32_dense_interleaved_base_s4_v1_mrope_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s4_v1_mrope(const rope_fp32_dense_interleaved_base_s4_v1_mrope_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s4_v1_mrope(const params_dense_s4_base_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads

@@ -5,9 +5,9 @@
 // tokens (rope_qk's k) and the rotated span's offset are kernel arguments.
 #include "rope.cuh"
 
-
-// rope_fp32_thd_half_freqs_s0_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 1 per access
-struct rope_fp32_thd_half_freqs_s0_v1_grid_params {
+// Parameter structs, one per params layout (the dispatch table's entry of the same layout id lists the fields; the
+// runtime packs them in this order).
+struct params_thd_s0_freqs {
   const void* x;
   void* out;
   long long tokens;
@@ -38,7 +38,412 @@ struct rope_fp32_thd_half_freqs_s0_v1_grid_params {
   long long table_rows;
 };
 
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v1_grid(const rope_fp32_thd_half_freqs_s0_v1_grid_params p) {
+struct params_thd_s3_freqs {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_thd_s4_freqs {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+};
+
+struct params_thd_s0_cossin {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_thd_s3_cossin {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_thd_s4_cossin {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long table_rows;
+  long long per_pair;
+};
+
+struct params_thd_s0_invfreq {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_thd_s3_invfreq {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_thd_s4_invfreq {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  const void* inv_freq;
+  double scale;
+};
+
+struct params_thd_s0_base {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_thd_s3_base {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+struct params_thd_s4_base {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long x_sd;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double exponent_step;
+  double ratio;
+  double scale;
+};
+
+
+// rope_fp32_thd_half_freqs_s0_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v1_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -52,38 +457,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0
 }
 
 // rope_fp32_thd_half_freqs_s0_v2_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 2 per access
-struct rope_fp32_thd_half_freqs_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v2_grid(const rope_fp32_thd_half_freqs_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v2_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -97,38 +471,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0
 }
 
 // rope_fp32_thd_half_freqs_s0_v4_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 4 per access
-struct rope_fp32_thd_half_freqs_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v4_grid(const rope_fp32_thd_half_freqs_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v4_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -142,44 +485,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0
 }
 
 // rope_fp32_thd_half_freqs_s3_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 1 per access
-struct rope_fp32_thd_half_freqs_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v1_grid(const rope_fp32_thd_half_freqs_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v1_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -193,44 +499,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3
 }
 
 // rope_fp32_thd_half_freqs_s3_v2_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 2 per access
-struct rope_fp32_thd_half_freqs_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v2_grid(const rope_fp32_thd_half_freqs_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v2_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -244,44 +513,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3
 }
 
 // rope_fp32_thd_half_freqs_s3_v4_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 4 per access
-struct rope_fp32_thd_half_freqs_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v4_grid(const rope_fp32_thd_half_freqs_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v4_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -295,46 +527,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3
 }
 
 // rope_fp32_thd_half_freqs_s4_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 4 strides, 1 per access
-struct rope_fp32_thd_half_freqs_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s4_v1_grid(const rope_fp32_thd_half_freqs_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s4_v1_grid(const params_thd_s4_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -348,41 +541,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s4
 }
 
 // rope_fp32_thd_half_cossin_s0_v1_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 1 per access
-struct rope_fp32_thd_half_cossin_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v1_grid(const rope_fp32_thd_half_cossin_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v1_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -396,41 +555,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
 }
 
 // rope_fp32_thd_half_cossin_s0_v2_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 2 per access
-struct rope_fp32_thd_half_cossin_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v2_grid(const rope_fp32_thd_half_cossin_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v2_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -444,41 +569,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
 }
 
 // rope_fp32_thd_half_cossin_s0_v4_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 4 per access
-struct rope_fp32_thd_half_cossin_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v4_grid(const rope_fp32_thd_half_cossin_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v4_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -492,47 +583,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
 }
 
 // rope_fp32_thd_half_cossin_s3_v1_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 1 per access
-struct rope_fp32_thd_half_cossin_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v1_grid(const rope_fp32_thd_half_cossin_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v1_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -546,47 +597,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
 }
 
 // rope_fp32_thd_half_cossin_s3_v2_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 2 per access
-struct rope_fp32_thd_half_cossin_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v2_grid(const rope_fp32_thd_half_cossin_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v2_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -600,47 +611,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
 }
 
 // rope_fp32_thd_half_cossin_s3_v4_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 4 per access
-struct rope_fp32_thd_half_cossin_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v4_grid(const rope_fp32_thd_half_cossin_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v4_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -654,49 +625,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
 }
 
 // rope_fp32_thd_half_cossin_s4_v1_grid: thd (grid dispatch), half pairs, angles from cossin, 4 strides, 1 per access
-struct rope_fp32_thd_half_cossin_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s4_v1_grid(const rope_fp32_thd_half_cossin_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s4_v1_grid(const params_thd_s4_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -710,37 +639,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
 }
 
 // rope_fp32_thd_half_invfreq_s0_v1_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_fp32_thd_half_invfreq_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v1_grid(const rope_fp32_thd_half_invfreq_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v1_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -754,37 +653,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
 }
 
 // rope_fp32_thd_half_invfreq_s0_v2_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_fp32_thd_half_invfreq_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v2_grid(const rope_fp32_thd_half_invfreq_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v2_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -798,37 +667,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
 }
 
 // rope_fp32_thd_half_invfreq_s0_v4_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_fp32_thd_half_invfreq_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v4_grid(const rope_fp32_thd_half_invfreq_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v4_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -842,43 +681,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
 }
 
 // rope_fp32_thd_half_invfreq_s3_v1_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_fp32_thd_half_invfreq_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v1_grid(const rope_fp32_thd_half_invfreq_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v1_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -892,43 +695,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
 }
 
 // rope_fp32_thd_half_invfreq_s3_v2_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_fp32_thd_half_invfreq_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v2_grid(const rope_fp32_thd_half_invfreq_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v2_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -942,43 +709,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
 }
 
 // rope_fp32_thd_half_invfreq_s3_v4_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_fp32_thd_half_invfreq_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v4_grid(const rope_fp32_thd_half_invfreq_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v4_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -992,45 +723,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
 }
 
 // rope_fp32_thd_half_invfreq_s4_v1_grid: thd (grid dispatch), half pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_fp32_thd_half_invfreq_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s4_v1_grid(const rope_fp32_thd_half_invfreq_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s4_v1_grid(const params_thd_s4_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1044,38 +737,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
 }
 
 // rope_fp32_thd_half_base_s0_v1_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 1 per access
-struct rope_fp32_thd_half_base_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v1_grid(const rope_fp32_thd_half_base_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v1_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1089,38 +751,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_
 }
 
 // rope_fp32_thd_half_base_s0_v2_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 2 per access
-struct rope_fp32_thd_half_base_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v2_grid(const rope_fp32_thd_half_base_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v2_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1134,38 +765,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_
 }
 
 // rope_fp32_thd_half_base_s0_v4_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 4 per access
-struct rope_fp32_thd_half_base_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v4_grid(const rope_fp32_thd_half_base_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v4_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1179,44 +779,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_
 }
 
 // rope_fp32_thd_half_base_s3_v1_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 1 per access
-struct rope_fp32_thd_half_base_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v1_grid(const rope_fp32_thd_half_base_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v1_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1230,44 +793,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_
 }
 
 // rope_fp32_thd_half_base_s3_v2_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 2 per access
-struct rope_fp32_thd_half_base_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v2_grid(const rope_fp32_thd_half_base_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v2_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1281,44 +807,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_
 }
 
 // rope_fp32_thd_half_base_s3_v4_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 4 per access
-struct rope_fp32_thd_half_base_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v4_grid(const rope_fp32_thd_half_base_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v4_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1332,46 +821,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_
 }
 
 // rope_fp32_thd_half_base_s4_v1_grid: thd (grid dispatch), half pairs, angles from base, 4 strides, 1 per access
-struct rope_fp32_thd_half_base_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s4_v1_grid(const rope_fp32_thd_half_base_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s4_v1_grid(const params_thd_s4_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1385,38 +835,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s4_
 }
 
 // rope_fp32_thd_interleaved_freqs_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 1 per access
-struct rope_fp32_thd_interleaved_freqs_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v1_grid(const rope_fp32_thd_interleaved_freqs_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v1_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1430,38 +849,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
 }
 
 // rope_fp32_thd_interleaved_freqs_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 2 per access
-struct rope_fp32_thd_interleaved_freqs_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v2_grid(const rope_fp32_thd_interleaved_freqs_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v2_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1475,38 +863,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
 }
 
 // rope_fp32_thd_interleaved_freqs_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 4 per access
-struct rope_fp32_thd_interleaved_freqs_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v4_grid(const rope_fp32_thd_interleaved_freqs_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v4_grid(const params_thd_s0_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1520,44 +877,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
 }
 
 // rope_fp32_thd_interleaved_freqs_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 1 per access
-struct rope_fp32_thd_interleaved_freqs_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v1_grid(const rope_fp32_thd_interleaved_freqs_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v1_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1571,44 +891,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
 }
 
 // rope_fp32_thd_interleaved_freqs_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 2 per access
-struct rope_fp32_thd_interleaved_freqs_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v2_grid(const rope_fp32_thd_interleaved_freqs_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v2_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1622,44 +905,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
 }
 
 // rope_fp32_thd_interleaved_freqs_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 4 per access
-struct rope_fp32_thd_interleaved_freqs_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v4_grid(const rope_fp32_thd_interleaved_freqs_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v4_grid(const params_thd_s3_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1673,46 +919,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
 }
 
 // rope_fp32_thd_interleaved_freqs_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 4 strides, 1 per access
-struct rope_fp32_thd_interleaved_freqs_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s4_v1_grid(const rope_fp32_thd_interleaved_freqs_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s4_v1_grid(const params_thd_s4_freqs p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1726,41 +933,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
 }
 
 // rope_fp32_thd_interleaved_cossin_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 1 per access
-struct rope_fp32_thd_interleaved_cossin_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v1_grid(const rope_fp32_thd_interleaved_cossin_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v1_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1774,41 +947,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
 }
 
 // rope_fp32_thd_interleaved_cossin_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 2 per access
-struct rope_fp32_thd_interleaved_cossin_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v2_grid(const rope_fp32_thd_interleaved_cossin_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v2_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1822,41 +961,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
 }
 
 // rope_fp32_thd_interleaved_cossin_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 4 per access
-struct rope_fp32_thd_interleaved_cossin_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v4_grid(const rope_fp32_thd_interleaved_cossin_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v4_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1870,47 +975,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
 }
 
 // rope_fp32_thd_interleaved_cossin_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 1 per access
-struct rope_fp32_thd_interleaved_cossin_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v1_grid(const rope_fp32_thd_interleaved_cossin_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v1_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1924,47 +989,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
 }
 
 // rope_fp32_thd_interleaved_cossin_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 2 per access
-struct rope_fp32_thd_interleaved_cossin_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v2_grid(const rope_fp32_thd_interleaved_cossin_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v2_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1978,47 +1003,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
 }
 
 // rope_fp32_thd_interleaved_cossin_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 4 per access
-struct rope_fp32_thd_interleaved_cossin_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v4_grid(const rope_fp32_thd_interleaved_cossin_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v4_grid(const params_thd_s3_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2032,49 +1017,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
 }
 
 // rope_fp32_thd_interleaved_cossin_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 4 strides, 1 per access
-struct rope_fp32_thd_interleaved_cossin_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s4_v1_grid(const rope_fp32_thd_interleaved_cossin_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s4_v1_grid(const params_thd_s4_cossin p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2088,37 +1031,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
 }
 
 // rope_fp32_thd_interleaved_invfreq_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 1 per access
-struct rope_fp32_thd_interleaved_invfreq_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v1_grid(const rope_fp32_thd_interleaved_invfreq_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v1_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2132,37 +1045,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
 }
 
 // rope_fp32_thd_interleaved_invfreq_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 2 per access
-struct rope_fp32_thd_interleaved_invfreq_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v2_grid(const rope_fp32_thd_interleaved_invfreq_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v2_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2176,37 +1059,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
 }
 
 // rope_fp32_thd_interleaved_invfreq_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 4 per access
-struct rope_fp32_thd_interleaved_invfreq_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v4_grid(const rope_fp32_thd_interleaved_invfreq_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v4_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2220,43 +1073,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
 }
 
 // rope_fp32_thd_interleaved_invfreq_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 1 per access
-struct rope_fp32_thd_interleaved_invfreq_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v1_grid(const rope_fp32_thd_interleaved_invfreq_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v1_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2270,43 +1087,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
 }
 
 // rope_fp32_thd_interleaved_invfreq_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 2 per access
-struct rope_fp32_thd_interleaved_invfreq_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v2_grid(const rope_fp32_thd_interleaved_invfreq_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v2_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2320,43 +1101,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
 }
 
 // rope_fp32_thd_interleaved_invfreq_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 4 per access
-struct rope_fp32_thd_interleaved_invfreq_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v4_grid(const rope_fp32_thd_interleaved_invfreq_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v4_grid(const params_thd_s3_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2370,45 +1115,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
 }
 
 // rope_fp32_thd_interleaved_invfreq_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 4 strides, 1 per access
-struct rope_fp32_thd_interleaved_invfreq_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* inv_freq;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s4_v1_grid(const rope_fp32_thd_interleaved_invfreq_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s4_v1_grid(const params_thd_s4_invfreq p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2422,38 +1129,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
 }
 
 // rope_fp32_thd_interleaved_base_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 1 per access
-struct rope_fp32_thd_interleaved_base_s0_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v1_grid(const rope_fp32_thd_interleaved_base_s0_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v1_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2467,38 +1143,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
 }
 
 // rope_fp32_thd_interleaved_base_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 2 per access
-struct rope_fp32_thd_interleaved_base_s0_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v2_grid(const rope_fp32_thd_interleaved_base_s0_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v2_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2512,38 +1157,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
 }
 
 // rope_fp32_thd_interleaved_base_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 4 per access
-struct rope_fp32_thd_interleaved_base_s0_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v4_grid(const rope_fp32_thd_interleaved_base_s0_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v4_grid(const params_thd_s0_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2557,44 +1171,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
 }
 
 // rope_fp32_thd_interleaved_base_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 1 per access
-struct rope_fp32_thd_interleaved_base_s3_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v1_grid(const rope_fp32_thd_interleaved_base_s3_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v1_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2608,44 +1185,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
 }
 
 // rope_fp32_thd_interleaved_base_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 2 per access
-struct rope_fp32_thd_interleaved_base_s3_v2_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v2_grid(const rope_fp32_thd_interleaved_base_s3_v2_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v2_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2659,44 +1199,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
 }
 
 // rope_fp32_thd_interleaved_base_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 4 per access
-struct rope_fp32_thd_interleaved_base_s3_v4_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v4_grid(const rope_fp32_thd_interleaved_base_s3_v4_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v4_grid(const params_thd_s3_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2710,46 +1213,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
 }
 
 // rope_fp32_thd_interleaved_base_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from base, 4 strides, 1 per access
-struct rope_fp32_thd_interleaved_base_s4_v1_grid_params {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double exponent_step;
-  double ratio;
-  double scale;
-};
-
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s4_v1_grid(const rope_fp32_thd_interleaved_base_s4_v1_grid_params p) {
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s4_v1_grid(const params_thd_s4_base p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads

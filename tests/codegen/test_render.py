@@ -10,12 +10,21 @@ from cukiln.codegen.abi import struct_format
 from cukiln.codegen.axes import Dtype
 from cukiln.codegen.decode_variants import enumerate_decode
 from cukiln.codegen.ops import all_variants
+from cukiln.codegen.rope_abi import params_layout_id as rope_params_layout_id
 from cukiln.codegen.rope_abi import rope_params
 from cukiln.codegen.rope_variants import enumerate_rope
 
 VARIANTS = list(enumerate_rope())
 DECODE_VARIANTS = list(enumerate_decode())
 ALL_VARIANTS = all_variants()
+
+
+def kernel_fields(src: str, name: str) -> list[str]:
+    """The field names of the struct that kernel ``name`` of module source ``src`` takes."""
+    struct = re.search(rf"\b{name}\(const (?:__grid_constant__ )?(\w+) \w+\)", src).group(1)
+    assert src.count(f"struct {struct} {{") == 1, f"{struct}: declared once in its module"
+    block = src.split(f"struct {struct} {{")[1].split("};")[0]
+    return [line.strip().rstrip(";").rsplit(" ", 1)[1] for line in block.strip().splitlines()]
 
 
 def test_rendering_is_deterministic():
@@ -26,9 +35,7 @@ def test_decode_modules_hold_every_decode_variant_and_their_structs_match_the_ab
     sources = render.render_modules(DECODE_VARIANTS)
     assert set(sources) == {"decode_fp16", "decode_bf16"}
     for v in DECODE_VARIANTS:
-        block = sources[v.module].split(f"struct {v.name}_params {{")[1].split("};")[0]
-        fields = [line.strip().rstrip(";").rsplit(" ", 1)[1] for line in block.strip().splitlines()]
-        assert fields == [f for _, f in decode_abi.decode_params(v)], v.name
+        assert kernel_fields(sources[v.module], v.name) == [f for _, f in decode_abi.decode_params(v)], v.name
 
 def test_a_module_cache_key_covers_only_the_headers_it_includes():
     headers = {"a.cuh": '#include "b.cuh"\n', "b.cuh": "// b\n", "c.cuh": "// c\n"}
@@ -51,13 +58,12 @@ def test_one_module_per_dtype_and_thd_dispatch_with_one_entry_per_variant():
     for v in VARIANTS:
         src = sources[v.module]
         assert 'extern "C" __global__ void __launch_bounds__' in src
-        assert re.search(rf"\b{v.name}\(const {v.name}_params p\)", src), v.name
+        assert re.search(rf"\b{v.name}\(const params_{rope_params_layout_id(v)} p\)", src), v.name
 
 def test_param_structs_match_the_abi():
     sources = render.render_modules(VARIANTS)
     for v in VARIANTS[:: 11]:
         src = sources[v.module]
-        block = src.split(f"struct {v.name}_params {{")[1].split("};")[0]
-        fields = [line.strip().rstrip(";").rsplit(" ", 1)[1] for line in block.strip().splitlines()]
+        fields = kernel_fields(src, v.name)
         assert fields == [f for _, f in rope_params(v)]
         assert len(struct_format(rope_params(v))) - 1 == len(fields)
