@@ -521,6 +521,18 @@ struct Running {
   }
 };
 
+// The online softmax's step for one row (a query head): its running maximum ``m`` raised to the tile's (already
+// reduced over the row's lanes) and its running sum ``l`` rescaled; the correction for O and the base the tile's
+// exponents are taken from. The base is finite: a row with no key yet keeps m = -inf (and -inf - -inf is NaN),
+// while exp2(-inf) is 0 both for masked keys and for a first correction.
+__device__ __forceinline__ void raise_maximum(float& m, float& l, float tile_max, float& correction, float& base) {
+  const float m_old = m;
+  m = fmaxf(m, tile_max);
+  base = m == -CUKILN_INF ? 0.f : m;
+  correction = fast_exp2(m_old - base);
+  l *= correction;
+}
+
 // This warp's keys of one K/V tile (``count`` of its keys valid) into ``run``: scores against the query's A
 // fragments (``a(kk)``, per 16-element step of the head dim), online softmax, O += P . V. Rows from ``rows`` on
 // are padding (no query head; never written out): their probabilities are zeros, which the tensor cores multiply
@@ -564,18 +576,11 @@ __device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, co
     for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nt][e]);
   }
   float correction[2], m_base[2];
-  const float m_old[2] = {run.m[0], run.m[1]};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
     tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-    run.m[i] = fmaxf(run.m[i], tile_max[i]);
-    // Differences are taken from a finite base: a row with no key yet keeps m = -inf (and -inf - -inf
-    // is NaN), while exp2(-inf) is 0 both for masked keys and for a first correction.
-    const float base = run.m[i] == -CUKILN_INF ? 0.f : run.m[i];
-    correction[i] = fast_exp2(m_old[i] - base);
-    m_base[i] = base;
-    run.l[i] *= correction[i];
+    raise_maximum(run.m[i], run.l[i], tile_max[i], correction[i], m_base[i]);
   }
   // The A operand of P . V per slice: (row r0, keys 0-7), (r0 + 8, 0-7), (r0, 8-15), (r0 + 8, 8-15).
   unsigned p_hi[kSlices][4], p_lo[kSlices][4];
@@ -692,12 +697,7 @@ __device__ __forceinline__ void attend_tile_by_keys(RunningByKeys<D>& run, const
   for (int i = 0; i < 2; ++i) {
 #pragma unroll
     for (int lanes = 4; lanes <= 16; lanes *= 2) tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], lanes));
-    const float m_old = run.m[i];
-    run.m[i] = fmaxf(run.m[i], tile_max[i]);
-    const float base = run.m[i] == -CUKILN_INF ? 0.f : run.m[i];  // as in attend_tile
-    correction[i] = fast_exp2(m_old - base);
-    m_base[i] = base;
-    run.l[i] *= correction[i];
+    raise_maximum(run.m[i], run.l[i], tile_max[i], correction[i], m_base[i]);
   }
   // The B operand of O^T += V^T . P^T per slice: keys 0-7 and 8-15 of this thread's column (head lane / 4), each
   // the transpose of the scores' 8x8 block; the rounded probabilities and their rounding residuals.
