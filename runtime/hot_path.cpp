@@ -517,34 +517,6 @@ struct Hot final : c10::OperatorKernel {
   OpState* state;
 };
 
-// --- the gate ---------------------------------------------------------------------------------------------------
-
-// Whether a call of ``op`` atop the stack needs autograd: grad mode on and a tensor argument requiring grad.
-bool needs_grad(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
-  if (!c10::GradMode::is_enabled()) return false;
-  for (const auto& v : torch::jit::last(stack, op.schema().arguments().size())) {
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad()) return true;
-  }
-  return false;
-}
-
-void gate(OpState& state, const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  if (!needs_grad(op, *stack)) {
-    op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
-    return;
-  }
-  py::gil_scoped_acquire gil;
-  push_returns(op.schema(), call_python(state.autograd, stack, op.schema().arguments().size()), stack);
-}
-
-struct Gate final : c10::OperatorKernel {
-  explicit Gate(OpState* state) : state(state) {}
-  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-    gate(*state, op, keys, stack);
-  }
-  OpState* state;
-};
-
 // --- specialized ops (runtime/specialize.py defines them) -------------------------------------------------------
 
 // An op specialized to one traced call's constant arguments (its Nones, bools and strings): its schema keeps only
@@ -578,19 +550,44 @@ struct SpecializedHot final : c10::OperatorKernel {
   Specialized* s;
 };
 
-// Below autograd the specialized op stays itself (a trace records it, its fake kernel shapes it); a call that needs
-// autograd runs the op's own autograd kernel on the op's arguments.
+// --- the gate ---------------------------------------------------------------------------------------------------
+
+// Whether a call of ``op`` atop the stack needs autograd: grad mode on and a tensor argument requiring grad.
+bool needs_grad(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  if (!c10::GradMode::is_enabled()) return false;
+  for (const auto& v : torch::jit::last(stack, op.schema().arguments().size())) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad()) return true;
+  }
+  return false;
+}
+
+// The Autograd key's kernel of the op of ``state``, or of ``specialized``, a specialization of it: a call that needs
+// no autograd goes below it (a specialized op stays itself there: a trace records it, its fake kernel shapes it); one
+// that does runs the op's Python autograd kernel on the op's arguments.
+void gate(OpState& state, const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
+          const Specialized* specialized) {
+  if (!needs_grad(op, *stack)) {
+    op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+    return;
+  }
+  if (specialized != nullptr) expand(*specialized, stack);
+  const c10::FunctionSchema& schema = state.op.schema();
+  py::gil_scoped_acquire gil;
+  push_returns(schema, call_python(state.autograd, stack, schema.arguments().size()), stack);
+}
+
+struct Gate final : c10::OperatorKernel {
+  explicit Gate(OpState* state) : state(state) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+    gate(*state, op, keys, stack, nullptr);
+  }
+  OpState* state;
+};
+
 struct SpecializedGate final : c10::OperatorKernel {
   explicit SpecializedGate(Specialized* s) : s(s) {}
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-    if (!needs_grad(op, *stack)) {
-      op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
-      return;
-    }
-    expand(*s, stack);
-    const c10::OperatorHandle& full = s->op_state->op;
-    py::gil_scoped_acquire gil;
-    push_returns(full.schema(), call_python(s->op_state->autograd, stack, full.schema().arguments().size()), stack);
+    gate(*s->op_state, op, keys, stack, s);
   }
   Specialized* s;
 };
