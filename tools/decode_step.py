@@ -4,6 +4,7 @@ are in kv_append's overhead paths: the step is one public call whichever launche
 
 from __future__ import annotations
 
+from .decode.checks import CHECKED_GROUPS
 from .kv_append import check_caches
 from .rope.checks import rope_angle_args
 from .verify import compare, new_generator, torch_dtype
@@ -13,9 +14,9 @@ TUNES: dict = {}
 
 # rows, query heads, KV heads, cache slots; the rotated span of each head: [d / 4, d / 4 + d / 2)
 ROWS, HEADS_Q, HEADS_KV, SLOTS = 4, 8, 2, 200
-# The query heads a variant is checked with: the attention's tile form follows the query group at run time (decode's
-# CHECKED_GROUPS: 4 heads a KV head with keys as the mma's rows, 12 with heads as rows).
-CHECKED_HEADS_Q = (HEADS_Q, 12 * HEADS_KV)
+# The query heads a variant is checked with: the attention's tile form follows the query group at run time, so each
+# of decode's CHECKED_GROUPS (keys as the mma's rows, heads as rows).
+CHECKED_HEADS_Q = tuple(group * HEADS_KV for group in CHECKED_GROUPS)
 
 
 def step_case(axes: dict, gen, dev, heads_q: int = HEADS_Q) -> tuple[tuple, dict]:
