@@ -39,6 +39,7 @@ MAX_MIN_BLOCKS = 3  # 4 blocks of 128 threads would leave 128 registers a thread
 # blocks per sm_90 multiprocessor leave room for; the wide one always 2 stages.
 SHARED_BUDGET = 99 * 1024
 TWO_BLOCK_BUDGET = SM90_SHARED_PER_SM // 2 - SHARED_RESERVED_PER_BLOCK
+ONE_BLOCK_BUDGET = SM90_SHARED_PER_SM - SHARED_RESERVED_PER_BLOCK
 MIN_STAGES, MAX_STAGES = 2, 8
 # Threads of a combine block (one per output element, looping for head dims above it).
 COMBINE_THREADS = 128
@@ -91,9 +92,10 @@ def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW) -> int:
     MAX_STAGES]."""
     if pipeline is Pipeline.WIDE:
         return MIN_STAGES
-    if pipeline is Pipeline.WS:  # as many as two blocks per multiprocessor leave room for
+    if pipeline.warp_specialized:  # as many as two blocks (ws) or one (ws_deep) per multiprocessor leave room for
         stage = stage_bytes(head_dim, pipeline.tile_keys, padded=False)
-        fit = (TWO_BLOCK_BUDGET - ws_fixed_bytes(head_dim, MAX_STAGES)) // stage
+        budget = TWO_BLOCK_BUDGET if pipeline is Pipeline.WS else ONE_BLOCK_BUDGET
+        fit = (budget - ws_fixed_bytes(head_dim, MAX_STAGES)) // stage
         return max(MIN_STAGES, min(MAX_STAGES, fit))
     budget = TWO_BLOCK_BUDGET if pipeline is Pipeline.DEEP else SHARED_BUDGET
     fit = (budget - query_bytes(head_dim)) // stage_bytes(head_dim, pipeline.tile_keys)
@@ -106,7 +108,7 @@ def shared_bytes(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: 
     partial results are merged over the stages at the end, so those must hold them (asserted below).
     ``n_stages``, ``warps`` and ``tile`` (keys) override the pipeline's, for experiments."""
     n_stages = stages(head_dim, pipeline) if n_stages is None else n_stages
-    if pipeline is Pipeline.WS:
+    if pipeline.warp_specialized:
         stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys, padded=False)
         assert warps * HEAD_ROWS * (head_dim + 2) * 4 <= stages_total, "the warps' partial results fit over the stages"
         return stages_total + ws_fixed_bytes(head_dim, n_stages)
@@ -120,7 +122,7 @@ def min_blocks_per_sm(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_sta
     """Attention blocks of ``head_dim`` that sm_90's shared memory lets share a multiprocessor (at most
     MAX_MIN_BLOCKS): the kernel's launch bound, so that registers never allow fewer than shared memory."""
     fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim, pipeline, n_stages, warps, tile) + SHARED_RESERVED_PER_BLOCK)
-    return max(1, min(WS_MAX_BLOCKS if pipeline is Pipeline.WS else MAX_MIN_BLOCKS, fit))
+    return max(1, min(WS_MAX_BLOCKS if pipeline.warp_specialized else MAX_MIN_BLOCKS, fit))
 
 
 _ATTENTION = (
@@ -172,19 +174,19 @@ def decode_params(v: DecodeVariant | DecodeCombineVariant) -> Params:
     """(C type, field name) of every kernel parameter of ``v``, in struct order."""
     if isinstance(v, DecodeCombineVariant):
         return _COMBINE
-    maps = _TENSOR_MAPS if v.pipeline is Pipeline.WS else ()
+    maps = _TENSOR_MAPS if v.pipeline.warp_specialized else ()
     return maps + _ATTENTION + _KV_STRIDES[v.strides]
 
 
 def params_layout_id(v: DecodeVariant | DecodeCombineVariant) -> str:
     if isinstance(v, DecodeCombineVariant):
         return "combine"
-    return f"attention_s{v.strides}" + ("_maps" if v.pipeline is Pipeline.WS else "")
+    return f"attention_s{v.strides}" + ("_maps" if v.pipeline.warp_specialized else "")
 
 
 def block_threads(pipeline: Pipeline) -> int:
     """Threads of an attention block of ``pipeline``."""
-    return 32 * (WARPS + (PRODUCER_WARPS if pipeline is Pipeline.WS else 0))
+    return 32 * (WARPS + (PRODUCER_WARPS if pipeline.warp_specialized else 0))
 
 
 def max_threads(v: DecodeVariant | DecodeCombineVariant) -> int:

@@ -90,6 +90,8 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
         f"DECODE_PIPELINES = {tuple(p.value for p in PIPELINES)!r}",
         f"DECODE_TILE_KEYS = {dict((p.value, p.tile_keys) for p in PIPELINES)!r}",
         f"DECODE_COMBINE_THREADS = {decode_abi.COMBINE_THREADS}",
+        "# the warp-specialized pipelines, which read the caches through TMA tensor maps (sm_90 on)",
+        f"DECODE_WARP_SPECIALIZED = {tuple(p.value for p in PIPELINES if p.warp_specialized)!r}",
         "# threads of an attention block per pipeline (ws: the computing warps and a producer warp)",
         f"DECODE_THREADS = {dict((p.value, decode_abi.block_threads(p)) for p in PIPELINES)!r}",
         "# Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.",

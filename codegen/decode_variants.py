@@ -37,10 +37,18 @@ class Pipeline(str, enum.Enum):
     # sm_90 on: warp-specialized, a producer warp loading 64-key tiles by the TMA engine (tensor maps of the caches,
     # 128-byte swizzled boxes of 64 columns) into stages that the 4 computing warps release on mbarriers
     WS = "ws"
+    # the same warp-specialized kernel with as many stages as one block per multiprocessor leaves room for: grids of
+    # about one block per multiprocessor (one long row's splits, a few rows of long caches) keep more tiles in flight
+    WS_DEEP = "ws_deep"
 
     @property
     def tile_keys(self) -> int:
         return 128 if self is Pipeline.WIDE else 64
+
+    @property
+    def warp_specialized(self) -> bool:
+        """A producer warp loads the tiles through TMA tensor maps of the caches (sm_90 on)."""
+        return self in (Pipeline.WS, Pipeline.WS_DEEP)
 
 
 PIPELINES = tuple(Pipeline)
@@ -103,8 +111,9 @@ def rule_decode_vector_divides_head_dim(v: DecodeVariant) -> str | None:
 
 
 def rule_decode_ws_whole_boxes(v: DecodeVariant) -> str | None:
-    if v.pipeline is Pipeline.WS and v.head_dim % WS_BOX_COLUMNS:
-        return f"the ws pipeline loads whole boxes of {WS_BOX_COLUMNS} columns: head dims {WS_BOX_COLUMNS}, 128"
+    if v.pipeline.warp_specialized and v.head_dim % WS_BOX_COLUMNS:
+        return (f"the {v.pipeline.value} pipeline loads whole boxes of {WS_BOX_COLUMNS} columns: head dims "
+                f"{WS_BOX_COLUMNS}, 128")
     return None
 
 

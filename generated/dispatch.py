@@ -1467,16 +1467,18 @@ ROPE = {
 # K/V tile of each. DECODE_SHARED: (head dim, pipeline) -> dynamic shared memory bytes of a block.
 DECODE_HEAD_ROWS = 16
 DECODE_WARPS = 4
-DECODE_PIPELINES = ('narrow', 'deep', 'wide', 'ws')
-DECODE_TILE_KEYS = {'narrow': 64, 'deep': 64, 'wide': 128, 'ws': 64}
+DECODE_PIPELINES = ('narrow', 'deep', 'wide', 'ws', 'ws_deep')
+DECODE_TILE_KEYS = {'narrow': 64, 'deep': 64, 'wide': 128, 'ws': 64, 'ws_deep': 64}
 DECODE_COMBINE_THREADS = 128
+# the warp-specialized pipelines, which read the caches through TMA tensor maps (sm_90 on)
+DECODE_WARP_SPECIALIZED = ('ws', 'ws_deep')
 # threads of an attention block per pipeline (ws: the computing warps and a producer warp)
-DECODE_THREADS = {'narrow': 128, 'deep': 128, 'wide': 128, 'ws': 160}
+DECODE_THREADS = {'narrow': 128, 'deep': 128, 'wide': 128, 'ws': 160, 'ws_deep': 160}
 # Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.
 DECODE_MAX_CLUSTER_SPLITS = 8
 # batch-invariant mode: (most keys of a row or None, its split count), first match
 DECODE_INVARIANT_SPLITS = ((2048, 1), (8192, 2), (None, 16))
-DECODE_SHARED = {(64, 'narrow'): 94464, (64, 'deep'): 112896, (64, 'wide'): 76032, (64, 'ws'): 101728, (80, 'narrow'): 92928, (80, 'deep'): 115456, (80, 'wide'): 92928, (96, 'narrow'): 83200, (96, 'deep'): 109824, (96, 'wide'): 109824, (128, 'narrow'): 73984, (128, 'deep'): 108800, (128, 'wide'): 143616, (128, 'ws'): 103728, (192, 'narrow'): 108800, (256, 'narrow'): 143616}
+DECODE_SHARED = {(64, 'narrow'): 94464, (64, 'deep'): 112896, (64, 'wide'): 76032, (64, 'ws'): 101728, (64, 'ws_deep'): 134528, (80, 'narrow'): 92928, (80, 'deep'): 115456, (80, 'wide'): 92928, (96, 'narrow'): 83200, (96, 'deep'): 109824, (96, 'wide'): 109824, (128, 'narrow'): 73984, (128, 'deep'): 108800, (128, 'wide'): 143616, (128, 'ws'): 103728, (128, 'ws_deep'): 202080, (192, 'narrow'): 108800, (256, 'narrow'): 143616}
 
 DECODE_PARAMS = {
     'attention_s3': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqq'),
@@ -1493,7 +1495,7 @@ DECODE_PARAMS = {
 # keeping at least min_keys_per_split keys per split.
 DECODE_SPLIT_DEFAULT = {'blocks_per_sm': 2.0, 'min_keys_per_split': 256, 'wave_efficiency': 0.9}
 DECODE_SPLIT = {
-    'sm_90': {'table': ((8, 512, 3, 8, 8, 4, 8), (8, 2048, 3, 8, 8, 8, 8), (8, 8192, 3, 22, 8, 16, 8), (8, 32768, 3, 32, 16, 16, 8), (8, 131072, 3, 32, 16, 16, 16), (16, 512, 3, 4, 4, 4, 4), (16, 2048, 3, 8, 6, 6, 4), (16, 8192, 3, 8, 6, 6, 6), (16, 32768, 3, 16, 6, 6, 6), (32, 512, 3, 4, 3, 2, 2), (32, 2048, 3, 6, 3, 3, 3), (32, 8192, 3, 6, 6, 3, 6), (32, 32768, 3, 12, 16, 16, 2), (64, 512, 3, 3, 1, 2, 1), (64, 2048, 3, 3, 2, 2, 1), (64, 8192, 3, 2, 2, 2, 2), (64, 32768, 3, 12, 2, 2, 2), (128, 512, 3, 1, 1, 1, 1), (128, 2048, 3, 2, 1, 1, 1), (128, 8192, 3, 2, 1, 1, 2), (128, 32768, 3, 2, 1, 1, 1), (256, 512, 3, 1, 1, 1, 1), (256, 2048, 3, 1, 1, 1, 1), (256, 8192, 3, 1, 2, 1, 1), (256, 32768, 3, 1, 8, 1, 1), (512, 512, 3, 1, 1, 1, 1), (512, 2048, 3, 2, 1, 1, 1), (512, 8192, 3, 8, 6, 1, 1), (512, 32768, 3, 2, 8, 1, 1), (1024, 512, 3, 1, 1, 1, 1), (1024, 2048, 3, 2, 3, 1, 1), (1024, 8192, 3, 2, 4, 1, 3), (1024, 32768, 3, 2, 4, 1, 2))},
+    'sm_90': {'table': ((8, 512, 3, 8, 8, 4, 8, 8), (8, 2048, 3, 8, 8, 8, 8, 8), (8, 8192, 3, 32, 8, 16, 8, 6), (8, 32768, 3, 32, 16, 16, 8, 6), (8, 131072, 4, 32, 16, 16, 16, 6), (16, 512, 3, 4, 4, 4, 4, 4), (16, 2048, 3, 8, 6, 6, 4, 4), (16, 8192, 3, 8, 6, 6, 6, 3), (16, 32768, 3, 16, 6, 6, 6, 3), (32, 512, 3, 4, 3, 2, 2, 1), (32, 2048, 3, 6, 6, 3, 2, 3), (32, 8192, 3, 6, 6, 3, 6, 6), (32, 32768, 3, 12, 16, 16, 2, 16), (64, 512, 3, 3, 1, 2, 1, 1), (64, 2048, 3, 3, 2, 2, 1, 2), (64, 8192, 3, 3, 2, 2, 2, 2), (64, 32768, 3, 12, 2, 2, 2, 2), (128, 512, 3, 1, 1, 1, 1, 1), (128, 2048, 3, 2, 1, 1, 1, 1), (128, 8192, 3, 2, 1, 1, 2, 1), (128, 32768, 3, 2, 1, 1, 1, 1), (256, 512, 3, 1, 1, 1, 1, 1), (256, 2048, 3, 1, 1, 1, 1, 1), (256, 8192, 4, 1, 2, 1, 1, 6), (256, 32768, 3, 1, 8, 1, 1, 1), (512, 512, 3, 1, 1, 1, 1, 1), (512, 2048, 3, 2, 1, 1, 1, 1), (512, 8192, 4, 8, 6, 1, 1, 6), (512, 32768, 3, 2, 8, 1, 1, 8), (1024, 512, 3, 1, 1, 1, 1, 1), (1024, 2048, 3, 2, 3, 1, 3, 2), (1024, 8192, 4, 2, 4, 1, 3, 4), (1024, 32768, 3, 2, 4, 1, 2, 2))},
 }
 
 DECODE = {
@@ -1504,6 +1506,7 @@ DECODE = {
     ('bf16', 128, 3, 8, 'deep'): ('decode_bf16', 'decode_bf16_d128_s3_v8_deep', 'attention_s3', 'decode_combine_bf16_d128'),
     ('bf16', 128, 3, 8, 'wide'): ('decode_bf16', 'decode_bf16_d128_s3_v8_wide', 'attention_s3', 'decode_combine_bf16_d128'),
     ('bf16', 128, 3, 8, 'ws'): ('decode_bf16', 'decode_bf16_d128_s3_v8_ws', 'attention_s3_maps', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 8, 'ws_deep'): ('decode_bf16', 'decode_bf16_d128_s3_v8_ws_deep', 'attention_s3_maps', 'decode_combine_bf16_d128'),
     ('bf16', 128, 4, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d128_s4_v1', 'attention_s4', 'decode_combine_bf16_d128'),
     ('bf16', 192, 3, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d192_s3_v1', 'attention_s3', 'decode_combine_bf16_d192'),
     ('bf16', 192, 3, 2, 'narrow'): ('decode_bf16', 'decode_bf16_d192_s3_v2', 'attention_s3', 'decode_combine_bf16_d192'),
@@ -1522,6 +1525,7 @@ DECODE = {
     ('bf16', 64, 3, 8, 'deep'): ('decode_bf16', 'decode_bf16_d64_s3_v8_deep', 'attention_s3', 'decode_combine_bf16_d64'),
     ('bf16', 64, 3, 8, 'wide'): ('decode_bf16', 'decode_bf16_d64_s3_v8_wide', 'attention_s3', 'decode_combine_bf16_d64'),
     ('bf16', 64, 3, 8, 'ws'): ('decode_bf16', 'decode_bf16_d64_s3_v8_ws', 'attention_s3_maps', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 8, 'ws_deep'): ('decode_bf16', 'decode_bf16_d64_s3_v8_ws_deep', 'attention_s3_maps', 'decode_combine_bf16_d64'),
     ('bf16', 64, 4, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d64_s4_v1', 'attention_s4', 'decode_combine_bf16_d64'),
     ('bf16', 80, 3, 1, 'narrow'): ('decode_bf16', 'decode_bf16_d80_s3_v1', 'attention_s3', 'decode_combine_bf16_d80'),
     ('bf16', 80, 3, 2, 'narrow'): ('decode_bf16', 'decode_bf16_d80_s3_v2', 'attention_s3', 'decode_combine_bf16_d80'),
@@ -1544,6 +1548,7 @@ DECODE = {
     ('fp16', 128, 3, 8, 'deep'): ('decode_fp16', 'decode_fp16_d128_s3_v8_deep', 'attention_s3', 'decode_combine_fp16_d128'),
     ('fp16', 128, 3, 8, 'wide'): ('decode_fp16', 'decode_fp16_d128_s3_v8_wide', 'attention_s3', 'decode_combine_fp16_d128'),
     ('fp16', 128, 3, 8, 'ws'): ('decode_fp16', 'decode_fp16_d128_s3_v8_ws', 'attention_s3_maps', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 8, 'ws_deep'): ('decode_fp16', 'decode_fp16_d128_s3_v8_ws_deep', 'attention_s3_maps', 'decode_combine_fp16_d128'),
     ('fp16', 128, 4, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d128_s4_v1', 'attention_s4', 'decode_combine_fp16_d128'),
     ('fp16', 192, 3, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d192_s3_v1', 'attention_s3', 'decode_combine_fp16_d192'),
     ('fp16', 192, 3, 2, 'narrow'): ('decode_fp16', 'decode_fp16_d192_s3_v2', 'attention_s3', 'decode_combine_fp16_d192'),
@@ -1562,6 +1567,7 @@ DECODE = {
     ('fp16', 64, 3, 8, 'deep'): ('decode_fp16', 'decode_fp16_d64_s3_v8_deep', 'attention_s3', 'decode_combine_fp16_d64'),
     ('fp16', 64, 3, 8, 'wide'): ('decode_fp16', 'decode_fp16_d64_s3_v8_wide', 'attention_s3', 'decode_combine_fp16_d64'),
     ('fp16', 64, 3, 8, 'ws'): ('decode_fp16', 'decode_fp16_d64_s3_v8_ws', 'attention_s3_maps', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 8, 'ws_deep'): ('decode_fp16', 'decode_fp16_d64_s3_v8_ws_deep', 'attention_s3_maps', 'decode_combine_fp16_d64'),
     ('fp16', 64, 4, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d64_s4_v1', 'attention_s4', 'decode_combine_fp16_d64'),
     ('fp16', 80, 3, 1, 'narrow'): ('decode_fp16', 'decode_fp16_d80_s3_v1', 'attention_s3', 'decode_combine_fp16_d80'),
     ('fp16', 80, 3, 2, 'narrow'): ('decode_fp16', 'decode_fp16_d80_s3_v2', 'attention_s3', 'decode_combine_fp16_d80'),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from cukiln.generated import dispatch
 
-from .decode_plan import PIPELINES, WS, DecodePlan, check_host_lengths, check_lengths, plan_decode
+from .decode_plan import PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, check_lengths, plan_decode
 from .driver import tensor_map
 from .interop import call_with_foreign_arrays, is_plain_torch_call
 from .launch import kernel
@@ -44,7 +44,7 @@ class _CachedPlan:
         p = self.plan
         self.device, self.capacity, self.empty = p.device, p.fields["capacity"], p.batch * p.heads_q == 0
         self.out_shape, self.lse_shape = (p.batch, p.heads_q, p.head_dim), (p.batch, p.heads_q)
-        self.maps = {} if p.key[-1] == WS else None  # (k pointer, v pointer) -> their tensor maps
+        self.maps = {} if p.key[-1] in WARP_SPECIALIZED else None  # (k pointer, v pointer) -> their tensor maps
 
     def attention_values(self, per_call) -> list:
         """The attention kernel's parameter values for this call (``per_call`` in PER_CALL's order); a ws plan's
@@ -84,7 +84,7 @@ def launch_values(plan: DecodePlan, *, out: int, lse: int, partial_out: int = 0,
     """(attention values, combine values) of ``plan`` with these output and workspace pointers, as a bare launch of
     its kernels needs them: DecodePlan.values, with a ws plan's tensor maps of the plan's own caches."""
     attention, combine = plan.values(out=out, lse=lse, partial_out=partial_out, partial_lse=partial_lse)
-    if plan.key[-1] == WS:
+    if plan.key[-1] in WARP_SPECIALIZED:
         attention = tensor_maps(plan, plan.fields["k"], plan.fields["v"]) + attention[2:]
     return attention, combine
 
@@ -109,7 +109,7 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     scale: logit scale, default 1/sqrt(d); softcap: logits become softcap * tanh(logit / softcap).
     num_splits: split-KV count (default: the tuned rule of the dispatch table for this GPU, which also
     picks the K/V pipeline per grid). A count given runs the narrow pipeline, which may be slower than the
-    table's choice on small grids; ``CUKILN_DECODE_PIPELINE=narrow|deep|wide|ws`` (or
+    table's choice on small grids; ``CUKILN_DECODE_PIPELINE=narrow|deep|wide|ws|ws_deep`` (or
     ``cukiln.overrides.forced("decode_pipeline", name)``) forces a pipeline, for checks and measurements.
     out: q-shaped output (allocated when None). return_lse: also return the natural-log log-sum-exp of
     the scaled logits, fp32 [b, h_q].
@@ -250,10 +250,11 @@ def launch_planned(cached: _CachedPlan, per_call: list, torch, written=None, che
 
 
 def describe(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
-             batch_invariant=False):
-    """Validate and plan a call: (its _CachedPlan, the tensors to keep alive until its launch is queued)."""
+             batch_invariant=False, pipeline=None):
+    """Validate and plan a call: (its _CachedPlan, the tensors to keep alive until its launch is queued).
+    ``pipeline`` names one for a caller that has its reasons (the override's choice comes first)."""
     plan, infos, keep = _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out,
-                              return_lse, batch_invariant)
+                              return_lse, batch_invariant, pipeline)
     spans = tuple(None if info is None else tuple(x - info.ptr for x in info.byte_span()) for info in infos)
     spans += (None,) * (len(PER_CALL) - len(spans))
     checks = () if out is None else tuple(i for i in range(_OUT) if spans[i] is not None)
@@ -372,7 +373,7 @@ def plan_call(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, 
 
 
 def _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
-          batch_invariant=False):
+          batch_invariant=False, pipeline=None):
     """(plan, the TensorInfo of each tensor in _NAMES' order (None for an int length), tensors to keep alive)."""
     torch = _torch or _import_torch()
     lengths = []
@@ -402,7 +403,7 @@ def _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num
                            device, module, symbol, 32 * dispatch.DECODE_WARPS, shared),
                        active_clusters=lambda module, symbol, threads, shared, cluster: KERNELS.active_clusters(
                            device, module, symbol, threads, shared, cluster),
-                       pipeline=_forced_pipeline())
+                       pipeline=_forced_pipeline() or pipeline)
     return plan, (qi, ki, vi, lens_info, start_info, oi), (lens, start)
 
 

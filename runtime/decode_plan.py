@@ -32,6 +32,8 @@ MAX_CLUSTER_SPLITS = dispatch.DECODE_MAX_CLUSTER_SPLITS
 PIPELINES = dispatch.DECODE_PIPELINES
 NARROW = PIPELINES[0]
 WS = "ws"  # warp-specialized: a producer warp loads K/V through tensor maps (sm_90 on)
+WS_DEEP = "ws_deep"
+WARP_SPECIALIZED = dispatch.DECODE_WARP_SPECIALIZED  # ws, and ws_deep (its ring as deep as one block a multiprocessor)
 TILE_KEYS = dispatch.DECODE_TILE_KEYS
 PIPELINE_ENV = "CUKILN_DECODE_PIPELINE"  # a pipeline's name forces it (checks, measurements); auto: the table's
 # Keys a split keeps at least (one narrow tile; split_from_table takes the chosen pipeline's tile), as in the
@@ -387,14 +389,14 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     maps_ok = tensor_maps(arch) and b > 0 and call.capacity > 0 and all(
         0 < s * k.itemsize < 2**40 for s in call.k_strides[:3] + call.v_strides[:3])
     available = tuple(p for p in PIPELINES if (q.dtype, d, strides, vec, p) in dispatch.DECODE and (
-        max_shared is None or dispatch.DECODE_SHARED[d, p] <= max_shared) and (p != WS or maps_ok))
+        max_shared is None or dispatch.DECODE_SHARED[d, p] <= max_shared) and (p not in WARP_SPECIALIZED or maps_ok))
     if pipeline is not None and pipeline not in available:
         raise ValueError(f"pipeline: the {pipeline} pipeline needs a contiguous head dim of at most "
                          f"{FAST_PIPELINES_MAX_HEAD_DIM}, 16-byte aligned K/V rows and the shared memory it takes"
                          + (" (head dims 64 and 128, sm_90 or newer, a cache with rows and positions)"
-                            if pipeline == WS else "")
+                            if pipeline in WARP_SPECIALIZED else "")
                          + f"; this call has head dim {d}, {strides} K/V strides, {vec}-element copies"
-                         + (f", arch {arch}" if pipeline == WS else ""))
+                         + (f", arch {arch}" if pipeline in WARP_SPECIALIZED else ""))
     if batch_invariant:
         pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
         num_splits = invariant_splits(call.capacity)  # the most a row of this cache gets
@@ -429,6 +431,6 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         combine = Launch(module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
                          (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)
     # ws: the tensor maps of this call's caches come with its pointers (decode_api); empty (packed as zeros) until then
-    maps = {"k_map": b"", "v_map": b""} if key[-1] == WS else {}
+    maps = {"k_map": b"", "v_map": b""} if key[-1] in WARP_SPECIALIZED else {}
     return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine,
                       {**call.fields, **maps, "num_splits": splits, "batch_invariant": int(batch_invariant)})

@@ -1,7 +1,7 @@
 """Dispatch overrides, for checks and measurements: force a choice that the dispatch rules would otherwise make.
 
 Each starts from an environment variable, read once when cukiln's runtime is imported (``CUKILN_DECODE_PIPELINE
-=narrow|deep|wide|ws|auto``, ``CUKILN_ROPE_THD_DISPATCH=token|grid|auto``,
+=narrow|deep|wide|ws|ws_deep|auto``, ``CUKILN_ROPE_THD_DISPATCH=token|grid|auto``,
 ``CUKILN_DECODE_STEP_LAUNCH=fused|separate|auto``: the decode step's one fused launch, or its append and attention
 launched apart; ``CUKILN_TRACED_OPS=generic|auto``: whether torch.compile'd cukiln.torch calls take the ops
 themselves or ops specialized to their constants, runtime/specialize.py), and is set for a block of calls with

@@ -18,15 +18,18 @@ def test_enumeration_is_every_combination_the_rules_keep():
     kept = [D.DecodeVariant(*c) for c in combos if D.decode_rejection(D.DecodeVariant(*c)) is None]
     assert sorted(ATTENTION) == sorted(kept)
     # 3 strides: four widths; 4 strides: scalar only; deep and wide pipelines: 16-byte copies of head dims 64-128;
-    # ws: 16-byte copies of head dims 64 and 128
-    assert len(ATTENTION) == 2 * 6 * (4 + 1) + 2 * 2 * 4 + 2 * 2
+    # ws and ws_deep: 16-byte copies of head dims 64 and 128
+    assert len(ATTENTION) == 2 * 6 * (4 + 1) + 2 * 2 * 4 + 2 * 2 * 2
 
 
-def test_ws_pipeline_loads_whole_64_column_boxes():
-    ws = {(v.dtype, v.head_dim, v.strides, v.vec) for v in ATTENTION if v.pipeline is D.Pipeline.WS}
+@pytest.mark.parametrize("pipeline", [D.Pipeline.WS, D.Pipeline.WS_DEEP])
+def test_ws_pipelines_load_whole_64_column_boxes(pipeline):
+    ws = {(v.dtype, v.head_dim, v.strides, v.vec) for v in ATTENTION if v.pipeline is pipeline}
     assert ws == {(t, d, 3, 8) for t in D.DECODE_DTYPES for d in (64, 128)}
-    assert D.rule_decode_ws_whole_boxes(D.DecodeVariant(Dtype.BF16, 96, 3, 8, D.Pipeline.WS))
-    assert D.parse_decode_name("decode_fp16_d64_s3_v8_ws") == D.DecodeVariant(Dtype.FP16, 64, 3, 8, D.Pipeline.WS)
+    assert pipeline.warp_specialized and not D.Pipeline.DEEP.warp_specialized
+    assert D.rule_decode_ws_whole_boxes(D.DecodeVariant(Dtype.BF16, 96, 3, 8, pipeline))
+    name = f"decode_fp16_d64_s3_v8_{pipeline.value}"
+    assert D.parse_decode_name(name) == D.DecodeVariant(Dtype.FP16, 64, 3, 8, pipeline)
 
 
 @pytest.mark.parametrize("pipeline", [D.Pipeline.DEEP, D.Pipeline.WIDE])

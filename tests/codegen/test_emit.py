@@ -27,9 +27,10 @@ def test_decode_dispatch_table_names_each_attention_variant_and_its_combine_kern
         assert combine == f"decode_combine_{v.dtype.value}_d{v.head_dim}"
     assert namespace["DECODE_SHARED"] == {(v.head_dim, v.pipeline.value): decode_abi.shared_bytes(v.head_dim, v.pipeline)
                                           for v in attention}
-    assert namespace["DECODE_PIPELINES"] == ("narrow", "deep", "wide", "ws")
-    assert namespace["DECODE_TILE_KEYS"] == {"narrow": 64, "deep": 64, "wide": 128, "ws": 64}
-    assert namespace["DECODE_THREADS"] == {"narrow": 128, "deep": 128, "wide": 128, "ws": 160}
+    assert namespace["DECODE_PIPELINES"] == ("narrow", "deep", "wide", "ws", "ws_deep")
+    assert namespace["DECODE_WARP_SPECIALIZED"] == ("ws", "ws_deep")
+    assert namespace["DECODE_TILE_KEYS"] == {"narrow": 64, "deep": 64, "wide": 128, "ws": 64, "ws_deep": 64}
+    assert namespace["DECODE_THREADS"] == {"narrow": 128, "deep": 128, "wide": 128, "ws": 160, "ws_deep": 160}
 
 def test_tuning_data_folds_into_the_decode_split_rule():
     namespace: dict = {}
@@ -41,19 +42,25 @@ def test_tuning_data_folds_into_the_decode_split_rule():
     exec(emit.render_dispatch(ALL_VARIANTS), namespace)
     assert namespace["DECODE_SPLIT"] == {} and namespace["DECODE_SPLIT_DEFAULT"] == decode_abi.SPLIT_DEFAULT
     # a measured table (JSON lists) folds into tuples, which the runtime's cache can hash
+    tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 4, 8, 6, 4, 5, 3], [64, 2048, 0, 2, 2, 1, 1, 1]]}}}}
+    exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
+    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 4, 8, 6, 4, 5, 3),
+                                                             (64, 2048, 0, 2, 2, 1, 1, 1))}}
+    # tables measured before the ws and ws_deep pipelines: the narrow count for those
     tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 3, 8, 6, 4, 5], [64, 2048, 0, 2, 2, 1, 1]]}}}}
     exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
-    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 3, 8, 6, 4, 5), (64, 2048, 0, 2, 2, 1, 1))}}
-    # a table measured before the ws pipeline: the narrow count for it
+    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 3, 8, 6, 4, 5, 8),
+                                                             (64, 2048, 0, 2, 2, 1, 1, 2))}}
     tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 2, 8, 6, 4], [64, 2048, 0, 2, 2, 1]]}}}}
     exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
-    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 2, 8, 6, 4, 8), (64, 2048, 0, 2, 2, 1, 2))}}
+    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 2, 8, 6, 4, 8, 8),
+                                                             (64, 2048, 0, 2, 2, 1, 2, 2))}}
     # a table measured before the pipelines, (blocks, T, splits): the narrow pipeline with that count
     tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 8], [64, 2048, 2]]}}}}
     exec(emit.render_dispatch(ALL_VARIANTS, tuning), namespace)
-    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 0, 8, 8, 8, 8), (64, 2048, 0, 2, 2, 2, 2))}}
+    assert namespace["DECODE_SPLIT"] == {"sm_90": {"table": ((8, 512, 0, 8, 8, 8, 8, 8), (64, 2048, 0, 2, 2, 2, 2, 2))}}
     # a malformed point is refused at build, not at a call
-    tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 5, 8, 4, 4, 4]]}}}}
+    tuning = {"sm_90": {"decode": {"rule": {"table": [[8, 512, 5, 8, 4, 4, 4, 4]]}}}}
     with pytest.raises(ValueError, match="table point"):
         emit.render_dispatch(ALL_VARIANTS, tuning)
 

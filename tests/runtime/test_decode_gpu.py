@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 import cukiln  # noqa: E402
 from cukiln import overrides  # noqa: E402
 from cukiln.decode_api import plan_call  # noqa: E402
+from cukiln.decode_plan import WARP_SPECIALIZED  # noqa: E402
 from cukiln.tools.decode.checks import (DECODE_FP32_UNITS, check_decode_variant,  # noqa: E402
                                        decode_cache_view, run_decode_and_compare)
 from cukiln.tools.verify import check_entry, new_generator, torch_dtype  # noqa: E402
@@ -31,8 +32,8 @@ def run_and_check(q, k, v, kv_lens, what, **kwargs):
 
 @pytest.mark.parametrize("entry", manifest_entries("decode"), ids=lambda e: e["name"])
 def test_every_manifest_variant(entry):
-    if entry["axes"].get("pipeline") == "ws" and torch.cuda.get_device_capability()[0] < 9:
-        pytest.skip("the ws pipeline needs sm_90 or newer")
+    if entry["axes"].get("pipeline") in WARP_SPECIALIZED and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip(f"the {entry['axes']['pipeline']} pipeline needs sm_90 or newer")
     problem = check_decode_variant(entry["axes"], entry["name"])
     assert problem is None, f"{entry['name']}: {problem}"
 
@@ -46,7 +47,7 @@ def test_every_combine_kernel_through_a_split_variant(entry):
 @pytest.mark.parametrize("group", [1, 2, 4, 8, 16, 20])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("num_splits", [1, 4, None])
-@pytest.mark.parametrize("pipeline", ["narrow", "deep", "wide", "ws"])
+@pytest.mark.parametrize("pipeline", ["narrow", "deep", "wide", "ws", "ws_deep"])
 def test_gqa_ratios_layouts_splits_and_pipelines(group, layout, num_splits, pipeline, monkeypatch):
     monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", pipeline)
     gen = new_generator()
@@ -77,12 +78,13 @@ def test_head_dims_with_left_padding_and_softcap(d, dtype):
 @pytest.mark.parametrize("group", [1, 3, 8, 9])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_ws_both_tile_forms_with_left_padding_and_softcap(group, d, dtype, monkeypatch):
-    """The ws pipeline computes groups of 8 heads or fewer with keys as the mma's rows, larger ones with heads as
-    rows (9: a block of 9 heads): both forms, both head dims it takes, partial tiles, softcap, splits."""
+@pytest.mark.parametrize("pipeline", WARP_SPECIALIZED)
+def test_ws_both_tile_forms_with_left_padding_and_softcap(pipeline, group, d, dtype, monkeypatch):
+    """The ws pipelines compute groups of 8 heads or fewer with keys as the mma's rows, larger ones with heads as
+    rows (9: a block of 9 heads): both forms, both head dims they take, partial tiles, softcap, splits."""
     if torch.cuda.get_device_capability()[0] < 9:
-        pytest.skip("the ws pipeline needs sm_90 or newer")
-    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", "ws")
+        pytest.skip("the ws pipelines need sm_90 or newer")
+    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", pipeline)
     gen = new_generator()
     b, h_kv, T = 4, 2, 517
     q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(torch_dtype(dtype)) * 3
@@ -93,6 +95,28 @@ def test_ws_both_tile_forms_with_left_padding_and_softcap(group, d, dtype, monke
         run_and_check(q, k, v, lens, f"ws d{d} group {group} softcap", kv_start=start, softcap=20.0,
                       num_splits=splits)
         run_and_check(q, k, v, 400, f"ws d{d} group {group} int len", kv_start=7, scale=0.3, num_splits=splits)
+
+
+@pytest.mark.parametrize("group", [4, 12])
+def test_ws_deep_gives_the_bits_of_ws(group):
+    """ws_deep is the ws kernel with a deeper ring: the same tiles in the same order, so the same bits, over one pass,
+    splits merged in a cluster and by the combine kernel, both tile forms, and rows of every length."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the ws pipelines need sm_90 or newer")
+    gen = new_generator()
+    b, h_kv, T, d = 3, 2, 3000, 128
+    q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (decode_cache_view(b, h_kv, T, d, torch.bfloat16, gen, capacity=3100) for _ in range(2))
+    lens = torch.tensor([3000, 1, 1717], dtype=torch.int32, device="cuda")
+    for splits in (1, 4, 16):
+        results = []
+        for pipeline in WARP_SPECIALIZED:
+            with overrides.forced("decode_pipeline", pipeline):
+                assert plan_call(q, k, v, lens, num_splits=splits).key[-1] == pipeline
+                results.append(cukiln.decode_attention(q, k, v, lens, num_splits=splits, return_lse=True))
+        (out_a, lse_a), (out_b, lse_b) = results
+        assert torch.equal(out_a, out_b) and torch.equal(lse_a, lse_b), f"{splits} splits"
+        assert torch.isfinite(out_a).all()
 
 
 @pytest.mark.parametrize("shape", ["bhd", "b1hd", "bh1d", "transposed"])

@@ -145,11 +145,13 @@ def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_pipeline():
         assert p.key[-1] == name
         stages = decode_abi.stages(d, pipeline)
         assert p.attention.shared <= 227 * 1024
-        if pipeline is Pipeline.WS:  # unpadded swizzled stages, then the 1 KB alignment slack, query and barriers
+        if pipeline.warp_specialized:  # unpadded swizzled stages, then the 1 KB alignment slack, query and barriers
             assert p.attention.shared == stages * 2 * keys * d * 2 + 1024 + 16 * pitch * 2 + 16 * stages
             fixed = p.attention.shared - stages * 2 * keys * d * 2
-            assert stages == decode_abi.MAX_STAGES or p.attention.shared + 2 * keys * d * 2 > decode_abi.TWO_BLOCK_BUDGET
-            assert fixed + 16 * (decode_abi.MAX_STAGES - stages) + stages * 2 * keys * d * 2 <= decode_abi.TWO_BLOCK_BUDGET
+            # ws: two blocks a multiprocessor; ws_deep: one
+            budget = decode_abi.TWO_BLOCK_BUDGET if pipeline is Pipeline.WS else decode_abi.ONE_BLOCK_BUDGET
+            assert stages == decode_abi.MAX_STAGES or p.attention.shared + 2 * keys * d * 2 > budget
+            assert fixed + 16 * (decode_abi.MAX_STAGES - stages) + stages * 2 * keys * d * 2 <= budget
             continue
         assert p.attention.shared == stages * 2 * keys * pitch * 2 + 16 * pitch * 2
         # as many stages as the budget holds, but never fewer than 2 (one in flight, one in use); the wide
@@ -161,7 +163,9 @@ def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_pipeline():
         assert stages >= 2 and (stages == 2 or p.attention.shared <= budget)
         assert stages == decode_abi.MAX_STAGES or p.attention.shared + 2 * keys * pitch * 2 > budget
     # the deep pipeline leaves room for two blocks per sm_90 multiprocessor, the narrow one three at d 128
-    assert [decode_abi.min_blocks_per_sm(128, p) for p in Pipeline] == [3, 2, 1, 2]
+    assert [decode_abi.min_blocks_per_sm(128, p) for p in Pipeline] == [3, 2, 1, 2, 1]
+    # ws_deep: the ws kernel with twice the stages at d 128 (6 of 32 KB), one block a multiprocessor
+    assert (decode_abi.stages(128, Pipeline.WS), decode_abi.stages(128, Pipeline.WS_DEEP)) == (3, 6)
 
 
 RULE = {"blocks_per_sm": 2.0, "min_keys_per_split": 512, "wave_efficiency": 0.9}
@@ -390,11 +394,12 @@ def test_the_default_mode_writes_the_flag_off():
 
 # --- the ws pipeline ---------------------------------------------------------------------------------------------
 
-def test_ws_pipeline_from_sm_90_on_with_a_producer_warp():
+@pytest.mark.parametrize("name", ["ws", "ws_deep"])
+def test_ws_pipelines_from_sm_90_on_with_a_producer_warp(name):
     for splits in (1, 4, MAX_CLUSTER_SPLITS + 1):
-        p = plan(num_splits=splits, pipeline="ws", arch="sm_90")
-        assert p.key == ("bf16", 128, 3, 8, "ws") and p.attention.symbol == "decode_bf16_d128_s3_v8_ws"
-        assert p.attention.block == (dispatch.DECODE_THREADS["ws"], 1, 1) == (160, 1, 1)
+        p = plan(num_splits=splits, pipeline=name, arch="sm_90")
+        assert p.key == ("bf16", 128, 3, 8, name) and p.attention.symbol == f"decode_bf16_d128_s3_v8_{name}"
+        assert p.attention.block == (dispatch.DECODE_THREADS[name], 1, 1) == (160, 1, 1)
         # splits merge in a cluster as the other pipelines' do, or by the combine kernel beyond a cluster's
         clustered = 1 < splits <= MAX_CLUSTER_SPLITS
         assert p.attention.cluster == (splits if clustered else 1)
@@ -403,22 +408,24 @@ def test_ws_pipeline_from_sm_90_on_with_a_producer_warp():
         assert p.fields["k_map"] == p.fields["v_map"] == b""  # the runtime's per call (packed as 128 zero bytes)
     for arch in ("sm_80", "sm_86", None):
         with pytest.raises(ValueError, match="sm_90 or newer"):
-            plan(num_splits=1, pipeline="ws", arch=arch)
+            plan(num_splits=1, pipeline=name, arch=arch)
     # no map of an empty cache: the table's other pipelines serve it
     empty = cache_slice(2, 2, 0, 128, 512)
-    with pytest.raises(ValueError, match="ws pipeline"):
-        plan(k=empty, v=empty, kv_lens=0, num_splits=1, pipeline="ws", arch="sm_90")
+    with pytest.raises(ValueError, match=f"{name} pipeline"):
+        plan(k=empty, v=empty, kv_lens=0, num_splits=1, pipeline=name, arch="sm_90")
 
 
-def test_the_table_picks_ws_only_where_the_gpu_maps_tensors(monkeypatch):
-    ws = PIPELINES_ORDER.index("ws")
-    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": ((16, 2048, ws, 4, 4, 4, 2),)})
-    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_80", {"table": ((16, 2048, ws, 4, 4, 4, 2),)})
+@pytest.mark.parametrize("name", ["ws", "ws_deep"])
+def test_the_table_picks_ws_only_where_the_gpu_maps_tensors(name, monkeypatch):
+    point = (16, 2048, PIPELINES_ORDER.index(name), 4, 4, 4, 2, 1)  # ws: 2 splits, ws_deep: 1
+    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": (point,)})
+    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_80", {"table": (point,)})
     k = cache_slice(2, 8, 2048, 128, 2100)
     v = cache_slice(2, 8, 2048, 128, 2100, ptr=BASE * 4096)
     q = contiguous((2, 32, 128))
     p = plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_90")
-    assert p.key[-1] == "ws" and p.num_splits == p.attention.cluster == 2 and p.combine is None
+    splits = 2 if name == "ws" else 1
+    assert p.key[-1] == name and p.num_splits == p.attention.cluster == splits and p.combine is None
     assert plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_80").key[-1] == "narrow"
 
 

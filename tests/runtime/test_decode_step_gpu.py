@@ -110,3 +110,27 @@ def test_an_out_over_q_is_refused_whichever_launches_serve_the_step(launch):
             cukiln.decode_step(q, k, v, *caches, lens, base=1e4, out=q)
     torch.cuda.synchronize()
     assert all(torch.equal(c, b_) for c, b_ in zip(caches, before)), "a refused step wrote"
+
+
+def test_a_step_takes_ws_where_the_table_picks_ws_deep(monkeypatch):
+    """The fused kernels take the ws ring: where the table picks ws_deep (the same tiles, more stages), decode_attention
+    runs ws_deep and the step ws, fused, at the table's ws split count."""
+    from cukiln.decode_api import plan_call as plan_attention
+    from cukiln.decode_plan import PIPELINES
+    from cukiln.generated import dispatch
+
+    gen = new_generator()
+    b, hq, hkv, d, T = 2, 16, 4, 128, 1111  # a shape of its own: no plan cached by the tests before
+    point = (b * hkv, 1024) + (PIPELINES.index("ws_deep"),) + tuple(
+        {"ws": 3, "ws_deep": 2}.get(p, 1) for p in PIPELINES)
+    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_%d%d" % torch.cuda.get_device_capability(), {"table": (point,)})
+    q = torch.randn(b, hq, d, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (torch.randn(b, hkv, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(2))
+    caches = [torch.randn(b, hkv, T, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(2)]
+    lens = torch.tensor([1000, 777], dtype=torch.int32, device="cuda")
+    attention = plan_attention(q, *caches, lens)
+    assert (attention.key[-1], attention.num_splits) == ("ws_deep", 2)
+    step = decode_step_api.plan_call(q, k, v, *caches, lens, base=1e4)
+    assert step.fused is not None and step.attention.plan.key[-1] == "ws" and step.attention.plan.num_splits == 3
+    (fused, *fused_caches), (separate, *separate_caches) = _two_ways((q, k, v, *caches, lens), {"base": 1e4})
+    assert torch.equal(fused, separate) and all(map(torch.equal, fused_caches, separate_caches))

@@ -196,10 +196,23 @@ def test_decode_split_table_keeps_each_points_fastest_count_and_the_rule_picks_i
     rule = fit_table(points)
     # the third point's 2 splits tie with 8 (within TIE): the fewer win; the last's 1 split does not (beyond TIE);
     # both have narrow times only
-    assert rule == {"table": [[8, 8192, 2, 16, 16, 8, 16], [32, 2048, 0, 8, 8, 8, 8], [64, 2048, 0, 2, 2, 2, 2],
-                              [256, 8192, 0, 1, 1, 1, 1]], "tie": TIE}
+    assert rule == {"table": [[8, 8192, 2, 16, 16, 8, 16, 16], [32, 2048, 0, 8, 8, 8, 8, 8],
+                              [64, 2048, 0, 2, 2, 2, 2, 2], [256, 8192, 0, 1, 1, 1, 1, 1]], "tie": TIE}
     folded = {"table": tuple(tuple(p) for p in rule["table"])}  # as dispatch.py holds it
     assert [rule_choice(p, 132, folded) for p in points] == [(8, "wide"), (1, "narrow"), (2, "narrow"), (8, "narrow")]
+
+
+def test_decode_split_table_takes_a_later_pipeline_only_beyond_the_tie():
+    from cukiln.tools.decode.tune import TIE, fit_table
+
+    def point(blocks, ws_deep_ms):
+        return {"blocks": blocks, "T": 8192, "resident": 3,
+                "ms_by_pipeline": {"narrow": {"1": 1.2}, "deep": {"1": 1.1}, "wide": {"1": 1.1},
+                                   "ws": {"1": 1.0, "2": 1.05}, "ws_deep": {"1": 1.01, "2": ws_deep_ms}}}
+
+    # ws_deep faster within the tie: ws (listed first) keeps the point; beyond it: ws_deep, at its own count
+    rule = fit_table([point(8, 1 / (1 + TIE / 2)), point(16, 1 / (1 + 2 * TIE))])
+    assert rule["table"] == [[8, 8192, 3, 1, 1, 1, 1, 2], [16, 8192, 4, 1, 1, 1, 1, 2]]
 
 
 def test_decode_split_ladder_keeps_counts_that_differ_in_effect():

@@ -146,7 +146,7 @@ def check_variant(entry: dict) -> str | None:
     """The check of one manifest entry; a combine kernel is checked through a split launch that uses it."""
     axes = entry["axes"]
     if entry["op"] == "decode":
-        if axes.get("pipeline") == "ws":
+        if Pipeline(axes.get("pipeline", Pipeline.NARROW.value)).warp_specialized:
             require_tensor_maps()
         return check_decode_variant(axes, entry["name"])
     from cukiln.decode_plan import MAX_CLUSTER_SPLITS

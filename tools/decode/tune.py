@@ -77,16 +77,16 @@ def _least_within_tie(times: dict[int, float]) -> int:
 def fit_table(measurements: list[dict]) -> dict:
     """The tuned rule: per point (blocks, T, the best pipeline's index in PIPELINES, each pipeline's split
     count), each count the least within TIE of that pipeline's fastest (fewer splits: less merging, and the
-    choice does not chase noise); the best pipeline the fastest one where it beats the narrow one's
-    fastest beyond TIE, else the narrow one. A pipeline without times takes the narrow one's count."""
+    choice does not chase noise); the best pipeline the first in PIPELINES' order within TIE of the fastest, so
+    that a later one is taken only where it beats every earlier one beyond TIE (narrow first: every variant has
+    it; ws before ws_deep, which gives a multiprocessor one block, and the fused step has the ws ring alone). A
+    pipeline without times takes the narrow one's count."""
     names = [p.value for p in PIPELINES]
     table = []
     for m in measurements:
         times = measured_times(m)
         fastest = {p: min(t.values()) for p, t in times.items()}
-        best = min(fastest, key=lambda p: (fastest[p], names.index(p)))
-        if fastest[best] * (1 + TIE) >= fastest[NARROW]:
-            best = NARROW
+        best = next(p for p in names if p in fastest and fastest[p] <= min(fastest.values()) * (1 + TIE))
         counts = [_least_within_tie(times.get(p, times[NARROW])) for p in names]
         table.append([m["blocks"], m["T"], names.index(best), *counts])
     return {"table": sorted(table), "tie": TIE}
@@ -105,8 +105,8 @@ def tune(console: Console) -> dict:
 
     props = torch.cuda.get_device_properties(0)
     sms, arch = props.multi_processor_count, f"sm_{props.major}{props.minor}"
-    # the pipelines this GPU runs (ws: sm_90 on); the table gives the others the narrow pipeline's count
-    pipelines = [p for p in PIPELINES if p is not Pipeline.WS or tensor_maps(arch)]
+    # the pipelines this GPU runs (ws, ws_deep: sm_90 on); the table gives the others the narrow pipeline's count
+    pipelines = [p for p in PIPELINES if not p.warp_specialized or tensor_maps(arch)]
     copy = copy_tbps()
     probe = plan_call(*inputs(1, 1024), 1024, num_splits=2).attention
     resident = KERNELS.resident_blocks(0, probe.module, probe.symbol, 32 * dispatch.DECODE_WARPS, probe.shared)
