@@ -27,9 +27,9 @@ class Pipeline(str, enum.Enum):
     """How a block stages K/V in shared memory: keys per tile (each warp takes a quarter of a tile per
     round) and tiles in flight. Every variant has the narrow pipeline; deep and wide pay on grids of about
     one or two blocks per multiprocessor and lose on large ones (benchmarks/NOTES.md, decode v16-v18), ws
-    (sm_90 on) streams K/V at the rate a copy-only kernel reaches (v24-v26), so the tuned split table
-    chooses per grid, and only the bandwidth path (16-byte copies, 3 strides, head dims up to 128; ws: 64
-    and 128) has them."""
+    (sm_90 on) streams K/V at the rate a copy-only kernel reaches (v24-v26), ws_deep gives it the stages of
+    one block per multiprocessor (v36), so the tuned split table chooses per grid, and only the bandwidth path
+    (16-byte copies, 3 strides, head dims up to 128; ws and ws_deep: 64 and 128) has them."""
 
     NARROW = "narrow"  # 64-key tiles, as many stages as 99 KB hold (three blocks per sm_90 SM at head dim 128)
     DEEP = "deep"  # 64-key tiles, as many stages as two blocks per multiprocessor leave room for
