@@ -1,8 +1,9 @@
 """Warp-specialized decode attention, stage counts and an L2 evict-first hint: the build's ws pipeline
 (`attend_ws` in templates/decode.cuh.j2: 4 consumer warps computing as the other pipelines do, reading
 128-byte-swizzled tiles, one producer warp loading 64-key K/V tiles by the TMA engine from 4-D tensor maps of the
-caches, here made per input set) compiled with 2, 3 and 4 stages, with and without an evict-first L2 policy on the
-K/V loads. One pass, or splits merged by the build's combine kernel (the sweep launches no clusters). It came
+caches, here made per input set) compiled with 3 stages (two blocks a multiprocessor, the build's ws) and 4-6 (one
+block, the ws_deep ring at 6), with the build's evict-first L2 policy on the K/V loads (before ws_deep: 2-4 stages,
+with and without it). One pass, or splits merged by the build's combine kernel (the sweep launches no clusters). It came
 before the pipeline (results/decode-ws-sweep-h100-2026-11-25.json; the evict-first configs:
 results/decode-ws-sweep-h100-2026-11-25-evict-first.json).
 
@@ -30,8 +31,10 @@ from raw_launch import (allow_shared, build_cubin, launcher, load_functions, sdp
 
 HEAD_DIM, KEYS, HEAD_ROWS = 128, 64, decode_abi.HEAD_ROWS
 # name -> (stages, blocks per SM the launch bound asks for, K/V loads with an L2 evict-first hint)
-CONFIGS = {"ws_s2": (2, 2, False), "ws_s3": (3, 2, False), "ws_s4": (4, 1, False), "ws_s3_evict_first": (3, 2, True),
-           "ws_s4_evict_first": (4, 1, True)}
+# (results before 2026-11-27's ws_deep: 2-4 stages with and without the hint; since: the build's hint, the ws ring of two
+# blocks a multiprocessor against the deeper rings of one, up to ws_deep's 6)
+CONFIGS = {"ws_s3_evict_first": (3, 2, True), "ws_s4_evict_first": (4, 1, True), "ws_s5_evict_first": (5, 1, True),
+           "ws_s6_evict_first": (6, 1, True)}
 THREADS = 32 * (decode_abi.WARPS + 1)
 COMBINE = DecodeCombineVariant(Dtype.BF16, HEAD_DIM)
 # the build's variant whose parameters the kernel takes after its two tensor maps

@@ -39,7 +39,11 @@ MAX_MIN_BLOCKS = 3  # 4 blocks of 128 threads would leave 128 registers a thread
 # blocks per sm_90 multiprocessor leave room for; the wide one always 2 stages.
 SHARED_BUDGET = 99 * 1024
 TWO_BLOCK_BUDGET = SM90_SHARED_PER_SM // 2 - SHARED_RESERVED_PER_BLOCK
-ONE_BLOCK_BUDGET = SM90_SHARED_PER_SM - SHARED_RESERVED_PER_BLOCK
+# The ws_deep pipeline's ring (one block per multiprocessor): 4 stages of 64 keys at head dim 128. Measured with the
+# ws sweep (results/decode-ws-sweep-h100-2026-11-27-ring-depth.json, H100, bf16, d 128) against 5 and 6 stages: 4 as
+# fast or faster on every grid timed (b = 8, T = 32k in one pass 1.024x copy, where 5 and 6 were best at 2 splits,
+# 1.012x; b = 1, T = 128k 0.988 against 0.986 and 0.984; b = 128, T = 32k 1.035 against 1.033 and 1.031).
+WS_DEEP_RING_BYTES = 128 * 1024
 MIN_STAGES, MAX_STAGES = 2, 8
 # Threads of a combine block (one per output element, looping for head dims above it).
 COMBINE_THREADS = 128
@@ -92,10 +96,10 @@ def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW) -> int:
     MAX_STAGES]."""
     if pipeline is Pipeline.WIDE:
         return MIN_STAGES
-    if pipeline.warp_specialized:  # as many as two blocks (ws) or one (ws_deep) per multiprocessor leave room for
+    if pipeline.warp_specialized:  # ws: as many as two blocks per multiprocessor leave room for; ws_deep: its ring
         stage = stage_bytes(head_dim, pipeline.tile_keys, padded=False)
-        budget = TWO_BLOCK_BUDGET if pipeline is Pipeline.WS else ONE_BLOCK_BUDGET
-        fit = (budget - ws_fixed_bytes(head_dim, MAX_STAGES)) // stage
+        fit = ((TWO_BLOCK_BUDGET - ws_fixed_bytes(head_dim, MAX_STAGES)) if pipeline is Pipeline.WS
+               else WS_DEEP_RING_BYTES) // stage
         return max(MIN_STAGES, min(MAX_STAGES, fit))
     budget = TWO_BLOCK_BUDGET if pipeline is Pipeline.DEEP else SHARED_BUDGET
     fit = (budget - query_bytes(head_dim)) // stage_bytes(head_dim, pipeline.tile_keys)

@@ -27,7 +27,7 @@ class Pipeline(str, enum.Enum):
     """How a block stages K/V in shared memory: keys per tile (each warp takes a quarter of a tile per
     round) and tiles in flight. Every variant has the narrow pipeline; deep and wide pay on grids of about
     one or two blocks per multiprocessor and lose on large ones (benchmarks/NOTES.md, decode v16-v18), ws
-    (sm_90 on) streams K/V at the rate a copy-only kernel reaches (v24-v26), ws_deep gives it the stages of
+    (sm_90 on) streams K/V at the rate a copy-only kernel reaches (v24-v26), ws_deep gives it a deeper ring with
     one block per multiprocessor (v36), so the tuned split table chooses per grid, and only the bandwidth path
     (16-byte copies, 3 strides, head dims up to 128; ws and ws_deep: 64 and 128) has them."""
 
@@ -37,8 +37,9 @@ class Pipeline(str, enum.Enum):
     # sm_90 on: warp-specialized, a producer warp loading 64-key tiles by the TMA engine (tensor maps of the caches,
     # 128-byte swizzled boxes of 64 columns) into stages that the 4 computing warps release on mbarriers
     WS = "ws"
-    # the same warp-specialized kernel with as many stages as one block per multiprocessor leaves room for: grids of
-    # about one block per multiprocessor (one long row's splits, a few rows of long caches) keep more tiles in flight
+    # the same warp-specialized kernel with a deeper ring (decode_abi.WS_DEEP_RING_BYTES) and one block per
+    # multiprocessor: grids of about one block per multiprocessor (one long row's splits, a few rows of long caches)
+    # keep more tiles in flight
     WS_DEEP = "ws_deep"
 
     @property

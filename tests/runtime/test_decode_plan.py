@@ -148,8 +148,12 @@ def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_pipeline():
         if pipeline.warp_specialized:  # unpadded swizzled stages, then the 1 KB alignment slack, query and barriers
             assert p.attention.shared == stages * 2 * keys * d * 2 + 1024 + 16 * pitch * 2 + 16 * stages
             fixed = p.attention.shared - stages * 2 * keys * d * 2
-            # ws: two blocks a multiprocessor; ws_deep: one
-            budget = decode_abi.TWO_BLOCK_BUDGET if pipeline is Pipeline.WS else decode_abi.ONE_BLOCK_BUDGET
+            if pipeline is Pipeline.WS_DEEP:  # its ring's stages, one block a multiprocessor
+                assert stages == min(decode_abi.MAX_STAGES, decode_abi.WS_DEEP_RING_BYTES // (2 * keys * d * 2))
+                assert 2 * (p.attention.shared + decode_abi.SHARED_RESERVED_PER_BLOCK) > decode_abi.SM90_SHARED_PER_SM
+                continue
+            # ws: as many as two blocks a multiprocessor leave room for
+            budget = decode_abi.TWO_BLOCK_BUDGET
             assert stages == decode_abi.MAX_STAGES or p.attention.shared + 2 * keys * d * 2 > budget
             assert fixed + 16 * (decode_abi.MAX_STAGES - stages) + stages * 2 * keys * d * 2 <= budget
             continue
@@ -164,8 +168,8 @@ def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_pipeline():
         assert stages == decode_abi.MAX_STAGES or p.attention.shared + 2 * keys * pitch * 2 > budget
     # the deep pipeline leaves room for two blocks per sm_90 multiprocessor, the narrow one three at d 128
     assert [decode_abi.min_blocks_per_sm(128, p) for p in Pipeline] == [3, 2, 1, 2, 1]
-    # ws_deep: the ws kernel with twice the stages at d 128 (6 of 32 KB), one block a multiprocessor
-    assert (decode_abi.stages(128, Pipeline.WS), decode_abi.stages(128, Pipeline.WS_DEEP)) == (3, 6)
+    # ws_deep: the ws kernel with a deeper ring at d 128 (4 stages of 32 KB), one block a multiprocessor
+    assert (decode_abi.stages(128, Pipeline.WS), decode_abi.stages(128, Pipeline.WS_DEEP)) == (3, 4)
 
 
 RULE = {"blocks_per_sm": 2.0, "min_keys_per_split": 512, "wave_efficiency": 0.9}
