@@ -173,10 +173,10 @@ def _lengths_key(value, torch):
 
 
 def run_decode(q, k_cache, v_cache, kv_lens, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
-               num_splits=None, out=None, return_lse=False, batch_invariant=False):
+               num_splits=None, out=None, return_lse=False, batch_invariant=False, *, for_step=False):
     """decode_attention() on torch tensors, every argument positional (as its signature orders them, less
     stream): the entry for callers that already hold torch tensors, such as the torch ops. Runs on every call:
-    the plan-cache hit is written out for speed."""
+    the plan-cache hit is written out for speed. ``for_step``: a decode step's attention (decode_plan.plan_decode)."""
     torch = _torch or _import_torch()
     lens = ("int", 0, kv_lens) if type(kv_lens) is int else _lengths_key(kv_lens, torch)
     start = ("int", 0, kv_start) if type(kv_start) is int else _lengths_key(kv_start, torch)
@@ -189,7 +189,7 @@ def run_decode(q, k_cache, v_cache, kv_lens, kv_layout="bhsd", kv_start=None, sc
                    k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.is_neg(), k_cache.get_device(),
                    kp & ALIGN_MASK, v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.is_neg(),
                    v_cache.get_device(), vp & ALIGN_MASK, lens[0], start[0], kv_layout, scale, softcap, num_splits,
-                   return_lse, batch_invariant, OVERRIDES["decode_pipeline"],
+                   return_lse, batch_invariant, for_step, OVERRIDES["decode_pipeline"],
                    None if out is None else (out.shape, out.stride(), out.dtype, out.is_neg(), out.get_device(),
                                              out.data_ptr() & ALIGN_MASK))
             cached = PLANS.get(key)
@@ -197,7 +197,7 @@ def run_decode(q, k_cache, v_cache, kv_lens, kv_layout="bhsd", kv_start=None, sc
             key = None
     if cached is None:
         return _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out,
-                            return_lse, batch_invariant, key)
+                            return_lse, batch_invariant, key, for_step)
     if lens[0] == "int" or start[0] == "int":
         check_lengths(lens[2], start[2], cached.capacity, lens[0] != "int", start[0] != "int")
     result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
@@ -250,11 +250,11 @@ def launch_planned(cached: _CachedPlan, per_call: list, torch, written=None, che
 
 
 def describe(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
-             batch_invariant=False, pipeline=None):
+             batch_invariant=False, for_step=False):
     """Validate and plan a call: (its _CachedPlan, the tensors to keep alive until its launch is queued).
-    ``pipeline`` names one for a caller that has its reasons (the override's choice comes first)."""
+    ``for_step``: a decode step's attention (decode_plan.plan_decode)."""
     plan, infos, keep = _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out,
-                              return_lse, batch_invariant, pipeline)
+                              return_lse, batch_invariant, for_step)
     spans = tuple(None if info is None else tuple(x - info.ptr for x in info.byte_span()) for info in infos)
     spans += (None,) * (len(PER_CALL) - len(spans))
     checks = () if out is None else tuple(i for i in range(_OUT) if spans[i] is not None)
@@ -347,11 +347,11 @@ def describe_op(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softca
 
 
 def _run_planned(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
-                 batch_invariant, key):
+                 batch_invariant, key, for_step=False):
     """The full path: validate and plan (caching the plan under ``key`` unless it is None), then launch."""
     torch = _torch or _import_torch()
     cached, keep = describe(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out,
-                            return_lse, batch_invariant)
+                            return_lse, batch_invariant, for_step)
     plan = cached.plan
     if key is not None:
         PLANS.put(key, cached)
@@ -373,7 +373,7 @@ def plan_call(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, 
 
 
 def _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
-          batch_invariant=False, pipeline=None):
+          batch_invariant=False, for_step=False):
     """(plan, the TensorInfo of each tensor in _NAMES' order (None for an int length), tensors to keep alive)."""
     torch = _torch or _import_torch()
     lengths = []
@@ -403,7 +403,7 @@ def _plan(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num
                            device, module, symbol, 32 * dispatch.DECODE_WARPS, shared),
                        active_clusters=lambda module, symbol, threads, shared, cluster: KERNELS.active_clusters(
                            device, module, symbol, threads, shared, cluster),
-                       pipeline=_forced_pipeline() or pipeline)
+                       pipeline=_forced_pipeline(), for_step=for_step)
     return plan, (qi, ki, vi, lens_info, start_info, oi), (lens, start)
 
 

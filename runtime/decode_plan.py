@@ -33,7 +33,7 @@ PIPELINES = dispatch.DECODE_PIPELINES
 NARROW = PIPELINES[0]
 WS = "ws"  # warp-specialized: a producer warp loads K/V through tensor maps (sm_90 on)
 WS_DEEP = "ws_deep"
-WARP_SPECIALIZED = dispatch.DECODE_WARP_SPECIALIZED  # ws, and ws_deep (its ring as deep as one block a multiprocessor)
+WARP_SPECIALIZED = dispatch.DECODE_WARP_SPECIALIZED  # ws, and ws_deep (a deeper ring, one block a multiprocessor)
 TILE_KEYS = dispatch.DECODE_TILE_KEYS
 PIPELINE_ENV = "CUKILN_DECODE_PIPELINE"  # a pipeline's name forces it (checks, measurements); auto: the table's
 # Keys a split keeps at least (one narrow tile; split_from_table takes the chosen pipeline's tile), as in the
@@ -234,7 +234,7 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
                 scale: float | None = None, softcap: float | None = None, num_splits: int | None = None,
                 out: TensorInfo | None = None, return_lse: bool = False, batch_invariant: bool = False,
                 sms: int = 132, arch: str | None = None, max_shared: int | None = None, resident=None,
-                active_clusters=None, pipeline: str | None = None) -> DecodePlan:
+                active_clusters=None, pipeline: str | None = None, for_step: bool = False) -> DecodePlan:
     """Validate a decode_attention call and plan its launches.
 
     kv_lens / kv_start: an int, or a TensorInfo of an int32 [b] tensor on q's device (its values are
@@ -246,6 +246,9 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     says the GPU can place such a cluster; otherwise a combine kernel merges the splits.
     K/V pipeline: the tuned table's choice among those the call has a variant of that ``max_shared``
     allows (ws from sm_90 on; with ``num_splits`` given: narrow); ``pipeline`` (a name of PIPELINES) forces one.
+    ``for_step``: the attention of a decode step, which takes ws where the table picks ws_deep (the same tiles and
+    arithmetic in a deeper ring): the step's fused kernels have the ws ring, and its two launches, whichever side of
+    the bus its lengths are on, plan as the fused one does.
     ``batch_invariant``: each row split by its own key count (invariant_splits; the grid holds the most a row
     of the capacity gets) on the first of INVARIANT_PIPELINES the call has, merged in a cluster or by the
     combine kernel with the cluster's arithmetic: a row's result depends on its own inputs alone.
@@ -255,7 +258,7 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
                      batch_invariant=batch_invariant)
     return _choose_launch(q, k, v, call, num_splits=num_splits, sms=sms, arch=arch, max_shared=max_shared,
                           resident=resident, active_clusters=active_clusters, pipeline=pipeline,
-                          batch_invariant=batch_invariant)
+                          batch_invariant=batch_invariant, for_step=for_step)
 
 
 def check_lengths(lens_value: int, start_value: int, capacity: int, lens_on_device: bool,
@@ -375,7 +378,8 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
 
 
 def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated, *, num_splits, sms, arch,
-                   max_shared, resident, active_clusters, pipeline, batch_invariant=False) -> DecodePlan:
+                   max_shared, resident, active_clusters, pipeline, batch_invariant=False,
+                   for_step=False) -> DecodePlan:
     """The variant, K/V pipeline, split count and launches of a validated call."""
     b, h_q, d, h_kv = call.batch, call.heads_q, call.head_dim, call.heads_kv
     head_groups = call.fields["head_groups"]
@@ -406,7 +410,10 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         if resident is not None and "table" not in rule:
             module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW)][:2]
             per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d, NARROW])
+        forced = pipeline
         num_splits, pipeline = choose_pipeline(blocks, call.capacity, sms, rule, per_sm, available, pipeline)
+        if for_step and forced is None and pipeline == WS_DEEP:
+            num_splits, pipeline = choose_pipeline(blocks, call.capacity, sms, rule, per_sm, available, WS)
     splits = num_splits
     key = (q.dtype, d, strides, vec, pipeline or NARROW)
     module, symbol, layout_id, combine_symbol = dispatch.DECODE[key]

@@ -20,7 +20,7 @@ from cukiln.generated import dispatch
 from . import decode_api, kv_append_api
 from .decode_api import plan_call as plan_decode_call
 from .decode_api import run_decode
-from .decode_plan import WS, WS_DEEP
+from .decode_plan import WS
 from .kv_append_api import run_kv_append
 from .launch import kernel
 from .overrides import CURRENT as OVERRIDES
@@ -177,7 +177,7 @@ def run_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_st
                           rope_scale, mscale, interleaved, rotary_dim, rotary_offset, q_norm_weight, k_norm_weight,
                           norm_eps, False, None)
     result = run_decode(q_rot, k_cache, v_cache, lens_after, kv_layout, kv_start, scale, softcap, num_splits, out,
-                        return_lse)
+                        return_lse, for_step=True)  # a step's attention: the fused one's ring
     if advance_lens and device_lens:
         kv_lens.copy_(lens_after)
     elif advance_lens:
@@ -207,13 +207,7 @@ def _plan_step(tensors, kv_layout, base, rope_scale, mscale, interleaved, rotary
     q, kv_lens, kv_start, out = tensors[0], tensors[6], tensors[7], tensors[_OUT]
     q_rot, lens_after = torch.empty_like(q), torch.empty_like(kv_lens)
     attention, _ = decode_api.describe(q_rot, tensors[4], tensors[5], lens_after, kv_layout, kv_start, scale, softcap,
-                                       num_splits, out, return_lse)
-    if attention.plan.key[-1] == WS_DEEP:
-        # the fused kernels take the ws ring: where the table picks its deeper twin (the same tiles and arithmetic,
-        # more stages), the step takes ws and its one launch, at the table's ws split count; launched as two kernels
-        # too, so that both forms give the same bits
-        attention, _ = decode_api.describe(q_rot, tensors[4], tensors[5], lens_after, kv_layout, kv_start, scale,
-                                           softcap, num_splits, out, return_lse, pipeline=WS)
+                                       num_splits, out, return_lse, for_step=True)
     args = list(tensors[:_OUT])
     args[_Q_OUT], args[_LENS_OUT] = q_rot, lens_after
     append = kv_append_api.describe(tuple(args), kv_layout=kv_layout, base=base, scale=rope_scale, mscale=mscale,

@@ -245,7 +245,8 @@ def test_a_plan_cache_hit_asks_the_device_nothing(recorded, monkeypatch):
         assert asked == [], f"{name}: a plan-cache hit asked the device {asked}"
 
 
-def test_a_ws_plan_launches_with_the_tensor_maps_of_each_calls_caches(recorded, monkeypatch):
+@pytest.mark.parametrize("pipeline", ["ws", "ws_deep"])
+def test_a_ws_plan_launches_with_the_tensor_maps_of_each_calls_caches(pipeline, recorded, monkeypatch):
     from cukiln import overrides
 
     encoded = []
@@ -255,7 +256,7 @@ def test_a_ws_plan_launches_with_the_tensor_maps_of_each_calls_caches(recorded, 
         return ptr.to_bytes(8, "little") * 16
 
     monkeypatch.setattr(decode_api, "tensor_map", fake_tensor_map)
-    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", "ws")
+    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", pipeline)
     q = torch.randn(2, 8, 128, dtype=torch.bfloat16)
     caches = [(torch.randn(2, 2, 256, 128, dtype=torch.bfloat16), torch.randn(2, 2, 256, 128, dtype=torch.bfloat16))
               for _ in range(2)]
@@ -263,9 +264,9 @@ def test_a_ws_plan_launches_with_the_tensor_maps_of_each_calls_caches(recorded, 
         out = torch.empty_like(q)
         cukiln.decode_attention(q, k, v, 100, out=out, num_splits=1)  # one pass: no workspace to allocate
         plan = decode_api.plan_call(q, k, v, 100, out=out, num_splits=1)
-        assert plan.key[-1] == "ws"
+        assert plan.key[-1] == pipeline
         symbol, values = recorded.launches[-1]
-        assert symbol == plan.attention.symbol == "decode_bf16_d128_s3_v8_ws"
+        assert symbol == plan.attention.symbol == f"decode_bf16_d128_s3_v8_{pipeline}"
         maps = tuple(p.to_bytes(8, "little") * 16 for p in (k.data_ptr(), v.data_ptr()))
         assert values[:2] == maps
         assert values[2:] == plan.values(out=out.data_ptr(), lse=0)[0][2:]

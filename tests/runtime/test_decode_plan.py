@@ -433,6 +433,19 @@ def test_the_table_picks_ws_only_where_the_gpu_maps_tensors(name, monkeypatch):
     assert plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_80").key[-1] == "narrow"
 
 
+def test_a_steps_attention_takes_ws_where_the_table_picks_ws_deep(monkeypatch):
+    point = (16, 2048, PIPELINES_ORDER.index("ws_deep"), 4, 4, 4, 3, 2)  # ws: 3 splits, ws_deep: 2
+    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": (point,)})
+    k = cache_slice(2, 8, 2048, 128, 2100)
+    v = cache_slice(2, 8, 2048, 128, 2100, ptr=BASE * 4096)
+    q = contiguous((2, 32, 128))
+    attention, step = (plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_90", for_step=s) for s in (False, True))
+    assert (attention.key[-1], attention.num_splits) == ("ws_deep", 2)
+    assert (step.key[-1], step.num_splits) == ("ws", 3)
+    # a forced pipeline is the caller's: a step keeps it
+    assert plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_90", for_step=True, pipeline="ws_deep").key[-1] == "ws_deep"
+
+
 def test_batch_invariant_runs_a_forced_pipeline_of_alike_tiles():
     ws, deep = (_invariant(3000, pipeline=p, arch="sm_90") for p in ("ws", "deep"))
     assert (ws.key[-1], deep.key[-1]) == ("ws", "deep")

@@ -114,7 +114,8 @@ def test_an_out_over_q_is_refused_whichever_launches_serve_the_step(launch):
 
 def test_a_step_takes_ws_where_the_table_picks_ws_deep(monkeypatch):
     """The fused kernels take the ws ring: where the table picks ws_deep (the same tiles, more stages), decode_attention
-    runs ws_deep and the step ws, fused, at the table's ws split count."""
+    runs ws_deep and the step ws, fused, at the table's ws split count; its two launches too, with the lengths on the
+    device or on the host, so that every form gives the same bits."""
     from cukiln.decode_api import plan_call as plan_attention
     from cukiln.decode_plan import PIPELINES
     from cukiln.generated import dispatch
@@ -134,3 +135,6 @@ def test_a_step_takes_ws_where_the_table_picks_ws_deep(monkeypatch):
     assert step.fused is not None and step.attention.plan.key[-1] == "ws" and step.attention.plan.num_splits == 3
     (fused, *fused_caches), (separate, *separate_caches) = _two_ways((q, k, v, *caches, lens), {"base": 1e4})
     assert torch.equal(fused, separate) and all(map(torch.equal, fused_caches, separate_caches))
+    host_caches = [c.clone() for c in caches]
+    host = cukiln.decode_step(q, k, v, *host_caches, lens.cpu(), base=1e4)
+    assert torch.equal(fused, host) and all(map(torch.equal, fused_caches, host_caches))

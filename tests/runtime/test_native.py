@@ -132,7 +132,7 @@ def test_host_cu_seqlens_are_not_described(launches):
     assert rope_api.describe_op(x, None, rope_torch._run_args(args[1:]), False, rope_torch._ONE, out, None) is None
 
 
-@pytest.mark.parametrize("pipeline", ["narrow", "ws"])
+@pytest.mark.parametrize("pipeline", ["narrow", "ws", "ws_deep"])
 def test_a_decode_description_replays_lengths_and_maps(launches, pipeline):
     q = torch.randn(2, 8, 128, dtype=torch.bfloat16)
     k, v = (torch.randn(2, 2, 256, 128, dtype=torch.bfloat16) for _ in range(2))
@@ -142,7 +142,7 @@ def test_a_decode_description_replays_lengths_and_maps(launches, pipeline):
         assert description["bounds"] == [(4, 0, 256), (7, 0, 2 ** 62)] and description["ordered"] == [(7, 4)]
         assert description["scratch"] == [] and description["returns"] == [0, 1]
         for launch in description["launches"]:
-            assert (launch["maps"] is not None) == (pipeline == "ws" and launch is description["launches"][0])
+            assert (launch["maps"] is not None) == (pipeline != "narrow" and launch is description["launches"][0])
         # another call: other caches and lengths, the same metadata
         k2, v2 = torch.randn_like(k), torch.randn_like(v)
         out2, lse2 = decode_api.run_decode(q, k2, v2, 77, "bhsd", 5, None, 30.0, None, None, True, False)

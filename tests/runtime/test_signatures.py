@@ -39,8 +39,11 @@ def test_rope_planner_takes_every_argument_it_validates():
 def test_decode_arguments_are_the_public_signatures():
     declared = [(n, d) for n, d in _parameters(decode_api.decode_attention) if n != "stream"]
     assert _parameters(reference.decode_attention) == declared
-    assert _parameters(decode_api.run_decode)[4:] == declared[4:]  # kv_lens and after, positional with defaults
-    assert [n for n, _ in _parameters(decode_api.run_decode)] == [n for n, _ in declared]
+    # kv_lens and after, positional with defaults; then, keyword-only, what a decode step's attention says of itself
+    positional = _parameters(decode_api.run_decode)[:-1]
+    assert positional[4:] == declared[4:] and [n for n, _ in positional] == [n for n, _ in declared]
+    assert _parameters(decode_api.run_decode)[-1] == ("for_step", False)
+    assert inspect.signature(decode_api.run_decode).parameters["for_step"].kind is inspect.Parameter.KEYWORD_ONLY
 
 
 def test_the_torch_wrappers_and_op_schemas_follow_the_declarations():

@@ -85,8 +85,9 @@ def test_a_variant_this_gpu_cannot_run_is_listed_apart_neither_passed_nor_failed
     assert verify.verify(Console(record=True), out=None) == 1
 
 
-def test_ws_variants_need_tensor_maps(monkeypatch):
+@pytest.mark.parametrize("pipeline", ["ws", "ws_deep"])
+def test_ws_variants_need_tensor_maps(pipeline, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
     with pytest.raises(verify.NotOnThisGPU, match="sm_90"):
-        decode_checks.check_variant({"op": "decode", "name": "decode_bf16_d128_s3_v8_ws",
-                                     "axes": {"pipeline": "ws"}})
+        decode_checks.check_variant({"op": "decode", "name": f"decode_bf16_d128_s3_v8_{pipeline}",
+                                     "axes": {"pipeline": pipeline}})

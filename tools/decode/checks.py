@@ -123,7 +123,7 @@ def _check_batch_invariant(axes: dict, name: str, q, gen) -> str | None:
 
 
 def require_tensor_maps() -> None:
-    """NotOnThisGPU unless this GPU reads through TMA tensor maps (the ws pipeline's kernels)."""
+    """NotOnThisGPU unless this GPU reads through TMA tensor maps (the ws pipelines' kernels)."""
     import torch
 
     from cukiln.core.archs import tensor_maps
@@ -132,7 +132,7 @@ def require_tensor_maps() -> None:
 
     major, minor = torch.cuda.get_device_capability()
     if not tensor_maps(f"sm_{major}{minor}"):
-        raise NotOnThisGPU(f"the ws pipeline needs sm_90 or newer (this GPU: sm_{major}{minor})")
+        raise NotOnThisGPU(f"the ws pipelines need sm_90 or newer (this GPU: sm_{major}{minor})")
 
 
 def forced_decode_pipeline(pipeline: str):

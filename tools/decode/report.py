@@ -60,8 +60,9 @@ def _print_decode_rule(console: Console, rule: dict) -> None:
 
     tuned = ", ".join(f"{a}: {describe(r)}" for a, r in sorted(rule["rules"].items())) or "none tuned"
     console.print("decode split rule (num_splits= overrides): where tuned, the nearest measured (rows x KV "
-                  "heads, T) point's K/V pipeline (another than the narrow one only where it beats it beyond the "
-                  "tie margin and the call has a variant of it) and that pipeline's total of blocks (the least split count within "
+                  "heads, T) point's K/V pipeline (the first of narrow, ws, deep, wide, ws_deep within the tie margin "
+                  "of the fastest, where the call has a variant of it; a decode step takes ws for ws_deep) and that "
+                  "pipeline's total of blocks (the least split count within "
                   "the tie margin of the fastest), shared out over the call's blocks; elsewhere the "
                   "least split count (whole 64-key tiles a split) whose waves of blocks reach wave_efficiency "
                   "of the best count's, with at most blocks_per_sm resident blocks per multiprocessor and at "

@@ -61,7 +61,7 @@ def measured_choice(measurement: dict, sms: int, rule: dict) -> tuple[int, str]:
 
 
 # Times within this fraction of a point's fastest tie with it (timing noise): the least split count wins,
-# and another pipeline than the narrow one only where it beats it by more. The same build timed A B B A by
+# and a pipeline later in PREFERENCE only where it beats every earlier one by more. The same build timed A B B A by
 # `cukiln bench decode` agreed with itself within 0.1 % at the median case and 0.5 % at most
 # (results/decode-ab-h100-2026-11-25-padding-rows-*); a tie of 1 % gave away up to 1 % (at b = 1, T = 128k: 12
 # splits kept for 16, 0.55 % slower in the tune); a count within 0.3 % of the fastest is as good as it within the
@@ -74,19 +74,26 @@ def _least_within_tie(times: dict[int, float]) -> int:
     return min(s for s, ms in times.items() if ms <= fastest * (1 + TIE))
 
 
+# The order in which a point's pipelines are preferred where their times tie: narrow first (every variant has it),
+# then ws (the fused decode step's ring, two blocks a multiprocessor), the other rings of the CUDA-core copies, and
+# ws_deep (the ws ring made deeper for grids of one block a multiprocessor) last.
+PREFERENCE = (Pipeline.NARROW, Pipeline.WS, Pipeline.DEEP, Pipeline.WIDE, Pipeline.WS_DEEP)
+assert sorted(PREFERENCE) == sorted(PIPELINES), "every pipeline has its place in PREFERENCE"
+
+
 def fit_table(measurements: list[dict]) -> dict:
     """The tuned rule: per point (blocks, T, the best pipeline's index in PIPELINES, each pipeline's split
     count), each count the least within TIE of that pipeline's fastest (fewer splits: less merging, and the
-    choice does not chase noise); the best pipeline the first in PIPELINES' order within TIE of the fastest, so
-    that a later one is taken only where it beats every earlier one beyond TIE (narrow first: every variant has
-    it; ws before ws_deep, which gives a multiprocessor one block, and the fused step has the ws ring alone). A
-    pipeline without times takes the narrow one's count."""
+    choice does not chase noise); the best pipeline the first in PREFERENCE within TIE of the fastest, so that a
+    later one is taken only where it beats every earlier one beyond TIE. A pipeline without times takes the
+    narrow one's count."""
     names = [p.value for p in PIPELINES]
     table = []
     for m in measurements:
         times = measured_times(m)
         fastest = {p: min(t.values()) for p, t in times.items()}
-        best = next(p for p in names if p in fastest and fastest[p] <= min(fastest.values()) * (1 + TIE))
+        best = next(p.value for p in PREFERENCE
+                    if p.value in fastest and fastest[p.value] <= min(fastest.values()) * (1 + TIE))
         counts = [_least_within_tie(times.get(p, times[NARROW])) for p in names]
         table.append([m["blocks"], m["T"], names.index(best), *counts])
     return {"table": sorted(table), "tie": TIE}
