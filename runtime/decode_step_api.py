@@ -6,7 +6,8 @@ With the lengths on the device and a step that the ws attention serves (sm_90 on
 128, 16-byte rows), the step is one launch of a fused kernel (codegen/decode_step_family.py): each attention block
 rotates its own query heads, and the block whose keys end with the new one writes it into the caches first. Else
 two launches back to back (on GPUs with programmatic launches the attention is scheduled while the append runs and
-waits for its writes). Both give the same bits. ``cukiln.overrides.forced("decode_step_launch", "separate")`` (or
+waits for its writes). Both give the same bits: the step's attention takes the ws ring where the dispatch table picks
+ws_deep, whichever the launches (decode_plan.plan_decode's for_step). ``cukiln.overrides.forced("decode_step_launch", "separate")`` (or
 CUKILN_DECODE_STEP_LAUNCH) takes the two launches where the fused one would serve, for checks and measurements.
 """
 
