@@ -2,8 +2,8 @@
 (`attend_ws` in templates/decode.cuh.j2: 4 consumer warps computing as the other pipelines do, reading
 128-byte-swizzled tiles, one producer warp loading 64-key K/V tiles by the TMA engine from 4-D tensor maps of the
 caches, here made per input set) compiled with 3 stages (two blocks a multiprocessor, the build's ws) and 4-6 (one
-block a multiprocessor; the build's ws_deep takes 4), with the build's evict-first L2 policy on the K/V loads (before ws_deep: 2-4 stages,
-with and without it). One pass, or splits merged by the build's combine kernel (the sweep launches no clusters). It came
+block a multiprocessor; the build's ws_deep takes 4), with the build's evict-first L2 policy on the K/V loads
+(before ws_deep: 2-4 stages, with and without it). One pass, or splits merged by the build's combine kernel (the sweep launches no clusters). It came
 before the pipeline (results/decode-ws-sweep-h100-2026-11-25.json; the evict-first configs:
 results/decode-ws-sweep-h100-2026-11-25-evict-first.json).
 
@@ -31,8 +31,8 @@ from raw_launch import (allow_shared, build_cubin, launcher, load_functions, sdp
 
 HEAD_DIM, KEYS, HEAD_ROWS = 128, 64, decode_abi.HEAD_ROWS
 # name -> (stages, blocks per SM the launch bound asks for, K/V loads with an L2 evict-first hint)
-# (results before 2026-11-27's ws_deep: 2-4 stages with and without the hint; since: the build's hint, the ws ring of two
-# blocks a multiprocessor against the deeper rings of one: 4, ws_deep's since the sweep of ring depths, to 6)
+# (results before 2026-11-27's ws_deep: 2-4 stages with and without the hint; since: the build's hint, the ws ring of
+# two blocks a multiprocessor against the deeper rings of one: 4, ws_deep's since the sweep of ring depths, to 6)
 CONFIGS = {"ws_s3_evict_first": (3, 2, True), "ws_s4_evict_first": (4, 1, True), "ws_s5_evict_first": (5, 1, True),
            "ws_s6_evict_first": (6, 1, True)}
 THREADS = 32 * (decode_abi.WARPS + 1)

@@ -7,8 +7,9 @@ With the lengths on the device and a step that the ws attention serves (sm_90 on
 rotates its own query heads, and the block whose keys end with the new one writes it into the caches first. Else
 two launches back to back (on GPUs with programmatic launches the attention is scheduled while the append runs and
 waits for its writes). Both give the same bits: the step's attention takes the ws ring where the dispatch table picks
-ws_deep, whichever the launches (decode_plan.plan_decode's for_step). ``cukiln.overrides.forced("decode_step_launch", "separate")`` (or
-CUKILN_DECODE_STEP_LAUNCH) takes the two launches where the fused one would serve, for checks and measurements.
+ws_deep, whichever the launches (decode_plan.plan_decode's for_step).
+``cukiln.overrides.forced("decode_step_launch", "separate")`` (or CUKILN_DECODE_STEP_LAUNCH) takes the two launches
+where the fused one would serve, for checks and measurements.
 """
 
 from __future__ import annotations
