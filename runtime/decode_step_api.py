@@ -36,7 +36,7 @@ _VALIDATED = PlanCache()
 # Steps with lengths on the device (the serving and CUDA-graph case), by call metadata: both launches planned once.
 STEPS = PlanCache()
 _torch = None
-_NATIVE = None  # the native call (torch_support.public_call), or False where it is off; None until first needed
+_NATIVE = None  # the native calls (torch_support.public_call), or False where they are off; None until first needed
 
 
 def _import_torch():
@@ -118,12 +118,15 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
     if ((out is None or type(out) is type(q)) and not advance_lens and type(kv_lens) is torch.Tensor and kv_lens.is_cuda
             and q.is_cuda
             and (kv_start is None or type(kv_start) is int or (type(kv_start) is torch.Tensor and kv_start.is_cuda))):
-        native = _NATIVE if _NATIVE is not None else _native()  # the native hot path, where it loads
-        if native:
-            return native(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos,
-                          sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
-                          rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits, out,
-                          return_lse)
+        callers = _NATIVE if _NATIVE is not None else _native()  # the native hot path, where it loads
+        if callers:  # the op's arguments (kv_start as a tensor or None, and an int), then the caller's out
+            start_tensor, start = (kv_start, 0) if type(kv_start) is torch.Tensor else (None, kv_start or 0)
+            call = callers[out is not None, bool(return_lse)]
+            arguments = (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, start_tensor, start, positions, freqs,
+                         cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
+                         rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits, False)
+            result = call(*arguments) if out is None else call(*arguments, out)
+            return result if return_lse else result[0]
     return run_decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos,
                            sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
                            rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits,

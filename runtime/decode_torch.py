@@ -85,12 +85,11 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
                                  batch_invariant=batch_invariant)
     lens_tensor = kv_lens if isinstance(kv_lens, torch.Tensor) else None
     start_tensor = kv_start if isinstance(kv_start, torch.Tensor) else None
-    result, lse = specialize.call("decode_attention", (
+    return specialize.call("decode_attention", (
         q, k_cache, v_cache, lens_tensor, 0 if lens_tensor is not None else kv_lens, kv_layout, start_tensor,
         0 if start_tensor is not None or kv_start is None else kv_start,
         None if scale is None else float(scale), None if softcap is None else float(softcap), num_splits,
-        batch_invariant))
-    return (result, lse) if return_lse else result
+        batch_invariant), lse=bool(return_lse))
 
 
 def _variant_miss(given_out: bool, return_lse: bool):
@@ -119,7 +118,8 @@ def _native_call():
     handle = NATIVE_HANDLES.get("decode_attention")
     if handle is None:
         return None
-    call, call_no_lse, call_out, call_out_no_lse = native.attention_callers(handle, _variant_miss)
+    (call, call_no_lse, call_out, call_out_no_lse), no_lse = native.attention_callers(handle, _variant_miss)
+    NATIVE_HANDLES["decode_attention" + native.NO_LSE] = no_lse
 
     def decode(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
                batch_invariant):

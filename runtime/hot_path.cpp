@@ -522,11 +522,13 @@ struct Hot final : c10::OperatorKernel {
 // An op specialized to one traced call's constant arguments (its Nones, bools and strings): its schema keeps only
 // the call's tensors and numbers, so that the dispatcher and a compiled graph handle fewer arguments than the op's
 // 12-28. Its kernels put the constants back and run the op's own: the same plans (one plan cache), the same autograd
-// kernel, the same misses.
+// kernel, the same misses. One that returns fewer values than the op (an attention's out without its lse) runs a
+// variant that returns None for the rest, and drops them.
 struct Specialized {
-  OpState* op_state;  // the op it specializes
+  OpState* op_state;  // the op it specializes, or that op's variant
   std::vector<size_t> given;  // each of its arguments' index among the op's
   std::vector<c10::IValue> values;  // the op's arguments with the constants in place (the given ones None)
+  size_t dropped = 0;  // the op's last returns that this one does not return
 };
 
 // The specialized op's arguments atop the stack replaced by the op's, in the op's order: the op's values pushed
@@ -546,6 +548,7 @@ struct SpecializedHot final : c10::OperatorKernel {
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
     expand(*s, stack);
     run_hot(*s->op_state, s->op_state->op, stack);
+    torch::jit::drop(*stack, s->dropped);
   }
   Specialized* s;
 };
@@ -574,6 +577,7 @@ void gate(OpState& state, const c10::OperatorHandle& op, c10::DispatchKeySet key
   const c10::FunctionSchema& schema = state.op.schema();
   py::gil_scoped_acquire gil;
   push_returns(schema, call_python(state.autograd, stack, schema.arguments().size()), stack);
+  if (specialized != nullptr) torch::jit::drop(*stack, specialized->dropped);
 }
 
 struct Gate final : c10::OperatorKernel {
@@ -744,17 +748,21 @@ int64_t register_op(const std::string& name, py::object miss, py::object autogra
   return reinterpret_cast<int64_t>(handle);
 }
 
-// C++ kernels for cukiln::``name``, a specialization of op ``handle`` (register_op's) whose arguments are the op's
-// ``given`` ones; ``values`` holds the op's every argument (the given ones None), converted as its schema types them.
+// C++ kernels for cukiln::``name``, a specialization of op ``handle`` (register_op's, or a variant without extra
+// arguments whose plans return None for the op's last returns that ``name`` leaves out) whose arguments are the
+// op's ``given`` ones; ``values`` holds the op's every argument (the given ones None), converted as its schema types
+// them.
 void register_specialized(int64_t handle, const std::string& name, std::vector<int64_t> given, const py::list& values) {
   OpState& state = *reinterpret_cast<OpState*>(handle);
   const auto& declared = state.op.schema().arguments();
   const c10::OperatorHandle own = c10::Dispatcher::singleton().findSchemaOrThrow(("cukiln::" + name).c_str(), "");
-  TORCH_CHECK(!state.variant && values.size() == declared.size() && given.size() == own.schema().arguments().size() &&
-                  own.schema().returns().size() == state.op.schema().returns().size(),
+  const size_t returned = own.schema().returns().size(), op_returns = state.op.schema().returns().size();
+  TORCH_CHECK(state.extra == 0 && values.size() == declared.size() && given.size() == own.schema().arguments().size() &&
+                  (state.variant ? returned < op_returns : returned == op_returns),
               "cukiln native hot path: specialization ", name, " does not match ", state.name);
   auto s = std::make_unique<Specialized>();
   s->op_state = &state;
+  s->dropped = op_returns - returned;
   for (size_t i = 0; i < declared.size(); ++i) {
     s->values.push_back(values[i].is_none() ? c10::IValue() : torch::jit::toIValue(values[i], declared[i].real_type()));
   }

@@ -137,17 +137,21 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
     # the op's plans, without the dispatcher; the native caller converts the scalars as the schema types them
     if (_NATIVE_STEP is not None and not advance_lens and q.is_cuda and kv_lens.is_cuda and eager(q)
             and untracked(q, k_new, v_new)):
-        return _NATIVE_STEP(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos,
-                            sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim,
-                            rotary_offset, q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits, None,
-                            return_lse)
+        start_tensor, start = _split(kv_start)
+        result = _NATIVE_STEP[False, bool(return_lse)](
+            q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, start_tensor, start, positions, freqs, cos, sin,
+            cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, q_norm_weight,
+            k_norm_weight, norm_eps, scale, softcap, num_splits, False)
+        return result if return_lse else result[0]
     args = (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, *_split(kv_start), positions, freqs, cos, sin,
             cos_sin_cache, inv_freq, None if base is None else float(base), float(rope_scale), float(mscale),
             bool(interleaved), rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, float(norm_eps),
             None if scale is None else float(scale),
             None if softcap is None else float(softcap), num_splits, bool(advance_lens))
-    result, lse = _decode_step_kernel(*args) if direct(q, "decode_step") else specialize.call("decode_step", args)
-    return (result, lse) if return_lse else result
+    if direct(q, "decode_step"):
+        result, lse = _decode_step_kernel(*args)
+        return (result, lse) if return_lse else result
+    return specialize.call("decode_step", args, lse=bool(return_lse))
 
 
 def _append_variant_miss(inplace: bool, given_out: bool, lens_out: bool):
@@ -229,27 +233,18 @@ def _step_variant_miss(given_out: bool, return_lse: bool):
 
 
 def _native_step():
-    """cukiln.decode_step's call through the native hot path (lengths on the device, kv_lens not advanced, no
-    autograd), its arguments positional as decode_step's; None where the native path does not serve the op."""
+    """cukiln.decode_step's calls through the native hot path (lengths on the device, kv_lens not advanced, no
+    autograd) by (out given, lse asked for): builtin functions of the op's arguments (advance_lens False), then the
+    caller's out where given; None where the native path does not serve the op. The public functions call them
+    straight, with no Python frame between (the step's eager host time is at its target's edge)."""
     from . import native
 
     handle = NATIVE_HANDLES.get("decode_step")
     if handle is None:
         return None
-    call, call_no_lse, call_out, call_out_no_lse = native.attention_callers(handle, _step_variant_miss)
-
-    def step(q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, kv_start, positions, freqs, cos, sin, cos_sin_cache,
-             inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset, q_norm_weight, k_norm_weight,
-             norm_eps, scale, softcap, num_splits, out, return_lse):
-        start_tensor, start = _split(kv_start)
-        args = (q, k_new, v_new, k_cache, v_cache, kv_lens, kv_layout, start_tensor, start, positions, freqs, cos, sin,
-                cos_sin_cache, inv_freq, base, rope_scale, mscale, interleaved, rotary_dim, rotary_offset,
-                q_norm_weight, k_norm_weight, norm_eps, scale, softcap, num_splits, False)
-        if out is None:
-            return call(*args) if return_lse else call_no_lse(*args)[0]
-        return call_out(*args, out) if return_lse else call_out_no_lse(*args, out)[0]
-
-    return step
+    (call, call_no_lse, call_out, call_out_no_lse), no_lse = native.attention_callers(handle, _step_variant_miss)
+    NATIVE_HANDLES["decode_step" + native.NO_LSE] = no_lse
+    return {(False, True): call, (False, False): call_no_lse, (True, True): call_out, (True, False): call_out_no_lse}
 
 
 _NATIVE_STEP = _native_step()

@@ -25,6 +25,8 @@ import threading
 
 import torch
 
+from . import native
+from .native import NO_LSE
 from .overrides import CURRENT as OVERRIDES
 from .torch_support import FAKES, KERNELS, NATIVE_HANDLES
 
@@ -37,15 +39,19 @@ _DEFINED: dict = {}  # specialized op name -> (what it specializes, its library 
 _LOCK = threading.Lock()
 
 
-def call(name: str, args: tuple):
+def call(name: str, args: tuple, lse: bool = True):
     """Op cukiln::``name`` on ``args`` (its schema's arguments, positional) from a cukiln.torch wrapper that does
-    not run eagerly: through the op specialized to the call's constants where that applies (above), else the op."""
+    not run eagerly: through the op specialized to the call's constants where that applies (above), else the op.
+    ``lse=False``, for an attention op returning (out, lse): the call wants out alone, which is what it returns; the
+    op specialized so returns out alone too, and runs the op's variant that neither allocates nor writes an lse
+    (native.NO_LSE), so that a compiled graph holds one output, not two."""
     if torch.compiler.is_compiling():
-        found = specialization(name, args)
+        found = specialization(name, args, lse)
         if found is not None:
             op, given = found
             return op(*given)
-    return getattr(torch.ops.cukiln, name).default(*args)
+    result = getattr(torch.ops.cukiln, name).default(*args)
+    return result if lse else result[0]
 
 
 def _kind(a) -> str:
@@ -61,16 +67,16 @@ def _kind(a) -> str:
     return "other"
 
 
-def specialization(name: str, args: tuple):
+def specialization(name: str, args: tuple, lse: bool = True):
     """(op, arguments): op cukiln::``name`` specialized to the constants among ``args`` (defined on first use) and
-    the arguments it takes; None where a call must take the op itself (above).
+    the arguments it takes; None where a call must take the op itself (above). ``lse``: as call() takes it.
 
     torch.compile traces this: only type tests run here, and what they find goes to _given as constants (which
     torch.compile calls while tracing, keeping its answer); the numbers, maybe symbols, are not passed there."""
-    if name not in NATIVE_HANDLES:
+    if name not in NATIVE_HANDLES or not (lse or name + NO_LSE in NATIVE_HANDLES):
         return None
     kinds = tuple(_kind(a) for a in args)
-    found = _given(name, kinds, tuple(a if kind in ("bool", "str") else None for a, kind in zip(args, kinds)))
+    found = _given(name, kinds, tuple(a if kind in ("bool", "str") else None for a, kind in zip(args, kinds)), lse)
     if not found:
         return None
     spec, given = found
@@ -78,7 +84,7 @@ def specialization(name: str, args: tuple):
 
 
 @torch.compiler.assume_constant_result
-def _given(name: str, kinds: tuple[str, ...], values: tuple) -> tuple:
+def _given(name: str, kinds: tuple[str, ...], values: tuple, lse: bool = True) -> tuple:
     """(the specialized op's name, the indices of its arguments among the op's), or () where the op itself must
     serve: ``kinds`` (_kind) of the call's arguments, ``values`` the bools and strings among them (None elsewhere).
     Never while torch.export traces: asked here, where it runs as plain Python (torch.compile of some torch versions
@@ -98,7 +104,7 @@ def _given(name: str, kinds: tuple[str, ...], values: tuple) -> tuple:
             constants.append(value)
         else:
             given.append(i)
-    return specialized(name, tuple(given), tuple(constants)), tuple(given)
+    return specialized(name, tuple(given), tuple(constants), lse), tuple(given)
 
 
 def _signature(name: str) -> tuple[list[str], list[str], list[bool], str]:
@@ -118,11 +124,12 @@ def _signature(name: str) -> tuple[list[str], list[str], list[bool], str]:
     return _SIGNATURES[name]
 
 
-def specialized(name: str, given: tuple[int, ...], constants: tuple) -> str:
+def specialized(name: str, given: tuple[int, ...], constants: tuple, lse: bool = True) -> str:
     """The name of op cukiln::``name`` specialized to ``constants`` (its arguments not in ``given``, in order),
-    taking its arguments ``given`` (indices): defined on first use, with its Python, fake and C++ kernels, or not at
-    all (a failure removes what it defined)."""
-    key = (name, given, constants)
+    taking its arguments ``given`` (indices), returning its first result alone where ``lse`` is False (call()):
+    defined on first use, with its Python, fake and C++ kernels, or not at all (a failure removes what it
+    defined)."""
+    key = (name, given, constants, lse)
     spec = f"{name}__{hashlib.sha256(repr(key[1:]).encode()).hexdigest()[:16]}"
     with _LOCK:
         if spec in _DEFINED:
@@ -130,7 +137,11 @@ def specialized(name: str, given: tuple[int, ...], constants: tuple) -> str:
                 raise RuntimeError(f"cukiln: two specializations of {name} share the name {spec}")
             return spec
         declared, _, _, returns = _signature(name)
-        handle, kernel, fake = NATIVE_HANDLES[name], KERNELS[name], FAKES[name]
+        handle, kernel, fake = NATIVE_HANDLES[name if lse else name + NO_LSE], KERNELS[name], FAKES[name]
+        if not lse:  # an attention op's (out, lse): out alone, from the variant that makes no lse
+            assert returns == "(Tensor, Tensor)", returns
+            returns = "Tensor"
+            kernel, fake = _first(kernel), _first(fake)
         values, rest = [], iter(constants)
         for i in range(len(declared)):
             values.append(None if i in given else next(rest))
@@ -140,8 +151,6 @@ def specialized(name: str, given: tuple[int, ...], constants: tuple) -> str:
             for i, a in zip(given, arguments):
                 full[i] = a
             return full
-
-        from . import native
 
         library = torch.library.Library("cukiln", "FRAGMENT")
         try:
@@ -154,3 +163,8 @@ def specialized(name: str, given: tuple[int, ...], constants: tuple) -> str:
             raise
         _DEFINED[spec] = key, library
     return spec
+
+
+def _first(kernel):
+    """``kernel`` (an attention op's, returning (out, lse)) returning out alone."""
+    return lambda *arguments: kernel(*arguments)[0]

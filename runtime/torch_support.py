@@ -19,7 +19,8 @@ def eager(x: torch.Tensor) -> bool:
             and not torch._C._are_functorch_transforms_active() and not torch._C._len_torch_dispatch_stack())
 
 
-# op name -> its handle in the native hot path (native.register), for the ops the native path serves
+# op name -> its handle in the native hot path (native.register), for the ops the native path serves; an attention
+# op's name + native.NO_LSE -> its variant that allocates no lse (native.attention_callers)
 NATIVE_HANDLES: dict = {}
 # op name -> its Python kernel and its fake kernel (implement(), fake()): what an op specialized to a call's
 # constants runs (runtime/specialize.py)

@@ -195,3 +195,27 @@ def test_a_compiled_step_through_its_specialized_op_matches_the_eager_step():
     assert torch.equal(got, want)
     for n in names:
         assert torch.equal(s[n], eager[n]), f"{n} as the eager step left it"
+
+
+def test_compiled_attention_without_lse_runs_the_variant_that_makes_none():
+    # a compiled call not asking for lse takes a specialized op returning out alone (the no-lse variant's plans);
+    # asked for, lse comes back as the eager call gives it; both outputs against the float64 reference
+    from torch._inductor.utils import run_and_get_code
+
+    q = torch.randn(2, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 2, 301, 128, device="cuda", dtype=torch.bfloat16)  # a cache no other test plans for
+    v = torch.randn_like(k)
+    lens = torch.tensor([301, 17], device="cuda", dtype=torch.int32)
+    want_out, want_lse = cukiln.torch.decode_attention(q, k, v, lens, return_lse=True)
+    alone = torch.compile(lambda q: cukiln.torch.decode_attention(q, k, v, lens), fullgraph=True)
+    both = torch.compile(lambda q: cukiln.torch.decode_attention(q, k, v, lens, return_lse=True), fullgraph=True)
+    before = native.module().plan_count("decode_attention#no_lse")
+    out, (code, *_) = run_and_get_code(alone, q)
+    assert "torch.ops.cukiln.decode_attention__" in code
+    assert native.module().plan_count("decode_attention#no_lse") == before + 1, "the variant planned the call"
+    for _ in range(2):  # a hit after the miss
+        got = alone(q)
+        assert torch.equal(got, want_out)
+    got_out, got_lse = both(q)
+    assert torch.equal(out, want_out) and torch.equal(got_out, want_out) and torch.equal(got_lse, want_lse)
+    assert_matches_reference(out, cukiln.reference.decode_attention(q, k, v, lens), "compiled decode, no lse")

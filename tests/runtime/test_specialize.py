@@ -114,8 +114,8 @@ def test_the_specialized_kernel_is_the_ops_own(launches):
         op(*given)
 
 
-def _graph_ops(fn, *args) -> list[str]:
-    """The ops of the graph torch.compile makes of ``fn``, which raises when run (CPU tensors)."""
+def _graph_nodes(fn, *args) -> list:
+    """The call_function nodes of the graph torch.compile makes of ``fn``, which raises when run (CPU tensors)."""
     graphs = []
 
     def capture(gm, example_inputs):
@@ -124,7 +124,12 @@ def _graph_ops(fn, *args) -> list[str]:
 
     with pytest.raises(ValueError, match="expected a CUDA tensor"):
         torch.compile(fn, backend=capture, fullgraph=True)(*args)
-    return [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
+    return [n for n in graphs[0].graph.nodes if n.op == "call_function"]
+
+
+def _graph_ops(fn, *args) -> list[str]:
+    """The ops of the graph torch.compile makes of ``fn`` (_graph_nodes)."""
+    return [str(n.target) for n in _graph_nodes(fn, *args)]
 
 
 def test_compiled_wrappers_call_specialized_ops():
@@ -136,6 +141,37 @@ def test_compiled_wrappers_call_specialized_ops():
     q, k_cache = tensors[0], tensors[3]
     ops = _graph_ops(lambda q: ct.decode_attention(q, k_cache, k_cache, 5), q)
     assert ops[0].startswith("cukiln.decode_attention__"), ops
+
+
+def _graph_schemas(fn, *args) -> list[str]:
+    """The cukiln ops' schemas in the graph torch.compile makes of ``fn`` (_graph_nodes)."""
+    return [str(n.target._schema) for n in _graph_nodes(fn, *args) if str(n.target).startswith("cukiln.")]
+
+
+def test_a_traced_attention_call_without_lse_takes_an_op_returning_out_alone():
+    # a compiled graph then holds one output, from the variant that allocates no lse; asked for, lse comes back
+    tensors, table = _step_inputs(), torch.rand(4096, 128)
+    q, k_cache = tensors[0], tensors[3]
+    for call in (lambda q, lse: ct.decode_attention(q, k_cache, k_cache, 5, return_lse=lse),
+                 lambda q, lse: ct.decode_step(q, *tensors[1:], cos_sin_cache=table, return_lse=lse)):
+        (alone,) = _graph_schemas(lambda q: call(q, False), q)
+        (both,) = _graph_schemas(lambda q: call(q, True), q)
+        assert alone.endswith(") -> Tensor") and both.endswith(") -> (Tensor, Tensor)"), (alone, both)
+        assert alone.split("(")[0] != both.split("(")[0]  # two ops, named apart
+    op, given = specialize.specialization("decode_attention", (q, k_cache, k_cache, None, 5, "bhsd", None, 0, None,
+                                                               None, None, False), lse=False)
+    assert str(op._schema).endswith(") -> Tensor")
+
+
+def test_only_a_variant_may_specialize_to_fewer_returns():
+    # the op itself returns a tensor for its lse, which a specialization returning out alone would leave on the stack
+    q = _step_inputs()[0]
+    args = (q, q, q, None, 5, "bhsd", None, 0, None, None, None, False)
+    op, given = specialize.specialization("decode_attention", args, lse=False)
+    values = [None if i in (0, 1, 2, 4, 7) else a for i, a in enumerate(args)]
+    with pytest.raises(RuntimeError, match="does not match"):
+        native.register_specialized(specialize.NATIVE_HANDLES["decode_attention"], op.name().split("::")[1],
+                                    [0, 1, 2, 4, 7], values)
 
 
 def test_an_exported_program_names_the_op_itself():
