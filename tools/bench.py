@@ -14,8 +14,9 @@ def main(args) -> int:
 
     console = args.console
     bench = None if args.op == "overhead" else benches()[args.op]
-    if bench is not None and args.only is not None:
-        raise ValueError(f"--only does not apply to `cukiln bench {args.op}`")
+    for option in ("only", "rounds"):
+        if bench is not None and getattr(args, option) is not None:
+            raise ValueError(f"--{option} does not apply to `cukiln bench {args.op}`")
     for option in ("no_rotate",):
         if getattr(args, option) and (bench is None or option not in bench.options):
             raise ValueError(f"--{option.replace('_', '-')} does not apply to `cukiln bench {args.op}`")
@@ -24,7 +25,7 @@ def main(args) -> int:
     if bench is None:
         from . import overhead
 
-        result = overhead.run(console, args.quick, args.only)
+        result = overhead.run(console, args.quick, args.only, args.rounds)
         overhead.print_result(result, console)
     else:
         result = bench.run(console, args)

@@ -170,6 +170,9 @@ def parser() -> argparse.ArgumentParser:
                     help="overhead only: time only the paths whose name matches (torch's add_ and y + 1.0, the "
                          "reference points, always run, and the reference each chosen path is paired with); the "
                          "others are neither warmed up nor compiled")
+    bn.add_argument("--rounds", metavar="N", type=_positive,
+                    help="overhead only: rounds each path is timed over (default 7; more give the medians of a "
+                         "noisy host's compiled rows, which spread over tens of µs, a steadier reading)")
     bn.set_defaults(func=_bench)
 
     n = sub.add_parser("native", help="compile the native hot path of the torch ops for the installed torch now (into "

@@ -327,15 +327,17 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only
             for name, s in samples.items()}
 
 
-def run(console: Console, quick: bool = False, only=None) -> dict:
-    rounds, calls = (2, 1000) if quick else (ROUNDS, CALLS)
+def run(console: Console, quick: bool = False, only=None, rounds: int | None = None) -> dict:
+    """The bench: ``rounds`` (default ROUNDS; 2 with ``quick``, whose calls per round are fewer too)."""
+    rounds_given = rounds is not None
+    rounds, calls = (rounds or 2, 1000) if quick else (rounds or ROUNDS, CALLS)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("overhead rounds: eager paths, then compiled ones (each warmed first)",
                                  total=2 * rounds)
         figures = measure(rounds, calls, lambda: progress.advance(task), only)
     command = ("cukiln bench overhead" + (" --quick" if quick else "")
-               + (f" --only '{only}'" if only is not None else ""))
-    return {**run_metadata("overhead", command), "calls_per_round": calls, "paths": figures}
+               + (f" --only '{only}'" if only is not None else "") + (f" --rounds {rounds}" if rounds_given else ""))
+    return {**run_metadata("overhead", command), "calls_per_round": calls, "rounds": rounds, "paths": figures}
 
 
 def print_result(result: dict, console: Console) -> None:

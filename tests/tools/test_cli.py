@@ -40,6 +40,8 @@ def test_version(capsys):
     (["bench", "overhead", "--only", "("], "is not a regular expression"),
     (["bench", "decode", "--only", "rope"], "--only does not apply to `cukiln bench decode`"),
     (["bench", "overhead", "--no-rotate"], "--no-rotate does not apply to `cukiln bench overhead`"),
+    (["bench", "rope", "--rounds", "9"], "--rounds does not apply to `cukiln bench rope`"),
+    (["bench", "overhead", "--rounds", "0"], "expected a positive integer"),
 ])
 def test_a_user_mistake_is_one_line_and_exit_status_2(argv, message, capsys, monkeypatch):
     from cukiln.codegen import build

@@ -88,3 +88,17 @@ def test_only_keeps_the_references_its_paths_are_paired_with():
         "torch.compile(reduce-overhead) of cukiln.torch.decode_step"]
     assert list(overhead.select(paths, "cukiln.decode_step")) == [
         "torch: y.add_(1.0)", "torch: y + 1.0 (allocates)", "cukiln.decode_step (b=1, T=64, device lengths, out=)"]
+
+
+def test_rounds_given_are_the_rounds_timed_and_the_command_says_so(monkeypatch):
+    from rich.console import Console
+
+    seen = []
+    monkeypatch.setattr(overhead, "measure", lambda rounds, calls, advance, only: seen.append((rounds, calls)) or {})
+    monkeypatch.setattr(overhead, "run_metadata", lambda bench, command: {"command": command})
+    console = Console(quiet=True)
+    assert overhead.run(console, rounds=21) == {"command": "cukiln bench overhead --rounds 21",
+                                                "calls_per_round": overhead.CALLS, "rounds": 21, "paths": {}}
+    assert overhead.run(console)["command"] == "cukiln bench overhead" and seen[-1] == (overhead.ROUNDS,
+                                                                                         overhead.CALLS)
+    assert seen[0] == (21, overhead.CALLS)
