@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from . import specialize
+from .specialize import call as specialized_call
 from .decode_api import decode_attention as _decode_attention
 from .decode_api import describe_op, run_decode
 from .tensors import refuse_untracked_gradients
@@ -85,7 +85,7 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
                                  batch_invariant=batch_invariant)
     lens_tensor = kv_lens if isinstance(kv_lens, torch.Tensor) else None
     start_tensor = kv_start if isinstance(kv_start, torch.Tensor) else None
-    return specialize.call("decode_attention", (
+    return specialized_call("decode_attention", (
         q, k_cache, v_cache, lens_tensor, 0 if lens_tensor is not None else kv_lens, kv_layout, start_tensor,
         0 if start_tensor is not None or kv_start is None else kv_start,
         None if scale is None else float(scale), None if softcap is None else float(softcap), num_splits,

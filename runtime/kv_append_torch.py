@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from . import decode_step_api, kv_append_api, specialize
+from . import decode_step_api, kv_append_api
 from .decode_step_api import run_decode_step
 from .kv_append_api import run_kv_append
+from .specialize import call as specialized_call
 from .tensors import refuse_untracked_gradients
 from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, fake, implement, untracked
 
@@ -122,7 +123,7 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
     args = (q, k_new, v_new, k_cache, v_cache, *_split(kv_lens), kv_layout, *_split(kv_start), positions, freqs, cos,
             sin, cos_sin_cache, inv_freq, None if base is None else float(base), float(scale), float(mscale),
             bool(interleaved), rotary_dim, rotary_offset, q_norm_weight, k_norm_weight, float(norm_eps))
-    return _kv_append_kernel(*args) if direct(q, "kv_append") else specialize.call("kv_append", args)
+    return _kv_append_kernel(*args) if direct(q, "kv_append") else specialized_call("kv_append", args)
 
 
 def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
@@ -151,7 +152,7 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd",
     if direct(q, "decode_step"):
         result, lse = _decode_step_kernel(*args)
         return (result, lse) if return_lse else result
-    return specialize.call("decode_step", args, lse=bool(return_lse))
+    return specialized_call("decode_step", args, lse=bool(return_lse))
 
 
 def _append_variant_miss(inplace: bool, given_out: bool, lens_out: bool):

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from . import rope_api, specialize
+from . import rope_api
 from .rope_api import ARGUMENTS, run_rope, run_rope_qk
+from .specialize import call as specialized_call
 from .tensors import refuse_untracked_gradients
 from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, fake, implement, untracked, wants_grad
 
@@ -272,11 +273,11 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
                          rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size,
                          cp_rank, max_seqlen, backward))
     if inplace and grad:  # traced: the differentiable op, and a copy that autograd sees as in place
-        return x.copy_(specialize.call("rope", args))
+        return x.copy_(specialized_call("rope", args))
     if inplace:
-        specialize.call("rope_", args)
+        specialized_call("rope_", args)
         return x
-    return specialize.call("rope", args)
+    return specialized_call("rope", args)
 
 
 def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
@@ -307,12 +308,12 @@ def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_fre
         return _run_qk_eager(q, k, arguments, backward, inplace)
     args = (q, k, *_op_args(*arguments, backward))
     if inplace and grad:  # traced: the differentiable op, and copies that autograd sees as in place
-        q_new, k_new = specialize.call("rope_qk", args)
+        q_new, k_new = specialized_call("rope_qk", args)
         return q.copy_(q_new), k.copy_(k_new)
     if inplace:
-        specialize.call("rope_qk_", args)
+        specialized_call("rope_qk_", args)
         return q, k
-    return specialize.call("rope_qk", args)
+    return specialized_call("rope_qk", args)
 
 
 def _rope_out_miss(x, *args_and_out):

@@ -24,6 +24,7 @@ import re
 import threading
 
 import torch
+from torch.compiler import is_compiling
 
 from . import native
 from .native import NO_LSE
@@ -37,6 +38,11 @@ _CONSTANT_KINDS = ("none", "bool", "str")
 _SIGNATURES: dict = {}  # op name -> its arguments' declarations, their types and optionality, its returns
 _DEFINED: dict = {}  # specialized op name -> (what it specializes, its library fragment), for this process
 _LOCK = threading.Lock()
+# What the traced path reads, held here so that it never reads the torch module itself: a wrapper reads torch (and
+# torch.Tensor) through its own module, and an object torch.compile reaches through two modules costs every call a
+# guard evaluated in Python. Every tensor is a TensorBase, which no wrapper reads.
+_OPS = torch.ops.cukiln
+_TENSOR = torch._C.TensorBase
 
 
 def call(name: str, args: tuple, lse: bool = True):
@@ -45,17 +51,17 @@ def call(name: str, args: tuple, lse: bool = True):
     ``lse=False``, for an attention op returning (out, lse): the call wants out alone, which is what it returns; the
     op specialized so returns out alone too, and runs the op's variant that neither allocates nor writes an lse
     (native.NO_LSE), so that a compiled graph holds one output, not two."""
-    if torch.compiler.is_compiling():
+    if is_compiling():
         found = specialization(name, args, lse)
         if found is not None:
             op, given = found
             return op(*given)
-    result = getattr(torch.ops.cukiln, name).default(*args)
+    result = getattr(_OPS, name).default(*args)
     return result if lse else result[0]
 
 
 def _kind(a) -> str:
-    if isinstance(a, torch.Tensor):
+    if isinstance(a, _TENSOR):
         return "tensor"
     if a is None:
         return "none"
@@ -73,14 +79,12 @@ def specialization(name: str, args: tuple, lse: bool = True):
 
     torch.compile traces this: only type tests run here, and what they find goes to _given as constants (which
     torch.compile calls while tracing, keeping its answer); the numbers, maybe symbols, are not passed there."""
-    if name not in NATIVE_HANDLES or not (lse or name + NO_LSE in NATIVE_HANDLES):
-        return None
     kinds = tuple(_kind(a) for a in args)
     found = _given(name, kinds, tuple(a if kind in ("bool", "str") else None for a, kind in zip(args, kinds)), lse)
     if not found:
         return None
     spec, given = found
-    return getattr(torch.ops.cukiln, spec).default, [args[i] for i in given]
+    return getattr(_OPS, spec).default, [args[i] for i in given]
 
 
 @torch.compiler.assume_constant_result
@@ -89,11 +93,13 @@ def _given(name: str, kinds: tuple[str, ...], values: tuple, lse: bool = True) -
     serve: ``kinds`` (_kind) of the call's arguments, ``values`` the bools and strings among them (None elsewhere).
     Never while torch.export traces: asked here, where it runs as plain Python (torch.compile of some torch versions
     answers is_exporting() with True in traced code); nor where the traced_ops override says "generic" (read here
-    too, so that a compiled graph keeps the choice it was traced under)."""
+    too, so that a compiled graph keeps the choice it was traced under); nor where the native hot path does not
+    serve the op (or, for ``lse`` False, its no-lse variant): asked here too, so that the traced path reads
+    NATIVE_HANDLES through no module of its own (see _OPS)."""
     choice = OVERRIDES["traced_ops"]
     if choice not in ("auto", "generic"):
         raise ValueError(f"traced_ops override: expected 'generic' or 'auto', got {choice!r}")
-    if choice == "generic" or torch.compiler.is_exporting():
+    if choice == "generic" or torch.compiler.is_exporting() or (name if lse else name + NO_LSE) not in NATIVE_HANDLES:
         return ()
     _, types, optional, _ = _signature(name)
     given, constants = [], []

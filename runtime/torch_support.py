@@ -12,11 +12,16 @@ import torch
 LIBRARY = torch.library.Library("cukiln", "DEF")
 
 
+# torch.compiler.is_compiling, held here: asked first, it keeps a traced call from reading the torch module through
+# this module as well as through the wrapper's (an object read through two modules costs a guard evaluated in Python)
+_compiling = torch.compiler.is_compiling
+
+
 def eager(x: torch.Tensor) -> bool:
     """True when nothing traces or intercepts ops (torch.compile, functorch transforms, dispatch modes) and
     x is a plain tensor: then calling the kernels directly is exactly what the ops would do."""
-    return (type(x) is torch.Tensor and not torch.compiler.is_compiling()
-            and not torch._C._are_functorch_transforms_active() and not torch._C._len_torch_dispatch_stack())
+    return (not _compiling() and type(x) is torch.Tensor and not torch._C._are_functorch_transforms_active()
+            and not torch._C._len_torch_dispatch_stack())
 
 
 # op name -> its handle in the native hot path (native.register), for the ops the native path serves; an attention

@@ -235,3 +235,31 @@ def test_a_call_needing_autograd_runs_the_ops_autograd_on_the_ops_arguments(laun
         "the same parameters but for the fresh output's pointer"
     got.backward(torch.ones_like(got))  # the backward kernel (the rotation reversed) on the incoming gradient
     assert len(launches) == 3 and x.grad is not None
+
+
+def test_a_compiled_wrapper_reads_no_object_through_two_modules():
+    # an object torch.compile reaches through two modules' globals (torch, the specialize module, NATIVE_HANDLES,
+    # torch.Tensor) costs every call of the compiled function a guard evaluated in Python; the traced path reads
+    # each through one module only (specialize's _OPS and _TENSOR, eager() asking is_compiling first)
+    import io
+    import logging
+
+    text = io.StringIO()
+    handler = logging.StreamHandler(text)
+    torch._logging.set_logs(guards=True)
+    logging.getLogger("torch._dynamo").addHandler(handler)
+    tensors, table = _step_inputs(), torch.rand(4096, 128)
+    q, k_cache = tensors[0], tensors[3]
+    try:
+        for fn, args in ((lambda q: ct.decode_attention(q, k_cache, k_cache, 5), (q,)),
+                         (lambda *t: ct.decode_step(*t, cos_sin_cache=table), tensors),
+                         (lambda x: ct.rope(x, base=1e4, inplace=True), (torch.randn(2, 1, 4, 64),))):
+            with pytest.raises(ValueError, match="expected a CUDA tensor"):
+                torch.compile(fn, backend="eager", fullgraph=True)(*args)
+    finally:
+        logging.getLogger("torch._dynamo").removeHandler(handler)
+        torch._logging.set_logs(guards=False)
+    guards = [line for line in text.getvalue().splitlines() if "+- " in line]
+    assert len([line for line in guards if "decode_attention" in line]) > 0, "the guards were logged"
+    aliases = [line for line in guards if "LAMBDA_GUARD" in line and "cukiln" in line]
+    assert not aliases, aliases
