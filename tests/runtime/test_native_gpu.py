@@ -219,3 +219,29 @@ def test_compiled_attention_without_lse_runs_the_variant_that_makes_none():
     got_out, got_lse = both(q)
     assert torch.equal(out, want_out) and torch.equal(got_out, want_out) and torch.equal(got_lse, want_lse)
     assert_matches_reference(out, cukiln.reference.decode_attention(q, k, v, lens), "compiled decode, no lse")
+
+
+def test_a_compiled_step_with_and_without_lse_matches_the_eager_step():
+    # the step's two specializations: out alone (the no-lse variant's plans) and (out, lse); each compiled step
+    # appends a token, so each runs on its own copy of the caches and lengths, against an eager step on another
+    from cukiln.tools import decode_step_bench
+
+    s = decode_step_bench.setup_case(decode_step_bench.SETS[0], 2, 64)
+    names = ("q", "k", "v", "k_cache", "v_cache", "lens")
+
+    def fresh():
+        return [s[n].clone() for n in names]
+
+    want_out, want_lse = cukiln.torch.decode_step(*fresh(), cos_sin_cache=s["cos_sin"], return_lse=True)
+    alone = torch.compile(lambda *t: cukiln.torch.decode_step(*t, cos_sin_cache=s["cos_sin"]), fullgraph=True)
+    both = torch.compile(lambda *t: cukiln.torch.decode_step(*t, cos_sin_cache=s["cos_sin"], return_lse=True),
+                         fullgraph=True)
+    got = alone(*fresh())
+    got_out, got_lse = both(*fresh())
+    assert torch.equal(got, want_out) and torch.equal(got_out, want_out) and torch.equal(got_lse, want_lse)
+    eager = fresh()
+    cukiln.torch.decode_step(*eager, cos_sin_cache=s["cos_sin"])
+    compiled = fresh()
+    alone(*compiled)
+    for n, a, b in zip(names, eager, compiled):
+        assert torch.equal(a, b), f"{n} as the eager step left it"
