@@ -32,7 +32,9 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -191,6 +193,24 @@ constexpr size_t kMaxPlans = 4096;  // per op, as the Python plan caches: cleare
 // it may have been made under the old choice.
 std::atomic<uint64_t> generation{0};
 
+// --- stage timers (a build with CUKILN_NATIVE_TIMERS=1 only, for benchmarks/studies/hot_path_stages.py) -----------
+// Each stage of a public call's plan-cache hit adds the time since the stage before to its op's total: where a hit's
+// host time goes. A few steady_clock reads per call; compiled out of every other build.
+constexpr size_t kStages = 9;  // native.STAGES names them
+#ifdef CUKILN_HOT_PATH_TIMERS
+thread_local std::chrono::steady_clock::time_point stage_clock;
+#define STAGE_START() (stage_clock = std::chrono::steady_clock::now())
+#define STAGE(state, i)                                                                                              \
+  do {                                                                                                               \
+    const auto now = std::chrono::steady_clock::now();                                                               \
+    (state).stage_ns[i] += std::chrono::duration_cast<std::chrono::nanoseconds>(now - stage_clock).count();          \
+    stage_clock = now;                                                                                               \
+  } while (false)
+#else
+#define STAGE_START() ((void)0)
+#define STAGE(state, i) ((void)0)
+#endif
+
 struct OpState {
   explicit OpState(c10::OperatorHandle handle) : op(std::move(handle)) {
     for (const auto& a : op.schema().arguments()) {
@@ -208,6 +228,8 @@ struct OpState {
   size_t extra = 0;
   bool variant = false;  // a variant's plans may return kNothing
   std::vector<c10::TypeKind> kinds;  // each schema argument's type (an optional's contained type), for fast_call
+  std::array<int64_t, kStages> stage_ns{};  // a timers build's totals per stage (one thread; see above)
+  int64_t stage_calls = 0;
   std::mutex lock;
   std::unordered_map<std::string, std::shared_ptr<Plan>> plans;
 };
@@ -465,17 +487,20 @@ void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* s
     run_python(op, state, stack, std::string(), false);
     return;
   }
+  STAGE(state, 1);
   std::shared_ptr<Plan> plan;
   {
     std::lock_guard<std::mutex> guard(state.lock);
     auto found = state.plans.find(key);
     if (found != state.plans.end()) plan = found->second;
   }
+  STAGE(state, 2);
   const c10::IValue* args = stack->data() + first;
   if (plan == nullptr || plan->python_only || !passes(*plan, args)) {
     run_python(op, state, stack, key, plan == nullptr);
     return;
   }
+  STAGE(state, 3);
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(plan->device));
   std::vector<at::Tensor> outputs;
   at::Tensor scratch;
@@ -485,6 +510,7 @@ void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* s
     for (const auto& a : plan->outputs) outputs.push_back(allocate(a.sizes, a.strides, a.dtype));
     if (plan->scratch_bytes > 0) scratch = allocate({plan->scratch_bytes}, {1}, c10::ScalarType::Byte);
   }
+  STAGE(state, 4);
   const int64_t scratch_base = scratch.defined() ? reinterpret_cast<int64_t>(scratch.data_ptr()) : 0;
   if (!plan->launches.empty()) {
     const Driver& d = driver();
@@ -492,7 +518,9 @@ void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* s
                 "cukiln native hot path: libcuda.so.1 and its launch functions were not found");
     auto stream = static_cast<CUstream>(
         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle());
+    STAGE(state, 5);
     for (auto& l : plan->launches) launch(d, l, args, outputs, *plan, scratch_base, stream);
+    STAGE(state, 6);
   }
   for (int64_t a : plan->bumps) {  // inference tensors have no version counter (the Python path skips them too)
     c10::TensorImpl* written = args[a].toTensor().unsafeGetTensorImpl();
@@ -506,12 +534,15 @@ void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* s
   }
   torch::jit::drop(*stack, count);
   for (auto& v : returned) stack->push_back(std::move(v));
+  STAGE(state, 7);
+  ++state.stage_calls;
 }
 
 // The hot kernel as the dispatcher holds it: bound to its op's state at registration (no lookup per call).
 struct Hot final : c10::OperatorKernel {
   explicit Hot(OpState* state) : state(state) {}
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    STAGE_START();
     run_hot(*state, op, stack);
   }
   OpState* state;
@@ -546,6 +577,7 @@ void expand(const Specialized& s, torch::jit::Stack* stack) {
 struct SpecializedHot final : c10::OperatorKernel {
   explicit SpecializedHot(Specialized* s) : s(s) {}
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    STAGE_START();
     expand(*s, stack);
     run_hot(*s->op_state, s->op_state->op, stack);
     torch::jit::drop(*stack, s->dropped);
@@ -813,6 +845,7 @@ int64_t register_variant(int64_t handle, const std::string& suffix, py::object m
 // pybind argument parsing.
 PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
+  STAGE_START();
   OpState& state = *static_cast<OpState*>(PyLong_AsVoidPtr(self));
   const auto& schema = state.op.schema();
   const auto& declared = schema.arguments();
@@ -856,13 +889,19 @@ PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
       stack.push_back(torch::jit::toIValue(py::handle(a), c10::PyObjectType::get()));
     }
   }
+  STAGE(state, 0);
   run_hot(state, state.op, &stack);
   const size_t returned = schema.returns().size();
-  if (returned == 0) Py_RETURN_NONE;
-  if (returned == 1) return torch::jit::toPyObject(std::move(stack[0])).release().ptr();
-  py::tuple out(returned);
-  for (size_t i = 0; i < returned; ++i) out[i] = torch::jit::toPyObject(std::move(stack[i]));
-  return out.release().ptr();
+  py::object result = py::none();
+  if (returned == 1) {
+    result = torch::jit::toPyObject(std::move(stack[0]));
+  } else if (returned > 1) {
+    py::tuple out(returned);
+    for (size_t i = 0; i < returned; ++i) out[i] = torch::jit::toPyObject(std::move(stack[i]));
+    result = std::move(out);
+  }
+  STAGE(state, 8);
+  return result.release().ptr();
   END_HANDLE_TH_ERRORS
 }
 
@@ -887,6 +926,22 @@ void clear() {
   }
 }
 
+// A variant's or op's stage totals (ns) and the hits they cover, zeroed: a timers build's only (empty elsewhere).
+py::tuple take_stage_times(const std::string& name) {
+  std::lock_guard<std::mutex> guard(registry_lock);
+  auto found = registry().find("cukiln::" + name);
+  TORCH_CHECK(found != registry().end(), "cukiln native hot path: no op or variant cukiln::", name);
+  OpState& state = *found->second;
+  py::list totals;
+#ifdef CUKILN_HOT_PATH_TIMERS
+  for (int64_t ns : state.stage_ns) totals.append(ns);
+#endif
+  py::tuple answer = py::make_tuple(totals, state.stage_calls);
+  state.stage_ns.fill(0);
+  state.stage_calls = 0;
+  return answer;
+}
+
 size_t plan_count(const std::string& name) {
   std::lock_guard<std::mutex> guard(registry_lock);
   auto found = registry().find("cukiln::" + name);
@@ -906,6 +961,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "C++ kernels for cukiln::NAME, an op specialized to constant arguments of the op of a handle");
   m.def("clear", &clear, "forget every cached plan");
   m.def("plan_count", &plan_count, "the cached plans of cukiln::NAME");
+  m.def("take_stage_times", &take_stage_times,
+        "(ns per stage, hits) of cukiln::NAME (an op or NAME#variant) since the last take; a timers build's only");
+  m.attr("stage_timers") = py::bool_(
+#ifdef CUKILN_HOT_PATH_TIMERS
+      true
+#else
+      false
+#endif
+  );
   m.def("check_description",
         [](const py::object& d, size_t count, size_t returned, bool variant) { plan_of(d, count, returned, variant); },
         py::arg("description"), py::arg("count"), py::arg("returned"), py::arg("variant") = false,

@@ -11,6 +11,7 @@ range, written tensors overlapping the ones read) goes back to the Python kernel
 The extension is compiled with torch.utils.cpp_extension on first use (a C++ compiler and ninja are needed; about
 40 s) into the user cache, once per torch version, Python and source. ``CUKILN_NATIVE=0`` turns it off; so does a
 failed build (said once on stderr): the ops then run their Python kernels, with the same results.
+``CUKILN_NATIVE_TIMERS=1`` builds it (apart) with timers on each stage of a hit (STAGES; a study's tool, not for use).
 """
 
 from __future__ import annotations
@@ -55,11 +56,22 @@ def off_reason() -> str:
     return _off
 
 
+# The stages of a public call's plan-cache hit that a timers build (CUKILN_NATIVE_TIMERS=1) times, in order
+# (hot_path.cpp's STAGE): the arguments converted, the key built, the plan looked up, the checks, the allocations,
+# the driver and stream found, the launches, the versions bumped and returns pushed, the returns made Python objects.
+STAGES = ("arguments", "key", "lookup", "checks", "allocate", "stream", "launch", "finish", "to Python")
+
+
+def _timers() -> bool:
+    return os.environ.get("CUKILN_NATIVE_TIMERS", "0") == "1"
+
+
 def _build_directory(torch) -> Path:
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
     root = Path(os.environ.get("CUKILN_CACHE_DIR") or Path.home() / ".cache" / "cukiln")
     version = re.sub(r"[^0-9A-Za-z.]", "_", torch.__version__)
-    return root / "native" / f"torch-{version}-py{sys.version_info[0]}{sys.version_info[1]}-{digest}"
+    timers = "-stage-timers" if _timers() else ""
+    return root / "native" / f"torch-{version}-py{sys.version_info[0]}{sys.version_info[1]}-{digest}{timers}"
 
 
 def _build():
@@ -74,7 +86,8 @@ def _build():
         print("cukiln: compiling the native hot path for this torch (once; about 40 s)", file=sys.stderr)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        return cpp_extension.load(name, [str(SOURCE)], extra_cflags=["-O2"], build_directory=str(directory),
+        flags = ["-O2"] + (["-DCUKILN_HOT_PATH_TIMERS"] if _timers() else [])
+        return cpp_extension.load(name, [str(SOURCE)], extra_cflags=flags, build_directory=str(directory),
                                   verbose=False)
     except Exception as error:  # no compiler, no ninja, headers missing: the Python kernels serve every call
         _off = f"its build failed ({type(error).__name__}: {str(error).splitlines()[0][:200]})"

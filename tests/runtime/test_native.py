@@ -495,3 +495,21 @@ def test_registering_an_op_again_keeps_its_handle():
     again = native.module().register_op("rope_", rope_torch._rope_inplace_miss, rope_torch._rope_inplace_autograd,
                                         mask)
     assert again == handle, "handles given out stay valid"
+
+
+def test_the_stage_names_match_the_stages_hot_path_times():
+    # a timers build (CUKILN_NATIVE_TIMERS=1) reports one total per stage; native.STAGES names them in order
+    import re
+
+    source = native.SOURCE.read_text()
+    (count,) = re.findall(r"constexpr size_t kStages = (\d+);", source)
+    marked = sorted({int(i) for i in re.findall(r"STAGE\(state, (\d+)\)", source)})
+    assert len(native.STAGES) == int(count) and marked == list(range(int(count)))
+
+
+def test_a_timers_build_has_a_directory_of_its_own(monkeypatch):
+    import torch
+
+    plain = native._build_directory(torch)
+    monkeypatch.setenv("CUKILN_NATIVE_TIMERS", "1")
+    assert native._build_directory(torch) == plain.with_name(plain.name + "-stage-timers")
