@@ -248,86 +248,51 @@ std::unordered_map<int, std::unique_ptr<torch::Library>>& libraries() {  // one 
 
 // --- the key ----------------------------------------------------------------------------------------------------
 
-// The key's bytes, gathered in a buffer on the stack and appended to the key once (a std::string append per field
-// cost the decode step's 28-argument key 1.4 µs a call: benchmarks/studies/hot_path_stages.py); a key longer than
-// the buffer goes into the string a buffer at a time.
-class KeyWriter {
- public:
-  explicit KeyWriter(std::string& key) : key_(key) {}
-  ~KeyWriter() { flush(); }
-  void put(char c) {
-    make_room(1);
-    buffer_[size_++] = c;
-  }
-  template <typename T>
-  void put_value(T value) {
-    make_room(sizeof(T));
-    std::memcpy(buffer_ + size_, &value, sizeof(T));
-    size_ += sizeof(T);
-  }
-  void put_bytes(const char* bytes, size_t count) {
-    make_room(count);
-    if (count > sizeof buffer_) {
-      key_.append(bytes, count);
-      return;
-    }
-    std::memcpy(buffer_ + size_, bytes, count);
-    size_ += count;
-  }
-
- private:
-  void make_room(size_t count) {
-    if (size_ + count > sizeof buffer_) flush();
-  }
-  void flush() {
-    key_.append(buffer_, size_);
-    size_ = 0;
-  }
-  std::string& key_;
-  char buffer_[1024];
-  size_t size_ = 0;
-};
+template <typename T>
+void append(std::string& key, T value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
 
 // The call's key, or false where an argument is of a kind the key does not cover (the Python kernel serves it).
 bool key_of(const torch::jit::Stack& stack, size_t first, size_t count, const OpState& state, std::string& key) {
-  KeyWriter w(key);
+  key.reserve(256);
   for (size_t i = 0; i < count; ++i) {
     const c10::IValue& v = stack[first + i];
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
       if (!t.defined()) {
-        w.put('u');
+        key.push_back('u');
         continue;
       }
-      w.put('t');
-      w.put_value<int64_t>(t.dim());
-      for (int64_t n : t.sizes()) w.put_value(n);
-      for (int64_t n : t.strides()) w.put_value(n);
-      w.put_value<int8_t>(static_cast<int8_t>(t.scalar_type()));
-      w.put_value<int8_t>(static_cast<int8_t>(t.device().type()));
-      w.put_value<int8_t>(t.device().index());
-      w.put_value<int8_t>(t.is_neg() || t.is_conj());
-      w.put_value<int8_t>(static_cast<int8_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) & 15));
+      key.push_back('t');
+      append<int64_t>(key, t.dim());
+      for (int64_t n : t.sizes()) append(key, n);
+      for (int64_t n : t.strides()) append(key, n);
+      append<int8_t>(key, static_cast<int8_t>(t.scalar_type()));
+      append<int8_t>(key, static_cast<int8_t>(t.device().type()));
+      append<int8_t>(key, t.device().index());
+      append<int8_t>(key, t.is_neg() || t.is_conj());
+      append<int8_t>(key, static_cast<int8_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) & 15));
     } else if (v.isNone()) {
-      w.put('n');
+      key.push_back('n');
     } else if (v.isInt()) {
-      w.put('i');
-      if (!state.per_call[i]) w.put_value<int64_t>(v.toInt());
+      key.push_back('i');
+      if (!state.per_call[i]) append<int64_t>(key, v.toInt());
     } else if (v.isDouble()) {
-      w.put('d');
-      w.put_value<double>(v.toDouble());
+      key.push_back('d');
+      append<double>(key, v.toDouble());
     } else if (v.isBool()) {
-      w.put(v.toBool() ? 'T' : 'F');
+      key.push_back(v.toBool() ? 'T' : 'F');
     } else if (v.isString()) {
       const auto& s = v.toStringRef();
-      w.put('s');
-      w.put_value<int64_t>(static_cast<int64_t>(s.size()));
-      w.put_bytes(s.data(), s.size());
+      key.push_back('s');
+      append<int64_t>(key, static_cast<int64_t>(s.size()));
+      key.append(s);
     } else if (v.isIntList()) {
-      w.put('l');
+      key.push_back('l');
       auto list = v.toIntList();
-      w.put_value<int64_t>(static_cast<int64_t>(list.size()));
-      for (int64_t n : list) w.put_value(n);
+      append<int64_t>(key, static_cast<int64_t>(list.size()));
+      for (int64_t n : list) append(key, n);
     } else {
       return false;
     }
@@ -892,12 +857,10 @@ PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     PyObject* a = args[i];
     const bool own = i < declared.size();
     const c10::TypeKind kind = own ? state.kinds[i] : c10::TypeKind::TensorType;
-    // the schema's type first: a tensor test fails slowly on a number (a Python isinstance), so scalars are told by
-    // their own C checks; a tensor where a scalar is declared still becomes a tensor (below), as the key expects
     if (a == Py_None) {
       TORCH_CHECK_TYPE(own, state.name, ": output ", i - declared.size(), " is None");
       stack.emplace_back();
-    } else if (kind == c10::TypeKind::TensorType && THPVariable_Check(a)) {
+    } else if (THPVariable_Check(a)) {
       stack.emplace_back(THPVariable_Unpack(a));
     } else if (!own) {
       TORCH_CHECK_TYPE(false, state.name, ": output ", i - declared.size(), " is not a tensor");
@@ -905,7 +868,7 @@ PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
       const double value = PyFloat_AsDouble(a);
       if (value == -1.0 && PyErr_Occurred()) throw python_error();  // an int beyond a double: OverflowError
       stack.emplace_back(value);
-    } else if (kind == c10::TypeKind::BoolType && (PyBool_Check(a) || !THPVariable_Check(a))) {
+    } else if (kind == c10::TypeKind::BoolType) {
       const int value = PyObject_IsTrue(a);
       if (value < 0) throw python_error();
       stack.emplace_back(value != 0);
@@ -920,8 +883,6 @@ PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
       stack.emplace_back(std::string(text, static_cast<size_t>(size)));
     } else if (kind == c10::TypeKind::ListType && (PyList_Check(a) || PyTuple_Check(a))) {
       stack.push_back(torch::jit::toIValue(py::handle(a), declared[i].type()));
-    } else if (THPVariable_Check(a)) {
-      stack.emplace_back(THPVariable_Unpack(a));
     } else {
       // not of the schema's type (an int given for a tensor, say): kept as the Python object, which no key covers,
       // so the op's Python kernel gets it as given and raises the error that explains it
