@@ -206,9 +206,11 @@ thread_local std::chrono::steady_clock::time_point stage_clock;
     (state).stage_ns[i] += std::chrono::duration_cast<std::chrono::nanoseconds>(now - stage_clock).count();          \
     stage_clock = now;                                                                                               \
   } while (false)
+#define STAGES_DONE(state) (++(state).stage_calls)
 #else
 #define STAGE_START() ((void)0)
 #define STAGE(state, i) ((void)0)
+#define STAGES_DONE(state) ((void)0)
 #endif
 
 struct OpState {
@@ -535,7 +537,7 @@ void run_hot(OpState& state, const c10::OperatorHandle& op, torch::jit::Stack* s
   torch::jit::drop(*stack, count);
   for (auto& v : returned) stack->push_back(std::move(v));
   STAGE(state, 7);
-  ++state.stage_calls;
+  STAGES_DONE(state);
 }
 
 // The hot kernel as the dispatcher holds it: bound to its op's state at registration (no lookup per call).
