@@ -11,7 +11,7 @@ from .specialize import call as specialized_call  # by name: a traced call reach
 from .decode_api import decode_attention as _decode_attention
 from .decode_api import describe_op, run_decode
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, fake, implement, untracked
+from .torch_support import LIBRARY, PUBLIC_CALLS, attention_callers, direct, eager, fake, implement, untracked
 
 __all__ = ["decode_attention"]
 
@@ -113,13 +113,11 @@ def _variant_miss(given_out: bool, return_lse: bool):
 def _native_call():
     """cukiln.decode_attention's call through the native hot path (no autograd), positional as run_decode; None
     where the native path does not serve the op."""
-    from . import native
-
-    handle = NATIVE_HANDLES.get("decode_attention")
-    if handle is None:
+    callers = attention_callers("decode_attention", _variant_miss)
+    if callers is None:
         return None
-    (call, call_no_lse, call_out, call_out_no_lse), no_lse = native.attention_callers(handle, _variant_miss)
-    NATIVE_HANDLES["decode_attention" + native.NO_LSE] = no_lse
+    call, call_no_lse, call_out, call_out_no_lse = (callers[False, True], callers[False, False], callers[True, True],
+                                                    callers[True, False])
 
     def decode(q, k_cache, v_cache, kv_lens, kv_layout, kv_start, scale, softcap, num_splits, out, return_lse,
                batch_invariant):

@@ -15,7 +15,8 @@ from .decode_step_api import run_decode_step
 from .kv_append_api import run_kv_append
 from .specialize import call as specialized_call  # by name: a traced call reaches the module one way (specialize._OPS)
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, fake, implement, untracked
+from .torch_support import (LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, attention_callers, direct, eager, fake,
+                            implement, untracked)
 
 __all__ = ["kv_append", "decode_step"]
 
@@ -238,14 +239,7 @@ def _native_step():
     autograd) by (out given, lse asked for): builtin functions of the op's arguments (advance_lens False), then the
     caller's out where given; None where the native path does not serve the op. The public functions call them
     straight, with no Python frame between (the step's eager host time is at its target's edge)."""
-    from . import native
-
-    handle = NATIVE_HANDLES.get("decode_step")
-    if handle is None:
-        return None
-    (call, call_no_lse, call_out, call_out_no_lse), no_lse = native.attention_callers(handle, _step_variant_miss)
-    NATIVE_HANDLES["decode_step" + native.NO_LSE] = no_lse
-    return {(False, True): call, (False, False): call_no_lse, (True, True): call_out, (True, False): call_out_no_lse}
+    return attention_callers("decode_step", _step_variant_miss)
 
 
 _NATIVE_STEP = _native_step()

@@ -131,17 +131,16 @@ def variant(handle: int, suffix: str, miss, outputs: int = 0):
 NO_LSE = "#no_lse"  # the suffix of an attention op's variant that allocates no lse (NATIVE_HANDLES keeps its handle)
 
 
-def attention_callers(handle: int, make_miss) -> tuple:
-    """The public calls of an attention op ``handle`` returning (out, lse): (the op itself, no lse, out given, out
-    given and no lse), and the handle of the variant without lse (what a traced call not asking for lse
-    specializes: runtime/specialize.py). Each caller but the first is a variant that takes the caller's out (appended
-    to its arguments) or allocates no lse (returning None for it); ``make_miss(given_out, return_lse)`` makes its
-    miss."""
+def attention_callers(handle: int, make_miss) -> tuple[dict, int]:
+    """The public calls of an attention op ``handle`` returning (out, lse), by (out given, lse asked for): the op
+    itself for (False, True), else a variant that takes the caller's out (appended to its arguments) or allocates no
+    lse (returning None for it); ``make_miss(given_out, return_lse)`` makes a variant's miss. And the handle of the
+    variant without lse (what a traced call not asking for lse specializes: runtime/specialize.py)."""
     handles = {(given_out, return_lse): module().register_variant(
         handle, ("#out" if given_out else "") + ("" if return_lse else NO_LSE), make_miss(given_out, return_lse),
         int(given_out)) for given_out, return_lse in ((False, False), (True, True), (True, False))}
-    return (caller(handle), caller(handles[False, False]), caller(handles[True, True]),
-            caller(handles[True, False])), handles[False, False]
+    callers = {(False, True): caller(handle), **{forms: caller(h) for forms, h in handles.items()}}
+    return callers, handles[False, False]
 
 
 def field_offsets(fmt: str) -> list[int]:

@@ -83,6 +83,19 @@ def implement(name: str, kernel, autograd, miss=None, per_call: tuple[str, ...] 
         LIBRARY.impl(name, autograd, "Autograd")
 
 
+def attention_callers(name: str, make_miss) -> dict | None:
+    """The native public calls of attention op cukiln::``name`` by (out given, lse asked for)
+    (native.attention_callers), its no-lse variant's handle kept in NATIVE_HANDLES under ``name`` + native.NO_LSE;
+    None where the native path does not serve the op."""
+    from . import native
+
+    handle = NATIVE_HANDLES.get(name)
+    if handle is None:
+        return None
+    callers, NATIVE_HANDLES[name + native.NO_LSE] = native.attention_callers(handle, make_miss)
+    return callers
+
+
 def fake(name: str):
     """Decorator: ``fn`` as op cukiln::``name``'s fake kernel (torch.library.register_fake), kept in FAKES."""
     def register(fn):
