@@ -329,20 +329,18 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only
 
 def run(console: Console, quick: bool = False, only=None, rounds: int | None = None) -> dict:
     """The bench: ``rounds`` (default ROUNDS; 2 with ``quick``, whose calls per round are fewer too)."""
-    rounds_given = rounds is not None
+    command = ("cukiln bench overhead" + (" --quick" if quick else "")
+               + (f" --only '{only}'" if only is not None else "") + (f" --rounds {rounds}" if rounds else ""))
     rounds, calls = (rounds or 2, 1000) if quick else (rounds or ROUNDS, CALLS)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("overhead rounds: eager paths, then compiled ones (each warmed first)",
                                  total=2 * rounds)
         figures = measure(rounds, calls, lambda: progress.advance(task), only)
-    command = ("cukiln bench overhead" + (" --quick" if quick else "")
-               + (f" --only '{only}'" if only is not None else "") + (f" --rounds {rounds}" if rounds_given else ""))
     return {**run_metadata("overhead", command), "calls_per_round": calls, "rounds": rounds, "paths": figures}
 
 
 def print_result(result: dict, console: Console) -> None:
-    table = Table(title=f"host overhead on {result['device']} (tiny tensor; median of "
-                        f"{len(next(iter(result['paths'].values()))['rounds_us'])} rounds of "
+    table = Table(title=f"host overhead on {result['device']} (tiny tensor; median of {result['rounds']} rounds of "
                         f"{result['calls_per_round']} calls)", title_justify="left")
     table.add_column("path")
     table.add_column("µs/call (median)", justify="right")
