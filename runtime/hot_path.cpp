@@ -250,51 +250,86 @@ std::unordered_map<int, std::unique_ptr<torch::Library>>& libraries() {  // one 
 
 // --- the key ----------------------------------------------------------------------------------------------------
 
-template <typename T>
-void append(std::string& key, T value) {
-  key.append(reinterpret_cast<const char*>(&value), sizeof(T));
-}
+// The key's bytes, gathered in a buffer on the stack and appended to the key once (a std::string append per field
+// cost the decode step's 28-argument key 1.4 µs a call: benchmarks/studies/hot_path_stages.py); a key longer than
+// the buffer goes into the string a buffer at a time.
+class KeyWriter {
+ public:
+  explicit KeyWriter(std::string& key) : key_(key) {}
+  ~KeyWriter() { flush(); }
+  void put(char c) {
+    make_room(1);
+    buffer_[size_++] = c;
+  }
+  template <typename T>
+  void put_value(T value) {
+    make_room(sizeof(T));
+    std::memcpy(buffer_ + size_, &value, sizeof(T));
+    size_ += sizeof(T);
+  }
+  void put_bytes(const char* bytes, size_t count) {
+    make_room(count);
+    if (count > sizeof buffer_) {
+      key_.append(bytes, count);
+      return;
+    }
+    std::memcpy(buffer_ + size_, bytes, count);
+    size_ += count;
+  }
+
+ private:
+  void make_room(size_t count) {
+    if (size_ + count > sizeof buffer_) flush();
+  }
+  void flush() {
+    key_.append(buffer_, size_);
+    size_ = 0;
+  }
+  std::string& key_;
+  char buffer_[1024];
+  size_t size_ = 0;
+};
 
 // The call's key, or false where an argument is of a kind the key does not cover (the Python kernel serves it).
 bool key_of(const torch::jit::Stack& stack, size_t first, size_t count, const OpState& state, std::string& key) {
-  key.reserve(256);
+  KeyWriter w(key);
   for (size_t i = 0; i < count; ++i) {
     const c10::IValue& v = stack[first + i];
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
       if (!t.defined()) {
-        key.push_back('u');
+        w.put('u');
         continue;
       }
-      key.push_back('t');
-      append<int64_t>(key, t.dim());
-      for (int64_t n : t.sizes()) append(key, n);
-      for (int64_t n : t.strides()) append(key, n);
-      append<int8_t>(key, static_cast<int8_t>(t.scalar_type()));
-      append<int8_t>(key, static_cast<int8_t>(t.device().type()));
-      append<int8_t>(key, t.device().index());
-      append<int8_t>(key, t.is_neg() || t.is_conj());
-      append<int8_t>(key, static_cast<int8_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) & 15));
+      w.put('t');
+      w.put_value<int64_t>(t.dim());
+      for (int64_t n : t.sizes()) w.put_value(n);
+      for (int64_t n : t.strides()) w.put_value(n);
+      w.put_value<int8_t>(static_cast<int8_t>(t.scalar_type()));
+      w.put_value<int8_t>(static_cast<int8_t>(t.device().type()));
+      w.put_value<int8_t>(t.device().index());
+      w.put_value<int8_t>(t.is_neg() || t.is_conj());
+      w.put_value<int8_t>(static_cast<int8_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) & 15));
     } else if (v.isNone()) {
-      key.push_back('n');
+      w.put('n');
     } else if (v.isInt()) {
-      key.push_back('i');
-      if (!state.per_call[i]) append<int64_t>(key, v.toInt());
+      w.put('i');
+      if (!state.per_call[i]) w.put_value<int64_t>(v.toInt());
     } else if (v.isDouble()) {
-      key.push_back('d');
-      append<double>(key, v.toDouble());
+      w.put('d');
+      w.put_value<double>(v.toDouble());
     } else if (v.isBool()) {
-      key.push_back(v.toBool() ? 'T' : 'F');
+      w.put(v.toBool() ? 'T' : 'F');
     } else if (v.isString()) {
       const auto& s = v.toStringRef();
-      key.push_back('s');
-      append<int64_t>(key, static_cast<int64_t>(s.size()));
-      key.append(s);
+      w.put('s');
+      w.put_value<int64_t>(static_cast<int64_t>(s.size()));
+      w.put_bytes(s.data(), s.size());
     } else if (v.isIntList()) {
-      key.push_back('l');
+      w.put('l');
       auto list = v.toIntList();
-      append<int64_t>(key, static_cast<int64_t>(list.size()));
-      for (int64_t n : list) append(key, n);
+      w.put_value<int64_t>(static_cast<int64_t>(list.size()));
+      for (int64_t n : list) w.put_value(n);
     } else {
       return false;
     }
@@ -402,28 +437,35 @@ void launch(const Driver& d, Launch& l, const c10::IValue* args, const std::vect
   }
   if (l.maps) {
     TensorMaps& m = *l.maps;
-    std::vector<int64_t> now;
-    now.reserve(m.arguments.size());
-    for (int64_t a : m.arguments) now.push_back(pointer_of(args[a]));
-    std::vector<std::string> maps;
-    {
+    bool kept = false;
+    {  // the maps of the call before, copied straight in where its pointers were these (a decode loop's caches)
       std::lock_guard<std::mutex> guard(m.lock);
-      if (now == m.last_pointers) maps = m.last_maps;
+      kept = m.last_pointers.size() == m.arguments.size();
+      for (size_t i = 0; kept && i < m.arguments.size(); ++i)
+        kept = m.last_pointers[i] == pointer_of(args[m.arguments[i]]);
+      if (kept) {
+        for (size_t i = 0; i < m.offsets.size(); ++i)
+          std::memcpy(params + m.offsets[i], m.last_maps[i].data(), m.last_maps[i].size());
+      }
     }
-    if (maps.empty()) {  // new caches: their maps encoded once, then kept (a decode loop reuses them)
+    if (!kept) {  // new caches: their maps encoded once, then kept
+      std::vector<int64_t> now;
+      now.reserve(m.arguments.size());
+      for (int64_t a : m.arguments) now.push_back(pointer_of(args[a]));
+      std::vector<std::string> maps;
       {  // the GIL is never taken with the lock held (a thread in call() holds the GIL and may wait for the lock)
         py::gil_scoped_acquire gil;
         py::tuple pointers(now.size());
         for (size_t i = 0; i < now.size(); ++i) pointers[i] = py::int_(now[i]);
         for (auto item : py::list(m.encode(pointers))) maps.push_back(item.cast<std::string>());
       }
+      TORCH_CHECK(maps.size() == m.offsets.size(), "cukiln native hot path: ", maps.size(), " tensor maps for ",
+                  m.offsets.size(), " fields (", l.symbol, ")");
+      for (size_t i = 0; i < m.offsets.size(); ++i) std::memcpy(params + m.offsets[i], maps[i].data(), maps[i].size());
       std::lock_guard<std::mutex> guard(m.lock);
-      m.last_pointers = now;
-      m.last_maps = maps;
+      m.last_pointers = std::move(now);
+      m.last_maps = std::move(maps);
     }
-    TORCH_CHECK(maps.size() == m.offsets.size(), "cukiln native hot path: ", maps.size(), " tensor maps for ",
-                m.offsets.size(), " fields (", l.symbol, ")");
-    for (size_t i = 0; i < m.offsets.size(); ++i) std::memcpy(params + m.offsets[i], maps[i].data(), maps[i].size());
   }
   void* kernel_params[] = {params};
   CUcontext current = nullptr;
@@ -859,10 +901,12 @@ PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     PyObject* a = args[i];
     const bool own = i < declared.size();
     const c10::TypeKind kind = own ? state.kinds[i] : c10::TypeKind::TensorType;
+    // the schema's type first: a tensor test fails slowly on a number (a Python isinstance), so scalars are told by
+    // their own C checks; a tensor where a scalar is declared still becomes a tensor (below), as the key expects
     if (a == Py_None) {
       TORCH_CHECK_TYPE(own, state.name, ": output ", i - declared.size(), " is None");
       stack.emplace_back();
-    } else if (THPVariable_Check(a)) {
+    } else if (kind == c10::TypeKind::TensorType && THPVariable_Check(a)) {
       stack.emplace_back(THPVariable_Unpack(a));
     } else if (!own) {
       TORCH_CHECK_TYPE(false, state.name, ": output ", i - declared.size(), " is not a tensor");
@@ -870,7 +914,7 @@ PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
       const double value = PyFloat_AsDouble(a);
       if (value == -1.0 && PyErr_Occurred()) throw python_error();  // an int beyond a double: OverflowError
       stack.emplace_back(value);
-    } else if (kind == c10::TypeKind::BoolType) {
+    } else if (kind == c10::TypeKind::BoolType && (PyBool_Check(a) || !THPVariable_Check(a))) {
       const int value = PyObject_IsTrue(a);
       if (value < 0) throw python_error();
       stack.emplace_back(value != 0);
@@ -885,6 +929,8 @@ PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
       stack.emplace_back(std::string(text, static_cast<size_t>(size)));
     } else if (kind == c10::TypeKind::ListType && (PyList_Check(a) || PyTuple_Check(a))) {
       stack.push_back(torch::jit::toIValue(py::handle(a), declared[i].type()));
+    } else if (THPVariable_Check(a)) {
+      stack.emplace_back(THPVariable_Unpack(a));
     } else {
       // not of the schema's type (an int given for a tensor, say): kept as the Python object, which no key covers,
       // so the op's Python kernel gets it as given and raises the error that explains it
