@@ -4,8 +4,9 @@ takes about as long as an empty one, so the figure is what a call costs the CPU.
 Each path runs ``CALLS`` times and then synchronizes once; the paths take turns over ``ROUNDS`` rounds
 and each figure is the median round (a shared CPU is noisy: turns spread the noise over every path). The paths
 that compile nothing are timed first, before anything is compiled, and the compiled ones after (measure()). Each
-cukiln path is also paired with its reference (paired_reference), timed just before it in every round: the
-median of the per-round ratios or differences is the figure to hold against a target on a noisy host.
+cukiln path is also paired with its reference (paired_reference): in every round the two run in turns, in
+PAIR_BLOCKS short blocks each, and the median over the rounds of each round's median ratio or difference between a
+block and the reference's block before it is the figure to hold against a target on a noisy host.
 The paths: tiny PyTorch ops as the reference point (``y.add_(1.0)``), then each family's (its tool hooks'
 ``overhead_paths``): the public call in its forms, the custom op in eager mode and through the dispatcher (as
 itself, and specialized to the call's constants as a compiled call runs it), a ``torch.compile(fullgraph=True)``
@@ -34,6 +35,10 @@ from .timing import run_metadata
 
 CALLS = 10_000
 ROUNDS = 7
+# A paired path's calls of a round run as this many blocks, each right after a block of its reference's: this host's
+# speed drifts by a third within a minute and a compiled call's by tens of µs between rounds (benchmarks/NOTES.md), so
+# short pairs see one moment where two blocks of 10000 calls spanned a second of it.
+PAIR_BLOCKS = 10
 
 
 def per_call_us(fn, calls: int = CALLS) -> float:
@@ -88,8 +93,8 @@ def select(paths: dict, only: str) -> dict:
     return {name: fn for name, fn in paths.items() if name in chosen}
 
 
-# What each cukiln path is paired with (paired_reference): timed right before it in every round, so that both blocks
-# see the same moment of a noisy host; the bench reports the median of the per-round ratios (eager paths) or
+# What each cukiln path is paired with (paired_reference): timed in turns with it in every round, so that each pair of
+# blocks sees one moment of a noisy host; the bench reports the median of the per-round ratios (eager paths) or
 # differences (compiled ones) beside the plain medians.
 EAGER_REFERENCE = "torch: y.add_(1.0)"
 COMPILED_REFERENCE = "torch.compile(fullgraph) of y.add_(1.0)"
@@ -289,9 +294,20 @@ def submit_us(fn, burst: int = BURST, bursts: int = BURSTS) -> float:
     return statistics.median(times)
 
 
-def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only=None) -> dict:
+def _comparison(name: str):
+    """How path ``name``'s time is held against its reference's: a ratio for a path that compiles nothing, else a
+    difference in µs."""
+    if paired_reference(name) == EAGER_REFERENCE:
+        return lambda own, reference: own / reference
+    return lambda own, reference: own - reference
+
+
+def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only=None,
+            blocks: int = PAIR_BLOCKS) -> dict:
     """Median host µs per call of every path (those ``only`` picks, see _paths), with each round's figures
     (``advance`` after each round of each phase); graph replays also with their host time alone (submit_us).
+    A paired path's round is ``blocks`` pairs of blocks of ``calls // blocks`` calls, its reference's then its own:
+    its figure for the round is the mean of its blocks, its paired figure the median over the round's pairs.
 
     Two phases: the paths that compile nothing first, warmed and timed before anything is compiled, then the
     compiled ones. Once a process has run a reduce-overhead compiled function, every eager call there costs the
@@ -305,12 +321,14 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only
         _warm(phase)
         for _ in range(rounds):
             for name, fn in phase.items():
-                if name in paired:  # its reference first, at the same moment of the host
-                    reference = per_call_us(phase[paired_reference(name)], calls)
-                samples[name].append(per_call_us(fn, calls))
-                if name in paired:
-                    paired[name].append(samples[name][-1] / reference if paired_reference(name) == EAGER_REFERENCE
-                                        else samples[name][-1] - reference)
+                if name in paired:  # blocks of its reference and its own in turn, each pair at one moment of the host
+                    reference, compare = phase[paired_reference(name)], _comparison(name)
+                    block = max(1, calls // blocks)
+                    pairs = [(per_call_us(reference, block), per_call_us(fn, block)) for _ in range(blocks)]
+                    samples[name].append(statistics.fmean(own for _, own in pairs))
+                    paired[name].append(statistics.median(compare(own, ref) for ref, own in pairs))
+                else:
+                    samples[name].append(per_call_us(fn, calls))
                 if name in submits:
                     submits[name].append(submit_us(fn))
             advance()
@@ -354,9 +372,9 @@ def print_result(result: dict, console: Console) -> None:
                       _paired_cell(f.get("paired")), f"{f['submit_us']:.2f}" if "submit_us" in f else "",
                       {True: "captured", False: "skipped"}.get(f.get("cuda_graph"), ""))
     console.print(table)
-    console.print("paired: the median over rounds of the path's time over (×) or minus (µs) its reference's, timed "
-                  f"just before it: {EAGER_REFERENCE} (eager), {COMPILED_REFERENCE} (compiled), {CAPTURED_REFERENCE} "
-                  "(reduce-overhead)")
+    console.print("paired: the median over rounds of the path's time over (×) or minus (µs) its reference's, the two "
+                  f"timed in turns in {PAIR_BLOCKS} blocks a round: {EAGER_REFERENCE} (eager), {COMPILED_REFERENCE} "
+                  f"(compiled), {CAPTURED_REFERENCE} (reduce-overhead)")
 
 
 def _paired_cell(paired: dict | None) -> str:
