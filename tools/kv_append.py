@@ -169,7 +169,7 @@ def overhead_paths() -> dict:
             lambda *t: (touch_step(*t, table), t[0])[1], q, k, v, kc, vc, lens),
         "torch.compile(reduce-overhead) of cukiln.torch.decode_step": compiled(op_step, q, k, v, kc, vc, lens,
                                                                                mode="reduce-overhead"),
-        "torch.compile(reduce-overhead) of cukiln.torch.decode_step, caches and lengths static": compiled(
+        "torch.compile(reduce-overhead) of cukiln.torch.decode_step, every input static": compiled(
             op_step, q, k, v, kc.clone(), vc.clone(), lens.clone(), mode="reduce-overhead", static=True),
         "CUDA graph replay of cukiln.torch.decode_step": step_replay,
         "decode_step breakdown: its kernels, bare driver launches": decode_step_bench.bare_step_launches(s),

@@ -201,16 +201,16 @@ def specialized_op(name: str, args: tuple):
     return lambda: op.overloadpacket(*given)
 
 
-def compiled(body, *args, mode: str | None = None, static: bool = False):
+def compiled(body, *args, mode: str | None = None, static: bool | tuple[int, ...] = False):
     """A zero-argument call of torch.compile(fullgraph=True, mode=mode) of ``body`` on ``args``; ``static``: the
-    tensors among ``args`` marked as static addresses (as a model's buffers, e.g. transformers' static KV cache,
-    are), so that reduce-overhead mode may capture a function that writes them."""
+    tensors among ``args`` (True), or those at these indices, marked as static addresses (as a model's buffers, e.g.
+    transformers' static KV cache, are), so that reduce-overhead mode may capture a function that writes them and
+    does not copy them into its graph's own buffers on every replay."""
     import torch
 
-    if static:
-        for a in args:
-            if isinstance(a, torch.Tensor):
-                torch._dynamo.mark_static_address(a)
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and (static is True or (static and i in static)):
+            torch._dynamo.mark_static_address(a)
     fn = torch.compile(body, fullgraph=True, mode=mode)
     return lambda: fn(*args)
 

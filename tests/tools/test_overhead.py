@@ -106,3 +106,18 @@ def test_rounds_given_are_the_rounds_timed_and_the_command_says_so(monkeypatch):
     assert overhead.run(console)["command"] == "cukiln bench overhead" and seen[-1] == (overhead.ROUNDS,
                                                                                          overhead.CALLS)
     assert seen[0] == (21, overhead.CALLS)
+
+
+def test_compiled_marks_the_tensors_it_is_told_to_as_static(monkeypatch):
+    marked = []
+    monkeypatch.setattr(torch._dynamo, "mark_static_address", marked.append)
+    monkeypatch.setattr(torch, "compile", lambda body, **options: body)
+    a, b, c = torch.zeros(1), torch.zeros(2), torch.zeros(3)
+    overhead.compiled(lambda *t: None, a, b, 7, c, static=(1, 3))
+    assert [t.numel() for t in marked] == [2, 3]
+    marked.clear()
+    overhead.compiled(lambda *t: None, a, b, 7, c, static=True)
+    assert [t.numel() for t in marked] == [1, 2, 3]
+    marked.clear()
+    overhead.compiled(lambda *t: None, a, b, mode="reduce-overhead")
+    assert marked == []

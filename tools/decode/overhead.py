@@ -41,6 +41,11 @@ def overhead_paths() -> dict:
         "torch.compile(fullgraph) of cukiln.torch.decode_attention": compiled,
         "torch.compile(reduce-overhead) of cukiln.torch.decode_attention": compiled_in(
             lambda t: cukiln.torch.decode_attention(t, k, v, 64), q, mode="reduce-overhead"),
+        # above, the caches are closed over and copied into the graph's buffers on every replay; here they are static
+        # (as a model's KV cache buffers are) and q alone is copied, as captured `y + 1.0` copies its y
+        "torch.compile(reduce-overhead) of cukiln.torch.decode_attention, caches static": compiled_in(
+            lambda t, kc, vc: cukiln.torch.decode_attention(t, kc, vc, 64), q, k.clone(), v.clone(),
+            mode="reduce-overhead", static=(1, 2)),
         "CUDA graph replay of cukiln.torch.decode_attention": replay,
         "decode breakdown: run_decode (cached plan, out=)": lambda: decode_api.run_decode(q, k, v, 64, "bhsd", None,
                                                                                           None, None, None, out),
