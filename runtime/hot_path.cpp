@@ -440,7 +440,7 @@ void launch(const Driver& d, Launch& l, const c10::IValue* args, const std::vect
     bool kept = false;
     {  // the maps of the call before, copied straight in where its pointers were these (a decode loop's caches)
       std::lock_guard<std::mutex> guard(m.lock);
-      kept = m.last_pointers.size() == m.arguments.size();
+      kept = m.last_maps.size() == m.offsets.size() && m.last_pointers.size() == m.arguments.size();
       for (size_t i = 0; kept && i < m.arguments.size(); ++i)
         kept = m.last_pointers[i] == pointer_of(args[m.arguments[i]]);
       if (kept) {
