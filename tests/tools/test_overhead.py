@@ -121,3 +121,28 @@ def test_compiled_marks_the_tensors_it_is_told_to_as_static(monkeypatch):
     marked.clear()
     overhead.compiled(lambda *t: None, a, b, mode="reduce-overhead")
     assert marked == []
+
+
+def test_each_path_is_held_to_its_target():
+    def paired(value, key="ratio"):
+        return {"paired": {key: value}}
+
+    assert overhead.verdict("cukiln.rope (in place, base)", paired(1.30))["holds"]
+    assert not overhead.verdict("cukiln.rope (in place, base)", paired(1.31))["holds"]
+    assert overhead.verdict("cukiln.torch.decode_step (eager)", paired(1.5))["holds"]
+    assert not overhead.verdict("op cukiln::decode_step through the dispatcher", paired(1.74))["holds"]
+    compiled = "torch.compile(fullgraph) of cukiln.torch.rope"
+    assert overhead.verdict(compiled, paired(5.0, "difference_us"))["holds"]
+    assert not overhead.verdict(compiled, paired(5.4, "difference_us"))["holds"]
+    captured = "torch.compile(reduce-overhead) of cukiln.torch.decode_step"
+    assert overhead.verdict(captured, {**paired(-11.0, "difference_us"), "cuda_graph": True})["holds"]
+    skipped = overhead.verdict(captured, {**paired(-11.0, "difference_us"), "cuda_graph": False})
+    assert not skipped["holds"] and skipped["why"] == "not captured in a CUDA graph"
+    replay = "CUDA graph replay of cukiln.torch.rope"
+    assert overhead.verdict(replay, {"submit_us": 4.9})["holds"]
+    assert not overhead.verdict(replay, {"submit_us": 5.1})["holds"]
+    # no target: torch's own rows, floors, breakdowns, an autograd-recording call; and no figure to judge: None
+    for name in ("torch: y.add_(1.0)", "floor: CUDA graph replay of y.add_(1.0)", "rope breakdown: driver launch alone",
+                 "cukiln.torch.rope (x requires grad: op + autograd)", "torch.compile(fullgraph) of y.add_(1.0)"):
+        assert overhead.target_of(name) is None and overhead.verdict(name, paired(1.0)) is None
+    assert overhead.verdict("cukiln.rope (in place, base)", {}) is None
