@@ -2,8 +2,9 @@
 same function around a *call probe*, a C++ op with the schema of the op the compiled call runs (the op specialized
 to the call's constants, runtime/specialize.py) whose kernels do nothing but what every call must: its Autograd-key
 kernel redispatches, as cukiln's gate does, and its CUDA kernel allocates the results as cukiln's hot path does
-(torch's caching allocator without the dispatcher) and launches nothing. Compiled ``add_`` is timed just before each
-of the two in every round.
+(torch's caching allocator without the dispatcher) and launches nothing. Each of the two runs in turns with compiled
+``add_`` in every round, in short blocks (tools/overhead.py's paired_round, as the overhead bench pairs; the results
+of 2026-11-27 were timed before, one block of CALLS calls each).
 
 The probe pays what torch charges a call of this shape inside a compiled graph: the guards on each input and
 closed-over tensor, the size and stride asserts, the op call's argument parsing from Python, the dispatcher and the
@@ -30,7 +31,7 @@ import cukiln
 import cukiln.torch as ct
 from cukiln import rope_api, rope_torch, specialize
 from cukiln.tools import decode_step_bench
-from cukiln.tools.overhead import per_call_us
+from cukiln.tools.overhead import paired_round
 
 CALLS = 5000
 
@@ -192,10 +193,10 @@ def main(out_dir: str, rounds: int) -> None:
     times = {key: [] for key in paths}
     over_add = {key: [] for key in paths}
     for _ in range(rounds):
-        for key, fn in paths.items():
-            base = per_call_us(reference, CALLS)
-            times[key].append(per_call_us(fn, CALLS))
-            over_add[key].append(times[key][-1] - base)
+        for key, fn in paths.items():  # in turns with compiled add_, in short blocks (as the overhead bench pairs)
+            own, difference = paired_round(fn, reference, lambda a, b: a - b, CALLS)
+            times[key].append(own)
+            over_add[key].append(difference)
     rows = {}
     for label in found:
         cukiln_over, probe_over = over_add[label, "cukiln"], over_add[label, "probe"]
@@ -210,7 +211,8 @@ def main(out_dir: str, rounds: int) -> None:
               "rounds": rounds, "cases": rows}
     with open(f"{out_dir}/compiled-bounds.json", "w") as f:
         json.dump(result, f, indent=1)
-    print(f"medians over {rounds} rounds of per-round differences, µs (compiled add_ timed before each path)")
+    print(f"medians over {rounds} rounds of per-round differences, µs (each round's: the median over its pairs of "
+          "blocks, compiled add_'s then the path's)")
     print(f"{'cukiln - add_':>14} {'probe - add_':>13} {'cukiln - probe':>15}  compiled function (fullgraph)")
     for label, row in rows.items():
         m = row["medians"]

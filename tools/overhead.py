@@ -295,6 +295,15 @@ def submit_us(fn, burst: int = BURST, bursts: int = BURSTS) -> float:
     return statistics.median(times)
 
 
+def paired_round(fn, reference, compare, calls: int = CALLS, blocks: int = PAIR_BLOCKS) -> tuple[float, float]:
+    """One round of ``fn`` paired with ``reference``: ``blocks`` pairs of blocks of ``calls // blocks`` calls, the
+    reference's block then fn's, each pair at one moment of the host. (fn's mean µs per call over its blocks, the
+    median over the pairs of ``compare(fn's µs, the reference's µs)``)."""
+    block = max(1, calls // blocks)
+    pairs = [(per_call_us(reference, block), per_call_us(fn, block)) for _ in range(blocks)]
+    return statistics.fmean(own for _, own in pairs), statistics.median(compare(own, ref) for ref, own in pairs)
+
+
 def _comparison(name: str):
     """How path ``name``'s time is held against its reference's: a ratio for a path that compiles nothing, else a
     difference in µs."""
@@ -323,11 +332,9 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only
         for _ in range(rounds):
             for name, fn in phase.items():
                 if name in paired:  # blocks of its reference and its own in turn, each pair at one moment of the host
-                    reference, compare = phase[paired_reference(name)], _comparison(name)
-                    block = max(1, calls // blocks)
-                    pairs = [(per_call_us(reference, block), per_call_us(fn, block)) for _ in range(blocks)]
-                    samples[name].append(statistics.fmean(own for _, own in pairs))
-                    paired[name].append(statistics.median(compare(own, ref) for ref, own in pairs))
+                    own, figure = paired_round(fn, phase[paired_reference(name)], _comparison(name), calls, blocks)
+                    samples[name].append(own)
+                    paired[name].append(figure)
                 else:
                     samples[name].append(per_call_us(fn, calls))
                 if name in submits:

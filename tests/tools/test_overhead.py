@@ -146,3 +146,13 @@ def test_each_path_is_held_to_its_target():
                  "cukiln.torch.rope (x requires grad: op + autograd)", "torch.compile(fullgraph) of y.add_(1.0)"):
         assert overhead.target_of(name) is None and overhead.verdict(name, paired(1.0)) is None
     assert overhead.verdict("cukiln.rope (in place, base)", {}) is None
+
+
+def test_a_paired_round_takes_the_median_over_its_pairs_of_blocks(monkeypatch):
+    # blocks alternate, the reference's first; a host that drifts between pairs leaves each pair's difference whole
+    timed = []
+    speeds = iter([10.0, 13.0, 30.0, 33.0, 12.0, 99.0])  # pairs: +3, +3, +87 (a burst of noise in one block)
+    monkeypatch.setattr(overhead, "per_call_us", lambda fn, calls: (timed.append((fn, calls)), next(speeds))[1])
+    own, figure = overhead.paired_round("fn", "ref", lambda a, b: a - b, calls=30, blocks=3)
+    assert timed == [("ref", 10), ("fn", 10)] * 3
+    assert figure == 3.0 and own == (13.0 + 33.0 + 99.0) / 3
