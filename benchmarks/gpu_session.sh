@@ -5,6 +5,8 @@
 #   BENCH=0      skip the benchmarks                 OPS="decode"  tune/bench only these (default: rope-thd rope decode;
 #                                                    "overhead" is benchmarked only)
 #   VERIFY=1     also run `cukiln verify` after the tests
+#   BOUNDS=1     after the benchmarks, also time benchmarks/compiled_bounds.py: the floor under each compiled row of
+#                the overhead bench, measured on the same machine in the same session
 set -uo pipefail
 OUT=${OUT:-gpu-out}
 OPS=${OPS:-rope-thd rope decode}
@@ -33,4 +35,7 @@ if [ "${BENCH:-1}" = 1 ]; then
   for op in $OPS; do
     cukiln bench "$op" --out "$OUT/bench-$op.json" 2>&1 | tee "$OUT/bench-$op.log" | tail -30
   done
+fi
+if [ "${BOUNDS:-0}" = 1 ]; then
+  python3 benchmarks/compiled_bounds.py "$OUT" 2>&1 | tee "$OUT/compiled-bounds.log" | tail -8
 fi
