@@ -351,7 +351,6 @@ py::object call_python(const py::object& fn, torch::jit::Stack* stack, size_t co
   return fn(*args);
 }
 
-// A Python result pushed as the op's returns (the caller holds the GIL).
 // A Python result pushed as the op's returns (the caller holds the GIL); a variant's None (a value its caller did
 // not ask for) stays None.
 void push_returns(const c10::FunctionSchema& schema, const py::object& result, torch::jit::Stack* stack,
