@@ -1,16 +1,22 @@
-"""The floor under a torch.compile'd cukiln call (GPU): each compiled function of `cukiln bench overhead`, beside the
-same function around a *call probe*, a C++ op with the schema of the op the compiled call runs (the op specialized
-to the call's constants, runtime/specialize.py) whose kernels do nothing but what every call must: its Autograd-key
-kernel redispatches, as cukiln's gate does, and its CUDA kernel allocates the results as cukiln's hot path does
-(torch's caching allocator without the dispatcher) and launches nothing. Each of the two runs in turns with compiled
-``add_`` in every round, in short blocks (tools/overhead.py's paired_round, as the overhead bench pairs; the results
-of 2026-11-27 were timed before, one block of CALLS calls each).
+"""The floor under a torch.compile'd cukiln call (GPU): each compiled function of `cukiln bench overhead`, in default
+mode and under reduce-overhead, beside the same function around a *call probe*, a C++ op with the schema of the op the
+compiled call runs (the op specialized to the call's constants, runtime/specialize.py) whose kernels do nothing but
+what every call must: its Autograd-key kernel redispatches, as cukiln's gate does, and its CUDA kernel allocates the
+results as cukiln's hot path does (torch's caching allocator without the dispatcher) and launches nothing. Each runs
+in turns with its mode's reference (compiled ``add_``; under reduce-overhead captured ``y + 1.0``, as the bench pairs
+them) in short blocks (tools/overhead.py's paired_round), with the same inputs marked static as the bench's rows.
 
-The probe pays what torch charges a call of this shape inside a compiled graph: the guards on each input and
-closed-over tensor, the size and stride asserts, the op call's argument parsing from Python, the dispatcher and the
-results' wrapping. So ``probe - compiled add_`` is torch's own price of the call's shape beyond compiled ``add_``
+Default mode: the probe pays what torch charges a call of this shape inside a compiled graph: the guards on each input
+and closed-over tensor, the size and stride asserts, the op call's argument parsing from Python, the dispatcher and
+the results' wrapping. So ``probe - compiled add_`` is torch's own price of the call's shape beyond compiled ``add_``
 (whose Triton launch the probe does not pay), and ``cukiln - probe`` is cukiln's own work: its gate, plan-cache hit,
 checks and the kernel's launch. A call that launches a kernel cannot cost less than its probe plus a driver launch.
+
+Reduce-overhead: once captured, a call replays its graph and runs no op at all, so what a call costs is torch's work
+around the replay (guards, the copies of inputs that are not static into the graph's buffers, the static inputs'
+checks, the outputs), which the probe's captured function pays for the same inputs and outputs; its graph holds no
+kernel, so it replays no slower than one that does. ``probe - captured y + 1.0`` is a floor under any op of that
+shape; whether torch captured each function is recorded too.
 
     python benchmarks/compiled_bounds.py OUT_DIR [--rounds N]
 
@@ -31,7 +37,7 @@ import cukiln
 import cukiln.torch as ct
 from cukiln import rope_api, rope_torch, specialize
 from cukiln.tools import decode_step_bench
-from cukiln.tools.overhead import paired_round
+from cukiln.tools.overhead import distinct, paired_round
 
 CALLS = 5000
 
@@ -121,8 +127,8 @@ def probe_of(op):
 
 
 def cases() -> dict:
-    """label -> (the cukiln function, the same function around its op's probe, their arguments): the compiled
-    functions of `cukiln bench overhead`."""
+    """label -> (mode, the cukiln function, the same function around its op's probe, their arguments, which of them
+    are static addresses): the compiled functions of `cukiln bench overhead`, default mode and reduce-overhead."""
     kw = rope_api.rope.__kwdefaults__
     rope_args = lambda **given: tuple(dict(kw, **given).get(n) for n in rope_torch.OP_ARGUMENTS)  # noqa: E731
     x = torch.randn(1, 1, 1, 64, device="cuda")
@@ -139,87 +145,138 @@ def cases() -> dict:
     def qk(qkv):  # q and k sliced from one token's fused projection inside the function, as a serving step does
         return qkv[:, :4096].view(1, 32, 128), qkv[:, 4096:5120].view(1, 8, 128)
 
-    def probed(name, args, tensors, lse=True):
-        """The probe of op ``name`` specialized to ``args``, and the specialization's arguments after its first
-        ``tensors`` (the function's own tensors)."""
+    def probed(name, args, lse=True):
+        """The probe of op ``name`` specialized to ``args``, and the specialization's arguments."""
         op, given = specialize.specialization(name, args, lse)
-        return probe_of(op), given[tensors:]
+        return probe_of(op), given
 
-    rope_, rope_rest = probed("rope_", (x, *rope_args(base=10000.0)), 1)
-    rope, alloc_rest = probed("rope", (x, *rope_args(freqs=freqs)), 1)
-    qk_, qk_rest = probed("rope_qk_", (*qk(qkv), *rope_args(cos_sin_cache=table, positions=positions, layout="thd")), 2)
-    decode, decode_rest = probed("decode_attention", (q, k, v, None, 64, "bhsd", None, 0, None, None, None, False), 1,
-                                 lse=False)
+    def swap(given, inputs):
+        """A function of the compiled function's own tensors (in the places of the example ``inputs``, found in
+        ``given`` by identity here, outside the traced code) to the arguments its probe takes: ``given`` with
+        those tensors in place of the examples."""
+        places = {id(t): i for i, t in enumerate(inputs)}
+        slots = [(places.get(id(a)), None if id(a) in places else a) for a in given]  # no example left to guard
+        return lambda *tensors: tuple(a if i is None else tensors[i] for i, a in slots)
+
+    rope_, rope_given = probed("rope_", (x, *rope_args(base=10000.0)))
+    rope, alloc_given = probed("rope", (x, *rope_args(freqs=freqs)))
+    rope_base, base_given = probed("rope", (x, *rope_args(base=10000.0)))
+    example_q, example_k = qk(qkv)
+    qk_, qk_given = probed("rope_qk_", (example_q, example_k, *rope_args(cos_sin_cache=table, positions=positions,
+                                                                          layout="thd")))
+    decode, decode_given = probed("decode_attention", (q, k, v, None, 64, "bhsd", None, 0, None, None, None, False),
+                                  lse=False)
     step_args = (*step, "bhsd", None, 0, None, None, None, None, s["cos_sin"], None, None, 1.0, 1.0, False, None, 0,
                  None, None, 1e-6, None, None, None, False)
-    step_op, step_rest = probed("decode_step", step_args, 6, lse=False)
+    step_op, step_given = probed("decode_step", step_args, lse=False)
+    rope_swap, alloc_swap, base_swap = (swap(g, (x,)) for g in (rope_given, alloc_given, base_given))
+    qk_swap, decode_swap = swap(qk_given, (example_q, example_k, table)), swap(decode_given, (q, k, v))
+    step_swap = swap(step_given, step)
+    caches = k.clone(), v.clone()  # static copies of their own, so that marking them leaves the other cases' as they are
+    static_table = table.clone()
 
-    def cukiln_qk(qkv):
-        ct.rope_qk(*qk(qkv), cos_sin_cache=table, positions=positions, layout="thd", inplace=True)
+    def cukiln_qk(qkv, cache=table):
+        ct.rope_qk(*qk(qkv), cos_sin_cache=cache, positions=positions, layout="thd", inplace=True)
         return qkv
 
-    def probe_qk(qkv):
-        qk_(*qk(qkv), *qk_rest)
+    def probe_qk(qkv, cache=table):
+        qk_(*qk_swap(*qk(qkv), cache))
         return qkv
 
     def probe_rope_(t):
-        rope_(t, *rope_rest)
+        rope_(*rope_swap(t))
         return t
 
-    return {
-        "rope in place (base)": (lambda t: ct.rope(t, base=10000.0, inplace=True), probe_rope_, (x,)),
-        "rope allocating (freqs)": (lambda t: ct.rope(t, freqs=freqs), lambda t: rope(t, *alloc_rest), (x,)),
-        "rope_qk in place (q and k sliced inside)": (cukiln_qk, probe_qk, (qkv,)),
-        "decode_attention (b=1, T=64)": (lambda t: ct.decode_attention(t, k, v, 64),
-                                         lambda t: decode(t, *decode_rest), (q,)),
-        "decode_step (b=1, T=64, device lengths)": (lambda *t: ct.decode_step(*t, cos_sin_cache=s["cos_sin"]),
-                                                    lambda *t: step_op(*t, *step_rest), step),
-    }
+    rope_in_place = lambda t: ct.rope(t, base=10000.0, inplace=True)  # noqa: E731
+    rope_allocating = lambda t: ct.rope(t, base=10000.0)  # noqa: E731
+    probe_allocating = lambda t: rope_base(*base_swap(t))  # noqa: E731
+    cukiln_decode = lambda t, kc=k, vc=v: ct.decode_attention(t, kc, vc, 64)  # noqa: E731
+    probe_decode = lambda t, kc=k, vc=v: decode(*decode_swap(t, kc, vc))  # noqa: E731
+    cukiln_step = lambda *t: ct.decode_step(*t, cos_sin_cache=s["cos_sin"])  # noqa: E731
+    probe_step = lambda *t: step_op(*step_swap(*t))  # noqa: E731
+    reduce = "reduce-overhead"
+    static_step = tuple(t.clone() for t in step)
+    cases = [
+        (None, "rope in place (base)", rope_in_place, probe_rope_, (x,), ()),
+        (None, "rope allocating (freqs)", lambda t: ct.rope(t, freqs=freqs),
+         lambda t: rope(*alloc_swap(t)), (x,), ()),
+        (None, "rope_qk in place (q and k sliced inside)", cukiln_qk, probe_qk, (qkv,), ()),
+        (None, "decode_attention (b=1, T=64)", cukiln_decode, probe_decode, (q,), ()),
+        (None, "decode_step (b=1, T=64, device lengths)", cukiln_step, probe_step, step, ()),
+        # the overhead bench's reduce-overhead rows, each with the same inputs static
+        (reduce, "rope allocating (base)", rope_allocating, probe_allocating, (x,), ()),
+        (reduce, "rope in place (base), x static", rope_in_place, probe_rope_, (x.clone(),), (0,)),
+        (reduce, "rope_qk in place, qkv static", cukiln_qk, probe_qk, (qkv.clone(),), (0,)),
+        (reduce, "rope_qk in place, qkv and the cos|sin cache static", cukiln_qk, probe_qk,
+         (qkv.clone(), static_table), (0, 1)),
+        (reduce, "decode_attention (b=1, T=64)", cukiln_decode, probe_decode, (q,), ()),
+        (reduce, "decode_attention, caches static", cukiln_decode, probe_decode, (q, *caches), (1, 2)),
+        (reduce, "decode_step, every input static", cukiln_step, probe_step, static_step, tuple(range(6))),
+    ]
+    return {f"{mode or 'default'}: {label}": (mode, *rest) for mode, label, *rest in cases}
+
+
+def compile_case(mode, body, args, static):
+    """A zero-argument call of torch.compile(fullgraph=True, mode=mode) of ``body`` on ``args`` (the tensors at
+    indices ``static`` marked as static addresses), warmed: compiled and, in reduce-overhead mode, recorded; with
+    whether torch captured it in a CUDA graph (``captured``: None outside reduce-overhead)."""
+    from torch._dynamo.utils import counters
+
+    for i in static:
+        torch._dynamo.mark_static_address(args[i])
+    compiled = torch.compile(distinct(body), fullgraph=True, mode=mode)
+    skips = counters["inductor"]["cudagraph_skips"]
+    for _ in range(50):
+        compiled(*args)
+    call = lambda: compiled(*args)  # noqa: E731
+    call.captured = None if mode is None else counters["inductor"]["cudagraph_skips"] == skips
+    return call
 
 
 def main(out_dir: str, rounds: int) -> None:
     y = torch.randn(1, 1, 1, 64, device="cuda")
-    add = torch.compile(lambda t: t.add_(1.0), fullgraph=True)
+    references = {None: ("compiled y.add_(1.0)", compile_case(None, lambda t: t.add_(1.0), (y,), ())),
+                  "reduce-overhead": ("compiled y + 1.0, reduce-overhead",
+                                      compile_case("reduce-overhead", lambda t: t + 1.0, (y,), ()))}
     paths, found = {}, cases()
-    for label, (body, probe_body, args) in found.items():
+    for label, (mode, body, probe_body, args, static) in found.items():
         for side, fn in (("cukiln", body), ("probe", probe_body)):
-            compiled = torch.compile(fn, fullgraph=True)
-            paths[label, side] = (lambda c=compiled, a=args: c(*a))
-    reference = lambda: add(y)  # noqa: E731
-    for fn in (reference, *paths.values()):  # compiled and warm
-        for _ in range(50):
-            fn()
+            paths[label, side] = compile_case(mode, fn, args, static)
     torch.cuda.synchronize()
     times = {key: [] for key in paths}
-    over_add = {key: [] for key in paths}
+    over = {key: [] for key in paths}
     for _ in range(rounds):
-        for key, fn in paths.items():  # in turns with compiled add_, in short blocks (as the overhead bench pairs)
-            own, difference = paired_round(fn, reference, lambda a, b: a - b, CALLS)
+        for key, fn in paths.items():  # in turns with the reference, in short blocks (as the overhead bench pairs)
+            own, difference = paired_round(fn, references[found[key[0]][0]][1], lambda a, b: a - b, CALLS)
             times[key].append(own)
-            over_add[key].append(difference)
+            over[key].append(difference)
     rows = {}
-    for label in found:
-        cukiln_over, probe_over = over_add[label, "cukiln"], over_add[label, "probe"]
-        rows[label] = {"cukiln_us": times[label, "cukiln"], "probe_us": times[label, "probe"],
-                       "cukiln_over_compiled_add_us": cukiln_over, "probe_over_compiled_add_us": probe_over,
-                       "medians": {"cukiln_over_compiled_add": statistics.median(cukiln_over),
-                                   "probe_over_compiled_add": statistics.median(probe_over),
-                                   "cukiln_over_probe": statistics.median(
-                                       [a - b for a, b in zip(cukiln_over, probe_over)])}}
+    for label, (mode, *_) in found.items():
+        cukiln_over, probe_over = over[label, "cukiln"], over[label, "probe"]
+        rows[label] = {
+            "mode": mode or "default", "reference": references[mode][0],
+            "captured": {side: paths[label, side].captured for side in ("cukiln", "probe")},
+            "cukiln_us": times[label, "cukiln"], "probe_us": times[label, "probe"],
+            "cukiln_over_reference_us": cukiln_over, "probe_over_reference_us": probe_over,
+            "medians": {"cukiln_over_reference": statistics.median(cukiln_over),
+                        "probe_over_reference": statistics.median(probe_over),
+                        "cukiln_over_probe": statistics.median([a - b for a, b in zip(cukiln_over, probe_over)])}}
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cukiln": cukiln.__version__,
               "command": f"python benchmarks/compiled_bounds.py OUT_DIR --rounds {rounds}", "calls": CALLS,
               "rounds": rounds, "cases": rows}
     with open(f"{out_dir}/compiled-bounds.json", "w") as f:
         json.dump(result, f, indent=1)
     print(f"medians over {rounds} rounds of per-round differences, µs (each round's: the median over its pairs of "
-          "blocks, compiled add_'s then the path's)")
-    print(f"{'cukiln - add_':>14} {'probe - add_':>13} {'cukiln - probe':>15}  compiled function (fullgraph)")
+          "blocks, the reference's then the path's); reference: compiled add_ (default mode), captured y + 1.0 "
+          "(reduce-overhead)")
+    print(f"{'cukiln - ref':>13} {'probe - ref':>12} {'cukiln - probe':>15} {'captured':>9}  compiled function")
     for label, row in rows.items():
-        m = row["medians"]
-        print(f"{m['cukiln_over_compiled_add']:14.2f} {m['probe_over_compiled_add']:13.2f} "
-              f"{m['cukiln_over_probe']:15.2f}  {label}")
+        m, captured = row["medians"], row["captured"]
+        shown = "" if captured["cukiln"] is None else "/".join("yes" if captured[s] else "no" for s in captured)
+        print(f"{m['cukiln_over_reference']:13.2f} {m['probe_over_reference']:12.2f} "
+              f"{m['cukiln_over_probe']:15.2f} {shown:>9}  {label}")
 
 
 if __name__ == "__main__":
     arguments = sys.argv[1:]
-    main(arguments[0], int(arguments[arguments.index("--rounds") + 1]) if "--rounds" in arguments else 15)
+    main(arguments[0], int(arguments[arguments.index("--rounds") + 1]) if "--rounds" in arguments else 9)

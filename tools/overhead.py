@@ -202,6 +202,15 @@ def specialized_op(name: str, args: tuple):
     return lambda: op.overloadpacket(*given)
 
 
+def distinct(fn):
+    """``fn`` with a code object of its own. torch.compile keeps its graphs on the code object: a path compiled from
+    the function of another path would replay that path's graph wherever its arguments pass the other's guards
+    (static marks included), rather than its own."""
+    import types
+
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
 def compiled(body, *args, mode: str | None = None, static: bool | tuple[int, ...] = False):
     """A zero-argument call of torch.compile(fullgraph=True, mode=mode) of ``body`` on ``args``; ``static``: the
     tensors among ``args`` (True), or those at these indices, marked as static addresses (as a model's buffers, e.g.
@@ -212,7 +221,7 @@ def compiled(body, *args, mode: str | None = None, static: bool | tuple[int, ...
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor) and (static is True or (static and i in static)):
             torch._dynamo.mark_static_address(a)
-    fn = torch.compile(body, fullgraph=True, mode=mode)
+    fn = torch.compile(distinct(body), fullgraph=True, mode=mode)
     return lambda: fn(*args)
 
 
