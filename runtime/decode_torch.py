@@ -11,7 +11,8 @@ from .specialize import call as specialized_call  # by name: a traced call reach
 from .decode_api import decode_attention as _decode_attention
 from .decode_api import describe_op, run_decode
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, PUBLIC_CALLS, attention_callers, direct, eager, fake, implement, untracked
+from .torch_support import (LIBRARY, PUBLIC_CALLS, attention_callers, direct, eager, fake, implement, one_graph_node,
+                            untracked)
 
 __all__ = ["decode_attention"]
 
@@ -66,6 +67,7 @@ def _decode_miss(q, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_star
 implement("decode_attention", _decode_kernel, _decode_autograd, _decode_miss, per_call=("kv_len", "kv_start"))
 
 
+@one_graph_node
 def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
                      num_splits=None, out=None, return_lse=False, batch_invariant=False):
     """cukiln.decode_attention as the op cukiln::decode_attention (see there for the arguments; eager calls
@@ -73,7 +75,7 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     if out is not None:
         raise ValueError("out: cukiln.torch.decode_attention returns a new tensor; use cukiln.decode_attention "
                          "for out=")
-    if not isinstance(kv_lens, (int, torch.Tensor)) or isinstance(kv_lens, bool):
+    if not isinstance(kv_lens, (int, torch.SymInt, torch.Tensor)) or isinstance(kv_lens, bool):  # SymInt: traced
         raise TypeError(f"kv_lens: expected an int or an int32 tensor [b], got {type(kv_lens).__name__}")
     if (_NATIVE_CALL is not None and q.is_cuda and eager(q) and type(k_cache) is torch.Tensor
             and type(v_cache) is torch.Tensor and untracked(q, k_cache, v_cache)):  # the op's plans, no dispatcher

@@ -16,7 +16,7 @@ from .kv_append_api import run_kv_append
 from .specialize import call as specialized_call  # by name: a traced call reaches the module one way (specialize._OPS)
 from .tensors import refuse_untracked_gradients
 from .torch_support import (LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, attention_callers, direct, eager, fake,
-                            implement, untracked)
+                            implement, one_graph_node, untracked)
 
 __all__ = ["kv_append", "decode_step"]
 
@@ -110,6 +110,7 @@ def _split(value):
     return (value, 0) if isinstance(value, torch.Tensor) else (None, 0 if value is None else value)
 
 
+@one_graph_node
 def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
               freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
               interleaved=False, rotary_dim=None, rotary_offset=0, q_norm_weight=None, k_norm_weight=None,
@@ -127,6 +128,7 @@ def kv_append(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", k
     return _kv_append_kernel(*args) if direct(q, "kv_append") else specialized_call("kv_append", args)
 
 
+@one_graph_node
 def decode_step(q, k_new, v_new, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, positions=None,
                 freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, rope_scale=1.0,
                 mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0, q_norm_weight=None,

@@ -16,7 +16,8 @@ from . import rope_api
 from .rope_api import ARGUMENTS, run_rope, run_rope_qk
 from .specialize import call as specialized_call  # by name: a traced call reaches the module one way (specialize._OPS)
 from .tensors import refuse_untracked_gradients
-from .torch_support import LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, fake, implement, untracked, wants_grad
+from .torch_support import (LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, fake, implement, one_graph_node,
+                            untracked, wants_grad)
 
 __all__ = ["rope", "rope_qk"]
 
@@ -242,6 +243,7 @@ def _op_args(freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layo
             cu_seqlens, cp_size, cp_rank, max_seqlen, bool(backward))
 
 
+@one_graph_node
 def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
          layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, mrope_section=None,
          mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None,
@@ -280,6 +282,7 @@ def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None
     return specialized_call("rope", args)
 
 
+@one_graph_node
 def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
             mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None,
             mrope_section=None, mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0,

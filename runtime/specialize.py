@@ -3,13 +3,14 @@
 torch charges an op call by its arguments: a compiled graph's call parses each one against the op's schema, and the
 dispatcher boxes each one (`benchmarks/studies/step_schema_cost.py`). A cukiln op takes 12 to 28 of them, and in
 one traced call most are constants: the layout, the flags, a None for each angle source or option not used. So
-when a cukiln.torch wrapper is traced by torch.compile it calls ``cukiln::<op>__<digest>`` instead: the op
-specialized to the call's constants, whose schema keeps only its tensors and numbers. Numbers stay arguments because
-torch.compile may trace an int or a float as a symbol (one that changed between calls), which it presents to the
-traced code as a plain number, so that no test here could tell it from a constant. The constants are the Nones, the
-bools and the strings. The digest names them, so every process that traces the same call defines the same op. Its
-kernels put the constants back and run the op's own (hot_path.cpp's Specialized): the same plan cache, autograd
-kernel and errors.
+when torch.compile traces a cukiln.torch wrapper (a node of its graph, torch_support.one_graph_node: the wrapper runs
+as plain Python on traced tensors when torch.compile computes the call's example results and when AOTAutograd traces
+the graph) it calls ``cukiln::<op>__<digest>`` instead: the op specialized to the call's constants, whose schema
+keeps only its tensors and numbers. The constants are the Nones, the bools and the strings; numbers stay arguments,
+so that one op serves every value of a number, a symbol included (a number that changed between calls reaches the
+wrapper as a torch.SymInt or SymFloat). The digest names the constants, so every process that traces the same call
+defines the same op. Its kernels put the constants back and run the op's own (hot_path.cpp's Specialized): the same
+plan cache, autograd kernel and errors.
 
 Only where the native hot path serves the op (its C++ kernels are what expands a call cheaply), never while
 torch.export traces (an exported program may name only ops that importing cukiln.torch defines), and not for a
@@ -24,6 +25,7 @@ import re
 import threading
 
 import torch
+from torch._guards import TracingContext
 from torch.compiler import is_compiling
 
 from . import native
@@ -38,9 +40,11 @@ _CONSTANT_KINDS = ("none", "bool", "str")
 _SIGNATURES: dict = {}  # op name -> its arguments' declarations, their types and optionality, its returns
 _DEFINED: dict = {}  # specialized op name -> (what it specializes, its library fragment), for this process
 _LOCK = threading.Lock()
-# What the traced path reads, held here so that it never reads the torch module itself: a wrapper reads torch (and
-# torch.Tensor) through its own module, and an object torch.compile reaches through two modules costs every call a
-# guard evaluated in Python. Every tensor is a TensorBase, which no wrapper reads.
+# What the traced path reads, held here so that it never reads the torch module itself. This matters only where
+# Dynamo traces a wrapper's Python rather than recording it as one node (a copy of a wrapper, as the A side of
+# benchmarks/studies/one_graph_node_ab.py): there a wrapper reads torch (and torch.Tensor) through its own module,
+# and an object Dynamo reaches through two modules costs every call a guard evaluated in Python. Every tensor is a
+# TensorBase, which no wrapper reads.
 _OPS = torch.ops.cukiln
 _TENSOR = torch._C.TensorBase
 
@@ -51,7 +55,9 @@ def call(name: str, args: tuple, lse: bool = True):
     ``lse=False``, for an attention op returning (out, lse): the call wants out alone, which is what it returns; the
     op specialized so returns out alone too, and runs the op's variant that neither allocates nor writes an lse
     (native.NO_LSE), so that a compiled graph holds one output, not two."""
-    if is_compiling():
+    # traced: torch.compile computing the call's example results, or AOTAutograd tracing the graph (where some torch
+    # versions answer is_compiling() with False; the tracing context is set either way)
+    if is_compiling() or TracingContext.try_get() is not None:
         found = specialization(name, args, lse)
         if found is not None:
             op, given = found
@@ -70,6 +76,8 @@ def _kind(a) -> str:
             return kind
     if type(a) in (list, tuple) and all(type(v) is int for v in a):
         return "list"
+    if isinstance(a, (torch.SymInt, torch.SymFloat)):  # a number torch.compile traces as a symbol: an argument
+        return "int" if isinstance(a, torch.SymInt) else "float"
     return "other"
 
 
@@ -77,8 +85,9 @@ def specialization(name: str, args: tuple, lse: bool = True):
     """(op, arguments): op cukiln::``name`` specialized to the constants among ``args`` (defined on first use) and
     the arguments it takes; None where a call must take the op itself (above). ``lse``: as call() takes it.
 
-    torch.compile traces this: only type tests run here, and what they find goes to _given as constants (which
-    torch.compile calls while tracing, keeping its answer); the numbers, maybe symbols, are not passed there."""
+    Plain Python where torch.compile records the wrapper as a graph node. Where Dynamo traces a wrapper's Python
+    instead (see _OPS), only type tests run here, and what they find goes to _given as constants (which Dynamo calls
+    while tracing, keeping its answer); the numbers, maybe symbols, are not passed there."""
     kinds = tuple(_kind(a) for a in args)
     found = _given(name, kinds, tuple(a if kind in ("bool", "str") else None for a, kind in zip(args, kinds)), lse)
     if not found:

@@ -12,8 +12,9 @@ import torch
 LIBRARY = torch.library.Library("cukiln", "DEF")
 
 
-# torch.compiler.is_compiling, held here: asked first, it keeps a traced call from reading the torch module through
-# this module as well as through the wrapper's (an object read through two modules costs a guard evaluated in Python)
+# torch.compiler.is_compiling, held here: asked first, it keeps a wrapper that Dynamo traces (one not recorded as a
+# graph node, see one_graph_node) from reading the torch module through this module as well as through the
+# wrapper's (an object read through two modules costs a guard evaluated in Python)
 _compiling = torch.compiler.is_compiling
 
 
@@ -41,6 +42,16 @@ def public_call(name: str):
     use loads cukiln.torch (every family's ops, and the extension)."""
     importlib.import_module("cukiln.torch")
     return PUBLIC_CALLS.get(name) or False
+
+
+def one_graph_node(wrapper):
+    """Decorator for a cukiln.torch wrapper: torch.compile records a call of it as one node of its graph
+    (torch.compiler.allow_in_graph) rather than tracing its Python. The wrapper then runs as plain Python on traced
+    tensors, when torch.compile computes the call's example results and when AOTAutograd traces the graph (where
+    runtime/specialize.py's call finds the op it calls), and a compiled call guards on its own arguments alone. Traced
+    instead, the wrapper left 50-80 guards (on its defaults, its modules' globals, the builtins it read), evaluated
+    on every call of the compiled function (`benchmarks/compiled_bounds.py`)."""
+    return torch.compiler.allow_in_graph(wrapper)
 
 
 def direct(x: torch.Tensor, op: str) -> bool:

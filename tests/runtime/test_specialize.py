@@ -114,22 +114,41 @@ def test_the_specialized_kernel_is_the_ops_own(launches):
         op(*given)
 
 
-def _graph_nodes(fn, *args) -> list:
-    """The call_function nodes of the graph torch.compile makes of ``fn``, which raises when run (CPU tensors)."""
-    graphs = []
+def _capturing(graphs: list):
+    """A torch.compile backend that keeps the graph AOTAutograd hands the compiler (where a cukiln.torch wrapper's
+    ops appear, its call being one node of Dynamo's graph) in ``graphs`` and runs it."""
+    from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
     def capture(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
+        def record(graph, inputs):
+            graphs.append(graph)
+            return make_boxed_func(graph.forward)
 
+        return aot_module_simplified(gm, example_inputs, fw_compiler=record)
+
+    return capture
+
+
+def _ops_of(graph) -> list[str]:
+    """The cukiln ops ``graph`` calls, in order: an op that mutates an input appears as its own name there, in place
+    of the functional wrapper that stands for it."""
+    nodes = [n for n in graph.graph.nodes if n.op == "call_function"]
+    targets = (n.args[0] if "auto_functionalized" in str(n.target) else n.target for n in nodes)
+    return [t for t in targets if str(t).startswith("cukiln.")]
+
+
+def _graph_nodes(fn, *args) -> list:
+    """The cukiln ops of the graph torch.compile makes of ``fn`` (_capturing), which raises when run (CPU
+    tensors)."""
+    graphs = []
     with pytest.raises(ValueError, match="expected a CUDA tensor"):
-        torch.compile(fn, backend=capture, fullgraph=True)(*args)
-    return [n for n in graphs[0].graph.nodes if n.op == "call_function"]
+        torch.compile(fn, backend=_capturing(graphs), fullgraph=True)(*args)
+    return _ops_of(graphs[0])
 
 
 def _graph_ops(fn, *args) -> list[str]:
-    """The ops of the graph torch.compile makes of ``fn`` (_graph_nodes)."""
-    return [str(n.target) for n in _graph_nodes(fn, *args)]
+    """The cukiln ops of the graph torch.compile makes of ``fn`` (_graph_nodes)."""
+    return [str(op) for op in _graph_nodes(fn, *args)]
 
 
 def test_compiled_wrappers_call_specialized_ops():
@@ -145,7 +164,7 @@ def test_compiled_wrappers_call_specialized_ops():
 
 def _graph_schemas(fn, *args) -> list[str]:
     """The cukiln ops' schemas in the graph torch.compile makes of ``fn`` (_graph_nodes)."""
-    return [str(n.target._schema) for n in _graph_nodes(fn, *args) if str(n.target).startswith("cukiln.")]
+    return [str(op._schema) for op in _graph_nodes(fn, *args)]
 
 
 def test_a_traced_attention_call_without_lse_takes_an_op_returning_out_alone():
@@ -195,26 +214,21 @@ def test_the_override_keeps_the_ops_themselves():
 
 
 def test_numbers_that_change_between_calls_stay_arguments():
-    # torch.compile may trace a number that changed between calls as a symbol, which it shows the traced code as a
-    # plain number (dynamic=True: at once): every value takes the same specialized op, symbol or not
+    # torch.compile traces a number that changed between calls as a symbol (dynamic=True: at once), which reaches
+    # the wrapper as one: every value takes the same specialized op, symbol or not
     graphs = []
-
-    def capture(gm, example_inputs):
-        graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
-        return gm.forward
-
     q, k_cache = _step_inputs()[0], _step_inputs()[3]
     x = torch.randn(2, 1, 4, 64)
-    calls = (torch.compile(lambda q, n: ct.decode_attention(q, k_cache, k_cache, n), backend=capture,
+    calls = (torch.compile(lambda q, n: ct.decode_attention(q, k_cache, k_cache, n), backend=_capturing(graphs),
                            fullgraph=True), q), (
-        torch.compile(lambda x, n: ct.rope(x, base=1e4, offsets=n, scale=n / 8), backend=capture, fullgraph=True,
-                      dynamic=True), x)
+        torch.compile(lambda x, n: ct.rope(x, base=1e4, offsets=n, scale=n / 8), backend=_capturing(graphs),
+                      fullgraph=True, dynamic=True), x)
     for (fn, tensor), op in zip(calls, ("cukiln.decode_attention", "cukiln.rope")):
         graphs.clear()
         for n in (3, 4, 5):
             with pytest.raises(ValueError, match="expected a CUDA tensor"):
                 fn(tensor, n)
-        names = {o for ops in graphs for o in ops if o.startswith("cukiln.")}
+        names = {str(o) for graph in graphs for o in _ops_of(graph)}
         assert len(names) == 1 and names.pop().startswith(op + "__"), graphs  # one op for every value
 
 
@@ -237,10 +251,10 @@ def test_a_call_needing_autograd_runs_the_ops_autograd_on_the_ops_arguments(laun
     assert len(launches) == 3 and x.grad is not None
 
 
-def test_a_compiled_wrapper_reads_no_object_through_two_modules():
-    # an object torch.compile reaches through two modules' globals (torch, the specialize module, NATIVE_HANDLES,
-    # torch.Tensor) costs every call of the compiled function a guard evaluated in Python; the traced path reads
-    # each through one module only (specialize's _OPS and _TENSOR, eager() asking is_compiling first)
+def test_a_compiled_call_guards_on_its_own_arguments_alone():
+    # a cukiln.torch wrapper is one node of torch.compile's graph (torch_support.one_graph_node): no guard on what
+    # its Python reads (its defaults, its modules' globals, builtins), each evaluated on every call of the compiled
+    # function; and none evaluated in Python that names cukiln (an object reached through two modules' globals)
     import io
     import logging
 
@@ -263,3 +277,6 @@ def test_a_compiled_wrapper_reads_no_object_through_two_modules():
     assert len([line for line in guards if "decode_attention" in line]) > 0, "the guards were logged"
     aliases = [line for line in guards if "LAMBDA_GUARD" in line and "cukiln" in line]
     assert not aliases, aliases
+    wrapper_reads = [line for line in guards if "__kwdefaults__" in line or "runtime/" in line.split("#")[0]
+                     or "cukiln.specialize" in line or "cukiln.torch_support" in line]
+    assert not wrapper_reads, wrapper_reads

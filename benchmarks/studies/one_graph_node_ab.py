@@ -1,0 +1,144 @@
+"""A compiled cukiln.torch call with its wrapper traced by Dynamo (A: the wrapper's Python inlined, its reads
+guarded) against the wrapper as one node of Dynamo's graph (B: torch_support.one_graph_node, the default), in one
+process on the GPU. A is a copy of each wrapper (the same code, defaults and globals) that torch.compile does not
+know as a graph node, so it traces it as it traced every wrapper before. Each compiled function of
+`cukiln bench overhead` is compiled twice, once around each, in default mode and under reduce-overhead (with the
+inputs static that the bench's rows mark); B runs paired with A in short blocks (tools/overhead.py's paired_round),
+ROUNDS rounds, and the figure is the median over rounds of B minus A. Also records each side's guards.
+
+    python benchmarks/studies/one_graph_node_ab.py OUT_DIR
+
+Writes OUT_DIR/one-graph-node-ab.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import statistics
+import sys
+import types
+
+import torch
+
+import cukiln
+import cukiln.torch as ct
+from cukiln.tools import decode_step_bench
+from cukiln.tools.overhead import distinct, paired_round
+
+CALLS, ROUNDS = 5000, 7
+
+
+def traced_copy(wrapper):
+    """``wrapper`` as a function torch.compile traces (inlines), not one it records as a graph node."""
+    copy = types.FunctionType(wrapper.__code__, wrapper.__globals__, wrapper.__name__, wrapper.__defaults__,
+                              wrapper.__closure__)
+    copy.__kwdefaults__ = dict(wrapper.__kwdefaults__ or {})
+    return copy
+
+
+def cases(w) -> list:
+    """(mode, label, function, arguments, static indices) for the wrappers in namespace ``w``."""
+    x = torch.randn(1, 1, 1, 64, device="cuda")
+    freqs = torch.rand(1, 64, device="cuda")
+    qkv = torch.randn(1, 48 * 128, device="cuda", dtype=torch.bfloat16)
+    table = torch.rand(4096, 128, device="cuda")
+    positions = torch.zeros(1, device="cuda", dtype=torch.int64)
+    q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, 8, 64, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    s = decode_step_bench.setup_case(decode_step_bench.SETS[0], 1, 64)
+    step = tuple(s[name] for name in ("q", "k", "v", "k_cache", "v_cache", "lens"))
+
+    def qk_sliced(qkv, cache=table):
+        w.rope_qk(qkv[:, :4096].view(1, 32, 128), qkv[:, 4096:5120].view(1, 8, 128), cos_sin_cache=cache,
+                  positions=positions, layout="thd", inplace=True)
+        return qkv
+
+    def decode(t, kc=k, vc=v):
+        return w.decode_attention(t, kc, vc, 64)
+
+    def step_call(*t):
+        return w.decode_step(*t, cos_sin_cache=s["cos_sin"])
+
+    reduce = "reduce-overhead"
+    return [
+        (None, "rope in place (base)", lambda t: w.rope(t, base=10000.0, inplace=True), (x,), ()),
+        (None, "rope allocating (freqs)", lambda t: w.rope(t, freqs=freqs), (x,), ()),
+        (None, "rope_qk in place (q and k sliced inside)", qk_sliced, (qkv,), ()),
+        (None, "decode_attention (b=1, T=64)", decode, (q,), ()),
+        (None, "decode_step (b=1, T=64, device lengths)", step_call, step, ()),
+        (reduce, "rope allocating (base)", lambda t: w.rope(t, base=10000.0), (x,), ()),
+        (reduce, "rope in place (base), x static", lambda t: w.rope(t, base=10000.0, inplace=True), (x.clone(),),
+         (0,)),
+        (reduce, "rope_qk in place, qkv static", qk_sliced, (qkv.clone(),), (0,)),
+        (reduce, "rope_qk in place, qkv and the cos|sin cache static", qk_sliced, (qkv.clone(), table.clone()),
+         (0, 1)),
+        (reduce, "decode_attention (b=1, T=64)", decode, (q,), ()),
+        (reduce, "decode_attention, caches static", decode, (q, k.clone(), v.clone()), (1, 2)),
+        (reduce, "decode_step, every input static", step_call, tuple(t.clone() for t in step), tuple(range(6))),
+    ]
+
+
+def compiled(mode, body, args, static):
+    """(a zero-argument call of torch.compile(fullgraph=True, mode=mode) of ``body`` on ``args``, warm; its
+    guards' count; whether torch captured it, None outside reduce-overhead)."""
+    from torch._dynamo.utils import counters
+
+    for i in static:
+        torch._dynamo.mark_static_address(args[i])
+    fn = torch.compile(distinct(body), fullgraph=True, mode=mode)
+    text = io.StringIO()
+    handler = logging.StreamHandler(text)
+    torch._logging.set_logs(guards=True)
+    logging.getLogger("torch._dynamo").addHandler(handler)
+    skips = counters["inductor"]["cudagraph_skips"]
+    try:
+        for _ in range(50):
+            fn(*args)
+    finally:
+        logging.getLogger("torch._dynamo").removeHandler(handler)
+        torch._logging.set_logs(guards=False)
+    guards = sum("_MATCH" in line or "GUARD" in line or "ALIASING" in line or "DICT_" in line
+                 for line in text.getvalue().splitlines())
+    captured = None if mode is None else counters["inductor"]["cudagraph_skips"] == skips
+    return (lambda: fn(*args)), guards, captured
+
+
+def main(out_dir: str) -> None:
+    traced = types.SimpleNamespace(**{name: traced_copy(getattr(ct, name))
+                                      for name in ("rope", "rope_qk", "decode_attention", "decode_step")})
+    sides = {"A traced": cases(traced), "B one node": cases(ct)}
+    built = {side: [compiled(mode, body, args, static) for mode, _, body, args, static in found]
+             for side, found in sides.items()}
+    torch.cuda.synchronize()
+    labels = [f"{mode or 'default'}: {label}" for mode, label, *_ in sides["B one node"]]
+    rounds = {label: [] for label in labels}
+    times = {label: {"A": [], "B": []} for label in labels}
+    for _ in range(ROUNDS):
+        for i, label in enumerate(labels):
+            a, b = built["A traced"][i][0], built["B one node"][i][0]
+            own, difference = paired_round(b, a, lambda x, y: x - y, CALLS)
+            rounds[label].append(difference)
+            times[label]["B"].append(own)
+    rows = {label: {"b_minus_a_us": statistics.median(rounds[label]), "rounds_b_minus_a_us": rounds[label],
+                    "b_us": times[label]["B"],
+                    "guards": {"A": built["A traced"][i][1], "B": built["B one node"][i][1]},
+                    "captured": {"A": built["A traced"][i][2], "B": built["B one node"][i][2]}}
+            for i, label in enumerate(labels)}
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cukiln": cukiln.__version__,
+              "command": "python benchmarks/studies/one_graph_node_ab.py OUT_DIR", "calls": CALLS,
+              "rounds": ROUNDS, "cases": rows}
+    with open(f"{out_dir}/one-graph-node-ab.json", "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"median over {ROUNDS} rounds of B - A, µs (each round's: the median over its pairs of blocks)")
+    print(f"{'B - A':>7} {'guards A/B':>11} {'captured A/B':>13}  compiled function")
+    for label, row in rows.items():
+        g, c = row["guards"], row["captured"]
+        shown = "" if c["A"] is None else f"{'yes' if c['A'] else 'no'}/{'yes' if c['B'] else 'no'}"
+        print(f"{row['b_minus_a_us']:7.2f} {g['A']:>5}/{g['B']:<5} {shown:>13}  {label}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
