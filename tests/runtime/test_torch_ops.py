@@ -84,6 +84,18 @@ def test_wrappers_reject_out_and_bad_lengths():
         ct.decode_attention(x, x, x, None)
 
 
+def test_a_compiled_call_with_a_bad_argument_raises_the_wrappers_message_and_writes_nothing():
+    # the wrapper is one node of torch.compile's graph: its check runs while torch traces the call, and torch
+    # raises its own error type around the wrapper's message
+    x = torch.randn(4, 1, 1, 8)
+    before = x.clone()
+    for fn, message in ((lambda t: ct.rope(t, base=1e4, out=t), "use cukiln.rope for out="),
+                        (lambda t: ct.decode_attention(t, t, t, None), "kv_lens: expected an int")):
+        with pytest.raises(Exception, match=message):
+            torch.compile(fn, backend="eager", fullgraph=True)(x)
+    assert torch.equal(x, before)
+
+
 def test_a_backward_after_its_positions_changed_in_place_raises(monkeypatch):
     """The eager autograd path on the CPU, with the float64 reference standing in for the kernel."""
     from cukiln import reference
