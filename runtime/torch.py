@@ -10,10 +10,10 @@ implementation, so torch.compile traces them without running them. Each wrapper 
 torch.compile makes (torch_support.one_graph_node): its Python runs when the graph is traced, where it calls the op
 specialized to the call's constants (cukiln.specialize), and a compiled call guards on its own arguments alone.
 Gradients: rope's backward is cukiln's backward kernel on the incoming gradient (the exact vector-Jacobian
-product); angle tables, positions, offsets and cu_seqlens get none. ``cukiln.torch.rope(..., inplace=True)`` is differentiable too (eager:
-the kernel in place, marked as such for autograd; traced: the out-of-place op and a copy into x), while
-the op ``cukiln::rope_`` and decode attention are not: given a tensor that requires grad (grad mode on),
-they raise rather than return a result that autograd would silently treat as a constant.
+product); angle tables, positions, offsets and cu_seqlens get none. ``cukiln.torch.rope(..., inplace=True)`` is
+differentiable too (eager: the kernel in place, marked as such for autograd; traced: the out-of-place op and a copy
+into x), while the op ``cukiln::rope_`` and decode attention are not: given a tensor that requires grad (grad mode
+on), they raise rather than return a result that autograd would silently treat as a constant.
 Arguments that take an int or a tensor in cukiln (offsets, kv_lens, kv_start) travel as two op arguments.
 
 With the native hot path (cukiln.native: the ops' per-call work in C++, built on first use) an eager call that
