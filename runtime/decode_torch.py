@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .specialize import call as specialized_call  # by name: a traced call reaches the module one way (specialize._OPS)
+from .specialize import call as specialized_call
 from .decode_api import decode_attention as _decode_attention
 from .decode_api import describe_op, run_decode
 from .tensors import refuse_untracked_gradients

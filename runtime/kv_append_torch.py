@@ -13,7 +13,7 @@ import torch
 from . import decode_step_api, kv_append_api
 from .decode_step_api import run_decode_step
 from .kv_append_api import run_kv_append
-from .specialize import call as specialized_call  # by name: a traced call reaches the module one way (specialize._OPS)
+from .specialize import call as specialized_call
 from .tensors import refuse_untracked_gradients
 from .torch_support import (LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, attention_callers, direct, eager, fake,
                             implement, one_graph_node, untracked)

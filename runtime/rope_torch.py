@@ -14,7 +14,7 @@ import torch
 
 from . import rope_api
 from .rope_api import ARGUMENTS, run_rope, run_rope_qk
-from .specialize import call as specialized_call  # by name: a traced call reaches the module one way (specialize._OPS)
+from .specialize import call as specialized_call
 from .tensors import refuse_untracked_gradients
 from .torch_support import (LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, direct, eager, fake, implement, one_graph_node,
                             untracked, wants_grad)

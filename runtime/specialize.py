@@ -40,13 +40,6 @@ _CONSTANT_KINDS = ("none", "bool", "str")
 _SIGNATURES: dict = {}  # op name -> its arguments' declarations, their types and optionality, its returns
 _DEFINED: dict = {}  # specialized op name -> (what it specializes, its library fragment), for this process
 _LOCK = threading.Lock()
-# What the traced path reads, held here so that it never reads the torch module itself. This matters only where
-# Dynamo traces a wrapper's Python rather than recording it as one node (a copy of a wrapper, as the A side of
-# benchmarks/studies/one_graph_node_ab.py): there a wrapper reads torch (and torch.Tensor) through its own module,
-# and an object Dynamo reaches through two modules costs every call a guard evaluated in Python. Every tensor is a
-# TensorBase, which no wrapper reads.
-_OPS = torch.ops.cukiln
-_TENSOR = torch._C.TensorBase
 
 
 def call(name: str, args: tuple, lse: bool = True):
@@ -62,12 +55,12 @@ def call(name: str, args: tuple, lse: bool = True):
         if found is not None:
             op, given = found
             return op(*given)
-    result = getattr(_OPS, name).default(*args)
+    result = getattr(torch.ops.cukiln, name).default(*args)
     return result if lse else result[0]
 
 
 def _kind(a) -> str:
-    if isinstance(a, _TENSOR):
+    if isinstance(a, torch.Tensor):
         return "tensor"
     if a is None:
         return "none"
@@ -83,43 +76,27 @@ def _kind(a) -> str:
 
 def specialization(name: str, args: tuple, lse: bool = True):
     """(op, arguments): op cukiln::``name`` specialized to the constants among ``args`` (defined on first use) and
-    the arguments it takes; None where a call must take the op itself (above). ``lse``: as call() takes it.
-
-    Plain Python where torch.compile records the wrapper as a graph node. Where Dynamo traces a wrapper's Python
-    instead (see _OPS), only type tests run here, and what they find goes to _given as constants (which Dynamo calls
-    while tracing, keeping its answer); the numbers, maybe symbols, are not passed there."""
-    kinds = tuple(_kind(a) for a in args)
-    found = _given(name, kinds, tuple(a if kind in ("bool", "str") else None for a, kind in zip(args, kinds)), lse)
-    if not found:
-        return None
-    spec, given = found
-    return getattr(_OPS, spec).default, [args[i] for i in given]
-
-
-@torch.compiler.assume_constant_result
-def _given(name: str, kinds: tuple[str, ...], values: tuple, lse: bool = True) -> tuple:
-    """(the specialized op's name, the indices of its arguments among the op's), or () where the op itself must
-    serve: ``kinds`` (_kind) of the call's arguments, ``values`` the bools and strings among them (None elsewhere).
-    Never while torch.export traces: asked here, where it runs as plain Python (torch.compile of some torch versions
-    answers is_exporting() with True in traced code); nor where the traced_ops override says "generic" (read here
-    too, so that a compiled graph keeps the choice it was traced under); nor where the native hot path does not
-    serve the op (or, for ``lse`` False, its no-lse variant): asked here too, so that the traced path reads
-    NATIVE_HANDLES through no module of its own (see _OPS)."""
+    the arguments it takes; None where a call must take the op itself: while torch.export traces, where the
+    traced_ops override says "generic", where the native hot path does not serve the op (or, for ``lse`` False, its
+    no-lse variant), and for an argument not of its schema's type (the op's own kernel explains it). ``lse``: as
+    call() takes it."""
     choice = OVERRIDES["traced_ops"]
     if choice not in ("auto", "generic"):
         raise ValueError(f"traced_ops override: expected 'generic' or 'auto', got {choice!r}")
     if choice == "generic" or torch.compiler.is_exporting() or (name if lse else name + NO_LSE) not in NATIVE_HANDLES:
-        return ()
+        return None
     _, types, optional, _ = _signature(name)
     given, constants = [], []
-    for i, (kind, value) in enumerate(zip(kinds, values)):
+    for i, a in enumerate(args):
+        kind = _kind(a)
         if kind not in _ACCEPTS[types[i]] + (("none",) if optional[i] else ()):
-            return ()  # not of the schema's type: the op's own kernel explains it
+            return None
         if kind in _CONSTANT_KINDS:
-            constants.append(value)
+            constants.append(a)
         else:
             given.append(i)
-    return specialized(name, tuple(given), tuple(constants), lse), tuple(given)
+    spec = specialized(name, tuple(given), tuple(constants), lse)
+    return getattr(torch.ops.cukiln, spec).default, [args[i] for i in given]
 
 
 def _signature(name: str) -> tuple[list[str], list[str], list[bool], str]:

@@ -208,7 +208,9 @@ def distinct(fn):
     (static marks included), rather than its own."""
     import types
 
-    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    own = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    own.__kwdefaults__ = fn.__kwdefaults__
+    return own
 
 
 def compiled(body, *args, mode: str | None = None, static: bool | tuple[int, ...] = False):
