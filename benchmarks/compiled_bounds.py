@@ -1,5 +1,5 @@
-"""The floor under a torch.compile'd cukiln call (GPU): each compiled function of `cukiln bench overhead`, in default
-mode and under reduce-overhead, beside the same function around a *call probe*, a C++ op with the schema of the op the
+"""The floor under a cukiln op call, compiled and through the dispatcher (GPU): each compiled function of
+`cukiln bench overhead`, in default mode and under reduce-overhead, beside the same function around a *call probe*, a C++ op with the schema of the op the
 compiled call runs (the op specialized to the call's constants, runtime/specialize.py) whose kernels do nothing but
 what every call must: its Autograd-key kernel redispatches, as cukiln's gate does, and its CUDA kernel allocates the
 results as cukiln's hot path does (torch's caching allocator without the dispatcher) and launches nothing. Each runs
@@ -18,10 +18,17 @@ checks, the outputs), which the probe's captured function pays for the same inpu
 kernel, so it replays no slower than one that does. ``probe - captured y + 1.0`` is a floor under any op of that
 shape; whether torch captured each function is recorded too.
 
+Eager, through the dispatcher: the bench's op rows (each op as itself, with its 11-28 arguments, and rope_,
+decode_attention and decode_step specialized to the call's constants), each beside its probe called alike, paired
+with eager ``add_`` and held against it as a ratio, as the bench holds them (timed first, before anything is
+compiled, as the bench times them). ``probe : add_`` is what the dispatcher charges a call of that schema, a floor
+under any op of it.
+
     python benchmarks/compiled_bounds.py OUT_DIR [--rounds N]
 
-Writes OUT_DIR/compiled-bounds.json (µs per call: each path's rounds, and per round the differences) and prints a
-table of medians over rounds of the paired differences.
+Writes OUT_DIR/compiled-bounds.json (µs per call of each path's rounds, and per round its figure against the
+reference: a ratio for the eager rows, a difference in µs for the compiled ones) and prints a table of medians over
+rounds of those paired figures.
 """
 
 from __future__ import annotations
@@ -113,6 +120,8 @@ def probe_of(op):
         _LIBRARY.extend((torch.library.Library("cukiln_call_probe", "DEF"), module))
     library, module = _LIBRARY
     name = op.name().split("::")[1]
+    if hasattr(torch.ops.cukiln_call_probe, name):  # probed already, by another case
+        return getattr(torch.ops.cukiln_call_probe, name).default
     library.define(str(op._schema).split("::", 1)[1])
     returns = len(op._schema.returns)
 
@@ -158,17 +167,19 @@ def cases() -> dict:
         slots = [(places.get(id(a)), None if id(a) in places else a) for a in given]  # no example left to guard
         return lambda *tensors: tuple(a if i is None else tensors[i] for i, a in slots)
 
-    rope_, rope_given = probed("rope_", (x, *rope_args(base=10000.0)))
-    rope, alloc_given = probed("rope", (x, *rope_args(freqs=freqs)))
-    rope_base, base_given = probed("rope", (x, *rope_args(base=10000.0)))
     example_q, example_k = qk(qkv)
-    qk_, qk_given = probed("rope_qk_", (example_q, example_k, *rope_args(cos_sin_cache=table, positions=positions,
-                                                                          layout="thd")))
-    decode, decode_given = probed("decode_attention", (q, k, v, None, 64, "bhsd", None, 0, None, None, None, False),
-                                  lse=False)
-    step_args = (*step, "bhsd", None, 0, None, None, None, None, s["cos_sin"], None, None, 1.0, 1.0, False, None, 0,
-                 None, None, 1e-6, None, None, None, False)
-    step_op, step_given = probed("decode_step", step_args, lse=False)
+    op_args = {  # each op's arguments in the calls below (the overhead bench's op rows call them so)
+        "rope_": (x, *rope_args(base=10000.0)), "rope": (x, *rope_args(base=10000.0)),
+        "rope_qk_": (example_q, example_k, *rope_args(cos_sin_cache=table, positions=positions, layout="thd")),
+        "decode_attention": (q, k, v, None, 64, "bhsd", None, 0, None, None, None, False),
+        "decode_step": (*step, "bhsd", None, 0, None, None, None, None, s["cos_sin"], None, None, 1.0, 1.0, False,
+                        None, 0, None, None, 1e-6, None, None, None, False)}
+    rope_, rope_given = probed("rope_", op_args["rope_"])
+    rope, alloc_given = probed("rope", (x, *rope_args(freqs=freqs)))
+    rope_base, base_given = probed("rope", op_args["rope"])
+    qk_, qk_given = probed("rope_qk_", op_args["rope_qk_"])
+    decode, decode_given = probed("decode_attention", op_args["decode_attention"], lse=False)
+    step_op, step_given = probed("decode_step", op_args["decode_step"], lse=False)
     rope_swap, alloc_swap, base_swap = (swap(g, (x,)) for g in (rope_given, alloc_given, base_given))
     qk_swap, decode_swap = swap(qk_given, (example_q, example_k, table)), swap(decode_given, (q, k, v))
     step_swap = swap(step_given, step)
@@ -212,8 +223,24 @@ def cases() -> dict:
         (reduce, "decode_attention (b=1, T=64)", cukiln_decode, probe_decode, (q,), ()),
         (reduce, "decode_attention, caches static", cukiln_decode, probe_decode, (q, *caches), (1, 2)),
         (reduce, "decode_step, every input static", cukiln_step, probe_step, static_step, tuple(range(6))),
+        *_dispatcher_cases(op_args),
     ]
     return {f"{mode or 'default'}: {label}": (mode, *rest) for mode, label, *rest in cases}
+
+
+def _dispatcher_cases(op_args: dict) -> list:
+    """The overhead bench's rows of ops called eagerly through the dispatcher (each op as itself, and rope_,
+    decode_attention and decode_step specialized to the call's constants), each beside its probe called alike."""
+    found = []
+    for name, args in op_args.items():
+        generic = getattr(torch.ops.cukiln, name).default
+        found.append(("eager", f"op {name} through the dispatcher", generic.overloadpacket,
+                      probe_of(generic).overloadpacket, args, ()))
+    for name in ("rope_", "decode_attention", "decode_step"):
+        op, given = specialize.specialization(name, op_args[name])
+        found.append(("eager", f"op {name} specialized to the call's constants, through the dispatcher",
+                      op.overloadpacket, probe_of(op).overloadpacket, tuple(given), ()))
+    return found
 
 
 def compile_case(mode, body, args, static):
@@ -222,6 +249,10 @@ def compile_case(mode, body, args, static):
     whether torch captured it in a CUDA graph (``captured``: None outside reduce-overhead)."""
     from torch._dynamo.utils import counters
 
+    if mode == "eager":  # called as it is, through the dispatcher
+        call = lambda: body(*args)  # noqa: E731
+        call.captured = None
+        return call
     for i in static:
         torch._dynamo.mark_static_address(args[i])
     compiled = torch.compile(distinct(body), fullgraph=True, mode=mode)
@@ -233,31 +264,44 @@ def compile_case(mode, body, args, static):
     return call
 
 
+# how a path is held against its reference: an eager call as a ratio, a compiled one as a difference in µs
+_COMPARE = {True: lambda own, reference: own / reference, False: lambda own, reference: own - reference}
+
+
 def main(out_dir: str, rounds: int) -> None:
     y = torch.randn(1, 1, 1, 64, device="cuda")
-    references = {None: ("compiled y.add_(1.0)", compile_case(None, lambda t: t.add_(1.0), (y,), ())),
-                  "reduce-overhead": ("compiled y + 1.0, reduce-overhead",
-                                      compile_case("reduce-overhead", lambda t: t + 1.0, (y,), ()))}
-    paths, found = {}, cases()
-    for label, (mode, body, probe_body, args, static) in found.items():
-        for side, fn in (("cukiln", body), ("probe", probe_body)):
-            paths[label, side] = compile_case(mode, fn, args, static)
-    torch.cuda.synchronize()
-    times = {key: [] for key in paths}
-    over = {key: [] for key in paths}
-    for _ in range(rounds):
-        for key, fn in paths.items():  # in turns with the reference, in short blocks (as the overhead bench pairs)
-            own, difference = paired_round(fn, references[found[key[0]][0]][1], lambda a, b: a - b, CALLS)
-            times[key].append(own)
-            over[key].append(difference)
+    found = cases()
+    references = {"eager": ("y.add_(1.0)", lambda: y.add_(1.0))}
+    paths, times, over = {}, {}, {}
+    # the eager rows first, before anything is compiled (a process that has run a reduce-overhead function pays more
+    # for every eager call, as the overhead bench found), then the compiled ones
+    for phase in ("eager", "compiled"):
+        labels = [label for label, (mode, *_) in found.items() if (mode == "eager") == (phase == "eager")]
+        if phase == "compiled":
+            references[None] = ("compiled y.add_(1.0)", compile_case(None, lambda t: t.add_(1.0), (y,), ()))
+            references["reduce-overhead"] = ("compiled y + 1.0, reduce-overhead",
+                                             compile_case("reduce-overhead", lambda t: t + 1.0, (y,), ()))
+        keys = [(label, side) for label in labels for side in ("cukiln", "probe")]
+        for label, side in keys:
+            mode, body, probe_body, args, static = found[label]
+            paths[label, side] = compile_case(mode, body if side == "cukiln" else probe_body, args, static)
+            times[label, side], over[label, side] = [], []
+        torch.cuda.synchronize()
+        for _ in range(rounds):
+            for key in keys:  # in turns with the reference, in short blocks (as the overhead bench pairs)
+                mode = found[key[0]][0]
+                own, figure = paired_round(paths[key], references[mode][1], _COMPARE[mode == "eager"], CALLS)
+                times[key].append(own)
+                over[key].append(figure)
     rows = {}
     for label, (mode, *_) in found.items():
         cukiln_over, probe_over = over[label, "cukiln"], over[label, "probe"]
         rows[label] = {
             "mode": mode or "default", "reference": references[mode][0],
+            "figure": "ratio" if mode == "eager" else "difference_us",
             "captured": {side: paths[label, side].captured for side in ("cukiln", "probe")},
             "cukiln_us": times[label, "cukiln"], "probe_us": times[label, "probe"],
-            "cukiln_over_reference_us": cukiln_over, "probe_over_reference_us": probe_over,
+            "cukiln_over_reference": cukiln_over, "probe_over_reference": probe_over,
             "medians": {"cukiln_over_reference": statistics.median(cukiln_over),
                         "probe_over_reference": statistics.median(probe_over),
                         "cukiln_over_probe": statistics.median([a - b for a, b in zip(cukiln_over, probe_over)])}}
@@ -266,10 +310,10 @@ def main(out_dir: str, rounds: int) -> None:
               "rounds": rounds, "cases": rows}
     with open(f"{out_dir}/compiled-bounds.json", "w") as f:
         json.dump(result, f, indent=1)
-    print(f"medians over {rounds} rounds of per-round differences, µs (each round's: the median over its pairs of "
-          "blocks, the reference's then the path's); reference: compiled add_ (default mode), captured y + 1.0 "
-          "(reduce-overhead)")
-    print(f"{'cukiln - ref':>13} {'probe - ref':>12} {'cukiln - probe':>15} {'captured':>9}  compiled function")
+    print(f"medians over {rounds} rounds of per-round figures (each round's: the median over its pairs of blocks, the "
+          "reference's then the path's): eager, the ratio to add_; compiled, the difference in µs to compiled add_ "
+          "(default mode) or captured y + 1.0 (reduce-overhead)")
+    print(f"{'cukiln : ref':>13} {'probe : ref':>12} {'cukiln - probe':>15} {'captured':>9}  mode: function")
     for label, row in rows.items():
         m, captured = row["medians"], row["captured"]
         shown = "" if captured["cukiln"] is None else "/".join("yes" if captured[s] else "no" for s in captured)

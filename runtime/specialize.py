@@ -6,11 +6,13 @@ one traced call most are constants: the layout, the flags, a None for each angle
 when torch.compile traces a cukiln.torch wrapper (a node of its graph, torch_support.one_graph_node: the wrapper runs
 as plain Python on traced tensors when torch.compile computes the call's example results and when AOTAutograd traces
 the graph) it calls ``cukiln::<op>__<digest>`` instead: the op specialized to the call's constants, whose schema
-keeps only its tensors and numbers. The constants are the Nones, the bools and the strings; numbers stay arguments,
-so that one op serves every value of a number, a symbol included (a number that changed between calls reaches the
-wrapper as a torch.SymInt or SymFloat). The digest names the constants, so every process that traces the same call
-defines the same op. Its kernels put the constants back and run the op's own (hot_path.cpp's Specialized): the same
-plan cache, autograd kernel and errors.
+keeps only its tensors and the numbers torch.compile traces as symbols. Every other value is a constant of the
+graph: the Nones, the bools, the strings, and each plain int or float, which the traced graph would hold as a literal
+anyway, under torch.compile's guards on where it came from. A number that changed between calls is traced as a
+symbol instead, and reaches the wrapper as a torch.SymInt or SymFloat: an argument, so that the graph compiled for it
+serves every value. The digest names the constants, so every process that traces the same
+call defines the same op. Its kernels put the constants back and run the op's own (hot_path.cpp's Specialized): the
+same plan cache, autograd kernel and errors.
 
 Only where the native hot path serves the op (its C++ kernels are what expands a call cheaply), never while
 torch.export traces (an exported program may name only ops that importing cukiln.torch defines), and not for a
@@ -36,7 +38,6 @@ from .torch_support import FAKES, KERNELS, NATIVE_HANDLES
 # The kinds of value a schema type takes (_kind names them): a float also takes an int, as the ops' own calls do.
 _ACCEPTS = {"Tensor": ("tensor",), "float": ("int", "float"), "int": ("int",), "bool": ("bool",), "str": ("str",),
             "int[]": ("list",)}
-_CONSTANT_KINDS = ("none", "bool", "str")
 _SIGNATURES: dict = {}  # op name -> its arguments' declarations, their types and optionality, its returns
 _DEFINED: dict = {}  # specialized op name -> (what it specializes, its library fragment), for this process
 _LOCK = threading.Lock()
@@ -69,17 +70,23 @@ def _kind(a) -> str:
             return kind
     if type(a) in (list, tuple) and all(type(v) is int for v in a):
         return "list"
-    if isinstance(a, (torch.SymInt, torch.SymFloat)):  # a number torch.compile traces as a symbol: an argument
+    if isinstance(a, (torch.SymInt, torch.SymFloat)):  # a number torch.compile traces as a symbol
         return "int" if isinstance(a, torch.SymInt) else "float"
     return "other"
 
 
+def _is_argument(a) -> bool:
+    """Whether a specialized op takes value ``a`` as an argument (a tensor, or a number traced as a symbol) rather
+    than holding it as a constant."""
+    return isinstance(a, (torch.Tensor, torch.SymInt, torch.SymFloat))
+
+
 def specialization(name: str, args: tuple, lse: bool = True):
     """(op, arguments): op cukiln::``name`` specialized to the constants among ``args`` (defined on first use) and
-    the arguments it takes; None where a call must take the op itself: while torch.export traces, where the
-    traced_ops override says "generic", where the native hot path does not serve the op (or, for ``lse`` False, its
-    no-lse variant), and for an argument not of its schema's type (the op's own kernel explains it). ``lse``: as
-    call() takes it."""
+    the arguments it takes (the tensors and the symbols); None where a call must take the op itself: while
+    torch.export traces, where the traced_ops override says "generic", where the native hot path does not serve the
+    op (or, for ``lse`` False, its no-lse variant), and for an argument not of its schema's type (the op's own kernel
+    explains it). ``lse``: as call() takes it."""
     choice = OVERRIDES["traced_ops"]
     if choice not in ("auto", "generic"):
         raise ValueError(f"traced_ops override: expected 'generic' or 'auto', got {choice!r}")
@@ -91,10 +98,10 @@ def specialization(name: str, args: tuple, lse: bool = True):
         kind = _kind(a)
         if kind not in _ACCEPTS[types[i]] + (("none",) if optional[i] else ()):
             return None
-        if kind in _CONSTANT_KINDS:
-            constants.append(a)
-        else:
+        if _is_argument(a):
             given.append(i)
+        else:  # an int where the schema says float is the float it stands for (one op for 1 and 1.0), a tuple the list
+            constants.append(float(a) if kind == "int" and types[i] == "float" else list(a) if kind == "list" else a)
     spec = specialized(name, tuple(given), tuple(constants), lse)
     return getattr(torch.ops.cukiln, spec).default, [args[i] for i in given]
 

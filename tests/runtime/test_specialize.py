@@ -33,36 +33,58 @@ def _arguments(op) -> list[str]:
             for a in op._schema.arguments]
 
 
-def test_a_specialized_op_keeps_the_calls_tensors_numbers_and_mutation():
+def _symbols(*values):
+    """A torch.SymInt or SymFloat for each of ``values``, as torch.compile traces a number that changed between
+    calls."""
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+    env = ShapeEnv()
+    made = []
+    for i, v in enumerate(values):
+        source = ConstantSource(f"n{i}")
+        if type(v) is int:
+            made.append(env.create_symintnode(env.create_symbol(v, source, dynamic_dim=DimDynamic.DYNAMIC), hint=v))
+        else:
+            made.append(env.create_symfloatnode(env.create_unspecified_symbol(v, source,
+                                                                              dynamic_dim=DimDynamic.DYNAMIC),
+                                                hint=v))
+    return made
+
+
+def test_a_specialized_op_keeps_the_calls_tensors_symbols_and_mutation():
     tensors, table = _step_inputs(), torch.rand(4096, 128)
     op, given = specialize.specialization("decode_step", _step_args(tensors, table))
     assert op.name().startswith("cukiln::decode_step__")
+    # plain numbers are constants of the graph, as the Nones, bools and strings are: the step's tensors alone
     assert [a.name for a in op._schema.arguments] == [
-        "q", "k_new", "v_new", "k_cache", "v_cache", "kv_lens", "kv_start", "cos_sin_cache", "rope_scale", "mscale",
-        "rotary_offset", "norm_eps"]
-    assert _arguments(op)[:8] == ["Tensor", "Tensor", "Tensor", "Tensor!", "Tensor!", "Tensor!", "int",
-                                  "Optional[Tensor]"]
-    assert all(g is t for g, t in zip(given, (*tensors, 0, table))) and given[8:] == [1.0, 1.0, 0, 1e-6]
+        "q", "k_new", "v_new", "k_cache", "v_cache", "kv_lens", "cos_sin_cache"]
+    assert _arguments(op) == ["Tensor", "Tensor", "Tensor", "Tensor!", "Tensor!", "Tensor!", "Optional[Tensor]"]
+    assert all(g is t for g, t in zip(given, (*tensors, table))) and len(given) == 7
     assert str(op._schema).endswith("-> (Tensor, Tensor)")
-    # numbers stay arguments (a loop over lengths would otherwise define an op a length, and a traced number may be
-    # a symbol); the Nones, bools and strings are the constants
+    # a number traced as a symbol stays an argument, typed as the op types it
     q, k, v, k_cache, v_cache, _ = tensors
-    append, given = specialize.specialization("kv_append", (q, k, v, k_cache, v_cache, None, 9, "bhsd", None, 3,
-                                                            *(None,) * 6, 1e4, 1.0, 1.0, False, None, 0, None, None,
-                                                            1e-6))
+    kv_len, kv_start, base, eps = _symbols(9, 3, 1e4, 1e-6)
+    append, given = specialize.specialization("kv_append", (q, k, v, k_cache, v_cache, None, kv_len, "bhsd", None,
+                                                            kv_start, *(None,) * 6, base, 1.0, 1.0, False, None, 0,
+                                                            None, None, eps))
     assert [a.name for a in append._schema.arguments] == ["q", "k_new", "v_new", "k_cache", "v_cache", "kv_len",
-                                                         "kv_start", "base", "rope_scale", "mscale", "rotary_offset",
-                                                         "norm_eps"]
-    assert given[5:] == [9, 3, 1e4, 1.0, 1.0, 0, 1e-6]
+                                                         "kv_start", "base", "norm_eps"]
+    assert [str(a.type) for a in append._schema.arguments[5:]] == ["int", "int", "Optional[float]", "float"]
+    assert given[5:] == [kv_len, kv_start, base, eps]
 
 
 def test_the_name_follows_the_constants():
     tensors, table = _step_inputs(), torch.rand(4096, 128)
     first, _ = specialize.specialization("decode_step", _step_args(tensors, table, base=1e4))
-    # other tensors and other numbers: the same op
-    again, _ = specialize.specialization("decode_step", _step_args(_step_inputs(), torch.rand(8, 128), base=5e5))
-    other, _ = specialize.specialization("decode_step", _step_args(tensors, table))  # no base: a None more
-    assert first is again and other is not first
+    again, _ = specialize.specialization("decode_step", _step_args(_step_inputs(), torch.rand(8, 128), base=1e4))
+    assert first is again, "other tensors: the same op"
+    other_base, _ = specialize.specialization("decode_step", _step_args(tensors, table, base=5e5))
+    no_base, _ = specialize.specialization("decode_step", _step_args(tensors, table))  # a None more
+    assert len({first.name(), other_base.name(), no_base.name()}) == 3
+    # an int where the schema says float is that float: the same op
+    as_int, _ = specialize.specialization("decode_step", _step_args(tensors, table, base=10000))
+    assert as_int is first
 
 
 @pytest.mark.parametrize("index, value", [(13, 5), (11, 64.0), (9, 3), (10, 1), (14, [1, "2"]), (1, 2.0)])
@@ -105,8 +127,7 @@ def test_the_specialized_kernel_is_the_ops_own(launches):
     args = _op_args(x, freqs=freqs, offsets=2)
     torch.ops.cukiln.rope_.default(*args)
     op, given = specialize.specialization("rope_", args)
-    assert [a.name for a in op._schema.arguments] == ["x", "freqs", "scale", "mscale", "rotary_offset", "offset",
-                                                      "cp_size", "cp_rank"]
+    assert [a.name for a in op._schema.arguments] == ["x", "freqs"]
     op(*given)
     assert len(launches) == 2 and launches[0] == launches[1], "the same kernel and parameters"
     op, given = specialize.specialization("rope_", _op_args(x, freqs=freqs, rotary_dim=65))
@@ -214,22 +235,31 @@ def test_the_override_keeps_the_ops_themselves():
 
 
 def test_numbers_that_change_between_calls_stay_arguments():
-    # torch.compile traces a number that changed between calls as a symbol (dynamic=True: at once), which reaches
-    # the wrapper as one: every value takes the same specialized op, symbol or not
+    # torch.compile traces a number as a plain one, a constant of its graph and of the op it calls, until it changes:
+    # then (and at once with dynamic=True) as a symbol, which reaches the wrapper as one and stays an argument, so
+    # that the graph compiled for it serves every value
     graphs = []
     q, k_cache = _step_inputs()[0], _step_inputs()[3]
     x = torch.randn(2, 1, 4, 64)
-    calls = (torch.compile(lambda q, n: ct.decode_attention(q, k_cache, k_cache, n), backend=_capturing(graphs),
-                           fullgraph=True), q), (
-        torch.compile(lambda x, n: ct.rope(x, base=1e4, offsets=n, scale=n / 8), backend=_capturing(graphs),
-                      fullgraph=True, dynamic=True), x)
-    for (fn, tensor), op in zip(calls, ("cukiln.decode_attention", "cukiln.rope")):
+    decode = torch.compile(lambda q, n: ct.decode_attention(q, k_cache, k_cache, n), backend=_capturing(graphs),
+                           fullgraph=True)
+    rope = torch.compile(lambda x, n: ct.rope(x, base=1e4, offsets=n), backend=_capturing(graphs), fullgraph=True,
+                         dynamic=True)
+    for fn, tensor, op, taken in ((decode, q, "cukiln.decode_attention", ["kv_len"]),
+                                  (rope, x, "cukiln.rope", ["offset"])):
         graphs.clear()
         for n in (3, 4, 5):
             with pytest.raises(ValueError, match="expected a CUDA tensor"):
                 fn(tensor, n)
-        names = {str(o) for graph in graphs for o in _ops_of(graph)}
-        assert len(names) == 1 and names.pop().startswith(op + "__"), graphs  # one op for every value
+        called = [_ops_of(graph) for graph in graphs]
+        assert all(len(ops) == 1 and str(ops[0]).startswith(op + "__") for ops in called), graphs
+        names = [[a.name for a in ops[0]._schema.arguments] for ops in called]
+        assert [n for n in names[-1] if n in taken] == taken, names
+        # (each call raises as its graph runs here, so each compiles anew: a graph a call)
+        symbolic = called[1:] if op == "cukiln.decode_attention" else called
+        if op == "cukiln.decode_attention":  # n plain in the first call, a constant of its op; then a symbol
+            assert "kv_len" not in names[0], names
+        assert len(graphs) == 3 and len({ops[0] for ops in symbolic}) == 1, "one op for every value of the symbol"
 
 
 def test_a_call_needing_autograd_runs_the_ops_autograd_on_the_ops_arguments(launches):

@@ -62,6 +62,28 @@ def test_compiled_fullgraph_matches_eager():
     assert_matches_reference(got[1], ref, "compiled decode", fp32_units=64)
 
 
+def test_a_compiled_call_whose_numbers_change_matches_eager_at_every_value():
+    # a plain number is a constant of the op a compiled graph calls (runtime/specialize.py); a changed one recompiles
+    # the function, an int then as a symbol (one graph for the values after), a float as its new value
+    x, _ = _inputs()
+    q = torch.randn(2, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 2, 300, 128, device="cuda", dtype=torch.bfloat16)
+    k_new, v_new = torch.randn(2, 2, 128, device="cuda", dtype=torch.bfloat16), torch.randn(2, 2, 128, device="cuda",
+                                                                                          dtype=torch.bfloat16)
+    decode = torch.compile(lambda q, n: ct.decode_attention(q, k, k, n), fullgraph=True)
+    rope = torch.compile(lambda x, n, base: ct.rope(x, base=base, offsets=n), fullgraph=True)
+    append = torch.compile(lambda q, k_cache, v_cache, n: ct.kv_append(q, k_new, v_new, k_cache, v_cache, n,
+                                                                      base=1e4), fullgraph=True)
+    for n, base in ((300, 1e4), (17, 1e4), (200, 5e5), (17, 1e4)):
+        assert torch.equal(decode(q, n), ct.decode_attention(q, k, k, n)), n
+        assert torch.equal(rope(x, n, base), ct.rope(x, base=base, offsets=n)), (n, base)
+        caches, want_caches = (k.clone(), k.clone()), (k.clone(), k.clone())
+        got = append(q, *caches, n - 1)
+        want = ct.kv_append(q, k_new, v_new, *want_caches, n - 1, base=1e4)
+        assert torch.equal(got, want) and torch.equal(caches[0], want_caches[0]) and torch.equal(caches[1],
+                                                                                               want_caches[1]), n
+
+
 def test_eager_direct_calls_match_the_op_and_positions_pass_through_it():
     x, freqs = _inputs()
     positions = torch.randint(0, 80, (64,), device="cuda", dtype=torch.int32)

@@ -1,0 +1,81 @@
+"""A specialized op that takes a traced call's plain numbers as arguments (A: the form before, kept to serve every value
+while a traced number could not be told from a symbol) against one that holds them as constants (B: the default,
+runtime/specialize.py: a number traced as a symbol stays an argument), in one process on the GPU. Each case of
+`benchmarks/compiled_bounds.py` (the overhead bench's compiled functions, default mode and reduce-overhead with the
+same inputs static, and its ops called through the dispatcher) is built twice, once on each side: the specialized ops
+are defined anew there (the ops themselves, the same on both sides, are a control). B runs paired with A in short
+blocks (tools/overhead.py's paired_round), ROUNDS rounds; the figure is the median over rounds of B minus A, µs, with
+the rounds B won and each dispatcher row's argument count.
+
+    python benchmarks/studies/folded_numbers_ab.py OUT_DIR
+
+Writes OUT_DIR/folded-numbers-ab.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+import sys
+from contextlib import contextmanager, nullcontext
+
+import torch
+
+import cukiln
+from cukiln import specialize
+from cukiln.tools.overhead import paired_round
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import compiled_bounds  # noqa: E402
+
+CALLS, ROUNDS = 5000, 7
+_FOLDED = specialize._is_argument
+
+
+@contextmanager
+def numbers_kept():
+    """Side A: plain ints and floats taken as arguments of the specialized ops defined meanwhile (bools stay
+    constants, as they did)."""
+    specialize._is_argument = lambda a: _FOLDED(a) or type(a) in (int, float)
+    try:
+        yield
+    finally:
+        specialize._is_argument = _FOLDED
+
+
+def main(out_dir: str) -> None:
+    built, arguments = {"A": {}, "B": {}}, {"A": {}, "B": {}}
+    for side in ("A", "B"):
+        with numbers_kept() if side == "A" else nullcontext():
+            for label, (mode, body, _, args, static) in compiled_bounds.cases().items():
+                built[side][label] = compiled_bounds.compile_case(mode, body, args, static)
+                if mode == "eager":
+                    arguments[side][label] = len(args)
+    torch.cuda.synchronize()
+    labels = list(built["B"])
+    rounds = {label: [] for label in labels}
+    for _ in range(ROUNDS):
+        for label in labels:
+            rounds[label].append(paired_round(built["B"][label], built["A"][label], lambda b, a: b - a, CALLS)[1])
+    rows = {label: {"b_minus_a_us": statistics.median(rounds[label]), "rounds_b_minus_a_us": rounds[label],
+                    "b_wins": sum(r < 0 for r in rounds[label]),
+                    "arguments": {side: arguments[side].get(label) for side in "AB"},
+                    "captured": {side: getattr(built[side][label], "captured", None) for side in "AB"}}
+            for label in labels}
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cukiln": cukiln.__version__,
+              "command": "python benchmarks/studies/folded_numbers_ab.py OUT_DIR", "calls": CALLS,
+              "rounds": ROUNDS, "cases": rows}
+    with open(f"{out_dir}/folded-numbers-ab.json", "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"median over {ROUNDS} rounds of B (numbers folded) - A (numbers as arguments), µs; rounds B won")
+    print(f"{'B - A':>7} {'won':>4} {'args A/B':>9} {'captured A/B':>13}  path")
+    for label, row in rows.items():
+        n, c = row["arguments"], row["captured"]
+        shown_n = "" if n["A"] is None else f"{n['A']}/{n['B']}"
+        shown_c = "" if c["A"] is None else f"{'yes' if c['A'] else 'no'}/{'yes' if c['B'] else 'no'}"
+        print(f"{row['b_minus_a_us']:7.2f} {row['b_wins']:>4} {shown_n:>9} {shown_c:>13}  {label}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
