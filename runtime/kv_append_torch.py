@@ -15,8 +15,8 @@ from .decode_step_api import run_decode_step
 from .kv_append_api import run_kv_append
 from .specialize import call as specialized_call
 from .tensors import refuse_untracked_gradients
-from .torch_support import (LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, attention_callers, direct, eager, fake,
-                            implement, one_graph_node, untracked)
+from .torch_support import (LIBRARY, NATIVE_HANDLES, PUBLIC_CALLS, WRITTEN_ONLY_WITH, attention_callers, direct, eager,
+                            fake, implement, one_graph_node, untracked)
 
 __all__ = ["kv_append", "decode_step"]
 
@@ -29,6 +29,7 @@ LIBRARY.define("kv_append(Tensor q, Tensor k_new, Tensor v_new, Tensor(a!) k_cac
 LIBRARY.define("decode_step(Tensor q, Tensor k_new, Tensor v_new, Tensor(a!) k_cache, Tensor(b!) v_cache, "
                "Tensor(c!) kv_lens, str kv_layout, Tensor? kv_start_tensor, int kv_start, "
                f"{_ANGLES}, float? scale, float? softcap, int? num_splits, bool advance_lens) -> (Tensor, Tensor)")
+WRITTEN_ONLY_WITH["decode_step"] = {"kv_lens": "advance_lens"}
 
 
 def _kv_append_kernel(q, k_new, v_new, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start,

@@ -10,9 +10,11 @@ keeps only its tensors and the numbers torch.compile traces as symbols. Every ot
 graph: the Nones, the bools, the strings, and each plain int or float, which the traced graph would hold as a literal
 anyway, under torch.compile's guards on where it came from. A number that changed between calls is traced as a
 symbol instead, and reaches the wrapper as a torch.SymInt or SymFloat: an argument, so that the graph compiled for it
-serves every value. The digest names the constants, so every process that traces the same
-call defines the same op. Its kernels put the constants back and run the op's own (hot_path.cpp's Specialized): the
-same plan cache, autograd kernel and errors.
+serves every value. A tensor that the op writes only with a flag (torch_support.WRITTEN_ONLY_WITH: the step's
+kv_lens, with advance_lens) is declared read-only where the flag is the constant False, one mutated input fewer in
+the graph. The digest names the constants and the declarations, so every process that traces the same call defines
+the same op. Its kernels put the constants back and run the op's own (hot_path.cpp's Specialized): the same plan
+cache, autograd kernel and errors.
 
 Only where the native hot path serves the op (its C++ kernels are what expands a call cheaply), never while
 torch.export traces (an exported program may name only ops that importing cukiln.torch defines), and not for a
@@ -33,7 +35,7 @@ from torch.compiler import is_compiling
 from . import native
 from .native import NO_LSE
 from .overrides import CURRENT as OVERRIDES
-from .torch_support import FAKES, KERNELS, NATIVE_HANDLES
+from .torch_support import FAKES, KERNELS, NATIVE_HANDLES, WRITTEN_ONLY_WITH
 
 # The kinds of value a schema type takes (_kind names them): a float also takes an int, as the ops' own calls do.
 _ACCEPTS = {"Tensor": ("tensor",), "float": ("int", "float"), "int": ("int",), "bool": ("bool",), "str": ("str",),
@@ -128,22 +130,23 @@ def specialized(name: str, given: tuple[int, ...], constants: tuple, lse: bool =
     taking its arguments ``given`` (indices), returning its first result alone where ``lse`` is False (call()):
     defined on first use, with its Python, fake and C++ kernels, or not at all (a failure removes what it
     defined)."""
-    key = (name, given, constants, lse)
+    declared, _, _, returns = _signature(name)
+    values, rest = [], iter(constants)  # the op's arguments, the constants in place (the given ones None)
+    for i in range(len(declared)):
+        values.append(None if i in given else next(rest))
+    taken = ", ".join(_without_writes_not_made(name, declared, values)[i] for i in given)
+    key = (name, given, constants, lse, taken)  # the name follows the schema, the declarations it takes included
     spec = f"{name}__{hashlib.sha256(repr(key[1:]).encode()).hexdigest()[:16]}"
     with _LOCK:
         if spec in _DEFINED:
             if _DEFINED[spec][0] != key:
                 raise RuntimeError(f"cukiln: two specializations of {name} share the name {spec}")
             return spec
-        declared, _, _, returns = _signature(name)
         handle, kernel, fake = NATIVE_HANDLES[name if lse else name + NO_LSE], KERNELS[name], FAKES[name]
         if not lse:  # an attention op's (out, lse): out alone, from the variant that makes no lse
             assert returns == "(Tensor, Tensor)", returns
             returns = "Tensor"
             kernel, fake = _first(kernel), _first(fake)
-        values, rest = [], iter(constants)
-        for i in range(len(declared)):
-            values.append(None if i in given else next(rest))
 
         def expand(arguments: tuple) -> list:
             full = list(values)
@@ -153,7 +156,7 @@ def specialized(name: str, given: tuple[int, ...], constants: tuple, lse: bool =
 
         library = torch.library.Library("cukiln", "FRAGMENT")
         try:
-            library.define(f"{spec}({', '.join(declared[i] for i in given)}) -> {returns}")
+            library.define(f"{spec}({taken}) -> {returns}")
             library.impl(spec, lambda *arguments: kernel(*expand(arguments)), "CompositeExplicitAutograd")
             torch.library.register_fake(f"cukiln::{spec}", lambda *arguments: fake(*expand(arguments)), lib=library)
             native.register_specialized(handle, spec, list(given), values)
@@ -162,6 +165,18 @@ def specialized(name: str, given: tuple[int, ...], constants: tuple, lse: bool =
             raise
         _DEFINED[spec] = key, library
     return spec
+
+
+def _without_writes_not_made(name: str, declared: list[str], values: list) -> list[str]:
+    """Op cukiln::``name``'s argument ``declared``-ations, each tensor that the op writes only with a bool argument
+    (torch_support.WRITTEN_ONLY_WITH) declared read-only where ``values`` hold that bool as the constant False."""
+    names = [d.split()[-1].split("=")[0] for d in declared]
+    flags = WRITTEN_ONLY_WITH.get(name, {})
+
+    def left_alone(n: str) -> bool:
+        return n in flags and values[names.index(flags[n])] is False
+
+    return [re.sub(r"\(\w+!\)", "", d) if left_alone(n) else d for d, n in zip(declared, names)]
 
 
 def _first(kernel):

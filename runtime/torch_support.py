@@ -29,6 +29,10 @@ NATIVE_HANDLES: dict = {}
 # constants runs (runtime/specialize.py)
 KERNELS: dict = {}
 FAKES: dict = {}
+# op name -> {a tensor argument the op writes: the bool argument without which it leaves that tensor alone}: an op
+# specialized to that bool as False (runtime/specialize.py) declares the tensor read-only, so that a compiled graph
+# holds one mutated input fewer
+WRITTEN_ONLY_WITH: dict = {}
 # public function name -> its call through the native hot path (each torch-op module adds its own), for the
 # public functions' plain calls (no out=, no autograd)
 PUBLIC_CALLS: dict = {}

@@ -44,37 +44,44 @@ def numbers_kept():
         specialize._is_argument = _FOLDED
 
 
-def main(out_dir: str) -> None:
+def run_ab(out_dir: str, name: str, side_a, command: str, only=lambda label: True, rounds: int = ROUNDS) -> None:
+    """Each case of compiled_bounds.py that ``only`` picks, built on side A (within context manager ``side_a``) and on
+    side B (as the runtime stands), B paired with A over ``rounds`` rounds: OUT_DIR/``name``.json and a table."""
     built, arguments = {"A": {}, "B": {}}, {"A": {}, "B": {}}
     for side in ("A", "B"):
-        with numbers_kept() if side == "A" else nullcontext():
+        with side_a() if side == "A" else nullcontext():
             for label, (mode, body, _, args, static) in compiled_bounds.cases().items():
+                if not only(label):
+                    continue
                 built[side][label] = compiled_bounds.compile_case(mode, body, args, static)
                 if mode == "eager":
                     arguments[side][label] = len(args)
     torch.cuda.synchronize()
     labels = list(built["B"])
-    rounds = {label: [] for label in labels}
-    for _ in range(ROUNDS):
+    figures = {label: [] for label in labels}
+    for _ in range(rounds):
         for label in labels:
-            rounds[label].append(paired_round(built["B"][label], built["A"][label], lambda b, a: b - a, CALLS)[1])
-    rows = {label: {"b_minus_a_us": statistics.median(rounds[label]), "rounds_b_minus_a_us": rounds[label],
-                    "b_wins": sum(r < 0 for r in rounds[label]),
+            figures[label].append(paired_round(built["B"][label], built["A"][label], lambda b, a: b - a, CALLS)[1])
+    rows = {label: {"b_minus_a_us": statistics.median(figures[label]), "rounds_b_minus_a_us": figures[label],
+                    "b_wins": sum(r < 0 for r in figures[label]),
                     "arguments": {side: arguments[side].get(label) for side in "AB"},
                     "captured": {side: getattr(built[side][label], "captured", None) for side in "AB"}}
             for label in labels}
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cukiln": cukiln.__version__,
-              "command": "python benchmarks/studies/folded_numbers_ab.py OUT_DIR", "calls": CALLS,
-              "rounds": ROUNDS, "cases": rows}
-    with open(f"{out_dir}/folded-numbers-ab.json", "w") as f:
+              "command": command, "calls": CALLS, "rounds": rounds, "cases": rows}
+    with open(f"{out_dir}/{name}.json", "w") as f:
         json.dump(result, f, indent=1)
-    print(f"median over {ROUNDS} rounds of B (numbers folded) - A (numbers as arguments), µs; rounds B won")
+    print(f"median over {rounds} rounds of B - A, µs; rounds B won")
     print(f"{'B - A':>7} {'won':>4} {'args A/B':>9} {'captured A/B':>13}  path")
     for label, row in rows.items():
         n, c = row["arguments"], row["captured"]
         shown_n = "" if n["A"] is None else f"{n['A']}/{n['B']}"
         shown_c = "" if c["A"] is None else f"{'yes' if c['A'] else 'no'}/{'yes' if c['B'] else 'no'}"
         print(f"{row['b_minus_a_us']:7.2f} {row['b_wins']:>4} {shown_n:>9} {shown_c:>13}  {label}")
+
+
+def main(out_dir: str) -> None:
+    run_ab(out_dir, "folded-numbers-ab", numbers_kept, "python benchmarks/studies/folded_numbers_ab.py OUT_DIR")
 
 
 if __name__ == "__main__":

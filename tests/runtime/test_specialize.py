@@ -59,7 +59,10 @@ def test_a_specialized_op_keeps_the_calls_tensors_symbols_and_mutation():
     # plain numbers are constants of the graph, as the Nones, bools and strings are: the step's tensors alone
     assert [a.name for a in op._schema.arguments] == [
         "q", "k_new", "v_new", "k_cache", "v_cache", "kv_lens", "cos_sin_cache"]
-    assert _arguments(op) == ["Tensor", "Tensor", "Tensor", "Tensor!", "Tensor!", "Tensor!", "Optional[Tensor]"]
+    # kv_lens read-only: the step writes it only with advance_lens, here the constant False
+    assert _arguments(op) == ["Tensor", "Tensor", "Tensor", "Tensor!", "Tensor!", "Tensor", "Optional[Tensor]"]
+    advancing, _ = specialize.specialization("decode_step", (*_step_args(tensors, table)[:-1], True))
+    assert _arguments(advancing) == ["Tensor", "Tensor", "Tensor", "Tensor!", "Tensor!", "Tensor!", "Optional[Tensor]"]
     assert all(g is t for g, t in zip(given, (*tensors, table))) and len(given) == 7
     assert str(op._schema).endswith("-> (Tensor, Tensor)")
     # a number traced as a symbol stays an argument, typed as the op types it
