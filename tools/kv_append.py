@@ -165,7 +165,7 @@ def overhead_paths() -> dict:
         "op cukiln::decode_step specialized to the call's constants, through the dispatcher": specialized_op(
             "decode_step", op_args),
         "torch.compile(fullgraph) of cukiln.torch.decode_step": step_compiled,
-        "floor: torch.compile(fullgraph) of a do-nothing op of the step's tensors (3 written), returning q": compiled(
+        "floor: torch.compile(fullgraph) of a do-nothing op of the step's tensors (2 written), returning q": compiled(
             lambda *t: (touch_step(*t, table), t[0])[1], q, k, v, kc, vc, lens),
         "torch.compile(reduce-overhead) of cukiln.torch.decode_step": compiled(op_step, q, k, v, kc, vc, lens,
                                                                                mode="reduce-overhead"),

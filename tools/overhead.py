@@ -155,15 +155,16 @@ _PROBE_LIBRARY = []
 
 def probe_ops():
     """torch.ops.cukiln_overhead_probe: ops whose Python kernels do nothing, defined on first use. ``touch_(x)``
-    writes x; ``touch_step_`` takes a decode step's tensors (q, k_new, v_new, the two caches and the lengths written,
-    the angle table; its specialized op takes these and its numbers), and returns nothing."""
+    writes x; ``touch_step_`` takes a decode step's tensors as the step's op specialized to a call without
+    advance_lens takes them (q, k_new, v_new, the two caches written, the lengths read, the angle table), and returns
+    nothing."""
     import torch
 
     if not _PROBE_LIBRARY:
         library = torch.library.Library("cukiln_overhead_probe", "DEF")
         for name, schema in (("touch_", "Tensor(a!) x"),
                              ("touch_step_", "Tensor q, Tensor k_new, Tensor v_new, Tensor(a!) k_cache, "
-                                             "Tensor(b!) v_cache, Tensor(c!) kv_lens, Tensor? table")):
+                                             "Tensor(b!) v_cache, Tensor kv_lens, Tensor? table")):
             library.define(f"{name}({schema}) -> ()")
             library.impl(name, lambda *args: None, "CompositeExplicitAutograd")
             torch.library.register_fake(f"cukiln_overhead_probe::{name}", lambda *args: None, lib=library)

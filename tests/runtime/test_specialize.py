@@ -217,6 +217,19 @@ def test_only_a_variant_may_specialize_to_fewer_returns():
                                     [0, 1, 2, 4, 7], values)
 
 
+def test_a_compiled_step_without_advance_lens_writes_no_lengths_in_the_graph():
+    # the graph's functional form of the step's op lists the inputs the op writes (their "_base_index"): kv_lens
+    # among them only where the step advances the lengths
+    tensors, table = _step_inputs(), torch.rand(4096, 128)
+    for advance, written in ((False, ["k_cache", "v_cache"]), (True, ["k_cache", "v_cache", "kv_lens"])):
+        graphs = []
+        with pytest.raises(ValueError, match="expected a CUDA tensor"):
+            torch.compile(lambda *t: ct.decode_step(*t, cos_sin_cache=table, advance_lens=advance),
+                          backend=_capturing(graphs), fullgraph=True)(*tensors)
+        (node,) = [n for n in graphs[0].graph.nodes if "auto_functionalized" in str(n.target)]
+        assert [k[1:-len("_base_index")] for k in node.kwargs if k.endswith("_base_index")] == written, node.kwargs
+
+
 def test_an_exported_program_names_the_op_itself():
     class Rope(torch.nn.Module):
         def forward(self, x):
