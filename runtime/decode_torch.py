@@ -16,8 +16,8 @@ from .torch_support import (LIBRARY, PUBLIC_CALLS, attention_callers, direct, ea
 
 __all__ = ["decode_attention"]
 
-LIBRARY.define("decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? kv_lens_tensor, int kv_len, "
-               "str kv_layout, Tensor? kv_start_tensor, int kv_start, float? scale, float? softcap, int? num_splits, "
+LIBRARY.define("decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? kv_lens_tensor, SymInt kv_len, "
+               "str kv_layout, Tensor? kv_start_tensor, SymInt kv_start, float? scale, float? softcap, int? num_splits, "
                "bool batch_invariant=False) -> (Tensor, Tensor)")
 
 

@@ -24,10 +24,10 @@ _ANGLES = ("Tensor? positions, Tensor? freqs, Tensor? cos, Tensor? sin, Tensor? 
            "float? base, float rope_scale, float mscale, bool interleaved, int? rotary_dim, int rotary_offset, "
            "Tensor? q_norm_weight, Tensor? k_norm_weight, float norm_eps")
 LIBRARY.define("kv_append(Tensor q, Tensor k_new, Tensor v_new, Tensor(a!) k_cache, Tensor(b!) v_cache, "
-               "Tensor? kv_lens_tensor, int kv_len, str kv_layout, Tensor? kv_start_tensor, int kv_start, "
+               "Tensor? kv_lens_tensor, SymInt kv_len, str kv_layout, Tensor? kv_start_tensor, SymInt kv_start, "
                f"{_ANGLES}) -> Tensor")
 LIBRARY.define("decode_step(Tensor q, Tensor k_new, Tensor v_new, Tensor(a!) k_cache, Tensor(b!) v_cache, "
-               "Tensor(c!) kv_lens, str kv_layout, Tensor? kv_start_tensor, int kv_start, "
+               "Tensor(c!) kv_lens, str kv_layout, Tensor? kv_start_tensor, SymInt kv_start, "
                f"{_ANGLES}, float? scale, float? softcap, int? num_splits, bool advance_lens) -> (Tensor, Tensor)")
 WRITTEN_ONLY_WITH["decode_step"] = {"kv_lens": "advance_lens"}
 

@@ -9,8 +9,10 @@ the graph) it calls ``cukiln::<op>__<digest>`` instead: the op specialized to th
 keeps only its tensors and the numbers torch.compile traces as symbols. Every other value is a constant of the
 graph: the Nones, the bools, the strings, and each plain int or float, which the traced graph would hold as a literal
 anyway, under torch.compile's guards on where it came from. A number that changed between calls is traced as a
-symbol instead, and reaches the wrapper as a torch.SymInt or SymFloat: an argument, so that the graph compiled for it
-serves every value. A tensor that the op writes only with a flag (torch_support.WRITTEN_ONLY_WITH: the step's
+symbol instead, and reaches the wrapper as a torch.SymInt or SymFloat: an argument. The ops declare a call's
+lengths, starts and offsets SymInt (an int argument would guard a symbol on its value), so the graph compiled for such
+a symbol serves every value; the ints that configure a call (rotary_dim, cp_size, num_splits, ...) stay int, and the
+wrappers convert floats with float(), which guards a SymFloat on its value: a change there recompiles. A tensor that the op writes only with a flag (torch_support.WRITTEN_ONLY_WITH: the step's
 kv_lens, with advance_lens) is declared read-only where the flag is the constant False, one mutated input fewer in
 the graph. The digest names the constants and the declarations, so every process that traces the same call defines
 the same op. Its kernels put the constants back and run the op's own (hot_path.cpp's Specialized): the same plan
@@ -38,8 +40,9 @@ from .overrides import CURRENT as OVERRIDES
 from .torch_support import FAKES, KERNELS, NATIVE_HANDLES, WRITTEN_ONLY_WITH
 
 # The kinds of value a schema type takes (_kind names them): a float also takes an int, as the ops' own calls do.
-_ACCEPTS = {"Tensor": ("tensor",), "float": ("int", "float"), "int": ("int",), "bool": ("bool",), "str": ("str",),
-            "int[]": ("list",)}
+_ACCEPTS = {"Tensor": ("tensor",), "float": ("int", "float"), "int": ("int",), "SymInt": ("int",), "bool": ("bool",),
+            "str": ("str",), "int[]": ("list",)}
+_INT64 = (-(1 << 63), (1 << 63) - 1)  # a plain int beyond these is no schema's int: the op itself explains it
 _SIGNATURES: dict = {}  # op name -> its arguments' declarations, their types and optionality, its returns
 _DEFINED: dict = {}  # specialized op name -> (what it specializes, its library fragment), for this process
 _LOCK = threading.Lock()
@@ -98,7 +101,8 @@ def specialization(name: str, args: tuple, lse: bool = True):
     given, constants = [], []
     for i, a in enumerate(args):
         kind = _kind(a)
-        if kind not in _ACCEPTS[types[i]] + (("none",) if optional[i] else ()):
+        if kind not in _ACCEPTS[types[i]] + (("none",) if optional[i] else ()) or (
+                kind == "int" and type(a) is int and not _INT64[0] <= a <= _INT64[1]):
             return None
         if _is_argument(a):
             given.append(i)
@@ -139,7 +143,7 @@ def specialized(name: str, given: tuple[int, ...], constants: tuple, lse: bool =
     spec = f"{name}__{hashlib.sha256(repr(key[1:]).encode()).hexdigest()[:16]}"
     with _LOCK:
         if spec in _DEFINED:
-            if _DEFINED[spec][0] != key:
+            if repr(_DEFINED[spec][0]) != repr(key):  # repr: a NaN constant equals itself there
                 raise RuntimeError(f"cukiln: two specializations of {name} share the name {spec}")
             return spec
         handle, kernel, fake = NATIVE_HANDLES[name if lse else name + NO_LSE], KERNELS[name], FAKES[name]

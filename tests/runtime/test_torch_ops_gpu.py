@@ -64,7 +64,8 @@ def test_compiled_fullgraph_matches_eager():
 
 def test_a_compiled_call_whose_numbers_change_matches_eager_at_every_value():
     # a plain number is a constant of the op a compiled graph calls (runtime/specialize.py); a changed one recompiles
-    # the function, an int then as a symbol (one graph for the values after), a float as its new value
+    # the function, an int then as a symbol (one graph for the values after: more values here than torch.compile's
+    # recompile limit), a float as its new value
     x, _ = _inputs()
     q = torch.randn(2, 8, 128, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(2, 2, 300, 128, device="cuda", dtype=torch.bfloat16)
@@ -74,7 +75,8 @@ def test_a_compiled_call_whose_numbers_change_matches_eager_at_every_value():
     rope = torch.compile(lambda x, n, base: ct.rope(x, base=base, offsets=n), fullgraph=True)
     append = torch.compile(lambda q, k_cache, v_cache, n: ct.kv_append(q, k_new, v_new, k_cache, v_cache, n,
                                                                       base=1e4), fullgraph=True)
-    for n, base in ((300, 1e4), (17, 1e4), (200, 5e5), (17, 1e4)):
+    for i, n in enumerate((300, 17, 200, 17, 1, 64, 65, 128, 129, 250, 299)):
+        base = (1e4, 5e5)[i % 2]
         assert torch.equal(decode(q, n), ct.decode_attention(q, k, k, n)), n
         assert torch.equal(rope(x, n, base), ct.rope(x, base=base, offsets=n)), (n, base)
         caches, want_caches = (k.clone(), k.clone()), (k.clone(), k.clone())
