@@ -137,7 +137,8 @@ def probe_of(op):
 
 def cases() -> dict:
     """label -> (mode, the cukiln function, the same function around its op's probe, their arguments, which of them
-    are static addresses): the compiled functions of `cukiln bench overhead`, default mode and reduce-overhead."""
+    are static addresses): the compiled functions of `cukiln bench overhead`, default mode and reduce-overhead, and
+    its ops called through the dispatcher (mode "eager": the op and its probe themselves)."""
     kw = rope_api.rope.__kwdefaults__
     rope_args = lambda **given: tuple(dict(kw, **given).get(n) for n in rope_torch.OP_ARGUMENTS)  # noqa: E731
     x = torch.randn(1, 1, 1, 64, device="cuda")
