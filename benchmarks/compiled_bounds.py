@@ -18,7 +18,7 @@ checks, the outputs), which the probe's captured function pays for the same inpu
 kernel, so it replays no slower than one that does. ``probe - captured y + 1.0`` is a floor under any op of that
 shape; whether torch captured each function is recorded too.
 
-Eager, through the dispatcher: the bench's op rows (each op as itself, with its 11-28 arguments, and rope_,
+Eager, through the dispatcher: the bench's op rows (each op as itself, with its 12-28 arguments, and rope_,
 decode_attention and decode_step specialized to the call's constants), each beside its probe called alike, paired
 with eager ``add_`` and held against it as a ratio, as the bench holds them (timed first, before anything is
 compiled, as the bench times them). ``probe : add_`` is what the dispatcher charges a call of that schema, a floor
