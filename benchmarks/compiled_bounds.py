@@ -1,10 +1,11 @@
-"""The floor under a cukiln op call, compiled and through the dispatcher (GPU): each compiled function of
-`cukiln bench overhead`, in default mode and under reduce-overhead, beside the same function around a *call probe*, a C++ op with the schema of the op the
-compiled call runs (the op specialized to the call's constants, runtime/specialize.py) whose kernels do nothing but
-what every call must: its Autograd-key kernel redispatches, as cukiln's gate does, and its CUDA kernel allocates the
-results as cukiln's hot path does (torch's caching allocator without the dispatcher) and launches nothing. Each runs
-in turns with its mode's reference (compiled ``add_``; under reduce-overhead captured ``y + 1.0``, as the bench pairs
-them) in short blocks (tools/overhead.py's paired_round), with the same inputs marked static as the bench's rows.
+"""The floor under a cukiln op call, compiled and through the dispatcher (GPU): each compiled function of `cukiln bench
+overhead`, in default mode and under reduce-overhead, beside the same function around a *call probe*, a C++ op with
+the schema of the op the compiled call runs (the op specialized to the call's constants, runtime/specialize.py)
+whose kernels do nothing but what every call must: its Autograd-key kernel redispatches, as cukiln's gate does, and
+its CUDA kernel allocates the results as cukiln's hot path does (torch's caching allocator without the dispatcher)
+and launches nothing. Each runs in turns with its mode's reference (compiled ``add_``; under reduce-overhead
+captured ``y + 1.0``, as the bench pairs them) in short blocks (tools/overhead.py's paired_round), with the same
+inputs marked static as the bench's rows.
 
 Default mode: the probe pays what torch charges a call of this shape inside a compiled graph: the guards on each input
 and closed-over tensor, the size and stride asserts, the op call's argument parsing from Python, the dispatcher and
@@ -44,7 +45,7 @@ import cukiln
 import cukiln.torch as ct
 from cukiln import rope_api, rope_torch, specialize
 from cukiln.tools import decode_step_bench
-from cukiln.tools.overhead import distinct, paired_round
+from cukiln.tools.overhead import difference, distinct, paired_round, ratio
 
 CALLS = 5000
 
@@ -184,7 +185,8 @@ def cases() -> dict:
     rope_swap, alloc_swap, base_swap = (swap(g, (x,)) for g in (rope_given, alloc_given, base_given))
     qk_swap, decode_swap = swap(qk_given, (example_q, example_k, table)), swap(decode_given, (q, k, v))
     step_swap = swap(step_given, step)
-    caches = k.clone(), v.clone()  # static copies of their own, so that marking them leaves the other cases' as they are
+    # static copies of their own, so that marking them leaves the other cases' as they are
+    caches = k.clone(), v.clone()
     static_table = table.clone()
 
     def cukiln_qk(qkv, cache=table):
@@ -265,10 +267,6 @@ def compile_case(mode, body, args, static):
     return call
 
 
-# how a path is held against its reference: an eager call as a ratio, a compiled one as a difference in µs
-_COMPARE = {True: lambda own, reference: own / reference, False: lambda own, reference: own - reference}
-
-
 def main(out_dir: str, rounds: int) -> None:
     y = torch.randn(1, 1, 1, 64, device="cuda")
     found = cases()
@@ -291,7 +289,8 @@ def main(out_dir: str, rounds: int) -> None:
         for _ in range(rounds):
             for key in keys:  # in turns with the reference, in short blocks (as the overhead bench pairs)
                 mode = found[key[0]][0]
-                own, figure = paired_round(paths[key], references[mode][1], _COMPARE[mode == "eager"], CALLS)
+                own, figure = paired_round(paths[key], references[mode][1], ratio if mode == "eager" else difference,
+                                           CALLS)
                 times[key].append(own)
                 over[key].append(figure)
     rows = {}

@@ -17,8 +17,8 @@ from .torch_support import (LIBRARY, PUBLIC_CALLS, attention_callers, direct, ea
 __all__ = ["decode_attention"]
 
 LIBRARY.define("decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? kv_lens_tensor, SymInt kv_len, "
-               "str kv_layout, Tensor? kv_start_tensor, SymInt kv_start, float? scale, float? softcap, int? num_splits, "
-               "bool batch_invariant=False) -> (Tensor, Tensor)")
+               "str kv_layout, Tensor? kv_start_tensor, SymInt kv_start, float? scale, float? softcap, "
+               "int? num_splits, bool batch_invariant=False) -> (Tensor, Tensor)")
 
 
 def _decode_kernel(q, k_cache, v_cache, kv_lens_tensor, kv_len, kv_layout, kv_start_tensor, kv_start, scale,

@@ -595,9 +595,9 @@ struct Hot final : c10::OperatorKernel {
 
 // An op specialized to one traced call's constant arguments (its Nones, bools, strings and plain numbers): its schema
 // keeps only the call's tensors and traced symbols, so that the dispatcher and a compiled graph handle fewer
-// arguments than the op's 12-28. Its kernels put the constants back and run the op's own: the same plans (one plan cache), the same autograd
-// kernel, the same misses. One that returns fewer values than the op (an attention's out without its lse) runs a
-// variant that returns None for the rest, and drops them.
+// arguments than the op's 12-28. Its kernels put the constants back and run the op's own: the same plans (one plan
+// cache), the same autograd kernel, the same misses. One that returns fewer values than the op (an attention's out
+// without its lse) runs a variant that returns None for the rest, and drops them.
 struct Specialized {
   OpState* op_state;  // the op it specializes, or that op's variant
   std::vector<size_t> given;  // each of its arguments' index among the op's

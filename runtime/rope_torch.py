@@ -26,8 +26,8 @@ __all__ = ["rope", "rope_qk"]
 OP_TYPES = {"freqs": "Tensor?", "cos": "Tensor?", "sin": "Tensor?", "cos_sin_cache": "Tensor?",
             "inv_freq": "Tensor?", "base": "float?", "scale": "float", "mscale": "float", "layout": "str",
             "interleaved": "bool", "rotary_dim": "int?", "rotary_offset": "int", "positions": "Tensor?",
-            "mrope_section": "int[]?", "mrope_interleaved": "bool", "offsets_tensor": "Tensor?", "offset": "SymInt?", "cu_seqlens": "Tensor?",
-            "cp_size": "int", "cp_rank": "int", "max_seqlen": "SymInt?", "backward": "bool"}
+            "mrope_section": "int[]?", "mrope_interleaved": "bool", "offsets_tensor": "Tensor?", "offset": "SymInt?",
+            "cu_seqlens": "Tensor?", "cp_size": "int", "cp_rank": "int", "max_seqlen": "SymInt?", "backward": "bool"}
 OP_ARGUMENTS = tuple(name for a in ARGUMENTS if a not in ("inplace", "out", "stream")
                      for name in (("offsets_tensor", "offset") if a == "offsets" else (a,)))
 assert tuple(OP_TYPES) == OP_ARGUMENTS, "OP_TYPES must follow rope_api.ARGUMENTS"

@@ -316,12 +316,20 @@ def paired_round(fn, reference, compare, calls: int = CALLS, blocks: int = PAIR_
     return statistics.fmean(own for _, own in pairs), statistics.median(compare(own, ref) for ref, own in pairs)
 
 
+def ratio(own: float, reference: float) -> float:
+    """An eager path's time held against its reference's (eager ``add_``)."""
+    return own / reference
+
+
+def difference(own: float, reference: float) -> float:
+    """A compiled path's time held against its reference's (compiled ``add_``, captured ``y + 1.0``), in µs."""
+    return own - reference
+
+
 def _comparison(name: str):
     """How path ``name``'s time is held against its reference's, and the figure's key: a ratio for a path paired with
     eager ``add_``, else a difference in µs."""
-    if paired_reference(name) == EAGER_REFERENCE:
-        return "ratio", lambda own, reference: own / reference
-    return "difference_us", lambda own, reference: own - reference
+    return ("ratio", ratio) if paired_reference(name) == EAGER_REFERENCE else ("difference_us", difference)
 
 
 def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only=None,

@@ -1,7 +1,8 @@
 """The Python calls in one compiled call (GPU): each torch.compile(fullgraph) row of `cukiln bench overhead` and
 compiled ``add_``, warmed, then CALLS calls under sys.setprofile: every Python function called (file:function) and
-every C function called from Python, per call (the 40 most frequent). Whether any cukiln Python code runs in a compiled call (a plan-cache
-miss would run the op's Python kernel), and what a cukiln row calls that compiled ``add_`` does not.
+every C function called from Python, per call (the 40 most frequent). Whether any cukiln Python code runs in a
+compiled call (a plan-cache miss would run the op's Python kernel), and what a cukiln row calls that compiled
+``add_`` does not.
 
     python benchmarks/studies/compiled_call_frames.py > compiled-call-frames.log
 """

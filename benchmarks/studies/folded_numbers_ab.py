@@ -24,7 +24,7 @@ import torch
 
 import cukiln
 from cukiln import specialize
-from cukiln.tools.overhead import paired_round
+from cukiln.tools.overhead import difference, paired_round
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import compiled_bounds  # noqa: E402
@@ -61,7 +61,7 @@ def run_ab(out_dir: str, name: str, side_a, command: str, only=lambda label: Tru
     figures = {label: [] for label in labels}
     for _ in range(rounds):
         for label in labels:
-            figures[label].append(paired_round(built["B"][label], built["A"][label], lambda b, a: b - a, CALLS)[1])
+            figures[label].append(paired_round(built["B"][label], built["A"][label], difference, CALLS)[1])
     rows = {label: {"b_minus_a_us": statistics.median(figures[label]), "rounds_b_minus_a_us": figures[label],
                     "b_wins": sum(r < 0 for r in figures[label]),
                     "arguments": {side: arguments[side].get(label) for side in "AB"},
