@@ -216,7 +216,8 @@ thread_local std::chrono::steady_clock::time_point stage_clock;
 struct OpState {
   explicit OpState(c10::OperatorHandle handle) : op(std::move(handle)) {
     for (const auto& a : op.schema().arguments()) {
-      const c10::TypePtr& type = a.real_type();
+      // type(), not real_type(): a SymInt argument is an int to a call from Python, as the dispatcher makes it
+      const c10::TypePtr& type = a.type();
       kinds.push_back(type->kind() == c10::TypeKind::OptionalType ? type->containedType(0)->kind() : type->kind());
     }
   }

@@ -470,6 +470,26 @@ def test_native_calls_convert_scalars_as_the_schema_types_them(launches):
         call(*_op_args(x)[:13], 5, *_op_args(x)[14:])
 
 
+@pytest.mark.skipif(native.module() is None or ctypes.util.find_library("cuda") is not None,
+                    reason="the native hot path is off, or a driver would launch on a hit")
+def test_a_plain_int_in_a_symint_slot_is_keyed_as_an_int(launches):
+    from cukiln.torch_support import NATIVE_HANDLES
+
+    # rope's offset is declared SymInt (a traced length stays a symbol); a caller's plain int is an int to the key,
+    # so a second call hits the plan the first kept, and replaying it needs the driver, which this machine lacks
+    assert "SymInt" in str(torch.ops.cukiln.rope_.default._schema)
+    call = native.caller(NATIVE_HANDLES["rope_"])
+    x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
+    args = _op_args(x, base=10000.0, offsets=3)
+    assert args[17] == 3
+    before = native.module().plan_count("rope_")
+    call(*args)
+    assert native.module().plan_count("rope_") == before + 1, "the miss kept a plan for its key"
+    with pytest.raises(RuntimeError, match="libcuda"):
+        call(*args)
+    assert native.module().plan_count("rope_") == before + 1
+
+
 @pytest.mark.skipif(native.module() is None, reason="the native hot path is off")
 def test_native_calls_keep_python_semantics_at_their_edges(launches):
     from cukiln.torch_support import NATIVE_HANDLES
