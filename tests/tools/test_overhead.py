@@ -72,7 +72,13 @@ def test_pairing_holds_each_path_to_its_reference_of_the_same_moment(monkeypatch
     assert captured["reference"] == overhead.CAPTURED_REFERENCE and 2.0 <= captured["difference_us"] <= 2.0 * 1.9
     for name in own:
         assert ("paired" in result[name]) == (overhead.paired_reference(name) is not None)
-    assert overhead.paired_reference("torch: y.add_(1.0)") is None and overhead.paired_reference("floor: x") is None
+    assert overhead.paired_reference("torch: y.add_(1.0)") is None
+    # a floor is read as the rows it bounds are: against the same reference, at the same moments
+    assert result["floor: an op with an empty Python kernel, through the dispatcher"]["paired"]["ratio"] == (
+        pytest.approx(2.0 / 8.0))
+    assert overhead.paired_reference("floor: torch.compile(fullgraph) of that op") == overhead.COMPILED_REFERENCE
+    assert overhead.paired_reference("floor: torch.compile(reduce-overhead) of that op") == (
+        overhead.CAPTURED_REFERENCE)
     for i, name in enumerate(blocks):
         reference = overhead.paired_reference(name)
         if reference is not None:
