@@ -233,6 +233,9 @@ struct OpState {
   std::vector<c10::TypeKind> kinds;  // each schema argument's type (an optional's contained type), for fast_call
   std::array<int64_t, kStages> stage_ns{};  // a timers build's totals per stage (one thread; see above)
   int64_t stage_calls = 0;
+  // calls its Python kernel served (a miss, a key not covered, a Python-only plan, a failed check): what tells a
+  // test that a hit stayed in C++, where a plan count alone cannot
+  std::atomic<int64_t> python_calls{0};
   std::mutex lock;
   std::unordered_map<std::string, std::shared_ptr<Plan>> plans;
 };
@@ -373,6 +376,7 @@ void push_returns(const c10::FunctionSchema& schema, const py::object& result, t
 void run_python(const c10::OperatorHandle& op, OpState& state, torch::jit::Stack* stack, const std::string& key,
                 bool describe) {
   const size_t count = op.schema().arguments().size() + state.extra;
+  state.python_calls.fetch_add(1, std::memory_order_relaxed);
   py::gil_scoped_acquire gil;
   const uint64_t before = generation.load();
   py::tuple answer = call_python(state.miss, stack, count);
@@ -998,6 +1002,12 @@ size_t plan_count(const std::string& name) {
   return found->second->plans.size();
 }
 
+int64_t python_count(const std::string& name) {
+  std::lock_guard<std::mutex> guard(registry_lock);
+  auto found = registry().find("cukiln::" + name);
+  return found == registry().end() ? 0 : found->second->python_calls.load();
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -1009,6 +1019,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "C++ kernels for cukiln::NAME, an op specialized to constant arguments of the op of a handle");
   m.def("clear", &clear, "forget every cached plan");
   m.def("plan_count", &plan_count, "the cached plans of cukiln::NAME");
+  m.def("python_count", &python_count, "the calls of cukiln::NAME its Python kernel served");
   m.def("take_stage_times", &take_stage_times,
         "(ns per stage, hits) of cukiln::NAME (an op or NAME#variant) since the last take; a timers build's only");
   m.attr("stage_timers") = py::bool_(

@@ -482,12 +482,13 @@ def test_a_plain_int_in_a_symint_slot_is_keyed_as_an_int(launches):
     x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
     args = _op_args(x, base=10000.0, offsets=3)
     assert args[17] == 3
-    before = native.module().plan_count("rope_")
+    before, served = native.module().plan_count("rope_"), native.module().python_count("rope_")
     call(*args)
     assert native.module().plan_count("rope_") == before + 1, "the miss kept a plan for its key"
     with pytest.raises(RuntimeError, match="libcuda"):
         call(*args)
     assert native.module().plan_count("rope_") == before + 1
+    assert native.module().python_count("rope_") == served + 1, "Python served the miss alone"
 
 
 @pytest.mark.skipif(native.module() is None, reason="the native hot path is off")

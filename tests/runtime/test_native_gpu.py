@@ -90,7 +90,7 @@ def test_kv_append_public_calls_hit_their_plans_with_new_tensors(form):
     b, hq, hkv, d, T = 3, 8, 2, 128, 64
     table = torch.rand(T, d, device="cuda")
     name = "kv_append" + {"allocates": "", "out": "#out", "inplace": "#inplace"}[form] + "#lens_out"  # its variant
-    before = native.module().plan_count(name)
+    before, served = native.module().plan_count(name), native.module().python_count(name)
     for step in range(3):  # a miss, then hits: new tensors and lengths each time, one plan
         q = torch.randn(b, hq, d, device="cuda", dtype=torch.bfloat16)
         k, v = (torch.randn(b, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -109,6 +109,7 @@ def test_kv_append_public_calls_hit_their_plans_with_new_tensors(form):
         assert_matches_reference(k_cache, ref_k, f"kv_append ({form}) k_cache, step {step}")
         assert torch.equal(v_cache, ref_v) and torch.equal(lens_out, ref_lens)
     assert native.module().plan_count(name) == before + 1, "one plan served the three calls"
+    assert native.module().python_count(name) == served + 1, "Python served the miss alone"
 
 
 def test_a_hit_allocates_from_torchs_allocator_and_frees_its_scratch():
@@ -139,7 +140,7 @@ def test_kv_append_int_lengths_share_one_plan_and_are_checked_on_a_hit():
     table = torch.rand(T, d, device="cuda")
     k_cache, v_cache = (torch.randn(b, hkv, T, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     ref_k, ref_v = k_cache.clone(), v_cache.clone()
-    before = native.module().plan_count("kv_append")
+    before, served = native.module().plan_count("kv_append"), native.module().python_count("kv_append")
     for length in (0, 1, 2, 7, T - 1):  # a generation loop with its length as an int: one plan, refilled per call
         q = torch.randn(b, hq, d, device="cuda", dtype=torch.bfloat16)
         k, v = (torch.randn(b, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -149,6 +150,7 @@ def test_kv_append_int_lengths_share_one_plan_and_are_checked_on_a_hit():
         assert_matches_reference(k_cache, ref_k, f"kv_append k_cache at length {length}")
         assert torch.equal(v_cache, ref_v)
     assert native.module().plan_count("kv_append") == before + 1
+    assert native.module().python_count("kv_append") == served + 1, "Python served the first length alone"
     written = k_cache.clone()
     with pytest.raises(ValueError, match="kv_lens"):  # past the capacity: back to Python, which raises
         cukiln.kv_append(q, k, v, k_cache, v_cache, T, cos_sin_cache=table)
@@ -165,11 +167,12 @@ def test_specialized_ops_run_the_ops_plans_and_autograd():
     op, given = specialize.specialization("rope", args)
     want = cukiln.reference.rope(x, freqs=freqs, offsets=7)
     assert_matches_reference(torch.ops.cukiln.rope.default(*args), want, "the op")
-    before = native.module().plan_count("rope")
+    before, served = native.module().plan_count("rope"), native.module().python_count("rope")
     for _ in range(2):  # C++: the constants put back, the op's plan hit
         got = op(*given)
         assert_matches_reference(got, want, "the specialized op")
     assert native.module().plan_count("rope") == before, "no plan of its own"
+    assert native.module().python_count("rope") == served, "both calls hit in C++"
     x.requires_grad_(True)  # the op's autograd kernel, on the op's arguments
     y = op(x, freqs, *given[2:])
     grad = torch.randn_like(y)
