@@ -40,9 +40,13 @@ def test_plans_serve_new_tensors_of_the_same_metadata():
 def test_decode_lengths_refilled_per_call_and_checked():
     q = torch.randn(2, 8, 128, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(2, 2, 256, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    name = "decode_attention" + native.NO_LSE  # the public call's variant (no out given, no lse asked for)
+    before, served = native.module().plan_count(name), native.module().python_count(name)
     for length in (100, 37, 256, 1):  # one plan: each call's length written into its launch
         got = cukiln.decode_attention(q, k, v, length)
         assert_matches_reference(got, cukiln.reference.decode_attention(q, k, v, length), f"decode at {length}")
+    assert native.module().plan_count(name) == before + 1, "one plan for the four lengths"
+    assert native.module().python_count(name) == served + 1, "Python served the first length alone"
     with pytest.raises(ValueError, match="kv_lens"):
         cukiln.decode_attention(q, k, v, 257)  # past the capacity: the plan's bound sends it back to Python
     with pytest.raises(ValueError, match="kv_start"):
