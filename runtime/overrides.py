@@ -17,19 +17,26 @@ import os
 
 ENVIRONMENT = {"decode_pipeline": "CUKILN_DECODE_PIPELINE", "rope_thd_dispatch": "CUKILN_ROPE_THD_DISPATCH",
                "decode_step_launch": "CUKILN_DECODE_STEP_LAUNCH", "traced_ops": "CUKILN_TRACED_OPS"}
-CURRENT = {name: os.environ.get(variable, "auto") for name, variable in ENVIRONMENT.items()}
 _LISTENERS: list = []  # called after every change: caches of plans made under the old value (runtime/native.py)
 
 
+class _Overrides(dict):
+    """The current values, a dict whose every write tells the listeners: a plan made under the old value must not
+    serve the new one, however the value was written (``forced``, or a test's ``monkeypatch.setitem``, which once
+    left the native plans of another pipeline serving the calls it forced). Reads are dict reads."""
+
+    def __setitem__(self, name: str, value: str) -> None:
+        super().__setitem__(name, value)
+        for listener in _LISTENERS:
+            listener()
+
+
+CURRENT = _Overrides({name: os.environ.get(variable, "auto") for name, variable in ENVIRONMENT.items()})
+
+
 def on_change(listener) -> None:
-    """Call ``listener()`` whenever ``forced`` changes an override (on entering and on leaving its block)."""
+    """Call ``listener()`` whenever an override is written (``forced``: on entering and on leaving its block)."""
     _LISTENERS.append(listener)
-
-
-def _set(name: str, value: str) -> None:
-    CURRENT[name] = value
-    for listener in _LISTENERS:
-        listener()
 
 
 @contextlib.contextmanager
@@ -38,8 +45,8 @@ def forced(name: str, value: str):
     if name not in CURRENT:
         raise ValueError(f"no override named {name!r}; known: {', '.join(CURRENT)}")
     before = CURRENT[name]
-    _set(name, value)
+    CURRENT[name] = value
     try:
         yield
     finally:
-        _set(name, before)
+        CURRENT[name] = before

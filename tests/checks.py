@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from cukiln.tools.verify import compare
 
 
@@ -10,6 +12,20 @@ def assert_matches_reference(out, ref, what: str = "", *, fp32_units: float = 4)
     intermediates are themselves amplified, like logits through exp, passes a larger one)."""
     problem = compare(out, ref, fp32_units=fp32_units)
     assert problem is None, f"{what}: {problem}"
+
+
+@contextlib.contextmanager
+def planned_afresh(variant: str):
+    """Asserts that the block's one call of the native variant ``variant`` (a plan name: "rope#out",
+    "decode_attention#out") ran its Python kernel, so under the overrides in force, not a hit of a plan cached
+    before (under another pipeline or dispatch, say); asserts nothing where the native hot path is off."""
+    from cukiln import native
+
+    module = native.module()
+    before = None if module is None else module.python_count(variant)
+    yield
+    if module is not None:
+        assert module.python_count(variant) == before + 1, f"{variant}: the call hit a plan made before"
 
 
 def rope_op_args(**values) -> tuple:

@@ -186,6 +186,9 @@ def test_forcing_an_override_tells_its_listeners(monkeypatch):
     with overrides.forced("decode_pipeline", "deep"):
         pass
     assert calls == ["deep", before]
+    # a plain write too (a test's monkeypatch.setitem): the plans made under the old value must not serve the new
+    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", "wide")
+    assert calls == ["deep", before, "wide"]
 
 
 def _passes(description: dict, args: tuple) -> bool:

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 import cukiln  # noqa: E402
 from cukiln import overrides  # noqa: E402
 from cukiln.rope_api import plan_call  # noqa: E402
-from tests.checks import assert_matches_reference  # noqa: E402
+from tests.checks import assert_matches_reference, planned_afresh  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -31,7 +31,8 @@ def _run_both(x, monkeypatch, **kw):
         out = torch.full_like(x, float("nan"))
         plan, _ = plan_call(x, out=out, **kw)
         assert plan.key[6] == mode
-        cukiln.rope(x, out=out, **kw)
+        with planned_afresh("rope#out"):  # this mode's own plan, not the other mode's
+            cukiln.rope(x, out=out, **kw)
         outs[mode] = out
     return outs
 
