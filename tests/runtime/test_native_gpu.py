@@ -128,12 +128,15 @@ def test_a_hit_allocates_from_torchs_allocator_and_frees_its_scratch():
         cukiln.rope(x, freqs=freqs)
         cukiln.decode_attention(q, k, v, 4000, num_splits=8, out=out)
     torch.cuda.synchronize()
+    variants = ("rope", "decode_attention#out#no_lse")  # the public calls' plans
+    served = [native.module().python_count(v) for v in variants]
     before = torch.cuda.memory_allocated()
     y = cukiln.rope(x, freqs=freqs)
     assert torch.cuda.memory_allocated() - before == (y.nbytes + 511) // 512 * 512
     del y
     cukiln.decode_attention(q, k, v, 4000, num_splits=8, out=out)
     assert torch.cuda.memory_allocated() == before, "the split results' scratch went back to the allocator"
+    assert [native.module().python_count(v) for v in variants] == served, "both were hits (Python allocates alike)"
     assert_matches_reference(out, cukiln.reference.decode_attention(q, k, v, 4000), "split decode on a hit")
 
 
