@@ -77,6 +77,7 @@ def test_inference_tensors_are_written_on_a_hit_too():
     expected = cukiln.reference.rope(x, base=10000.0)
     calls = [(cukiln.torch.rope, True), (cukiln.rope, True),
              (cukiln.rope, False)]  # the public call also outside inference mode, as its Python path allows
+    served = native.module().python_count("rope_")
     for rope, inside in calls:
         for _ in range(2):  # a miss, then a hit
             with torch.inference_mode():
@@ -85,6 +86,8 @@ def test_inference_tensors_are_written_on_a_hit_too():
                 rope(y, base=10000.0, inplace=True)
             assert y.is_inference()
             assert_matches_reference(y, expected, f"{rope.__module__}.rope on an inference tensor ({inside})")
+    # after the first call (a miss, where no test before made the plan) every call a hit
+    assert native.module().python_count("rope_") <= served + 1, "an inference tensor sent a call back to Python"
 
 
 @pytest.mark.parametrize("form", ["allocates", "out", "inplace"])
