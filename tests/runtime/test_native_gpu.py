@@ -26,6 +26,7 @@ def _poisoned(like):
 def test_plans_serve_new_tensors_of_the_same_metadata():
     freqs = torch.rand(64, 64, device="cuda")
     before = native.module().plan_count("rope")
+    served = {v: native.module().python_count(v) for v in ("rope", "rope#out")}
     for _ in range(3):  # a miss, then hits with new tensors
         x = torch.randn(64, 2, 4, 64, device="cuda", dtype=torch.bfloat16)
         out = _poisoned(x)
@@ -35,6 +36,9 @@ def test_plans_serve_new_tensors_of_the_same_metadata():
         y = cukiln.torch.rope(x, freqs=freqs)
         assert_matches_reference(y, cukiln.reference.rope(x, freqs=freqs), "cukiln.torch.rope")
     assert native.module().plan_count("rope") == before + 1, "one plan for the op's three calls"
+    # and hits, not calls Python served without keeping a plan (out=: a miss, where no test before made its plan)
+    assert native.module().python_count("rope") == served["rope"] + 1
+    assert native.module().python_count("rope#out") <= served["rope#out"] + 1
 
 
 def test_decode_lengths_refilled_per_call_and_checked():
