@@ -230,9 +230,11 @@ def test_compiled_attention_without_lse_runs_the_variant_that_makes_none():
     out, (code, *_) = run_and_get_code(alone, q)
     assert "torch.ops.cukiln.decode_attention__" in code
     assert native.module().plan_count("decode_attention#no_lse") == before + 1, "the variant planned the call"
+    served = native.module().python_count("decode_attention#no_lse")
     for _ in range(2):  # a hit after the miss
         got = alone(q)
         assert torch.equal(got, want_out)
+    assert native.module().python_count("decode_attention#no_lse") == served, "both compiled calls hit in C++"
     got_out, got_lse = both(q)
     assert torch.equal(out, want_out) and torch.equal(got_out, want_out) and torch.equal(got_lse, want_lse)
     assert_matches_reference(out, cukiln.reference.decode_attention(q, k, v, lens), "compiled decode, no lse")
