@@ -112,7 +112,8 @@ def test_non_differentiable_ops_refuse_tensors_that_require_grad():
 def test_negated_views_are_refused_even_when_the_plain_tensor_is_cached():
     x, freqs = _rope_inputs()
     negated = torch._neg_view(x)  # what .conj().imag of a complex tensor gives, with x's strides
-    cukiln.rope(x, freqs=freqs)  # caches the plan for these shapes, strides and alignment
+    cukiln.rope(x, freqs=freqs)  # caches the plans for these shapes, strides and alignment: allocating
+    cukiln.rope(x.clone(), freqs=freqs, inplace=True)  # and in place, the form of the first refused call
     snapshot = x.clone()
     with pytest.raises(ValueError, match="negated view"):
         cukiln.rope(negated, freqs=freqs, inplace=True)
