@@ -141,7 +141,7 @@ def test_bad_input_raises_before_anything_is_written():
     freqs = torch.rand(8, 32, device=dev)
     with pytest.raises(ValueError, match="positions"):
         cukiln.rope(x, freqs=freqs, offsets=1, out=out)  # positions 1..8 exceed an 8-row table
-    with pytest.raises(ValueError, match="out"):
+    with pytest.raises(ValueError, match=r"out: written tensor has a broadcast \(stride 0\) dimension"):
         cukiln.rope(x, freqs=freqs, out=x[1:2].expand(8, 1, 2, 32))
     # only offsets takes an int: an int for a tensor argument is refused, not read as "none given"
     for name, value in (("positions", 5), ("cu_seqlens", 3)):
@@ -202,6 +202,8 @@ def test_half_width_cos_sin_cache_matches_full_width():
     x = torch.randn(40, 2, 4, 64, device=dev, dtype=torch.float16)
     theta = torch.rand(40, 32, device=dev, dtype=torch.float64) * 10
     half = cukiln.rope(x, cos=theta.cos().half(), sin=theta.sin().half(), rotary_dim=64)
-    full = cukiln.rope(x, cos=torch.cat([theta, theta], -1).cos().half(), sin=torch.cat([theta, theta], -1).sin().half())
+    full_cos, full_sin = torch.cat([theta, theta], -1).cos().half(), torch.cat([theta, theta], -1).sin().half()
+    full = cukiln.rope(x, cos=full_cos, sin=full_sin)
     assert torch.equal(half, full)
+    assert_matches_reference(full, cukiln.reference.rope(x, cos=full_cos, sin=full_sin), "full-width cos and sin")
     assert math.isfinite(half.float().abs().max().item())
