@@ -141,8 +141,10 @@ def test_bad_input_raises_before_anything_is_written():
     freqs = torch.rand(8, 32, device=dev)
     with pytest.raises(ValueError, match="positions"):
         cukiln.rope(x, freqs=freqs, offsets=1, out=out)  # positions 1..8 exceed an 8-row table
-    with pytest.raises(ValueError, match=r"out: written tensor has a broadcast \(stride 0\) dimension"):
+    with pytest.raises(ValueError, match="out: overlaps x without being exactly x"):
         cukiln.rope(x, freqs=freqs, out=x[1:2].expand(8, 1, 2, 32))
+    with pytest.raises(ValueError, match=r"out: written tensor has a broadcast \(stride 0\) dimension"):
+        cukiln.rope(x, freqs=freqs, out=torch.empty(1, 1, 2, 32, device=dev).expand(8, 1, 2, 32))
     # only offsets takes an int: an int for a tensor argument is refused, not read as "none given"
     for name, value in (("positions", 5), ("cu_seqlens", 3)):
         with pytest.raises(TypeError, match=f"{name}: expected a torch.Tensor"):
