@@ -63,6 +63,9 @@ def test_an_output_over_an_input_is_refused_on_a_hit():
     base = torch.empty(2 * x.numel(), device="cuda", dtype=x.dtype)
     shared_x, shared_out = base[:x.numel()].view_as(x), base[x.numel() // 2:][:x.numel()].view_as(x)
     shared_x.copy_(x)
+    served = native.module().python_count("rope#out")
+    cukiln.rope(shared_x, base=10000.0, out=torch.empty_like(x))  # apart: a hit, so these views key that plan
+    assert native.module().python_count("rope#out") == served
     with pytest.raises(ValueError, match="out: overlaps x"):
         cukiln.rope(shared_x, base=10000.0, out=shared_out)
 
