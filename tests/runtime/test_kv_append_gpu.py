@@ -288,3 +288,5 @@ def test_the_torch_ops_compile_without_graph_breaks_and_match_the_eager_calls():
     assert lens.tolist() == [1, 101, 255, 32], "the op did not advance kv_lens"
     q_rot = torch.compile(lambda *a: ct.kv_append(*a, base=1e4), fullgraph=True)(q, k, v, k_cache, v_cache, 3)
     assert torch.equal(q_rot, cukiln.kv_append(q, k, v, caches[0], caches[1], 3, base=1e4))
+    assert_matches_reference(q_rot, reference_kv_append(q, k, v, caches[0].clone(), caches[1].clone(), 3, base=1e4),
+                             "compiled kv_append's q")

@@ -114,6 +114,10 @@ def test_compiled_and_captured_rope_qk_match_eager():
     compiled = torch.compile(step, fullgraph=True)
     got, want = compiled(q, k), step(q, k)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    # eager and compiled run the same plans: the float64 reference is the independent check
+    ref_q, ref_k = cukiln.reference.rope_qk(q, k, cos_sin_cache=cache, positions=positions, layout="thd")
+    assert_matches_reference(got[0], ref_q, "compiled q")
+    assert_matches_reference(got[1], ref_k, "compiled k")
     q2, k2 = q.clone(), k.clone()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
