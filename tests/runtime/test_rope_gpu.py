@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
+from cukiln import native  # noqa: E402
 from cukiln.rope_api import plan_call  # noqa: E402
 from cukiln.tools.rope.checks import check_rope_variant  # noqa: E402
 from tests.checks import assert_matches_reference, manifest_entries  # noqa: E402
@@ -180,15 +181,23 @@ def test_runs_on_the_current_stream():
     dev = torch.device("cuda")
     x = torch.randn(512, 4, 16, 128, device=dev, dtype=torch.bfloat16)
     freqs = torch.rand(512, 128, device=dev)
-    side = torch.cuda.Stream()
+    out = torch.empty_like(x)
+    cukiln.rope(x, freqs=freqs, out=out)  # the plan: the call below is a hit, the path that serves calls
+    out.fill_(float("nan"))
+    served = native.module().python_count("rope#out") if native.module() is not None else None
+    side = torch.cuda.Stream()  # a non-blocking stream: the default stream does not wait for it
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         torch.cuda._sleep(50_000_000)  # keep the side stream busy: a launch elsewhere would finish first
-        out = cukiln.rope(x, freqs=freqs)
+        cukiln.rope(x, freqs=freqs, out=out)
         done = torch.cuda.Event()
         done.record(side)
+    # read on the default stream while the side one sleeps: a launch on the default stream would have written out
+    assert torch.isnan(out).all().item(), "rope ran on another stream than the current one"
     assert not done.query()
     done.synchronize()
+    if served is not None:
+        assert native.module().python_count("rope#out") == served, "the side stream's call was a hit"
     assert_matches_reference(out, cukiln.reference.rope(x, freqs=freqs))
 
 
