@@ -191,6 +191,24 @@ def test_forcing_an_override_tells_its_listeners(monkeypatch):
     assert calls == ["deep", before, "wide"]
 
 
+@pytest.mark.skipif(native.module() is None, reason="the native hot path is off")
+def test_an_override_written_drops_the_native_plans(launches, monkeypatch):
+    from cukiln.torch_support import NATIVE_HANDLES
+
+    # the listener the extension registers when it loads (native.module): a plan kept under one value is gone
+    # after any write, forced() or a plain one, so that no call under the new value hits it
+    call = native.caller(NATIVE_HANDLES["rope_"])
+    args = _op_args(torch.randn(4, 1, 2, 64, dtype=torch.float16), base=1e4)
+    call(*args)
+    assert native.module().plan_count("rope_") >= 1
+    with overrides.forced("decode_pipeline", "deep"):
+        assert native.module().plan_count("rope_") == 0
+    call(*args)
+    assert native.module().plan_count("rope_") >= 1
+    monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", "wide")
+    assert native.module().plan_count("rope_") == 0
+
+
 def _passes(description: dict, args: tuple) -> bool:
     """hot_path.cpp's per-call checks (passes()), on op arguments."""
     for argument, lo, hi in description["bounds"]:
