@@ -71,8 +71,11 @@ def _fields(plan, values) -> dict:
     return dict(zip(plan.field_names, values))
 
 
-def test_rope_hands_the_kernel_the_planned_values_on_a_miss_and_a_hit(recorded):
+def test_rope_hands_the_kernel_the_planned_values_on_a_miss_and_a_hit(recorded, monkeypatch):
     kw = dict(base=10000.0, mscale=1.25, rotary_dim=64, rotary_offset=32, layout="bshd")
+    kept = []
+    put = rope_api.PLANS.put
+    monkeypatch.setattr(rope_api.PLANS, "put", lambda key, value: (kept.append(key), put(key, value)))
     for _ in range(2):  # a miss, then a hit with other tensors of the same metadata
         x = torch.randn(2, 5, 4, 128, dtype=torch.bfloat16)
         out = torch.empty_like(x)
@@ -84,6 +87,7 @@ def test_rope_hands_the_kernel_the_planned_values_on_a_miss_and_a_hit(recorded):
         assert fields["mscale"] == 1.25 and fields["rotary_offset"] == 32
         assert fields["x"] == x.data_ptr() + 32 * 2 and fields["out"] == out.data_ptr() + 32 * 2
     assert len(recorded.launches) == 2
+    assert len(kept) == 1, "the second call hit the plan the first kept"
 
 
 def test_rope_qk_one_launch_with_the_cache_halves_and_k(recorded):
