@@ -220,6 +220,17 @@ def test_a_plan_cache_hit_asks_the_device_nothing(recorded, monkeypatch):
     """Each public call, its plan cached: no query of the device's properties, occupancy, context or functions
     (the planner's questions), only the launch."""
     asked = []
+    # binding a kernel asks the context and the function, as launch.Kernel does (the recorder alone would not)
+    monkeypatch.setattr(loader.KERNELS, "context", lambda device: (0x2000, 1))
+    monkeypatch.setattr(loader.KERNELS, "function", lambda device, module, symbol, shared=0: 0x1000)
+
+    def binding(device, module, symbol, fmt, grid, block, *rest):
+        loader.KERNELS.context(device)
+        loader.KERNELS.function(device, module, symbol, rest[0] if rest else 0)
+        return recorded(device, module, symbol, fmt, grid, block, *rest)
+
+    for module in (rope_api, decode_api, kv_append_api, decode_step_api):
+        monkeypatch.setattr(module, "kernel", binding)
     for name in ("arch", "sm_count", "max_shared_per_block", "resident_blocks", "active_clusters", "context",
                  "function"):
         real = getattr(loader.KERNELS, name)
@@ -242,8 +253,9 @@ def test_a_plan_cache_hit_asks_the_device_nothing(recorded, monkeypatch):
         "kv_append": lambda: cukiln.kv_append(q, k, v, *caches, 5, base=1e4, inplace=True),
     }
     for name, call in calls.items():
-        call()  # plans: a miss asks the device about the launch
+        call()  # plans: a miss asks the device about the launch, and binds its kernels
         assert asked, f"{name}: the miss asked nothing (the counters are not in its way)"
+        assert "context" in asked and "function" in asked, f"{name}: the miss bound no kernel ({asked})"
         asked.clear()
         call()
         assert asked == [], f"{name}: a plan-cache hit asked the device {asked}"
