@@ -63,7 +63,7 @@ def test_where_no_pair_variant_serves_k_takes_a_second_launch():
     ({"k": contiguous((9, 1, 4, 64), ptr=BASE * 2)}, "k: expected q's tokens and head dim"),
     ({"k": contiguous((8, 1, 4, 64), "fp16", BASE * 2)}, "k: expected q's dtype"),
     ({"k": contiguous((8, 1, 4, 64), ptr=BASE + 64)}, "k: overlaps q"),
-    ({"k_out": contiguous((8, 1, 4, 64), ptr=BASE * 8)}, "out"),
+    ({"k_out": contiguous((8, 1, 4, 64), ptr=BASE * 8)}, "k_out: overlaps out"),
 ])
 def test_bad_k_is_refused_naming_it(bad, match):
     q = contiguous((8, 1, 4, 64))
