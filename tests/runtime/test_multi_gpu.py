@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
+from cukiln import native  # noqa: E402
 from cukiln.loader import KERNELS  # noqa: E402
 from cukiln.tools.decode.checks import DECODE_FP32_UNITS  # noqa: E402
 from tests.checks import assert_matches_reference  # noqa: E402
@@ -42,6 +43,14 @@ def test_tensors_on_another_device_run_there_and_leave_the_current_device_alone(
         lens = torch.tensor([400, 33], device=device, dtype=torch.int32)
         attended = cukiln.decode_attention(q, k, k, lens, num_splits=3)  # two launches (split + combine)
         assert torch.cuda.current_device() == current and _current_context() == context
+        # again: the calls hit their plans, and the C++ path guards the device itself
+        variants = ("rope", "decode_attention#no_lse")
+        served = [native.module().python_count(v) for v in variants] if native.module() is not None else None
+        out = cukiln.rope(x, freqs=freqs)
+        attended = cukiln.decode_attention(q, k, k, lens, num_splits=3)
+        assert torch.cuda.current_device() == current and _current_context() == context
+        if served is not None:
+            assert [native.module().python_count(v) for v in variants] == served, "the second calls were hits"
         assert out.device == device and attended.device == device
         assert_matches_reference(out, cukiln.reference.rope(x, freqs=freqs), "rope on another device")
         assert_matches_reference(attended, cukiln.reference.decode_attention(q, k, k, lens),
