@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
+from cukiln import native  # noqa: E402
 import cukiln.torch as ct  # noqa: E402
 from tests.checks import rope_op_args  # noqa: E402
 
@@ -92,10 +93,15 @@ def test_every_write_into_a_callers_tensor_bumps_its_version(write):
         else:
             cukiln.decode_attention(q, k, v, 300, out=target)
 
-    for _ in range(2):  # the plan's miss (where no test before made it), then a hit: each write bumps
+    variant = {"cukiln.rope out=": "rope#out", "cukiln.decode_attention out=": "decode_attention#out#no_lse"}.get(
+        write, "rope_")  # the plan the write reaches
+    for attempt in range(2):  # the plan's miss (where no test before made it), then a hit: each write bumps
         before = target._version
+        served = native.module().python_count(variant) if native.module() is not None else None
         write_once()
         assert target._version > before
+        if attempt == 1 and served is not None:
+            assert native.module().python_count(variant) == served, f"{write}: the second write was a hit"
     with pytest.raises(RuntimeError, match=MODIFIED):
         loss.backward()
 
@@ -120,8 +126,11 @@ def test_negated_views_are_refused_even_when_the_plain_tensor_is_cached():
     cukiln.rope(x, freqs=freqs)  # caches the plans for these shapes, strides and alignment: allocating
     cukiln.rope(x.clone(), freqs=freqs, inplace=True)  # and in place, the form of the first refused call
     snapshot = x.clone()
+    served = native.module().python_count("rope_") if native.module() is not None else None
     with pytest.raises(ValueError, match="negated view"):
         cukiln.rope(negated, freqs=freqs, inplace=True)
+    if served is not None:  # the key tells a negated view apart: Python took the call, and refused it
+        assert native.module().python_count("rope_") == served + 1
     with pytest.raises(ValueError, match="negated view"):
         cukiln.rope(x, freqs=torch._neg_view(freqs))
     assert torch.equal(x, snapshot), "a refused call wrote x"
