@@ -1008,6 +1008,14 @@ int64_t python_count(const std::string& name) {
   return found == registry().end() ? 0 : found->second->python_calls.load();
 }
 
+// The calls the Python kernels of every op and variant served, together.
+int64_t python_total() {
+  std::lock_guard<std::mutex> guard(registry_lock);
+  int64_t total = 0;
+  for (const auto& entry : registry()) total += entry.second->python_calls.load();
+  return total;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -1020,6 +1028,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("clear", &clear, "forget every cached plan");
   m.def("plan_count", &plan_count, "the cached plans of cukiln::NAME");
   m.def("python_count", &python_count, "the calls of cukiln::NAME its Python kernel served");
+  m.def("python_total", &python_total, "the calls the Python kernels of every op and variant served");
   m.def("take_stage_times", &take_stage_times,
         "(ns per stage, hits) of cukiln::NAME (an op or NAME#variant) since the last take; a timers build's only");
   m.attr("stage_timers") = py::bool_(

@@ -333,12 +333,23 @@ def _comparison(name: str):
     return ("ratio", ratio) if paired_reference(name) == EAGER_REFERENCE else ("difference_us", difference)
 
 
+def python_calls() -> int:
+    """The calls the native hot path has sent to the ops' Python kernels so far (0 where the path is off): a timed
+    path whose count moves is not measuring the path it names."""
+    from cukiln import native
+
+    module = native.module()
+    return 0 if module is None else module.python_total()
+
+
 def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only=None,
             blocks: int = PAIR_BLOCKS) -> dict:
     """Median host µs per call of every path (those ``only`` picks, see _paths), with each round's figures
     (``advance`` after each round of each phase); graph replays also with their host time alone (submit_us).
     A paired path's round is ``blocks`` pairs of blocks of ``calls // blocks`` calls, its reference's then its own:
-    its figure for the round is the mean of its blocks, its paired figure the median over the round's pairs.
+    its figure for the round is the mean of its blocks, its paired figure the median over the round's pairs. Each
+    path also counts the calls the native hot path sent to Python while it was timed (python_calls): none where it
+    measured what it names.
 
     Two phases: the paths that compile nothing first, warmed and timed before anything is compiled, then the
     compiled ones. Once a process has run a reduce-overhead compiled function, every eager call there costs the
@@ -348,10 +359,12 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only
     samples = {name: [] for name in paths}
     submits = {name: [] for name in paths if "graph replay" in name}
     paired = {name: [] for name in paths if paired_reference(name) in paths}
+    served = {name: 0 for name in paths}  # calls the native path sent to Python while the path was timed
     for phase in ({n: f for n, f in paths.items() if not compiles(n)}, {n: f for n, f in paths.items() if compiles(n)}):
         _warm(phase)
         for _ in range(rounds):
             for name, fn in phase.items():
+                before = python_calls()
                 if name in paired:  # blocks of its reference and its own in turn, each pair at one moment of the host
                     own, figure = paired_round(fn, phase[paired_reference(name)], _comparison(name)[1], calls,
                                                blocks)
@@ -361,13 +374,14 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only
                     samples[name].append(per_call_us(fn, calls))
                 if name in submits:
                     submits[name].append(submit_us(fn))
+                served[name] += python_calls() - before
             advance()
 
     def pairing(name: str) -> dict:
         return {"reference": paired_reference(name), _comparison(name)[0]: statistics.median(paired[name]),
                 "rounds": paired[name]}
 
-    return {name: {"us_per_call": statistics.median(s), "rounds_us": s,
+    return {name: {"us_per_call": statistics.median(s), "rounds_us": s, "python_calls": served[name],
                    **({"paired": pairing(name)} if name in paired else {}),
                    **({"submit_us": statistics.median(submits[name])} if name in submits else {}),
                    **({"cuda_graph": paths[name].captured, "cuda_graph_skipped": paths[name].skipped}
@@ -451,6 +465,10 @@ def print_result(result: dict, console: Console) -> None:
                       _paired_cell(f.get("paired")), f"{f['submit_us']:.2f}" if "submit_us" in f else "",
                       {True: "captured", False: "skipped"}.get(f.get("cuda_graph"), ""), _target_cell(f.get("target")))
     console.print(table)
+    sent = {name: f["python_calls"] for name, f in result["paths"].items() if f.get("python_calls")}
+    if sent:  # a key not covered or a per-call check failed: the row timed the Python path, not the one it names
+        console.print("[yellow]served by Python while timed, not by the native hot path: "
+                      + "; ".join(f"{name} ({count} calls)" for name, count in sent.items()))
     held = [f["target"]["holds"] for f in result["paths"].values() if "target" in f]
     console.print(f"targets: {sum(held)} of {len(held)} paths hold theirs (public calls ≤ {PUBLIC_LIMIT}× add_; "
                   f"cukiln.torch eager and ops through the dispatcher ≤ {TORCH_OP_LIMIT}×; compiled ≤ their reference "

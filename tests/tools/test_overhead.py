@@ -18,6 +18,7 @@ def test_eager_paths_are_timed_before_anything_compiles(monkeypatch):
     paths = {name: (lambda name=name: calls.append(name)) for name in names}
     monkeypatch.setattr(overhead, "_paths", lambda only=None: paths)
     monkeypatch.setattr(overhead, "per_call_us", lambda fn, count: (fn(), 2.0)[1])
+    monkeypatch.setattr(overhead, "python_calls", lambda: 0)
     monkeypatch.setattr(overhead, "submit_us", lambda fn: 1.0)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     rounds = []
@@ -61,6 +62,7 @@ def test_pairing_holds_each_path_to_its_reference_of_the_same_moment(monkeypatch
     monkeypatch.setattr(overhead, "_paths", lambda only=None: paths)
     monkeypatch.setattr(overhead, "_warm", lambda phase: None)
     monkeypatch.setattr(overhead, "per_call_us", timed)
+    monkeypatch.setattr(overhead, "python_calls", lambda: 0)
     result = overhead.measure(rounds=5, calls=1)
     rope = result["cukiln.rope (in place, base)"]["paired"]
     assert rope["reference"] == overhead.EAGER_REFERENCE and rope["ratio"] == pytest.approx(10.0 / 8.0)
@@ -98,6 +100,28 @@ def test_only_keeps_the_references_its_paths_are_paired_with():
         "torch.compile(reduce-overhead) of cukiln.torch.decode_step"]
     assert list(overhead.select(paths, "cukiln.decode_step")) == [
         "torch: y.add_(1.0)", "torch: y + 1.0 (allocates)", "cukiln.decode_step (b=1, T=64, device lengths, out=)"]
+
+
+def test_calls_sent_to_python_are_counted_against_the_path_timed(monkeypatch):
+    # a path whose native key is not covered runs its op's Python kernel on every call: the bench counts those calls
+    # against that path alone (not its reference timed beside it), and says so under the table
+    from rich.console import Console
+
+    sent = [0]
+    paths = {"torch: y.add_(1.0)": lambda: None, "torch: y + 1.0 (allocates)": lambda: None,
+             "cukiln.rope (in place, base)": lambda: None,
+             "cukiln.decode_attention (b=1, T=64, out=)": lambda: sent.__setitem__(0, sent[0] + 1)}
+    monkeypatch.setattr(overhead, "_paths", lambda only=None: paths)
+    monkeypatch.setattr(overhead, "_warm", lambda phase: None)
+    monkeypatch.setattr(overhead, "per_call_us", lambda fn, count: (fn(), 2.0)[1])
+    monkeypatch.setattr(overhead, "python_calls", lambda: sent[0])
+    result = overhead.measure(rounds=3, calls=10, blocks=2)
+    decode = "cukiln.decode_attention (b=1, T=64, out=)"
+    assert result[decode]["python_calls"] == 3 * 2  # one call a block in this stub, two blocks a round
+    assert all(f["python_calls"] == 0 for name, f in result.items() if name != decode)
+    console = Console(record=True, width=400)
+    overhead.print_result({"device": "a GPU", "rounds": 3, "calls_per_round": 10, "paths": result}, console)
+    assert f"served by Python while timed, not by the native hot path: {decode} (6 calls)" in console.export_text()
 
 
 def test_rounds_given_are_the_rounds_timed_and_the_command_says_so(monkeypatch):
