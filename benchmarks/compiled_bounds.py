@@ -45,7 +45,7 @@ import cukiln
 import cukiln.torch as ct
 from cukiln import rope_api, rope_torch, specialize
 from cukiln.tools import decode_step_bench
-from cukiln.tools.overhead import difference, distinct, paired_round, ratio
+from cukiln.tools.overhead import difference, distinct, paired_round, python_calls, ratio
 
 CALLS = 5000
 
@@ -271,7 +271,7 @@ def main(out_dir: str, rounds: int) -> None:
     y = torch.randn(1, 1, 1, 64, device="cuda")
     found = cases()
     references = {"eager": ("y.add_(1.0)", lambda: y.add_(1.0))}
-    paths, times, over = {}, {}, {}
+    paths, times, over, sent = {}, {}, {}, {}
     # the eager rows first, before anything is compiled (a process that has run a reduce-overhead function pays more
     # for every eager call, as the overhead bench found), then the compiled ones
     for phase in ("eager", "compiled"):
@@ -284,13 +284,15 @@ def main(out_dir: str, rounds: int) -> None:
         for label, side in keys:
             mode, body, probe_body, args, static = found[label]
             paths[label, side] = compile_case(mode, body if side == "cukiln" else probe_body, args, static)
-            times[label, side], over[label, side] = [], []
+            times[label, side], over[label, side], sent[label, side] = [], [], 0
         torch.cuda.synchronize()
         for _ in range(rounds):
             for key in keys:  # in turns with the reference, in short blocks (as the overhead bench pairs)
                 mode = found[key[0]][0]
+                before = python_calls()
                 own, figure = paired_round(paths[key], references[mode][1], ratio if mode == "eager" else difference,
                                            CALLS)
+                sent[key] += python_calls() - before  # none where the row timed the native path it names
                 times[key].append(own)
                 over[key].append(figure)
     rows = {}
@@ -301,6 +303,7 @@ def main(out_dir: str, rounds: int) -> None:
             "figure": "ratio" if mode == "eager" else "difference_us",
             "captured": {side: paths[label, side].captured for side in ("cukiln", "probe")},
             "cukiln_us": times[label, "cukiln"], "probe_us": times[label, "probe"],
+            "cukiln_python_calls": sent[label, "cukiln"],
             "cukiln_over_reference": cukiln_over, "probe_over_reference": probe_over,
             "medians": {"cukiln_over_reference": statistics.median(cukiln_over),
                         "probe_over_reference": statistics.median(probe_over),
@@ -319,6 +322,10 @@ def main(out_dir: str, rounds: int) -> None:
         shown = "" if captured["cukiln"] is None else "/".join("yes" if captured[s] else "no" for s in captured)
         print(f"{m['cukiln_over_reference']:13.2f} {m['probe_over_reference']:12.2f} "
               f"{m['cukiln_over_probe']:15.2f} {shown:>9}  {label}")
+    sent = [f"{label} ({row['cukiln_python_calls']} calls)" for label, row in rows.items()
+            if row["cukiln_python_calls"]]
+    if sent:
+        print("served by Python while timed, not by the native hot path: " + "; ".join(sent))
 
 
 if __name__ == "__main__":
