@@ -24,7 +24,7 @@ class _Overrides(dict):
     """The current values, a dict whose item writes tell the listeners: a plan made under the old value must not
     serve the new one, however the value was written (``forced``, or a test's ``monkeypatch.setitem``, which once
     left the native plans of another pipeline serving the calls it forced). Write an override by item: ``update``
-    and the like bypass the listeners, and nothing calls them. A read is a dict subclass's lookup (10-20 ns more
+    and the like bypass the listeners, and nothing calls them. A read is a dict subclass's lookup (a little slower
     than an exact dict's), on the Python paths only: the native hot path reads no override."""
 
     def __setitem__(self, name: str, value: str) -> None:
