@@ -21,16 +21,30 @@ _LISTENERS: list = []  # called after every change: caches of plans made under t
 
 
 class _Overrides(dict):
-    """The current values, a dict whose item writes tell the listeners: a plan made under the old value must not
+    """The current values, a dict whose every write tells the listeners: a plan made under the old value must not
     serve the new one, however the value was written (``forced``, or a test's ``monkeypatch.setitem``, which once
-    left the native plans of another pipeline serving the calls it forced). Write an override by item: ``update``
-    and the like bypass the listeners, and nothing calls them. A read is a dict subclass's lookup (a little slower
-    than an exact dict's), on the Python paths only: the native hot path reads no override."""
+    left the native plans of another pipeline serving the calls it forced). ``update`` and ``setdefault`` write
+    item by item; an override is never removed. A read is a dict subclass's lookup (a little slower than an exact
+    dict's), on the Python paths only: the native hot path reads no override."""
 
     def __setitem__(self, name: str, value: str) -> None:
         super().__setitem__(name, value)
         for listener in _LISTENERS:
             listener()
+
+    def update(self, *others, **values) -> None:
+        for name, value in dict(*others, **values).items():
+            self[name] = value
+
+    def setdefault(self, name: str, value: str | None = None) -> str:
+        if name not in self:
+            self[name] = value
+        return self[name]
+
+    def _removes(self, *args, **kwargs):
+        raise TypeError("an override is never removed: write \"auto\" to leave the choice to the dispatch rules")
+
+    __delitem__ = pop = popitem = clear = _removes
 
 
 CURRENT = _Overrides({name: os.environ.get(variable, "auto") for name, variable in ENVIRONMENT.items()})

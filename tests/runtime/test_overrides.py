@@ -25,3 +25,22 @@ def test_an_unknown_override_is_refused():
     with pytest.raises(ValueError, match="no override named"):
         with overrides.forced("rope_vector_width", "8"):
             pass
+
+
+def test_every_write_of_an_override_tells_the_listeners_and_none_removes_one(monkeypatch):
+    calls = []
+    monkeypatch.setattr(overrides, "_LISTENERS", [])
+    overrides.on_change(lambda: calls.append(dict(overrides.CURRENT)))
+    before = dict(overrides.CURRENT)
+    try:
+        overrides.CURRENT.update(decode_pipeline="wide")
+        overrides.CURRENT.setdefault("decode_pipeline", "deep")  # present: no write
+        assert [c["decode_pipeline"] for c in calls] == ["wide"]
+        for remove in (lambda: overrides.CURRENT.pop("decode_pipeline"), lambda: overrides.CURRENT.clear(),
+                       lambda: overrides.CURRENT.__delitem__("decode_pipeline"), overrides.CURRENT.popitem):
+            with pytest.raises(TypeError, match="never removed"):
+                remove()
+        assert set(overrides.CURRENT) == set(before)
+    finally:
+        overrides.CURRENT.update(before)
+
