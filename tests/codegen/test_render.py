@@ -3,7 +3,10 @@ module includes and the hash that covers them."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 from cukiln.codegen import compile as compile_, decode_abi, render
 from cukiln.codegen.abi import struct_format
@@ -30,6 +33,17 @@ def kernel_fields(src: str, name: str) -> list[str]:
 def test_rendering_is_deterministic():
     assert render.render_modules(ALL_VARIANTS) == render.render_modules(ALL_VARIANTS)
     assert render.render_headers() == render.render_headers()
+
+
+def test_rendering_is_the_same_in_processes_of_other_hash_seeds():
+    # within one process a set's order is fixed; across processes (another build, CI's drift check) string hashing
+    # changes it, and a source that followed one would change with it
+    program = ("import hashlib; from cukiln.codegen import render; from cukiln.codegen.ops import all_variants; "
+               "m = render.render_modules(all_variants()); h = render.render_headers(); "
+               "print(hashlib.sha256(repr((sorted(m.items()), sorted(h.items()))).encode()).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(digests) == 1 and len(digests.pop().strip()) == 64, digests
 
 def test_decode_modules_hold_every_decode_variant_and_their_structs_match_the_abi():
     sources = render.render_modules(DECODE_VARIANTS)
