@@ -38,6 +38,7 @@ import json
 import statistics
 import sys
 import time
+import types
 
 import torch
 
@@ -46,6 +47,7 @@ import cukiln.torch as ct
 from cukiln import rope_api, rope_torch, specialize
 from cukiln.tools import decode_step_bench
 from cukiln.tools.overhead import difference, distinct, paired_round, python_calls, ratio
+from cukiln.tools.timing import run_metadata
 
 CALLS = 5000
 
@@ -136,22 +138,35 @@ def probe_of(op):
     return getattr(torch.ops.cukiln_call_probe, name).default
 
 
+def example_inputs() -> types.SimpleNamespace:
+    """The tiny inputs of the overhead bench's compiled functions (one token; GQA 32/8, head dim 128): x and freqs
+    for rope, one token's fused projection qkv with a cos|sin cache table and its positions for rope_qk, q and the
+    caches k, v (64 positions) for decode_attention, and the decode step's case s with its six tensors, step."""
+    s = decode_step_bench.setup_case(decode_step_bench.SETS[0], 1, 64)
+    k = torch.randn(1, 8, 64, 128, device="cuda", dtype=torch.bfloat16)
+    return types.SimpleNamespace(
+        x=torch.randn(1, 1, 1, 64, device="cuda"), freqs=torch.rand(1, 64, device="cuda"),
+        qkv=torch.randn(1, 48 * 128, device="cuda", dtype=torch.bfloat16), table=torch.rand(4096, 128, device="cuda"),
+        positions=torch.zeros(1, device="cuda", dtype=torch.int64),
+        q=torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16), k=k, v=torch.randn_like(k), s=s,
+        step=tuple(s[name] for name in ("q", "k", "v", "k_cache", "v_cache", "lens")))
+
+
+def yes_no(pair: dict) -> str:
+    """A table cell of two sides' answers ("yes/no"), empty where the first has none."""
+    values = list(pair.values())
+    return "" if values[0] is None else "/".join("yes" if v else "no" for v in values)
+
+
 def cases() -> dict:
     """label -> (mode, the cukiln function, the same function around its op's probe, their arguments, which of them
     are static addresses): the compiled functions of `cukiln bench overhead`, default mode and reduce-overhead, and
     its ops called through the dispatcher (mode "eager": the op and its probe themselves)."""
     kw = rope_api.rope.__kwdefaults__
     rope_args = lambda **given: tuple(dict(kw, **given).get(n) for n in rope_torch.OP_ARGUMENTS)  # noqa: E731
-    x = torch.randn(1, 1, 1, 64, device="cuda")
-    freqs = torch.rand(1, 64, device="cuda")
-    qkv = torch.randn(1, 48 * 128, device="cuda", dtype=torch.bfloat16)
-    table = torch.rand(4096, 128, device="cuda")
-    positions = torch.zeros(1, device="cuda", dtype=torch.int64)
-    q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(1, 8, 64, 128, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn_like(k)
-    s = decode_step_bench.setup_case(decode_step_bench.SETS[0], 1, 64)
-    step = tuple(s[name] for name in ("q", "k", "v", "k_cache", "v_cache", "lens"))
+    e = example_inputs()
+    x, freqs, qkv, table, positions, q, k, v, s, step = (e.x, e.freqs, e.qkv, e.table, e.positions, e.q, e.k, e.v,
+                                                          e.s, e.step)
 
     def qk(qkv):  # q and k sliced from one token's fused projection inside the function, as a serving step does
         return qkv[:, :4096].view(1, 32, 128), qkv[:, 4096:5120].view(1, 8, 128)
@@ -308,9 +323,8 @@ def main(out_dir: str, rounds: int) -> None:
             "medians": {"cukiln_over_reference": statistics.median(cukiln_over),
                         "probe_over_reference": statistics.median(probe_over),
                         "cukiln_over_probe": statistics.median([a - b for a, b in zip(cukiln_over, probe_over)])}}
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cukiln": cukiln.__version__,
-              "command": f"python benchmarks/compiled_bounds.py OUT_DIR --rounds {rounds}", "calls": CALLS,
-              "rounds": rounds, "cases": rows}
+    result = {**run_metadata("compiled-bounds", f"python benchmarks/compiled_bounds.py OUT_DIR --rounds {rounds}"),
+              "cukiln": cukiln.__version__, "calls": CALLS, "rounds": rounds, "cases": rows}
     with open(f"{out_dir}/compiled-bounds.json", "w") as f:
         json.dump(result, f, indent=1)
     print(f"medians over {rounds} rounds of per-round figures (each round's: the median over its pairs of blocks, the "
@@ -318,10 +332,9 @@ def main(out_dir: str, rounds: int) -> None:
           "(default mode) or captured y + 1.0 (reduce-overhead)")
     print(f"{'cukiln : ref':>13} {'probe : ref':>12} {'cukiln - probe':>15} {'captured':>9}  mode: function")
     for label, row in rows.items():
-        m, captured = row["medians"], row["captured"]
-        shown = "" if captured["cukiln"] is None else "/".join("yes" if captured[s] else "no" for s in captured)
+        m = row["medians"]
         print(f"{m['cukiln_over_reference']:13.2f} {m['probe_over_reference']:12.2f} "
-              f"{m['cukiln_over_probe']:15.2f} {shown:>9}  {label}")
+              f"{m['cukiln_over_probe']:15.2f} {yes_no(row['captured']):>9}  {label}")
     sent = [f"{label} ({row['cukiln_python_calls']} calls)" for label, row in rows.items()
             if row["cukiln_python_calls"]]
     if sent:

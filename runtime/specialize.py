@@ -175,7 +175,7 @@ def specialized(name: str, given: tuple[int, ...], constants: tuple, lse: bool =
 def _without_writes_not_made(name: str, declared: list[str], values: list) -> list[str]:
     """Op cukiln::``name``'s argument ``declared``-ations, each tensor that the op writes only with a bool argument
     (torch_support.WRITTEN_ONLY_WITH) declared read-only where ``values`` hold that bool as the constant False."""
-    names = [d.split()[-1].split("=")[0] for d in declared]
+    names = [a.name for a in getattr(torch.ops.cukiln, name).default._schema.arguments]
     flags = WRITTEN_ONLY_WITH.get(name, {})
 
     def left_alone(n: str) -> bool:

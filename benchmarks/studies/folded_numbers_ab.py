@@ -25,6 +25,7 @@ import torch
 import cukiln
 from cukiln import specialize
 from cukiln.tools.overhead import difference, paired_round
+from cukiln.tools.timing import run_metadata
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import compiled_bounds  # noqa: E402
@@ -67,17 +68,17 @@ def run_ab(out_dir: str, name: str, side_a, command: str, only=lambda label: Tru
                     "arguments": {side: arguments[side].get(label) for side in "AB"},
                     "captured": {side: getattr(built[side][label], "captured", None) for side in "AB"}}
             for label in labels}
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cukiln": cukiln.__version__,
-              "command": command, "calls": CALLS, "rounds": rounds, "cases": rows}
+    result = {**run_metadata(name, command), "cukiln": cukiln.__version__, "calls": CALLS, "rounds": rounds,
+              "cases": rows}
     with open(f"{out_dir}/{name}.json", "w") as f:
         json.dump(result, f, indent=1)
     print(f"median over {rounds} rounds of B - A, µs; rounds B won")
     print(f"{'B - A':>7} {'won':>4} {'args A/B':>9} {'captured A/B':>13}  path")
     for label, row in rows.items():
-        n, c = row["arguments"], row["captured"]
+        n = row["arguments"]
         shown_n = "" if n["A"] is None else f"{n['A']}/{n['B']}"
-        shown_c = "" if c["A"] is None else f"{'yes' if c['A'] else 'no'}/{'yes' if c['B'] else 'no'}"
-        print(f"{row['b_minus_a_us']:7.2f} {row['b_wins']:>4} {shown_n:>9} {shown_c:>13}  {label}")
+        captured = compiled_bounds.yes_no(row["captured"])
+        print(f"{row['b_minus_a_us']:7.2f} {row['b_wins']:>4} {shown_n:>9} {captured:>13}  {label}")
 
 
 def main(out_dir: str) -> None:

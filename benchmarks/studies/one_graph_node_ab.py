@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import pathlib
 import statistics
 import sys
 import types
@@ -24,8 +25,11 @@ import torch
 
 import cukiln
 import cukiln.torch as ct
-from cukiln.tools import decode_step_bench
 from cukiln.tools.overhead import distinct, paired_round
+from cukiln.tools.timing import run_metadata
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import compiled_bounds  # noqa: E402
 
 CALLS, ROUNDS = 5000, 7
 
@@ -40,16 +44,9 @@ def traced_copy(wrapper):
 
 def cases(w) -> list:
     """(mode, label, function, arguments, static indices) for the wrappers in namespace ``w``."""
-    x = torch.randn(1, 1, 1, 64, device="cuda")
-    freqs = torch.rand(1, 64, device="cuda")
-    qkv = torch.randn(1, 48 * 128, device="cuda", dtype=torch.bfloat16)
-    table = torch.rand(4096, 128, device="cuda")
-    positions = torch.zeros(1, device="cuda", dtype=torch.int64)
-    q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(1, 8, 64, 128, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn_like(k)
-    s = decode_step_bench.setup_case(decode_step_bench.SETS[0], 1, 64)
-    step = tuple(s[name] for name in ("q", "k", "v", "k_cache", "v_cache", "lens"))
+    e = compiled_bounds.example_inputs()
+    x, freqs, qkv, table, positions, q, k, v, s, step = (e.x, e.freqs, e.qkv, e.table, e.positions, e.q, e.k, e.v,
+                                                          e.s, e.step)
 
     def qk_sliced(qkv, cache=table):
         w.rope_qk(qkv[:, :4096].view(1, 32, 128), qkv[:, 4096:5120].view(1, 8, 128), cos_sin_cache=cache,
@@ -127,17 +124,16 @@ def main(out_dir: str) -> None:
                     "guards": {"A": built["A traced"][i][1], "B": built["B one node"][i][1]},
                     "captured": {"A": built["A traced"][i][2], "B": built["B one node"][i][2]}}
             for i, label in enumerate(labels)}
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cukiln": cukiln.__version__,
-              "command": "python benchmarks/studies/one_graph_node_ab.py OUT_DIR", "calls": CALLS,
-              "rounds": ROUNDS, "cases": rows}
+    result = {**run_metadata("one-graph-node-ab", "python benchmarks/studies/one_graph_node_ab.py OUT_DIR"),
+              "cukiln": cukiln.__version__, "calls": CALLS, "rounds": ROUNDS, "cases": rows}
     with open(f"{out_dir}/one-graph-node-ab.json", "w") as f:
         json.dump(result, f, indent=1)
     print(f"median over {ROUNDS} rounds of B - A, µs (each round's: the median over its pairs of blocks)")
     print(f"{'B - A':>7} {'guards A/B':>11} {'captured A/B':>13}  compiled function")
     for label, row in rows.items():
-        g, c = row["guards"], row["captured"]
-        shown = "" if c["A"] is None else f"{'yes' if c['A'] else 'no'}/{'yes' if c['B'] else 'no'}"
-        print(f"{row['b_minus_a_us']:7.2f} {g['A']:>5}/{g['B']:<5} {shown:>13}  {label}")
+        g = row["guards"]
+        captured = compiled_bounds.yes_no(row["captured"])
+        print(f"{row['b_minus_a_us']:7.2f} {g['A']:>5}/{g['B']:<5} {captured:>13}  {label}")
 
 
 if __name__ == "__main__":
