@@ -263,12 +263,14 @@ def _dispatcher_cases(op_args: dict) -> list:
 
 def compile_case(mode, body, args, static):
     """A zero-argument call of torch.compile(fullgraph=True, mode=mode) of ``body`` on ``args`` (the tensors at
-    indices ``static`` marked as static addresses), warmed: compiled and, in reduce-overhead mode, recorded; with
-    whether torch captured it in a CUDA graph (``captured``: None outside reduce-overhead)."""
+    indices ``static`` marked as static addresses; mode "eager": ``body`` itself), warmed: planned, compiled and, in
+    reduce-overhead mode, recorded; with whether torch captured it in a CUDA graph (``captured``: None outside
+    reduce-overhead)."""
     from torch._dynamo.utils import counters
 
-    if mode == "eager":  # called as it is, through the dispatcher
+    if mode == "eager":  # called as it is, through the dispatcher, its plan made by a first call outside the timing
         call = lambda: body(*args)  # noqa: E731
+        call()
         call.captured = None
         return call
     for i in static:
