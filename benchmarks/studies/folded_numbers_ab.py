@@ -57,21 +57,11 @@ def run_ab(out_dir: str, name: str, side_a, command: str, only=lambda label: Tru
                 built[side][label] = compiled_bounds.compile_case(mode, body, args, static)
                 if mode == "eager":
                     arguments[side][label] = len(args)
-    torch.cuda.synchronize()
-    labels = list(built["B"])
-    figures = {label: [] for label in labels}
-    for _ in range(rounds):
-        for label in labels:
-            figures[label].append(paired_round(built["B"][label], built["A"][label], difference, CALLS)[1])
-    rows = {label: {"b_minus_a_us": statistics.median(figures[label]), "rounds_b_minus_a_us": figures[label],
-                    "b_wins": sum(r < 0 for r in figures[label]),
-                    "arguments": {side: arguments[side].get(label) for side in "AB"},
-                    "captured": {side: getattr(built[side][label], "captured", None) for side in "AB"}}
-            for label in labels}
-    result = {**run_metadata(name, command), "cukiln": cukiln.__version__, "calls": CALLS, "rounds": rounds,
-              "cases": rows}
-    with open(f"{out_dir}/{name}.json", "w") as f:
-        json.dump(result, f, indent=1)
+    rows = b_against_a(built, rounds)
+    for label, row in rows.items():
+        row["arguments"] = {side: arguments[side].get(label) for side in "AB"}
+        row["captured"] = {side: getattr(built[side][label], "captured", None) for side in "AB"}
+    write_ab(out_dir, name, command, rounds, rows)
     print(f"median over {rounds} rounds of B - A, µs; rounds B won")
     print(f"{'B - A':>7} {'won':>4} {'args A/B':>9} {'captured A/B':>13}  path")
     for label, row in rows.items():
@@ -79,6 +69,30 @@ def run_ab(out_dir: str, name: str, side_a, command: str, only=lambda label: Tru
         shown_n = "" if n["A"] is None else f"{n['A']}/{n['B']}"
         captured = compiled_bounds.yes_no(row["captured"])
         print(f"{row['b_minus_a_us']:7.2f} {row['b_wins']:>4} {shown_n:>9} {captured:>13}  {label}")
+
+
+def b_against_a(built: dict, rounds: int) -> dict:
+    """label -> B paired with A (``built``: side "A" or "B" -> label -> a zero-argument call, warm) in short blocks,
+    ``rounds`` rounds: the median over rounds of B minus A (µs), each round's, the rounds B won and B's µs a call."""
+    torch.cuda.synchronize()
+    labels = list(built["B"])
+    figures = {label: [] for label in labels}
+    times = {label: [] for label in labels}
+    for _ in range(rounds):
+        for label in labels:
+            own, figure = paired_round(built["B"][label], built["A"][label], difference, CALLS)
+            figures[label].append(figure)
+            times[label].append(own)
+    return {label: {"b_minus_a_us": statistics.median(figures[label]), "rounds_b_minus_a_us": figures[label],
+                    "b_wins": sum(r < 0 for r in figures[label]), "b_us": times[label]} for label in labels}
+
+
+def write_ab(out_dir: str, name: str, command: str, rounds: int, rows: dict) -> None:
+    """OUT_DIR/``name``.json: the run (timing.run_metadata) and each case's row."""
+    result = {**run_metadata(name, command), "cukiln": cukiln.__version__, "calls": CALLS, "rounds": rounds,
+              "cases": rows}
+    with open(f"{out_dir}/{name}.json", "w") as f:
+        json.dump(result, f, indent=1)
 
 
 def main(out_dir: str) -> None:

@@ -1,10 +1,11 @@
 """A compiled cukiln.torch call with its wrapper traced by Dynamo (A: the wrapper's Python inlined, its reads
 guarded) against the wrapper as one node of Dynamo's graph (B: torch_support.one_graph_node, the default), in one
-process on the GPU. A is a copy of each wrapper (the same code, defaults and globals) that torch.compile does not
-know as a graph node, so it traces it as it traced every wrapper before. Each compiled function of
-`cukiln bench overhead` is compiled twice, once around each, in default mode and under reduce-overhead (with the
-inputs static that the bench's rows mark); B runs paired with A in short blocks (tools/overhead.py's paired_round),
-ROUNDS rounds, and the figure is the median over rounds of B minus A. Also records each side's guards.
+process on the GPU. A is a copy of each wrapper (the same code, defaults and globals; tools/overhead.py's distinct)
+that torch.compile does not know as a graph node, so it traces it as it traced every wrapper before. Each compiled
+function of `cukiln bench overhead` is compiled twice, once around each, in default mode and under reduce-overhead
+(with the inputs static that the bench's rows mark); B runs paired with A in short blocks, ROUNDS rounds
+(folded_numbers_ab.py's b_against_a), and the figure is the median over rounds of B minus A. Also records each
+side's guards.
 
     python benchmarks/studies/one_graph_node_ab.py OUT_DIR
 
@@ -14,32 +15,21 @@ Writes OUT_DIR/one-graph-node-ab.json and prints a table.
 from __future__ import annotations
 
 import io
-import json
 import logging
 import pathlib
-import statistics
 import sys
 import types
 
 import torch
 
-import cukiln
 import cukiln.torch as ct
-from cukiln.tools.overhead import distinct, paired_round
-from cukiln.tools.timing import run_metadata
+from cukiln.tools.overhead import distinct
+from folded_numbers_ab import b_against_a, write_ab
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import compiled_bounds  # noqa: E402
 
-CALLS, ROUNDS = 5000, 7
-
-
-def traced_copy(wrapper):
-    """``wrapper`` as a function torch.compile traces (inlines), not one it records as a graph node."""
-    copy = types.FunctionType(wrapper.__code__, wrapper.__globals__, wrapper.__name__, wrapper.__defaults__,
-                              wrapper.__closure__)
-    copy.__kwdefaults__ = dict(wrapper.__kwdefaults__ or {})
-    return copy
+ROUNDS = 7
 
 
 def cases(w) -> list:
@@ -104,30 +94,18 @@ def compiled(mode, body, args, static):
 
 
 def main(out_dir: str) -> None:
-    traced = types.SimpleNamespace(**{name: traced_copy(getattr(ct, name))
+    traced = types.SimpleNamespace(**{name: distinct(getattr(ct, name))
                                       for name in ("rope", "rope_qk", "decode_attention", "decode_step")})
     sides = {"A traced": cases(traced), "B one node": cases(ct)}
     built = {side: [compiled(mode, body, args, static) for mode, _, body, args, static in found]
              for side, found in sides.items()}
-    torch.cuda.synchronize()
     labels = [f"{mode or 'default'}: {label}" for mode, label, *_ in sides["B one node"]]
-    rounds = {label: [] for label in labels}
-    times = {label: {"A": [], "B": []} for label in labels}
-    for _ in range(ROUNDS):
-        for i, label in enumerate(labels):
-            a, b = built["A traced"][i][0], built["B one node"][i][0]
-            own, difference = paired_round(b, a, lambda x, y: x - y, CALLS)
-            rounds[label].append(difference)
-            times[label]["B"].append(own)
-    rows = {label: {"b_minus_a_us": statistics.median(rounds[label]), "rounds_b_minus_a_us": rounds[label],
-                    "b_us": times[label]["B"],
-                    "guards": {"A": built["A traced"][i][1], "B": built["B one node"][i][1]},
-                    "captured": {"A": built["A traced"][i][2], "B": built["B one node"][i][2]}}
-            for i, label in enumerate(labels)}
-    result = {**run_metadata("one-graph-node-ab", "python benchmarks/studies/one_graph_node_ab.py OUT_DIR"),
-              "cukiln": cukiln.__version__, "calls": CALLS, "rounds": ROUNDS, "cases": rows}
-    with open(f"{out_dir}/one-graph-node-ab.json", "w") as f:
-        json.dump(result, f, indent=1)
+    rows = b_against_a({side[0]: {label: made[0] for label, made in zip(labels, built[side])} for side in built},
+                       ROUNDS)
+    for i, label in enumerate(labels):
+        rows[label]["guards"] = {side[0]: built[side][i][1] for side in built}
+        rows[label]["captured"] = {side[0]: built[side][i][2] for side in built}
+    write_ab(out_dir, "one-graph-node-ab", "python benchmarks/studies/one_graph_node_ab.py OUT_DIR", ROUNDS, rows)
     print(f"median over {ROUNDS} rounds of B - A, µs (each round's: the median over its pairs of blocks)")
     print(f"{'B - A':>7} {'guards A/B':>11} {'captured A/B':>13}  compiled function")
     for label, row in rows.items():
