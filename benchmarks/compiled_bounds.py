@@ -44,7 +44,7 @@ import torch
 
 import cukiln
 import cukiln.torch as ct
-from cukiln import rope_api, rope_torch, specialize
+from cukiln import rope_api, specialize
 from cukiln.tools import decode_step_bench
 from cukiln.tools.overhead import difference, distinct, paired_round, python_calls, ratio
 from cukiln.tools.timing import run_metadata
@@ -162,8 +162,9 @@ def cases() -> dict:
     """label -> (mode, the cukiln function, the same function around its op's probe, their arguments, which of them
     are static addresses): the compiled functions of `cukiln bench overhead`, default mode and reduce-overhead, and
     its ops called through the dispatcher (mode "eager": the op and its probe themselves)."""
-    kw = rope_api.rope.__kwdefaults__
-    rope_args = lambda **given: tuple(dict(kw, **given).get(n) for n in rope_torch.OP_ARGUMENTS)  # noqa: E731
+    def rope_args(**given):  # rope's op arguments after x, for cukiln.rope(x, **given)
+        return rope_api.arguments(e.x, **given)[0][1:]
+
     e = example_inputs()
     x, freqs, qkv, table, positions, q, k, v, s, step = (e.x, e.freqs, e.qkv, e.table, e.positions, e.q, e.k, e.v,
                                                           e.s, e.step)

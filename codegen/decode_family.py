@@ -132,7 +132,6 @@ FAMILY = OpFamily(
     dispatch_lines=dispatch_lines,
     tuned_modules={"decode": r"^decode_(fp16|bf16)$"},  # its own modules (not decode_step_*'s)
     api={"decode_attention": "decode_api"},
-    reference={"decode_attention": "reference"},
-    torch_ops="decode_torch",
+    reference=("decode_attention",),
     tools="cukiln.tools.decode",
 )

@@ -192,5 +192,7 @@ FAMILY = OpFamily(
     params=decode_step_params,
     max_threads=threads,
     dispatch_lines=dispatch_lines,
+    api={"decode_step": "decode_step_api"},
+    reference=("decode_step",),
     tools="cukiln.tools.decode_step",
 )

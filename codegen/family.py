@@ -29,11 +29,11 @@ class OpFamily:
     # tuning rule (`cukiln tune <rule>`, the key in generated/tuning/<arch>.json) -> regex of the modules
     # whose kernels it measures (its data goes stale when their sources change)
     tuned_modules: dict[str, str] = field(default_factory=dict)
-    # runtime: public function (cukiln.<name>) -> the runtime module defining it; and where its float64
-    # reference (cukiln.reference.<name>) is defined: a module, or "module:function" for another name
+    # runtime: public function (cukiln.<name>) -> the runtime module defining it (an op's: its schema, planner and
+    # public function; runtime/calls.py); and the ops with a float64 reference (cukiln.reference.<name>: its body in
+    # runtime/reference.py, its signature the op's schema's)
     api: dict[str, str] = field(default_factory=dict)
-    reference: dict[str, str] = field(default_factory=dict)
-    torch_ops: str | None = None  # the runtime module registering its torch ops (cukiln.torch imports it)
+    reference: tuple[str, ...] = ()
     # the module with its tool hooks: check_variant (verify), BENCHES, TUNES, report_rules/print_rules and
     # overhead_paths (see cukiln.tools.hooks)
     tools: str | None = None

@@ -166,9 +166,7 @@ FAMILY = OpFamily(
     max_threads=lambda v: MAX_THREADS_PER_BLOCK,
     dispatch_lines=dispatch_lines,
     # decode_step: the append then decode_attention (runtime/decode_step_api.py), this family's user-facing step
-    api={"kv_append": "kv_append_api", "decode_step": "decode_step_api"},
-    reference={"kv_append": "kv_append_api:reference_kv_append",
-               "decode_step": "decode_step_api:reference_decode_step"},
-    torch_ops="kv_append_torch",
+    api={"kv_append": "kv_append_api"},
+    reference=("kv_append",),
     tools="cukiln.tools.kv_append",
 )

@@ -77,8 +77,7 @@ FAMILY = OpFamily(
     max_threads=lambda v: rope_abi.MAX_THREADS_PER_BLOCK,
     dispatch_lines=dispatch_lines,
     tuned_modules={"rope": r"^rope_(fp32|fp16|bf16)$", "rope-thd": r"^rope_\w+_thd_"},
-    api={"rope": "rope_api", "rope_qk": "rope_api", "rope_recipe": "rope_recipes"},
-    reference={"rope": "reference", "rope_qk": "reference"},
-    torch_ops="rope_torch",
+    api={"rope": "rope_api", "rope_qk": "rope_api", "rope_recipe": "rope_recipes", "Rotary": "rotary"},
+    reference=("rope", "rope_qk"),
     tools="cukiln.tools.rope",
 )

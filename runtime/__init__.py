@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 
-from . import reference
 
 __version__ = "0.1.0"
 

@@ -230,7 +230,7 @@ class _Validated:
     fields: dict
 
 
-def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout: str = "bhsd", kv_start=None,
+def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens, *, kv_layout: str = "bhsd", kv_start=None,
                 scale: float | None = None, softcap: float | None = None, num_splits: int | None = None,
                 out: TensorInfo | None = None, return_lse: bool = False, batch_invariant: bool = False,
                 sms: int = 132, arch: str | None = None, max_shared: int | None = None, resident=None,
@@ -253,10 +253,10 @@ def plan_decode(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layo
     of the capacity gets) on the first of INVARIANT_PIPELINES the call has, merged in a cluster or by the
     combine kernel with the cluster's arithmetic: a row's result depends on its own inputs alone.
     """
-    call = validate(q, k, v, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale, softcap=softcap,
-                     num_splits=num_splits, out=out, max_shared=max_shared, pipeline=pipeline,
-                     batch_invariant=batch_invariant)
-    return _choose_launch(q, k, v, call, num_splits=num_splits, sms=sms, arch=arch, max_shared=max_shared,
+    call = validate(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
+                    softcap=softcap, num_splits=num_splits, out=out, max_shared=max_shared, pipeline=pipeline,
+                    batch_invariant=batch_invariant)
+    return _choose_launch(q, k_cache, v_cache, call, num_splits=num_splits, sms=sms, arch=arch, max_shared=max_shared,
                           resident=resident, active_clusters=active_clusters, pipeline=pipeline,
                           batch_invariant=batch_invariant, for_step=for_step)
 

@@ -54,17 +54,18 @@ def _lengths(value, name: str, batch: int, device: int,
     return ptr, value, (host if tensor is not None else (value,) * batch)
 
 
-def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInfo, k_cache: TensorInfo,
-                   v_cache: TensorInfo, *, kv_lens, kv_start=None, positions: TensorInfo | None = None,
+def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo,
+                   kv_lens, *, out: TensorInfo, kv_start=None, positions: TensorInfo | None = None,
                    kv_layout: str = "bhsd", freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None,
-                   base=None, scale=1.0, mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0,
+                   base=None, rope_scale=1.0, mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0,
                    inplace=False, kv_lens_out: TensorInfo | None = None, q_norm_weight: TensorInfo | None = None,
                    k_norm_weight: TensorInfo | None = None, norm_eps: float = 1e-6,
                    kv_lens_host: tuple[int, ...] | None = None, kv_start_host: tuple[int, ...] | None = None,
                    arch: str | None = None) -> KvAppendPlan | None:
-    """The launch of one kv_append call, or None when there is nothing to do (no row, or no new token).
+    """The launch of one kv_append call (its arguments by their schema names, runtime/kv_append_api.py), or None
+    when there is nothing to do (no row, or no new token).
 
-    ``q_out`` is the tensor the rotated query goes to (q itself in place); ``kv_lens_out`` (int32 [b], optional)
+    ``out`` is the tensor the rotated query goes to (q itself in place); ``kv_lens_out`` (int32 [b], optional)
     receives each row's length after the append. ``q_norm_weight`` / ``k_norm_weight`` ([d], fp32 or q's dtype):
     the QK-norm of that tensor's heads before the rotation (``norm_eps`` inside the root). ``kv_lens_host`` /
     ``kv_start_host``:
@@ -77,7 +78,7 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
     sizes, q_strides = _tokens_view(q, "q", "[b, n, h_q, d] (n new tokens a row) or [b, h_q, d]")
     B, N, HQ, D = sizes
     views = {}
-    for name, t in (("k_new", k), ("v_new", v)):
+    for name, t in (("k_new", k_new), ("v_new", v_new)):
         if t.dtype != q.dtype or t.device != q.device:
             raise TypeError(f"{name}: expected q's dtype {q.dtype} on cuda:{q.device}, got {t.dtype} on "
                             f"{device_name(t.device)}")
@@ -87,7 +88,7 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
     (_, _, HKV, _), k_strides = views["k_new"]
     if views["k_new"][0] != (B, N, HKV, D) or views["v_new"][0] != (B, N, HKV, D):
         raise ValueError(f"k_new, v_new: expected q's rows, tokens and head dim with h_kv heads, both alike; got "
-                         f"{list(k.shape)} and {list(v.shape)} beside q {list(q.shape)}")
+                         f"{list(k_new.shape)} and {list(v_new.shape)} beside q {list(q.shape)}")
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         if t.dtype != q.dtype or t.device != q.device:
             raise TypeError(f"{name}: expected q's dtype {q.dtype} on cuda:{q.device}, got {t.dtype} on "
@@ -99,20 +100,21 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
     if (cb, ch, cd) != (B, HKV, D) or vsizes != (cb, ch, T, cd):
         raise ValueError(f"k_cache, v_cache: expected [b={B}, h_kv={HKV}, T, d={D}] in layout {kv_layout}, both alike; "
                          f"got {list(k_cache.shape)} and {list(v_cache.shape)}")
-    if inplace and not q_out.same_view(q):
-        raise ValueError("q_out: inplace=True writes q itself; got a different q_out tensor")
-    out_sizes, qo_strides = _tokens_view(q_out, "q_out", "q's shape")
-    if (q_out.shape, q_out.dtype, q_out.device) != (q.shape, q.dtype, q.device):
-        raise ValueError(f"q_out: expected q's shape {list(q.shape)} and dtype {q.dtype}, got {list(q_out.shape)} "
-                         f"and {q_out.dtype}")
+    if inplace and not out.same_view(q):
+        raise ValueError("out: inplace=True writes q itself; got a different out tensor")
+    out_sizes, qo_strides = _tokens_view(out, "out", "q's shape")
+    if (out.shape, out.dtype, out.device) != (q.shape, q.dtype, q.device):
+        raise ValueError(f"out: expected q's shape {list(q.shape)} and dtype {q.dtype}, got {list(out.shape)} "
+                         f"and {out.dtype}")
     strides = {"q": q_strides, "q_out": qo_strides, "k": k_strides, "v": views["v_new"][1], "k_cache": kc_strides,
                "v_cache": vc_strides}
     for name, st in strides.items():
         if st[3] != 1 and D > 1:
-            raise ValueError(f"{name}: expected a contiguous last dim (stride 1), got stride {st[3]}")
+            argument = {"q_out": "out", "k": "k_new", "v": "v_new"}.get(name, name)
+            raise ValueError(f"{argument}: expected a contiguous last dim (stride 1), got stride {st[3]}")
     # what is written must not meet what is read or the other writes
-    in_place = q_out.same_view(q)
-    written = (("q_out", q_out),) if not in_place else ()
+    in_place = out.same_view(q)
+    written = (("out", out),) if not in_place else ()
     written += (("k_cache", k_cache), ("v_cache", v_cache))
     if kv_lens_out is not None:
         if kv_lens_out.dtype != "int32" or kv_lens_out.shape != (B,) or (B > 1 and kv_lens_out.strides[0] != 1):
@@ -124,12 +126,12 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
         # a separate tensor: the kernel's other readers of a row's length must not see it change
         written += (("kv_lens_out", kv_lens_out),)
     for w_name, w in written:
-        for r_name, r in (("q", q), ("k_new", k), ("v_new", v), ("q_out", q_out), ("k_cache", k_cache),
+        for r_name, r in (("q", q), ("k_new", k_new), ("v_new", v_new), ("out", out), ("k_cache", k_cache),
                           ("v_cache", v_cache), ("positions", positions), ("kv_lens", kv_lens),
                           ("kv_start", kv_start), ("freqs", freqs), ("cos", cos), ("sin", sin),
                           ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq), ("kv_lens_out", kv_lens_out),
                           ("q_norm_weight", q_norm_weight), ("k_norm_weight", k_norm_weight)):
-            if r is w or not isinstance(r, TensorInfo) or (w_name == "q_out" and r_name == "q_out"):
+            if r is w or not isinstance(r, TensorInfo) or (w_name == "out" and r_name == "out"):
                 continue
             if w.overlaps(r):
                 raise ValueError(f"{w_name}: overlaps {r_name}" + (
@@ -138,7 +140,7 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
             raise ValueError(f"{w_name}: written tensor has a broadcast (stride 0) dimension, strides "
                              f"{list(w.strides)}")
     angles = resolve_angles(q, D, freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq,
-                            base=base, scale=scale, rotary_dim=rotary_dim)
+                            base=base, scale=rope_scale, rotary_dim=rotary_dim)
     rd = angles.rotary_dim
     check_rotary_offset(rotary_offset, D, rd)
     check_mscale(mscale)
@@ -172,7 +174,7 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
 
     itemsize = q.itemsize
     span = rotary_offset * itemsize
-    pointers = (q.ptr + span, q_out.ptr + span, k.ptr + span, k_cache.ptr + span, v.ptr, v_cache.ptr)
+    pointers = (q.ptr + span, out.ptr + span, k_new.ptr + span, k_cache.ptr + span, v_new.ptr, v_cache.ptr)
     row_strides = tuple(s for st in strides.values() for s in st[:3])
     vec = widest_vector(itemsize, rd, D, interleaved, True, 3, pointers, row_strides, 16, rotary_offset)
     key = (q.dtype, "interleaved" if interleaved else "half", angles.kind, vec, norm is not None)
@@ -200,7 +202,7 @@ def plan_kv_append(q: TensorInfo, q_out: TensorInfo, k: TensorInfo, v: TensorInf
               "kv_start_value": start_value, **pos_fields, **angles.fields, **(norm or {})}
     for name, (sb, ss, sh, _) in strides.items():
         fields[f"{name}_sb"], fields[f"{name}_ss"], fields[f"{name}_sh"] = sb, ss, sh
-    refills = [("q", "q", span), ("q_out", "q_out", span), ("k", "k_new", span), ("k_cache", "k_cache", span),
+    refills = [("q", "q", span), ("q_out", "out", span), ("k", "k_new", span), ("k_cache", "k_cache", span),
                ("v", "v_new", 0), ("v_cache", "v_cache", 0)]
     refills += [(f, f, 0) for f in ("kv_lens", "kv_start", "positions", "kv_lens_out", "q_norm_weight",
                                     "k_norm_weight") if fields.get(f)]

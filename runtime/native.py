@@ -120,27 +120,15 @@ def caller(handle: int):
     return module().caller(handle)
 
 
-def variant(handle: int, suffix: str, miss, outputs: int = 0):
-    """A caller (as caller()) of a variant of op ``handle``: plans of its own, made by ``miss(*arguments, *outputs)
-    -> (result, description)``. For public calls that give ``outputs`` output tensors, appended to the op's
-    arguments (out=), whose argument indices past the op's name them; and for calls that do not ask for all of the
-    op's results (decode's lse): a variant's description may return None in their place (``NOTHING``)."""
-    return caller(module().register_variant(handle, suffix, miss, outputs))
+def register_variant(handle: int, suffix: str, miss, outputs: int = 0) -> int:
+    """A variant of op ``handle`` (its handle, for caller()): plans of its own, made by ``miss(*arguments,
+    *outputs) -> (result, description)``. For public calls that give ``outputs`` output tensors, appended to the
+    op's arguments (out=), whose argument indices past the op's name them; and for calls that do not ask for all of
+    the op's results (decode's lse): a variant's description may return None in their place (``NOTHING``)."""
+    return module().register_variant(handle, suffix, miss, outputs)
 
 
 NO_LSE = "#no_lse"  # the suffix of an attention op's variant that allocates no lse (NATIVE_HANDLES keeps its handle)
-
-
-def attention_callers(handle: int, make_miss) -> tuple[dict, int]:
-    """The public calls of an attention op ``handle`` returning (out, lse), by (out given, lse asked for): the op
-    itself for (False, True), else a variant that takes the caller's out (appended to its arguments) or allocates no
-    lse (returning None for it); ``make_miss(given_out, return_lse)`` makes a variant's miss. And the handle of the
-    variant without lse (what a traced call not asking for lse specializes: runtime/specialize.py)."""
-    handles = {(given_out, return_lse): module().register_variant(
-        handle, ("#out" if given_out else "") + ("" if return_lse else NO_LSE), make_miss(given_out, return_lse),
-        int(given_out)) for given_out, return_lse in ((False, False), (True, True), (True, False))}
-    callers = {(False, True): caller(handle), **{forms: caller(h) for forms, h in handles.items()}}
-    return callers, handles[False, False]
 
 
 def field_offsets(fmt: str) -> list[int]:
@@ -193,7 +181,7 @@ def overlap_checks(pairs, sources) -> list:
 
 def allocation(t) -> tuple:
     """How the C++ side allocates a tensor like ``t``: (sizes, strides, torch ScalarType number)."""
-    return tuple(t.shape), tuple(t.stride()), _scalar_type(t.dtype)
+    return tuple(t.shape), tuple(t.stride()), scalar_type(t.dtype)
 
 
 def results(result, lse, given: int | None) -> tuple:
@@ -207,7 +195,7 @@ def results(result, lse, given: int | None) -> tuple:
             (0 if given is None else -1 - given, NOTHING if lse is None else lse_index))
 
 
-def _scalar_type(dtype) -> int:
+def scalar_type(dtype) -> int:
     import torch
 
     return {torch.uint8: UINT8, torch.float32: 6, torch.float16: 5, torch.bfloat16: 15, torch.int32: 3,

@@ -1,27 +1,46 @@
 """float64 reference implementations, written for clarity: the tests' ground truth.
 
-Same API as the kernels, on any device (plain PyTorch: CPU or GPU): every call is validated as the kernels
-validate it (the planners' own checks, so a call one refuses the other refuses too), then computed in float64.
-The result is a new float64 tensor of x's shape, or, with ``inplace=True`` / ``out=``, x or out written (in
-their dtype) and returned, as the kernels do. Wider dtypes than the kernels' are taken too (float64 for any
-floating tensor, int64 for lengths), validated as the kernel dtype they stand for.
+Same API as the kernels, on any device (plain PyTorch: CPU or GPU): ``cukiln.reference.<op>`` has the op's public
+signature (built from its schema, runtime/binder.py, less ``stream``) and runs the body ``_<op>`` here on the
+arguments. Every call is validated as the kernels validate it (the planners' own checks, so a call one refuses the
+other refuses too), then computed in float64. The result is a new float64 tensor of x's shape, or, with
+``inplace=True`` / ``out=``, x or out written (in their dtype) and returned, as the kernels do. Wider dtypes than
+the kernels' are taken too (float64 for any floating tensor, int64 for lengths), validated as the kernel dtype they
+stand for.
 """
 
 from __future__ import annotations
 
 import importlib
+import types
+
+_BUILT: dict = {}
 
 
 def __getattr__(name: str):
-    """References defined in other runtime modules: the generated families table names each one's module, or
-    "module:function" where the function's name is not the public one."""
+    """The reference of op ``name`` (the generated families table lists them): built once from its schema."""
+    from cukiln.generated.families import API, REFERENCE
+
+    if name not in REFERENCE:
+        raise AttributeError(f"module 'cukiln.reference' has no attribute {name!r}")
+    if name not in _BUILT:
+        from .binder import build, reference_source
+        from .calls import RUNTIMES, _common_namespace
+
+        importlib.import_module(f"cukiln.{API[name]}")
+        runtime = RUNTIMES[name]
+        namespace = dict(_common_namespace(runtime), _BODY=globals()[f"_{name}"], _Arguments=types.SimpleNamespace)
+        doc = (globals()[f"_{name}"].__doc__ or "").strip()
+        function = build(reference_source(runtime.schema, doc), name, namespace)
+        function.__module__ = __name__
+        _BUILT[name] = function
+    return _BUILT[name]
+
+
+def __dir__() -> list[str]:
     from cukiln.generated.families import REFERENCE
 
-    where = REFERENCE.get(name)
-    if where is None or where == "reference":
-        raise AttributeError(f"module 'cukiln.reference' has no attribute {name!r}")
-    module, _, attribute = where.partition(":")
-    return getattr(importlib.import_module(f"cukiln.{module}"), attribute or name)
+    return sorted(set(globals()) | set(REFERENCE))
 
 
 def _pair_index(rotary_dim: int, interleaved: bool, device):
@@ -143,9 +162,9 @@ def _fresh_like(info, ptr: int = 1 << 60):
     return TensorInfo(ptr, info.shape, tuple(strides), info.dtype, info.device)
 
 
-def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, rotary_dim, rotary_offset,
-                   positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank, max_seqlen,
-                   inplace, out, k=None, k_out=None):
+def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, layout, rotary_dim,
+                   rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
+                   max_seqlen, inplace, out, k=None, k_out=None):
     """The planner's validation of a rope (or, with k, rope_qk) call: its rotary dim."""
     import torch
 
@@ -164,9 +183,9 @@ def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, msc
                                                       xi.device)
     guarded = tuple((n, i) for n, i in (*tables.items(), ("offsets", offsets_arg), ("cu_seqlens", cu))
                     if i is not None and not isinstance(i, int))
-    call = validate(xi, oi, **tables, base=base, scale=scale, mscale=mscale, layout=layout, rotary_dim=rotary_dim,
-                    rotary_offset=rotary_offset, mrope_section=mrope_section, mrope_interleaved=mrope_interleaved,
-                    offsets=offsets_arg, cu_seqlens=cu,
+    call = validate(xi, oi, **tables, base=base, rope_scale=rope_scale, mscale=mscale, layout=layout,
+                    rotary_dim=rotary_dim, rotary_offset=rotary_offset, mrope_section=mrope_section,
+                    mrope_interleaved=mrope_interleaved, offsets=offsets_arg, cu_seqlens=cu,
                     cu_seqlens_host=None if cu is None else tuple(cu_seqlens.tolist()), cp_size=cp_size,
                     cp_rank=cp_rank, max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
     if k is not None:
@@ -176,11 +195,11 @@ def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, msc
     return call.angles.rotary_dim
 
 
-def rotary_dim_of(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
+def rotary_dim_of(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, rope_scale=1.0,
                   mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0):
     """The rotary dim a rope call on ``x`` (sbhd) with these angle arguments rotates (the planner's reading of the
     tables' widths)."""
-    return _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, "sbhd", rotary_dim,
+    return _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, "sbhd", rotary_dim,
                           rotary_offset, None, None, False, None, None, 1, 0, None, False, None)
 
 
@@ -202,39 +221,35 @@ def _written(result, x, inplace: bool, out):
     return target
 
 
-def rope(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0, mscale=1.0,
-         layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None, mrope_section=None,
-         mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0, max_seqlen=None,
-         backward=False, inplace=False, out=None):
+def _rope(a):
     """float64 RoPE: y = x*cos + rot(x)*sin forward, g = x*cos - rot(x*sin) backward (see cukiln.rope), on
-    features [rotary_offset, rotary_offset + rotary_dim).
-
-    thd tokens outside every sequence come back unchanged.
-    """
-    rd = _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, rotary_dim,
-                        rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size,
-                        cp_rank, max_seqlen, inplace, out)
-    return _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rd,
-                 rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
-                 backward, inplace, out)
+    features [rotary_offset, rotary_offset + rotary_dim). thd tokens outside every sequence come back unchanged."""
+    rd = _validate_rope(a.x, a.freqs, a.cos, a.sin, a.cos_sin_cache, a.inv_freq, a.base, a.rope_scale, a.mscale,
+                        a.layout, a.rotary_dim, a.rotary_offset, a.positions, a.mrope_section, a.mrope_interleaved,
+                        a.offsets, a.cu_seqlens, a.cp_size, a.cp_rank, a.max_seqlen, a.inplace, a.out)
+    return _rotated(a.x, a, rd, a.out)
 
 
-def rope_qk(q, k, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, scale=1.0,
-            mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0, positions=None,
-            mrope_section=None, mrope_interleaved=False, offsets=None, cu_seqlens=None, cp_size=1, cp_rank=0,
-            max_seqlen=None, backward=False, inplace=False, out=None):
+def _rope_qk(a):
     """float64 rope_qk: (rope of q, rope of k with q's angles and positions) as cukiln.rope_qk."""
-    q_out, k_out = (None, None) if out is None else out
-    rd = _validate_rope(q, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, rotary_dim,
-                        rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size,
-                        cp_rank, max_seqlen, inplace, q_out, k, k_out)
-    args = (freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rd, rotary_offset,
-            positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace)
-    return _rope(q, *args, q_out), None if k is None else _rope(k, *args, k_out)
+    if a.out is not None and not (isinstance(a.out, (tuple, list)) and len(a.out) == 2):
+        raise TypeError(f"out: expected a pair (q_out, k_out) or None, got {type(a.out).__name__}")
+    q_out, k_out = (None, None) if a.out is None else a.out
+    rd = _validate_rope(a.q, a.freqs, a.cos, a.sin, a.cos_sin_cache, a.inv_freq, a.base, a.rope_scale, a.mscale,
+                        a.layout, a.rotary_dim, a.rotary_offset, a.positions, a.mrope_section, a.mrope_interleaved,
+                        a.offsets, a.cu_seqlens, a.cp_size, a.cp_rank, a.max_seqlen, a.inplace, q_out, a.k, k_out)
+    return _rotated(a.q, a, rd, q_out), None if a.k is None else _rotated(a.k, a, rd, k_out)
 
 
-def _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rd, rotary_offset,
-          positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank, backward, inplace, out):
+def _rotated(x, a, rd, out):
+    return _rope_tensor(x, a.freqs, a.cos, a.sin, a.cos_sin_cache, a.inv_freq, a.base, a.rope_scale, a.mscale,
+                        a.layout, a.interleaved, rd, a.rotary_offset, a.positions, a.mrope_section,
+                        a.mrope_interleaved, a.offsets, a.cu_seqlens, a.cp_size, a.cp_rank, a.backward, a.inplace, out)
+
+
+def _rope_tensor(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved, rd,
+                 rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
+                 backward, inplace, out):
     import torch
 
     f64 = torch.float64
@@ -293,8 +308,7 @@ def _rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layo
     return _written(result, x, inplace, out)
 
 
-def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start=None, scale=None, softcap=None,
-                     num_splits=None, out=None, return_lse=False, batch_invariant=False):
+def _decode_attention(a):
     """float64 attention of one query token per row over keys [kv_start, kv_lens) of each row.
 
     Same arguments as cukiln.decode_attention (``num_splits`` and ``batch_invariant`` are validated and otherwise
@@ -303,6 +317,9 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     natural-log log-sum-exp [b, h_q]. A row without keys gives 0 and -inf; a row whose lengths on the device are
     out of range (kv_lens beyond T, kv_start negative or past kv_lens) gives NaN, as the kernel does.
     """
+    q, k_cache, v_cache, kv_lens, kv_layout, kv_start = a.q, a.k_cache, a.v_cache, a.kv_lens, a.kv_layout, a.kv_start
+    scale, softcap, num_splits, out, return_lse = a.scale, a.softcap, a.num_splits, a.out, a.return_lse
+    batch_invariant = a.batch_invariant
     import math
 
     import torch
@@ -359,3 +376,81 @@ def decode_attention(q, k_cache, v_cache, kv_lens, *, kv_layout="bhsd", kv_start
     if target is not None:
         result = target.copy_(result)
     return (result, lse) if return_lse else result
+
+
+def _kv_append(a):
+    """float64 kv_append: the rotated query (new, or written to q / out) and the caches written in place, each new
+    key normalized (QK-norm, when its weight is given) and rotated by the float64 RoPE reference at its position;
+    rows that do not fit write nothing and get NaN queries, as the kernels do. Lengths are read on the host."""
+    import torch
+
+    q, k_new, v_new, k_cache, v_cache, kv_layout = a.q, a.k_new, a.v_new, a.k_cache, a.v_cache, a.kv_layout
+    three = q.ndim == 3
+    q4, k4, v4 = (t[:, None] if three else t for t in (q, k_new, v_new))
+    b, n = q4.shape[:2]
+    T = k_cache.shape[2] if kv_layout == "bhsd" else k_cache.shape[1]
+    lens = torch.as_tensor(a.kv_lens).to(torch.int64).cpu().expand(b)
+    start = torch.as_tensor(0 if a.kv_start is None else a.kv_start).to(torch.int64).cpu().expand(b)
+    slots = lens[:, None] + torch.arange(n)
+    pos = (slots - start[:, None]) if a.positions is None else a.positions.to(torch.int64).cpu().reshape(b, n)
+    valid = (lens >= 0) & (lens + n <= T) & (start >= 0) & (start <= lens)
+    angles = dict(freqs=a.freqs, cos=a.cos, sin=a.sin, cos_sin_cache=a.cos_sin_cache, inv_freq=a.inv_freq,
+                  base=a.base, rope_scale=a.rope_scale, mscale=a.mscale, interleaved=a.interleaved,
+                  rotary_dim=a.rotary_dim, rotary_offset=a.rotary_offset)
+    rd = rotary_dim_of(q4[:1, :1, :1].detach(), **angles)
+    if a.q_norm_weight is not None or a.k_norm_weight is not None:
+        # normalized heads are float64: the reference then takes float64 tables too (their values unchanged)
+        q4, k4 = (x if w is None else rms_norm(x, w, a.norm_eps) for x, w in ((q4, a.q_norm_weight),
+                                                                            (k4, a.k_norm_weight)))
+        angles = {name: t.double() if hasattr(t, "is_floating_point") and t.is_floating_point() else t
+                  for name, t in angles.items()}
+    # each row's new tokens as a [n, 1, h, d] sbhd tensor, at that row's positions
+    # (the reference takes the tensors in their own dtypes, which its checks of the tables' dtypes read)
+    rope = __getattr__("rope")
+    q_rot = torch.stack([rope(q4[i].detach()[:, None], positions=pos[i].to(q.device), **angles)[:, 0]
+                         for i in range(b)]) if b else q4.double()
+    k_rot = torch.stack([rope(k4[i].detach()[:, None], positions=pos[i].to(q.device), **angles)[:, 0]
+                         for i in range(b)]) if b else k4.double()
+    rotated = (a.rotary_offset, a.rotary_offset + rd)
+    for i in range(b):
+        if not valid[i]:
+            q_rot[i, ..., rotated[0]:rotated[1]] = float("nan")
+            continue
+        for j in range(n):
+            s = int(slots[i, j])
+            if kv_layout == "bhsd":
+                k_cache[i, :, s] = k_rot[i, j].to(k_cache.dtype)
+                v_cache[i, :, s] = v4[i, j]
+            else:
+                k_cache[i, s] = k_rot[i, j].to(k_cache.dtype)
+                v_cache[i, s] = v4[i, j]
+    if a.kv_lens_out is not None:
+        a.kv_lens_out.copy_(lens + n)
+    result = q_rot[:, 0] if three else q_rot
+    target = q if a.inplace else a.out
+    if target is None:
+        return result
+    target.copy_(result)
+    return target
+
+
+def _decode_step(a):
+    """float64 decode_step: the float64 kv_append (writing the caches), then the float64 decode attention over each
+    row's keys including the new one. ``num_splits`` is ignored (it changes no result)."""
+    import torch
+
+    kv_append, decode_attention = __getattr__("kv_append"), __getattr__("decode_attention")
+    q_rot = kv_append(a.q, a.k_new, a.v_new, a.k_cache, a.v_cache, a.kv_lens, kv_layout=a.kv_layout,
+                      kv_start=a.kv_start, positions=a.positions, freqs=a.freqs, cos=a.cos, sin=a.sin,
+                      cos_sin_cache=a.cos_sin_cache, inv_freq=a.inv_freq, base=a.base, rope_scale=a.rope_scale,
+                      mscale=a.mscale, interleaved=a.interleaved, rotary_dim=a.rotary_dim,
+                      rotary_offset=a.rotary_offset, q_norm_weight=a.q_norm_weight, k_norm_weight=a.k_norm_weight,
+                      norm_eps=a.norm_eps)
+    lens_after = torch.as_tensor(a.kv_lens).to(torch.int32) + 1
+    # the attention reads the rotated query as the append stores it, in q's dtype (as the rotated keys in the cache)
+    result = decode_attention(q_rot.to(a.q.dtype), a.k_cache, a.v_cache, lens_after.to(a.q.device),
+                              kv_layout=a.kv_layout, kv_start=a.kv_start, scale=a.scale, softcap=a.softcap,
+                              out=a.out, return_lse=a.return_lse)
+    if a.advance_lens:
+        a.kv_lens.add_(1)
+    return result

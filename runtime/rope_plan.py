@@ -96,7 +96,7 @@ def resolve_angles(x: TensorInfo, head_dim: int, *, freqs, cos, sin, inv_freq, b
                          f"{given or 'none'}")
     table = given[0] in ("freqs", "cos/sin", "cos_sin_cache")
     if table and scale != 1.0:
-        raise ValueError(f"scale: applies to inv_freq and base only; got scale={scale} with {given[0]}")
+        raise ValueError(f"rope_scale: applies to inv_freq and base only; got rope_scale={scale} with {given[0]}")
     for name, t in (("freqs", freqs), ("cos", cos), ("sin", sin), ("cos_sin_cache", cos_sin_cache),
                     ("inv_freq", inv_freq)):
         if t is not None and t.device != x.device:
@@ -430,7 +430,7 @@ PAIR_SPLIT_BLOCKS_PER_SM = 4
 
 
 def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None,
-              base=None, scale=1.0, mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0,
+              base=None, rope_scale=1.0, mscale=1.0, layout="sbhd", interleaved=False, rotary_dim=None, rotary_offset=0,
               positions=None, mrope_section=None, mrope_interleaved=False, offsets=None,
               cu_seqlens: TensorInfo | None = None, cu_seqlens_host: tuple[int,
               ...] | None = None, cp_size=1, cp_rank=0, max_seqlen=None, thd_dispatch: str = "auto",
@@ -448,7 +448,7 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
     ``then``. ``sms``: the GPU's multiprocessors (small grids split their heads over more blocks).
     """
     call = validate(x, out, freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq, base=base,
-                    scale=scale, mscale=mscale, layout=layout, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
+                    rope_scale=rope_scale, mscale=mscale, layout=layout, rotary_dim=rotary_dim, rotary_offset=rotary_offset,
                     positions=positions, offsets=offsets, cu_seqlens=cu_seqlens, cu_seqlens_host=cu_seqlens_host,
                     cp_size=cp_size, cp_rank=cp_rank, max_seqlen=max_seqlen, inplace=inplace, guarded=guarded,
                     mrope_section=mrope_section, mrope_interleaved=mrope_interleaved)
@@ -504,7 +504,7 @@ def _pointer_fields(operands: list[_Operand], call: _Validated) -> tuple[tuple[s
     return tuple(found)
 
 
-def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base, scale, mscale, layout, rotary_dim,
+def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base, rope_scale, mscale, layout, rotary_dim,
              positions, offsets, cu_seqlens, cu_seqlens_host, cp_size, cp_rank, max_seqlen, inplace,
              guarded, cos_sin_cache=None, rotary_offset=0, mrope_section=None, mrope_interleaved=False) -> _Validated:
     """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument.
@@ -516,8 +516,8 @@ def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base,
     expected_ndim = 3 if layout == "thd" else 4
     if x.ndim != expected_ndim:
         raise ValueError(f"x: expected a {expected_ndim}-D tensor in layout {layout}, got shape {list(x.shape)}")
-    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not math.isfinite(scale):
-        raise TypeError(f"scale: expected a finite number, got {scale!r}")
+    if not isinstance(rope_scale, (int, float)) or isinstance(rope_scale, bool) or not math.isfinite(rope_scale):
+        raise TypeError(f"rope_scale: expected a finite number, got {rope_scale!r}")
     check_mscale(mscale)
     _check_cp(cp_size, cp_rank)
     packed = layout == "thd" and positions is None
@@ -537,7 +537,7 @@ def validate(x: TensorInfo, out: TensorInfo, *, freqs, cos, sin, inv_freq, base,
     sizes, x_strides = _dense_view(x, layout)
     S, B, H, D = sizes
     angles = resolve_angles(x, D, freqs=freqs, cos=cos, sin=sin, cos_sin_cache=cos_sin_cache, inv_freq=inv_freq,
-                            base=base, scale=scale, rotary_dim=rotary_dim)
+                            base=base, scale=rope_scale, rotary_dim=rotary_dim)
     check_rotary_offset(rotary_offset, D, angles.rotary_dim)
     seqs = None
     if packed:

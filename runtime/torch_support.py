@@ -3,9 +3,9 @@ dispatcher."""
 
 from __future__ import annotations
 
-import importlib
-
 import torch
+
+
 
 # The ops are defined with torch.library.Library rather than torch.library.custom_op: the same schema,
 # fake kernels and autograd, at a fraction of custom_op's per-call host time (`cukiln bench overhead`).
@@ -33,18 +33,6 @@ FAKES: dict = {}
 # specialized to that bool as False (runtime/specialize.py) declares the tensor read-only, so that a compiled graph
 # holds one mutated input fewer
 WRITTEN_ONLY_WITH: dict = {}
-# public function name -> its call through the native hot path (each torch-op module adds its own), for the
-# public functions' plain calls (no out=, no autograd)
-PUBLIC_CALLS: dict = {}
-
-
-def public_call(name: str):
-    """The native call of public function ``name``, or False where the native path does not serve it: the first
-    use loads cukiln.torch (every family's ops, and the extension)."""
-    importlib.import_module("cukiln.torch")
-    return PUBLIC_CALLS.get(name) or False
-
-
 def one_graph_node(wrapper):
     """Decorator for a cukiln.torch wrapper: torch.compile records a call of it as one node of its graph
     (torch.compiler.allow_in_graph) rather than tracing its Python. The wrapper then runs as plain Python on traced
@@ -93,19 +81,6 @@ def implement(name: str, kernel, autograd, miss=None, per_call: tuple[str, ...] 
         NATIVE_HANDLES[name] = handle
     else:
         LIBRARY.impl(name, autograd, "Autograd")
-
-
-def attention_callers(name: str, make_miss) -> dict | None:
-    """The native public calls of attention op cukiln::``name`` by (out given, lse asked for)
-    (native.attention_callers), its no-lse variant's handle kept in NATIVE_HANDLES under ``name`` + native.NO_LSE;
-    None where the native path does not serve the op."""
-    from . import native
-
-    handle = NATIVE_HANDLES.get(name)
-    if handle is None:
-        return None
-    callers, NATIVE_HANDLES[name + native.NO_LSE] = native.attention_callers(handle, make_miss)
-    return callers
 
 
 def fake(name: str):

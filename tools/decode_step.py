@@ -36,8 +36,6 @@ def step_case(axes: dict, gen, dev, heads_q: int = HEADS_Q) -> tuple[tuple, dict
     lens = torch.tensor([0, 77, SLOTS - 1, SLOTS], dtype=torch.int32, device=dev)
     start = torch.tensor([0, 5, 3, 0], dtype=torch.int32, device=dev)
     angles = rope_angle_args(axes["angles"], dtype, SLOTS + 8, rd, gen, dev)
-    if "scale" in angles:  # kv_append's name for it; decode_step's attention takes `scale` itself
-        angles["rope_scale"] = angles.pop("scale")
     norm = {}
     if axes.get("qk_norm"):
         norm = {f"{t}_norm_weight": (torch.rand(d, generator=gen, device=dev) + 0.5).to(dtype) for t in "qk"}
@@ -72,7 +70,7 @@ def _check_step(entry: dict, tensors: tuple, kw: dict) -> str | None:
 
     import cukiln
     from cukiln import decode_step_api
-    from cukiln.kv_append_api import reference_kv_append
+    from cukiln.reference import kv_append as reference_kv_append
     from cukiln.overrides import forced
 
     from .decode.checks import DECODE_FP32_UNITS
@@ -90,9 +88,7 @@ def _check_step(entry: dict, tensors: tuple, kw: dict) -> str | None:
         return "the caches differ from the two-launch step's"
     if not torch.equal(got.isnan(), want.isnan()) or not torch.equal(got.nan_to_num(), want.nan_to_num()):
         return "the output differs from the two-launch step's"
-    append_kw = dict(kw)  # kv_append's name for the rotation's scale
-    if "rope_scale" in append_kw:
-        append_kw["scale"] = append_kw.pop("rope_scale")
+    append_kw = dict(kw)
     ref_caches = k_cache.clone(), v_cache.clone()
     reference_kv_append(q, k, v, *ref_caches, lens, **append_kw)
     problem = check_caches(caches, ref_caches, (k_cache, v_cache))

@@ -57,7 +57,7 @@ def check_case(case: dict, inplace: bool = False) -> str | None:
     import torch
 
     import cukiln
-    from cukiln.kv_append_api import reference_kv_append
+    from cukiln.reference import kv_append as reference_kv_append
 
     q = case["q"]
     ref_caches = case["k_cache"].clone(), case["v_cache"].clone()
@@ -137,6 +137,7 @@ def overhead_paths() -> dict:
 
     import cukiln
     import cukiln.torch as ct
+    from cukiln import decode_step_api
 
     from . import decode_step_bench
     from .overhead import compiled, compiled_and_graphed, probe_ops, specialized_op
@@ -151,8 +152,7 @@ def overhead_paths() -> dict:
 
     step_compiled, step_replay = compiled_and_graphed(op_step, q, k, v, kc, vc, lens)
     touch_step = probe_ops().touch_step_.default
-    op_args = (q, k, v, kc, vc, lens, "bhsd", None, 0, None, None, None, None, table, None, None, 1.0, 1.0, False,
-               None, 0, None, None, 1e-6, None, None, None, False)
+    op_args = decode_step_api.arguments(q, k, v, kc, vc, lens, cos_sin_cache=table, return_lse=True)[0]
     return {
         "cukiln.decode_step (b=1, T=64, device lengths, out=)": lambda: cukiln.decode_step(
             q, k, v, kc, vc, lens, cos_sin_cache=table, out=out),

@@ -42,6 +42,23 @@ ROUNDS = 7
 PAIR_BLOCKS = 10
 
 
+def python_hit(runtime, args: tuple, form, outputs: tuple = ()):
+    """A zero-argument callable doing the Python path's work on a plan-cache hit of this call, less the launch: the
+    key, the lookup, the per-call checks and the first launch's parameter values (the breakdown rows)."""
+    from cukiln.calls import key_of
+
+    runtime.run(args, form, outputs)  # planned and kept
+    full = args + tuple(outputs)
+    per_call = runtime.per_call + (False,) * len(outputs)
+
+    def hit():
+        plan = runtime.plans.get((form.variant,) + key_of(full, per_call))
+        plan.passes(full)
+        return plan.launches[0].values(full, (), ())
+
+    return hit
+
+
 def per_call_us(fn, calls: int = CALLS) -> float:
     """Host µs per call of ``fn``: ``calls`` calls, then one synchronize."""
     import torch

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
-from cukiln import decode_api, decode_step_api, kv_append_api, loader, overrides, rope_api, tensors  # noqa: E402
+from cukiln import calls, decode_api, decode_step_api, kv_append_api, loader, overrides, rope_api, tensors  # noqa: E402
 from cukiln.tensors import TensorInfo  # noqa: E402
 
 
@@ -32,9 +32,9 @@ class _Recorder:
 
 
 def stub_device(setattr, kernel) -> None:
-    """CPU tensors taken as device 0's, an sm_90 of 132 multiprocessors, ``kernel`` in place of launch.kernel, a
-    fresh rope plan cache; ``setattr`` does the patching (monkeypatch.setattr in tests; benchmarks/studies/
-    call_path_sim.py passes the builtin)."""
+    """CPU tensors taken as device 0's, an sm_90 of 132 multiprocessors, ``kernel`` in place of launch.kernel, fresh
+    plan caches; ``setattr`` does the patching (monkeypatch.setattr in tests; benchmarks/studies/call_path_sim.py
+    passes the builtin)."""
     real = tensors.from_torch
 
     def from_torch(t, name, accepts=tuple(tensors.ITEMSIZE), *, cuda=True):
@@ -44,19 +44,19 @@ def stub_device(setattr, kernel) -> None:
     fake_torch = types.SimpleNamespace(**{n: getattr(torch, n) for n in dir(torch) if not n.startswith("__")})
     fake_torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0,
                                           _increment_version=torch._C._increment_version)
-    for module in (rope_api, decode_api, kv_append_api):
-        setattr(module, "from_torch", from_torch)
+    setattr(calls, "from_torch", from_torch)
+    setattr(calls, "_torch", fake_torch)
+    for module in (rope_api, decode_api, kv_append_api, decode_step_api):
         setattr(module, "kernel", kernel)
-        setattr(module, "_torch", fake_torch)
-    setattr(decode_step_api, "kernel", kernel)  # its fused launch
+    setattr(rope_api, "from_torch", from_torch)
     # a ws plan's tensor maps: each 128 bytes of the cache's pointer, encoded without a driver
     setattr(decode_api, "tensor_map", lambda dtype, ptr, *rest, **kw: ptr.to_bytes(8, "little") * 16)
     for name, value in (("arch", lambda d: "sm_90"), ("sm_count", lambda d: 132),
                         ("max_shared_per_block", lambda d: 227 * 1024), ("resident_blocks", lambda *a: 2),
                         ("active_clusters", lambda *a: 1)):
         setattr(loader.KERNELS, name, value)
-    setattr(rope_api, "PLANS", type(rope_api.PLANS)())
-    setattr(kv_append_api, "PLANS", type(kv_append_api.PLANS)())
+    for runtime in calls.RUNTIMES.values():
+        setattr(runtime, "plans", type(runtime.plans)())
 
 
 @pytest.fixture
@@ -74,8 +74,8 @@ def _fields(plan, values) -> dict:
 def test_rope_hands_the_kernel_the_planned_values_on_a_miss_and_a_hit(recorded, monkeypatch):
     kw = dict(base=10000.0, mscale=1.25, rotary_dim=64, rotary_offset=32, layout="bshd")
     kept = []
-    put = rope_api.PLANS.put
-    monkeypatch.setattr(rope_api.PLANS, "put", lambda key, value: (kept.append(key), put(key, value)))
+    put = rope_api.RUNTIME.plans.put
+    monkeypatch.setattr(rope_api.RUNTIME.plans, "put", lambda key, value: (kept.append(key), put(key, value)))
     for _ in range(2):  # a miss, then a hit with other tensors of the same metadata
         x = torch.randn(2, 5, 4, 128, dtype=torch.bfloat16)
         out = torch.empty_like(x)
@@ -123,7 +123,7 @@ def test_the_torch_wrappers_eager_path_reaches_the_same_kernel_values(recorded):
     import cukiln.torch as ct
 
     x = torch.randn(6, 2, 4, 64, dtype=torch.float16)
-    kw = dict(inv_freq=torch.rand(32), scale=0.5, mscale=2.0)
+    kw = dict(inv_freq=torch.rand(32), rope_scale=0.5, mscale=2.0)
     y = ct.rope(x, **kw)
     plan, _ = rope_api.plan_call(x, out=y, **kw)
     assert recorded.launches[-1] == (plan.symbol, plan.values)
@@ -176,30 +176,32 @@ def test_decode_step_validates_the_attention_before_the_append_launches(recorded
     with pytest.raises(ValueError, match="softcap"):
         cukiln.decode_step(q, k, v, *caches, 7, base=1e4, softcap=-1.0)
     assert recorded.launches == [], "a step with a bad attention argument launched its append"
-    out = cukiln.decode_step(q, k, v, *caches, 7, base=1e4)
+    with overrides.forced("decode_step_launch", "separate"):  # the append's launch apart, to read its values
+        out = cukiln.decode_step(q, k, v, *caches, 7, base=1e4)
     (append, append_values), (attention, _) = recorded.launches[:2]
     assert append.startswith("kv_append_") and attention.startswith("decode_")
     plan = kv_append_api.plan_call(q, k, v, *caches, 7, base=1e4)
-    assert _fields(plan, append_values)["kv_len_value"] == 7 and out.shape == q.shape
+    # an int length reaches both launches as a device copy of its host value, checked on the host first
+    fields = _fields(plan, append_values)
+    assert fields["kv_len_value"] == 0 and fields["kv_lens"] != 0 and out.shape == q.shape
 
 
 def test_a_plan_cache_hit_allocates_only_the_outputs_it_returns(recorded):
     """Each public call, its plan cached: the tensors it allocates are the outputs it hands back, nothing else."""
     allocated = []
-    for module in (rope_api, decode_api, kv_append_api):
-        fake = module._torch
-        for name in ("empty", "empty_like"):
-            def counting(*args, _real=getattr(torch, name), **kwargs):
-                allocated.append(1)
-                return _real(*args, **kwargs)
+    fake = calls._torch  # the stub's: what a plan's replay allocates with
+    for name in ("empty", "empty_like", "empty_strided"):
+        def counting(*args, _real=getattr(torch, name), **kwargs):
+            allocated.append(1)
+            return _real(*args, **kwargs)
 
-            setattr(fake, name, counting)
+        setattr(fake, name, counting)
     x = torch.randn(4, 2, 8, 64, dtype=torch.bfloat16)
     qkv = torch.randn(2, 48 * 128, dtype=torch.bfloat16)
     q, k, v = (qkv[:, a:b].view(2, -1, 128) for a, b in ((0, 4096), (4096, 5120), (5120, 6144)))
     caches = [torch.zeros(2, 8, 64, 128, dtype=torch.bfloat16) for _ in range(2)]
     q_out, pos = torch.empty_like(q), torch.arange(2)
-    calls = {  # call -> outputs it allocates
+    made = {  # call -> outputs it allocates
         "rope in place": (lambda: cukiln.rope(x, base=1e4, inplace=True), 0),
         "rope, new out": (lambda: cukiln.rope(x, base=1e4), 1),
         "rope_qk in place": (lambda: cukiln.rope_qk(q, k, base=1e4, layout="thd", positions=pos, inplace=True), 0),
@@ -209,7 +211,7 @@ def test_a_plan_cache_hit_allocates_only_the_outputs_it_returns(recorded):
         "kv_append in place": (lambda: cukiln.kv_append(q, k, v, *caches, 5, base=1e4, inplace=True), 0),
         "kv_append, new out": (lambda: cukiln.kv_append(q, k, v, *caches, 5, base=1e4), 1),
     }
-    for name, (call, outputs) in calls.items():
+    for name, (call, outputs) in made.items():
         call()  # plans (a miss may allocate more)
         allocated.clear()
         call()
@@ -240,19 +242,19 @@ def test_a_plan_cache_hit_asks_the_device_nothing(recorded, monkeypatch):
             return _real(*args, **kwargs)
 
         monkeypatch.setattr(loader.KERNELS, name, counting)
-    monkeypatch.setattr(decode_api, "PLANS", type(decode_api.PLANS)())  # decode's plans of earlier tests: a miss
+    monkeypatch.setattr(decode_api.RUNTIME, "plans", type(decode_api.RUNTIME.plans)())  # earlier tests': a miss
     x = torch.randn(4, 2, 8, 64, dtype=torch.bfloat16)
     qkv = torch.randn(2, 48 * 128, dtype=torch.bfloat16)
     q, k, v = (qkv[:, a:b].view(2, -1, 128) for a, b in ((0, 4096), (4096, 5120), (5120, 6144)))
     caches = [torch.zeros(2, 8, 64, 128, dtype=torch.bfloat16) for _ in range(2)]
     q_out, pos = torch.empty_like(q), torch.arange(2)
-    calls = {
+    made = {
         "rope": lambda: cukiln.rope(x, base=1e4, inplace=True),
         "rope_qk": lambda: cukiln.rope_qk(q, k, base=1e4, layout="thd", positions=pos, inplace=True),
         "decode_attention": lambda: cukiln.decode_attention(q, *caches, 9, out=q_out),
         "kv_append": lambda: cukiln.kv_append(q, k, v, *caches, 5, base=1e4, inplace=True),
     }
-    for name, call in calls.items():
+    for name, call in made.items():
         call()  # plans: a miss asks the device about the launch, and binds its kernels
         assert asked, f"{name}: the miss asked nothing (the counters are not in its way)"
         assert "context" in asked and "function" in asked, f"{name}: the miss bound no kernel ({asked})"
@@ -327,17 +329,11 @@ def test_a_step_fuses_only_where_the_fused_rotation_gives_the_appends_bits(recor
     caches = [torch.zeros(2, 8, 64, 128, dtype=torch.bfloat16) for _ in range(2)]
     lens = torch.tensor([3, 9], dtype=torch.int32)
     kw = {"base": 1e4} if angles == "base" else {"cos_sin_cache": torch.rand(80, 96)}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))  # device lengths, as the stub sees them
-        patch.setattr(decode_api, "check_host_lengths", lambda *args: None)
-        patch.setattr(decode_step_api, "_torch", decode_api._torch)
-        step = decode_step_api.plan_call(q, k, v, *caches, lens, rotary_dim=96, rotary_offset=offset, **kw)
-    assert step.append.plan.key[3] == (8 if offset == 0 else 4)
-    assert (None if step.fused is None else step.fused.symbol) == fused
+    step = decode_step_api.plan_call(q, k, v, *caches, lens, rotary_dim=96, rotary_offset=offset, **kw)
+    append, _, bound = step.detail
+    assert append.key[3] == (8 if offset == 0 else 4)
+    assert (None if bound is None else bound.symbol) == fused
     if fused is None:  # forcing the fused launch there names why it cannot
-        with overrides.forced("decode_step_launch", "fused"), pytest.MonkeyPatch.context() as patch:
-            patch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
-            patch.setattr(decode_api, "check_host_lengths", lambda *args: None)
-            patch.setattr(decode_step_api, "_torch", decode_api._torch)
+        with overrides.forced("decode_step_launch", "fused"):
             with pytest.raises(ValueError, match="rotates 4 elements at a time, where the fused kernel for base"):
                 decode_step_api.plan_call(q, k, v, *caches, lens, rotary_dim=96, rotary_offset=offset, **kw)

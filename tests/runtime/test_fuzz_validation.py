@@ -78,7 +78,7 @@ def rope_calls(draw):
     if draw(st.integers(0, 19)) == 0:
         angles["base"] = 500.0  # two angle sources
     kwargs = dict(angles, layout=layout, interleaved=draw(st.booleans()), backward=draw(st.booleans()),
-                  inplace=draw(st.booleans()), scale=rarely(draw, 1.0, float("nan"), "1"),
+                  inplace=draw(st.booleans()), rope_scale=rarely(draw, 1.0, float("nan"), "1"),
                   offsets=rarely(draw, draw(st.sampled_from((None, 0, 3))), -1, 10**6),
                   cp_size=rarely(draw, 1, 2, 0), cp_rank=rarely(draw, 0, 1, -1, 2))
     if draw(st.integers(0, 4)) == 0 and len(shape) >= 3:  # M-RoPE: three rows of positions, sections of the pairs
@@ -111,7 +111,7 @@ REJECTED = object()
 
 # A rejection names the argument it is about; anything else (a TypeError from a None subscripted, say) is a crash
 # in the planning itself.
-ROPE_ERROR_NAMES = re.compile(r"^(x|out|freqs|cos|sin|cos/sin|cos_sin_cache|inv_freq|base|angles|scale|mscale|layout"
+ROPE_ERROR_NAMES = re.compile(r"^(x|out|freqs|cos|sin|cos/sin|cos_sin_cache|inv_freq|base|angles|rope_scale|mscale|layout"
                               r"|rotary_dim|rotary_offset|offsets|positions|mrope_section|mrope_interleaved"
                               r"|cu_seqlens|cp_size|cp_rank|max_seqlen)\b")
 
@@ -144,7 +144,7 @@ def planned_decode(q, k, v, kv_lens, kwargs: dict):
 @given(call=rope_calls())
 @example(call=(TensorInfo(BASE, (1, 1, 2), (2, 2, 1), "fp32", 1),  # packed tokens, no sequence: nothing to do
                {"base": 500.0, "rotary_dim": 2, "layout": "thd", "interleaved": False, "backward": False,
-                "inplace": False, "scale": 1.0, "offsets": None, "cp_size": 1, "cp_rank": 0,
+                "inplace": False, "rope_scale": 1.0, "offsets": None, "cp_size": 1, "cp_rank": 0,
                 "cu_seqlens": TensorInfo(BASE << 12, (1,), (1,), "int32", 1), "cu_seqlens_host": (0,)}))
 @SETTINGS
 def test_rope_validation_plans_a_consistent_variant_or_raises_a_clear_error(call):

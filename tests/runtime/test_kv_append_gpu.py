@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
-from cukiln.kv_append_api import reference_kv_append  # noqa: E402
+from cukiln.reference import kv_append as reference_kv_append  # noqa: E402
 from cukiln.tools.decode.checks import DECODE_FP32_UNITS  # noqa: E402
 from cukiln.tools.kv_append import check_variant  # noqa: E402
 from cukiln.tools.verify import new_generator  # noqa: E402

@@ -22,7 +22,7 @@ def _call(q_shape=(B, HQ, D), kv_shape=(B, HKV, D), cache_shape=(B, HKV, T, D), 
         v = TensorInfo(BASE + (HQ + HKV) * D * 2, kv_shape, (row, D, 1), "bf16", 0)
     else:
         q, k, v = (contiguous(s, ptr=BASE * m) for s, m in ((q_shape, 1), (kv_shape, 2), (kv_shape, 3)))
-    args = dict(q=q, q_out=kw.pop("q_out", contiguous(q.shape, ptr=BASE * 4)), k=k, v=v,
+    args = dict(q=q, out=kw.pop("out", contiguous(q.shape, ptr=BASE * 4)), k_new=k, v_new=v,
                 k_cache=contiguous(cache_shape, ptr=BASE * 16), v_cache=contiguous(cache_shape, ptr=BASE * 32),
                 kv_lens=kw.pop("kv_lens", contiguous((B,), "int32", BASE * 64)), base=10000.0)
     args.update(kw)
@@ -39,14 +39,14 @@ def test_a_decode_step_of_fused_slices_takes_one_launch_with_16_byte_vectors():
     assert (f["k_cache_sb"], f["k_cache_ss"], f["k_cache_sh"]) == (HKV * T * D, D, T * D)  # bhsd
     assert f["kv_lens"] == BASE * 64 and f["copy_tail"] == 0
     assert plan.grid[0] * plan.block[2] >= B and plan.block[0] * plan.block[1] * plan.block[2] <= 256
-    assert {arg for _, arg, _ in plan.pointers} == {"q", "q_out", "k_new", "v_new", "k_cache", "v_cache", "kv_lens"}
+    assert {arg for _, arg, _ in plan.pointers} == {"q", "out", "k_new", "v_new", "k_cache", "v_cache", "kv_lens"}
 
 
 def test_bshd_caches_chunks_of_new_tokens_and_explicit_positions():
     cache = (B, T, HKV, D)
     positions = contiguous((B, 3), "int64", BASE * 128)
     plan = plan_kv_append(**_call(q_shape=(B, 3, HQ, D), kv_shape=(B, 3, HKV, D), cache_shape=cache,
-                                  q_out=contiguous((B, 3, HQ, D), ptr=BASE * 4), kv_layout="bshd",
+                                  out=contiguous((B, 3, HQ, D), ptr=BASE * 4), kv_layout="bshd",
                                   positions=positions, kv_start=2, interleaved=True, rotary_dim=64, rotary_offset=64))
     f = dict(zip(plan.field_names, plan.values))
     assert (f["k_cache_ss"], f["k_cache_sh"], f["new_tokens"]) == (HKV * D, D, 3)
@@ -67,7 +67,7 @@ def test_qk_norm_takes_its_own_variant_with_the_weights_and_a_row_of_shared_memo
     assert (g["q_norm_weight"], g["norm_weight_fp32"]) == (0, 1)
     # many tokens a block: the block's rows shrink until their inverse RMS fit 48 KB of shared memory
     many = plan_kv_append(**_call(q_shape=(64, 8, 128, D), kv_shape=(64, 8, 128, D), cache_shape=(64, 128, T, D),
-                                  q_out=contiguous((64, 8, 128, D), ptr=BASE * 4),
+                                  out=contiguous((64, 8, 128, D), ptr=BASE * 4),
                                   kv_lens=contiguous((64,), "int32", BASE * 64), q_norm_weight=qw))
     assert many.shared <= 48 * 1024 and many.grid[0] * many.block[2] >= 64 * 8
     with pytest.raises(ValueError, match="written tensor|overlaps"):
@@ -94,8 +94,8 @@ def test_host_lengths_are_checked_before_anything_is_written():
     ({"cache_shape": (B, HKV, T, 64)}, ValueError, "k_cache, v_cache: expected"),
     ({"cache_shape": (B, HKV, T)}, ValueError, "k_cache: expected a 4-d cache"),
     ({"kv_shape": (B + 1, HKV, D)}, ValueError, "k_new, v_new: expected q.s rows"),
-    ({"q_out": contiguous((B, HQ, 64), ptr=BASE * 4)}, ValueError, "q_out: expected q's shape"),
-    ({"q_out": contiguous((B, HQ, D), ptr=BASE)}, ValueError, "q_out: overlaps q"),
+    ({"out": contiguous((B, HQ, 64), ptr=BASE * 4)}, ValueError, "out: expected q's shape"),
+    ({"out": contiguous((B, HQ, D), ptr=BASE)}, ValueError, "out: overlaps q"),
     ({"positions": contiguous((B, 2), "int32", BASE * 128)}, ValueError, r"positions: expected shape \[2, 1\]"),
     ({"positions": contiguous((B,), "fp32", BASE * 128)}, TypeError, "positions: expected int32 or int64"),
     ({"rotary_offset": 8}, ValueError, "rotary_offset"),
@@ -131,7 +131,7 @@ def test_a_cache_overlapping_what_is_read_is_refused():
 
 def test_nothing_to_do_for_no_rows():
     assert plan_kv_append(**_call(q_shape=(0, HQ, D), kv_shape=(0, HKV, D), cache_shape=(0, HKV, T, D),
-                                  q_out=contiguous((0, HQ, D), ptr=BASE * 4),
+                                  out=contiguous((0, HQ, D), ptr=BASE * 4),
                                   kv_lens=contiguous((0,), "int32", BASE * 64))) is None
 
 
@@ -141,7 +141,7 @@ torch = pytest.importorskip("torch")
 
 
 def test_the_reference_normalizes_each_head_before_the_rotation():
-    from cukiln.kv_append_api import reference_kv_append
+    from cukiln.reference import kv_append as reference_kv_append
 
     gen = torch.Generator().manual_seed(2)
     b, hq, hkv, d, t = 2, 4, 2, 16, 8
@@ -168,7 +168,7 @@ def test_the_reference_normalizes_each_head_before_the_rotation():
 
 def test_the_reference_writes_each_new_token_at_its_slot_rotated_at_slot_minus_start():
     import cukiln
-    from cukiln.kv_append_api import reference_kv_append
+    from cukiln.reference import kv_append as reference_kv_append
 
     gen = torch.Generator().manual_seed(1)
     b, n, hq, hkv, d, t = 3, 2, 4, 2, 32, 10

@@ -99,7 +99,7 @@ def test_inference_tensors_are_written_on_a_hit_too():
 
 @pytest.mark.parametrize("form", ["allocates", "out", "inplace"])
 def test_kv_append_public_calls_hit_their_plans_with_new_tensors(form):
-    from cukiln.kv_append_api import reference_kv_append
+    from cukiln.reference import kv_append as reference_kv_append
 
     b, hq, hkv, d, T = 3, 8, 2, 128, 64
     table = torch.rand(T, d, device="cuda")
@@ -151,7 +151,7 @@ def test_a_hit_allocates_from_torchs_allocator_and_frees_its_scratch():
 
 
 def test_kv_append_int_lengths_share_one_plan_and_are_checked_on_a_hit():
-    from cukiln.kv_append_api import reference_kv_append
+    from cukiln.reference import kv_append as reference_kv_append
 
     b, hq, hkv, d, T = 2, 8, 2, 128, 32
     table = torch.rand(T, d, device="cuda")

@@ -22,7 +22,7 @@ def test_norm_preserved_and_backward_inverts_forward_when_pairs_share_angles(int
     if source == "base":
         kw = {"base": 10000.0}
     elif source == "inv_freq":
-        kw = {"inv_freq": torch.rand(16, dtype=torch.float32), "scale": 0.5}
+        kw = {"inv_freq": torch.rand(16, dtype=torch.float32), "rope_scale": 0.5}
     else:
         theta = torch.rand(10, 16, dtype=torch.float64) * 10
         kw = {"cos": theta.cos(), "sin": theta.sin(), "rotary_dim": 32}

@@ -93,14 +93,16 @@ def test_the_name_follows_the_constants():
     assert specialize.specialization("decode_step", _step_args(tensors, table, base=float("nan")))[0] is nan
 
 
-@pytest.mark.parametrize("index, value", [(13, 5), (11, 64.0), (9, 3), (10, 1), (14, [1, "2"]), (1, 2.0),
-                                          (11, 1 << 70)])
-def test_a_value_not_of_the_schemas_type_takes_the_op_itself(index, value):
+@pytest.mark.parametrize("name, value", [("positions", 5), ("rotary_dim", 64.0), ("layout", 3), ("interleaved", 1),
+                                         ("mrope_section", [1, "2"]), ("freqs", 2.0), ("rotary_dim", 1 << 70)])
+def test_a_value_not_of_the_schemas_type_takes_the_op_itself(name, value):
     # positions an int, rotary_dim a float, layout an int, interleaved an int, mrope_section not of ints, freqs a
     # float, rotary_dim beyond int64: the op's own kernel explains each, and nothing is defined
+    from cukiln import rope_api
+
     x = torch.randn(4, 1, 2, 64, dtype=torch.float16)
     args = list(_op_args(x, base=10000.0))
-    args[index] = value
+    args[rope_api.RUNTIME.index[name]] = value
     assert specialize.specialization("rope_", tuple(args)) is None
 
 

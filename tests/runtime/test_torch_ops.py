@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 import cukiln.torch as ct  # noqa: E402
-from cukiln import rope_torch  # noqa: E402
+from cukiln import rope_api, rope_torch  # noqa: E402
 
 
 def test_ops_are_registered_and_in_place_rope_declares_its_mutation():
@@ -47,7 +47,7 @@ def test_gradients_flow_to_x_through_the_backward_op_with_the_direction_flipped(
         torch.autograd.grad(ct.rope(x, freqs=freqs, interleaved=True, backward=False).sum(), x)
     # the forward's op calls come first (its autograd kernel re-enters the op below autograd), the backward's last
     assert calls[0][-1] is False and calls[-1][-1] is True, "the backward of a forward rotation is the backward kernel"
-    assert calls[-1][rope_torch.OP_ARGUMENTS.index("interleaved")] is True, \
+    assert calls[-1][rope_api.RUNTIME.index["interleaved"] - 1] is True, \
         "with the forward's other arguments (interleaved)"
 
 
@@ -100,12 +100,12 @@ def test_a_backward_after_its_positions_changed_in_place_raises(monkeypatch):
     """The eager autograd path on the CPU, with the float64 reference standing in for the kernel."""
     from cukiln import reference
 
-    def reference_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, scale, mscale, layout, interleaved,
-                       rotary_dim, rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens,
-                       cp_size, cp_rank, max_seqlen, backward, inplace, out):
-        return reference.rope(x, base=base, positions=positions, backward=backward).to(x.dtype)
+    def reference_rope(runtime, args, inplace):
+        at = runtime.index
+        return reference.rope(args[0], base=args[at["base"]], positions=args[at["positions"]],
+                              backward=args[at["backward"]]).to(args[0].dtype)
 
-    monkeypatch.setattr(rope_torch, "run_rope", reference_rope)
+    monkeypatch.setattr(rope_torch, "_run_eager", reference_rope)
     x = torch.randn(8, 1, 2, 16, dtype=torch.float64, requires_grad=True)
     positions = torch.arange(8, dtype=torch.int32)
     y = ct.rope(x, base=10000.0, positions=positions)

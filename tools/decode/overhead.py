@@ -29,15 +29,16 @@ def overhead_paths() -> dict:
     bound = kernel(plan.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared, a.overlap_previous, a.cluster)
     values = decode_api.launch_values(plan, out=out.data_ptr(), lse=0)[0]
     stream = torch.cuda.current_stream().cuda_stream
+    op_args = decode_api.arguments(q, k, v, 64, return_lse=True)[0]
+    args, form, outputs = decode_api.arguments(q, k, v, 64, out=out)
     return {
         "cukiln.decode_attention (b=1, T=64, out=)": lambda: cukiln.decode_attention(q, k, v, 64, out=out),
         "cukiln.decode_attention (allocates out)": lambda: cukiln.decode_attention(q, k, v, 64),
         "cukiln.decode_attention (kv_lens tensor, out=)": lambda: cukiln.decode_attention(q, k, v, lens, out=out),
         "cukiln.torch.decode_attention (eager)": lambda: cukiln.torch.decode_attention(q, k, v, 64),
-        "op cukiln::decode_attention through the dispatcher": lambda: torch.ops.cukiln.decode_attention(
-            q, k, v, None, 64, "bhsd", None, 0, None, None, None),
+        "op cukiln::decode_attention through the dispatcher": lambda: torch.ops.cukiln.decode_attention(*op_args),
         "op cukiln::decode_attention specialized to the call's constants, through the dispatcher": specialized_op(
-            "decode_attention", (q, k, v, None, 64, "bhsd", None, 0, None, None, None, False)),
+            "decode_attention", op_args),
         "torch.compile(fullgraph) of cukiln.torch.decode_attention": compiled,
         "torch.compile(reduce-overhead) of cukiln.torch.decode_attention": compiled_in(
             lambda t: cukiln.torch.decode_attention(t, k, v, 64), q, mode="reduce-overhead"),
@@ -47,8 +48,7 @@ def overhead_paths() -> dict:
             lambda t, kc, vc: cukiln.torch.decode_attention(t, kc, vc, 64), q, k.clone(), v.clone(),
             mode="reduce-overhead", static=(1, 2)),
         "CUDA graph replay of cukiln.torch.decode_attention": replay,
-        "decode breakdown: run_decode (cached plan, out=)": lambda: decode_api.run_decode(q, k, v, 64, "bhsd", None,
-                                                                                          None, None, None, out),
+        "decode breakdown: the Python path (cached plan, out=)": lambda: decode_api.RUNTIME.run(args, form, outputs),
         "decode breakdown: bound kernel launch (pack, context check, launch)": lambda: bound(values, stream),
         "decode breakdown: driver launch alone": bare_launch(bound, values, stream),
     }

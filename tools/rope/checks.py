@@ -29,8 +29,8 @@ def _angle_source(angles: str, dtype, max_pos: int, rd: int, gen, dev) -> dict:
         return {"cos": theta.cos().to(cache_dtype), "sin": theta.sin().to(cache_dtype), "rotary_dim": rd}
     if angles == "invfreq":
         inv = 1.0 / (10000.0 ** (torch.arange(0, rd, 2, device=dev, dtype=torch.float32) / rd))
-        return {"inv_freq": inv, "scale": 0.5 + torch.rand(1, generator=gen, device=dev).item()}
-    return {"base": 10000.0, "rotary_dim": rd, "scale": 0.75}
+        return {"inv_freq": inv, "rope_scale": 0.5 + torch.rand(1, generator=gen, device=dev).item()}
+    return {"base": 10000.0, "rotary_dim": rd, "rope_scale": 0.75}
 
 
 def rope_position_args(axes: dict, S: int, B: int, offset: int, max_pos: int, rd: int, gen, dev) -> dict:

@@ -14,7 +14,7 @@ def overhead_paths() -> dict:
     from cukiln import rope_api
     from cukiln.launch import kernel
 
-    from ..overhead import bare_launch, compiled_and_graphed, specialized_op
+    from ..overhead import bare_launch, compiled_and_graphed, python_hit, specialized_op
     from ..overhead import compiled as compiled_in
 
     x = torch.randn(1, 1, 1, 64, device="cuda")
@@ -23,12 +23,12 @@ def overhead_paths() -> dict:
     compiled, replay = compiled_and_graphed(lambda t: cukiln.torch.rope(t, base=10000.0, inplace=True), x)
     _, graph_replay = compiled_and_graphed(lambda t: cukiln.rope(t, base=10000.0, inplace=True), x)
 
-    cached, values, _, _, _ = rope_api.prepare(x, None, base=10000.0, inplace=True)
-    p = cached.plan
+    hit = python_hit(rope_api.RUNTIME, *rope_api.arguments(x, base=10000.0, inplace=True))
+    p = rope_api.plan_call(x, base=10000.0, inplace=True)[0]
     bound = kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, 0, p.overlap_previous)
+    values = p.values
     stream = torch.cuda.current_stream().cuda_stream
-    defaults = dict(rope_api.rope.__kwdefaults__, base=10000.0)  # the op's arguments as the call above
-    op_args = tuple(defaults.get(name) for name in cukiln.rope_torch.OP_ARGUMENTS)
+    op_args = rope_api.arguments(x, base=10000.0)[0][1:]  # the op's arguments after x, as the call above
     x_grad = x.clone().requires_grad_(True)
     qkv = torch.randn(1, 48 * 128, device="cuda", dtype=torch.bfloat16)
     q, k = qkv[:, :4096].view(1, 32, 128), qkv[:, 4096:5120].view(1, 8, 128)
@@ -51,7 +51,8 @@ def overhead_paths() -> dict:
         return qkv
 
     qk_compiled, qk_replay = compiled_and_graphed(qk_of_projection, qkv)
-    qk_args = (q, k) + tuple(dict(defaults, base=None, **serving).get(name) for name in cukiln.rope_torch.OP_ARGUMENTS)
+    qk_args = rope_api.qk_arguments(q, k, **serving)[0]
+    qk_hit = python_hit(rope_api.QK_RUNTIME, *rope_api.qk_arguments(q, k, inplace=True, **serving))
     return {
         "cukiln.rope (in place, base)": lambda: cukiln.rope(x, base=10000.0, inplace=True),
         "cukiln.rope (out=, freqs)": lambda: cukiln.rope(x, freqs=freqs, out=out),
@@ -89,10 +90,8 @@ def overhead_paths() -> dict:
         "cukiln.rope_qk (in place, cos_sin_cache, positions)": lambda: cukiln.rope_qk(q, k, inplace=True, **serving),
         "cukiln.rope_qk (out=, cos_sin_cache, positions)": lambda: cukiln.rope_qk(q, k, out=(q_out, k_out),
                                                                                    **serving),
-        "rope_qk breakdown: plan-cache hit, overlap checks and pointer refill (in place)":
-            lambda: rope_api.prepare(q, k, inplace=True, **serving),
-        "rope breakdown: plan-cache hit and pointer refill": lambda: rope_api.prepare(x, None, base=10000.0,
-                                                                                      inplace=True),
+        "rope_qk breakdown: Python path's plan-cache hit, overlap checks and pointer refill (in place)": qk_hit,
+        "rope breakdown: Python path's plan-cache hit and pointer refill": hit,
         "rope breakdown: bound kernel launch (pack, context check, launch)": lambda: bound(values, stream),
         "rope breakdown: driver launch alone": bare_launch(bound, values, stream),
     }

@@ -1,0 +1,99 @@
+"""``cukiln.Rotary``: RoPE's angle arguments as one value, taken by every op that rotates (rope, rope_qk, kv_append,
+decode_step) as ``rotary=``.
+
+A model's rotary embedding is fixed once (its table or frequencies, its pairing, the span it rotates, its scaling);
+the positions are each call's. ``Rotary`` holds the fixed part: the angle source (exactly one of ``freqs``, ``cos``
+and ``sin``, ``cos_sin_cache``, ``inv_freq``, ``base``), ``scale`` (positions times it, for inv_freq and base),
+``mscale`` (cos and sin times it), ``interleaved`` (pairs (2i, 2i + 1) rather than (i, i + d/2)), ``rotary_dim`` and
+``rotary_offset`` (the span rotated), and M-RoPE's ``mrope_section`` and ``mrope_interleaved`` (rope and rope_qk
+only). Each field means what the loose argument of the same name means (cukiln.rope's docstring); the loose
+arguments stay, as a convenience that builds the same call, and a call gives one form or the other.
+``Rotary(**cukiln.rope_recipe(...))`` turns a model config's rope parameters into one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from .schema import Arg
+
+
+@dataclass(frozen=True)
+class Rotary:
+    freqs: object = None
+    cos: object = None
+    sin: object = None
+    cos_sin_cache: object = None
+    inv_freq: object = None
+    base: float | None = None
+    scale: float = 1.0
+    mscale: float = 1.0
+    interleaved: bool = False
+    rotary_dim: int | None = None
+    rotary_offset: int = 0
+    mrope_section: tuple | None = None
+    mrope_interleaved: bool = False
+
+
+FIELDS = tuple(f.name for f in fields(Rotary))
+_DEFAULTS = {f.name: f.default for f in fields(Rotary)}
+# A field's loose argument where it is named otherwise (scale is attention's logit scale in cukiln)
+LOOSE = {"scale": "rope_scale"}
+
+
+def loose_name(field_name: str) -> str:
+    return LOOSE.get(field_name, field_name)
+
+
+def unpack(who: str, spec, loose: tuple, taken: tuple[str, ...]):
+    """The loose arguments ``taken`` (fields, in FIELDS' order) from ``spec`` (a Rotary), for a call that gave
+    ``loose`` (their values): TypeError where the call gave both forms or the spec sets a field the op does not
+    take."""
+    if not isinstance(spec, Rotary):
+        raise TypeError(f"rotary: expected a cukiln.Rotary, got {type(spec).__name__}")
+    given = [loose_name(f) for f, v in zip(taken, loose) if not _is_default(v, _DEFAULTS[f])]
+    if given:
+        raise TypeError(f"rotary: {who} takes the angles as a Rotary or as loose arguments, not both; got rotary= "
+                        f"and {', '.join(given)}")
+    extra = [f for f in FIELDS if f not in taken and not _is_default(getattr(spec, f), _DEFAULTS[f])]
+    if extra:
+        raise TypeError(f"rotary: {who} takes no {', '.join(extra)}")
+    return tuple(getattr(spec, f) for f in taken)
+
+
+def _is_default(value, default) -> bool:
+    return value is default or (type(value) in (int, float, bool) and type(default) in (int, float, bool)
+                                and value == default and type(value) is type(default))
+
+
+def args(*, mrope: bool, doc_scale: str = "positions times it, for inv_freq and base angles") -> tuple[Arg, ...]:
+    """The loose angle arguments of an op that rotates, declared once (a schema's group); ``mrope``: with M-RoPE's
+    two."""
+    from .tensors import FLOATS
+
+    declared = (
+        Arg("rotary", "Rotary", None, "the angle arguments below as one cukiln.Rotary", optional=True),
+        Arg("freqs", "Tensor", None, "[max_pos, rotary_dim] fp32 angles", optional=True, dtypes=("fp32",),
+            refuse_grad=True),
+        Arg("cos", "Tensor", None, "[max_pos, rotary_dim or rotary_dim/2] cos table, fp32 or x's dtype",
+            optional=True, dtypes=FLOATS, refuse_grad=True),
+        Arg("sin", "Tensor", None, "the sin table beside cos", optional=True, dtypes=FLOATS, refuse_grad=True),
+        Arg("cos_sin_cache", "Tensor", None, "[max_pos, rotary_dim] packed cos|sin table (vLLM, FlashInfer)",
+            optional=True, dtypes=FLOATS, refuse_grad=True),
+        Arg("inv_freq", "Tensor", None, "[rotary_dim/2] fp32 frequencies", optional=True, dtypes=("fp32",),
+            refuse_grad=True),
+        Arg("base", "float", None, "inv_freq[i] = base ** (-2i / rotary_dim), computed in the kernel",
+            optional=True),
+        Arg("rope_scale", "float", 1.0, doc_scale),
+        Arg("mscale", "float", 1.0, "cos and sin times it (YaRN's and LongRoPE's attention factor)"),
+        Arg("interleaved", "bool", False, "pairs (2i, 2i+1) rather than (i, i + rotary_dim/2)"),
+        Arg("rotary_dim", "int", None, "the features rotated (default: the table's width, or d)", optional=True),
+        Arg("rotary_offset", "int", 0, "the rotated span's first feature"),
+    )
+    if mrope:
+        declared += (
+            Arg("mrope_section", "int[]", None, "M-RoPE: the pairs taking the time, height and width positions",
+                optional=True),
+            Arg("mrope_interleaved", "bool", False, "M-RoPE: Qwen3-VL's interleaved sections"),
+        )
+    return declared
