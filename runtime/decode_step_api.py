@@ -16,6 +16,8 @@ no planning rule of its own beyond the choice of the fused kernel.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from cukiln.generated import dispatch
 
 from . import decode_api, kv_append_api, rotary
@@ -70,7 +72,7 @@ it).
 def plan(call: Call):
     """The plan of a decode step: both ops planned on the step's arguments, the rotated query and the new lengths
     in the step's workspace (stand-ins of their shape while planning), fused into one launch where a kernel serves
-    it. The planners' products kept as ``plan.detail``: (KvAppendPlan, DecodePlan, fused kernel or None)."""
+    it. What the planners chose kept as ``plan.detail`` (a StepPlan)."""
     import torch
 
     q, kv_lens = call["q"], call["kv_lens"]
@@ -119,8 +121,18 @@ def plan(call: Call):
     after = _advance(call, bound is not None, host_lens) if advance else None
     result = call.plan(attention.device, launches, after=after,
                        overlaps=call.overlaps(["k_cache", "v_cache", "out"], call.tensor_names()))
-    result.detail = (append, attention, bound)
+    result.detail = StepPlan(append, attention, bound)
     return result
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What a step's planning chose: the append's plan (None: no row), the attention's, and the fused kernel
+    (bound) or None (two launches)."""
+
+    append: object
+    attention: object
+    fused: object
 
 
 def _advance(call: Call, fused_launch: bool, host_lens):
@@ -186,7 +198,6 @@ planned = bind_planning(RUNTIME)
 arguments = bind_arguments(RUNTIME)  # decode_step's arguments -> (op arguments, form, outputs given)
 
 
-def plan_call(*args, **kwargs):
-    """Validate a decode_step() call and plan it without launching (for checks and measurements): its Plan, with
-    ``.detail`` (append plan, attention plan, fused kernel or None: two launches)."""
-    return planned(*args, **kwargs)
+def plan_call(*args, **kwargs) -> StepPlan:
+    """Validate a decode_step() call and plan it without launching (for checks and measurements): its StepPlan."""
+    return planned(*args, **kwargs).detail

@@ -29,13 +29,16 @@ def planned_afresh(variant: str):
 
 
 def rope_op_args(**values) -> tuple:
-    """The arguments of the ops cukiln::rope / rope_ after x, in their schema's order (rope_torch.OP_ARGUMENTS): each
-    one's value from ``values``, else cukiln.rope's default (offsets_tensor and offset: None)."""
+    """The arguments of the ops cukiln::rope / rope_ after x, in their schema's order (rope_api.SCHEMA's op
+    arguments): each one's value from ``values`` (by the op's argument names: offsets_tensor, offset, ...), else
+    cukiln.rope's default."""
     from cukiln import rope_api
-    from cukiln.rope_torch import OP_ARGUMENTS
 
-    defaults = dict(rope_api.rope.__kwdefaults__)
-    return tuple(values[name] if name in values else defaults.get(name) for name in OP_ARGUMENTS)
+    names = [o.name for o in rope_api.SCHEMA.op_arguments()][1:]
+    args = list(rope_api.arguments(None)[0][1:])
+    for name, value in values.items():
+        args[names.index(name)] = value
+    return tuple(args)
 
 
 def manifest_entries(*ops: str) -> list[dict]:

@@ -76,9 +76,9 @@ def _check_step(entry: dict, tensors: tuple, kw: dict) -> str | None:
     from .decode.checks import DECODE_FP32_UNITS
 
     q, k, v, k_cache, v_cache, lens = tensors
-    step = decode_step_api.plan_call(q, k, v, k_cache, v_cache, lens, **kw)
-    if step.fused is None or step.fused.symbol != entry["name"]:
-        return f"inputs selected {None if step.fused is None else step.fused.symbol}, not the variant under test"
+    fused = decode_step_api.plan_call(q, k, v, k_cache, v_cache, lens, **kw).fused
+    if fused is None or fused.symbol != entry["name"]:
+        return f"inputs selected {None if fused is None else fused.symbol}, not the variant under test"
     caches = k_cache.clone(), v_cache.clone()
     got = cukiln.decode_step(q, k, v, *caches, lens, **kw)
     apart = k_cache.clone(), v_cache.clone()

@@ -384,14 +384,14 @@ def bare_step_launches(s):
     step = decode_step_api.plan_call(s["q"], s["k"], s["v"], s["k_cache"], s["v_cache"], s["lens"],
                                      cos_sin_cache=s["cos_sin"], out=s["out"], **s["norm_kw"])
     q_rot, lens_after = torch.empty_like(s["q"]), torch.empty_like(s["lens"])
-    d = step.attention.plan
+    d = step.attention
     splits = d.batch * d.heads_q * d.num_splits
     partial = torch.empty(splits * (d.head_dim + 1), dtype=torch.float32, device="cuda")
     attention, combine = decode_api.launch_values(d, out=s["out"].data_ptr(), lse=0, partial_out=partial.data_ptr(),
                                                   partial_lse=partial.data_ptr() + 4 * splits * d.head_dim)
     attention = list(attention)
     names = d.attention.field_names
-    a = step.append.plan
+    a = step.append
     append = dict(zip(a.field_names, a.values))
     # the plan's stand-ins for the rotated query and the new lengths were freed: this step's own (q_out at the
     # rotated span's start, as the plan points it)

@@ -330,9 +330,8 @@ def test_a_step_fuses_only_where_the_fused_rotation_gives_the_appends_bits(recor
     lens = torch.tensor([3, 9], dtype=torch.int32)
     kw = {"base": 1e4} if angles == "base" else {"cos_sin_cache": torch.rand(80, 96)}
     step = decode_step_api.plan_call(q, k, v, *caches, lens, rotary_dim=96, rotary_offset=offset, **kw)
-    append, _, bound = step.detail
-    assert append.key[3] == (8 if offset == 0 else 4)
-    assert (None if bound is None else bound.symbol) == fused
+    assert step.append.key[3] == (8 if offset == 0 else 4)
+    assert (None if step.fused is None else step.fused.symbol) == fused
     if fused is None:  # forcing the fused launch there names why it cannot
         with overrides.forced("decode_step_launch", "fused"):
             with pytest.raises(ValueError, match="rotates 4 elements at a time, where the fused kernel for base"):

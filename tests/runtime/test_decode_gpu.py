@@ -316,17 +316,23 @@ def test_decode_step_captures_into_a_cuda_graph():
 def test_repeated_calls_take_the_cached_plan_with_this_calls_pointers_and_lengths():
     """One shape, many calls: the plan cache's hit path refills the tensors' pointers and the integer lengths
     (checked against the capacity on every call), and each result matches the reference."""
-    from cukiln import decode_api
+    from cukiln import decode_api, native
+
+    def plans() -> int:  # where the plans live: the native hot path's, else the Python path's
+        runtime = decode_api.RUNTIME
+        if native.module() is None:
+            return len(runtime.plans)
+        return sum(native.module().plan_count(variant) for variant in runtime.load_native())
 
     gen = new_generator()
     q_sets = [torch.randn(2, 8, 128, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3)]
     caches = [tuple(decode_cache_view(2, 2, 256, 128, torch.bfloat16, gen) for _ in range(2)) for _ in range(3)]
-    before = len(decode_api.PLANS)
+    before = plans()
     for q, (k, v), length in zip(q_sets, caches, (256, 1, 97)):
         for splits in (None, 20):  # the tuned plan, and one merged by the combine kernel
             problem = run_decode_and_compare(q, k, v, length, num_splits=splits)[0]
             assert problem is None, (length, splits, problem)
-    assert len(decode_api.PLANS) - before == 2, "one plan per distinct call metadata, not per call"
+    assert plans() - before == 2, "one plan per distinct call metadata, not per call"
     cukiln.decode_attention(q_sets[0], *caches[0], 256)
     with pytest.raises(ValueError, match="kv_lens: expected 0 <= kv_lens <= T = 256"):
         cukiln.decode_attention(q_sets[0], *caches[0], 257)  # a hit: the length is still checked

@@ -132,7 +132,7 @@ def test_a_step_takes_ws_where_the_table_picks_ws_deep(monkeypatch):
     attention = plan_attention(q, *caches, lens)
     assert (attention.key[-1], attention.num_splits) == ("ws_deep", 2)
     step = decode_step_api.plan_call(q, k, v, *caches, lens, base=1e4)
-    assert step.fused is not None and step.attention.plan.key[-1] == "ws" and step.attention.plan.num_splits == 3
+    assert step.fused is not None and step.attention.key[-1] == "ws" and step.attention.num_splits == 3
     (fused, *fused_caches), (separate, *separate_caches) = _two_ways((q, k, v, *caches, lens), {"base": 1e4})
     assert torch.equal(fused, separate) and all(map(torch.equal, fused_caches, separate_caches))
     host_caches = [c.clone() for c in caches]

@@ -175,12 +175,11 @@ def test_kv_append_int_lengths_share_one_plan_and_are_checked_on_a_hit():
 
 
 def test_specialized_ops_run_the_ops_plans_and_autograd():
-    from cukiln import rope_torch, specialize
+    from cukiln import rope_api, specialize
 
     x = torch.randn(64, 2, 4, 64, device="cuda", dtype=torch.bfloat16)
     freqs = torch.rand(80, 64, device="cuda") * 50
-    args = (x, *rope_torch._op_args(freqs, *(None,) * 4, None, 1.0, 1.0, "sbhd", False, None, 0, None, None, False,
-                                    7, None, 1, 0, None, False))
+    args = rope_api.arguments(x, freqs=freqs, offsets=7)[0]
     op, given = specialize.specialization("rope", args)
     want = cukiln.reference.rope(x, freqs=freqs, offsets=7)
     assert_matches_reference(torch.ops.cukiln.rope.default(*args), want, "the op")
