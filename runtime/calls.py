@@ -466,6 +466,9 @@ class OpRuntime:
         self.dtypes = {p: a.dtypes for a in schema.args for p in (a.parts or (a.name,)) if a.dtypes}
         self.forms = {(f.key()): f for f in schema.forms()}
         self.per_call = schema.per_call()
+        # each op argument's default where the torch schema gives one (the trailing ones): a traced call may leave them
+        # out of the arguments it hands a Python kernel
+        self.op_defaults = schema.op_default_values()
         self.plans = PlanCache()
         self.overlap_message = overlap_message
         on_change(lambda: self.plans.clear())  # a forced dispatch choice changes what the plans would be
@@ -495,6 +498,10 @@ class OpRuntime:
             raise ValueError(self.overlap_message(written, checked) if self.overlap_message else
                              f"{written}: overlaps {checked}")
         return plan
+
+    def complete(self, args: tuple) -> tuple:
+        """An op call's arguments with the trailing ones it left out (their schema defaults) put back."""
+        return args if len(args) >= len(self.op_defaults) else args + self.op_defaults[len(args):]
 
     def run(self, args: tuple, form: Form, outputs: tuple = ()):
         """A call in Python (``outputs``: the tensors its form gives past the op's arguments): its plan from the

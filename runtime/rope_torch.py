@@ -84,6 +84,7 @@ def _autograd(runtime, op_name: str):
     form = runtime.schema.op_forms()[op_name]
 
     def autograd(*args):
+        args = runtime.complete(args)
         if any(wants_grad(t) for t in args[:n]):
             return _RopeGrad.apply(_run_op, runtime, False, args, *args[:n])
         if eager(args[0]):
@@ -101,6 +102,7 @@ def _inplace_autograd(runtime, op_name: str, names: tuple[str, ...]):
     hint = f"cukiln.torch.{runtime.schema.name}({', '.join(names)}, ..., inplace=True)"
 
     def autograd(*args):
+        args = runtime.complete(args)
         if any(t.requires_grad for t in args[:n]):
             refuse_untracked_gradients(f"cukiln::{op_name}", tuple(zip(names, args[:n])), hint)
         if eager(args[0]):

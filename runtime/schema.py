@@ -182,7 +182,8 @@ class OpSchema:
 
     def torch_schema(self, op_name: str, *, inplace: bool = False) -> str:
         """The schema of torch op ``op_name``: the in-place op's rotated inputs annotated as written, its returns
-        none."""
+        none; the trailing arguments that have a default in the public signature have it there too (an op call
+        may leave them out)."""
         declarations = []
         letters = iter("stuvwxyz")
         for o in self.op_arguments():
@@ -190,9 +191,44 @@ class OpSchema:
             if inplace and any(r.in_place_of == o.name for r in self.results):
                 d = f"Tensor({next(letters)}!) {o.name}"
             declarations.append(d)
+        for i in reversed(range(len(declarations))):
+            default = self._op_default(self.op_arguments()[i])
+            if default is REQUIRED or "!" in declarations[i]:
+                break
+            declarations[i] += "=" + default
         returns = "()" if inplace else ("Tensor" if len(self.results) == 1 else
                                         "(" + ", ".join("Tensor" for _ in self.results) + ")")
         return f"{op_name}({', '.join(declarations)}) -> {returns}"
+
+    def op_default_values(self) -> tuple:
+        """Each op argument's default as a Python value (torch_schema's defaults; before the first of them, a
+        placeholder no complete call leaves out)."""
+        values = []
+        for o in self.op_arguments():
+            a = self.arg(o.source)
+            if o.part == "tensor":
+                values.append(None)
+            elif o.part == "int":
+                values.append(None if a.int_optional else a.default or 0)
+            else:
+                values.append(None if a.default is REQUIRED else a.default)
+        return tuple(values)
+
+    def _op_default(self, o: OpArgument):
+        """An op argument's default as a schema spells it (REQUIRED where it has none)."""
+        a = self.arg(o.source)
+        if a.default is REQUIRED:
+            return REQUIRED
+        if o.part == "tensor":
+            return "None"
+        if o.part == "int":
+            return "None" if a.int_optional else "0" if a.default is None else str(a.default)
+        value = a.default
+        if value is None or isinstance(value, bool):
+            return str(value)
+        if isinstance(value, str):
+            return f'"{value}"'
+        return repr(value)
 
     # --- forms: which torch op or native variant serves a public call ---------------------------------------------
 

@@ -121,7 +121,8 @@ def _signature(name: str) -> tuple[list[str], list[str], list[bool], str]:
         schema = getattr(torch.ops.cukiln, name).default._schema
         text = str(schema)
         close = text.rindex(") -> ")
-        declared = text[text.index("(") + 1:close].split(", ")
+        # each argument's declaration less its default (a specialization's arguments keep none)
+        declared = [d.split("=")[0] for d in text[text.index("(") + 1:close].split(", ")]
         assert len(declared) == len(schema.arguments) and all(
             d.split()[-1].split("=")[0] == a.name for d, a in zip(declared, schema.arguments)), text
         types = [re.sub(r"\(.*?\)", "", d.split()[0]) for d in declared]

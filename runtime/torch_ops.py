@@ -31,8 +31,8 @@ def register(runtime, *, fakes: dict, autograd: dict | None = None, hook=None, d
     for name, form in forms.items():
         kernel = _kernel(runtime, form)
         op = getattr(torch.ops.cukiln, name).default
-        implement(name, kernel, (autograd or {}).get(name) or _refusing(name, op, kernel, schema), runtime.miss(form),
-                  per_call)
+        implement(name, kernel, (autograd or {}).get(name) or _refusing(name, op, kernel, runtime),
+                  runtime.miss(form), per_call)
         fake(name)(fakes[name])
     callers = runtime.native_callers = _variants(runtime, forms, native)
     namespace = dict(runtime.namespace(), _Tensor=torch.Tensor, _SymInt=torch.SymInt, _eager=eager,
@@ -44,18 +44,19 @@ def register(runtime, *, fakes: dict, autograd: dict | None = None, hook=None, d
 
 def _kernel(runtime, form):
     def kernel(*args):
-        return runtime.run(args, form)
+        return runtime.run(runtime.complete(args), form)
 
     return kernel
 
 
-def _refusing(name: str, op, kernel, schema):
+def _refusing(name: str, op, kernel, runtime):
     """An op's autograd kernel: refuses its tensors that require grad (grad mode on), else runs the kernel (eager)
     or redispatches below autograd (traced: the fake kernel runs there)."""
-    index = schema.index
+    schema, index = runtime.schema, runtime.index
     checked = tuple((a.name, index[a.name]) for a in schema.args if a.refuse_grad and not a.public_only)
 
     def autograd(*args):
+        args = runtime.complete(args)
         refuse_untracked_gradients(f"cukiln::{name}", [(n, args[i]) for n, i in checked])
         if eager(args[0]):
             return kernel(*args)
