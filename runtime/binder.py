@@ -87,6 +87,33 @@ def reference_source(schema: OpSchema, doc: str) -> str:
     return _function(schema.name, _signature(schema, without=("stream",)), doc, body)
 
 
+def key_source(schema: OpSchema) -> str:
+    """The source of the op's plan-cache key, ``key(args, extras)`` (the Python path's; hot_path.cpp's key_of builds
+    the native one alike): each tensor's shape, strides, dtype, negation, device and pointer alignment, each other
+    value itself (a list as a tuple), the ints a plan refills left out, then the outputs a call gives. Unrolled, as
+    it runs on every call of the Python path; a value not of its argument's type raises AttributeError (such a call
+    is planned in full, which explains it)."""
+    parts = []
+    for i, (o, refilled) in enumerate(zip(schema.op_arguments(), schema.per_call())):
+        declared = o.declaration.split()[0]
+        if declared.startswith("Tensor"):
+            meta = f"(a[{i}].shape, a[{i}].stride(), a[{i}].dtype, a[{i}].is_neg(), a[{i}].get_device(), " \
+                   f"a[{i}].data_ptr() & 15)"
+            parts.append(meta if "?" not in declared else f"None if a[{i}] is None else {meta}")
+        elif refilled:
+            continue
+        elif declared.startswith("int[]"):
+            parts.append(f"None if a[{i}] is None else tuple(a[{i}])")
+        else:
+            parts.append(f"a[{i}]")
+    body = ["key = (" + ", ".join(f"({p})" for p in parts) + ",)",
+            "if extras:",
+            "    key += tuple((t.shape, t.stride(), t.dtype, t.is_neg(), t.get_device(), t.data_ptr() & 15) "
+            "for t in extras)",
+            "return key"]
+    return _function("key", "a, extras", "", body)
+
+
 def build(source: str, name: str, namespace: dict):
     """Function ``name`` defined by ``source`` (one of the above), with ``namespace`` as its globals."""
     exec(compile(source, f"<cukiln: {name}>", "exec"), namespace)  # noqa: S102 (generated from a schema)
@@ -233,7 +260,7 @@ def _shaped(schema: OpSchema, form: Form, value: str) -> str:
 
 def _call_lines(schema: OpSchema, args: str) -> list[str]:
     """``_form``, ``_args`` and ``_extras`` (the outputs given, each as the tensors it stands for) of the call."""
-    flags = ", ".join(f.name for f in schema.flags())
+    flags = ", ".join(f"bool({f.name})" for f in schema.flags())
     given = ", ".join(f"{o.name} is not None" for o in schema.outputs())
     extras = " + ".join(f"(() if {o.name} is None else {_tuple(', '.join(_extras(o)))})" for o in schema.outputs())
     return [f"_form = _RUNTIME.form({_tuple(flags)}, {_tuple(given)})",

@@ -104,6 +104,7 @@ class Plan:
 
     def __post_init__(self) -> None:
         self.involved = tuple(sorted({i for o in self.overlaps for i in o[:2]}))
+        self.checked = bool(self.bounds or self.ordered or self.overlaps)  # checks a call must pass to reuse it
         self.scratch_offsets, total = [], 0
         for sizes, strides, dtype in self.scratch:
             self.scratch_offsets.append(total)
@@ -138,31 +139,32 @@ class Plan:
         return self.overlapping(args) is None
 
     def run(self, args):
-        """Replay the plan on a call's arguments (a variant's given outputs after the op's): its returns."""
+        """Replay the plan on a call's arguments (a variant's given outputs after the op's): its returns. Runs on
+        every call of the Python path: written for speed."""
         torch = _torch or _import_torch()
         if self.substitutes:
             args = list(args)
             for i, t in self.substitutes.items():
                 args[i] = t
-        device = args[0].device  # the first tensor's (the native path allocates on the plan's device alike)
-        outputs = [torch.empty_strided(sizes, strides, dtype=dtype, device=device)
-                   for sizes, strides, dtype in self.outputs]
-        workspace, scratch = None, ()
-        if self.scratch_bytes:
-            workspace = torch.empty(self.scratch_bytes, dtype=torch.uint8, device=device)
-            base = workspace.data_ptr()
-            scratch = [base + o for o in self.scratch_offsets]
+        outputs, workspace, scratch = (), None, ()
+        if self.outputs or self.scratch_bytes:
+            device = args[0].device  # the first tensor's (the native path allocates on the plan's device alike)
+            outputs = [torch.empty_strided(sizes, strides, dtype=dtype, device=device)
+                       for sizes, strides, dtype in self.outputs]
+            if self.scratch_bytes:
+                workspace = torch.empty(self.scratch_bytes, dtype=torch.uint8, device=device)
+                base = workspace.data_ptr()
+                scratch = [base + o for o in self.scratch_offsets]
         if self.launches:
             stream = torch._C._cuda_getCurrentRawStream(self.device)
             for launch in self.launches:
                 launch.kernel(launch.values(args, outputs, scratch), stream)
         if self.bumps:
-            torch._C._increment_version(tuple(args[i] for i in self.bumps))
+            torch._C._increment_version([args[i] for i in self.bumps])
         if self.after is not None:
             self.after(args, workspace, self.scratch_offsets)
         del workspace  # lives until every launch reading it is queued (the caching allocator orders reuse by stream)
-        returned = tuple(None if r is None else outputs[r] if r >= 0 else args[-1 - r] for r in self.returns)
-        return returned
+        return [None if r is None else outputs[r] if r >= 0 else args[-1 - r] for r in self.returns]
 
     def description(self) -> dict | None:
         """The plan as hot_path.cpp replays it (runtime/native.py's describe); None where it cannot serve a later
@@ -469,6 +471,9 @@ class OpRuntime:
         # each op argument's default where the torch schema gives one (the trailing ones): a traced call may leave them
         # out of the arguments it hands a Python kernel
         self.op_defaults = schema.op_default_values()
+        from . import binder
+
+        self.key = binder.build(binder.key_source(schema), "key", {})  # the plan-cache key of a call's arguments
         self.plans = PlanCache()
         self.overlap_message = overlap_message
         on_change(lambda: self.plans.clear())  # a forced dispatch choice changes what the plans would be
@@ -476,7 +481,10 @@ class OpRuntime:
     def form(self, flags: tuple = (), given: tuple = ()) -> Form:
         """The form of a call setting ``flags`` (the schema's, in order) and giving the outputs marked in
         ``given``."""
-        form = self.forms.get((tuple(bool(f) for f in flags), tuple(bool(g) for g in given)))
+        form = self.forms.get((flags, given))  # the generated callers pass bools
+        if form is None:
+            flags, given = tuple(map(bool, flags)), tuple(map(bool, given))
+            form = self.forms.get((flags, given))
         if form is None:  # a form no torch op serves (in place with an out): planned in Python, which refuses it
             from .schema import Form as _Form
 
@@ -506,13 +514,13 @@ class OpRuntime:
     def run(self, args: tuple, form: Form, outputs: tuple = ()):
         """A call in Python (``outputs``: the tensors its form gives past the op's arguments): its plan from the
         cache (checked) or planned, replayed. Returns what the op (or variant) returns."""
-        full = args + tuple(outputs)
+        full = args + tuple(outputs) if outputs else args
         try:
-            key = (form.variant,) + key_of(full, self.per_call + (False,) * len(outputs))
+            key = (form.variant, self.key(args, outputs))
             plan = self.plans.get(key)
         except (AttributeError, TypeError):  # not tensors, unhashable values: the planner explains
             key, plan = None, None
-        if plan is None or not plan.passes(full):
+        if plan is None or (plan.checked and not plan.passes(full)):
             plan = self.plan(args, form, outputs)
             if key is not None and plan.cacheable and not plan.peculiar:
                 self.plans.put(key, plan)
@@ -579,7 +587,7 @@ def _op_result(returned: tuple, schema: OpSchema, form: Form):
         return None
     if len(schema.results) == 1:
         return returned[0]
-    return returned
+    return tuple(returned)
 
 
 # --- the functions built from a schema (runtime/binder.py) ---------------------------------------------------------

@@ -60,7 +60,12 @@ def _rotated(runtime) -> int:
 
 
 def _run_eager(runtime, args: tuple, inplace: bool):
+    """The rotation, eagerly (inside _RopeGrad's forward or backward, where grad mode is off): through the native
+    hot path's plans where it serves the op, as a public call would, else the Python path."""
     form = runtime.form((inplace,), (False,))
+    callers = runtime.native_callers
+    if callers and args[0].is_cuda:
+        return runtime.public_result(form, callers[form.variant](*args), args)
     return runtime.public_result(form, runtime.run(args, form), args)
 
 

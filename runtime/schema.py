@@ -286,55 +286,43 @@ class OpSchema:
         return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True)
 class Form:
     """One way a public call runs: which flags it sets and which outputs it gives. It is served by a torch op (its
-    default form, or the in-place op) or by a native variant of the op (``suffix``)."""
+    default form, or the in-place op) or by a native variant of the op (``variant``). What a call reads of it is
+    computed once, here."""
 
-    schema: OpSchema
-    flags: dict
-    given: tuple[str, ...]
+    def __init__(self, schema: OpSchema, flags: dict, given: tuple[str, ...]) -> None:
+        self.schema, self.flags, self.given = schema, dict(flags), tuple(given)
+        self.inplace = bool(self.flags.get("inplace", False))
+        # the torch op whose plans serve this form (its own, or its variant's)
+        self.op = schema.inplace_op if self.inplace and schema.inplace_op else schema.name
+        parts = []
+        for a in sorted(schema.flags() + schema.outputs(), key=lambda a: a.rank):
+            if a.role == "out" and a.name in self.given:
+                parts.append(a.suffix)
+            elif a.role == "flag" and a.suffix and bool(self.flags.get(a.name)) != a.suffix.startswith("!"):
+                parts.append(a.suffix.lstrip("!"))
+        self.suffix = "".join(parts)
+        self.variant = self.op + self.suffix
+        self._wanted = tuple(r.only_with is None or bool(self.flags.get(r.only_with)) for r in schema.results)
+        self._key = (tuple(bool(self.flags.get(f.name)) for f in schema.flags()),
+                     tuple(o.name in self.given for o in schema.outputs()))
+        # the tensors a call of this form gives past the op's arguments (a variant's extra arguments), in order
+        self._extras = tuple(p for o in schema.outputs() if o.name in self.given for p in (o.parts or (o.name,)))
 
     def valid(self) -> bool:
         """Whether a torch op or native variant serves it (else the Python path plans it, and explains it)."""
         return not (self.inplace and any(not self.schema.arg(n).with_inplace for n in self.given))
 
-    @property
-    def inplace(self) -> bool:
-        return bool(self.flags.get("inplace", False))
-
-    @property
-    def op(self) -> str:
-        """The torch op whose plans serve this form (its own, or its variant's)."""
-        return self.schema.inplace_op if self.inplace and self.schema.inplace_op else self.schema.name
-
-    @property
-    def suffix(self) -> str:
-        parts = []
-        for a in sorted(self.schema.flags() + self.schema.outputs(), key=lambda a: a.rank):
-            if a.role == "out" and a.name in self.given:
-                parts.append(a.suffix)
-            elif a.role == "flag" and a.suffix:
-                negated = a.suffix.startswith("!")
-                if bool(self.flags.get(a.name)) != negated:
-                    parts.append(a.suffix.lstrip("!"))
-        return "".join(parts)
-
-    @property
-    def variant(self) -> str:
-        return self.op + self.suffix
-
     def wanted(self) -> tuple[bool, ...]:
         """Per result: whether the call returns it."""
-        return tuple(r.only_with is None or bool(self.flags.get(r.only_with)) for r in self.schema.results)
+        return self._wanted
 
     def key(self) -> tuple:
-        return (tuple(bool(self.flags.get(f.name)) for f in self.schema.flags()),
-                tuple(o.name in self.given for o in self.schema.outputs()))
+        return self._key
 
     def extras(self) -> tuple[str, ...]:
-        """The tensors a call of this form gives past the op's arguments (a variant's extra arguments), in order."""
-        return tuple(p for o in self.schema.outputs() if o.name in self.given for p in (o.parts or (o.name,)))
+        return self._extras
 
 
 def changed(args: tuple[Arg, ...], **changes: dict) -> tuple[Arg, ...]:
