@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import textwrap
 
+from .plan_cache import ALIGN_MASK
 from .schema import Arg, Form, OpSchema
 
 _PAD = "    "
@@ -98,7 +99,7 @@ def key_source(schema: OpSchema) -> str:
         declared = o.declaration.split()[0]
         if declared.startswith("Tensor"):
             meta = f"(a[{i}].shape, a[{i}].stride(), a[{i}].dtype, a[{i}].is_neg(), a[{i}].get_device(), " \
-                   f"a[{i}].data_ptr() & 15)"
+                   f"a[{i}].data_ptr() & {ALIGN_MASK})"
             parts.append(meta if "?" not in declared else f"None if a[{i}] is None else {meta}")
         elif refilled:
             continue
@@ -108,8 +109,8 @@ def key_source(schema: OpSchema) -> str:
             parts.append(f"a[{i}]")
     body = ["key = (" + ", ".join(f"({p})" for p in parts) + ",)",
             "if extras:",
-            "    key += tuple((t.shape, t.stride(), t.dtype, t.is_neg(), t.get_device(), t.data_ptr() & 15) "
-            "for t in extras)",
+            "    key += tuple((t.shape, t.stride(), t.dtype, t.is_neg(), t.get_device(), "
+            f"t.data_ptr() & {ALIGN_MASK}) for t in extras)",
             "return key"]
     return _function("key", "a, extras", "", body)
 

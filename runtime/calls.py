@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .overrides import on_change
-from .plan_cache import ALIGN_MASK, PlanCache
+from .plan_cache import PlanCache
 from .schema import Form, OpSchema
 from .tensors import TensorInfo, from_torch, interleaving
 
-# Where a pointer comes from (hot_path.cpp's Source).
-ARGUMENT, OUTPUT, SCRATCH = 0, 1, 2
+from .native import ARGUMENT, OUTPUT, SCRATCH  # where a pointer comes from (hot_path.cpp's Source)
+
 _MAX_TENSOR_MAPS = 64  # the pointer pairs whose tensor maps a launch keeps
 _torch = None
 
@@ -109,7 +109,7 @@ class Plan:
         for sizes, strides, dtype in self.scratch:
             self.scratch_offsets.append(total)
             n = 0 if 0 in sizes else 1 + sum((s - 1) * st for s, st in zip(sizes, strides))
-            total += -(-n * _itemsize(dtype) // 256) * 256
+            total += -(-n * dtype.itemsize // 256) * 256
         self.scratch_bytes = total
 
     def overlapping(self, args) -> tuple[int, int] | None:
@@ -187,10 +187,6 @@ class Plan:
 
 def _pointer(t) -> int:
     return t.data_ptr() if t is not None and type(t) is not int else 0
-
-
-def _itemsize(dtype) -> int:
-    return dtype.itemsize
 
 
 class Call:
@@ -311,10 +307,6 @@ class Call:
         self.scratch_names[name] = (len(self.scratch), 0)
         self.scratch.append((tuple(sizes), tuple(strides), dtype))
 
-    def scratch_part(self, name: str, of: str, add: int) -> None:
-        """Name ``name`` a place ``add`` bytes into scratch tensor ``of``."""
-        self.scratch_names[name] = (self.scratch_names[of][0], add)
-
     def substitute(self, name: str, device_copy) -> None:
         """Host values of argument ``name`` were checked and copied to the device: the launches read the copy, and
         the plan serves this call alone."""
@@ -338,11 +330,6 @@ class Call:
         if value is None or type(value) is int:
             return None
         return (ARGUMENT, self.index_of(name))
-
-    def pointer(self, name: str) -> int:
-        """The pointer ``name`` has in this call (0 for none)."""
-        value = self[name] if name not in self.scratch_names else None
-        return 0 if value is None or type(value) is int else value.data_ptr()
 
     def launch(self, bound, field_names, values, pointers, integers=(), maps=None) -> Launch:
         """A launch of ``bound`` with parameter ``values`` (field_names' order): ``pointers`` (field, tensor name,
@@ -432,21 +419,6 @@ def takes(fn, arguments: dict) -> dict:
 
 
 _PARAMETERS: dict = {}
-
-
-def key_of(args, per_call) -> tuple:
-    """The plan-cache key of a call's arguments (hot_path.cpp's key_of): each tensor's metadata, each other value
-    itself (a list as a tuple), less the ints ``per_call`` marks. TypeError for a value no key covers."""
-    key = []
-    for a, refilled in zip(args, per_call):
-        if a is None or type(a) in (int, float, bool, str):
-            key.append(None if refilled and type(a) is int else a)
-        elif type(a) is list:
-            key.append(tuple(a))
-        else:
-            p = a.data_ptr()
-            key.append((a.shape, a.stride(), a.dtype, a.is_neg(), a.get_device(), p & ALIGN_MASK))
-    return tuple(key)
 
 
 RUNTIMES: dict = {}  # public op name -> its OpRuntime (each <op>_api module makes its own)
@@ -613,7 +585,7 @@ def _common_namespace(runtime: OpRuntime) -> dict:
             "_public": public}
 
 
-def bind_public(runtime: OpRuntime, doc: str):
+def bind_public(runtime: OpRuntime):
     """The public function of ``runtime``'s op (binder.public_source), through the native hot path where it loads."""
     from . import binder
 
@@ -625,7 +597,7 @@ def bind_public(runtime: OpRuntime, doc: str):
         return cell[0]
 
     namespace = dict(_common_namespace(runtime), _NATIVE=cell, _load_native=load_native)
-    function = binder.build(binder.public_source(runtime.schema, doc), name, namespace)
+    function = binder.build(binder.public_source(runtime.schema, runtime.schema.docstring()), name, namespace)
     function.__module__ = f"cukiln.{name}"
     runtime.public = function
     return function

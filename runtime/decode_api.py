@@ -20,55 +20,41 @@ from .tensors import HALVES
 
 SCHEMA = OpSchema(
     "decode_attention",
-    (Arg("q", "Tensor", doc="[b, h_q, d] (or [b, 1, h_q, d] / [b, h_q, 1, d]), fp16/bf16, any strides",
+    (Arg("q", "Tensor", doc="[b, h_q, d] (or [b, 1, h_q, d] / [b, h_q, 1, d]), fp16 or bf16, any strides",
          positional=True, dtypes=HALVES, refuse_grad=True),
-     Arg("k_cache", "Tensor", doc="[b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd), q's dtype, any strides",
-         positional=True, dtypes=HALVES, refuse_grad=True),
+     Arg("k_cache", "Tensor", doc="[b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd) of q's dtype, any strides: "
+         "typically a slice [:, :, :T] of a larger preallocated buffer, read in place, never copied; h_q a multiple "
+         "of h_kv (GQA: query head i reads KV head i // (h_q / h_kv))", positional=True, dtypes=HALVES,
+         refuse_grad=True),
      Arg("v_cache", "Tensor", doc="the value cache, k_cache's shape", positional=True, dtypes=HALVES,
          refuse_grad=True))
-    + changed(LENGTH_ARGS, kv_lens={"doc": "row i attends to keys [kv_start[i], kv_lens[i]): an int, or int32 [b]"})
-    + (Arg("scale", "float", None, "logit scale (default 1/sqrt(d))", optional=True),
+    + changed(LENGTH_ARGS, kv_lens={"doc": "row i attends to keys [kv_start[i], kv_lens[i]): an int, or an int32 [b] "
+                                           "tensor (on q's device; a CPU tensor is checked and copied over)"})
+    + (Arg("scale", "float", None, "logit scale, default 1/sqrt(d)", optional=True),
        Arg("softcap", "float", None, "logits become softcap * tanh(logit / softcap)", optional=True),
-       Arg("num_splits", "int", None, "split-KV count (default: the tuned rule)", optional=True),
+       Arg("num_splits", "int", None, "split-KV count (default: the tuned rule of the dispatch table for this GPU, "
+           "which also picks the K/V pipeline per grid; a count given runs the narrow pipeline)", optional=True),
        Arg("out", "Tensor", None, "q-shaped output (allocated when None)", optional=True, role="out", suffix="#out",
            rank=1, dtypes=HALVES, refuse_grad=True),
-       Arg("return_lse", "bool", False, "also return the log-sum-exp of the scaled logits, fp32 [b, h_q]",
+       Arg("return_lse", "bool", False, "also return the natural-log log-sum-exp of the scaled logits, fp32 [b, h_q]",
            role="flag", suffix="!#no_lse", rank=3),
-       Arg("batch_invariant", "bool", False, "each row's result depends on its own inputs alone"),
+       Arg("batch_invariant", "bool", False, "each row's result depends on that row's inputs and lengths alone, the "
+           "same bits whatever the batch, the other rows' lengths or the capacity (a row split by its own key count; "
+           "far slower than the tuned choice for a lone row of up to 8192 keys); not with num_splits"),
        STREAM),
     (Result("out"), Result("lse", only_with="return_lse")),
-    "Attention of one query token per row over keys [kv_start, kv_lens) of that row's KV cache.")
+    """Attention of one query token per row over keys [kv_start, kv_lens) of that row's KV cache: the output (and its
+log-sum-exp with ``return_lse``).
 
-DOC = """Attention of one query token per row over keys [kv_start, kv_lens) of that row's KV cache.
-
-q: [b, h_q, d] (or [b, 1, h_q, d] / [b, h_q, 1, d]), fp16 or bf16, any strides.
-k_cache, v_cache: [b, h_kv, T, d] (kv_layout "bhsd") or [b, T, h_kv, d] ("bshd") of q's dtype, any
-strides: typically a slice [:, :, :T] of a larger preallocated buffer, read in place, never copied.
-h_q must be a multiple of h_kv (GQA: query head i reads KV head i // (h_q / h_kv)); every query head
-of a KV head is served from one read of it (groups of up to 16; larger groups read it once per 16).
-kv_lens: an int, or an int32 [b] tensor (on q's device; a CPU tensor is checked and copied over):
-row i attends to keys [kv_start[i], kv_lens[i]). kv_start (int or int32 [b], default 0): left padding
-or a sliding window. A row with no keys gives zeros and log-sum-exp -inf. On-device lengths cannot be
-checked without a synchronization: a row whose kv_lens exceeds T, or whose kv_start is negative or
-beyond its kv_lens, gives NaN (output and lse).
-scale: logit scale, default 1/sqrt(d); softcap: logits become softcap * tanh(logit / softcap).
-num_splits: split-KV count (default: the tuned rule of the dispatch table for this GPU, which also
-picks the K/V pipeline per grid). A count given runs the narrow pipeline, which may be slower than the
-table's choice on small grids; ``CUKILN_DECODE_PIPELINE=narrow|deep|wide|ws|ws_deep`` (or
-``cukiln.overrides.forced("decode_pipeline", name)``) forces a pipeline, for checks and measurements.
-out: q-shaped output (allocated when None). return_lse: also return the natural-log log-sum-exp of
-the scaled logits, fp32 [b, h_q].
-batch_invariant: each row's result depends on that row's inputs and lengths alone, the same bits whatever
-the batch, the other rows' lengths or the cache's capacity (reproducible greedy decoding as a serving batch
-changes): a row is split by its own key count (one split up to 2048 keys, two up to 8192, sixteen beyond),
-never by the grid, on the ws pipeline from sm_90 on (deep or narrow before; their 64-key tiles give the same
-bits). Far slower than the tuned choice for a lone row of up to 8192 keys, which the tuned choice spreads over
-many more blocks. Not with num_splits.
-Runs on the current torch stream without synchronizing (``stream=`` picks another); CUDA-graph
-capturable. CuPy, JAX or any ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a
-copy and the results come back in q's framework (see cukiln.interop).
-Not differentiable: with grad mode on, q, k_cache, v_cache or out requiring grad is refused.
-"""
+Every query head of a KV head is served from one read of it (groups of up to 16; larger groups read it once per 16).
+A row with no keys gives zeros and log-sum-exp -inf. On-device lengths cannot be checked without a synchronization:
+a row whose kv_lens exceeds T, or whose kv_start is negative or beyond its kv_lens, gives NaN (output and lse).
+``CUKILN_DECODE_PIPELINE=narrow|deep|wide|ws|ws_deep`` (or ``cukiln.overrides.forced("decode_pipeline", name)``)
+forces a K/V pipeline, for checks and measurements.
+Runs on the current torch stream without synchronizing (``stream=`` picks another); CUDA-graph capturable. CuPy,
+JAX or any ``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a copy and the results come back in
+q's framework (see cukiln.interop). Not differentiable: with grad mode on, q, k_cache, v_cache or out requiring
+grad is refused.""")
 
 # Where each pointer field of the attention and combine kernels' structs comes from: the call's tensor of that name
 # (the split results: scratch of that name)
@@ -202,7 +188,7 @@ def forced_pipeline() -> str | None:
 
 
 RUNTIME = OpRuntime(SCHEMA, plan, torch_module="decode_torch")
-decode_attention = bind_public(RUNTIME, DOC)
+decode_attention = bind_public(RUNTIME)
 planned = bind_planning(RUNTIME)
 arguments = bind_arguments(RUNTIME)  # decode_attention's arguments -> (op arguments, form, outputs given)
 

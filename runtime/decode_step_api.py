@@ -28,46 +28,38 @@ from .kv_append_plan import plan_kv_append
 from .launch import kernel
 from .loader import KERNELS
 from .overrides import CURRENT as OVERRIDES
-from .schema import Arg, OpSchema, Result
+from .schema import Arg, OpSchema, Result, changed
 
 SCHEMA = OpSchema(
     "decode_step",
-    NEW_TOKENS + (
-        Arg("kv_lens", "Tensor", doc="each row's length before the step: int32 [b] on the device (a CPU tensor or an "
-                                     "int is checked and copied over)", positional=True, role="written",
-            written_with="advance_lens", dtypes=("int32",)),
+    changed(NEW_TOKENS, q={"doc": "[b, h_q, d]: one new token a row"}, k_new={"doc": "[b, h_kv, d]"},
+            v_new={"doc": "[b, h_kv, d]"}) + (
+        Arg("kv_lens", "Tensor", doc="each row's length before the step: an int32 [b] tensor on the device (what a "
+            "captured CUDA graph wants), an int32 CPU tensor (checked, then copied over) or an int",
+            positional=True, role="written", written_with="advance_lens", dtypes=("int32",)),
         Arg("kv_layout", "str", "bhsd", "the caches' layout: [b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd)"),
-        Arg("kv_start", "IntOrTensor", None, "each row's first valid slot: int or int32 [b]", optional=True,
-            op_names=("kv_start_tensor", "kv_start"), dtypes=("int32",)),
+        Arg("kv_start", "IntOrTensor", None, "each row's first valid slot: an int or int32 [b], default 0",
+            optional=True, op_names=("kv_start_tensor", "kv_start"), dtypes=("int32",)),
         POSITIONS,
     ) + rotary.args(mrope=False) + QK_NORM + (
-        Arg("scale", "float", None, "attention's logit scale (default 1/sqrt(d))", optional=True),
+        Arg("scale", "float", None, "attention's logit scale, default 1/sqrt(d)", optional=True),
         Arg("softcap", "float", None, "logits become softcap * tanh(logit / softcap)", optional=True),
         Arg("num_splits", "int", None, "split-KV count (default: the tuned rule)", optional=True),
-        Arg("advance_lens", "bool", False, "add 1 to kv_lens after the step"),
+        Arg("advance_lens", "bool", False, "add 1 to kv_lens after the step (on the device for a device tensor: a "
+            "graph replays step after step with no host work; in place for a CPU tensor; an int cannot be advanced)"),
         Arg("out", "Tensor", None, "[b, h_q, d] output (allocated when None)", optional=True, role="out",
             suffix="#out", rank=1, dtypes=kv_append_api.HALVES, refuse_grad=True),
         Arg("return_lse", "bool", False, "also return the log-sum-exp, fp32 [b, h_q]", role="flag",
             suffix="!#no_lse", rank=3),
         STREAM),
     (Result("out"), Result("lse", only_with="return_lse")),
-    "kv_append of one new token a row, then decode_attention over each row's keys including it.")
+    """Append each row's new token to the caches (rotated by RoPE, at slot kv_lens[i]) and attend to keys
+[kv_start[i], kv_lens[i] + 1) with the rotated query: the attention output [b, h_q, d] (and its log-sum-exp with
+``return_lse``).
 
-DOC = """Append each row's new token to the caches (rotated by RoPE, at slot kv_lens[i]) and attend to keys
-[kv_start[i], kv_lens[i] + 1) with the rotated query: the attention output [b, h_q, d] (and its log-sum-exp
-with ``return_lse``).
-
-q: [b, h_q, d] (one new token a row), k_new, v_new: [b, h_kv, d], caches and lengths as cukiln.kv_append and
-cukiln.decode_attention take them. The RoPE and QK-norm arguments are kv_append's (``rotary=`` or loose, its
-position scale ``rope_scale``); ``scale`` (default 1/sqrt(d)), ``softcap``, ``num_splits``, ``out`` and
-``return_lse`` are decode_attention's. kv_lens: an int32 [b] tensor on the device (what a captured CUDA graph
-wants), an int32 CPU tensor (checked, then copied over) or an int. ``advance_lens=True`` adds 1 to kv_lens after
-the step (on the device for a device tensor: a graph replays step after step with no host work; in place for a CPU
-tensor; an int cannot be advanced). Every argument of both launches is validated before anything is written;
-lengths on the device are not read back (a row that does not fit writes nothing and gets NaN, as both ops report
-it).
-"""
-
+The RoPE and QK-norm arguments are cukiln.kv_append's; scale, softcap, num_splits, out and return_lse are
+cukiln.decode_attention's. Every argument of both launches is validated before anything is written; lengths on the
+device are not read back (a row that does not fit writes nothing and gets NaN, as both ops report it).""")
 
 def plan(call: Call):
     """The plan of a decode step: both ops planned on the step's arguments, the rotated query and the new lengths
@@ -193,7 +185,7 @@ def fused_kernel(append, attention):
 
 
 RUNTIME = OpRuntime(SCHEMA, plan, torch_module="decode_step_torch")
-decode_step = bind_public(RUNTIME, DOC)
+decode_step = bind_public(RUNTIME)
 planned = bind_planning(RUNTIME)
 arguments = bind_arguments(RUNTIME)  # decode_step's arguments -> (op arguments, form, outputs given)
 

@@ -15,7 +15,4 @@ def _fake(q, *args):
 
 def register(runtime):
     """The op's torch ops: cukiln.torch's wrapper."""
-    return register_ops(runtime, fakes={"decode_step": _fake},
-                        doc="cukiln.decode_step as the op cukiln::decode_step (see there for the arguments): the "
-                            "attention output (and its log-sum-exp with ``return_lse``). ``out=`` is "
-                            "cukiln.decode_step's only.")
+    return register_ops(runtime, fakes={"decode_step": _fake})

@@ -18,6 +18,4 @@ def _fake(q, *args):
 
 def register(runtime):
     """The op's torch ops: cukiln.torch's wrapper."""
-    return register_ops(runtime, fakes={"decode_attention": _fake},
-                        doc="cukiln.decode_attention as the op cukiln::decode_attention (see there for the "
-                            "arguments); ``out=`` is cukiln.decode_attention's only.")
+    return register_ops(runtime, fakes={"decode_attention": _fake})

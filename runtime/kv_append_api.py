@@ -15,32 +15,39 @@ from .tensors import FLOATS, HALVES, INTS
 
 # The lengths a call gives, as kv_append and decode_step take them
 LENGTH_ARGS = (
-    Arg("kv_lens", "IntOrTensor", doc="each row's length before the append: an int, or int32 [b]", positional=True,
-        per_call=True, op_names=("kv_lens_tensor", "kv_len"), dtypes=("int32",)),
+    Arg("kv_lens", "IntOrTensor", doc="each row's length before the append: an int, or an int32 [b] tensor (on q's "
+        "device; a CPU tensor is checked and copied over)", positional=True, per_call=True,
+        op_names=("kv_lens_tensor", "kv_len"), dtypes=("int32",)),
     Arg("kv_layout", "str", "bhsd", "the caches' layout: [b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd)"),
-    Arg("kv_start", "IntOrTensor", None, "each row's first valid slot (left padding, a window): int or int32 [b]",
-        optional=True, per_call=True, op_names=("kv_start_tensor", "kv_start"), dtypes=("int32",)),
+    Arg("kv_start", "IntOrTensor", None, "each row's first valid slot (left padding, a sliding window): an int or "
+        "int32 [b], default 0", optional=True, per_call=True, op_names=("kv_start_tensor", "kv_start"),
+        dtypes=("int32",)),
 )
 NEW_TOKENS = (
-    Arg("q", "Tensor", doc="[b, n, h_q, d] or [b, h_q, d], fp16/bf16: the new tokens' queries", positional=True,
+    Arg("q", "Tensor", doc="[b, n, h_q, d] (n new tokens a row: 1 for decode, more for chunked prefill or drafts) or "
+        "[b, h_q, d], fp16 or bf16; every tensor's last dim contiguous, its other strides free (q, k and v may be "
+        "slices of one fused projection)", positional=True, dtypes=HALVES, refuse_grad=True),
+    Arg("k_new", "Tensor", doc="[b, n, h_kv, d] (or [b, h_kv, d]) of q's dtype: the new tokens' keys", positional=True,
         dtypes=HALVES, refuse_grad=True),
-    Arg("k_new", "Tensor", doc="[b, n, h_kv, d] (or [b, h_kv, d]): their keys", positional=True, dtypes=HALVES,
+    Arg("v_new", "Tensor", doc="the new tokens' values, k_new's shape", positional=True, dtypes=HALVES,
         refuse_grad=True),
-    Arg("v_new", "Tensor", doc="their values, k_new's shape", positional=True, dtypes=HALVES, refuse_grad=True),
-    Arg("k_cache", "Tensor", doc="the key cache, any strides (a slice of a larger buffer)", positional=True,
-        role="written", dtypes=HALVES),
+    Arg("k_cache", "Tensor", doc="[b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd) of q's dtype, any strides (a slice "
+        "of a larger buffer): new token j of row i goes to slot kv_lens[i] + j", positional=True, role="written",
+        dtypes=HALVES),
     Arg("v_cache", "Tensor", doc="the value cache, k_cache's shape", positional=True, role="written", dtypes=HALVES),
 )
 QK_NORM = (
-    Arg("q_norm_weight", "Tensor", None, "[d] QK-norm weight of q's heads (Qwen3, Gemma 3), fp32 or q's dtype",
-        optional=True, dtypes=FLOATS),
-    Arg("k_norm_weight", "Tensor", None, "[d] QK-norm weight of k's heads", optional=True, dtypes=FLOATS),
+    Arg("q_norm_weight", "Tensor", None, "QK-norm (Qwen3, Gemma 3): [d], fp32 or q's dtype, contiguous: each head of "
+        "q becomes x * rsqrt(mean(x^2 over the head) + norm_eps) * weight, in fp32, before the rotation (Gemma's "
+        "(1 + weight) is passed as such)", optional=True, dtypes=FLOATS),
+    Arg("k_norm_weight", "Tensor", None, "the same for k's heads (either weight may be given alone)", optional=True,
+        dtypes=FLOATS),
     Arg("norm_eps", "float", 1e-6, "inside the QK-norm's root"),
 )
-POSITIONS = Arg("positions", "Tensor", None, "[b, n] (or [b]) RoPE positions; default: slot - kv_start",
-                optional=True, dtypes=INTS)
-STREAM = Arg("stream", "Stream", None, "run on this stream (default: torch's current one)", optional=True,
-             role="stream")
+POSITIONS = Arg("positions", "Tensor", None, "each new token's RoPE position, [b, n] (or [b] for n = 1) int32/int64; "
+                "default: its slot minus kv_start", optional=True, dtypes=INTS)
+STREAM = Arg("stream", "Stream", None, "run on this stream (a torch, CuPy or JAX stream or handle; default: torch's "
+             "current one)", optional=True, role="stream")
 RENAMED_SCALE = Arg("scale", "float", None, "older spelling of rope_scale", optional=True, role="renamed",
                     renames="rope_scale")
 
@@ -48,45 +55,24 @@ SCHEMA = OpSchema(
     "kv_append",
     NEW_TOKENS + LENGTH_ARGS + (
         POSITIONS,
-        Arg("kv_lens_out", "Tensor", None, "int32 [b] that receives kv_lens + n (what decode reads next)",
-            optional=True, role="out", suffix="#lens_out", rank=2, dtypes=("int32",)),
+        Arg("kv_lens_out", "Tensor", None, "an int32 [b] tensor of its own that receives each row's length after the "
+            "append, kv_lens + n (what decode_attention reads next)", optional=True, role="out", suffix="#lens_out",
+            rank=2, dtypes=("int32",)),
     ) + rotary.args(mrope=False) + QK_NORM + (
         Arg("inplace", "bool", False, "rotate q itself", role="flag", suffix="#inplace", rank=0),
         Arg("out", "Tensor", None, "where the rotated query goes (allocated like q when None)", optional=True,
             role="out", suffix="#out", rank=1, dtypes=HALVES, refuse_grad=True, with_inplace=False),
         STREAM, RENAMED_SCALE),
     (Result("out", in_place_of="q"),),
-    "The new tokens rotated by RoPE (and QK-normed) and their keys and values written into the caches at each "
-    "row's length, in one launch; returns the rotated query.")
-
-
-DOC = """Rotate each row's new query and key tokens by RoPE and append the rotated keys and the values to the caches at
+    """Rotate each row's new query and key tokens by RoPE and append the rotated keys and the values to the caches at
 the row's current length, in one launch. Returns the rotated query.
 
-q: [b, n, h_q, d] (n new tokens a row: 1 for decode, more for chunked prefill or speculative drafts) or
-[b, h_q, d] (n = 1), fp16 or bf16; k_new, v_new: [b, n, h_kv, d] (or [b, h_kv, d]) of q's dtype. Every tensor's
-last dim is contiguous; its other strides are free (q, k and v may be slices of one fused projection).
-k_cache, v_cache: [b, h_kv, T, d] (kv_layout "bhsd") or [b, T, h_kv, d] ("bshd"), any strides (slices of larger
-buffers): new token j of row i goes to slot kv_lens[i] + j of both.
-kv_lens: each row's length before the append, an int or an int32 [b] tensor (on q's device; a CPU tensor is
-checked and copied over). kv_start (int or int32 [b], default 0): the row's first valid slot (left padding).
-The RoPE position of a new token is its slot minus kv_start, or ``positions`` ([b, n], or [b] for n = 1,
-int32/int64) when given. Angles: a ``rotary=cukiln.Rotary(...)``, or exactly one of cukiln.rope's sources as
-loose arguments (freqs, cos/sin, cos_sin_cache, inv_freq, base; ``rope_scale``, ``mscale``, ``interleaved``,
-``rotary_dim``, ``rotary_offset`` as there; ``scale`` is the older spelling of ``rope_scale``); the features
-outside the rotated span pass through to q's output and to the key cache.
-QK-norm (Qwen3, Gemma 3): ``q_norm_weight`` / ``k_norm_weight`` ([d], fp32 or q's dtype, contiguous) normalize
-each head of q / k before the rotation, x * rsqrt(mean(x^2 over the head's d features) + norm_eps) * weight, in
-fp32 (Gemma's (1 + weight) is passed as such); either may be given alone.
-Lengths on the device are never read back: a row whose new slots would run past the capacity (or with a
-negative length, or a kv_start beyond its length) writes nothing to the caches and gets NaN rotated features
-in its query output, as decode_attention reports bad lengths with NaN. Host-known lengths are checked, and a
-bad one raises before anything is written. ``kv_lens_out`` (an int32 [b] tensor of its own, optional) receives
-each row's length after the append, kv_lens + n: what decode_attention reads next.
-inplace=True rotates q itself; otherwise the query goes to ``out`` (allocated like q when None). k_new is never
-written. Runs on the current torch stream without synchronizing (``stream=`` picks another); CUDA-graph
-capturable with device lengths. Not differentiable.
-"""
+The features outside the rotated span pass through to q's output and to the key cache; k_new is never written.
+Lengths on the device are never read back: a row whose new slots would run past the capacity (or with a negative
+length, or a kv_start beyond its length) writes nothing to the caches and gets NaN rotated features in its query
+output, as decode_attention reports bad lengths with NaN. Host-known lengths are checked, and a bad one raises
+before anything is written. Runs on the current torch stream without synchronizing; CUDA-graph capturable with
+device lengths. Not differentiable.""")
 
 
 def host_lengths(call: Call, device, torch) -> dict:
@@ -156,7 +142,7 @@ def _torch():
 
 
 RUNTIME = OpRuntime(SCHEMA, plan, torch_module="kv_append_torch")
-kv_append = bind_public(RUNTIME, DOC)
+kv_append = bind_public(RUNTIME)
 planned = bind_planning(RUNTIME)  # kv_append's arguments -> its Plan, nothing launched
 arguments = bind_arguments(RUNTIME)  # kv_append's arguments -> (op arguments, form, outputs given)
 

@@ -14,6 +14,4 @@ def _fake(q, *args):
 
 def register(runtime):
     """The op's torch ops: cukiln.torch's wrapper."""
-    return register_ops(runtime, fakes={"kv_append": _fake},
-                        doc="cukiln.kv_append as the op cukiln::kv_append (see there for the arguments): returns the "
-                            "rotated query, new. ``inplace``, ``out`` and ``kv_lens_out`` are cukiln.kv_append's only.")
+    return register_ops(runtime, fakes={"kv_append": _fake})

@@ -156,45 +156,6 @@ def launch_description(bound, template, pointer_slots, integer_slots=(), maps=No
             "maps": None if maps is None else ([offsets[f] for f in maps[0]], list(maps[1]), maps[2])}
 
 
-def pointer_slots(slots, sources) -> list:
-    """A Refill's slots (field index, pointer index, bytes added) as a description's pointer slots: ``sources`` per
-    pointer index None (no tensor in this call: the template keeps the Python path's 0 + add) or (source, index)
-    or (source, index, bytes added: a place inside a scratch allocation)."""
-    out = []
-    for field, i, add in slots:
-        if sources[i] is not None:
-            source, index, *extra = sources[i]
-            out.append((field, source, index, add + sum(extra)))
-    return out
-
-
-def overlap_checks(pairs, sources) -> list:
-    """A Refill's (written, checked) pairs as a description's overlap checks, between argument tensors only (a
-    fresh output overlaps nothing)."""
-    out = []
-    for w, i, w_lo, w_hi, i_lo, i_hi, window in pairs:
-        if sources[w] is not None and sources[i] is not None and sources[w][0] == sources[i][0] == ARGUMENT:
-            apart = (0, 0, 0) if window is None else (window.modulus, window.lo, window.hi)
-            out.append((sources[w][1], sources[i][1], w_lo, w_hi, i_lo, i_hi, *apart))
-    return out
-
-
-def allocation(t) -> tuple:
-    """How the C++ side allocates a tensor like ``t``: (sizes, strides, torch ScalarType number)."""
-    return tuple(t.shape), tuple(t.stride()), scalar_type(t.dtype)
-
-
-def results(result, lse, given: int | None) -> tuple:
-    """Where an attention op's (out, lse) come from, for its description: (out's source, lse's source or None,
-    the outputs to allocate, the returns). ``given``: the argument index of the caller's out in a variant's
-    arguments (None: out is allocated); ``lse`` None where the caller did not ask for it (a variant's NOTHING)."""
-    allocated = ([result] if given is None else []) + ([] if lse is None else [lse])
-    lse_index = len(allocated) - 1
-    return ((OUTPUT, 0) if given is None else (ARGUMENT, given), None if lse is None else (OUTPUT, lse_index),
-            [allocation(t) for t in allocated],
-            (0 if given is None else -1 - given, NOTHING if lse is None else lse_index))
-
-
 def scalar_type(dtype) -> int:
     import torch
 

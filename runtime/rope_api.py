@@ -20,99 +20,63 @@ from .tensors import FLOATS, INTS, from_torch
 # The arguments after the rotated tensors, rope's and rope_qk's alike
 _ANGLES_AND_POSITIONS = rotary.args(mrope=True, doc_scale="positions times it, for inv_freq and base angles") + (
     Arg("layout", "str", "sbhd", "[s, b, h, d] (sbhd), [b, s, h, d] (bshd) or packed [t, h, d] (thd)"),
-    Arg("positions", "Tensor", None, "explicit positions: [s] or [b, s] ([t] for thd; [3, ...] for M-RoPE)",
+    Arg("positions", "Tensor", None, "explicit positions, read as given: [s] or [b, s] int32/int64 ([t] for thd, "
+        "which then needs no cu_seqlens; [3, ...] for M-RoPE); default: the index in the sequence plus offsets",
         optional=True, dtypes=INTS),
-    Arg("offsets", "IntOrTensor", None, "each sequence's first position: an int, or an int tensor [b]",
-        optional=True, op_names=("offsets_tensor", "offset"), int_optional=True, dtypes=INTS),
-    Arg("cu_seqlens", "Tensor", None, "thd: int32 [b + 1] sequence boundaries (device, or host: checked)",
-        optional=True, dtypes=("int32",)),
-    Arg("cp_size", "int", 1, "context parallel: the ranks a sequence is split over (TransformerEngine's split)"),
+    Arg("offsets", "IntOrTensor", None, "added to each index in the sequence: an int, or an int tensor [b] (one "
+        "per sequence)", optional=True, op_names=("offsets_tensor", "offset"), int_optional=True, dtypes=INTS),
+    Arg("cu_seqlens", "Tensor", None, "thd: int32 [b + 1] sequence boundaries, on x's device (never read back: a "
+        "malformed one gives NaN rows) or on the CPU (checked, then copied over); tokens past the last sequence "
+        "are left alone", optional=True, dtypes=("int32",)),
+    Arg("cp_size", "int", 1, "context parallel: TransformerEngine's load-balanced split, each sequence in "
+        "2 * cp_size chunks of which this rank holds chunks cp_rank and 2 * cp_size - 1 - cp_rank (thd: cu_seqlens "
+        "are the global offsets)"),
     Arg("cp_rank", "int", 0, "context parallel: this rank"),
-    Arg("max_seqlen", "SymInt", None, "thd: the longest global sequence (lets the thd rule pick grid dispatch)",
-        optional=True),
-    Arg("backward", "bool", False, "apply the exact vector-Jacobian product (the rotation reversed)"),
-    Arg("inplace", "bool", False, "rotate the input itself", role="flag", rank=0),
+    Arg("max_seqlen", "SymInt", None, "thd: the longest global sequence, which lets the token/grid rule consider "
+        "grid dispatch (CUKILN_ROPE_THD_DISPATCH=token|grid|auto overrides the rule)", optional=True),
+    Arg("backward", "bool", False, "apply the exact vector-Jacobian product of the forward to a gradient"),
+    Arg("inplace", "bool", False, "rotate the input itself, reading and writing only the rotated features",
+        role="flag", rank=0),
 )
+_NOTES = """A position outside a table that only the device knows makes that token's rotated features NaN; nothing is read
+out of bounds. Angles are reduced in double precision, so large positions keep fp32 accuracy.
+Runs on the current torch stream without synchronizing (``stream=`` picks another); CuPy, JAX or any
+``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a copy and the result comes back in the
+input's framework (see cukiln.interop).
+Autograd does not see this call: with grad mode on, an input, output or angle table that requires grad is refused
+(cukiln.torch.rope and cukiln.torch.rope_qk are the differentiable forms); inside an autograd.Function, or detached,
+it runs."""
 
 SCHEMA = OpSchema(
     "rope",
-    (Arg("x", "Tensor", doc="[s, b, h, d], [b, s, h, d] or [t, h, d], fp32/fp16/bf16, any strides", positional=True,
-         dtypes=FLOATS, refuse_grad=True),)
+    (Arg("x", "Tensor", doc="[s, b, h, d] (sbhd), [b, s, h, d] (bshd) or packed [t, h, d] (thd), fp32/fp16/bf16, any "
+         "strides (a permuted view runs without a copy), on a CUDA device", positional=True, dtypes=FLOATS,
+         refuse_grad=True),)
     + _ANGLES_AND_POSITIONS
-    + (Arg("out", "Tensor", None, "where the result goes (allocated like x when None)", optional=True, role="out",
-           suffix="#out", rank=1, dtypes=FLOATS, refuse_grad=True, with_inplace=False),
+    + (Arg("out", "Tensor", None, "where the result goes (allocated like x when None); the features outside the "
+           "rotated span are copied over", optional=True, role="out", suffix="#out", rank=1, dtypes=FLOATS,
+           refuse_grad=True, with_inplace=False),
        STREAM, RENAMED_SCALE),
     (Result("out", in_place_of="x"),),
-    "Rotate features [rotary_offset, rotary_offset + rotary_dim) of every head of x by position-dependent angles.",
+    "Rotate features [rotary_offset, rotary_offset + rotary_dim) of every head of x by position-dependent angles; "
+    "returns the output tensor.\n\n" + _NOTES,
     inplace_op="rope_")
 
 QK_SCHEMA = OpSchema(
     "rope_qk",
-    (Arg("q", "Tensor", doc="q: as rope's x", positional=True, dtypes=FLOATS, refuse_grad=True),
-     Arg("k", "Tensor", doc="k of the same tokens: any head count and strides, or None (q alone)", positional=True,
-         optional=True, dtypes=FLOATS, refuse_grad=True))
+    (Arg("q", "Tensor", doc="as rope's x", positional=True, dtypes=FLOATS, refuse_grad=True),
+     Arg("k", "Tensor", doc="k of the same tokens: any head count and strides (e.g. the next slice of a fused "
+         "projection), or None (q alone, k_out None)", positional=True, optional=True, dtypes=FLOATS,
+         refuse_grad=True))
     + _ANGLES_AND_POSITIONS
     + (Arg("out", "Tensor", None, "a pair (q_out, k_out), or None (both allocated)", optional=True, role="out",
            suffix="#out", rank=1, dtypes=FLOATS, refuse_grad=True, with_inplace=False, parts=("q_out", "k_out")),
        STREAM, RENAMED_SCALE),
     (Result("q_out", in_place_of="q"), Result("k_out", in_place_of="k")),
-    "cukiln.rope on q and k of the same tokens at once: (q_out, k_out).",
+    "cukiln.rope on q and k of the same tokens at once: (q_out, k_out). Each token's angles are computed once, for "
+    "all of its q and k heads, in one launch (dense layouts with the last dim contiguous; packed thd sequences and "
+    "strided last dims take a second launch for k).\n\n" + _NOTES,
     inplace_op="rope_qk_")
-
-DOC = """Rotate features [rotary_offset, rotary_offset + rotary_dim) of every head of ``x`` by position-dependent
-angles.
-
-x: [s, b, h, d] (layout "sbhd"), [b, s, h, d] ("bshd") or packed [t, h, d] ("thd"), fp32/fp16/bf16,
-any strides, on a CUDA device.
-Angles: ``rotary=cukiln.Rotary(...)``, or its fields as loose arguments, exactly one source: ``freqs``
-[max_pos, rotary_dim] fp32 angles (sin/cos taken in the kernel); ``cos``/``sin`` caches [max_pos, rotary_dim] or
-[max_pos, rotary_dim/2] in fp32 or x's dtype; ``cos_sin_cache`` [max_pos, rotary_dim], the packed table of vLLM,
-SGLang and FlashInfer (cos of the pairs in the first half of a row, their sin in the second), fp32 or x's dtype;
-``inv_freq`` [rotary_dim/2] fp32 with angle = position * rope_scale * inv_freq[i]; or ``base``, with
-inv_freq[i] = base ** (-2i / rotary_dim) (the frequencies follow rotary_dim, not the head dim). Tables of shape
-[max_pos, 1, 1, width] are accepted. ``rope_scale`` (older spelling: ``scale``): positions times it, for inv_freq
-and base. ``mscale``: cos and sin multiplied by it, whatever their source (YaRN's and LongRoPE's attention factor;
-``cukiln.rope_recipe`` turns a model config's rope parameters into inv_freq, rotary_dim and mscale).
-rotary_dim defaults to the table width (freqs, cos_sin_cache), 2 * len(inv_freq), or d (base); cos/sin tables
-of width w read as full-width (rotary_dim = w) or half-width (2w), and where both fit the head the call must
-give rotary_dim. ``rotary_offset``: the rotated span's first feature (vLLM's rope_dim_offset; MLA's rotary
-part at the end of the head); features outside the span pass through.
-Positions: the index in the sequence plus ``offsets`` (an int or an int tensor [b], one per sequence),
-or explicit ``positions`` ([s] or [b, s] int32/int64, read as given; [t] for thd, which then needs no
-cu_seqlens).
-M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): ``mrope_section=(t, h, w)``, the rotary pairs that take each of a
-token's three positions (t + h + w = rotary_dim / 2), with ``positions`` of shape [3, s] or [3, b, s] ([3, t]
-for thd): time, height and width rows, any strides. Chunked sections by default (pairs [0, t) take the time
-position, [t, t + h) the height, the rest the width: Qwen2-VL's layout); ``mrope_interleaved=True`` interleaves
-them as Qwen3-VL does (pair i takes the height when i % 3 == 1 and i < 3h, the width when i % 3 == 2 and
-i < 3w, else the time). Every angle source, pairing, layout, in place and backward take it.
-thd: ``cu_seqlens`` int32 [b + 1] (on x's device, or on the CPU: then its values are checked and it is
-copied over) delimits the sequences; tokens past the last sequence are left alone (out-of-place,
-their rows of out are not written). ``max_seqlen`` (the longest global sequence, optional) lets the
-token/grid rule consider grid dispatch; ``CUKILN_ROPE_THD_DISPATCH=token|grid|auto`` (or
-``cukiln.overrides.forced("rope_thd_dispatch", mode)``) overrides the rule.
-Context parallel (``cp_size``, ``cp_rank``): TransformerEngine's load-balanced split, each sequence in
-2 * cp_size chunks of which this rank holds chunks cp_rank and 2 * cp_size - 1 - cp_rank; for thd,
-cu_seqlens are the global offsets. A malformed device-resident cu_seqlens (a negative length, or a
-length not divisible by 2 * cp_size) gives that sequence's tokens NaN rotated features.
-A position outside a table that only the device knows makes that token's rotated features NaN;
-nothing is read out of bounds.
-``backward=True`` applies the exact vector-Jacobian product of the forward to a gradient x.
-``inplace=True`` rotates x itself, reading and writing only the rotated features; otherwise the
-result goes to ``out`` (allocated like x when None) and the other features are copied over.
-Runs on the current torch stream without synchronizing (``stream=`` picks another); CuPy, JAX or any
-``__dlpack__`` / ``__cuda_array_interface__`` arrays are taken without a copy and the result comes back
-in x's framework (see cukiln.interop). Returns the output tensor.
-Autograd does not see this call: with grad mode on, an x, out or angle table that requires grad is refused
-(cukiln.torch.rope is the differentiable form in x); inside an autograd.Function, or detached, it runs.
-"""
-
-QK_DOC = """cukiln.rope on q and k of the same tokens at once: (q_out, k_out). k may differ from q in its head count and
-in every stride (e.g. ``qkv[:, :hq * d].view(t, hq, d)`` and the next slice); each token's angles are computed
-once, for all of its q and k heads, in one launch (dense layouts with the last dim contiguous; packed thd
-sequences and strided last dims take a second launch for k). ``k=None`` rotates q alone (k_out None).
-Every other argument is cukiln.rope's; ``out`` is a pair (q_out, k_out) or None (both allocated).
-"""
 
 _RULE: list = [None]  # the dense launch rule a measurement plans with (plan_call's rule=), else None
 
@@ -185,8 +149,8 @@ def plan(call: Call):
 RUNTIME = OpRuntime(SCHEMA, plan, torch_module="rope_torch")
 QK_RUNTIME = OpRuntime(QK_SCHEMA, plan, torch_module="rope_torch")
 RUNTIMES = {"rope": RUNTIME, "rope_qk": QK_RUNTIME}
-rope = bind_public(RUNTIME, DOC)
-rope_qk = bind_public(QK_RUNTIME, QK_DOC)
+rope = bind_public(RUNTIME)
+rope_qk = bind_public(QK_RUNTIME)
 _planned, _planned_qk = bind_planning(RUNTIME), bind_planning(QK_RUNTIME)
 arguments, qk_arguments = bind_arguments(RUNTIME), bind_arguments(QK_RUNTIME)  # -> (op arguments, form, outputs)
 

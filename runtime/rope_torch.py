@@ -164,10 +164,6 @@ def _nothing(*args):
 
 
 _HOOKS: dict = {}  # op name -> its hook, once registered
-_DOCS = {"rope": "cukiln.rope as the ops cukiln::rope / cukiln::rope_ (see cukiln.rope for the arguments), "
-                 "differentiable in x. ``out=`` is cukiln.rope's only: an op returns a new tensor or rotates x.",
-         "rope_qk": "cukiln.rope_qk as the ops cukiln::rope_qk / cukiln::rope_qk_ (see cukiln.rope_qk): (q_out, "
-                    "k_out), differentiable in q and k. ``k=None``: q alone, as cukiln.torch.rope (k_out None)."}
 
 
 def register(runtime):
@@ -178,4 +174,4 @@ def register(runtime):
     fake = _fake_rope_qk if name == "rope_qk" else _fake_rope
     return register_ops(runtime, fakes={name: fake, inplace: _nothing},
                         autograd={name: _autograd(runtime, name), inplace: _inplace_autograd(runtime, inplace, rotated)},
-                        hook=hook, doc=_DOCS[name])
+                        hook=hook)

@@ -72,28 +72,38 @@ def args(*, mrope: bool, doc_scale: str = "positions times it, for inv_freq and 
     from .tensors import FLOATS
 
     declared = (
-        Arg("rotary", "Rotary", None, "the angle arguments below as one cukiln.Rotary", optional=True),
-        Arg("freqs", "Tensor", None, "[max_pos, rotary_dim] fp32 angles", optional=True, dtypes=("fp32",),
-            refuse_grad=True),
-        Arg("cos", "Tensor", None, "[max_pos, rotary_dim or rotary_dim/2] cos table, fp32 or x's dtype",
-            optional=True, dtypes=FLOATS, refuse_grad=True),
-        Arg("sin", "Tensor", None, "the sin table beside cos", optional=True, dtypes=FLOATS, refuse_grad=True),
-        Arg("cos_sin_cache", "Tensor", None, "[max_pos, rotary_dim] packed cos|sin table (vLLM, FlashInfer)",
-            optional=True, dtypes=FLOATS, refuse_grad=True),
-        Arg("inv_freq", "Tensor", None, "[rotary_dim/2] fp32 frequencies", optional=True, dtypes=("fp32",),
-            refuse_grad=True),
-        Arg("base", "float", None, "inv_freq[i] = base ** (-2i / rotary_dim), computed in the kernel",
+        Arg("rotary", "Rotary", None, "the angle arguments below as one cukiln.Rotary (give one form or the other)",
             optional=True),
+        Arg("freqs", "Tensor", None, "angles, exactly one source of: freqs [max_pos, rotary_dim] fp32 angles (sin and "
+            "cos taken in the kernel; [max_pos, 1, 1, width] tables are taken too)", optional=True,
+            dtypes=("fp32",), refuse_grad=True),
+        Arg("cos", "Tensor", None, "a cos table [max_pos, rotary_dim] or [max_pos, rotary_dim/2] (one entry a pair), "
+            "fp32 or the input's dtype", optional=True, dtypes=FLOATS, refuse_grad=True),
+        Arg("sin", "Tensor", None, "the sin table beside cos, alike", optional=True, dtypes=FLOATS, refuse_grad=True),
+        Arg("cos_sin_cache", "Tensor", None, "[max_pos, rotary_dim], the packed table of vLLM, SGLang and FlashInfer "
+            "(each row the pairs' cos, then their sin), fp32 or the input's dtype", optional=True, dtypes=FLOATS,
+            refuse_grad=True),
+        Arg("inv_freq", "Tensor", None, "[rotary_dim/2] fp32: angle = position * rope_scale * inv_freq[i]",
+            optional=True, dtypes=("fp32",), refuse_grad=True),
+        Arg("base", "float", None, "inv_freq[i] = base ** (-2i / rotary_dim), computed in the kernel (the frequencies "
+            "follow rotary_dim, not the head dim)", optional=True),
         Arg("rope_scale", "float", 1.0, doc_scale),
-        Arg("mscale", "float", 1.0, "cos and sin times it (YaRN's and LongRoPE's attention factor)"),
-        Arg("interleaved", "bool", False, "pairs (2i, 2i+1) rather than (i, i + rotary_dim/2)"),
-        Arg("rotary_dim", "int", None, "the features rotated (default: the table's width, or d)", optional=True),
-        Arg("rotary_offset", "int", 0, "the rotated span's first feature"),
+        Arg("mscale", "float", 1.0, "cos and sin times it, whatever their source (YaRN's and LongRoPE's attention "
+            "factor)"),
+        Arg("interleaved", "bool", False, "pairs (2i, 2i + 1) rather than (i, i + rotary_dim/2)"),
+        Arg("rotary_dim", "int", None, "the features rotated: default the table's width (freqs, cos_sin_cache), "
+            "2 * len(inv_freq) or d (base); a cos/sin table of width w reads as full (w) or half width (2w), and "
+            "where both fit the head the call must give rotary_dim", optional=True),
+        Arg("rotary_offset", "int", 0, "the rotated span's first feature (vLLM's rope_dim_offset; MLA's rotary part "
+            "at the end of the head); the features outside the span pass through"),
     )
     if mrope:
         declared += (
-            Arg("mrope_section", "int[]", None, "M-RoPE: the pairs taking the time, height and width positions",
-                optional=True),
-            Arg("mrope_interleaved", "bool", False, "M-RoPE: Qwen3-VL's interleaved sections"),
+            Arg("mrope_section", "int[]", None, "M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): (t, h, w), the rotary "
+                "pairs that take each of a token's three positions (t + h + w = rotary_dim / 2), with positions "
+                "[3, s] or [3, b, s] ([3, t] for thd); chunked sections: pairs [0, t) take the time position, "
+                "[t, t + h) the height, the rest the width", optional=True),
+            Arg("mrope_interleaved", "bool", False, "M-RoPE as Qwen3-VL interleaves it: pair i takes the height when "
+                "i % 3 == 1 and i < 3h, the width when i % 3 == 2 and i < 3w, else the time"),
         )
     return declared

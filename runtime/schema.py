@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import textwrap
 from dataclasses import dataclass, replace
 
 REQUIRED = inspect.Parameter.empty
@@ -263,6 +264,21 @@ class OpSchema:
             kind = inspect.Parameter.POSITIONAL_OR_KEYWORD if a.positional else inspect.Parameter.KEYWORD_ONLY
             params.append(inspect.Parameter(a.name, kind, default=a.default))
         return inspect.Signature(params)
+
+    def docstring(self, who: str = "") -> str:
+        """The public function's docstring: the op's first paragraph, its arguments (each one's doc), the rest of
+        its doc. ``who``: a line on the form this function is (cukiln.torch's wrapper, the reference)."""
+        summary, _, rest = self.doc.strip().partition("\n\n")
+        lines = textwrap.wrap(summary, 116) + [""] + (textwrap.wrap(who, 116) + [""] if who else []) + ["Arguments:"]
+        for a in self.args:
+            if a.role == "renamed":
+                continue
+            text = f"{a.name}: {a.doc}" if a.doc else a.name
+            lines += textwrap.wrap(text, 108, initial_indent="  ", subsequent_indent="      ")
+        old = [a for a in self.args if a.role == "renamed"]
+        if old:
+            lines += ["  " + ", ".join(f"{a.name}: the older spelling of {a.renames}" for a in old)]
+        return "\n".join(lines + ([""] + rest.strip().splitlines() if rest.strip() else [])) + "\n"
 
     def api_markdown(self) -> str:
         """This op's section of docs/api.md: its signature and a table of its arguments."""

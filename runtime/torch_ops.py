@@ -12,7 +12,7 @@ from .torch_support import (LIBRARY, NATIVE_HANDLES, WRITTEN_ONLY_WITH, direct, 
                             one_graph_node, untracked)
 
 
-def register(runtime, *, fakes: dict, autograd: dict | None = None, hook=None, doc: str = ""):
+def register(runtime, *, fakes: dict, autograd: dict | None = None, hook=None):
     """Define and implement the torch ops of ``runtime``'s op (runtime/calls.py) from its schema: the op (and its
     in-place op), each with its Python kernel (the op's Python path), its fake kernel (``fakes``: op name -> fn),
     its autograd kernel (``autograd``: op name -> fn; by default one refusing tensors that require grad) and, where
@@ -37,6 +37,10 @@ def register(runtime, *, fakes: dict, autograd: dict | None = None, hook=None, d
     callers = runtime.native_callers = _variants(runtime, forms, native)
     namespace = dict(runtime.namespace(), _Tensor=torch.Tensor, _SymInt=torch.SymInt, _eager=eager,
                      _untracked=untracked, _NATIVE_TORCH=[callers or False], _HOOK=hook, _torch_call=torch_call)
+    ops = " and ".join(f"cukiln::{name}" for name in forms)
+    doc = schema.docstring(f"cukiln.torch.{schema.name}: the op {ops} through torch's dispatcher, which autograd, "
+                           f"torch.compile and CUDA graphs see; the outputs a caller gives are cukiln.{schema.name}'s "
+                           "only.")
     wrapper = binder.build(binder.torch_source(schema, doc, hook is not None), schema.name, namespace)
     wrapper.__module__ = "cukiln.torch"
     return one_graph_node(wrapper)

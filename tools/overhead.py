@@ -45,14 +45,11 @@ PAIR_BLOCKS = 10
 def python_hit(runtime, args: tuple, form, outputs: tuple = ()):
     """A zero-argument callable doing the Python path's work on a plan-cache hit of this call, less the launch: the
     key, the lookup, the per-call checks and the first launch's parameter values (the breakdown rows)."""
-    from cukiln.calls import key_of
-
     runtime.run(args, form, outputs)  # planned and kept
     full = args + tuple(outputs)
-    per_call = runtime.per_call + (False,) * len(outputs)
 
     def hit():
-        plan = runtime.plans.get((form.variant,) + key_of(full, per_call))
+        plan = runtime.plans.get((form.variant, runtime.key(args, outputs)))
         plan.passes(full)
         return plan.launches[0].values(full, (), ())
 
