@@ -69,7 +69,19 @@ def imports(path: Path) -> list[tuple[str, list[str]]]:
             # `from . import x` may take a submodule: count it as importing that file
             subs = [f"{module}.{n}" for n in names if _file_of(f"{module}.{n}") is not None]
             found += [(module, [n for n in names if f"{module}.{n}" not in subs])] + [(s, []) for s in subs]
+        elif (isinstance(node, ast.Call) and _called(node.func) == "import_module" and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            # importlib.import_module("cukiln.x"): an import too, which a loop may hide behind
+            target = node.args[0].value
+            if target.startswith(".") and len(node.args) > 1:
+                target = package + target if target != "." else package
+            found.append((target, []))
     return found
+
+
+def _called(func) -> str:
+    """The name a call calls: ``import_module`` for both import_module(...) and importlib.import_module(...)."""
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def graph() -> dict[Path, set[Path]]:
@@ -113,6 +125,12 @@ def _cycle(edges: dict) -> list | None:
 
 def _folder(path: Path) -> str:
     return path.relative_to(ROOT).parts[0]
+
+
+def test_a_literal_import_module_is_an_import(tmp_path, monkeypatch):
+    source = tmp_path / "probe.py"
+    source.write_text("import importlib\nimportlib.import_module('cukiln.torch')\n")
+    assert ("cukiln.torch", []) in imports(source)
 
 
 def test_no_file_imports_itself_through_others():
