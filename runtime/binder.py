@@ -83,8 +83,10 @@ def reference_source(schema: OpSchema, doc: str) -> str:
     """The source of ``cukiln.reference.<op>``: the public signature less ``stream``, the body (``_BODY``) taking the
     arguments as one namespace."""
     names = [a.name for a in schema.args if a.name != "stream" and a.role != "renamed" and a.type != "Rotary"]
-    body = _prologue(schema, f"cukiln.reference.{schema.name}")
-    body += [f"return _BODY(_Arguments({', '.join(f'{n}={n}' for n in names)}))"]
+    body = _prologue(schema, f"cukiln.reference.{schema.name}") + _outputs_given(schema) + _split(schema)
+    body += _call_lines(schema, ", ".join(_op_args(schema)))
+    body += ["_RUNTIME.validate(_args, _form, _extras)  # refused as the kernels refuse it, before anything is written",
+             f"return _BODY(_Arguments({', '.join(f'{n}={n}' for n in names)}))"]
     return _function(schema.name, _signature(schema, without=("stream",)), doc, body)
 
 

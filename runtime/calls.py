@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .launch import kernel
+from .loader import KERNELS
+from .native import ARGUMENT, OUTPUT, SCRATCH  # where a pointer comes from (hot_path.cpp's Source)
 from .overrides import on_change
 from .plan_cache import PlanCache
 from .schema import Form, OpSchema
-from .tensors import TensorInfo, from_torch, interleaving
-
-from .native import ARGUMENT, OUTPUT, SCRATCH  # where a pointer comes from (hot_path.cpp's Source)
+from .tensors import ITEMSIZE, TensorInfo, from_torch, interleaving
 
 _MAX_TENSOR_MAPS = 64  # the pointer pairs whose tensor maps a launch keeps
 _torch = None
@@ -195,8 +196,10 @@ class Call:
     what the plan is being built of: the outputs allocated, the device copies of host values, and where each tensor
     a launch reads lies (``source``)."""
 
-    def __init__(self, op: "OpRuntime", args: tuple, form: Form, outputs: tuple) -> None:
+    def __init__(self, op: "OpRuntime", args: tuple, form: Form, outputs: tuple, validating: bool = False) -> None:
         self.op, self.args, self.form = op, args, form
+        # a float64 reference's call: validated as the kernels would validate it, on any device, nothing bound
+        self.validating = validating
         self.schema = op.schema
         # the caller's outputs, by name, and their argument indices past the op's (a variant's extras)
         self.given = {}
@@ -266,15 +269,44 @@ class Call:
         value = self[name]
         if value is None or (type(value) is int and name in self.op.int_or_tensor):
             info = value
+        elif self.validating:
+            info = standing_for(value, name, self.op.dtypes.get(name))
         else:
             accepts = self.op.dtypes.get(name)
             info = from_torch(value, name, accepts) if accepts else from_torch(value, name)
         self._infos[name] = info
         return info
 
+    # --- what the GPU is: its facts, and the kernels bound on it (none while a reference validates) ---------------
+
+    def arch(self, device: int) -> str:
+        return VALIDATION_ARCH if self.validating else KERNELS.arch(device)
+
+    def sms(self, device: int) -> int:
+        return VALIDATION_SMS if self.validating else KERNELS.sm_count(device)
+
+    def max_shared(self, device: int) -> int | None:
+        return None if self.validating else KERNELS.max_shared_per_block(device)
+
+    def occupancy(self, device: int, threads: int):
+        """(resident(module, symbol, shared), active_clusters(module, symbol, threads, shared, cluster)) of the GPU
+        (None, None while a reference validates: the planners' own assumptions)."""
+        if self.validating:
+            return None, None
+        return (lambda module, symbol, shared: KERNELS.resident_blocks(device, module, symbol, threads, shared),
+                lambda module, symbol, t, shared, cluster: KERNELS.active_clusters(device, module, symbol, t, shared,
+                                                                                  cluster))
+
+    def bind(self, device: int, module: str, symbol: str, fmt: str, grid, block, shared: int = 0,
+             overlap_previous: bool = False, cluster: int = 1):
+        """The bound launch.Kernel of a launch (None while a reference validates: nothing is loaded)."""
+        if self.validating:
+            return None
+        return kernel(device, module, symbol, fmt, grid, block, shared, overlap_previous, cluster)
+
     def info_of(self, name: str, tensor) -> TensorInfo:
         """The TensorInfo of a tensor the plan stands in for one of its own (a workspace's), as ``name``."""
-        return from_torch(tensor, name)
+        return standing_for(tensor, name, None) if self.validating else from_torch(tensor, name)
 
     def index_of(self, name: str) -> int:
         """The argument index of tensor ``name`` in the call (an op argument or a given output)."""
@@ -479,6 +511,12 @@ class OpRuntime:
                              f"{written}: overlaps {checked}")
         return plan
 
+    def validate(self, args: tuple, form: Form, outputs: tuple = ()) -> None:
+        """Validate a call as plan() does, on tensors of any device and, for a float64 reference, wider dtypes
+        (standing_for): the one rule a reference and the kernels refuse by. Nothing is bound or launched."""
+        # (the planners check what a call writes against what it reads on the TensorInfos themselves)
+        self.planner(Call(self, tuple(args), form, tuple(outputs), validating=True))
+
     def complete(self, args: tuple) -> tuple:
         """An op call's arguments with the trailing ones it left out (their schema defaults) put back."""
         return args if len(args) >= len(self.op_defaults) else args + self.op_defaults[len(args):]
@@ -537,6 +575,29 @@ class OpRuntime:
             return _op_result(returned, self.schema, form), False if plan.peculiar else plan.description()
 
         return miss
+
+
+# What a float64 reference's validation takes the GPU to be (its choices of launch do not change what is valid)
+VALIDATION_ARCH, VALIDATION_SMS = "sm_90", 132
+# A wider dtype a reference takes, as the kernel dtype it stands for: the first of the argument's that it widens
+_WIDENS = {"float64": ("fp32", "bf16", "fp16"), "int64": ("int32",)}
+
+
+def standing_for(t, name: str, accepts) -> TensorInfo:
+    """The TensorInfo of a reference's tensor (any device: the CPU as device -1): a float64 or int64 tensor where
+    the argument takes narrower dtypes described as the one it stands for, its pointer moved to a space of its own,
+    scaled so that the byte extents of such tensors compare as the narrower tensors' would (two slices of one float64
+    buffer overlap, or not, as the same slices of a float32 one)."""
+    import torch
+
+    if isinstance(t, torch.Tensor):
+        wide = str(t.dtype).replace("torch.", "")
+        stands = next((d for d in _WIDENS.get(wide, ()) if accepts and d in accepts and wide != d), None)
+        if stands is not None and wide not in (accepts or ()):
+            size = ITEMSIZE[stands]
+            return TensorInfo((1 << 60) + t.data_ptr() * size // t.element_size(), tuple(t.shape), tuple(t.stride()),
+                              stands, t.get_device())
+    return from_torch(t, name, accepts or tuple(ITEMSIZE), cuda=False)
 
 
 def public(runtime: OpRuntime, form: Form, result, args: tuple):

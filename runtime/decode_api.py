@@ -12,8 +12,6 @@ from .calls import Call, OpRuntime, bind_arguments, bind_planning, bind_public, 
 from .decode_plan import PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode
 from .driver import tensor_map
 from .kv_append_api import LENGTH_ARGS, STREAM
-from .launch import kernel
-from .loader import KERNELS
 from .overrides import CURRENT as OVERRIDES
 from .schema import Arg, OpSchema, Result, changed
 from .tensors import HALVES
@@ -89,7 +87,7 @@ def host_lengths(call: Call, device, torch) -> None:
     given = {name: call[name] for name in ("kv_lens", "kv_start")}
     for name, value in given.items():
         if isinstance(value, torch.Tensor):
-            if value.dtype != torch.int32:
+            if value.dtype != torch.int32 and not (call.validating and value.dtype == torch.int64):
                 raise TypeError(f"{name}: expected an int32 tensor, got {str(value.dtype).replace('torch.', '')}")
             if not value.is_cuda:
                 check_host_lengths(name, value.tolist(), given["kv_lens"], call["k_cache"], call["kv_layout"])
@@ -101,13 +99,10 @@ def plan_attention(call: Call, *, for_step: bool = False, **given) -> DecodePlan
     with this GPU's facts and the forced pipeline."""
     arguments = takes(plan_decode, {**call.arguments(), **given})
     device = arguments["q"].device
-    return plan_decode(**arguments, sms=KERNELS.sm_count(device), arch=KERNELS.arch(device),
-                       max_shared=KERNELS.max_shared_per_block(device),
-                       resident=lambda module, symbol, shared: KERNELS.resident_blocks(
-                           device, module, symbol, 32 * dispatch.DECODE_WARPS, shared),
-                       active_clusters=lambda module, symbol, threads, shared, cluster: KERNELS.active_clusters(
-                           device, module, symbol, threads, shared, cluster),
-                       pipeline=forced_pipeline(), for_step=for_step)
+    resident, active_clusters = call.occupancy(device, 32 * dispatch.DECODE_WARPS)
+    return plan_decode(**arguments, sms=call.sms(device), arch=call.arch(device), max_shared=call.max_shared(device),
+                       resident=resident, active_clusters=active_clusters, pipeline=forced_pipeline(),
+                       for_step=for_step)
 
 
 def attention_launches(call: Call, p: DecodePlan, names: dict, torch) -> list:
@@ -130,12 +125,13 @@ def attention_launches(call: Call, p: DecodePlan, names: dict, torch) -> list:
     if p.key[-1] in WARP_SPECIALIZED:
         maps = (_MAP_FIELDS, (names["k"], names["v"]), lambda pointers: tensor_maps(p, *pointers))
     a = p.attention
-    launches = [call.launch(kernel(p.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared, a.overlap_previous,
-                                   a.cluster), a.field_names, attention, pointers, integers, maps)]
+    launches = [call.launch(call.bind(p.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared,
+                                      a.overlap_previous, a.cluster), a.field_names, attention, pointers, integers,
+                            maps)]
     if p.combine is not None:
         c = p.combine
-        launches.append(call.launch(kernel(p.device, c.module, c.symbol, c.fmt, c.grid, c.block, c.shared,
-                                           c.overlap_previous, c.cluster), c.field_names, combine, pointers))
+        launches.append(call.launch(call.bind(p.device, c.module, c.symbol, c.fmt, c.grid, c.block, c.shared,
+                                              c.overlap_previous, c.cluster), c.field_names, combine, pointers))
     return launches
 
 

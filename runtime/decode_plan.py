@@ -211,7 +211,7 @@ def length_argument(value, name: str, batch: int, device: int) -> tuple[int, int
         raise ValueError(f"{name}: expected a contiguous tensor (stride 1), got stride {value.strides[0]}; "
                          f"pass {name}.contiguous()")
     if value.device != device:
-        raise ValueError(f"{name}: expected a tensor on cuda:{device} (q's device), got one on "
+        raise ValueError(f"{name}: expected a tensor on {device_name(device)} (q's device), got one on "
                          f"{device_name(value.device)}")
     return value.ptr, 0, value
 
@@ -276,7 +276,7 @@ def check_host_lengths(name: str, values: list[int], kv_lens, k_cache, kv_layout
     """The values of a kv_lens or kv_start given on the host (a CPU tensor): every one checked (ValueError), so
     that the device copy needs no NaN rows. ``kv_lens`` as given (for kv_start's bound), ``k_cache`` any
     4-d array (its capacity); a cache of another rank is left to validate to explain."""
-    if len(getattr(k_cache, "shape", ())) != 4:
+    if len(getattr(k_cache, "shape", ())) != 4 or kv_layout not in KV_LAYOUTS:
         return
     capacity = k_cache.shape[2] if kv_layout == "bhsd" else k_cache.shape[1]
     if name == "kv_lens" and any(not 0 <= n <= capacity for n in values):
@@ -300,7 +300,7 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
         raise TypeError(f"k_cache, v_cache: expected q's dtype {q.dtype}, got {k.dtype} and {v.dtype}")
     for name, t in (("k_cache", k), ("v_cache", v)):
         if t.device != q.device:
-            raise ValueError(f"{name}: expected a tensor on q's device cuda:{q.device}, got device {t.device}")
+            raise ValueError(f"{name}: expected a tensor on q's device {device_name(q.device)}, got one on {device_name(t.device)}")
     (b, h_q, d), q_strides = query_rows(q)
     (kb, h_kv, capacity, kd), k_strides = cache_rows(k, "k_cache", kv_layout)
     v_sizes, v_strides = cache_rows(v, "v_cache", kv_layout)
@@ -355,7 +355,7 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
         if out.dtype != q.dtype:
             raise TypeError(f"out: expected q's dtype {q.dtype}, got {out.dtype}")
         if out.device != q.device:
-            raise ValueError(f"out: expected a tensor on q's device cuda:{q.device}, got device {out.device}")
+            raise ValueError(f"out: expected a tensor on q's device {device_name(q.device)}, got one on {device_name(out.device)}")
         if out.has_internal_overlap():
             raise ValueError("out: has a broadcast (stride 0) dimension; each output element needs its own memory")
         for name, t in (("q", q), ("k_cache", k), ("v_cache", v), ("kv_lens", lens_info), ("kv_start", start_info)):

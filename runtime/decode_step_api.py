@@ -25,8 +25,6 @@ from .calls import Call, OpRuntime, bind_arguments, bind_planning, bind_public, 
 from .decode_plan import WS
 from .kv_append_api import NEW_TOKENS, POSITIONS, QK_NORM, STREAM
 from .kv_append_plan import plan_kv_append
-from .launch import kernel
-from .loader import KERNELS
 from .overrides import CURRENT as OVERRIDES
 from .schema import Arg, OpSchema, Result, changed
 
@@ -86,16 +84,16 @@ def plan(call: Call):
     attention = decode_api.plan_attention(call, for_step=True, q=rotated, kv_lens=after_info, return_lse=wanted)
     append = plan_kv_append(**takes(plan_kv_append, {**arguments, "out": rotated, "kv_lens_out": after_info}),
                             kv_lens_host=hosts.get("kv_lens"), kv_start_host=hosts.get("kv_start"),
-                            arch=KERNELS.arch(attention.device))
-    bound = fused_kernel(append, attention)
-    if bound is None:  # two launches: the rotated query and the new lengths in the workspace
+                            arch=call.arch(attention.device))
+    fuse, bound = fused_kernel(call, append, attention)
+    if not fuse:  # two launches: the rotated query and the new lengths in the workspace
         call.add_scratch("q_rot", tuple(q_rot.shape), tuple(q_rot.stride()), q_rot.dtype)
         call.add_scratch("lens_after", tuple(lens_after.shape), (1,), lens_after.dtype)
     call.output("out", lambda: torch.empty(q.shape, dtype=q.dtype, device=q.device))
     if wanted:
         call.output("lse", lambda: torch.empty((attention.batch, attention.heads_q), dtype=torch.float32,
                                                device=q.device))
-    names = dict(decode_api.POINTER_FIELDS, q="q_rot", kv_lens="kv_lens" if bound else "lens_after")
+    names = dict(decode_api.POINTER_FIELDS, q="q_rot", kv_lens="kv_lens" if fuse else "lens_after")
     if not wanted:
         del names["lse"]
     att = decode_api.attention_launches(call, attention, names, torch)
@@ -103,14 +101,14 @@ def plan(call: Call):
     if append is not None:
         pointers = [(f, {"out": "q_rot", "kv_lens_out": "lens_after"}.get(name, name), add)
                     for f, name, add in append.pointers]
-        app = [call.launch(kernel(append.device, append.module, append.symbol, append.fmt, append.grid,
-                                  append.block, append.shared, append.overlap_previous), append.field_names,
+        app = [call.launch(call.bind(append.device, append.module, append.symbol, append.fmt, append.grid,
+                                     append.block, append.shared, append.overlap_previous), append.field_names,
                            append.values, pointers)]
-    if bound is not None:
+    if fuse:
         launches = [fused(bound, att[0], app[0])] + att[1:]
     else:
         launches = app + att
-    after = _advance(call, bound is not None, host_lens) if advance else None
+    after = _advance(call, fuse, host_lens) if advance else None
     result = call.plan(attention.device, launches, after=after,
                        overlaps=call.overlaps(["k_cache", "v_cache", "out"], call.tensor_names()))
     result.detail = StepPlan(append, attention, bound)
@@ -148,15 +146,16 @@ def _advance(call: Call, fused_launch: bool, host_lens):
     return after
 
 
-def fused_kernel(append, attention):
-    """The fused kernel (bound) of a step planned as ``append`` and ``attention``, where the build has one for them
-    (a ws attention, an append of vectors as wide as the fused rotation's: decode_step_family's space) and the
-    override allows it; else None. The override "fused" on a step that no fused kernel serves raises, naming why."""
+def fused_kernel(call: Call, append, attention) -> tuple[bool, object]:
+    """(whether the step fuses, its fused kernel bound) for a step planned as ``append`` and ``attention``: where the
+    build has a kernel for them (a ws attention, an append of vectors as wide as the fused rotation's:
+    decode_step_family's space) and the override allows it. The override "fused" on a step that no fused kernel
+    serves raises, naming why."""
     choice = OVERRIDES["decode_step_launch"]
     if choice not in ("auto", "fused", "separate"):
         raise ValueError(f"CUKILN_DECODE_STEP_LAUNCH: expected fused, separate or auto, got {choice!r}")
     if choice == "separate":
-        return None
+        return False, None
     p = attention
     entry = why = None
     if append is None or p.batch * p.heads_q == 0:
@@ -176,12 +175,12 @@ def fused_kernel(append, attention):
     if entry is None:
         if choice == "fused":
             raise ValueError(f"decode_step_launch=fused: this step has no fused kernel: {why}")
-        return None
+        return False, None
     module, symbol, layout = entry
     fmt = dispatch.DECODE_STEP_PARAMS[layout][1]
     launch = p.attention
-    return kernel(p.device, module, symbol, fmt, launch.grid, launch.block, launch.shared, launch.overlap_previous,
-                  launch.cluster)
+    return True, call.bind(p.device, module, symbol, fmt, launch.grid, launch.block, launch.shared,
+                           launch.overlap_previous, launch.cluster)
 
 
 RUNTIME = OpRuntime(SCHEMA, plan, torch_module="decode_step_torch")

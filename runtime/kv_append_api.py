@@ -8,8 +8,6 @@ from __future__ import annotations
 from . import rotary
 from .calls import Call, OpRuntime, bind_arguments, bind_planning, bind_public
 from .kv_append_plan import plan_kv_append
-from .launch import kernel
-from .loader import KERNELS
 from .schema import Arg, OpSchema, Result
 from .tensors import FLOATS, HALVES, INTS
 
@@ -82,7 +80,7 @@ def host_lengths(call: Call, device, torch) -> dict:
     for name in ("kv_lens", "kv_start"):
         value = call[name]
         if isinstance(value, torch.Tensor) and not value.is_cuda:
-            if value.dtype != torch.int32:
+            if value.dtype != torch.int32 and not (call.validating and value.dtype == torch.int64):
                 raise TypeError(f"{name}: expected int32, got {str(value.dtype).replace('torch.', '')}")
             found[name] = tuple(value.tolist())
             call.substitute(name, value.to(device))
@@ -102,12 +100,12 @@ def plan(call: Call, *, lens_out_in_scratch: bool = False):
     elif isinstance(q, torch.Tensor):
         call.output("out", lambda: torch.empty_like(q))
     p = plan_kv_append(**call.arguments(), kv_lens_host=hosts.get("kv_lens"), kv_start_host=hosts.get("kv_start"),
-                       arch=KERNELS.arch(call.info("q").device))
+                       arch=call.arch(call.info("q").device))
     launches, bounds, ordered = [], [], []
     if p is not None:
         integers, bounds, ordered = int_lengths(call, p)
-        launches.append(call.launch(kernel(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, p.shared,
-                                           p.overlap_previous), p.field_names, p.values, p.pointers, integers))
+        launches.append(call.launch(call.bind(p.device, p.module, p.symbol, p.fmt, p.grid, p.block, p.shared,
+                                              p.overlap_previous), p.field_names, p.values, p.pointers, integers))
     written = ["k_cache", "v_cache", "out"] + ([] if lens_out_in_scratch else ["kv_lens_out"])
     result = call.plan(call.info("q").device, launches, bounds=bounds, ordered=ordered,
                        overlaps=call.overlaps(written, call.tensor_names()))

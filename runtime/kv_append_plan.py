@@ -80,7 +80,7 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
     views = {}
     for name, t in (("k_new", k_new), ("v_new", v_new)):
         if t.dtype != q.dtype or t.device != q.device:
-            raise TypeError(f"{name}: expected q's dtype {q.dtype} on cuda:{q.device}, got {t.dtype} on "
+            raise TypeError(f"{name}: expected q's dtype {q.dtype} on {device_name(q.device)}, got {t.dtype} on "
                             f"{device_name(t.device)}")
         if t.ndim != q.ndim:
             raise ValueError(f"{name}: expected a {q.ndim}-D tensor like q, got shape {list(t.shape)}")
@@ -91,7 +91,7 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
                          f"{list(k_new.shape)} and {list(v_new.shape)} beside q {list(q.shape)}")
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         if t.dtype != q.dtype or t.device != q.device:
-            raise TypeError(f"{name}: expected q's dtype {q.dtype} on cuda:{q.device}, got {t.dtype} on "
+            raise TypeError(f"{name}: expected q's dtype {q.dtype} on {device_name(q.device)}, got {t.dtype} on "
                             f"{device_name(t.device)}")
     # (b, h, T, d) order, whatever the layout: strides (sb, sh, slot stride, sd)
     (cb, ch, T, cd), (kc_sb, kc_sh, kc_ss, kc_sd) = cache_rows(k_cache, "k_cache", kv_layout)
@@ -121,7 +121,7 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
             raise ValueError(f"kv_lens_out: expected a contiguous int32 tensor of shape [{B}], got {kv_lens_out.dtype} "
                              f"of shape {list(kv_lens_out.shape)}")
         if kv_lens_out.device != q.device:
-            raise ValueError(f"kv_lens_out: expected a tensor on cuda:{q.device}, got one on "
+            raise ValueError(f"kv_lens_out: expected a tensor on {device_name(q.device)}, got one on "
                              f"{device_name(kv_lens_out.device)}")
         # a separate tensor: the kernel's other readers of a row's length must not see it change
         written += (("kv_lens_out", kv_lens_out),)
@@ -225,7 +225,7 @@ def _norm_fields(q: TensorInfo, D: int, q_weight: TensorInfo | None, k_weight: T
         if w.dtype not in ("fp32", q.dtype):
             raise TypeError(f"{name}: expected float32 or q's dtype {q.dtype}, got {w.dtype}")
         if w.device != q.device:
-            raise ValueError(f"{name}: expected a tensor on cuda:{q.device}, got one on {device_name(w.device)}")
+            raise ValueError(f"{name}: expected a tensor on {device_name(q.device)}, got one on {device_name(w.device)}")
         if w.shape != (D,) or (D > 1 and w.strides[0] != 1):
             raise ValueError(f"{name}: expected a contiguous [{D}] tensor (one weight a feature), got shape "
                              f"{list(w.shape)} strides {list(w.strides)}")

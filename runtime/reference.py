@@ -130,77 +130,22 @@ def mrope_pair_sections(mrope_section, pairs: int, interleaved: bool, device):
     return torch.where(i < t, 0, torch.where(i < t + h, 1, 2))
 
 
-def _info(t, name: str, accepts, wide=None):
-    """TensorInfo of any torch tensor (the reference runs on the CPU too); a tensor of the wider torch dtype
-    ``wide[0]`` is described as the kernel dtype ``wide[1]`` it stands for."""
-    import torch
-
-    from .tensors import TensorInfo, from_torch
-
-    if wide is not None and isinstance(t, torch.Tensor) and t.dtype is wide[0]:
-        return TensorInfo(t.data_ptr(), tuple(t.shape), tuple(t.stride()), wide[1], t.get_device())
-    return from_torch(t, name, accepts, cuda=False)
-
-
-def _host_copied(info, t, device: int):
-    """A CPU tensor of lengths or offsets is checked and copied to the kernel's device by the runtime: described
-    as that copy (on ``device``), so the planners' device checks see what the kernels get."""
-    from dataclasses import replace
-
-    return replace(info, device=device) if t.device.type == "cpu" else info
-
-
-def _fresh_like(info, ptr: int = 1 << 60):
-    """The TensorInfo of a new contiguous tensor like ``info`` (an output the kernels would allocate), at a made-up
-    address ``ptr`` far from every real one."""
-    from .tensors import TensorInfo
-
-    strides, step = [], 1
-    for n in reversed(info.shape):
-        strides.insert(0, step)
-        step *= max(n, 1)
-    return TensorInfo(ptr, info.shape, tuple(strides), info.dtype, info.device)
-
-
-def _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, layout, rotary_dim,
-                   rotary_offset, positions, mrope_section, mrope_interleaved, offsets, cu_seqlens, cp_size, cp_rank,
-                   max_seqlen, inplace, out, k=None, k_out=None):
-    """The planner's validation of a rope (or, with k, rope_qk) call: its rotary dim."""
-    import torch
-
-    from .rope_plan import validate, validate_second
-    from .tensors import FLOATS, INTS
-
-    wide = (torch.float64, "fp32")
-    xi = _info(x, "x", FLOATS, wide)
-    oi = xi if inplace else (_fresh_like(xi) if out is None else _info(out, "out", FLOATS, wide))
-    tables = {name: None if t is None else _info(t, name, accepts, wide) for name, t, accepts in
-              (("freqs", freqs, ("fp32",)), ("cos", cos, FLOATS), ("sin", sin, FLOATS),
-               ("cos_sin_cache", cos_sin_cache, FLOATS), ("inv_freq", inv_freq, ("fp32",)),
-               ("positions", positions, INTS))}
-    offsets_arg = offsets if offsets is None or isinstance(offsets, int) else _info(offsets, "offsets", INTS)
-    cu = None if cu_seqlens is None else _host_copied(_info(cu_seqlens, "cu_seqlens", ("int32",)), cu_seqlens,
-                                                      xi.device)
-    guarded = tuple((n, i) for n, i in (*tables.items(), ("offsets", offsets_arg), ("cu_seqlens", cu))
-                    if i is not None and not isinstance(i, int))
-    call = validate(xi, oi, **tables, base=base, rope_scale=rope_scale, mscale=mscale, layout=layout,
-                    rotary_dim=rotary_dim, rotary_offset=rotary_offset, mrope_section=mrope_section,
-                    mrope_interleaved=mrope_interleaved, offsets=offsets_arg, cu_seqlens=cu,
-                    cu_seqlens_host=None if cu is None else tuple(cu_seqlens.tolist()), cp_size=cp_size,
-                    cp_rank=cp_rank, max_seqlen=max_seqlen, inplace=inplace, guarded=guarded)
-    if k is not None:
-        ki = _info(k, "k", FLOATS, wide)
-        koi = ki if inplace else (_fresh_like(ki, 1 << 61) if k_out is None else _info(k_out, "k_out", FLOATS, wide))
-        validate_second(xi, oi, ki, koi, call, layout=layout, inplace=inplace, guarded=guarded)
-    return call.angles.rotary_dim
-
-
 def rotary_dim_of(x, *, freqs=None, cos=None, sin=None, cos_sin_cache=None, inv_freq=None, base=None, rope_scale=1.0,
                   mscale=1.0, interleaved=False, rotary_dim=None, rotary_offset=0):
-    """The rotary dim a rope call on ``x`` (sbhd) with these angle arguments rotates (the planner's reading of the
-    tables' widths)."""
-    return _validate_rope(x, freqs, cos, sin, cos_sin_cache, inv_freq, base, rope_scale, mscale, "sbhd", rotary_dim,
-                          rotary_offset, None, None, False, None, None, 1, 0, None, False, None)
+    """The rotary dim a rope call on ``x`` with these angle arguments rotates (the planner's reading of the tables'
+    widths)."""
+    from .calls import standing_for
+    from .rope_plan import resolve_angles
+    from .tensors import FLOATS
+
+    def info(t, name, accepts):
+        return None if t is None else standing_for(t, name, accepts)
+
+    return resolve_angles(info(x, "x", FLOATS), x.shape[-1], freqs=info(freqs, "freqs", ("fp32",)),
+                          cos=info(cos, "cos", FLOATS), sin=info(sin, "sin", FLOATS),
+                          cos_sin_cache=info(cos_sin_cache, "cos_sin_cache", FLOATS),
+                          inv_freq=info(inv_freq, "inv_freq", ("fp32",)), base=base, scale=rope_scale,
+                          rotary_dim=rotary_dim).rotary_dim
 
 
 def rms_norm(x, weight, eps: float):
@@ -224,21 +169,19 @@ def _written(result, x, inplace: bool, out):
 def _rope(a):
     """float64 RoPE: y = x*cos + rot(x)*sin forward, g = x*cos - rot(x*sin) backward (see cukiln.rope), on
     features [rotary_offset, rotary_offset + rotary_dim). thd tokens outside every sequence come back unchanged."""
-    rd = _validate_rope(a.x, a.freqs, a.cos, a.sin, a.cos_sin_cache, a.inv_freq, a.base, a.rope_scale, a.mscale,
-                        a.layout, a.rotary_dim, a.rotary_offset, a.positions, a.mrope_section, a.mrope_interleaved,
-                        a.offsets, a.cu_seqlens, a.cp_size, a.cp_rank, a.max_seqlen, a.inplace, a.out)
-    return _rotated(a.x, a, rd, a.out)
+    return _rotated(a.x, a, _rotary_dim(a.x, a), a.out)
 
 
 def _rope_qk(a):
     """float64 rope_qk: (rope of q, rope of k with q's angles and positions) as cukiln.rope_qk."""
-    if a.out is not None and not (isinstance(a.out, (tuple, list)) and len(a.out) == 2):
-        raise TypeError(f"out: expected a pair (q_out, k_out) or None, got {type(a.out).__name__}")
     q_out, k_out = (None, None) if a.out is None else a.out
-    rd = _validate_rope(a.q, a.freqs, a.cos, a.sin, a.cos_sin_cache, a.inv_freq, a.base, a.rope_scale, a.mscale,
-                        a.layout, a.rotary_dim, a.rotary_offset, a.positions, a.mrope_section, a.mrope_interleaved,
-                        a.offsets, a.cu_seqlens, a.cp_size, a.cp_rank, a.max_seqlen, a.inplace, q_out, a.k, k_out)
+    rd = _rotary_dim(a.q, a)
     return _rotated(a.q, a, rd, q_out), None if a.k is None else _rotated(a.k, a, rd, k_out)
+
+
+def _rotary_dim(x, a) -> int:
+    return rotary_dim_of(x, freqs=a.freqs, cos=a.cos, sin=a.sin, cos_sin_cache=a.cos_sin_cache, inv_freq=a.inv_freq,
+                         base=a.base, rope_scale=a.rope_scale, rotary_dim=a.rotary_dim)
 
 
 def _rotated(x, a, rd, out):
@@ -317,33 +260,12 @@ def _decode_attention(a):
     natural-log log-sum-exp [b, h_q]. A row without keys gives 0 and -inf; a row whose lengths on the device are
     out of range (kv_lens beyond T, kv_start negative or past kv_lens) gives NaN, as the kernel does.
     """
-    q, k_cache, v_cache, kv_lens, kv_layout, kv_start = a.q, a.k_cache, a.v_cache, a.kv_lens, a.kv_layout, a.kv_start
-    scale, softcap, num_splits, out, return_lse = a.scale, a.softcap, a.num_splits, a.out, a.return_lse
-    batch_invariant = a.batch_invariant
     import math
 
     import torch
 
-    from .decode_plan import check_host_lengths, validate
-    from .tensors import HALVES
-
-    wide = (torch.float64, "bf16")
-    qi = _info(q, "q", HALVES, wide)
-    lengths = []
-    for name, value in (("kv_lens", kv_lens), ("kv_start", kv_start)):
-        if isinstance(value, torch.Tensor):
-            info = _info(value, name, ("int32",), (torch.int64, "int32"))
-            if value.device.type == "cpu":
-                check_host_lengths(name, value.tolist(), kv_lens, k_cache, kv_layout)
-            lengths.append(_host_copied(info, value, qi.device))
-        else:
-            lengths.append(value)
-    if kv_lens is None:
-        raise TypeError("kv_lens: expected an int or an int32 tensor [b], got None")
-    validate(qi, _info(k_cache, "k_cache", HALVES, wide), _info(v_cache, "v_cache", HALVES, wide), lengths[0],
-             kv_layout=kv_layout, kv_start=lengths[1], scale=scale, softcap=softcap, num_splits=num_splits,
-             out=None if out is None else _info(out, "out", HALVES, wide), max_shared=None, pipeline=None,
-             batch_invariant=batch_invariant)
+    q, k_cache, v_cache, kv_lens, kv_layout, kv_start = a.q, a.k_cache, a.v_cache, a.kv_lens, a.kv_layout, a.kv_start
+    scale, softcap, out, return_lse = a.scale, a.softcap, a.out, a.return_lse
     target = out
 
     q_shape = q.shape
@@ -446,9 +368,9 @@ def _decode_step(a):
                       mscale=a.mscale, interleaved=a.interleaved, rotary_dim=a.rotary_dim,
                       rotary_offset=a.rotary_offset, q_norm_weight=a.q_norm_weight, k_norm_weight=a.k_norm_weight,
                       norm_eps=a.norm_eps)
-    lens_after = torch.as_tensor(a.kv_lens).to(torch.int32) + 1
+    lens_after = a.kv_lens + 1 if type(a.kv_lens) is int else (a.kv_lens.to(torch.int32) + 1).to(a.q.device)
     # the attention reads the rotated query as the append stores it, in q's dtype (as the rotated keys in the cache)
-    result = decode_attention(q_rot.to(a.q.dtype), a.k_cache, a.v_cache, lens_after.to(a.q.device),
+    result = decode_attention(q_rot.to(a.q.dtype), a.k_cache, a.v_cache, lens_after,
                               kv_layout=a.kv_layout, kv_start=a.kv_start, scale=a.scale, softcap=a.softcap,
                               out=a.out, return_lse=a.return_lse)
     if a.advance_lens:

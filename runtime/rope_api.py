@@ -11,7 +11,6 @@ from . import rotary
 from .calls import Call, OpRuntime, bind_arguments, bind_planning, bind_public, takes
 from .kv_append_api import RENAMED_SCALE, STREAM
 from .launch import kernel
-from .loader import KERNELS
 from .overrides import CURRENT as OVERRIDES
 from .rope_plan import RopePlan, plan_rope
 from .schema import Arg, OpSchema, Result
@@ -93,7 +92,7 @@ def plan(call: Call):
         from_torch(x, x_name, FLOATS)  # the TypeError naming x
     cu, cu_host = call["cu_seqlens"], None
     if isinstance(cu, torch.Tensor) and not cu.is_cuda:  # host values: checked by the planner, copied over
-        if cu.dtype != torch.int32:
+        if cu.dtype != torch.int32 and not (call.validating and cu.dtype == torch.int64):
             raise TypeError(f"cu_seqlens: expected int32, got {str(cu.dtype).replace('torch.', '')}")
         cu_host = tuple(cu.tolist())
         call.substitute("cu_seqlens", cu.to(x.device))
@@ -127,12 +126,12 @@ def plan(call: Call):
     layout = call["layout"]
     p = plan_rope(**takes(plan_rope, {**arguments, "x": xi, "out": oi, "k": ki, "k_out": koi}),
                   cu_seqlens_host=cu_host, thd_dispatch=OVERRIDES["rope_thd_dispatch"] if layout == "thd" else "auto",
-                  arch=KERNELS.arch(xi.device), guarded=guarded, rule=_RULE[0], sms=KERNELS.sm_count(xi.device))
+                  arch=call.arch(xi.device), guarded=guarded, rule=_RULE[0], sms=call.sms(xi.device))
     names = {"x": x_name, "out": out_name}
     launches, part = [], p
     while part is not None:
-        launches.append(call.launch(kernel(part.device, part.module, part.symbol, part.fmt, part.grid, part.block, 0,
-                                           part.overlap_previous), part.field_names, part.values,
+        launches.append(call.launch(call.bind(part.device, part.module, part.symbol, part.fmt, part.grid,
+                                              part.block, 0, part.overlap_previous), part.field_names, part.values,
                                     [(f, names.get(n, n), add) for f, n, add in part.pointers]))
         part = part.then
     written = [out_name] + (["k_out"] if k is not None else [])

@@ -100,7 +100,7 @@ def resolve_angles(x: TensorInfo, head_dim: int, *, freqs, cos, sin, inv_freq, b
     for name, t in (("freqs", freqs), ("cos", cos), ("sin", sin), ("cos_sin_cache", cos_sin_cache),
                     ("inv_freq", inv_freq)):
         if t is not None and t.device != x.device:
-            raise ValueError(f"{name}: expected a tensor on cuda:{x.device}, got one on {device_name(t.device)}")
+            raise ValueError(f"{name}: expected a tensor on {device_name(x.device)}, got one on {device_name(t.device)}")
 
     if freqs is not None:
         if freqs.dtype != "fp32":
@@ -240,7 +240,7 @@ def check_index_tensor(t: TensorInfo, name: str, device: int) -> None:
     if t.dtype not in INT_DTYPES:
         raise TypeError(f"{name}: expected int32 or int64, got {t.dtype}")
     if t.device != device:
-        raise ValueError(f"{name}: expected a tensor on cuda:{device}, got one on {device_name(t.device)}")
+        raise ValueError(f"{name}: expected a tensor on {device_name(device)}, got one on {device_name(t.device)}")
 
 
 def _positions(positions: TensorInfo | None, offsets, S: int, B: int, device: int) -> tuple[dict, tuple[int, int] | None]:
@@ -334,7 +334,7 @@ def check_cu_seqlens(cu: TensorInfo, host: tuple[int, ...] | None, tokens: int, 
         raise ValueError(f"cu_seqlens: expected a contiguous 1-D tensor [num_seqs + 1], got shape {list(cu.shape)}, "
                          f"strides {list(cu.strides)}")
     if cu.device != device:
-        raise ValueError(f"cu_seqlens: expected a tensor on cuda:{device}, got one on {device_name(cu.device)}")
+        raise ValueError(f"cu_seqlens: expected a tensor on {device_name(device)}, got one on {device_name(cu.device)}")
     if max_seqlen is not None and (isinstance(max_seqlen, bool) or not isinstance(max_seqlen, int) or max_seqlen < 0):
         raise TypeError(f"max_seqlen: expected a non-negative int (the longest global sequence), got {max_seqlen!r}")
     num_seqs = cu.shape[0] - 1
@@ -577,9 +577,10 @@ def _check_written(x: TensorInfo, out: TensorInfo, x_name: str, out_name: str, i
     if inplace and not out.same_view(x):
         raise ValueError(f"{out_name}: inplace=True writes {x_name} itself; got a different {out_name} tensor")
     if not in_place:
-        if (out.shape, out.dtype, out.device) != (x.shape, x.dtype, x.device):
-            raise ValueError(f"{out_name}: expected shape {list(x.shape)}, dtype {x.dtype} on cuda:{x.device}; "
-                             f"got shape {list(out.shape)}, dtype {out.dtype} on {device_name(out.device)}")
+        for what, want, got in (("shape", list(x.shape), list(out.shape)), ("dtype", x.dtype, out.dtype),
+                                ("device", device_name(x.device), device_name(out.device))):
+            if want != got:  # each fact named alone, as the one that differs
+                raise ValueError(f"{out_name}: expected {x_name}'s {what} {want}, got {got}")
         if out.overlaps(x):
             raise ValueError(f"{out_name}: overlaps {x_name} without being exactly {x_name} (use inplace=True to "
                              f"rotate {x_name} itself)")
@@ -597,7 +598,7 @@ def validate_second(x: TensorInfo, out: TensorInfo, k: TensorInfo, k_out: Tensor
     """rope_qk's k (and the tensor written for it): the tokens of x, its own heads and strides, the head dim of x,
     and no overlap between what one tensor writes and what the call reads or writes elsewhere."""
     if k.dtype != x.dtype or k.device != x.device:
-        raise TypeError(f"k: expected q's dtype {x.dtype} on cuda:{x.device}, got {k.dtype} on {device_name(k.device)}")
+        raise TypeError(f"k: expected q's dtype {x.dtype} on {device_name(x.device)}, got {k.dtype} on {device_name(k.device)}")
     if k.ndim != x.ndim:
         raise ValueError(f"k: expected a {x.ndim}-D tensor like q in layout {layout}, got shape {list(k.shape)}")
     sizes, strides = _dense_view(k, layout)

@@ -46,8 +46,7 @@ def stub_device(setattr, kernel) -> None:
                                           _increment_version=torch._C._increment_version)
     setattr(calls, "from_torch", from_torch)
     setattr(calls, "_torch", fake_torch)
-    for module in (rope_api, decode_api, kv_append_api, decode_step_api):
-        setattr(module, "kernel", kernel)
+    setattr(calls, "kernel", kernel)
     setattr(rope_api, "from_torch", from_torch)
     # a ws plan's tensor maps: each 128 bytes of the cache's pointer, encoded without a driver
     setattr(decode_api, "tensor_map", lambda dtype, ptr, *rest, **kw: ptr.to_bytes(8, "little") * 16)
@@ -231,8 +230,7 @@ def test_a_plan_cache_hit_asks_the_device_nothing(recorded, monkeypatch):
         loader.KERNELS.function(device, module, symbol, rest[0] if rest else 0)
         return recorded(device, module, symbol, fmt, grid, block, *rest)
 
-    for module in (rope_api, decode_api, kv_append_api, decode_step_api):
-        monkeypatch.setattr(module, "kernel", binding)
+    monkeypatch.setattr(calls, "kernel", binding)
     for name in ("arch", "sm_count", "max_shared_per_block", "resident_blocks", "active_clusters", "context",
                  "function"):
         real = getattr(loader.KERNELS, name)

@@ -179,7 +179,17 @@ def test_the_reference_writes_each_new_token_at_its_slot_rotated_at_slot_minus_s
                                                                                                    dtype=torch.float64)
     old_k = k_cache.clone()
     lens, start = torch.tensor([0, 4, 9], dtype=torch.int32), torch.tensor([0, 1, 0], dtype=torch.int32)
-    got_q = reference_kv_append(q, k, v, k_cache, v_cache, lens, kv_start=start, base=10000.0)
+    # host lengths are checked as the kernels check them: row 2's two tokens do not fit, and nothing is written
+    with pytest.raises(ValueError, match="row 2 holds 9 tokens"):
+        reference_kv_append(q, k, v, k_cache, v_cache, lens, kv_start=start, base=10000.0)
+    assert torch.equal(k_cache, old_k) and not v_cache.any(), "a refused call wrote the caches"
+    # lengths only the device knows are not checked: a row that does not fit writes nothing and gets NaN (the
+    # reference reads them on the host, as the kernels' device-side checks do)
+    from cukiln import calls
+
+    with pytest.MonkeyPatch.context() as patch:  # the device's own view: nothing checked on the host
+        patch.setattr(calls.OpRuntime, "validate", lambda *args: None)
+        got_q = reference_kv_append(q, k, v, k_cache, v_cache, lens, kv_start=start, base=10000.0)
     for i, (n_i, s_i) in enumerate(((0, 0), (4, 1))):
         for j in range(n):
             pos = torch.tensor([n_i + j - s_i])
