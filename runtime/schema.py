@@ -281,24 +281,25 @@ class OpSchema:
         return "\n".join(lines + ([""] + rest.strip().splitlines() if rest.strip() else [])) + "\n"
 
     def api_markdown(self) -> str:
-        """This op's section of docs/api.md: its signature and a table of its arguments."""
-        lines = [f"### `cukiln.{self.name}`", "", "```python", f"cukiln.{self.name}{self.signature(renamed=False)}",
-                 "```", ""]
-        if self.doc:
-            lines += [self.doc, ""]
-        lines += ["| argument | type | default | role | |", "| --- | --- | --- | --- | --- |"]
+        """This op's section of docs/api.md: its summary, signature, a table of its arguments, its notes."""
+        summary, _, rest = self.doc.strip().partition("\n\n")
+        lines = [f"## `cukiln.{self.name}`", "", " ".join(summary.split()), "", "```python",
+                 f"cukiln.{self.name}{self.signature(renamed=False)}", "```", "",
+                 "| argument | type | default | |", "| --- | --- | --- | --- |"]
         for a in self.args:
             if a.role == "renamed":
                 continue
             default = "required" if a.default is REQUIRED else f"`{a.default!r}`"
-            kind = a.type + ("?" if a.optional else "")
-            if a.dtypes:
-                kind += " " + "/".join(a.dtypes)
-            lines.append(f"| `{a.name}` | {kind} | {default} | {a.role} | {a.doc} |")
+            kind = a.type + ("?" if a.optional else "") + (" (" + ", ".join(a.dtypes) + ")" if a.dtypes else "")
+            note = {"written": "written in place; ", "out": "an output the caller may give; ",
+                    "flag": ""}.get(a.role, "")
+            lines.append(f"| `{a.name}` | {kind} | {default} | {note}{a.doc.replace('|', '&#124;')} |")
         old = [a for a in self.args if a.role == "renamed"]
         if old:
             lines += ["", "Older spellings still taken: " + ", ".join(f"`{a.name}` (now `{a.renames}`)" for a in old)
                       + "."]
+        if rest.strip():
+            lines += [""] + [" ".join(p.split()) for p in rest.strip().split("\n\n")]
         return "\n".join(lines) + "\n"
 
 
