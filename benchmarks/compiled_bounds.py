@@ -45,7 +45,7 @@ import torch
 import cukiln
 import cukiln.torch as ct
 from cukiln import rope_api, specialize
-from cukiln.tools import decode_step_bench
+from cukiln.tools.decode_step import bench as decode_step_bench
 from cukiln.tools.overhead import difference, distinct, paired_round, python_calls, ratio
 from cukiln.tools.timing import run_metadata
 

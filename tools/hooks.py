@@ -5,6 +5,7 @@ A family's tools module provides:
   the float64 reference);
 - ``BENCHES``: bench name (`cukiln bench <name>`) -> Bench;
 - ``TUNES``: tuning rule (`cukiln tune <rule>`) -> fn(console) that measures it and writes the tuning store;
+and, where it has any (each optional):
 - ``report_rules(tuning) -> dict`` and ``print_rules(console, rules)``: its dispatch rules in force and the
   tuning data behind them, for `cukiln report`;
 - ``overhead_paths() -> dict``: host-time paths (name -> zero-argument callable, or None: a path not served here,
@@ -47,3 +48,21 @@ def benches() -> dict[str, Bench]:
 
 def tunes() -> dict[str, Callable]:
     return {name: fn for f in FAMILIES if f.tools for name, fn in tools_of(f).TUNES.items()}
+
+
+def report_rules(family, tuning: dict) -> dict:
+    """The family's dispatch rules in force and the tuning behind them ({} for a family with no tuned rule)."""
+    rules = getattr(tools_of(family), "report_rules", None)
+    return {} if rules is None else rules(tuning)
+
+
+def print_rules(family, console, rules: dict) -> None:
+    show = getattr(tools_of(family), "print_rules", None)
+    if show is not None:
+        show(console, rules)
+
+
+def overhead_paths(family) -> dict:
+    """The family's host-time paths for `cukiln bench overhead` ({} where it names none)."""
+    paths = getattr(tools_of(family), "overhead_paths", None)
+    return {} if paths is None else paths()

@@ -80,7 +80,7 @@ def _paths(only=None) -> dict:
 
     from cukiln.codegen.ops import FAMILIES
 
-    from .hooks import tools_of
+    from .hooks import overhead_paths
 
     y = torch.randn(1, 1, 1, 64, device="cuda")
     paths = {"torch: y.add_(1.0)": lambda: y.add_(1.0), "torch: y + 1.0 (allocates)": lambda: y + 1.0,
@@ -96,7 +96,7 @@ def _paths(only=None) -> dict:
     paths.update(_floor_paths(y))
     for family in FAMILIES:
         if family.tools:
-            paths.update({name: fn for name, fn in tools_of(family).overhead_paths().items() if fn is not None})
+            paths.update({name: fn for name, fn in overhead_paths(family).items() if fn is not None})
     return paths if only is None else select(paths, only)
 
 

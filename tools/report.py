@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .hooks import tools_of
+from . import hooks
 
 from cukiln.codegen.ops import FAMILIES, tuned_modules
 from cukiln.core import artifacts
@@ -132,7 +132,7 @@ def collect(manifest: dict, tuning: dict, root: Path, only: str | None = None, s
         "nvrtc_version": manifest.get("nvrtc_version"), "archs": manifest.get("archs", []),
         "ops": op_summary(manifest),
         "variants": sorted(rows(manifest, only, artifacts.read_build_log(root)), key=_SORT_KEYS[sort]),
-        "rules": {f.name: tools_of(f).report_rules(tuning) for f in FAMILIES if f.tools},
+        "rules": {f.name: hooks.report_rules(f, tuning) for f in FAMILIES if f.tools},
         "warnings": warnings(manifest, tuning, root),
     }
 
@@ -189,7 +189,7 @@ def main(args) -> int:
     _print_variants(console, report["variants"], report["archs"], report["nvrtc_version"], args.limit)
     for f in FAMILIES:
         if f.name in report["rules"]:
-            tools_of(f).print_rules(console, report["rules"][f.name])
+            hooks.print_rules(f, console, report["rules"][f.name])
     problems = report["warnings"]
     if problems:
         console.print(f"[yellow]{len(problems)} warnings[/yellow]")

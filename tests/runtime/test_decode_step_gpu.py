@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 import cukiln  # noqa: E402
 from cukiln import decode_step_api  # noqa: E402
 from cukiln.overrides import forced  # noqa: E402
-from cukiln.tools.decode_step import check_variant  # noqa: E402
+from cukiln.tools.decode_step.checks import check_variant  # noqa: E402
 from cukiln.tools.verify import new_generator  # noqa: E402
 from tests.checks import manifest_entries  # noqa: E402
 

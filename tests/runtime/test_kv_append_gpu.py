@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 import cukiln  # noqa: E402
 from cukiln.reference import kv_append as reference_kv_append  # noqa: E402
 from cukiln.tools.decode.checks import DECODE_FP32_UNITS  # noqa: E402
-from cukiln.tools.kv_append import check_variant  # noqa: E402
+from cukiln.tools.kv_append.checks import check_variant  # noqa: E402
 from cukiln.tools.verify import new_generator  # noqa: E402
 from tests.checks import assert_matches_reference, manifest_entries  # noqa: E402
 

@@ -201,7 +201,7 @@ def test_specialized_ops_run_the_ops_plans_and_autograd():
 def test_a_compiled_step_through_its_specialized_op_matches_the_eager_step():
     from torch._inductor.utils import run_and_get_code
 
-    from cukiln.tools import decode_step_bench
+    from cukiln.tools.decode_step import bench as decode_step_bench
 
     s = decode_step_bench.setup_case(decode_step_bench.SETS[0], 2, 64)
     names = ("q", "k", "v", "k_cache", "v_cache", "lens")
@@ -245,7 +245,7 @@ def test_compiled_attention_without_lse_runs_the_variant_that_makes_none():
 def test_a_compiled_step_with_and_without_lse_matches_the_eager_step():
     # the step's two specializations: out alone (the no-lse variant's plans) and (out, lse); each compiled step
     # appends a token, so each runs on its own copy of the caches and lengths, against an eager step on another
-    from cukiln.tools import decode_step_bench
+    from cukiln.tools.decode_step import bench as decode_step_bench
 
     s = decode_step_bench.setup_case(decode_step_bench.SETS[0], 2, 64)
     names = ("q", "k", "v", "k_cache", "v_cache", "lens")

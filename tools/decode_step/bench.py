@@ -35,8 +35,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from .flashinfer_peer import PAGE
-from .timing import copy_tbps, failure, median_ms, run_metadata, tbps
+from ..flashinfer_peer import PAGE
+from ..timing import copy_tbps, failure, median_ms, run_metadata, tbps
 
 HEAD_DIM = 128
 BATCHES, CACHE_LENS = (1, 8, 32, 128), (2048, 8192, 32768)
@@ -167,7 +167,7 @@ def _torch_step(s):
     into the caches, SDPA over the slice."""
     import torch.nn.functional as F
 
-    from .rope.qk_bench import rotate_formula
+    from ..rope.qk_bench import rotate_formula
 
     dtype, n = s["k_cache"].dtype, s["L"] + 1
 
@@ -190,7 +190,7 @@ def _paged(s) -> dict:
     if "paged" not in s:
         import torch
 
-        from . import flashinfer_peer
+        from .. import flashinfer_peer
 
         k_pages, v_pages, table = flashinfer_peer.paged_copy(s["k_cache"], s["v_cache"])
         wrapper = flashinfer_peer.batch_decode(table, s["L"] + 1, s["hq"], s["hkv"], HEAD_DIM, torch.bfloat16)
@@ -344,7 +344,7 @@ def _host_us(cs: CaseSet) -> dict:
     """Host µs per eager step at HOST_POINT for each contender of the set (or why it failed), and torch's add_."""
     import torch
 
-    from .overhead import per_call_us
+    from ..overhead import per_call_us
 
     s = setup_case(cs, *HOST_POINT)
     calls = contenders(cs, s)
@@ -379,7 +379,7 @@ def bare_step_launches(s):
     from cukiln import decode_api, decode_step_api
     from cukiln.launch import kernel
 
-    from .overhead import bare_launch
+    from ..overhead import bare_launch
 
     step = decode_step_api.plan_call(s["q"], s["k"], s["v"], s["k_cache"], s["v_cache"], s["lens"],
                                      cos_sin_cache=s["cos_sin"], out=s["out"], **s["norm_kw"])

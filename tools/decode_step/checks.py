@@ -1,16 +1,12 @@
-"""The fused decode step's tool hooks (cukiln.tools.hooks): `cukiln verify`'s check of a variant and the inputs that
-select it (the GPU tests build on them). Its bench is kv_append's `cukiln bench decode-step` and its host-time paths
-are in kv_append's overhead paths: the step is one public call whichever launches serve it. No tuning rule."""
+"""The fused decode step's verify check: the inputs that select a variant (the GPU tests build on them) and its
+comparison with the two-launch step and the float64 references."""
 
 from __future__ import annotations
 
-from .decode.checks import CHECKED_GROUPS
-from .kv_append import check_caches
-from .rope.checks import rope_angle_args
-from .verify import compare, new_generator, torch_dtype
-
-BENCHES: dict = {}
-TUNES: dict = {}
+from ..decode.checks import CHECKED_GROUPS
+from ..kv_append.checks import check_caches
+from ..rope.checks import rope_angle_args
+from ..verify import compare, new_generator, torch_dtype
 
 # rows, query heads, KV heads, cache slots; the rotated span of each head: [d / 4, d / 4 + d / 2)
 ROWS, HEADS_Q, HEADS_KV, SLOTS = 4, 8, 2, 200
@@ -53,7 +49,7 @@ def check_variant(entry: dict) -> str | None:
     the append's)."""
     import torch
 
-    from .decode.checks import require_tensor_maps
+    from ..decode.checks import require_tensor_maps
 
     require_tensor_maps()  # the fused kernel is the ws attention's: sm_90 on (verify lists it apart before)
     gen = new_generator()
@@ -73,7 +69,7 @@ def _check_step(entry: dict, tensors: tuple, kw: dict) -> str | None:
     from cukiln.reference import kv_append as reference_kv_append
     from cukiln.overrides import forced
 
-    from .decode.checks import DECODE_FP32_UNITS
+    from ..decode.checks import DECODE_FP32_UNITS
 
     q, k, v, k_cache, v_cache, lens = tensors
     fused = decode_step_api.plan_call(q, k, v, k_cache, v_cache, lens, **kw).fused
@@ -104,15 +100,3 @@ def _check_step(entry: dict, tensors: tuple, kw: dict) -> str | None:
     if not got[[i for i, f in enumerate(fits) if not f]].isnan().all():
         return "the row that does not fit: its output is not all NaN"
     return None
-
-
-def report_rules(tuning: dict) -> dict:
-    return {}
-
-
-def print_rules(console, rules: dict) -> None:
-    return None
-
-
-def overhead_paths() -> dict:
-    return {}
