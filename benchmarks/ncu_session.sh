@@ -12,5 +12,5 @@ ncu --clock-control none --profile-from-start off --section SpeedOfLight --secti
   --section Occupancy --section WarpStateStats --section LaunchStats --section SchedulerStats \
   python3 benchmarks/ncu_compare.py ${NCU_CASES:-decode} > "$OUT/ncu.txt" 2>&1; echo "ncu rc $?"
 grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Warp Cycles Per Issued" "$OUT/ncu.txt" | cut -c1-90 | head -60
-python3 benchmarks/studies/copy_sizes.py 2>&1 | tee "$OUT/copy-sizes.txt"
+python3 benchmarks/copy_sizes.py 2>&1 | tee "$OUT/copy-sizes.txt"
 cukiln bench decode --out "$OUT/bench-decode.json" 2>&1 | tail -22

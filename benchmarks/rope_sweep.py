@@ -33,7 +33,7 @@ from raw_launch import launcher, load_functions, sweep_main
 # name -> (heads in flight, min blocks per SM, max threads per block, evict-first hints on x and out). Earlier runs
 # also tried (8, 1, 256), (8, 2, 128), (4, 4, 128), (4, 8, 64) (results/rope-sweep-h100-2026-11-23.json), and x
 # staged in shared memory by cp.async with an evict-last policy on the angle tables (configs *_staged*, *_keep;
-# the template change is benchmarks/studies/rope-staged-keep.patch, results/rope-staged-*-h100-2026-11-25.json).
+# the template change: `git show 6d07f26:benchmarks/studies/rope-staged-keep.patch`; results/rope-staged-*-h100-2026-11-25.json).
 CONFIGS = {
     "h2_b3_cs": (2, 3, 256, True),
     "h4_b2_cs": (4, 2, 256, True),

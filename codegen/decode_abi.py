@@ -27,7 +27,7 @@ ROW_PADDING = 8
 # Split-KV from sm_90 on: up to this many splits of a (row, KV head) run as one thread-block cluster and
 # merge their results through distributed shared memory; more splits take the combine kernel. 8 is the
 # portable cluster size; clusters of 16 (H100's limit) were slower than 16 splits and the combine kernel
-# (b = 1, T = 8k: 21.0 against 20.3 us): a GPC holds few of them (benchmarks/NOTES.md, decode v13).
+# (b = 1, T = 8k: 21.0 against 20.3 us): a GPC holds few of them (docs/performance.md).
 MAX_CLUSTER_SPLITS = 8
 # Shared memory of one sm_90 multiprocessor, and what the driver keeps of it per resident block.
 SM90_SHARED_PER_SM = 228 * 1024

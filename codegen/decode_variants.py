@@ -26,7 +26,7 @@ KV_STRIDE_COUNTS = (3, 4)  # 3: the head dim is contiguous, strides of (batch, h
 class Pipeline(str, enum.Enum):
     """How a block stages K/V in shared memory: keys per tile (each warp takes a quarter of a tile per
     round) and tiles in flight. Every variant has the narrow pipeline; deep and wide pay on grids of about
-    one or two blocks per multiprocessor and lose on large ones (benchmarks/NOTES.md, decode v16-v18), ws
+    one or two blocks per multiprocessor and lose on large ones (docs/performance.md), ws
     (sm_90 on) streams K/V at the rate a copy-only kernel reaches (v24-v26), ws_deep gives it a deeper ring with
     one block per multiprocessor (v36), so the tuned split table chooses per grid, and only the bandwidth path
     (16-byte copies, 3 strides, head dims up to 128; ws and ws_deep: 64 and 128) has them."""

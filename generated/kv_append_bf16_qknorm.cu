@@ -283,7 +283,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 1, false,
                             true>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -295,7 +295,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 2, false,
                             true>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -307,7 +307,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 4, false,
                             true>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -319,7 +319,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_freqs_v
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 8, false,
                             true>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -331,7 +331,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 1, false,
                             true>(
       p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -343,7 +343,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 2, false,
                             true>(
       p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -355,7 +355,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 4, false,
                             true>(
       p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -367,7 +367,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossin_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 8, false,
                             true>(
       p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -379,7 +379,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 1, false,
                             true>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -391,7 +391,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 2, false,
                             true>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -403,7 +403,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 4, false,
                             true>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -415,7 +415,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_cossinf
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 8, false,
                             true>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -427,7 +427,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 1, false,
                             true>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -439,7 +439,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 2, false,
                             true>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -451,7 +451,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 4, false,
                             true>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -463,7 +463,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_invfreq
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 8, false,
                             true>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -475,7 +475,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v1
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 1, false,
                             true>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -487,7 +487,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v2
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 2, false,
                             true>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -499,7 +499,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v4
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 4, false,
                             true>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -511,7 +511,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_half_base_v8
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 8, false,
                             true>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -523,7 +523,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 1, true,
                             true>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -535,7 +535,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 2, true,
                             true>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -547,7 +547,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 4, true,
                             true>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -559,7 +559,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 8, true,
                             true>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -571,7 +571,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 1, true,
                             true>(
       p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -583,7 +583,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 2, true,
                             true>(
       p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -595,7 +595,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 4, true,
                             true>(
       p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -607,7 +607,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 8, true,
                             true>(
       p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -619,7 +619,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 1, true,
                             true>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -631,7 +631,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 2, true,
                             true>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -643,7 +643,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 4, true,
                             true>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -655,7 +655,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 8, true,
                             true>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -667,7 +667,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 1, true,
                             true>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -679,7 +679,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 2, true,
                             true>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -691,7 +691,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 4, true,
                             true>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -703,7 +703,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 8, true,
                             true>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -715,7 +715,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 1, true,
                             true>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -727,7 +727,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 2, true,
                             true>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -739,7 +739,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 4, true,
                             true>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -751,7 +751,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) kv_append_bf16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<bf16, 8, true,
                             true>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});

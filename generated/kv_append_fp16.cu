@@ -263,7 +263,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_freqs_v
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 1, false,
                             false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -275,7 +275,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_freqs_v
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 2, false,
                             false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -287,7 +287,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_freqs_v
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 4, false,
                             false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -299,7 +299,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_freqs_v
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 8, false,
                             false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -311,7 +311,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossin_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 1, false,
                             false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -323,7 +323,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossin_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 2, false,
                             false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -335,7 +335,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossin_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 4, false,
                             false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -347,7 +347,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossin_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 8, false,
                             false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -359,7 +359,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossinf
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 1, false,
                             false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -371,7 +371,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossinf
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 2, false,
                             false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -383,7 +383,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossinf
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 4, false,
                             false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -395,7 +395,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_cossinf
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 8, false,
                             false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -407,7 +407,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_invfreq
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 1, false,
                             false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -419,7 +419,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_invfreq
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 2, false,
                             false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -431,7 +431,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_invfreq
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 4, false,
                             false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -443,7 +443,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_invfreq
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 8, false,
                             false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -455,7 +455,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_base_v1
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 1, false,
                             false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -467,7 +467,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_base_v2
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 2, false,
                             false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -479,7 +479,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_base_v4
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 4, false,
                             false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -491,7 +491,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_half_base_v8
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 8, false,
                             false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -503,7 +503,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 1, true,
                             false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -515,7 +515,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 2, true,
                             false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -527,7 +527,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 4, true,
                             false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -539,7 +539,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 8, true,
                             false>(
       p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -551,7 +551,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 1, true,
                             false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -563,7 +563,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 2, true,
                             false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -575,7 +575,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 4, true,
                             false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -587,7 +587,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 8, true,
                             false>(
       p, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -599,7 +599,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 1, true,
                             false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -611,7 +611,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 2, true,
                             false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -623,7 +623,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 4, true,
                             false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -635,7 +635,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 8, true,
                             false>(
       p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -647,7 +647,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 1, true,
                             false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -659,7 +659,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 2, true,
                             false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -671,7 +671,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 4, true,
                             false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -683,7 +683,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 8, true,
                             false>(
       p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -695,7 +695,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 1, true,
                             false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -707,7 +707,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 2, true,
                             false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -719,7 +719,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 4, true,
                             false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -731,7 +731,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) kv_append_fp16_interleaved_
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // q, k and v may be the previous kernel's outputs
   // no early allow_dependent_launch: a decode step's attention scheduled while the append runs was spread unevenly
-  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; benchmarks/NOTES.md)
+  // over the multiprocessors (step 19.9 us over the attention at b 8 x 8k instead of 3.8; docs/performance.md)
   kv_append::append_tokens<f16, 8, true,
                             false>(
       p, BaseAngles{p.exponent_step, p.ratio, p.scale});

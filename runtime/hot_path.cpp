@@ -193,7 +193,8 @@ constexpr size_t kMaxPlans = 4096;  // per op, as the Python plan caches: cleare
 // it may have been made under the old choice.
 std::atomic<uint64_t> generation{0};
 
-// --- stage timers (a build with CUKILN_NATIVE_TIMERS=1 only, for benchmarks/studies/hot_path_stages.py) -----------
+// --- stage timers (a build with CUKILN_NATIVE_TIMERS=1 only) --------------------------------------------------------
+// Read by the stage study (`git show 6d07f26:benchmarks/studies/hot_path_stages.py`).
 // Each stage of a public call's plan-cache hit adds the time since the stage before to its op's total: where a hit's
 // host time goes. A few steady_clock reads per call; compiled out of every other build.
 constexpr size_t kStages = 9;  // native.STAGES names them
@@ -255,8 +256,8 @@ std::unordered_map<int, std::unique_ptr<torch::Library>>& libraries() {  // one 
 // --- the key ----------------------------------------------------------------------------------------------------
 
 // The key's bytes, gathered in a buffer on the stack and appended to the key once (a std::string append per field
-// cost the decode step's 28-argument key 1.4 µs a call: benchmarks/studies/hot_path_stages.py); a key longer than
-// the buffer goes into the string a buffer at a time.
+// cost the decode step's 28-argument key 1.4 µs a call, by that study); a key longer than the buffer goes into the
+// string a buffer at a time.
 class KeyWriter {
  public:
   explicit KeyWriter(std::string& key) : key_(key) {}

@@ -707,7 +707,7 @@ def block_shape(groups: int, heads: int, tokens: int, two_tokens: bool, max_thre
     """(groups, head rows, tokens) per block.
 
     Small blocks finish the grid with a short tail, which is what separates a memory-bound kernel of
-    50-100 us from a copy (benchmarks/NOTES.md, sweep of 2026-11-23): one token per block, every head
+    50-100 us from a copy (docs/performance.md, the sweep of 2026-11-23): one token per block, every head
     visited once. With ``two_tokens``, two tokens per block and two passes over the heads: where heads lie
     outside tokens in memory (a (b, h, s, d) tensor seen as bshd) this keeps each head's rows contiguous, and
     q and k rotated together at many tokens run faster so (PAIR_TWO_TOKENS_PER_SM). Blocks of fewer

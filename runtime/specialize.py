@@ -1,23 +1,22 @@
 """Ops specialized to a traced call's constants: what a torch.compile'd cukiln call runs.
 
 torch charges an op call by its arguments: a compiled graph's call parses each one against the op's schema, and the
-dispatcher boxes each one (`benchmarks/studies/step_schema_cost.py`). A cukiln op takes 12 to 28 of them, and in one
-traced call most are constants: the layout, the flags, a None for each angle source or option not used. So when
-torch.compile traces a cukiln.torch wrapper (a node of its graph, torch_support.one_graph_node: the wrapper runs as
-plain Python on traced tensors when torch.compile computes the call's example results and when AOTAutograd traces
-the graph) it calls ``cukiln::<op>__<digest>`` instead: the op specialized to the call's constants, whose schema
-keeps only its tensors and the numbers torch.compile traces as symbols. Every other value is a constant of the
-graph: the Nones, the bools, the strings, and each plain int or float, which the traced graph would hold as a
-literal anyway, under torch.compile's guards on where it came from. A number that changed between calls is traced as
-a symbol instead, and reaches the wrapper as a torch.SymInt or SymFloat: an argument. The ops declare a call's
-lengths, starts and offsets SymInt (an int argument would guard a symbol on its value), so the graph compiled for
-such a symbol serves every value; the ints that configure a call (rotary_dim, cp_size, num_splits, ...) stay int,
-and the wrappers convert floats with float(), which guards a SymFloat on its value: a change there recompiles. A
-tensor that the op writes only with a flag (torch_support.WRITTEN_ONLY_WITH: the step's kv_lens, with advance_lens)
-is declared read-only where the flag is the constant False, one mutated input fewer in the graph. The digest names
-the constants and the declarations, so every process that traces the same call defines the same op. Its kernels put
-the constants back and run the op's own (hot_path.cpp's Specialized): the same plan cache, autograd kernel and
-errors.
+dispatcher boxes each one (`git show 6d07f26:benchmarks/studies/step_schema_cost.py`). A cukiln op takes 12 to 28 of
+them, and in one traced call most are constants: the layout, the flags, a None for each angle source or option not used.
+So when torch.compile traces a cukiln.torch wrapper (a node of its graph, torch_support.one_graph_node: the wrapper runs
+as plain Python on traced tensors when torch.compile computes the call's example results and when AOTAutograd traces the
+graph) it calls ``cukiln::<op>__<digest>`` instead: the op specialized to the call's constants, whose schema keeps only
+its tensors and the numbers torch.compile traces as symbols. Every other value is a constant of the graph: the Nones,
+the bools, the strings, and each plain int or float, which the traced graph would hold as a literal anyway, under
+torch.compile's guards on where it came from. A number that changed between calls is traced as a symbol instead, and
+reaches the wrapper as a torch.SymInt or SymFloat: an argument. The ops declare a call's lengths, starts and offsets
+SymInt (an int argument would guard a symbol on its value), so the graph compiled for such a symbol serves every value;
+the ints that configure a call (rotary_dim, cp_size, num_splits, ...) stay int, and the wrappers convert floats with
+float(), which guards a SymFloat on its value: a change there recompiles. A tensor that the op writes only with a flag
+(torch_support.WRITTEN_ONLY_WITH: the step's kv_lens, with advance_lens) is declared read-only where the flag is the
+constant False, one mutated input fewer in the graph. The digest names the constants and the declarations, so every
+process that traces the same call defines the same op. Its kernels put the constants back and run the op's own
+(hot_path.cpp's Specialized): the same plan cache, autograd kernel and errors.
 
 Only where the native hot path serves the op (its C++ kernels are what expands a call cheaply), never while
 torch.export traces (an exported program may name only ops that importing cukiln.torch defines), and not for a

@@ -39,7 +39,7 @@ def one_graph_node(wrapper):
     tensors, when torch.compile computes the call's example results and when AOTAutograd traces the graph (where
     runtime/specialize.py's call finds the op it calls), and a compiled call guards on its own arguments alone. Traced
     instead, the wrapper left 51-74 guards (on its defaults, its modules' globals, the builtins it read), evaluated
-    on every call of the compiled function (`benchmarks/studies/one_graph_node_ab.py`)."""
+    on every call of the compiled function (`git show 6d07f26:benchmarks/studies/one_graph_node_ab.py`)."""
     return torch.compiler.allow_in_graph(wrapper)
 
 

@@ -37,7 +37,7 @@ from .timing import run_metadata
 CALLS = 10_000
 ROUNDS = 7
 # A paired path's calls of a round run as this many blocks, each right after a block of its reference's: this host's
-# speed drifts by a third within a minute and a compiled call's by tens of µs between rounds (benchmarks/NOTES.md), so
+# speed drifts by a third within a minute and a compiled call's by tens of µs between rounds (docs/performance.md), so
 # short pairs see one moment where two blocks of 10000 calls spanned a second of it.
 PAIR_BLOCKS = 10
 
@@ -367,7 +367,7 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only
 
     Two phases: the paths that compile nothing first, warmed and timed before anything is compiled, then the
     compiled ones. Once a process has run a reduce-overhead compiled function, every eager call there costs the
-    host 2.3-4.5 µs more, torch's own included (benchmarks/NOTES.md): timed first, the eager rows (and torch's ``add_``
+    host 2.3-4.5 µs more, torch's own included (docs/performance.md): timed first, the eager rows (and torch's ``add_``
     beside them) are what an eager program pays."""
     paths = _paths(only)
     samples = {name: [] for name in paths}
@@ -403,7 +403,7 @@ def measure(rounds: int = ROUNDS, calls: int = CALLS, advance=lambda: None, only
             for name, s in samples.items()}
 
 
-# The host-time targets (benchmarks/NOTES.md): a public call at most 1.3× torch's add_ of the same run, a cukiln.torch
+# The host-time targets (docs/performance.md): a public call at most 1.3× torch's add_ of the same run, a cukiln.torch
 # wrapper's eager call and an op through the dispatcher at most 1.5×, a compiled function at most its compiled
 # reference + 5 µs (under reduce-overhead, captured in a CUDA graph too), a graph replay at most 5 µs of host time.
 PUBLIC_LIMIT, TORCH_OP_LIMIT, COMPILED_MARGIN_US, REPLAY_LIMIT_US = 1.3, 1.5, 5.0, 5.0

@@ -33,8 +33,8 @@ class _Recorder:
 
 def stub_device(setattr, kernel) -> None:
     """CPU tensors taken as device 0's, an sm_90 of 132 multiprocessors, ``kernel`` in place of launch.kernel, fresh
-    plan caches; ``setattr`` does the patching (monkeypatch.setattr in tests; benchmarks/studies/call_path_sim.py
-    passes the builtin)."""
+    plan caches; ``setattr`` does the patching (monkeypatch.setattr in tests; a simulation of the call path passed
+    the builtin)."""
     real = tensors.from_torch
 
     def from_torch(t, name, accepts=tuple(tensors.ITEMSIZE), *, cuda=True):

@@ -1,7 +1,7 @@
 """Device-to-device copy bandwidth by size: how far a copy of a benchmark's own bytes is from the 1 GiB
 copy that `cukiln bench` divides by (launch ramp and tail weigh more on small transfers).
 
-    python benchmarks/studies/copy_sizes.py
+    python benchmarks/copy_sizes.py
 """
 
 from __future__ import annotations
