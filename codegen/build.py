@@ -81,8 +81,7 @@ def build(archs: list[str], only: str | None, jobs: int, out_dir: Path, console:
     start = time.perf_counter()
     variants = select_variants(only)
     if not variants:
-        console.print(f"[red]--only {only!r} matches no variant[/red]")
-        return 1
+        raise ValueError(f"--only {only!r} matches no variant")
     sources = render_modules(variants)
     headers = render_headers()
     with _progress(console) as progress:

@@ -7,6 +7,7 @@ file that is not there, a GPU command without a GPU) is one line on stderr and e
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -19,9 +20,20 @@ from cukiln import __version__
 _PIPE_WIDTH = 1000
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:  # the reader stopped early (`cukiln report | head`): main() ends quietly
+        raise BrokenPipeError
+
+
 def console() -> Console:
     """The console commands print to: the terminal's width, or unlimited when piped to a file or program."""
-    return Console() if sys.stdout.isatty() else Console(width=_PIPE_WIDTH)
+    return _Console() if sys.stdout.isatty() else _Console(width=_PIPE_WIDTH)
+
+
+def _reader_gone() -> int:
+    """The program reading our output stopped (``| head``): not an error. What is still buffered goes nowhere."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 def _regex(text: str) -> str:
@@ -32,14 +44,20 @@ def _regex(text: str) -> str:
     return text
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _at_least(low: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+    return parse
+
+
+_positive = _at_least(1, "a positive integer")
+_count = _at_least(0, "a count (0 or more)")
 
 
 def _needs_gpu() -> None:
@@ -150,7 +168,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--only", metavar="REGEX", type=_regex, help="show only variants whose name matches")
     r.add_argument("--sort", choices=("name", "registers", "spills", "smem", "size", "compile"), default="name",
                    help="order of the variant rows (default: name)")
-    r.add_argument("--limit", type=int, default=40, metavar="N",
+    r.add_argument("--limit", type=_count, default=40, metavar="N",
                    help="variant rows shown in the text view (default 40, 0 for all; --json has every row)")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.set_defaults(func=_report)
@@ -201,10 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.console = console()
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a reader that stopped early is found here, not at exit
+        return code
     except ValueError as e:  # a user mistake: one line, no traceback
         print(f"cukiln {args.command}: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _reader_gone()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from . import hooks
 
-from cukiln.codegen.ops import FAMILIES, tuned_modules
+from cukiln.codegen.ops import FAMILIES, family_of_op, tuned_modules
 from cukiln.core import artifacts
 from cukiln.core.archs import DEFAULT_ARCHS
 
@@ -127,12 +127,25 @@ def warnings(manifest: dict, tuning: dict, root: Path) -> list[dict]:
 
 
 def collect(manifest: dict, tuning: dict, root: Path, only: str | None = None, sort: str = "name") -> dict:
-    """The whole report as plain data (what --json prints)."""
+    """The whole report as plain data (what --json prints); with ``only`` (a regex of variant names) every part
+    of it holds the matching variants alone: their ops' summaries, rows and warnings, and the rules of the
+    families they belong to. ValueError when ``only`` matches no variant."""
+    if only:
+        pattern = re.compile(only)
+        matching = [e for e in manifest.get("variants", []) if pattern.search(e["name"])]
+        if not matching:
+            raise ValueError(f"--only {only!r} matches no variant")
+        modules = {e["module"] for e in matching}
+        manifest = {**manifest, "variants": matching,
+                    "modules": {m: v for m, v in manifest.get("modules", {}).items() if m in modules}}
+    families = {family_of_op(e["op"]).name for e in manifest.get("variants", [])}
+    rules = {rule for f in FAMILIES if f.name in families for rule in f.tuned_modules}
+    tuning = {arch: {rule: r for rule, r in data.items() if rule in rules} for arch, data in tuning.items()}
     return {
         "nvrtc_version": manifest.get("nvrtc_version"), "archs": manifest.get("archs", []),
         "ops": op_summary(manifest),
-        "variants": sorted(rows(manifest, only, artifacts.read_build_log(root)), key=_SORT_KEYS[sort]),
-        "rules": {f.name: hooks.report_rules(f, tuning) for f in FAMILIES if f.tools},
+        "variants": sorted(rows(manifest, None, artifacts.read_build_log(root)), key=_SORT_KEYS[sort]),
+        "rules": {f.name: hooks.report_rules(f, tuning) for f in FAMILIES if f.tools and f.name in families},
         "warnings": warnings(manifest, tuning, root),
     }
 
@@ -179,8 +192,7 @@ def main(args) -> int:
     root = artifacts.generated_dir()
     manifest = artifacts.read_manifest(root)
     if not manifest:
-        console.print("[red]no generated/manifest.json: run `cukiln build` first[/red]")
-        return 1
+        raise ValueError("no generated/manifest.json: run `cukiln build` first")
     report = collect(manifest, artifacts.read_tuning(root), root, args.only, args.sort)
     if args.json:
         print(json.dumps(report, indent=1))

@@ -42,6 +42,9 @@ def test_version(capsys):
     (["bench", "overhead", "--no-rotate"], "--no-rotate does not apply to `cukiln bench overhead`"),
     (["bench", "rope", "--rounds", "9"], "--rounds does not apply to `cukiln bench rope`"),
     (["bench", "overhead", "--rounds", "0"], "expected a positive integer"),
+    (["report", "--limit", "-3"], "expected a count (0 or more)"),
+    (["report", "--only", "zzznomatch"], "--only 'zzznomatch' matches no variant"),
+    (["build", "--only", "zzznomatch"], "--only 'zzznomatch' matches no variant"),
 ])
 def test_a_user_mistake_is_one_line_and_exit_status_2(argv, message, capsys, monkeypatch):
     from cukiln.codegen import build
@@ -70,6 +73,29 @@ def test_piped_report_is_never_cut():
     report = json.loads(subprocess.run([sys.executable, "-m", "cukiln.tools.cli", "report", "--json"],
                                        capture_output=True, text=True, check=True).stdout)
     assert {"rope", "decode"} <= set(report["ops"])
+
+
+def test_report_only_holds_the_matching_variants_in_every_part():
+    done = subprocess.run([sys.executable, "-m", "cukiln.tools.cli", "report", "--json", "--only", "^kv_append_"],
+                          capture_output=True, text=True, check=True)
+    report = json.loads(done.stdout)
+    assert set(report["ops"]) == {"kv_append"}
+    assert report["variants"] and all(r["op"] == "kv_append" for r in report["variants"])
+    assert set(report["rules"]) <= {"kv_append"}  # rope's and decode's tuning tables are not kv_append's
+    text = subprocess.run([sys.executable, "-m", "cukiln.tools.cli", "report", "--only", "^kv_append_"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "rope" not in text and "decode" not in text
+
+
+@pytest.mark.parametrize("argv", [["report"], ["report", "--json"], ["--help"], ["build", "--help"]])
+def test_a_reader_that_stops_early_ends_the_command_quietly(argv):
+    """`cukiln report | head -1`: the command exits 0 and prints nothing on stderr once head has gone."""
+    command = [sys.executable, "-m", "cukiln.tools.cli", *argv]
+    pipe = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pipe.stdout.readline()
+    pipe.stdout.close()  # the reader goes away; what the command writes next meets a closed pipe
+    _, err = pipe.communicate(timeout=120)
+    assert pipe.returncode == 0 and err == b"", err.decode()
 
 
 def test_the_package_lists_and_reaches_its_public_names_without_importing_torch():

@@ -143,12 +143,16 @@ def test_text_and_json_views(generated, monkeypatch, capsys):
     data = json.loads(capsys.readouterr().out)
     assert [v["registers"] for v in data["variants"]][:2] == [200, 96]
     assert set(data["ops"]) == {"rope", "decode"}  # the fake manifest's
-    assert set(data["rules"]) == {f.name for f in FAMILIES if f.tools}  # every registered family's rules
+    assert set(data["rules"]) == {"rope", "decode"}  # the rules of the families whose variants it holds
     assert {"launch", "thd"} == set(data["rules"]["rope"])
     assert {w["kind"] for w in data["warnings"]} == {"spill", "missing arch"}
     assert report.main(SimpleNamespace(only="rope", sort="spills", json=False, limit=1, console=console)) == 0
     text = console.file.getvalue()
     assert "variants per op and arch" in text and "3 more rows" in text
+    assert "rope launch rule" in text and "decode" not in text  # --only holds rope's variants alone, in every part
+    console.file = io.StringIO()
+    assert report.main(SimpleNamespace(only=None, sort="spills", json=False, limit=1, console=console)) == 0
+    text = console.file.getvalue()
     assert "spill (1)" in text and "decode split rule" in text
 
 
