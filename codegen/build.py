@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -66,11 +67,38 @@ def select_variants(only: str | None) -> list:
     return variants
 
 
-def _progress(console: Console) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=False,
-    )
+class _Lines:
+    """Progress on a console that is not a terminal (a log, a CI job, a pipe): a line for each finished compile
+    job, and one at least every ``period`` seconds while none finishes (compile_all calls ``advance(0)``)."""
+
+    def __init__(self, console: Console, description: str, period: float = 10.0):
+        self.console, self.description, self.period = console, description, period
+        self.done, self.total, self.start, self.said = 0, 0, time.perf_counter(), 0.0
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if n or now - self.said >= self.period:
+            self.said = now
+            elapsed = int(now - self.start)
+            self.console.print(f"{self.description}: {self.done}/{self.total} compile jobs, "
+                               f"{elapsed // 60}:{elapsed % 60:02d}", soft_wrap=True)
+
+    def set_total(self, total: int) -> None:
+        self.total = total
+
+
+@contextmanager
+def _progress(console: Console, description: str):
+    """(advance(n), set_total(total)) for compile_all: a bar on a terminal, lines elsewhere."""
+    if not console.is_terminal:
+        lines = _Lines(console, description)
+        yield lines.advance, lines.set_total
+        return
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as bar:
+        task = bar.add_task(description, total=None)
+        yield (lambda n=1: bar.advance(task, n)), (lambda total: bar.update(task, total=total))
 
 
 def build(archs: list[str], only: str | None, jobs: int, out_dir: Path, console: Console) -> int:
@@ -84,10 +112,9 @@ def build(archs: list[str], only: str | None, jobs: int, out_dir: Path, console:
         raise ValueError(f"--only {only!r} matches no variant")
     sources = render_modules(variants)
     headers = render_headers()
-    with _progress(console) as progress:
-        task = progress.add_task(f"compiling {len(variants)} variants", total=len(sources) * len(archs))
-        results, failures = compile_all(sources, headers, archs, jobs, lambda n=1: progress.advance(task, n),
-                                        lambda total: progress.update(task, total=total))
+    description = f"{len(variants)} variants in {len(sources)} modules for {', '.join(archs)}"
+    with _progress(console, description) as (advance, set_total):
+        results, failures = compile_all(sources, headers, archs, jobs, advance, set_total, default_archs())
     if failures:
         for e in failures:
             console.print(f"[red]compile error[/red] in module {e.module} for {e.arch}; variants: "

@@ -193,23 +193,34 @@ def variants_at_errors(module: str, source: str, log: str) -> list[str]:
     return sorted(set(names))
 
 
+_QUIET_SECONDS = 2.0  # how often a quiet build looks at its clock (progress lines every 10 s: at most 12 apart)
+
+
 def compile_all(sources: dict[str, str], headers: dict[str, str], archs: list[str], jobs: int, advance,
-                set_total) -> tuple[list[CompileResult], list[CompileError]]:
+                set_total, default_archs: list[str] = ()) -> tuple[list[CompileResult], list[CompileError]]:
     """Every module's cubin for every arch, in a process pool: archs that can share a PTX get one PTX
-    job, then an assembly job each once it is done; the others one NVRTC job each. Progress counts jobs."""
-    share = len(archs) > 1 and sharing_available()
+    job, then an assembly job each once it is done; the others one NVRTC job each. Progress counts jobs.
+
+    Which archs share a PTX is decided over ``archs`` and ``default_archs`` (the default build's) together, so
+    that a build for some archs makes each one's cubin as the default build does (the same PTX target, the same
+    assembly, the same cache entry) and a one-arch build after a full one compiles nothing."""
+    share = sharing_available()
+    grouping = sorted(set(archs) | set(default_archs), key=arch_number)
     results: list[CompileResult] = []
     failures: list[CompileError] = []
     direct: list[tuple[str, str]] = []
     shared: list[tuple[str, str, list[tuple[str, str]]]] = []  # (module, PTX target, [(arch, cache key)])
     for module, source in sources.items():
         text = source + "".join(included_headers(source, headers).values())
-        for group in ptx_groups(archs, arch_boundaries(text) if share else None):
+        for group in ptx_groups(grouping, arch_boundaries(text) if share else None):
+            wanted = [arch for arch in group if arch in archs]
+            if not wanted:
+                continue
             if len(group) == 1:
                 direct.append((module, group[0]))
                 continue
             target, todo = ptx_target(group[0]), []
-            for arch in group:
+            for arch in wanted:
                 key = assembled_key(source, headers, target, arch)
                 entry = cache.load(key)
                 if entry is None:
@@ -226,7 +237,9 @@ def compile_all(sources: dict[str, str], headers: dict[str, str], archs: list[st
         for module, target, todo in shared:
             running[pool.submit(compile_module_ptx, module, target, sources[module], headers)] = (module, target, todo)
         while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            done, _ = wait(running, timeout=_QUIET_SECONDS, return_when=FIRST_COMPLETED)
+            if not done:
+                advance(0)  # nothing finished for a while: progress that prints lines says so
             for future in done:
                 group = running.pop(future)
                 advance()

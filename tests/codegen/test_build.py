@@ -92,3 +92,20 @@ def test_the_checked_in_manifest_is_byte_for_byte_what_its_writer_writes(tmp_pat
     assert not any("compile_seconds" in c for m in manifest["modules"].values() for c in m["cubins"].values())
     artifacts.write_manifest(manifest, copy)
     assert (copy / artifacts.MANIFEST).read_bytes() == (artifacts.generated_dir() / artifacts.MANIFEST).read_bytes()
+
+
+def test_a_build_piped_to_a_file_prints_progress_lines(monkeypatch):
+    """Not a terminal (a log, a CI job): a line for each finished job, and one while none finishes for a period."""
+    console = Console(file=io.StringIO(), force_terminal=False, width=200)
+    clock = iter([0.0, 1.0, 2.0, 30.0, 31.0])
+    monkeypatch.setattr(build.time, "perf_counter", lambda: next(clock))
+    with build._progress(console, "3 variants in 2 modules for sm_90") as (advance, set_total):
+        set_total(2)
+        advance()      # t 1: a job done
+        advance(0)     # t 2: quiet, but a line went out a second ago
+        advance(0)     # t 30: quiet for longer than the period
+        advance()      # t 31
+    lines = console.file.getvalue().splitlines()
+    assert lines == ["3 variants in 2 modules for sm_90: 1/2 compile jobs, 0:01",
+                     "3 variants in 2 modules for sm_90: 1/2 compile jobs, 0:30",
+                     "3 variants in 2 modules for sm_90: 2/2 compile jobs, 0:31"]

@@ -178,6 +178,20 @@ def test_shared_ptx_gives_the_kernels_nvrtc_compiles_arch_by_arch(isolated_cache
     assert all(r.cached for r in again) and {(r.module, r.arch): r.cubin for r in again} == \
         {k: r.cubin for k, r in by.items()}
 
+@pytest.mark.skipif(not compile_.sharing_available(), reason="no ptxas as new as NVRTC: the build compiles each arch alone")
+def test_a_build_for_some_archs_makes_the_default_builds_cubins_for_them(isolated_cache):
+    """`cukiln build --arch sm_90` after `cukiln build`: the same PTX target, the same cubin, from the cache."""
+    sources = {"tiny": _TINY, "tiny_arch": _ARCH_TINY}
+    archs = ["sm_80", "sm_90", "sm_100"]
+    full, _ = compile_.compile_all(sources, {}, archs, 2, lambda n=1: None, lambda total: None)
+    made = {(r.module, r.arch): (r.cubin, r.ptx_target) for r in full}
+    for arch in archs:
+        some, failures = compile_.compile_all(sources, {}, [arch], 1, lambda n=1: None, lambda total: None, archs)
+        assert not failures and {r.arch for r in some} == {arch} and all(r.cached for r in some), arch
+        assert {(r.module, r.arch): (r.cubin, r.ptx_target) for r in some} == \
+            {key: value for key, value in made.items() if key[1] == arch}
+
+
 def test_assembly_errors_name_the_module_and_arch(isolated_cache):
     if nvrtc.ptxas() is None:
         pytest.skip("no ptxas installed")
