@@ -51,6 +51,15 @@ decode_attention = ct.decode_attention
 rope_qk = ct.rope_qk
 
 
+def cache_argument(cache) -> dict:
+    """``generate()``'s keyword for a cache object: ``cache`` from transformers 5.24 (which deprecates
+    ``past_key_values``, with a FutureWarning), ``past_key_values`` before it."""
+    import transformers
+
+    major, minor = (int(part) for part in transformers.__version__.split(".")[:2])
+    return {"cache" if (major, minor) >= (5, 24) else "past_key_values": cache}
+
+
 def apply(model):
     """Run ``model``'s attention and RoPE through cukiln (see the module's doc); returns the model. Raises
     ValueError naming what cukiln cannot serve (nothing is changed then)."""

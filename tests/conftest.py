@@ -3,9 +3,12 @@ fixture."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 
+@functools.cache
 def _gpu_available() -> tuple[bool, str]:
     try:
         import torch
@@ -16,14 +19,13 @@ def _gpu_available() -> tuple[bool, str]:
     return True, ""
 
 
-def pytest_collection_modifyitems(config, items):
-    ok, reason = _gpu_available()
-    if ok:
-        return
-    skip = pytest.mark.skip(reason=reason)
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+def pytest_runtest_setup(item):
+    """A `gpu` test without a GPU skips here, before its fixtures: every such skip has this one location, so
+    `pytest -ra` sums them in one line."""
+    if "gpu" in item.keywords:
+        ok, reason = _gpu_available()
+        if not ok:
+            pytest.skip(f"gpu tests: {reason}")
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from cukiln.integrations.transformers import cache_argument
+
 # style -> (config class name, config arguments): GQA with head dim 64; head dim 128; logit softcap, a scaling of
 # its own and sliding window (alternating sliding and full layers); the GPU tests take the first three, the CPU
 # tests all: Mistral's window comes as an attention argument, Qwen3 normalizes q and k per head
@@ -57,8 +59,8 @@ def greedy(model, ids, mask, new_tokens: int, compile: bool = False, cache="stat
     """Greedy generation on a static cache (or "dynamic", or a Cache object): (new tokens [b, new_tokens], the
     logits of each step [steps, b, vocab])."""
     model.generation_config.disable_compile = not compile
-    how = {"cache_implementation": "static"} if cache == "static" else {} if cache == "dynamic" else {
-        "past_key_values": cache}
+    how = {"cache_implementation": "static"} if cache == "static" else {} if cache == "dynamic" else \
+        cache_argument(cache)
     out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                          do_sample=False, output_logits=True, return_dict_in_generate=True, pad_token_id=PAD, **how)
     return out.sequences[:, ids.shape[1]:], torch.stack(out.logits).float()

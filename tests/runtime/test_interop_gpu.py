@@ -7,9 +7,7 @@ import os
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.gpu
-if not torch.cuda.is_available():
-    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+pytestmark = pytest.mark.gpu  # without a GPU, skipped by tests/conftest.py
 # JAX takes most of the GPU's memory at its first allocation unless told not to (torch shares the GPU).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 

@@ -14,9 +14,9 @@ from cukiln import native  # noqa: E402
 
 from ..checks import assert_matches_reference  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible"),
-              pytest.mark.skipif(native.module() is None, reason="the native hot path is off")]
+pytestmark = [pytest.mark.gpu,  # without a GPU, skipped by tests/conftest.py
+              pytest.mark.skipif(torch.cuda.is_available() and native.module() is None,
+                                 reason="the native hot path is off")]
 
 
 def _poisoned(like):

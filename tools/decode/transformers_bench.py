@@ -52,11 +52,13 @@ def _generate(model, ids, cache, new_tokens: int, compiled: bool):
     """Seconds of one greedy generation of ``new_tokens`` tokens on the (reset) static cache, and its tokens."""
     import torch
 
+    from cukiln.integrations.transformers import cache_argument
+
     model.generation_config.disable_compile = not compiled
     cache.reset()
     torch.cuda.synchronize()
     start = time.perf_counter()
-    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), past_key_values=cache,
+    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **cache_argument(cache),
                          max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
     torch.cuda.synchronize()
     return time.perf_counter() - start, out[:, ids.shape[1]:]
