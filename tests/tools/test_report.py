@@ -294,3 +294,11 @@ def test_decode_and_thd_tuning_tables_show_bandwidth_against_the_same_run_copy(c
     assert "copy 3.00 TB/s" in text and "1.70" in text and "0.567" in text  # decode: best TB/s and x copy
     assert "0.950" in text and "0.875" in text  # thd: token and grid x copy
     assert thd_rule({"sm_80": {"rope-thd": old}})["tuning"]["sm_80"]["measurements"][0]["grid_x_copy"] is None
+
+
+def test_the_transformers_bench_counts_the_steps_each_row_agrees_before_its_first_different_token():
+    torch = pytest.importorskip("torch")
+    from cukiln.tools.decode.transformers_bench import steps_before_first_difference
+
+    same = torch.tensor([[True, True, False, True], [True, True, True, True], [False, True, True, True]])
+    assert steps_before_first_difference(same) == [2, 4, 0]
