@@ -1,4 +1,5 @@
-"""Packaging hook: a wheel (not an editable install) ships cubins, compiled here by `cukiln build`.
+"""Packaging hook: a wheel (not an editable install) ships cubins, compiled here by `cukiln build`, and the native
+hot path built for the torch installed here (runtime/native.py).
 
 setuptools copies the packages into the build folder first; the AOT build then runs against that copy
 (so generated/ there gets the cubins and a manifest that matches them). CUKILN_WHEEL_ARCHS
@@ -31,6 +32,23 @@ class BuildWithCubins(build_py):
                                                                          os.environ.get("PYTHONPATH")]))}
         self.announce(f"compiling cubins for the wheel: {' '.join(cmd[2:])}", level=2)
         subprocess.run(cmd, check=True, env=env, cwd=self.build_lib)
+        # The native hot path for the torch installed here, so that the wheel needs no compiler with that torch
+        # (another torch compiles its own on first use, announced). Without torch, or where it cannot build: none.
+        package = os.path.abspath(os.path.join(self.build_lib, "cukiln"))
+        subprocess.run([sys.executable, "-c", _PACKAGE_NATIVE, package], check=True, env=env, cwd=self.build_lib)
+
+
+_PACKAGE_NATIVE = """
+import sys
+from pathlib import Path
+try:
+    import torch  # noqa: F401
+except ImportError:
+    sys.exit(0)
+from cukiln import native
+copied = native.package_into(Path(sys.argv[1]))
+print(f"native hot path in the wheel: {copied}" if copied else f"no native hot path in the wheel: {native.off_reason()}")
+"""
 
 
 setup(cmdclass={"build_py": BuildWithCubins})

@@ -8,8 +8,11 @@ calls it, and it validates, plans, launches and returns a *description* of its p
 C++ side replays on every later call with the same metadata. A call its description cannot serve (lengths out of
 range, written tensors overlapping the ones read) goes back to the Python kernel, which raises the error.
 
-The extension is compiled with torch.utils.cpp_extension on first use (a C++ compiler and ninja are needed; about
-40 s) into the user cache, once per torch version, Python and source. ``CUKILN_NATIVE=0`` turns it off; so does a
+Where it comes from, first found first: a wheel's own build (cukiln/native/, compiled when the wheel was built, for
+the torch installed then), the user cache, or a compile now with torch.utils.cpp_extension (a C++ compiler and
+ninja are needed; about a minute, announced on stderr) into the user cache, once per torch version, Python and
+source; `cukiln build` on a machine with a GPU and `cukiln native` compile it ahead. A built extension is imported
+as it is: nothing is compiled, and no ninja is needed, to load it. ``CUKILN_NATIVE=0`` turns it off; so does a
 failed build (said once on stderr): the ops then run their Python kernels, with the same results.
 ``CUKILN_NATIVE_TIMERS=1`` builds it (apart) with timers on each stage of a hit (STAGES; a study's tool, not for use).
 """
@@ -17,7 +20,9 @@ failed build (said once on stderr): the ops then run their Python kernels, with 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import shutil
 import re
 import struct
 import sys
@@ -26,6 +31,8 @@ from pathlib import Path
 from .overrides import on_change
 
 SOURCE = Path(__file__).with_name("hot_path.cpp")
+PACKAGED = Path(__file__).with_name("native")  # a wheel's builds (setup.py), one folder per build_name()
+NAME = "cukiln_hot_path"
 
 # Where a pointer field's value comes from (hot_path.cpp's Source).
 ARGUMENT, OUTPUT, SCRATCH = 0, 1, 2
@@ -66,33 +73,71 @@ def _timers() -> bool:
     return os.environ.get("CUKILN_NATIVE_TIMERS", "0") == "1"
 
 
-def _build_directory(torch) -> Path:
+def build_name(torch) -> str:
+    """The build's folder name: the torch version, Python and source it is compiled for (an extension serves that
+    torch alone)."""
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
-    root = Path(os.environ.get("CUKILN_CACHE_DIR") or Path.home() / ".cache" / "cukiln")
     version = re.sub(r"[^0-9A-Za-z.]", "_", torch.__version__)
     timers = "-stage-timers" if _timers() else ""
-    return root / "native" / f"torch-{version}-py{sys.version_info[0]}{sys.version_info[1]}-{digest}{timers}"
+    return f"torch-{version}-py{sys.version_info[0]}{sys.version_info[1]}-{digest}{timers}"
+
+
+def _build_directory(torch) -> Path:
+    root = Path(os.environ.get("CUKILN_CACHE_DIR") or Path.home() / ".cache" / "cukiln")
+    return root / "native" / build_name(torch)
+
+
+def built_library(directory: Path) -> Path | None:
+    """The extension a build left in ``directory``, if any."""
+    return next(iter(sorted(directory.glob(f"{NAME}*.so"))), None)
+
+
+def _import(path: Path):
+    spec = importlib.util.spec_from_file_location(NAME, path)
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
 
 
 def _build():
     global _off
     import torch
-    from torch.utils import cpp_extension
 
     directory = _build_directory(torch)
-    name = "cukiln_hot_path"
-    fresh = not any(directory.glob(f"{name}*.so"))
-    if fresh:
-        print("cukiln: compiling the native hot path for this torch (once; about 40 s)", file=sys.stderr)
+    for found in filter(None, (built_library(PACKAGED / build_name(torch)), built_library(directory))):
+        try:
+            return _import(found)
+        except ImportError:  # a build for other libraries than those installed now: compile it again
+            pass
+    from torch.utils import cpp_extension
+
+    print(f"cukiln: compiling the native hot path for torch {torch.__version__} (once; about a minute; "
+          "`cukiln native` does it ahead)", file=sys.stderr)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         flags = ["-O2"] + (["-DCUKILN_HOT_PATH_TIMERS"] if _timers() else [])
-        return cpp_extension.load(name, [str(SOURCE)], extra_cflags=flags, build_directory=str(directory),
+        return cpp_extension.load(NAME, [str(SOURCE)], extra_cflags=flags, build_directory=str(directory),
                                   verbose=False)
     except Exception as error:  # no compiler, no ninja, headers missing: the Python kernels serve every call
         _off = f"its build failed ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
         print(f"cukiln: the native hot path is off: {_off}; the torch ops run their Python kernels", file=sys.stderr)
         return None
+
+
+def package_into(package: Path) -> Path | None:
+    """The extension for the installed torch (compiled now if it is not yet) copied into ``package``/native/ (a
+    wheel's cukiln package): the wheel then needs no compiler. None where it is off here (off_reason())."""
+    loaded = module()
+    if loaded is None:
+        return None
+    import torch
+
+    target = package / "native" / build_name(torch)
+    source = Path(loaded.__file__)
+    if source.parent.resolve() == target.resolve():  # loaded from there already (a package built before)
+        return source
+    target.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy2(source, target))
 
 
 def register(name: str, miss, autograd, per_call: tuple[bool, ...]) -> int | None:

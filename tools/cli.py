@@ -77,7 +77,35 @@ def _build(args: argparse.Namespace) -> int:
     if args.dispatch_only:
         return check.refold_dispatch(out_dir, args.console)
     archs = [a for given in args.arch for a in given.split(",") if a] if args.arch else build.default_archs()
-    return build.build(archs, args.only, args.jobs, out_dir, args.console)
+    code = build.build(archs, args.only, args.jobs, out_dir, args.console)
+    if code == 0 and _gpu_here():
+        _native_ahead(args.console)
+    return code
+
+
+def _gpu_here() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def _native_ahead(console) -> bool:
+    """The native hot path for the installed torch, compiled now if it is not yet (so that a first call finds it):
+    where it is on stdout, or why it is off on stderr."""
+    import torch
+
+    from cukiln import native
+
+    start = time.perf_counter()
+    loaded = native.module()
+    if loaded is None:
+        print(f"the native hot path is off: {native.off_reason()}", file=sys.stderr)
+        return False
+    console.print(f"the native hot path for torch {torch.__version__}: {loaded.__file__} "
+                  f"(ready in {time.perf_counter() - start:.1f} s)", soft_wrap=True)
+    return True
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -120,16 +148,7 @@ def _native(args: argparse.Namespace) -> int:
         import torch  # noqa: F401
     except ImportError:
         raise ValueError("needs torch (the native hot path serves cukiln's torch ops)") from None
-    from cukiln import native
-
-    start = time.perf_counter()
-    loaded = native.module()
-    if loaded is None:
-        print(f"the native hot path is off: {native.off_reason()}", file=sys.stderr)
-        return 1
-    print(f"the native hot path for torch {torch.__version__}: {loaded.__file__} "
-          f"(ready in {time.perf_counter() - start:.1f} s)")
-    return 0
+    return 0 if _native_ahead(args.console) else 1
 
 
 class _Parser(argparse.ArgumentParser):

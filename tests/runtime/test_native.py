@@ -9,6 +9,8 @@ import ctypes.util
 import os
 import shutil
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -432,6 +434,36 @@ def test_a_decode_step_variant_without_lse_replays_the_python_paths_parameters(l
 def test_the_native_hot_path_builds_where_a_compiler_is():
     # a failed build only turns the native path off (the ops keep their Python kernels): here it must not fail
     assert os.environ.get("CUKILN_NATIVE", "1") == "0" or native.module() is not None
+
+
+_IMPORT_WITHOUT_COMPILING = """
+import os, sys
+from pathlib import Path
+import torch.utils.cpp_extension as cpp_extension
+def refuse(*args, **kwargs):
+    raise AssertionError("compiled")
+cpp_extension.load = refuse
+from cukiln import native
+native.PACKAGED = Path(sys.argv[1])
+loaded = native.module()
+assert loaded is not None, native.off_reason()
+assert Path(loaded.__file__).is_relative_to(sys.argv[1]), loaded.__file__
+assert not os.listdir(os.environ["CUKILN_CACHE_DIR"]), "the user cache was written"
+print("ok")
+"""
+
+
+@pytest.mark.skipif(native.module() is None, reason="the native hot path is off")
+def test_a_wheels_native_build_is_imported_as_it_is(tmp_path):
+    """package_into (setup.py's step) copies the extension into a package; a process whose cache is empty then
+    imports that copy, with cpp_extension's compile out of reach: a wheel needs no compiler and no ninja."""
+    copied = native.package_into(tmp_path / "cukiln")
+    assert copied is not None and copied.parent.parent == tmp_path / "cukiln" / "native"
+    (tmp_path / "cache").mkdir()
+    env = {**os.environ, "CUKILN_CACHE_DIR": str(tmp_path / "cache"), "CUKILN_NATIVE": "1"}
+    done = subprocess.run([sys.executable, "-c", _IMPORT_WITHOUT_COMPILING, str(tmp_path / "cukiln" / "native")],
+                          capture_output=True, text=True, env=env)
+    assert done.stdout.strip() == "ok", done.stderr
 
 
 @pytest.mark.skipif(native.module() is None, reason="the native hot path is off")
