@@ -38,16 +38,24 @@ class BuildWithCubins(build_py):
         subprocess.run([sys.executable, "-c", _PACKAGE_NATIVE, package], check=True, env=env, cwd=self.build_lib)
 
 
+# The extension for the installed torch (compiled now if it is not yet) copied into the package's native/ folder,
+# where runtime/native.py looks first.
 _PACKAGE_NATIVE = """
-import sys
+import shutil, sys
 from pathlib import Path
 try:
-    import torch  # noqa: F401
+    import torch
 except ImportError:
     sys.exit(0)
 from cukiln import native
-copied = native.package_into(Path(sys.argv[1]))
-print(f"native hot path in the wheel: {copied}" if copied else f"no native hot path in the wheel: {native.off_reason()}")
+loaded = native.module()
+if loaded is None:
+    sys.exit(print(f"no native hot path in the wheel: {native.off_reason()}"))
+target = Path(sys.argv[1]) / "native" / native.build_name(torch)
+if Path(loaded.__file__).parent.resolve() != target.resolve():  # not the package's own copy, from a build before
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(loaded.__file__, target)
+print(f"native hot path in the wheel: {target}")
 """
 
 

@@ -552,18 +552,6 @@ class OpRuntime:
         self.torch_wrapper()
         return self.native_callers or False
 
-    @staticmethod
-    def runtime_of(name: str) -> "OpRuntime":
-        """The runtime of public op ``name`` (its module imported already: rope_qk's rope)."""
-        return RUNTIMES[name]
-
-    def public_result(self, form: Form, result, args: tuple):
-        return public(self, form, result, args)
-
-    def namespace(self) -> dict:
-        """What every function built from the op's schema reads (runtime/binder.py)."""
-        return _common_namespace(self)
-
     def miss(self, form: Form):
         """The native hot path's miss for calls of ``form`` (runtime/native.py): run the call, describe its plan."""
         count = len(self.schema.op_arguments())
@@ -636,7 +624,8 @@ def renamed(who: str, old: str, new: str, value, current, default):
     return value
 
 
-def _common_namespace(runtime: OpRuntime) -> dict:
+def namespace_of(runtime: OpRuntime) -> dict:
+    """What every function built from the op's schema reads (runtime/binder.py)."""
     from . import rotary
     from .interop import call_with_foreign_arrays, is_plain_torch_call
     from .tensors import refuse_untracked_gradients
@@ -657,7 +646,7 @@ def bind_public(runtime: OpRuntime):
         cell[0] = runtime.load_native()
         return cell[0]
 
-    namespace = dict(_common_namespace(runtime), _NATIVE=cell, _load_native=load_native)
+    namespace = dict(namespace_of(runtime), _NATIVE=cell, _load_native=load_native)
     function = binder.build(binder.public_source(runtime.schema, runtime.schema.docstring()), name, namespace)
     function.__module__ = f"cukiln.{name}"
     runtime.public = function
@@ -668,7 +657,7 @@ def bind_planning(runtime: OpRuntime):
     """``planned(...)``: the public function's arguments, validated and planned without a launch (its Plan)."""
     from . import binder
 
-    return binder.build(binder.planning_source(runtime.schema), "planned", _common_namespace(runtime))
+    return binder.build(binder.planning_source(runtime.schema), "planned", namespace_of(runtime))
 
 
 def bind_arguments(runtime: OpRuntime):
@@ -676,4 +665,4 @@ def bind_arguments(runtime: OpRuntime):
     tools that call the op or its plans directly."""
     from . import binder
 
-    return binder.build(binder.arguments_source(runtime.schema), "arguments", _common_namespace(runtime))
+    return binder.build(binder.arguments_source(runtime.schema), "arguments", namespace_of(runtime))

@@ -193,8 +193,7 @@ constexpr size_t kMaxPlans = 4096;  // per op, as the Python plan caches: cleare
 // it may have been made under the old choice.
 std::atomic<uint64_t> generation{0};
 
-// --- stage timers (a build with CUKILN_NATIVE_TIMERS=1 only) --------------------------------------------------------
-// Read by the stage study (`git show 6d07f26:benchmarks/studies/hot_path_stages.py`).
+// --- stage timers (a CUKILN_NATIVE_TIMERS=1 build only; `git show 6d07f26:benchmarks/studies/hot_path_stages.py`) ---
 // Each stage of a public call's plan-cache hit adds the time since the stage before to its op's total: where a hit's
 // host time goes. A few steady_clock reads per call; compiled out of every other build.
 constexpr size_t kStages = 9;  // native.STAGES names them

@@ -8,12 +8,11 @@ calls it, and it validates, plans, launches and returns a *description* of its p
 C++ side replays on every later call with the same metadata. A call its description cannot serve (lengths out of
 range, written tensors overlapping the ones read) goes back to the Python kernel, which raises the error.
 
-Where it comes from, first found first: a wheel's own build (cukiln/native/, compiled when the wheel was built, for
-the torch installed then), the user cache, or a compile now with torch.utils.cpp_extension (a C++ compiler and
-ninja are needed; about a minute, announced on stderr) into the user cache, once per torch version, Python and
-source; `cukiln build` on a machine with a GPU and `cukiln native` compile it ahead. A built extension is imported
-as it is: nothing is compiled, and no ninja is needed, to load it. ``CUKILN_NATIVE=0`` turns it off; so does a
-failed build (said once on stderr): the ops then run their Python kernels, with the same results.
+Found first in a wheel (cukiln/native/, built with it for the torch then installed), then in the user cache, each
+imported as it is (no compiler, no ninja); else compiled by torch.utils.cpp_extension into the user cache (about a
+minute, announced; `cukiln build` with a GPU and `cukiln native` do it ahead), once per torch version, Python and
+source. ``CUKILN_NATIVE=0`` turns it off; so does a failed build (said once on stderr): the ops then run their Python
+kernels, with the same results.
 ``CUKILN_NATIVE_TIMERS=1`` builds it (apart) with timers on each stage of a hit (STAGES; a study's tool, not for use).
 """
 
@@ -22,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import shutil
 import re
 import struct
 import sys
@@ -87,15 +85,18 @@ def _build_directory(torch) -> Path:
     return root / "native" / build_name(torch)
 
 
-def built_library(directory: Path) -> Path | None:
-    """The extension a build left in ``directory``, if any."""
-    return next(iter(sorted(directory.glob(f"{NAME}*.so"))), None)
-
-
-def _import(path: Path):
-    spec = importlib.util.spec_from_file_location(NAME, path)
+def _import_built(directory: Path):
+    """The extension a build left in ``directory``, imported as it is; None where there is none, or where it was
+    built against other libraries than those installed now (compiled again then)."""
+    found = next(iter(sorted(directory.glob(f"{NAME}*.so"))), None)
+    if found is None:
+        return None
+    spec = importlib.util.spec_from_file_location(NAME, found)
     loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
+    try:
+        spec.loader.exec_module(loaded)
+    except ImportError:
+        return None
     return loaded
 
 
@@ -104,11 +105,10 @@ def _build():
     import torch
 
     directory = _build_directory(torch)
-    for found in filter(None, (built_library(PACKAGED / build_name(torch)), built_library(directory))):
-        try:
-            return _import(found)
-        except ImportError:  # a build for other libraries than those installed now: compile it again
-            pass
+    for where in (PACKAGED / build_name(torch), directory):
+        loaded = _import_built(where)
+        if loaded is not None:
+            return loaded
     from torch.utils import cpp_extension
 
     print(f"cukiln: compiling the native hot path for torch {torch.__version__} (once; about a minute; "
@@ -122,22 +122,6 @@ def _build():
         _off = f"its build failed ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
         print(f"cukiln: the native hot path is off: {_off}; the torch ops run their Python kernels", file=sys.stderr)
         return None
-
-
-def package_into(package: Path) -> Path | None:
-    """The extension for the installed torch (compiled now if it is not yet) copied into ``package``/native/ (a
-    wheel's cukiln package): the wheel then needs no compiler. None where it is off here (off_reason())."""
-    loaded = module()
-    if loaded is None:
-        return None
-    import torch
-
-    target = package / "native" / build_name(torch)
-    source = Path(loaded.__file__)
-    if source.parent.resolve() == target.resolve():  # loaded from there already (a package built before)
-        return source
-    target.mkdir(parents=True, exist_ok=True)
-    return Path(shutil.copy2(source, target))
 
 
 def register(name: str, miss, autograd, per_call: tuple[bool, ...]) -> int | None:

@@ -6,24 +6,12 @@ from __future__ import annotations
 ALIGN_MASK = 15  # vector widths depend on pointer alignment up to 16 bytes
 
 
-class PlanCache:
+class PlanCache(dict):
     """Validated plans of one op keyed by call metadata: the op's only per-call state (bounded)."""
 
     MAX_ENTRIES = 4096
 
-    def __init__(self) -> None:
-        self._plans: dict[tuple, object] = {}
-
-    def get(self, key):
-        return self._plans.get(key)
-
     def put(self, key, value) -> None:
-        if len(self._plans) >= self.MAX_ENTRIES:
-            self._plans.clear()
-        self._plans[key] = value
-
-    def clear(self) -> None:
-        self._plans.clear()
-
-    def __len__(self) -> int:
-        return len(self._plans)
+        if len(self) >= self.MAX_ENTRIES:
+            self.clear()
+        self[key] = value

@@ -25,13 +25,13 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'cukiln.reference' has no attribute {name!r}")
     if name not in _BUILT:
         from .binder import build, reference_source
-        from .calls import RUNTIMES, _common_namespace
+        from .calls import RUNTIMES, namespace_of
 
         importlib.import_module(f"cukiln.{API[name]}")
         runtime = RUNTIMES[name]
-        namespace = dict(_common_namespace(runtime), _BODY=globals()[f"_{name}"], _Arguments=types.SimpleNamespace)
-        doc = (globals()[f"_{name}"].__doc__ or "").strip()
-        function = build(reference_source(runtime.schema, doc), name, namespace)
+        body = globals()[f"_{name}"]
+        namespace = dict(namespace_of(runtime), _BODY=body, _Arguments=types.SimpleNamespace)
+        function = build(reference_source(runtime.schema, (body.__doc__ or "").strip()), name, namespace)
         function.__module__ = __name__
         _BUILT[name] = function
     return _BUILT[name]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from .calls import RUNTIMES, public
 from .specialize import call as specialized_call
 from .tensors import refuse_untracked_gradients
 from .torch_ops import torch_call
@@ -65,8 +66,8 @@ def _run_eager(runtime, args: tuple, inplace: bool):
     form = runtime.form((inplace,), (False,))
     callers = runtime.native_callers
     if callers and args[0].is_cuda:
-        return runtime.public_result(form, callers[form.variant](*args), args)
-    return runtime.public_result(form, runtime.run(args, form), args)
+        return public(runtime, form, callers[form.variant](*args), args)
+    return public(runtime, form, runtime.run(args, form), args)
 
 
 def _rope_op(*args):
@@ -127,7 +128,7 @@ def _hook(runtime):
 
     def hook(args: tuple, form):
         if n == 2 and args[1] is None:  # q alone, as cukiln.torch.rope
-            rope = runtime.runtime_of("rope")
+            rope = RUNTIMES["rope"]
             rope.torch_wrapper()  # rope's ops registered
             rope_args, rope_form = args[:1] + args[2:], rope.form((form.inplace,), (False,))
             hooked = _HOOKS["rope"](rope_args, rope_form)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from . import binder, native
+from .calls import namespace_of, public
 from .specialize import call as specialized_call
 from .tensors import refuse_untracked_gradients
 from .torch_support import (LIBRARY, NATIVE_HANDLES, WRITTEN_ONLY_WITH, direct, eager, fake, implement,
@@ -35,7 +36,7 @@ def register(runtime, *, fakes: dict, autograd: dict | None = None, hook=None):
                   runtime.miss(form), per_call)
         fake(name)(fakes[name])
     callers = runtime.native_callers = _variants(runtime, forms, native)
-    namespace = dict(runtime.namespace(), _Tensor=torch.Tensor, _SymInt=torch.SymInt, _eager=eager,
+    namespace = dict(namespace_of(runtime), _Tensor=torch.Tensor, _SymInt=torch.SymInt, _eager=eager,
                      _untracked=untracked, _NATIVE_TORCH=[callers or False], _HOOK=hook, _torch_call=torch_call)
     ops = " and ".join(f"cukiln::{name}" for name in forms)
     doc = schema.docstring(f"cukiln.torch.{schema.name}: the op {ops} through torch's dispatcher, which autograd, "
@@ -90,8 +91,8 @@ def torch_call(runtime, args: tuple, form, first):
     """A cukiln.torch call that the native path did not take eagerly: the Python path where it runs eagerly and the
     native path does not serve the op, else through the op specialized to its constants (runtime/specialize.py)."""
     if direct(first, form.op):
-        return runtime.public_result(form, runtime.run(args, form), args)
+        return public(runtime, form, runtime.run(args, form), args)
     result = specialized_call(form.op, args, lse=all(form.wanted()))
     if form.inplace and runtime.schema.inplace_op:
-        return runtime.public_result(form, None, args)
+        return public(runtime, form, None, args)
     return result
