@@ -653,6 +653,20 @@ def bind_public(runtime: OpRuntime):
     return function
 
 
+def bind(runtime: OpRuntime) -> tuple:
+    """The functions an op's module exports, built from its schema: (its public function, ``planned(...)`` -> the
+    call's Plan, ``arguments(...)`` -> (op arguments, form, outputs given), ``plan_call(...)`` -> the planner's own
+    plan, Plan.detail, for checks and measurements). Each takes the public function's arguments; none launches."""
+    planned = bind_planning(runtime)
+
+    def plan_call(*args, **kwargs):
+        return planned(*args, **kwargs).detail
+
+    plan_call.__doc__ = (f"Validate a {runtime.schema.name}() call and plan it without launching: the planner's own "
+                         "plan (None where there is nothing to launch).")
+    return bind_public(runtime), planned, bind_arguments(runtime), plan_call
+
+
 def bind_planning(runtime: OpRuntime):
     """``planned(...)``: the public function's arguments, validated and planned without a launch (its Plan)."""
     from . import binder

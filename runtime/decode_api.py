@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from cukiln.generated import dispatch
 
-from .calls import Call, OpRuntime, bind_arguments, bind_planning, bind_public, takes
+from .calls import Call, OpRuntime, bind, takes
 from .decode_plan import PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode
 from .driver import tensor_map
 from .kv_append_api import LENGTH_ARGS, STREAM
@@ -184,11 +184,4 @@ def forced_pipeline() -> str | None:
 
 
 RUNTIME = OpRuntime(SCHEMA, plan, torch_module="decode_torch")
-decode_attention = bind_public(RUNTIME)
-planned = bind_planning(RUNTIME)
-arguments = bind_arguments(RUNTIME)  # decode_attention's arguments -> (op arguments, form, outputs given)
-
-
-def plan_call(*args, **kwargs) -> DecodePlan:
-    """Validate a decode_attention call and plan it without launching: the planner's DecodePlan."""
-    return planned(*args, **kwargs).detail
+decode_attention, planned, arguments, plan_call = bind(RUNTIME)  # plan_call: the planner's DecodePlan

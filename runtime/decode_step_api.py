@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from cukiln.generated import dispatch
 
 from . import decode_api, kv_append_api, rotary
-from .calls import Call, OpRuntime, bind_arguments, bind_planning, bind_public, fused, takes
+from .calls import Call, OpRuntime, bind, fused, takes
 from .decode_plan import WS
 from .kv_append_api import NEW_TOKENS, POSITIONS, QK_NORM, STREAM
 from .kv_append_plan import plan_kv_append
@@ -184,11 +184,4 @@ def fused_kernel(call: Call, append, attention) -> tuple[bool, object]:
 
 
 RUNTIME = OpRuntime(SCHEMA, plan, torch_module="decode_step_torch")
-decode_step = bind_public(RUNTIME)
-planned = bind_planning(RUNTIME)
-arguments = bind_arguments(RUNTIME)  # decode_step's arguments -> (op arguments, form, outputs given)
-
-
-def plan_call(*args, **kwargs) -> StepPlan:
-    """Validate a decode_step() call and plan it without launching (for checks and measurements): its StepPlan."""
-    return planned(*args, **kwargs).detail
+decode_step, planned, arguments, plan_call = bind(RUNTIME)  # plan_call: the step's StepPlan

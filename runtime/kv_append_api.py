@@ -6,7 +6,7 @@ call's TensorInfos) and its public function, built from the schema (runtime/bind
 from __future__ import annotations
 
 from . import rotary
-from .calls import Call, OpRuntime, bind_arguments, bind_planning, bind_public
+from .calls import Call, OpRuntime, bind
 from .kv_append_plan import plan_kv_append
 from .schema import Arg, OpSchema, Result
 from .tensors import FLOATS, HALVES, INTS
@@ -140,12 +140,4 @@ def _torch():
 
 
 RUNTIME = OpRuntime(SCHEMA, plan, torch_module="kv_append_torch")
-kv_append = bind_public(RUNTIME)
-planned = bind_planning(RUNTIME)  # kv_append's arguments -> its Plan, nothing launched
-arguments = bind_arguments(RUNTIME)  # kv_append's arguments -> (op arguments, form, outputs given)
-
-
-def plan_call(*args, **kwargs):
-    """Validate a kv_append() call and plan its launch without launching (for checks and measurements): the
-    planner's KvAppendPlan (None when there is nothing to launch)."""
-    return planned(*args, **kwargs).detail
+kv_append, planned, arguments, plan_call = bind(RUNTIME)  # plan_call: the planner's KvAppendPlan

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from . import rotary
-from .calls import Call, OpRuntime, bind_arguments, bind_planning, bind_public, takes
+from .calls import Call, OpRuntime, bind, takes
 from .kv_append_api import RENAMED_SCALE, STREAM
 from .launch import kernel
 from .overrides import CURRENT as OVERRIDES
@@ -148,10 +148,8 @@ def plan(call: Call):
 RUNTIME = OpRuntime(SCHEMA, plan, torch_module="rope_torch")
 QK_RUNTIME = OpRuntime(QK_SCHEMA, plan, torch_module="rope_torch")
 RUNTIMES = {"rope": RUNTIME, "rope_qk": QK_RUNTIME}
-rope = bind_public(RUNTIME)
-rope_qk = bind_public(QK_RUNTIME)
-_planned, _planned_qk = bind_planning(RUNTIME), bind_planning(QK_RUNTIME)
-arguments, qk_arguments = bind_arguments(RUNTIME), bind_arguments(QK_RUNTIME)  # -> (op arguments, form, outputs)
+rope, _planned, arguments, _ = bind(RUNTIME)  # plan_call below: rope's own, rope_qk's plans too
+rope_qk, _planned_qk, qk_arguments, _ = bind(QK_RUNTIME)
 
 
 def plan_call(x, *, rule: dict | None = None, k=None, k_out=None, **kwargs) -> tuple[RopePlan | None, object]:

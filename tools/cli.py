@@ -60,10 +60,16 @@ _positive = _at_least(1, "a positive integer")
 _count = _at_least(0, "a count (0 or more)")
 
 
-def _needs_gpu() -> None:
-    import torch
+def _gpu_here() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
 
-    if not torch.cuda.is_available():
+
+def _needs_gpu() -> None:
+    if not _gpu_here():
         raise ValueError("needs a CUDA GPU, and torch sees none")
 
 
@@ -81,14 +87,6 @@ def _build(args: argparse.Namespace) -> int:
     if code == 0 and _gpu_here():
         _native_ahead(args.console)
     return code
-
-
-def _gpu_here() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
 
 
 def _native_ahead(console) -> bool:
