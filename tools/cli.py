@@ -165,7 +165,13 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     b = sub.add_parser("build", help="render the templates, compile every variant with NVRTC (archs sharing one "
-                                     "PTX through ptxas where they can), write generated/")
+                                     "PTX through ptxas where they can), write generated/; with a GPU here, compile "
+                                     "the native hot path for the installed torch too",
+                       description="Render the templates, compile every variant with NVRTC (archs sharing one PTX "
+                                   "through ptxas where they can, as the default build groups them whatever --arch "
+                                   "asks) and write generated/. Piped, it prints a line per finished compile job. "
+                                   "On a machine with a GPU it then compiles the native hot path for the installed "
+                                   "torch (once per torch).")
     b.add_argument("--arch", action="append", metavar="SM",
                    help=f"target arch, repeatable or comma-separated, {MIN_ARCH} or newer (default: "
                         f"{', '.join(DEFAULT_ARCHS)} and the local GPU's; other archs' entries of unchanged modules "
