@@ -9,7 +9,7 @@ Every field is 8 bytes (abi.py).
 from __future__ import annotations
 
 from .abi import CPTR, F64, I64, PTR, TMAP, Params
-from .decode_variants import DecodeCombineVariant, DecodeVariant, Pipeline
+from .decode_variants import Cache, DecodeCombineVariant, DecodeVariant, Pipeline
 
 # Query heads one block serves from one read of its KV head: the 16 rows of the tensor-core tile. A GQA
 # group larger than this is split over several blocks (each reads the KV head again).
@@ -91,9 +91,27 @@ def query_bytes(head_dim: int, itemsize: int = 2) -> int:
     return HEAD_ROWS * (head_dim + ROW_PADDING) * itemsize
 
 
-def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW) -> int:
+def widened_bytes(head_dim: int) -> int:
+    """An FP8 cache's widened keys: each warp's quarter of a 64-key tile, K and V, in q's 16-bit type with padded rows
+    (the tiles attend_tile reads)."""
+    return WARPS * 2 * (Pipeline.NARROW.tile_keys // WARPS) * (head_dim + ROW_PADDING) * 2
+
+
+def merge_bytes(head_dim: int) -> int:
+    """What finish_block keeps over the K/V stages at the end: the warps' maxima, sums and O, their weights, the
+    rows' log-sum-exps, the block's own O and the cluster merge's split weights (decode.cuh)."""
+    return ((2 + head_dim + 1) * WARPS * HEAD_ROWS + HEAD_ROWS * (1 + head_dim)
+            + (MAX_CLUSTER_SPLITS + 1) * HEAD_ROWS) * 4
+
+
+def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, cache: Cache = Cache.SAME) -> int:
     """K/V pipeline stages for ``head_dim``: as many as the pipeline's budget holds, within [MIN_STAGES,
-    MAX_STAGES]."""
+    MAX_STAGES]. An FP8 cache's narrow pipeline stages its bytes as they are (rows unpadded: nothing reads them by
+    ldmatrix) beside the widened keys."""
+    if cache is Cache.E4M3:
+        fit = (SHARED_BUDGET - query_bytes(head_dim) - widened_bytes(head_dim)) // stage_bytes(
+            head_dim, pipeline.tile_keys, itemsize=1, padded=False)
+        return max(MIN_STAGES, min(MAX_STAGES, fit))
     if pipeline is Pipeline.WIDE:
         return MIN_STAGES
     if pipeline.warp_specialized:  # ws: as many as two blocks per multiprocessor leave room for; ws_deep: its ring
@@ -107,11 +125,16 @@ def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW) -> int:
 
 
 def shared_bytes(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: int | None = None,
-                 warps: int = WARPS, tile: int | None = None) -> int:
-    """Dynamic shared memory of one attention block: the K/V stages, then the query tile. The warps'
-    partial results are merged over the stages at the end, so those must hold them (asserted below).
-    ``n_stages``, ``warps`` and ``tile`` (keys) override the pipeline's, for experiments."""
-    n_stages = stages(head_dim, pipeline) if n_stages is None else n_stages
+                 warps: int = WARPS, tile: int | None = None, cache: Cache = Cache.SAME) -> int:
+    """Dynamic shared memory of one attention block: the K/V stages, then the query tile (an FP8 cache's: the
+    widened keys, then its stages, then the query tile). The warps' partial results are merged over the stages at the
+    end, so those must hold them (asserted below). ``n_stages``, ``warps`` and ``tile`` (keys) override the
+    pipeline's, for experiments."""
+    n_stages = stages(head_dim, pipeline, cache) if n_stages is None else n_stages
+    if cache is Cache.E4M3:
+        region = widened_bytes(head_dim) + n_stages * stage_bytes(head_dim, pipeline.tile_keys, 1, padded=False)
+        assert merge_bytes(head_dim) <= region, "the warps' partial results fit over the widened keys and stages"
+        return region + query_bytes(head_dim)
     if pipeline.warp_specialized:
         stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys, padded=False)
         assert warps * HEAD_ROWS * (head_dim + 2) * 4 <= stages_total, "the warps' partial results fit over the stages"
@@ -122,10 +145,11 @@ def shared_bytes(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: 
 
 
 def min_blocks_per_sm(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: int | None = None,
-                      warps: int = WARPS, tile: int | None = None) -> int:
+                      warps: int = WARPS, tile: int | None = None, cache: Cache = Cache.SAME) -> int:
     """Attention blocks of ``head_dim`` that sm_90's shared memory lets share a multiprocessor (at most
     MAX_MIN_BLOCKS): the kernel's launch bound, so that registers never allow fewer than shared memory."""
-    fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim, pipeline, n_stages, warps, tile) + SHARED_RESERVED_PER_BLOCK)
+    fit = SM90_SHARED_PER_SM // (shared_bytes(head_dim, pipeline, n_stages, warps, tile, cache)
+                                 + SHARED_RESERVED_PER_BLOCK)
     return max(1, min(WS_MAX_BLOCKS if pipeline.warp_specialized else MAX_MIN_BLOCKS, fit))
 
 
@@ -172,6 +196,10 @@ _COMBINE = (
 
 # The ws pipeline's tensor maps of the K and V caches, ahead of the attention's fields (it reads K/V through them).
 _TENSOR_MAPS = ((TMAP, "k_map"), (TMAP, "v_map"))
+# An FP8 cache's dequantization scales: each a pointer to fp32 values read at [kv head * stride] (a 0-d tensor: stride
+# 0; one a KV head: its stride), or null and the value (a number given on the host; 1 when none is given)
+_FP8_SCALES = tuple(field for c in ("k", "v") for field in ((CPTR, f"{c}_scale"), (I64, f"{c}_scale_stride"),
+                                                           (F64, f"{c}_scale_value")))
 
 
 def decode_params(v: DecodeVariant | DecodeCombineVariant) -> Params:
@@ -179,13 +207,14 @@ def decode_params(v: DecodeVariant | DecodeCombineVariant) -> Params:
     if isinstance(v, DecodeCombineVariant):
         return _COMBINE
     maps = _TENSOR_MAPS if v.pipeline.warp_specialized else ()
-    return maps + _ATTENTION + _KV_STRIDES[v.strides]
+    return maps + _ATTENTION + _KV_STRIDES[v.strides] + (_FP8_SCALES if v.cache is Cache.E4M3 else ())
 
 
 def params_layout_id(v: DecodeVariant | DecodeCombineVariant) -> str:
     if isinstance(v, DecodeCombineVariant):
         return "combine"
-    return f"attention_s{v.strides}" + ("_maps" if v.pipeline.warp_specialized else "")
+    return (f"attention_s{v.strides}" + ("_maps" if v.pipeline.warp_specialized else "")
+            + ("_fp8" if v.cache is Cache.E4M3 else ""))
 
 
 def block_threads(pipeline: Pipeline) -> int:

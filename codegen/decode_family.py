@@ -6,7 +6,7 @@ from __future__ import annotations
 from . import decode_abi, jinja
 from .abi import TEMPLATE_CTYPE, param_structs
 from .axes import Dtype
-from .decode_variants import PIPELINES, DecodeCombineVariant, DecodeVariant, enumerate_decode, parse_decode_name
+from .decode_variants import CACHES, PIPELINES, DecodeCombineVariant, DecodeVariant, enumerate_decode, parse_decode_name
 from .family import OpFamily
 from .tables import params_table_lines, tuned_rule_lines
 
@@ -43,8 +43,9 @@ def render_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVari
         max_threads=32 * warps,
         producer_threads=32 * decode_abi.PRODUCER_WARPS,
         # the register budget per variant: as many resident blocks as its shared memory allows
-        geometry=geometry or {v.name: (v.pipeline.tile_keys, decode_abi.stages(v.head_dim, v.pipeline),
-                                       decode_abi.min_blocks_per_sm(v.head_dim, v.pipeline)) for v in attention},
+        geometry=geometry or {v.name: (v.pipeline.tile_keys, decode_abi.stages(v.head_dim, v.pipeline, v.cache),
+                                       decode_abi.min_blocks_per_sm(v.head_dim, v.pipeline, cache=v.cache))
+                              for v in attention},
         combine_threads=decode_abi.COMBINE_THREADS,
     )
 
@@ -70,26 +71,28 @@ def _table_point(p: list[int]) -> tuple[int, ...]:
     return tuple(p)
 
 
-def _shared(variants: list) -> dict[tuple[int, str], int]:
-    shapes = sorted({(v.head_dim, v.pipeline) for v in variants if isinstance(v, DecodeVariant)},
-                    key=lambda s: (s[0], PIPELINES.index(s[1])))
-    return {(d, p.value): decode_abi.shared_bytes(d, p) for d, p in shapes}
+def _shared(variants: list) -> dict[tuple[int, str, str], int]:
+    shapes = sorted({(v.head_dim, v.pipeline, v.cache) for v in variants if isinstance(v, DecodeVariant)},
+                    key=lambda s: (s[0], PIPELINES.index(s[1]), CACHES.index(s[2])))
+    return {(d, p.value, c.value): decode_abi.shared_bytes(d, p, cache=c) for d, p, c in shapes}
 
 
 def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
     attention = sorted((v for v in variants if isinstance(v, DecodeVariant)), key=lambda v: v.name)
     lines = [
-        "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, pipeline) to (module,",
+        "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, pipeline, cache) to (module,",
         "# symbol, params layout, the combine symbol that merges split-KV partial results); DECODE_PARAMS as",
         "# ROPE_PARAMS. Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head;",
         "# combine blocks have DECODE_COMBINE_THREADS threads. Pipelines (decode_variants.Pipeline): every",
         "# variant has the first, the bandwidth path all (the split table chooses); DECODE_TILE_KEYS: keys per",
-        "# K/V tile of each. DECODE_SHARED: (head dim, pipeline) -> dynamic shared memory bytes of a block.",
+        "# K/V tile of each. DECODE_SHARED: (head dim, pipeline, cache) -> dynamic shared memory bytes of a block.",
+        "# DECODE_CACHES: what the caches may hold (the keys' last axis): q's type (same), or FP8 e4m3 with scales.",
         f"DECODE_HEAD_ROWS = {decode_abi.HEAD_ROWS}",
         f"DECODE_WARPS = {decode_abi.WARPS}",
         f"DECODE_PIPELINES = {tuple(p.value for p in PIPELINES)!r}",
         f"DECODE_TILE_KEYS = {dict((p.value, p.tile_keys) for p in PIPELINES)!r}",
         f"DECODE_COMBINE_THREADS = {decode_abi.COMBINE_THREADS}",
+        f"DECODE_CACHES = {tuple(c.value for c in CACHES)!r}",
         "# the warp-specialized pipelines, which read the caches through TMA tensor maps (sm_90 on)",
         f"DECODE_WARP_SPECIALIZED = {tuple(p.value for p in PIPELINES if p.warp_specialized)!r}",
         "# threads of an attention block per pipeline (ws: the computing warps and a producer warp)",

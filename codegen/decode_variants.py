@@ -1,7 +1,8 @@
 """The decode-attention variant space: one query token per row over a fixed-capacity KV cache.
 
 Names are ``extern "C"`` symbols and parse back into variants, e.g. ``decode_bf16_d128_s3_v8``
-(attention kernel, narrow pipeline), ``decode_bf16_d128_s3_v8_wide`` (the same over 128-key tiles) and
+(attention kernel, narrow pipeline), ``decode_bf16_d128_s3_v8_wide`` (the same over 128-key tiles),
+``decode_bf16_d128_s3_v16_e4m3`` (bf16 queries over FP8 e4m3 caches) and
 ``decode_combine_bf16_d128`` (the kernel that merges split-KV partial results).
 Axes are in docs/ARCHITECTURE.md. One pass versus split-KV is not an axis: it is a kernel argument (the
 partial-result pointer, null for one pass), since it changes only where the epilogue writes; one kernel
@@ -57,6 +58,23 @@ FAST_PIPELINES_MAX_HEAD_DIM = 128
 WS_BOX_COLUMNS = 64  # 128 bytes of 16-bit elements: the widest box row the 128-byte swizzle takes
 
 
+class Cache(str, enum.Enum):
+    """What the K/V caches hold: q's own element type, or FP8 e4m3 with scales (half the bytes; each warp widens its
+    keys of a staged tile to q's type in shared memory before the tensor cores read them, the K scale folded into the
+    logit scale and the V scale into the output)."""
+
+    SAME = "same"
+    E4M3 = "e4m3"
+
+    @property
+    def itemsize(self) -> int | None:
+        return 1 if self is Cache.E4M3 else None  # None: q's
+
+
+CACHES = tuple(Cache)
+FP8_COPY_ELEMS = 16  # an FP8 tile's 16-byte copies
+
+
 @dataclass(frozen=True, order=True)
 class DecodeVariant(AxisRecord):
     """One compiled decode-attention kernel: each field is a compile-time axis."""
@@ -66,13 +84,15 @@ class DecodeVariant(AxisRecord):
     strides: int  # stride count of K and V (q and out always pass all their strides: they are small)
     vec: int  # elements of one K/V row moved per access into shared memory
     pipeline: Pipeline = Pipeline.NARROW
+    cache: Cache = Cache.SAME
 
     op = "decode"
 
     @property
     def name(self) -> str:
         suffix = "" if self.pipeline is Pipeline.NARROW else f"_{self.pipeline.value}"
-        return f"decode_{self.dtype.value}_d{self.head_dim}_s{self.strides}_v{self.vec}{suffix}"
+        cache = "" if self.cache is Cache.SAME else f"_{self.cache.value}"
+        return f"decode_{self.dtype.value}_d{self.head_dim}_s{self.strides}_v{self.vec}{suffix}{cache}"
 
     @property
     def module(self) -> str:
@@ -127,9 +147,24 @@ def rule_decode_fast_pipelines_on_the_bandwidth_path(v: DecodeVariant) -> str | 
     return None
 
 
-DECODE_RULES = (rule_vector_fits_16_bytes, rule_general_strides_are_scalar,
-                rule_decode_vector_divides_head_dim, rule_decode_fast_pipelines_on_the_bandwidth_path,
-                rule_decode_ws_whole_boxes)
+def rule_decode_fp8_on_the_narrow_bandwidth_path(v: DecodeVariant) -> str | None:
+    if v.cache is Cache.E4M3 and (v.pipeline is not Pipeline.NARROW or v.strides != 3 or v.vec != FP8_COPY_ELEMS):
+        return (f"FP8 caches: the narrow pipeline, 3 strides (a contiguous head dim) and {FP8_COPY_ELEMS}-byte "
+                f"copies only")
+    if v.cache is Cache.E4M3 and v.head_dim % 32:
+        return (f"FP8 caches: head dims whose 64-key tile is a whole number of {FP8_COPY_ELEMS}-byte copies for each "
+                f"of the block's 128 threads (multiples of 32), got {v.head_dim}")
+    return None
+
+
+def rule_vector_fits_16_bytes_of_the_cache(v: DecodeVariant) -> str | None:
+    # vec counts cache elements: q's type, or one byte each in an FP8 cache
+    return rule_vector_fits_16_bytes(v) if v.cache is Cache.SAME else None
+
+
+DECODE_RULES = (rule_decode_fp8_on_the_narrow_bandwidth_path, rule_vector_fits_16_bytes_of_the_cache,
+                rule_general_strides_are_scalar, rule_decode_vector_divides_head_dim,
+                rule_decode_fast_pipelines_on_the_bandwidth_path, rule_decode_ws_whole_boxes)
 
 
 def decode_rejection(v: DecodeVariant) -> str | None:
@@ -146,11 +181,14 @@ def enumerate_decode() -> Iterator[DecodeVariant | DecodeCombineVariant]:
                         v = DecodeVariant(dtype, head_dim, strides, vec, pipeline)
                         if decode_rejection(v) is None:
                             yield v
+            fp8 = DecodeVariant(dtype, head_dim, 3, FP8_COPY_ELEMS, Pipeline.NARROW, Cache.E4M3)
+            if decode_rejection(fp8) is None:
+                yield fp8
             yield DecodeCombineVariant(dtype, head_dim)
 
 
 _NAME_RE = re.compile(
-    rf"^decode_(?P<dtype>{alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)_s(?P<strides>\d+)_v(?P<vec>\d+)(_(?P<pipeline>{alternatives(PIPELINES)}))?$"
+    rf"^decode_(?P<dtype>{alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)_s(?P<strides>\d+)_v(?P<vec>\d+)(_(?P<pipeline>{alternatives(PIPELINES)}))?(_(?P<cache>{alternatives(CACHES[1:])}))?$"
 )
 _COMBINE_RE = re.compile(rf"^decode_combine_(?P<dtype>{alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)$")
 
@@ -167,8 +205,10 @@ def parse_decode_name(name: str) -> DecodeVariant | DecodeCombineVariant:
     if m is None:
         raise ValueError(f"not a decode variant name: {name!r}")
     pipeline = Pipeline(m["pipeline"]) if m["pipeline"] is not None else Pipeline.NARROW
-    v = DecodeVariant(Dtype(m["dtype"]), int(m["head_dim"]), int(m["strides"]), int(m["vec"]), pipeline)
-    if v.head_dim not in HEAD_DIMS or v.strides not in KV_STRIDE_COUNTS or v.vec not in VECTOR_WIDTHS or v.name != name:
+    cache = Cache(m["cache"]) if m["cache"] is not None else Cache.SAME
+    v = DecodeVariant(Dtype(m["dtype"]), int(m["head_dim"]), int(m["strides"]), int(m["vec"]), pipeline, cache)
+    widths = VECTOR_WIDTHS if cache is Cache.SAME else (FP8_COPY_ELEMS,)
+    if v.head_dim not in HEAD_DIMS or v.strides not in KV_STRIDE_COUNTS or v.vec not in widths or v.name != name:
         raise ValueError(f"{name!r}: head dim must be one of {HEAD_DIMS}, strides one of {KV_STRIDE_COUNTS}, "
                          f"vector width one of {VECTOR_WIDTHS}, a pipeline suffix one of "
                          f"{[p.value for p in PIPELINES[1:]]} (none: narrow)")

@@ -738,6 +738,16 @@ __device__ __forceinline__ void attend_tile_by_keys(RunningByKeys<D>& run, const
   }
 }
 
+// An FP8 cache's value scale, applied to a warp's O before the merge (the row's weights and lse do not see it).
+template <class Run>
+__device__ __forceinline__ void scale_output(Run& run, float value_scale) {
+#pragma unroll
+  for (auto& tile : run.acc) {
+#pragma unroll
+    for (float& x : tile) x *= value_scale;
+  }
+}
+
 // A warp's running state in shared memory for finish_block: its maxima and sums per query head ([kHeadRows] each
 // at part_m and part_l) and its O ([kHeadRows][D] at part_o), each laid out as the running state is.
 template <int D>
@@ -791,7 +801,7 @@ __device__ __forceinline__ void leave_running(RunningByKeys<D>& run, float* part
 // (over the K/V stages, now idle); per row, once, each warp's weight and the row's log-sum-exp (base 2); then
 // every output element is the weighted sum of the warps' O, written to the sink, or kept in shared memory
 // for the cluster's merge when the block is one split of a cluster.
-template <typename T, int D, class Geometry, bool Specialized = false, class Run>
+template <typename T, int D, class Geometry, bool Specialized = false, int RegionBytes = 0, class Run>
 __device__ __forceinline__ void finish_block(Run& run, unsigned char* shared, int rows, int b, int first_head,
                                              const Sink<T, D>& sink) {
   constexpr int kTileElems = Geometry::kKeys * Geometry::kPitch;
@@ -806,7 +816,7 @@ __device__ __forceinline__ void finish_block(Run& run, unsigned char* shared, in
   // A split of a cluster keeps its result in its shared memory for the cluster's merge (past these).
   float* own_o = row_lse + kHeadRows;  // [kHeadRows][D]
   static_assert(((2 + D + 1) * kWarps * kHeadRows + kHeadRows * (1 + D) + (kMaxClusterSplits + 1) * kHeadRows) * 4 <=
-                    Geometry::kStages * 2 * kTileElems * sizeof(T),
+                    (RegionBytes > 0 ? RegionBytes : Geometry::kStages * 2 * kTileElems * sizeof(T)),
                 "the warps' partial results, the weights and the block's own result fit over the K/V stages");
   if (threadIdx.x < kHeadRows) {
     const int r = threadIdx.x;
@@ -840,19 +850,116 @@ __device__ __forceinline__ void finish_block(Run& run, unsigned char* shared, in
 #endif
 }
 
+// --- FP8 (e4m3) caches -------------------------------------------------------------------------------------------------
+// A cache of e4m3 bytes is staged as it is, half the bytes of a 16-bit one; each warp widens its own keys of a tile to
+// q's type in shared memory (widen_rows) before the tensor cores read them as a 16-bit tile's. The scales are per KV
+// head (or one for all): the key's folds into the logit scale, the value's into the output, so the widening itself is
+// exact: every e4m3 value is a 16-bit one.
+struct CacheScales {
+  const float* k;  // null: k_value for every KV head
+  long long k_stride;
+  float k_value;
+  const float* v;
+  long long v_stride;
+  float v_value;
+  __device__ __forceinline__ float key(int h) const { return k != nullptr ? k[h * k_stride] : k_value; }
+  __device__ __forceinline__ float value(int h) const { return v != nullptr ? v[h * v_stride] : v_value; }
+};
+
+template <class P>
+__device__ __forceinline__ CacheScales cache_scales_of(const P& p) {
+  return CacheScales{static_cast<const float*>(p.k_scale), p.k_scale_stride, static_cast<float>(p.k_scale_value),
+                     static_cast<const float*>(p.v_scale), p.v_scale_stride, static_cast<float>(p.v_scale_value)};
+}
+
+template <typename A, typename B> struct SameType { static constexpr bool kValue = false; };
+template <typename A> struct SameType<A, A> { static constexpr bool kValue = true; };
+template <bool Condition, class A, class B> struct Select { using type = A; };
+template <class A, class B> struct Select<false, A, B> { using type = B; };
+
+__device__ __forceinline__ unsigned byte_perm(unsigned a, unsigned b, unsigned selector) {
+  unsigned r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+  return r;
+}
+
+// Two e4m3 bytes, each the high byte of a 16-bit lane of ``x``, as two T packed: the bytes' exponent and mantissa
+// bits moved into T's fields give the value times 2^-8 (f16: exponent bias 15 against e4m3's 7) or 2^-120 (bf16:
+// bias 127), subnormals alike, and one exact multiply by the power of two restores it (an integer trick, not the
+// conversion unit's quarter rate). The e4m3 NaN (every exponent and mantissa bit set) would come out as 480, a value
+// no e4m3 holds (its largest is 448): nan_bytes marks it, and widen4 sets those lanes to NaN.
+template <typename T> struct Fp8Pair;
+template <> struct Fp8Pair<f16> {
+  static __device__ __forceinline__ unsigned of(unsigned x) {
+    const unsigned bits = (x & 0x80008000u) | ((x >> 1) & 0x3f803f80u);
+    unsigned r;
+    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(bits), "r"(0x5c005c00u));  // x 2^8
+    return r;
+  }
+};
+template <> struct Fp8Pair<bf16> {
+  static __device__ __forceinline__ unsigned of(unsigned x) {
+    const unsigned bits = (x & 0x80008000u) | ((x >> 4) & 0x07f007f0u);
+    unsigned r;  // x 2^120, + (-0): an fma, which sm_80 has for bf16 pairs
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(bits), "r"(0x7b807b80u), "r"(0x80008000u));
+    return r;
+  }
+};
+
+// Four e4m3 bytes of ``w`` as four T: bytes 0 and 1 in ``lo``, 2 and 3 in ``hi`` (the lower byte in the lower half).
+template <typename T>
+__device__ __forceinline__ void widen4(unsigned w, unsigned& lo, unsigned& hi) {
+  lo = Fp8Pair<T>::of(byte_perm(w, 0u, 0x1404u));
+  hi = Fp8Pair<T>::of(byte_perm(w, 0u, 0x3424u));
+  const unsigned nan_bytes = ((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u;  // bytes whose low 7 bits are all set
+  if (nan_bytes != 0u) {
+    lo |= ((nan_bytes & 0x80u) ? 0x7fffu : 0u) | ((nan_bytes & 0x8000u) ? 0x7fff0000u : 0u);
+    hi |= ((nan_bytes & 0x800000u) ? 0x7fffu : 0u) | ((nan_bytes & 0x80000000u) ? 0x7fff0000u : 0u);
+  }
+}
+
+// Rows [0, Rows) of an FP8 tile (``src``: D bytes a row) widened to T into ``dst`` (rows Pitch elements apart) by one
+// warp, 8 bytes a lane at a time (a half-warp reads 128 contiguous bytes, a quarter-warp writes 128).
+template <typename T, int D, int Pitch, int Rows>
+__device__ __forceinline__ void widen_rows(T* dst, const unsigned char* src) {
+  static_assert(Rows * D / 8 % 32 == 0, "every lane widens the same number of pieces");
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int c = 0; c < Rows * D / 8 / 32; ++c) {
+    const int i = lane + 32 * c, r = i / (D / 8), col = (i % (D / 8)) * 8;
+    const uint2 raw = *reinterpret_cast<const uint2*>(src + r * D + col);
+    uint4 wide;
+    widen4<T>(raw.x, wide.x, wide.y);
+    widen4<T>(raw.y, wide.z, wide.w);
+    *reinterpret_cast<uint4*>(dst + r * Pitch + col) = wide;
+  }
+}
+
+// An FP8 tile's geometry in shared memory: rows of D bytes, unpadded (only widen_rows reads them).
+template <int D, int Keys>
+struct Fp8Tile {
+  static constexpr int kKeys = Keys, kPitch = D;
+};
+
 // The attention of one block: row blockIdx.z, KV head blockIdx.y / head_groups (its query heads from
 // (blockIdx.y % head_groups) * kHeadRows on), keys of split blockIdx.x. The prologue (the split's keys, the
 // first tiles in flight, the query), the loop over the split's K/V tiles (attend_tile) and the epilogue
 // (finish_block).
-template <typename T, int D, int V, int Keys, int Stages, typename Kv>
-__device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, const T* v, Kv k_rows, Kv v_rows,
+// C: the caches' element type, T (q's) or FP8 (unsigned char: staged as bytes, widened per warp, ``scales`` applied).
+template <typename T, int D, int V, int Keys, int Stages, typename Kv, typename C = T>
+__device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, const C* v, Kv k_rows, Kv v_rows,
                                        RowLengths lengths, int group, int head_groups, Scoring scoring,
-                                       Sink<T, D> sink) {
+                                       Sink<T, D> sink, CacheScales scales = {}) {
   using Geometry = Tile<D, Keys, Stages>;
+  constexpr bool kWiden = !SameType<C, T>::kValue;
+  using Staged = typename Select<kWiden, Fp8Tile<D, Keys>, Geometry>::type;
   constexpr int kKeys = Geometry::kKeys;
   constexpr int kPitch = Geometry::kPitch;
   constexpr int kStages = Geometry::kStages;
-  constexpr int kTileElems = kKeys * kPitch;
+  constexpr int kTileElems = kKeys * Staged::kPitch;  // of a staged tile, in C elements
+  // an FP8 cache's widened keys: each warp's own K and V rows of the current tile, in T
+  constexpr int kWidenedElems = kWiden ? kWarps * 2 * Geometry::kKeysPerWarp * kPitch : 0;
+  constexpr int kRegionBytes = kWidenedElems * static_cast<int>(sizeof(T)) + kStages * 2 * kTileElems * static_cast<int>(sizeof(C));
   static_assert(kKeys == kWarps * Geometry::kKeysPerWarp && D % 16 == 0, "tile shape");
 
   const int b = blockIdx.z;
@@ -863,8 +970,14 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   const int lane = threadIdx.x % 32;
 
   extern __shared__ __align__(16) unsigned char shared[];
-  T* tiles = reinterpret_cast<T*>(shared);  // [kStages][K, V][kKeys][kPitch]
-  T* q_tile = tiles + kStages * 2 * kTileElems;  // [kHeadRows][kPitch], rows past the group zero
+  T* widened = reinterpret_cast<T*>(shared);  // FP8: [kWarps][K, V][kKeysPerWarp][kPitch]
+  C* tiles = reinterpret_cast<C*>(shared + kWidenedElems * sizeof(T));  // [kStages][K, V][kKeys][Staged::kPitch]
+  T* q_tile = reinterpret_cast<T*>(tiles + kStages * 2 * kTileElems);  // [kHeadRows][kPitch], rows past the group zero
+  if constexpr (kWiden) {  // this KV head's key scale, in the logits' scale
+    const float key_scale = scales.key(blockIdx.y / head_groups);
+    scoring.scale_log2 *= key_scale;
+    scoring.scale_over_cap *= key_scale;
+  }
 
   // Inputs (q, K/V, lengths) may come from the kernel before this one, and outputs or workspace may
   // reuse memory it reads: nothing is touched before it has finished.
@@ -887,10 +1000,10 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   // pending" (a compile-time count, as cp.async.wait_group needs).
   const auto load_keys = [&](int t) {
     if (t < tiles_n) {
-      T* stage = tiles + (t % kStages) * 2 * kTileElems;
+      C* stage = tiles + (t % kStages) * 2 * kTileElems;
       const int first = lo + t * kKeys, count = min(kKeys, hi - first);
-      load_tile<T, D, V, Geometry>(stage, k, k_rows, b, kv_head, first, count);
-      load_tile<T, D, V, Geometry>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
+      load_tile<C, D, V, Staged>(stage, k, k_rows, b, kv_head, first, count);
+      load_tile<C, D, V, Staged>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
     }
     commit_copies();
   };
@@ -898,8 +1011,24 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   for (int t = 0; t < kStages - 1; ++t) load_keys(t);
   load_query<T, D, kPitch>(q_tile, q, q_rows, b, first_head, rows);
 
-  // Every tile of the split through ``attend_one(k_tile, v_tile, count)``.
-  const auto walk = [&](auto&& attend_one) {
+  // Every tile of the split through ``attend_one(k_tile, v_tile, count)`` (16-bit tiles: an FP8 cache's widened first,
+  // each warp its own rows, which are all it reads).
+  const auto walk = [&](auto&& attend_tile16) {
+    const auto attend_one = [&](const C* k_tile, const C* v_tile, int count) {
+      if constexpr (kWiden) {
+        constexpr int kOwn = Geometry::kKeysPerWarp;
+        const int warp = threadIdx.x / 32, key0 = warp * kOwn;
+        T* own = widened + warp * 2 * kOwn * kPitch;
+        widen_rows<T, D, kPitch, kOwn>(own, reinterpret_cast<const unsigned char*>(k_tile) + key0 * D);
+        widen_rows<T, D, kPitch, kOwn>(own + kOwn * kPitch, reinterpret_cast<const unsigned char*>(v_tile) + key0 * D);
+        __syncwarp();
+        // the tile's rows as attend_tile addresses them: the warp's own from key0 on
+        attend_tile16(own - key0 * kPitch, own + kOwn * kPitch - key0 * kPitch, count);
+        __syncwarp();  // read before the next tile's widening overwrites them
+      } else {
+        attend_tile16(k_tile, v_tile, count);
+      }
+    };
     for (int t = 0; t < tiles_n; ++t) {
       const int count = min(kKeys, hi - lo - t * kKeys);
       wait_copies<kStages - 2>();
@@ -907,7 +1036,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
       // of tile t + kStages - 1 (issued next) overwrite.
       __syncthreads();
       load_keys(t + kStages - 1);
-      const T* k_tile = tiles + (t % kStages) * 2 * kTileElems;
+      const C* k_tile = tiles + (t % kStages) * 2 * kTileElems;
       attend_one(k_tile, k_tile + kTileElems, count);
     }
     wait_copies<0>();  // only empty groups can be pending here; the merge below reuses the stages
@@ -924,7 +1053,8 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
     walk([&](const T* k_tile, const T* v_tile, int count) {
       attend_tile_by_keys<T, D, Geometry, PaddedRows<kPitch>>(run, k_tile, v_tile, count, rows, scoring, q_cols);
     });
-    finish_block<T, D, Geometry>(run, shared, rows, b, first_head, sink);
+    if constexpr (kWiden) scale_output(run, scales.value(kv_head));
+    finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, b, first_head, sink);
     return;
   }
 #endif
@@ -955,7 +1085,8 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const T* k, con
   walk([&](const T* k_tile, const T* v_tile, int count) {
     attend_tile<T, D, Geometry>(run, k_tile, v_tile, count, rows, scoring, a_of);
   });
-  finish_block<T, D, Geometry>(run, shared, rows, b, first_head, sink);
+  if constexpr (kWiden) scale_output(run, scales.value(kv_head));
+  finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, b, first_head, sink);
 }
 
 // Sum (or maximum) over the block of one value per thread; every thread gets the result.

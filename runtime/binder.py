@@ -14,7 +14,7 @@ from __future__ import annotations
 import textwrap
 
 from .plan_cache import ALIGN_MASK
-from .schema import Arg, Form, OpSchema
+from .schema import NUMBER_OR_TENSOR, Arg, Form, OpSchema
 
 _PAD = "    "
 
@@ -187,9 +187,10 @@ def _split(schema: OpSchema, traced: bool = False) -> list[str]:
     is an int."""
     lines = []
     for a in schema.args:
-        if a.type == "IntOrTensor" and not a.public_only:
+        if a.type in NUMBER_OR_TENSOR and not a.public_only:
             t, i = a.op_names
-            test = f"not isinstance({a.name}, _Tensor)" if traced else f"type({a.name}) is int"
+            number = f"type({a.name}) is int" if a.type == "IntOrTensor" else f"type({a.name}) in (int, float)"
+            test = f"not isinstance({a.name}, _Tensor)" if traced else number
             # an optional one's None is its default, 0; a required one's None stays None, which the planner refuses
             lines += [f"if {a.name} is None or {test}:",
                       f"    _{t}, _{i} = None, {a.name + ' or 0' if a.optional and not a.int_optional else a.name}",

@@ -25,7 +25,7 @@ from .loader import KERNELS
 from .native import ARGUMENT, OUTPUT, SCRATCH  # where a pointer comes from (hot_path.cpp's Source)
 from .overrides import on_change
 from .plan_cache import PlanCache
-from .schema import Form, OpSchema
+from .schema import NUMBER_OR_TENSOR, Form, OpSchema
 from .tensors import ITEMSIZE, TensorInfo, from_torch, interleaving
 
 _MAX_TENSOR_MAPS = 64  # the pointer pairs whose tensor maps a launch keeps
@@ -230,7 +230,7 @@ class Call:
         i = self.op.index[name]
         if i in self.substitutes:
             return self.substitutes[i]
-        if arg.type == "IntOrTensor" and self.args[i] is None:
+        if arg.type in NUMBER_OR_TENSOR and self.args[i] is None:
             return self.args[self.schema.int_index(name)]
         return self.args[i]
 
@@ -245,7 +245,7 @@ class Call:
                 out[a.name] = bool(self[a.name])
             elif a.role == "out" and a.parts:
                 out.update({p: self.info(p) for p in a.parts})
-            elif a.type in ("Tensor", "IntOrTensor") or a.role == "out":
+            elif a.type == "Tensor" or a.type in NUMBER_OR_TENSOR or a.role == "out":
                 out[a.name] = self.info(a.name)
             else:
                 out[a.name] = self[a.name]
@@ -257,7 +257,7 @@ class Call:
         for a in self.schema.args:
             if a.role == "out":
                 names += [p for p in (a.parts or (a.name,)) if p not in self.aliases]
-            elif a.type in ("Tensor", "IntOrTensor") and not a.public_only:
+            elif (a.type == "Tensor" or a.type in NUMBER_OR_TENSOR) and not a.public_only:
                 names.append(a.name)
         return names
 
@@ -267,7 +267,7 @@ class Call:
         if name in self._infos:
             return self._infos[name]
         value = self[name]
-        if value is None or (type(value) is int and name in self.op.int_or_tensor):
+        if value is None or (type(value) in (int, float) and name in self.op.int_or_tensor):
             info = value
         elif self.validating:
             info = standing_for(value, name, self.op.dtypes.get(name))
@@ -467,7 +467,7 @@ class OpRuntime:
         self.wrapper = None
         self.native_callers = None  # variant name -> its native caller, once the torch ops are registered
         self.index = schema.index
-        self.int_or_tensor = {a.name for a in schema.args if a.type == "IntOrTensor"}
+        self.int_or_tensor = {a.name for a in schema.args if a.type in NUMBER_OR_TENSOR}
         # the kernel dtypes each tensor takes (an output given as parts: each part's)
         self.dtypes = {p: a.dtypes for a in schema.args for p in (a.parts or (a.name,)) if a.dtypes}
         self.forms = {(f.key()): f for f in schema.forms()}

@@ -11,20 +11,20 @@ from cukiln.generated import dispatch
 from .calls import Call, OpRuntime, bind, takes
 from .decode_plan import PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode
 from .driver import tensor_map
-from .kv_append_api import LENGTH_ARGS, STREAM
+from .kv_append_api import CACHE_SCALES, LENGTH_ARGS, STREAM
 from .overrides import CURRENT as OVERRIDES
 from .schema import Arg, OpSchema, Result, changed
-from .tensors import HALVES
+from .tensors import CACHES, HALVES
 
 SCHEMA = OpSchema(
     "decode_attention",
     (Arg("q", "Tensor", doc="[b, h_q, d] (or [b, 1, h_q, d] / [b, h_q, 1, d]), fp16 or bf16, any strides",
          positional=True, dtypes=HALVES, refuse_grad=True),
-     Arg("k_cache", "Tensor", doc="[b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd) of q's dtype, any strides: "
-         "typically a slice [:, :, :T] of a larger preallocated buffer, read in place, never copied; h_q a multiple "
-         "of h_kv (GQA: query head i reads KV head i // (h_q / h_kv))", positional=True, dtypes=HALVES,
-         refuse_grad=True),
-     Arg("v_cache", "Tensor", doc="the value cache, k_cache's shape", positional=True, dtypes=HALVES,
+     Arg("k_cache", "Tensor", doc="[b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd) of q's dtype or FP8 "
+         "(float8_e4m3fn: contiguous head dim, 16-byte aligned rows; see k_scale), any strides: typically a slice "
+         "[:, :, :T] of a larger preallocated buffer, read in place, never copied; h_q a multiple of h_kv (GQA: query "
+         "head i reads KV head i // (h_q / h_kv))", positional=True, dtypes=CACHES, refuse_grad=True),
+     Arg("v_cache", "Tensor", doc="the value cache, k_cache's shape and dtype", positional=True, dtypes=CACHES,
          refuse_grad=True))
     + changed(LENGTH_ARGS, kv_lens={"doc": "row i attends to keys [kv_start[i], kv_lens[i]): an int, or an int32 [b] "
                                            "tensor (on q's device; a CPU tensor is checked and copied over)"})
@@ -39,6 +39,7 @@ SCHEMA = OpSchema(
        Arg("batch_invariant", "bool", False, "each row's result depends on that row's inputs and lengths alone, the "
            "same bits whatever the batch, the other rows' lengths or the capacity (a row split by its own key count; "
            "far slower than the tuned choice for a lone row of up to 8192 keys); not with num_splits"),
+       *CACHE_SCALES,
        STREAM),
     (Result("out"), Result("lse", only_with="return_lse")),
     """Attention of one query token per row over keys [kv_start, kv_lens) of that row's KV cache: the output (and its
@@ -57,7 +58,8 @@ grad is refused.""")
 # Where each pointer field of the attention and combine kernels' structs comes from: the call's tensor of that name
 # (the split results: scratch of that name)
 POINTER_FIELDS = {"q": "q", "k": "k_cache", "v": "v_cache", "kv_lens": "kv_lens", "kv_start": "kv_start",
-                  "out": "out", "lse": "lse", "partial_out": "partial_out", "partial_lse": "partial_lse"}
+                  "out": "out", "lse": "lse", "partial_out": "partial_out", "partial_lse": "partial_lse",
+                  "k_scale": "k_scale", "v_scale": "v_scale"}
 _MAP_FIELDS = ("k_map", "v_map")
 
 
@@ -76,7 +78,7 @@ def launch_values(plan: DecodePlan, *, out: int, lse: int, partial_out: int = 0,
     """(attention values, combine values) of ``plan`` with these output and workspace pointers, as a bare launch of
     its kernels needs them: DecodePlan.values, with a ws plan's tensor maps of the plan's own caches."""
     attention, combine = plan.values(out=out, lse=lse, partial_out=partial_out, partial_lse=partial_lse)
-    if plan.key[-1] in WARP_SPECIALIZED:
+    if plan.pipeline in WARP_SPECIALIZED:
         attention = tensor_maps(plan, plan.fields["k"], plan.fields["v"]) + attention[2:]
     return attention, combine
 
@@ -122,7 +124,7 @@ def attention_launches(call: Call, p: DecodePlan, names: dict, torch) -> list:
     integers = [(f, n) for f, n in (("kv_len", "kv_lens"), ("kv_start_value", "kv_start"))
                 if n in call.op.int_or_tensor and (call[n] is None or type(call[n]) is int)]
     maps = None
-    if p.key[-1] in WARP_SPECIALIZED:
+    if p.pipeline in WARP_SPECIALIZED:
         maps = (_MAP_FIELDS, (names["k"], names["v"]), lambda pointers: tensor_maps(p, *pointers))
     a = p.attention
     launches = [call.launch(call.bind(p.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared,

@@ -19,6 +19,9 @@ from .tensors import TensorInfo, device_name
 
 DTYPES = ("fp16", "bf16")
 KV_LAYOUTS = ("bhsd", "bshd")
+SAME, FP8 = "same", "e4m3"  # what the caches hold (dispatch.DECODE_CACHES): q's type, or FP8 e4m3 with scales
+FP8_HEAD_DIMS = sorted({key[1] for key in dispatch.DECODE if key[5] == FP8})
+FP8_ROW_BYTES = 16  # an FP8 cache's rows and pointer on 16-byte boundaries (its tiles' copies)
 HEAD_DIMS = sorted({key[1] for key in dispatch.DECODE})
 GRID_YZ_MAX = 65535  # CUDA's limit on gridDim.y and gridDim.z: KV heads x head groups, and rows
 INT32_MAX = 2**31 - 1
@@ -39,7 +42,8 @@ PIPELINE_ENV = "CUKILN_DECODE_PIPELINE"  # a pipeline's name forces it (checks, 
 # Keys a split keeps at least (one narrow tile; split_from_table takes the chosen pipeline's tile), as in the
 # ladder `cukiln tune decode` measures.
 MIN_KEYS_PER_SPLIT = TILE_KEYS[NARROW]
-FAST_PIPELINES_MAX_HEAD_DIM = max((key[1] for key in dispatch.DECODE if key[4] != NARROW), default=0)
+FAST_PIPELINES_MAX_HEAD_DIM = max((key[1] for key in dispatch.DECODE if key[4] != NARROW and key[5] == SAME),
+                                  default=0)
 # Batch-invariant mode: each row split by its own key count (this rule, the kernel's), over these pipelines in
 # order of preference, whose tiles are alike (the splits' key ranges and their arithmetic do not depend on which).
 INVARIANT_SPLITS = dispatch.DECODE_INVARIANT_SPLITS
@@ -61,7 +65,7 @@ class Launch:
 
 @dataclass(frozen=True)
 class DecodePlan:
-    key: tuple  # (dtype, head dim, K/V strides, vector width)
+    key: tuple  # (dtype, head dim, K/V strides, vector width, pipeline, cache)
     device: int
     batch: int
     heads_q: int
@@ -70,6 +74,10 @@ class DecodePlan:
     attention: Launch
     combine: Launch | None
     fields: dict = field(default_factory=dict)  # every parameter except the ones values() takes
+
+    @property
+    def pipeline(self) -> str:
+        return self.key[4]
 
     def values(self, *, out: int, lse: int, partial_out: int = 0, partial_lse: int = 0) -> tuple[tuple, tuple]:
         """(attention values, combine values) with the output, lse and workspace pointers filled in; a ws plan's
@@ -228,13 +236,15 @@ class _Validated:
     k_strides: tuple[int, int, int, int]
     v_strides: tuple[int, int, int, int]
     fields: dict
+    cache: str = SAME  # what the caches hold
 
 
 def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens, *, kv_layout: str = "bhsd", kv_start=None,
                 scale: float | None = None, softcap: float | None = None, num_splits: int | None = None,
                 out: TensorInfo | None = None, return_lse: bool = False, batch_invariant: bool = False,
                 sms: int = 132, arch: str | None = None, max_shared: int | None = None, resident=None,
-                active_clusters=None, pipeline: str | None = None, for_step: bool = False) -> DecodePlan:
+                active_clusters=None, pipeline: str | None = None, for_step: bool = False, k_scale=None,
+                v_scale=None) -> DecodePlan:
     """Validate a decode_attention call and plan its launches.
 
     kv_lens / kv_start: an int, or a TensorInfo of an int32 [b] tensor on q's device (its values are
@@ -252,10 +262,11 @@ def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens
     ``batch_invariant``: each row split by its own key count (invariant_splits; the grid holds the most a row
     of the capacity gets) on the first of INVARIANT_PIPELINES the call has, merged in a cluster or by the
     combine kernel with the cluster's arithmetic: a row's result depends on its own inputs alone.
+    FP8 (e4m3) caches: ``k_scale`` / ``v_scale`` dequantize them (cache_scales), on the narrow pipeline.
     """
     call = validate(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
                     softcap=softcap, num_splits=num_splits, out=out, max_shared=max_shared, pipeline=pipeline,
-                    batch_invariant=batch_invariant)
+                    batch_invariant=batch_invariant, k_scale=k_scale, v_scale=v_scale)
     return _choose_launch(q, k_cache, v_cache, call, num_splits=num_splits, sms=sms, arch=arch, max_shared=max_shared,
                           resident=resident, active_clusters=active_clusters, pipeline=pipeline,
                           batch_invariant=batch_invariant, for_step=for_step)
@@ -287,17 +298,61 @@ def check_host_lengths(name: str, values: list[int], kv_lens, k_cache, kv_layout
             raise ValueError(f"kv_start: expected 0 <= kv_start <= kv_lens per row, got {values} for kv_lens {lens}")
 
 
+def cache_kind(q: TensorInfo, k: TensorInfo, v: TensorInfo) -> str:
+    """SAME or FP8: what the caches hold, checked (TypeError): q fp16 or bf16, both caches of q's dtype or both e4m3."""
+    if q.dtype not in DTYPES:
+        raise TypeError(f"q: expected float16 or bfloat16, got {q.dtype}")
+    for name, t in (("k_cache", k), ("v_cache", v)):
+        if t.dtype not in (q.dtype, FP8):
+            raise TypeError(f"{name}: expected q's dtype {q.dtype} or float8_e4m3fn (an FP8 cache), got {t.dtype}")
+    if k.dtype != v.dtype:
+        raise TypeError(f"k_cache, v_cache: expected one dtype for both, got {k.dtype} and {v.dtype}")
+    return FP8 if k.dtype == FP8 else SAME
+
+
+def cache_scales(k_scale, v_scale, cache: str, heads_kv: int, device: int) -> dict:
+    """The kernel fields of an FP8 cache's scales (its values are stored value / scale): each a positive finite number
+    (None: 1), or an fp32 tensor on q's device, 0-d (one for every KV head) or [h_kv] (one each), read by the kernel.
+    Refused for caches of q's own type, which have nothing to dequantize."""
+    fields = {}
+    for name, value in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if cache != FP8:
+            if value is not None:
+                raise ValueError(f"{name}: a scale dequantizes an FP8 cache (float8_e4m3fn); these caches hold q's "
+                                 f"dtype")
+            continue
+        pointer, stride, number = 0, 0, 1.0
+        if isinstance(value, TensorInfo):
+            if value.dtype != "fp32":
+                raise TypeError(f"{name}: expected a float32 tensor, got {value.dtype}")
+            if value.device != device:
+                raise ValueError(f"{name}: expected a tensor on {device_name(device)} (q's device), got one on "
+                                 f"{device_name(value.device)}")
+            if value.shape == ():
+                pointer = value.ptr
+            elif value.shape == (heads_kv,):
+                pointer, stride = value.ptr, value.strides[0]
+            else:
+                raise ValueError(f"{name}: expected a 0-d tensor (one scale) or one of shape [{heads_kv}] (one per KV "
+                                 f"head), got shape {list(value.shape)}")
+        elif value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name}: expected a float, a float32 tensor or None, got {type(value).__name__}")
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name}: expected a positive finite scale, got {value!r}")
+            number = float(value)
+        fields.update({name: pointer, f"{name}_stride": stride, f"{name}_value": number})
+    return fields
+
+
 def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout, kv_start, scale, softcap,
-              num_splits, out, max_shared, pipeline, batch_invariant=False) -> _Validated:
+              num_splits, out, max_shared, pipeline, batch_invariant=False, k_scale=None,
+              v_scale=None) -> _Validated:
     """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument.
     (The float64 reference runs it too: it takes the calls the kernels take.)"""
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout: expected one of {KV_LAYOUTS}, got {kv_layout!r}")
-    for name, t in (("q", q), ("k_cache", k), ("v_cache", v)):
-        if t.dtype not in DTYPES:
-            raise TypeError(f"{name}: expected float16 or bfloat16, got {t.dtype}")
-    if k.dtype != q.dtype or v.dtype != q.dtype:
-        raise TypeError(f"k_cache, v_cache: expected q's dtype {q.dtype}, got {k.dtype} and {v.dtype}")
+    cache = cache_kind(q, k, v)
     for name, t in (("k_cache", k), ("v_cache", v)):
         if t.device != q.device:
             raise ValueError(f"{name}: expected a tensor on q's device {device_name(q.device)}, got one on {device_name(t.device)}")
@@ -318,8 +373,15 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
         raise ValueError(f"q: at most {GRID_YZ_MAX} rows per call, got {b}")
     if capacity > MAX_CAPACITY:
         raise ValueError(f"k_cache: at most {MAX_CAPACITY} positions, got {capacity}")
-    if max_shared is not None and dispatch.DECODE_SHARED[d, NARROW] > max_shared:
-        raise ValueError(f"q: head dim {d} needs {dispatch.DECODE_SHARED[d, NARROW]} bytes of shared memory "
+    if cache == FP8:
+        if d not in FP8_HEAD_DIMS:
+            raise ValueError(f"k_cache: FP8 caches serve head dims {FP8_HEAD_DIMS}, got {d}")
+        for name, t, st in (("k_cache", k, k_strides), ("v_cache", v, v_strides)):
+            if st[3] != 1 or t.ptr % FP8_ROW_BYTES or any(s % FP8_ROW_BYTES for s in st[:3]):
+                raise ValueError(f"{name}: an FP8 cache needs a contiguous head dim and its pointer and rows on "
+                                 f"{FP8_ROW_BYTES}-byte boundaries, got strides {list(t.strides)}")
+    if max_shared is not None and dispatch.DECODE_SHARED[d, NARROW, cache] > max_shared:
+        raise ValueError(f"q: head dim {d} needs {dispatch.DECODE_SHARED[d, NARROW, cache]} bytes of shared memory "
                          f"per block; this GPU allows {max_shared}")
     if pipeline is not None and pipeline not in PIPELINES:
         raise ValueError(f"pipeline: expected one of {PIPELINES} or None, got {pipeline!r}")
@@ -371,10 +433,11 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
         "q_sb": q_strides[0], "q_sh": q_strides[1], "q_sd": q_strides[2],
         "out_sb": out_strides[0], "out_sh": out_strides[1], "out_sd": out_strides[2],
         "scale": float(scale), "softcap": float(softcap or 0.0),
+        **cache_scales(k_scale, v_scale, cache, h_kv, q.device),
     }
     for prefix, st in (("k", k_strides), ("v", v_strides)):
         fields.update({f"{prefix}_sb": st[0], f"{prefix}_sh": st[1], f"{prefix}_st": st[2], f"{prefix}_sd": st[3]})
-    return _Validated(b, h_q, d, h_kv, capacity, k_strides, v_strides, fields)
+    return _Validated(b, h_q, d, h_kv, capacity, k_strides, v_strides, fields, cache)
 
 
 def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated, *, num_splits, sms, arch,
@@ -383,23 +446,26 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     """The variant, K/V pipeline, split count and launches of a validated call."""
     b, h_q, d, h_kv = call.batch, call.heads_q, call.head_dim, call.heads_kv
     head_groups = call.fields["head_groups"]
+    cache = call.cache
     general = call.k_strides[3] != 1 or call.v_strides[3] != 1
     strides = 4 if general else 3
-    vec = 1 if general else widest_kv_vector([(k.ptr, call.k_strides[:3]), (v.ptr, call.v_strides[:3])],
-                                             k.itemsize, d)
+    vec = FP8_ROW_BYTES if cache == FP8 else 1 if general else widest_kv_vector(
+        [(k.ptr, call.k_strides[:3]), (v.ptr, call.v_strides[:3])], k.itemsize, d)
     blocks = b * h_kv * head_groups
     # ws reads the caches through tensor maps: sm_90 on, a cache of at least one row and position to map, no
     # broadcast (stride 0) axis, strides within the engine's 2**40 bytes
     maps_ok = tensor_maps(arch) and b > 0 and call.capacity > 0 and all(
         0 < s * k.itemsize < 2**40 for s in call.k_strides[:3] + call.v_strides[:3])
-    available = tuple(p for p in PIPELINES if (q.dtype, d, strides, vec, p) in dispatch.DECODE and (
-        max_shared is None or dispatch.DECODE_SHARED[d, p] <= max_shared) and (p not in WARP_SPECIALIZED or maps_ok))
+    available = tuple(p for p in PIPELINES if (q.dtype, d, strides, vec, p, cache) in dispatch.DECODE and (
+        max_shared is None or dispatch.DECODE_SHARED[d, p, cache] <= max_shared) and (
+            p not in WARP_SPECIALIZED or maps_ok))
     if pipeline is not None and pipeline not in available:
         raise ValueError(f"pipeline: the {pipeline} pipeline needs a contiguous head dim of at most "
                          f"{FAST_PIPELINES_MAX_HEAD_DIM}, 16-byte aligned K/V rows and the shared memory it takes"
                          + (" (head dims 64 and 128, sm_90 or newer, a cache with rows and positions)"
                             if pipeline in WARP_SPECIALIZED else "")
                          + f"; this call has head dim {d}, {strides} K/V strides, {vec}-element copies"
+                         + (", FP8 caches (the narrow pipeline only)" if cache == FP8 else "")
                          + (f", arch {arch}" if pipeline in WARP_SPECIALIZED else ""))
     if batch_invariant:
         pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
@@ -408,28 +474,28 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         rule = split_rule(arch)
         per_sm = None  # only the wave rule (no tuned table) counts resident blocks
         if resident is not None and "table" not in rule:
-            module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW)][:2]
-            per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d, NARROW])
+            module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW, cache)][:2]
+            per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d, NARROW, cache])
         forced = pipeline
         num_splits, pipeline = choose_pipeline(blocks, call.capacity, sms, rule, per_sm, available, pipeline)
         if for_step and forced is None and pipeline == WS_DEEP:
             num_splits, pipeline = choose_pipeline(blocks, call.capacity, sms, rule, per_sm, available, WS)
     splits = num_splits
-    key = (q.dtype, d, strides, vec, pipeline or NARROW)
+    key = (q.dtype, d, strides, vec, pipeline or NARROW, cache)
     module, symbol, layout_id, combine_symbol = dispatch.DECODE[key]
 
     names, fmt = dispatch.DECODE_PARAMS[layout_id]
     # sm_90 on, both kernels are launched programmatically: each is scheduled while the kernel before it
     # in the stream runs, and waits for that kernel's results before touching memory (common.cuh).
     programmatic = programmatic_launch(arch)
-    shared = dispatch.DECODE_SHARED[d, key[-1]]
+    shared = dispatch.DECODE_SHARED[d, key[4], cache]
     cluster = 1
     if 1 < splits <= MAX_CLUSTER_SPLITS and clusters(arch) and (
-            active_clusters is None or active_clusters(module, symbol, dispatch.DECODE_THREADS[key[-1]], shared,
+            active_clusters is None or active_clusters(module, symbol, dispatch.DECODE_THREADS[key[4]], shared,
                                                        splits) > 0):
         cluster = splits
     attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, b),
-                       (dispatch.DECODE_THREADS[key[-1]], 1, 1), shared, overlap_previous=programmatic, cluster=cluster)
+                       (dispatch.DECODE_THREADS[key[4]], 1, 1), shared, overlap_previous=programmatic, cluster=cluster)
     # batch-invariant: a cluster and the combine kernel merge with the same arithmetic, so the choice between them
     # (the GPU's, the capacity's) changes no bit
     combine = None
@@ -438,6 +504,6 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         combine = Launch(module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
                          (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)
     # ws: the tensor maps of this call's caches come with its pointers (decode_api); empty (packed as zeros) until then
-    maps = {"k_map": b"", "v_map": b""} if key[-1] in WARP_SPECIALIZED else {}
+    maps = {"k_map": b"", "v_map": b""} if key[4] in WARP_SPECIALIZED else {}
     return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine,
                       {**call.fields, **maps, "num_splits": splits, "batch_invariant": int(batch_invariant)})

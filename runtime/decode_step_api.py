@@ -160,8 +160,8 @@ def fused_kernel(call: Call, append, attention) -> tuple[bool, object]:
     entry = why = None
     if append is None or p.batch * p.heads_q == 0:
         why = "it has no rows"
-    elif p.key[-1] != WS:
-        why = f"its attention takes the {p.key[-1]} pipeline, not ws (sm_90 on, head dims 64 and 128, 16-byte rows)"
+    elif p.pipeline != WS:
+        why = f"its attention takes the {p.pipeline} pipeline, not ws (sm_90 on, head dims 64 and 128, 16-byte rows)"
     else:
         dtype, pairing, angles, vec, norm = append.key
         entry = dispatch.DECODE_STEP.get((dtype, p.head_dim, pairing, angles, norm))

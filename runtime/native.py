@@ -189,7 +189,7 @@ def scalar_type(dtype) -> int:
     import torch
 
     return {torch.uint8: UINT8, torch.float32: 6, torch.float16: 5, torch.bfloat16: 15, torch.int32: 3,
-            torch.int64: 4}[dtype]
+            torch.int64: 4, torch.float8_e4m3fn: 24}[dtype]
 
 
 def describe(device: int, launches: list, *, outputs=(), scratch=(), returns=(), overlaps=(), bounds=(), ordered=(),

@@ -280,6 +280,8 @@ def _decode_attention(a):
     lo = min(max(int(starts.min()), 0), capacity) if b else 0
     hi = min(max(int(lens.max()), lo), capacity) if b else 0
     k, v = k[:, :, lo:hi].double(), v[:, :, lo:hi].double()
+    if k_cache.dtype == torch.float8_e4m3fn:  # an FP8 cache holds value / scale: dequantized exactly in float64
+        k, v = k * _cache_scale(a.k_scale, h_kv), v * _cache_scale(a.v_scale, h_kv)
     # Query head i reads KV head i // group: [b, h_kv, group, ...] views instead of repeated K/V.
     logits = torch.einsum("bkgd,bktd->bkgt", q.reshape(b, h_kv, group, d), k).reshape(b, h_q, hi - lo)
     logits = logits * (1.0 / math.sqrt(d) if scale is None else scale)
@@ -298,6 +300,15 @@ def _decode_attention(a):
     if target is not None:
         result = target.copy_(result)
     return (result, lse) if return_lse else result
+
+
+def _cache_scale(scale, heads_kv: int):
+    """An FP8 cache's scale (None: 1, a number, or a 0-d or [h_kv] tensor) as a float64 factor of [b, h_kv, T, d]."""
+    import torch
+
+    if scale is None or not isinstance(scale, torch.Tensor):
+        return 1.0 if scale is None else float(scale)
+    return scale.double().reshape(1, -1, 1, 1).expand(1, heads_kv, 1, 1)
 
 
 def _kv_append(a):

@@ -31,10 +31,13 @@ from dataclasses import dataclass, replace
 REQUIRED = inspect.Parameter.empty
 
 # An argument's type, as the public function takes it -> the torch schema's type (without "?").
-TYPES = {"Tensor": "Tensor", "IntOrTensor": None, "float": "float", "int": "int", "SymInt": "SymInt", "bool": "bool",
+TYPES = {"Tensor": "Tensor", "IntOrTensor": None, "FloatOrTensor": None, "float": "float", "int": "int", "SymInt": "SymInt", "bool": "bool",
          "str": "str", "int[]": "int[]", "Rotary": None, "Stream": None}
 ROLES = ("read", "written", "out", "flag", "stream", "renamed")
 PUBLIC_ONLY = ("out", "flag", "stream", "renamed")
+# A number or a tensor (a length: an int or an int32 [b]; an FP8 cache's scale: a float or an fp32 tensor), which the
+# torch op takes as two arguments: the tensor's (None for a number) and the number's, of this schema type
+NUMBER_OR_TENSOR = {"IntOrTensor": "SymInt", "FloatOrTensor": "float"}
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ class Arg:
     def __post_init__(self) -> None:
         assert self.type in TYPES, f"{self.name}: unknown type {self.type}"
         assert self.role in ROLES, f"{self.name}: unknown role {self.role}"
-        assert self.type != "IntOrTensor" or self.op_names, f"{self.name}: an IntOrTensor names its two op arguments"
+        assert self.type not in NUMBER_OR_TENSOR or self.op_names, f"{self.name}: a number-or-tensor names its two op arguments"
+        assert self.type != "FloatOrTensor" or self.int_optional, f"{self.name}: a float-or-tensor's float may be None"
 
     @property
     def public_only(self) -> bool:
@@ -136,10 +140,11 @@ class OpSchema:
         for a in self.args:
             if a.public_only:
                 continue
-            if a.type == "IntOrTensor":
+            if a.type in NUMBER_OR_TENSOR:
                 tensor, number = a.op_names
                 out.append(OpArgument(tensor, f"Tensor? {tensor}", a.name, "tensor"))
-                out.append(OpArgument(number, f"SymInt{'?' if a.int_optional else ''} {number}", a.name, "int"))
+                out.append(OpArgument(number, f"{NUMBER_OR_TENSOR[a.type]}{'?' if a.int_optional else ''} {number}",
+                                      a.name, "int"))
                 continue
             declared = a.schema_type()
             if a.role == "written":

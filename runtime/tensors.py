@@ -5,9 +5,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "int32": 4, "int64": 8}
-TORCH_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int32": "int32", "int64": "int64"}
+ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "int32": 4, "int64": 8, "e4m3": 1}
+TORCH_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int32": "int32", "int64": "int64",
+               "e4m3": "float8_e4m3fn"}
 FLOATS, HALVES, INTS = ("fp32", "fp16", "bf16"), ("fp16", "bf16"), ("int32", "int64")
+# What a KV cache may hold: q's dtype, or FP8 (e4m3, with scales) for half the bytes
+CACHES = HALVES + ("e4m3",)
+E4M3_MAX = 448.0  # the largest finite e4m3 value: quantizing saturates to it
 
 
 def dtype_list(names) -> str:
@@ -117,7 +121,7 @@ def _torch_dtypes() -> dict:
     import torch
 
     return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
-            torch.int32: "int32", torch.int64: "int64"}
+            torch.int32: "int32", torch.int64: "int64", torch.float8_e4m3fn: "e4m3"}
 
 
 def describe(value) -> str:

@@ -17,8 +17,8 @@ def main(args) -> int:
     for option in ("only", "rounds"):
         if bench is not None and getattr(args, option) is not None:
             raise ValueError(f"--{option} does not apply to `cukiln bench {args.op}`")
-    for option in ("no_rotate",):
-        if getattr(args, option) and (bench is None or option not in bench.options):
+    for option in ("no_rotate", "kv_dtype"):
+        if getattr(args, option, None) and (bench is None or option not in bench.options):
             raise ValueError(f"--{option.replace('_', '-')} does not apply to `cukiln bench {args.op}`")
     if not torch.cuda.is_available():
         raise ValueError("needs a CUDA GPU, and torch sees none")

@@ -14,12 +14,26 @@ ATTENTION = [v for v in ALL if isinstance(v, D.DecodeVariant)]
 
 
 def test_enumeration_is_every_combination_the_rules_keep():
-    combos = itertools.product(D.DECODE_DTYPES, D.HEAD_DIMS, D.KV_STRIDE_COUNTS, VECTOR_WIDTHS, D.PIPELINES)
+    combos = itertools.product(D.DECODE_DTYPES, D.HEAD_DIMS, D.KV_STRIDE_COUNTS, VECTOR_WIDTHS + (D.FP8_COPY_ELEMS,),
+                               D.PIPELINES, D.CACHES)
     kept = [D.DecodeVariant(*c) for c in combos if D.decode_rejection(D.DecodeVariant(*c)) is None]
     assert sorted(ATTENTION) == sorted(kept)
     # 3 strides: four widths; 4 strides: scalar only; deep and wide pipelines: 16-byte copies of head dims 64-128;
-    # ws and ws_deep: 16-byte copies of head dims 64 and 128
-    assert len(ATTENTION) == 2 * 6 * (4 + 1) + 2 * 2 * 4 + 2 * 2 * 2
+    # ws and ws_deep: 16-byte copies of head dims 64 and 128; FP8 caches: the narrow pipeline's 16-byte copies of
+    # every head dim but 80
+    assert len(ATTENTION) == 2 * 6 * (4 + 1) + 2 * 2 * 4 + 2 * 2 * 2 + 2 * 5
+
+
+def test_fp8_caches_on_the_narrow_pipeline_only():
+    fp8 = {(v.dtype, v.head_dim, v.strides, v.vec, v.pipeline) for v in ATTENTION if v.cache is D.Cache.E4M3}
+    assert fp8 == {(t, d, 3, 16, D.Pipeline.NARROW) for t in D.DECODE_DTYPES for d in (64, 96, 128, 192, 256)}
+    assert D.rule_decode_fp8_on_the_narrow_bandwidth_path(D.DecodeVariant(Dtype.BF16, 80, 3, 16, cache=D.Cache.E4M3))
+    assert D.rule_decode_fp8_on_the_narrow_bandwidth_path(
+        D.DecodeVariant(Dtype.BF16, 128, 3, 16, D.Pipeline.WS, D.Cache.E4M3))
+    name = "decode_bf16_d128_s3_v16_e4m3"
+    assert D.parse_decode_name(name) == D.DecodeVariant(Dtype.BF16, 128, 3, 16, cache=D.Cache.E4M3)
+    with pytest.raises(ValueError):
+        D.parse_decode_name("decode_bf16_d128_s3_v8_e4m3")
 
 
 @pytest.mark.parametrize("pipeline", [D.Pipeline.WS, D.Pipeline.WS_DEEP])

@@ -25,7 +25,8 @@ def test_decode_dispatch_table_names_each_attention_variant_and_its_combine_kern
         assert (module, symbol) == (v.module, v.name)
         assert namespace["DECODE_PARAMS"][layout_id][0] == tuple(f for _, f in decode_abi.decode_params(v))
         assert combine == f"decode_combine_{v.dtype.value}_d{v.head_dim}"
-    assert namespace["DECODE_SHARED"] == {(v.head_dim, v.pipeline.value): decode_abi.shared_bytes(v.head_dim, v.pipeline)
+    assert namespace["DECODE_SHARED"] == {(v.head_dim, v.pipeline.value, v.cache.value):
+                                          decode_abi.shared_bytes(v.head_dim, v.pipeline, cache=v.cache)
                                           for v in attention}
     assert namespace["DECODE_PIPELINES"] == ("narrow", "deep", "wide", "ws", "ws_deep")
     assert namespace["DECODE_WARP_SPECIALIZED"] == ("ws", "ws_deep")

@@ -280,7 +280,7 @@ def test_a_ws_plan_launches_with_the_tensor_maps_of_each_calls_caches(pipeline, 
         out = torch.empty_like(q)
         cukiln.decode_attention(q, k, v, 100, out=out, num_splits=1)  # one pass: no workspace to allocate
         plan = decode_api.plan_call(q, k, v, 100, out=out, num_splits=1)
-        assert plan.key[-1] == pipeline
+        assert plan.pipeline == pipeline
         symbol, values = recorded.launches[-1]
         assert symbol == plan.attention.symbol == f"decode_bf16_d128_s3_v8_{pipeline}"
         maps = tuple(p.to_bytes(8, "little") * 16 for p in (k.data_ptr(), v.data_ptr()))

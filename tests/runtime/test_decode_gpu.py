@@ -56,7 +56,7 @@ def test_gqa_ratios_layouts_splits_and_pipelines(group, layout, num_splits, pipe
     k, v = (decode_cache_view(b, h_kv, T, d, torch.bfloat16, gen, layout=layout, capacity=1536) for _ in range(2))
     lens = torch.randint(1, T + 1, (b,), generator=gen, device="cuda", dtype=torch.int32)
     lens[0], lens[1] = 1, T
-    assert plan_call(q, k, v, lens, kv_layout=layout, num_splits=num_splits).key[-1] == pipeline
+    assert plan_call(q, k, v, lens, kv_layout=layout, num_splits=num_splits).pipeline == pipeline
     with planned_afresh("decode_attention#out"):  # this pipeline's plan, not one an earlier pipeline's test left
         run_and_check(q, k, v, lens, f"group {group} {layout}, {pipeline} pipeline", kv_layout=layout,
                       num_splits=num_splits)
@@ -113,7 +113,7 @@ def test_ws_deep_gives_the_bits_of_ws(group):
         results = []
         for pipeline in WARP_SPECIALIZED:
             with overrides.forced("decode_pipeline", pipeline):
-                assert plan_call(q, k, v, lens, num_splits=splits).key[-1] == pipeline
+                assert plan_call(q, k, v, lens, num_splits=splits).pipeline == pipeline
                 results.append(cukiln.decode_attention(q, k, v, lens, num_splits=splits, return_lse=True))
         (out_a, lse_a), (out_b, lse_b) = results
         assert torch.equal(out_a, out_b) and torch.equal(lse_a, lse_b), f"{splits} splits"
@@ -354,5 +354,5 @@ def test_ws_tensor_maps_follow_each_calls_caches(monkeypatch):
               for _ in range(3)]
     lens = torch.tensor([700, 5, 333], dtype=torch.int32, device="cuda")
     for k, v in caches + caches[::-1]:
-        assert plan_call(q, k, v, lens).key[-1] == "ws"
+        assert plan_call(q, k, v, lens).pipeline == "ws"
         run_and_check(q, k, v, lens, "ws over caches at new addresses", num_splits=None)

@@ -62,7 +62,7 @@ def test_a_rows_bits_depend_on_its_own_inputs_alone(n, dtype, pipeline, monkeypa
         plan = plan_call(q, k, v, lens, batch_invariant=True)
         assert plan.num_splits == invariant_splits(capacity)
         if pipeline == "auto":  # the planner's first choice: ws from sm_90 on
-            assert plan.key[-1] == ("ws" if torch.cuda.get_device_capability()[0] >= 9 else "deep")
+            assert plan.pipeline == ("ws" if torch.cuda.get_device_capability()[0] >= 9 else "deep")
         merges.add("one pass" if plan.num_splits == 1 else "cluster" if plan.attention.cluster > 1 else "combine")
         got, got_lse = _decode(q, k, v, lens)
         where = f"row of {n} keys as row {index} of {b}, capacity {capacity} ({plan.num_splits} splits)"
@@ -91,7 +91,7 @@ def test_the_pipelines_of_alike_tiles_give_the_same_bits(capacity, monkeypatch):
     for pipeline in runnable:
         monkeypatch.setitem(overrides.CURRENT, "decode_pipeline", pipeline)
         plan = plan_call(q, k, v, lens, batch_invariant=True)
-        assert plan.key[-1] == pipeline and plan.num_splits == invariant_splits(capacity)
+        assert plan.pipeline == pipeline and plan.num_splits == invariant_splits(capacity)
         with planned_afresh("decode_attention#out"):  # this pipeline's own plan, not the one before's
             results[pipeline] = _decode(q, k, v, lens)
     first, (out, lse) = next(iter(results.items()))

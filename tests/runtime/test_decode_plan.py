@@ -42,7 +42,7 @@ def plan(q=None, k=None, v=None, kv_lens=100, **kw):
 
 def test_a_cache_slice_selects_the_wide_three_stride_variant():
     p = plan(num_splits=1)
-    assert p.key == ("bf16", 128, 3, 8, "narrow")
+    assert p.key == ("bf16", 128, 3, 8, "narrow", "same")
     assert p.attention.symbol == "decode_bf16_d128_s3_v8" and p.combine is None
     assert p.attention.grid == (1, 2, 2) and p.attention.block == (32 * dispatch.DECODE_WARPS, 1, 1)
     assert p.fields["k_st"] == 128 and p.fields["k_sh"] == 512 * 128  # the buffer's strides, no copy
@@ -79,7 +79,7 @@ def test_query_forms_drop_the_single_token_axis():
 
 def test_split_variant_comes_with_its_combine_kernel_and_workspace_shape():
     p = plan(num_splits=4)
-    assert p.key == ("bf16", 128, 3, 8, "narrow") and p.num_splits == 4 and p.attention.grid[0] == 4
+    assert p.key == ("bf16", 128, 3, 8, "narrow", "same") and p.num_splits == 4 and p.attention.grid[0] == 4
     assert p.combine.symbol == "decode_combine_bf16_d128" and p.combine.grid == (2 * 8, 1, 1)
     attention, combine = p.values(out=1, lse=2, partial_out=3, partial_lse=4)
     names = dict(zip(p.attention.field_names, attention))
@@ -119,11 +119,11 @@ def test_clusters_only_where_the_gpu_has_them_and_can_place_them():
     assert plan(num_splits=6, arch="sm_90", active_clusters=active_clusters).attention.cluster == 6
     p = plan(num_splits=7, arch="sm_90", active_clusters=active_clusters)  # the driver places none of 7
     assert p.attention.cluster == 1 and p.combine.symbol == "decode_combine_bf16_d128"
-    assert asked == [("decode_bf16_d128_s3_v8", 128, dispatch.DECODE_SHARED[128, "narrow"], 6),
-                     ("decode_bf16_d128_s3_v8", 128, dispatch.DECODE_SHARED[128, "narrow"], 7)]
+    assert asked == [("decode_bf16_d128_s3_v8", 128, dispatch.DECODE_SHARED[128, "narrow", "same"], 6),
+                     ("decode_bf16_d128_s3_v8", 128, dispatch.DECODE_SHARED[128, "narrow", "same"], 7)]
     asked.clear()  # the ws block's threads: its producer warp too
     assert plan(num_splits=6, pipeline="ws", arch="sm_90", active_clusters=active_clusters).attention.cluster == 6
-    assert asked == [("decode_bf16_d128_s3_v8_ws", 160, dispatch.DECODE_SHARED[128, "ws"], 6)]
+    assert asked == [("decode_bf16_d128_s3_v8_ws", 160, dispatch.DECODE_SHARED[128, "ws", "same"], 6)]
 
 
 def test_large_groups_take_several_blocks_per_kv_head():
@@ -135,14 +135,16 @@ def test_large_groups_take_several_blocks_per_kv_head():
 
 
 def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_pipeline():
-    for d, name in dispatch.DECODE_SHARED:
+    for d, name, cache in dispatch.DECODE_SHARED:
+        if cache != "same":
+            continue  # FP8 caches: test_fp8_shared_memory
         pipeline = Pipeline(name)
         keys, pitch = pipeline.tile_keys, d + decode_abi.ROW_PADDING
         q = contiguous((1, 16, d))
         k = cache_slice(1, 1, 64, d, 64)
         # an H100's opt-in limit takes every head dim and pipeline
         p = plan_decode(q, k, k, 64, max_shared=227 * 1024, num_splits=1, pipeline=name, arch="sm_90")
-        assert p.key[-1] == name
+        assert p.pipeline == name
         stages = decode_abi.stages(d, pipeline)
         assert p.attention.shared <= 227 * 1024
         if pipeline.warp_specialized:  # unpadded swizzled stages, then the 1 KB alignment slack, query and barriers
@@ -246,7 +248,7 @@ def test_a_tuned_table_drives_the_plan_for_its_arch_only(monkeypatch):
     monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": TABLE})
     q, k = contiguous((1, 32, 128)), cache_slice(1, 8, 8192, 128, 8192)
     p = plan_decode(q, k, k, 8192, arch="sm_90")
-    assert (p.num_splits, p.key[-1]) == (16, "deep")
+    assert (p.num_splits, p.pipeline) == (16, "deep")
     assert plan_decode(q, k, k, 8192, arch="sm_00").num_splits == choose_splits(
         8, 8192, 132, dispatch.DECODE_SPLIT_DEFAULT)
 
@@ -316,24 +318,24 @@ def test_the_table_picks_the_pipeline_where_the_call_has_it(monkeypatch):
     q = contiguous((8, 32, 128))
     k, v = cache_slice(8, 8, 8192, 128, 8192), cache_slice(8, 8, 8192, 128, 8192, ptr=BASE * 4096)
     p = plan_decode(q, k, v, 8192, arch="sm_90")
-    assert (p.key[-1], p.num_splits, p.attention.symbol) == ("wide", 2, "decode_bf16_d128_s3_v8_wide")
-    assert p.attention.shared == dispatch.DECODE_SHARED[128, "wide"]
+    assert (p.pipeline, p.num_splits, p.attention.symbol) == ("wide", 2, "decode_bf16_d128_s3_v8_wide")
+    assert p.attention.shared == dispatch.DECODE_SHARED[128, "wide", "same"]
     # no such variant (4-element copies), or not the shared memory it takes: narrow, its best count
     narrow = plan_decode(q, cache_slice(8, 8, 8192, 128, 8192, ptr=BASE + 8), v, 8192, arch="sm_90")
-    assert (narrow.key[3:], narrow.num_splits) == ((4, "narrow"), 2)
+    assert (narrow.key[3:], narrow.num_splits) == ((4, "narrow", "same"), 2)
     small = plan_decode(q, k, v, 8192, arch="sm_90", max_shared=99 * 1024)
-    assert (small.key[-1], small.attention.symbol) == ("narrow", "decode_bf16_d128_s3_v8")
+    assert (small.pipeline, small.attention.symbol) == ("narrow", "decode_bf16_d128_s3_v8")
     # num_splits given: narrow unless forced
-    assert plan_decode(q, k, v, 8192, arch="sm_90", num_splits=3).key[-1] == "narrow"
-    assert plan_decode(q, k, v, 8192, arch="sm_90", num_splits=3, pipeline="deep").key[-1] == "deep"
-    assert plan_decode(q, k, v, 8192, arch="sm_90", pipeline="narrow").key[-1] == "narrow"
+    assert plan_decode(q, k, v, 8192, arch="sm_90", num_splits=3).pipeline == "narrow"
+    assert plan_decode(q, k, v, 8192, arch="sm_90", num_splits=3, pipeline="deep").pipeline == "deep"
+    assert plan_decode(q, k, v, 8192, arch="sm_90", pipeline="narrow").pipeline == "narrow"
 
 
 def test_an_empty_cache_plans_one_pass_under_a_tuned_table(monkeypatch):
     monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_90", {"table": TABLE})
     q, k = contiguous((2, 8, 128)), cache_slice(2, 2, 0, 128, 64)
     p = plan_decode(q, k, k, 0, arch="sm_90")
-    assert (p.num_splits, p.key[-1]) == (1, "narrow")
+    assert (p.num_splits, p.pipeline) == (1, "narrow")
 
 
 def test_forcing_a_pipeline_the_call_cannot_take_is_an_error():
@@ -370,7 +372,7 @@ def test_batch_invariant_sizes_the_grid_by_capacity_never_by_the_batch(arch, mon
         splits = invariant_splits(capacity)
         for p in plans:
             # ws where the GPU maps tensors, else deep
-            assert p.num_splits == p.attention.grid[0] == splits and p.key[-1] == ("ws" if arch == "sm_90" else "deep")
+            assert p.num_splits == p.attention.grid[0] == splits and p.pipeline == ("ws" if arch == "sm_90" else "deep")
             assert p.fields["batch_invariant"] == 1
             clustered = 1 < splits <= MAX_CLUSTER_SPLITS and arch == "sm_90"
             assert p.attention.cluster == (splits if clustered else 1)
@@ -386,8 +388,8 @@ def test_batch_invariant_falls_back_to_narrow_tiles_and_keeps_a_forced_pipeline(
     k = TensorInfo(BASE, (2, 2, 3000, 128), (2 * 3000 * 129, 3000 * 129, 129, 1), "bf16", 0)  # odd rows: 1 per copy
     v = TensorInfo(BASE * 4096, (2, 2, 3000, 128), (2 * 3000 * 129, 3000 * 129, 129, 1), "bf16", 0)
     p = plan(k=k, v=v, kv_lens=3000, batch_invariant=True)
-    assert p.key[-1] == "narrow" and p.num_splits == 2
-    assert _invariant(3000, pipeline="narrow").key[-1] == "narrow"
+    assert p.pipeline == "narrow" and p.num_splits == 2
+    assert _invariant(3000, pipeline="narrow").pipeline == "narrow"
 
 
 def test_the_default_mode_writes_the_flag_off():
@@ -402,7 +404,7 @@ def test_the_default_mode_writes_the_flag_off():
 def test_ws_pipelines_from_sm_90_on_with_a_producer_warp(name):
     for splits in (1, 4, MAX_CLUSTER_SPLITS + 1):
         p = plan(num_splits=splits, pipeline=name, arch="sm_90")
-        assert p.key == ("bf16", 128, 3, 8, name) and p.attention.symbol == f"decode_bf16_d128_s3_v8_{name}"
+        assert p.key == ("bf16", 128, 3, 8, name, "same") and p.attention.symbol == f"decode_bf16_d128_s3_v8_{name}"
         assert p.attention.block == (dispatch.DECODE_THREADS[name], 1, 1) == (160, 1, 1)
         # splits merge in a cluster as the other pipelines' do, or by the combine kernel beyond a cluster's
         clustered = 1 < splits <= MAX_CLUSTER_SPLITS
@@ -429,8 +431,8 @@ def test_the_table_picks_ws_only_where_the_gpu_maps_tensors(name, monkeypatch):
     q = contiguous((2, 32, 128))
     p = plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_90")
     splits = 2 if name == "ws" else 1
-    assert p.key[-1] == name and p.num_splits == p.attention.cluster == splits and p.combine is None
-    assert plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_80").key[-1] == "narrow"
+    assert p.pipeline == name and p.num_splits == p.attention.cluster == splits and p.combine is None
+    assert plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_80").pipeline == "narrow"
 
 
 def test_a_steps_attention_takes_ws_where_the_table_picks_ws_deep(monkeypatch):
@@ -440,15 +442,15 @@ def test_a_steps_attention_takes_ws_where_the_table_picks_ws_deep(monkeypatch):
     v = cache_slice(2, 8, 2048, 128, 2100, ptr=BASE * 4096)
     q = contiguous((2, 32, 128))
     attention, step = (plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_90", for_step=s) for s in (False, True))
-    assert (attention.key[-1], attention.num_splits) == ("ws_deep", 2)
-    assert (step.key[-1], step.num_splits) == ("ws", 3)
+    assert (attention.pipeline, attention.num_splits) == ("ws_deep", 2)
+    assert (step.pipeline, step.num_splits) == ("ws", 3)
     # a forced pipeline is the caller's: a step keeps it
-    assert plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_90", for_step=True, pipeline="ws_deep").key[-1] == "ws_deep"
+    assert plan(q=q, k=k, v=v, kv_lens=2048, arch="sm_90", for_step=True, pipeline="ws_deep").pipeline == "ws_deep"
 
 
 def test_batch_invariant_runs_a_forced_pipeline_of_alike_tiles():
     ws, deep = (_invariant(3000, pipeline=p, arch="sm_90") for p in ("ws", "deep"))
-    assert (ws.key[-1], deep.key[-1]) == ("ws", "deep")
+    assert (ws.pipeline, deep.pipeline) == ("ws", "deep")
     assert ws.num_splits == deep.num_splits == invariant_splits(3000) == ws.attention.cluster == deep.attention.cluster
     assert INVARIANT_PIPELINES == ("ws", "deep", "narrow")  # every pipeline of 64-key tiles; wide's differ
 
@@ -457,7 +459,7 @@ def test_ws_needs_positive_strides_for_its_tensor_maps():
     broadcast = TensorInfo(BASE, (2, 2, 256, 128), (0, 512 * 128, 128, 1), "bf16", 0)  # k.expand over the batch
     with pytest.raises(ValueError, match="ws pipeline"):
         plan(k=broadcast, v=broadcast, num_splits=1, pipeline="ws", arch="sm_90")
-    assert plan(k=broadcast, v=broadcast, num_splits=1, arch="sm_90").key[-1] != "ws"
+    assert plan(k=broadcast, v=broadcast, num_splits=1, arch="sm_90").pipeline != "ws"
 
 
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])

@@ -130,9 +130,9 @@ def test_a_step_takes_ws_where_the_table_picks_ws_deep(monkeypatch):
     caches = [torch.randn(b, hkv, T, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(2)]
     lens = torch.tensor([1000, 777], dtype=torch.int32, device="cuda")
     attention = plan_attention(q, *caches, lens)
-    assert (attention.key[-1], attention.num_splits) == ("ws_deep", 2)
+    assert (attention.pipeline, attention.num_splits) == ("ws_deep", 2)
     step = decode_step_api.plan_call(q, k, v, *caches, lens, base=1e4)
-    assert step.fused is not None and step.attention.key[-1] == "ws" and step.attention.num_splits == 3
+    assert step.fused is not None and step.attention.pipeline == "ws" and step.attention.num_splits == 3
     (fused, *fused_caches), (separate, *separate_caches) = _two_ways((q, k, v, *caches, lens), {"base": 1e4})
     assert torch.equal(fused, separate) and all(map(torch.equal, fused_caches, separate_caches))
     host_caches = [c.clone() for c in caches]

@@ -43,13 +43,71 @@ def torch_sdpa(q, k, v):
     return F.scaled_dot_product_attention(q.unsqueeze(2), k, v, enable_gqa=True)[:, :, 0]
 
 
-def kv_bytes(b: int, T: int) -> int:
-    return 2 * b * HEADS_KV * T * HEAD_DIM * 2
+def kv_bytes(b: int, T: int, itemsize: int = 2) -> int:
+    return 2 * b * HEADS_KV * T * HEAD_DIM * itemsize
 
 
-def moved_bytes(b: int, T: int) -> int:
-    """What a decode step must move: K and V of every row once, plus q and the output."""
-    return kv_bytes(b, T) + 2 * b * HEADS_Q * HEAD_DIM * 2
+def moved_bytes(b: int, T: int, itemsize: int = 2) -> int:
+    """What a decode step must move: K and V of every row once (``itemsize`` bytes an element), plus q and the
+    output."""
+    return kv_bytes(b, T, itemsize) + 2 * b * HEADS_Q * HEAD_DIM * 2
+
+
+# --kv-dtype fp8_e4m3: the caches hold 16 x a unit normal draw in e4m3, dequantized by per-tensor scales
+FP8_SCALE = 1 / 16
+
+
+def fp8_inputs(b: int, T: int):
+    """q, FP8 K/V slices as inputs() lays them out, and the same values in bf16 (what a user without FP8 decode keeps
+    or dequantizes to)."""
+    import torch
+
+    q, k, v = inputs(b, T)
+    k8, v8 = ((x.float() * (1 / FP8_SCALE)).to(torch.float8_e4m3fn) for x in (k, v))
+    k16, v16 = ((x.to(torch.bfloat16) * FP8_SCALE) for x in (k8, v8))  # exact: e4m3 x 2^-4 is a bf16 value
+    del k, v
+    return q, k8, v8, k16, v16
+
+
+def _time_contenders(row: dict, contenders: dict, ref, nbytes: int, copy: float) -> None:
+    """Each contender's first call compared with SDPA's output ``ref`` (a benchmark of a wrong kernel is worthless),
+    then each timed into ``row``: ms, TB/s over ``nbytes`` and its ratio to the same-run ``copy``."""
+    row["max_abs_diff_vs_sdpa"] = {name: (calls[0]().float().reshape(ref.shape) - ref).abs().max().item()
+                                   for name, calls in contenders.items() if name != "torch_sdpa"}
+    for name, calls in contenders.items():
+        ms = median_ms(calls)
+        rate = tbps(nbytes, ms)
+        row[name] = {"ms": ms, "tbps": rate, "x_copy": rate / copy}
+    row["speedup_vs_sdpa"] = row["torch_sdpa"]["ms"] / row["cukiln"]["ms"]
+
+
+def _bench_fp8_case(b: int, T: int, copy: float, rotate: bool) -> dict:
+    """One case of --kv-dtype fp8_e4m3: cukiln over the FP8 caches, cukiln over the same values in bf16, and torch's
+    SDPA over those (bytes: the FP8 ones for each, so that x copy is the rate of an FP8 cache's read)."""
+    import torch
+
+    import cukiln
+
+    nbytes = moved_bytes(b, T, itemsize=1)
+    sets = rotating_sets(lambda: fp8_inputs(b, T), kv_bytes(b, T, 3)) if rotate else [fp8_inputs(b, T)]
+    outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
+    contenders = {
+        "cukiln": [lambda s=s, o=o: cukiln.decode_attention(s[0], s[1], s[2], T, out=o, k_scale=FP8_SCALE,
+                                                            v_scale=FP8_SCALE) for s, o in zip(sets, outs)],
+        "cukiln bf16": [lambda s=s, o=o: cukiln.decode_attention(s[0], s[3], s[4], T, out=o) for s, o in zip(sets, outs)],
+        "torch_sdpa": [lambda s=s: torch_sdpa(s[0], s[3], s[4]) for s in sets],
+    }
+    from cukiln.decode_api import plan_call
+
+    plan = plan_call(*sets[0][:3], T, k_scale=FP8_SCALE, v_scale=FP8_SCALE)
+    row = {"batch": b, "T": T, "kv_bytes": kv_bytes(b, T, 1), "bf16_kv_bytes": kv_bytes(b, T), "bytes": nbytes,
+           "num_splits": plan.num_splits, "variant": plan.attention.symbol}
+    ref = torch_sdpa(sets[0][0], sets[0][3], sets[0][4]).float()
+    _time_contenders(row, contenders, ref, nbytes, copy)
+    row["speedup_vs_bf16"] = row["cukiln bf16"]["ms"] / row["cukiln"]["ms"]
+    del sets, outs, contenders
+    torch.cuda.empty_cache()
+    return row
 
 
 def _other_kernels() -> dict:
@@ -120,15 +178,8 @@ def _bench_case(b: int, T: int, copy: float, others: dict, rotate: bool, missing
     row = {"batch": b, "T": T, "kv_bytes": kv_bytes(b, T), "bytes": nbytes, "num_splits": plan.num_splits,
            "variant": plan.attention.symbol,
            "invariant_splits": plan_call(*sets[0], T, batch_invariant=True).num_splits}
-    # every contender must agree with torch on these inputs (a benchmark of a wrong kernel is worthless)
     ref = torch_sdpa(*sets[0]).float()
-    row["max_abs_diff_vs_sdpa"] = {name: (calls[0]().float().reshape(ref.shape) - ref).abs().max().item()
-                                   for name, calls in contenders.items() if name != "torch_sdpa"}
-    for name, calls in contenders.items():
-        ms = median_ms(calls)
-        rate = tbps(nbytes, ms)
-        row[name] = {"ms": ms, "tbps": rate, "x_copy": rate / copy}
-    row["speedup_vs_sdpa"] = row["torch_sdpa"]["ms"] / row["cukiln"]["ms"]
+    _time_contenders(row, contenders, ref, nbytes, copy)
     row["invariant_vs_tuned"] = row["cukiln"]["ms"] / row[INVARIANT]["ms"]
     for name in contenders:
         if name.startswith("flashinfer"):
@@ -141,23 +192,26 @@ def _bench_case(b: int, T: int, copy: float, others: dict, rotate: bool, missing
 def run(console: Console, args) -> dict:
     """Every case of BENCH_GRID (the first three with ``args.quick``); ``args.no_rotate`` times each call on one
     input set, so that K/V which fit in L2 are served from it."""
-    quick, rotate = args.quick, not args.no_rotate
+    quick, rotate, fp8 = args.quick, not args.no_rotate, getattr(args, "kv_dtype", None) == "fp8_e4m3"
     copy = copy_tbps()
     console.print(f"device-to-device copy: {copy:.3f} TB/s (read + write)")
-    others = _other_kernels()
+    others = {} if fp8 else _other_kernels()
     grid = BENCH_GRID[:3] if quick else BENCH_GRID
     rows, missing = [], {}
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("decode cases", total=len(grid))
         for b, T in grid:
-            rows.append(_bench_case(b, T, copy, others, rotate, missing))
+            rows.append(_bench_fp8_case(b, T, copy, rotate) if fp8 else _bench_case(b, T, copy, others, rotate, missing))
             progress.advance(task)
     for name, why in missing.items():
         console.print(f"[yellow]{name}: not timed ({why})[/]")
-    command = "cukiln bench decode" + (" --quick" if quick else "") + ("" if rotate else " --no-rotate")
+    command = ("cukiln bench decode" + (" --quick" if quick else "") + ("" if rotate else " --no-rotate")
+               + (" --kv-dtype fp8_e4m3" if fp8 else ""))
+    if fp8:
+        missing["flashinfer fp8"] = "not wired into this bench yet"
     return {**run_metadata("decode", command), "copy_tbps": copy, "rotating_buffers": rotate,
             "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
-                      "capacity": f"T + {CAPACITY_SLACK}"},
+                      "kv_dtype": "fp8_e4m3" if fp8 else "bf16", "capacity": f"T + {CAPACITY_SLACK}"},
             "others": sorted(others), "peers": [n for n in (*FLASHINFER, "flashinfer single") if n not in missing],
             "peers_missing": missing, "cases": rows}
 
@@ -167,6 +221,10 @@ def show(result: dict, console: Console) -> None:
     peers = result.get("peers", [])
     table = Table(title=f"decode attention on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, {inputs}; "
                         "vs X: X's time / cukiln's", title_justify="left")
+    fp8 = result.get("shape", {}).get("kv_dtype") == "fp8_e4m3"
+    if fp8:
+        _show_fp8(result, console, inputs)
+        return
     for col in ("b", "T", "K+V MB", "splits", "cukiln us", "x copy", "sdpa us", "sdpa x copy", "vs sdpa",
                 "invariant vs tuned", *(f"vs {p}" for p in peers), *result["others"]):
         table.add_column(col, justify="right")
@@ -180,4 +238,17 @@ def show(result: dict, console: Console) -> None:
                       f"{r['speedup_vs_sdpa']:.2f}x", "-" if inv is None else f"{inv:.2f}x",
                       *(f"{r[f'speedup_vs_{p}']:.2f}x" if f"speedup_vs_{p}" in r else "-" for p in peers),
                       *(f"{r[o]['ms'] * 1e3:.1f}" for o in result["others"]))
+    console.print(table)
+
+
+def _show_fp8(result: dict, console: Console, inputs: str) -> None:
+    table = Table(title=f"decode over FP8 caches on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, {inputs}; "
+                        "x copy of the FP8 bytes; vs X: X's time / cukiln FP8's", title_justify="left")
+    for col in ("b", "T", "K+V MB (fp8)", "splits", "fp8 us", "x copy", "bf16 us", "vs bf16", "sdpa us", "vs sdpa"):
+        table.add_column(col, justify="right")
+    for r in result["cases"]:
+        table.add_row(str(r["batch"]), str(r["T"]), f"{r['kv_bytes'] / 1e6:.0f}", str(r["num_splits"]),
+                      f"{r['cukiln']['ms'] * 1e3:.1f}", f"{r['cukiln']['x_copy']:.3f}",
+                      f"{r['cukiln bf16']['ms'] * 1e3:.1f}", f"{r['speedup_vs_bf16']:.2f}x",
+                      f"{r['torch_sdpa']['ms'] * 1e3:.1f}", f"{r['speedup_vs_sdpa']:.2f}x")
     console.print(table)

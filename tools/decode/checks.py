@@ -12,7 +12,26 @@ from ..verify import compare, new_generator, torch_dtype
 # 2**-16 x max|ref| on top of 2 ulp (still 128x below a bf16 ulp at the largest value).
 DECODE_FP32_UNITS = 64
 # Element offset of a cache view inside its buffer that caps the copy width at each vector width.
-DECODE_OFFSET_FOR_VEC = {8: 0, 4: 4, 2: 2, 1: 1}
+DECODE_OFFSET_FOR_VEC = {16: 0, 8: 0, 4: 4, 2: 2, 1: 1}
+
+
+def random_e4m3(n: int, gen):
+    """``n`` FP8 (e4m3) values drawn uniformly over every finite code (the format's whole range: subnormals, zeros of
+    both signs, up to 448), as a float8_e4m3fn tensor on the GPU."""
+    import torch
+
+    codes = torch.randint(0, 254, (n,), generator=gen, device="cuda", dtype=torch.int32)
+    codes += (codes >= 0x7F).int()  # skip 0x7f; 0xff is past the draw: the two NaN codes
+    return codes.to(torch.uint8).view(torch.float8_e4m3fn)
+
+
+def fp8_scales(h_kv: int) -> dict:
+    """Scales for a check over random_e4m3 caches: a key scale per KV head (keeping the logits of keys up to 448 in a
+    range where the softmax is not one-hot) and one value scale as a 0-d tensor."""
+    import torch
+
+    return {"k_scale": torch.tensor([2.0 ** -(6 + i % 3) for i in range(h_kv)], device="cuda"),
+            "v_scale": torch.tensor(0.5, device="cuda")}
 
 
 
@@ -25,7 +44,10 @@ def decode_cache_view(b, h_kv, T, d, dtype, gen, *, layout="bhsd", capacity=None
     width = 2 * d if strided_d else d
     dims = (b, h_kv, capacity, width) if layout == "bhsd" else (b, capacity, h_kv, width)
     n = b * h_kv * capacity * width
-    storage = torch.randn(n + offset, generator=gen, device="cuda", dtype=torch.float32).to(dtype)
+    if dtype == torch.float8_e4m3fn:
+        storage = random_e4m3(n + offset, gen)
+    else:
+        storage = torch.randn(n + offset, generator=gen, device="cuda", dtype=torch.float32).to(dtype)
     full = storage[offset:].view(dims)
     view = full[:, :, :T] if layout == "bhsd" else full[:, :T]
     return view[..., ::2] if strided_d else view
@@ -75,8 +97,11 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
     gen = new_generator()
     dtype, d = torch_dtype(axes["dtype"]), axes["head_dim"]
     b, h_kv, T = 3, 2, 300
-    k, v = (decode_cache_view(b, h_kv, T, d, dtype, gen, offset=DECODE_OFFSET_FOR_VEC[axes["vec"]],
-                              strided_d=axes["strides"] == 4) for _ in range(2))
+    fp8 = axes.get("cache", "same") == "e4m3"
+    scales = fp8_scales(h_kv) if fp8 else {}
+    k, v = (decode_cache_view(b, h_kv, T, d, torch.float8_e4m3fn if fp8 else dtype, gen,
+                              offset=DECODE_OFFSET_FOR_VEC[axes["vec"]], strided_d=axes["strides"] == 4)
+            for _ in range(2))
     lens = torch.tensor([T, 1, 177], dtype=torch.int32, device="cuda")
     start = torch.tensor([0, 0, 40], dtype=torch.int32, device="cuda")
     queries = {group: torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(dtype)
@@ -84,7 +109,7 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
     with forced_decode_pipeline(axes.get("pipeline", Pipeline.NARROW.value)):
         for group, q in queries.items():
             for num_splits in splits:
-                kwargs = dict(kv_start=start, num_splits=num_splits)
+                kwargs = dict(kv_start=start, num_splits=num_splits, **scales)
                 plan = plan_call(q, k, v, lens, **kwargs)
                 if plan.attention.symbol != name:
                     return f"inputs selected {plan.attention.symbol}, not the variant under test"
@@ -96,10 +121,10 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
                 problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
                 if problem is not None:
                     return f"GQA {group}, {num_splits} splits: {problem}"
-        return _check_batch_invariant(axes, name, queries[CHECKED_GROUPS[0]], gen)
+        return _check_batch_invariant(axes, name, queries[CHECKED_GROUPS[0]], gen, k.dtype, scales)
 
 
-def _check_batch_invariant(axes: dict, name: str, q, gen) -> str | None:
+def _check_batch_invariant(axes: dict, name: str, q, gen, cache_dtype, scales: dict) -> str | None:
     """The variant in batch-invariant mode over a cache long enough that its rows split by their own key counts
     (the rule's most, one and two splits here), merged by the combine kernel's ordered path (more splits than a
     cluster holds)."""
@@ -110,15 +135,15 @@ def _check_batch_invariant(axes: dict, name: str, q, gen) -> str | None:
 
     b, h_kv, d = q.shape[0], 2, axes["head_dim"]
     T = INVARIANT_SPLITS[-2][0] + 108
-    k, v = (decode_cache_view(b, h_kv, T, d, q.dtype, gen, offset=DECODE_OFFSET_FOR_VEC[axes["vec"]],
+    k, v = (decode_cache_view(b, h_kv, T, d, cache_dtype, gen, offset=DECODE_OFFSET_FOR_VEC[axes["vec"]],
                               strided_d=axes["strides"] == 4) for _ in range(2))
     lens = torch.tensor([T, 1, INVARIANT_SPLITS[0][0] + 500], dtype=torch.int32, device="cuda")
     start = torch.tensor([0, 0, 40], dtype=torch.int32, device="cuda")
-    plan = plan_call(q, k, v, lens, kv_start=start, batch_invariant=True)
+    plan = plan_call(q, k, v, lens, kv_start=start, batch_invariant=True, **scales)
     if plan.attention.symbol != name or plan.num_splits != invariant_splits(T) or plan.combine is None:
         return (f"batch-invariant inputs planned {plan.attention.symbol} with {plan.num_splits} splits and combine "
                 f"{plan.combine}, not {name}, {invariant_splits(T)} splits merged by the combine kernel")
-    problem = run_decode_and_compare(q, k, v, lens, kv_start=start, batch_invariant=True)[0]
+    problem = run_decode_and_compare(q, k, v, lens, kv_start=start, batch_invariant=True, **scales)[0]
     return None if problem is None else f"batch-invariant, {plan.num_splits} splits: {problem}"
 
 

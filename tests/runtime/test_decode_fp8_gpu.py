@@ -1,0 +1,79 @@
+"""Decode attention over FP8 (e4m3) caches on the GPU against the float64 reference, which dequantizes the same bytes:
+every form of scale, both layouts and query types, cache slices, split modes, CUDA graphs, and the NaN code. Every
+manifest variant is also checked by test_decode_gpu.test_every_manifest_variant (random codes over the whole range).
+Inputs are fresh random draws and outputs NaN-poisoned before each launch."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cukiln  # noqa: E402
+from cukiln.decode_api import plan_call  # noqa: E402
+from cukiln.tools.decode.checks import decode_cache_view, run_decode_and_compare  # noqa: E402
+from cukiln.tools.verify import new_generator  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+E4M3 = torch.float8_e4m3fn
+
+
+def _scales(form: str, h_kv: int):
+    if form == "none":
+        return {}
+    if form == "float":
+        return {"k_scale": 1 / 32, "v_scale": 3.0}
+    if form == "0-d":
+        return {"k_scale": torch.tensor(1 / 32, device="cuda"), "v_scale": torch.tensor(3.0, device="cuda")}
+    per_head = torch.tensor([2.0 ** -(4 + i % 4) for i in range(h_kv)], device="cuda")
+    return {"k_scale": per_head, "v_scale": per_head[:, None].expand(h_kv, 3)[:, 1] * 16}  # a strided [h_kv] view
+
+
+@pytest.mark.parametrize("form", ["none", "float", "0-d", "per-head"])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("num_splits", [1, 5, None])
+def test_scales_layouts_and_splits(form, layout, dtype, num_splits):
+    gen = new_generator()
+    b, h_kv, group, T, d = 4, 4, 6, 700, 128
+    q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(dtype)
+    k, v = (decode_cache_view(b, h_kv, T, d, E4M3, gen, layout=layout, capacity=1024) for _ in range(2))
+    lens = torch.tensor([T, 1, 0, 333], dtype=torch.int32, device="cuda")
+    kwargs = dict(kv_layout=layout, num_splits=num_splits, **_scales(form, h_kv))
+    assert plan_call(q, k, v, lens, **kwargs).key[5] == "e4m3"
+    problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
+    assert problem is None, problem
+
+
+def test_a_nan_code_in_the_keys_makes_its_row_nan_and_only_it():
+    gen = new_generator()
+    b, h_kv, T, d = 3, 2, 200, 64
+    q = torch.randn(b, 8, d, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (decode_cache_view(b, h_kv, T, d, E4M3, gen) for _ in range(2))
+    k.view(torch.uint8)[1, 0, 57, 3] = 0x7F  # e4m3's NaN
+    v.view(torch.uint8)[2, 1, 100, 9] = 0xFF  # and its negative
+    out = cukiln.decode_attention(q, k, v, T, k_scale=1 / 64)
+    assert out[1, :4].isnan().all() and out[2, 4:].isnan().any()
+    assert not out[0].isnan().any() and not out[1, 4:].isnan().any() and not out[2, :4].isnan().any()
+
+
+def test_graph_replay_reads_new_scales_and_lengths():
+    gen = new_generator()
+    b, h_kv, T, d = 2, 2, 512, 128
+    q = torch.randn(b, 16, d, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (decode_cache_view(b, h_kv, T, d, E4M3, gen) for _ in range(2))
+    lens = torch.tensor([300, 12], dtype=torch.int32, device="cuda")
+    k_scale, v_scale = torch.tensor([0.05, 0.02], device="cuda"), torch.tensor(0.5, device="cuda")
+    out = torch.empty_like(q)
+    cukiln.decode_attention(q, k, v, lens, k_scale=k_scale, v_scale=v_scale, out=out)  # planned before capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        cukiln.decode_attention(q, k, v, lens, k_scale=k_scale, v_scale=v_scale, out=out)
+    for step in range(2):
+        lens += 7
+        k_scale.mul_(1.5)
+        v_scale.add_(0.25)
+        out.fill_(float("nan"))
+        graph.replay()
+        ref = cukiln.reference.decode_attention(q, k, v, lens, k_scale=k_scale, v_scale=v_scale)
+        torch.testing.assert_close(out.double(), ref, atol=2e-2, rtol=2e-2, msg=f"replay {step}")

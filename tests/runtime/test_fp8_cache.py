@@ -1,0 +1,71 @@
+"""FP8 (e4m3) KV caches on the CPU: the float64 reference dequantizes them with their scales, and a bad scale or cache
+is refused with a message naming the argument (the planner's checks, which the kernels run too)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cukiln  # noqa: E402
+
+B, H_KV, GROUP, T, D = 2, 2, 4, 40, 64
+
+
+def _inputs(seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H_KV * GROUP, D, generator=gen).to(torch.bfloat16)
+    k, v = (torch.randn(B, H_KV, T, D, generator=gen).mul(4).to(torch.float8_e4m3fn) for _ in range(2))
+    lens = torch.tensor([T, 17], dtype=torch.int32)
+    return q, k, v, lens
+
+
+@pytest.mark.parametrize("form", ["none", "float", "0-d", "per-head"])
+def test_reference_dequantizes_with_each_form_of_scale(form):
+    q, k, v, lens = _inputs()
+    per_head = torch.tensor([0.25, 0.125])
+    given = {"none": (None, None), "float": (0.25, 2.0), "0-d": (torch.tensor(0.25), torch.tensor(2.0)),
+             "per-head": (per_head, per_head * 8)}[form]
+    got = cukiln.reference.decode_attention(q, k, v, lens, k_scale=given[0], v_scale=given[1])
+    factors = [1.0 if s is None else (s.double().reshape(1, -1, 1, 1) if isinstance(s, torch.Tensor) else s)
+               for s in given]
+    # the same attention over the dequantized caches given in float64
+    want = cukiln.reference.decode_attention(q.double(), k.double() * factors[0], v.double() * factors[1], lens)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("k_scale, error, words", [
+    (torch.tensor([1.0, 2.0, 3.0]), ValueError, "k_scale: expected a 0-d tensor"),
+    (torch.tensor(1.0, dtype=torch.float16), TypeError, "k_scale: expected float32"),
+    (0.0, ValueError, "k_scale: expected a positive finite scale"),
+    (-2.0, ValueError, "k_scale: expected a positive finite scale"),
+    (math.inf, ValueError, "k_scale: expected a positive finite scale"),
+    (math.nan, ValueError, "k_scale: expected a positive finite scale"),
+    ("2", TypeError, "k_scale"),
+])
+def test_bad_scales_are_refused_naming_the_argument(k_scale, error, words):
+    q, k, v, lens = _inputs()
+    with pytest.raises(error, match=words):
+        cukiln.reference.decode_attention(q, k, v, lens, k_scale=k_scale)
+
+
+def test_scales_with_caches_of_q_dtype_are_refused():
+    q, k, v, lens = _inputs()
+    with pytest.raises(ValueError, match="v_scale: a scale dequantizes an FP8 cache"):
+        cukiln.reference.decode_attention(q, k.bfloat16(), v.bfloat16(), lens, v_scale=2.0)
+
+
+def test_fp8_caches_refuse_what_the_kernels_cannot_read():
+    q, k, v, lens = _inputs()
+    with pytest.raises(TypeError, match="q: expected float16 or bfloat16"):
+        cukiln.reference.decode_attention(q.float(), k, v, lens)
+    with pytest.raises(TypeError, match="k_cache, v_cache: expected one dtype for both"):
+        cukiln.reference.decode_attention(q, k, v.bfloat16(), lens)
+    wide = torch.zeros(B, H_KV, T, 2 * D, dtype=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="k_cache: an FP8 cache needs a contiguous head dim"):
+        cukiln.reference.decode_attention(q, wide[..., ::2], v, lens)
+    odd = torch.zeros(B, H_KV, T, 80, dtype=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match=r"k_cache: FP8 caches serve head dims"):
+        cukiln.reference.decode_attention(torch.zeros(B, H_KV * GROUP, 80, dtype=torch.bfloat16), odd, odd, lens)
