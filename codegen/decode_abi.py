@@ -198,7 +198,7 @@ _COMBINE = (
 _TENSOR_MAPS = ((TMAP, "k_map"), (TMAP, "v_map"))
 # An FP8 cache's dequantization scales: each a pointer to fp32 values read at [kv head * stride] (a 0-d tensor: stride
 # 0; one a KV head: its stride), or null and the value (a number given on the host; 1 when none is given)
-_FP8_SCALES = tuple(field for c in ("k", "v") for field in ((CPTR, f"{c}_scale"), (I64, f"{c}_scale_stride"),
+FP8_SCALES = tuple(field for c in ("k", "v") for field in ((CPTR, f"{c}_scale"), (I64, f"{c}_scale_stride"),
                                                            (F64, f"{c}_scale_value")))
 
 
@@ -207,7 +207,7 @@ def decode_params(v: DecodeVariant | DecodeCombineVariant) -> Params:
     if isinstance(v, DecodeCombineVariant):
         return _COMBINE
     maps = _TENSOR_MAPS if v.pipeline.warp_specialized else ()
-    return maps + _ATTENTION + _KV_STRIDES[v.strides] + (_FP8_SCALES if v.cache is Cache.E4M3 else ())
+    return maps + _ATTENTION + _KV_STRIDES[v.strides] + (FP8_SCALES if v.cache is Cache.E4M3 else ())
 
 
 def params_layout_id(v: DecodeVariant | DecodeCombineVariant) -> str:

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from . import jinja, rope_abi
+from . import decode_abi, jinja, rope_abi
 from .abi import CPTR, F64, I64, PTR, TEMPLATE_CTYPE, Params, param_structs
 from .axes import VECTOR_WIDTHS, AxisRecord, Dtype, alternatives, first_rejection, rule_vector_fits_16_bytes
 from .family import OpFamily
@@ -114,7 +114,9 @@ _FIELDS = (
     (PTR, "kv_lens_out"),  # where each row's length after the append goes (int32 [b]; null: nowhere)
     (CPTR, "kv_start"), (I64, "kv_start_value"),  # each row's first valid slot (left padding)
     (CPTR, "positions"), (I64, "pos_stride_b"), (I64, "pos_stride_s"), (I64, "positions_int64"),
-) + tuple((I64, f"{t}_{a}") for t in _TENSORS for a in ("sb", "ss", "sh"))
+    # FP8 caches (1: the caches hold e4m3 bytes, written quantized by these scales, as decode's FP8 fields)
+    (I64, "cache_fp8"),
+) + decode_abi.FP8_SCALES + tuple((I64, f"{t}_{a}") for t in _TENSORS for a in ("sb", "ss", "sh"))
 
 
 # QK-norm variants: each tensor's weights [head_dim] (null: that tensor not normalized), fp32 or q's type

@@ -7,6 +7,7 @@ from . import jinja
 from .ops import FAMILIES, family_of
 
 COMMON_HEADER = "common.cuh"
+FP8_HEADER = "fp8.cuh"  # FP8 caches' scales, widening and quantizing: decode's and the cache append's
 
 
 def render_headers(knobs: dict[str, dict] | None = None) -> dict[str, str]:
@@ -19,7 +20,7 @@ def render_headers(knobs: dict[str, dict] | None = None) -> dict[str, str]:
     unknown = set(knobs) - {f.name for f in FAMILIES}
     if unknown:
         raise ValueError(f"render_headers: no family {sorted(unknown)}")
-    headers = {COMMON_HEADER: jinja.render("common.cuh.j2")}
+    headers = {COMMON_HEADER: jinja.render("common.cuh.j2"), FP8_HEADER: jinja.render("fp8.cuh.j2")}
     for f in FAMILIES:
         headers.update(f.render_headers(**knobs.get(f.name, {})))
     return headers

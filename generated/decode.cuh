@@ -21,7 +21,7 @@
 // shared memory, so no second kernel and no partial results in global memory are needed (the combine
 // kernel below serves earlier GPUs and more splits than a cluster holds).
 #pragma once
-#include "common.cuh"
+#include "fp8.cuh"
 
 namespace cukiln {
 namespace decode {
@@ -852,87 +852,53 @@ __device__ __forceinline__ void finish_block(Run& run, unsigned char* shared, in
 
 // --- FP8 (e4m3) caches -------------------------------------------------------------------------------------------------
 // A cache of e4m3 bytes is staged as it is, half the bytes of a 16-bit one; each warp widens its own keys of a tile to
-// q's type in shared memory (widen_rows) before the tensor cores read them as a 16-bit tile's. The scales are per KV
-// head (or one for all): the key's folds into the logit scale, the value's into the output, so the widening itself is
-// exact: every e4m3 value is a 16-bit one.
-struct CacheScales {
-  const float* k;  // null: k_value for every KV head
-  long long k_stride;
-  float k_value;
-  const float* v;
-  long long v_stride;
-  float v_value;
-  __device__ __forceinline__ float key(int h) const { return k != nullptr ? k[h * k_stride] : k_value; }
-  __device__ __forceinline__ float value(int h) const { return v != nullptr ? v[h * v_stride] : v_value; }
-};
-
-template <class P>
-__device__ __forceinline__ CacheScales cache_scales_of(const P& p) {
-  return CacheScales{static_cast<const float*>(p.k_scale), p.k_scale_stride, static_cast<float>(p.k_scale_value),
-                     static_cast<const float*>(p.v_scale), p.v_scale_stride, static_cast<float>(p.v_scale_value)};
-}
-
+// q's type in shared memory (widen_rows, fp8.cuh's widen4) before the tensor cores read them as a 16-bit tile's.
 template <typename A, typename B> struct SameType { static constexpr bool kValue = false; };
 template <typename A> struct SameType<A, A> { static constexpr bool kValue = true; };
+template <typename V, V X> struct Constant { static constexpr V value = X; };
 template <bool Condition, class A, class B> struct Select { using type = A; };
 template <class A, class B> struct Select<false, A, B> { using type = B; };
 
-__device__ __forceinline__ unsigned byte_perm(unsigned a, unsigned b, unsigned selector) {
-  unsigned r;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
-  return r;
-}
-
-// Two e4m3 bytes, each the high byte of a 16-bit lane of ``x``, as two T packed: the bytes' exponent and mantissa
-// bits moved into T's fields give the value times 2^-8 (f16: exponent bias 15 against e4m3's 7) or 2^-120 (bf16:
-// bias 127), subnormals alike, and one exact multiply by the power of two restores it (an integer trick, not the
-// conversion unit's quarter rate). The e4m3 NaN (every exponent and mantissa bit set) would come out as 480, a value
-// no e4m3 holds (its largest is 448): nan_bytes marks it, and widen4 sets those lanes to NaN.
-template <typename T> struct Fp8Pair;
-template <> struct Fp8Pair<f16> {
-  static __device__ __forceinline__ unsigned of(unsigned x) {
-    const unsigned bits = (x & 0x80008000u) | ((x >> 1) & 0x3f803f80u);
-    unsigned r;
-    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(bits), "r"(0x5c005c00u));  // x 2^8
-    return r;
-  }
-};
-template <> struct Fp8Pair<bf16> {
-  static __device__ __forceinline__ unsigned of(unsigned x) {
-    const unsigned bits = (x & 0x80008000u) | ((x >> 4) & 0x07f007f0u);
-    unsigned r;  // x 2^120, + (-0): an fma, which sm_80 has for bf16 pairs
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(bits), "r"(0x7b807b80u), "r"(0x80008000u));
-    return r;
-  }
-};
-
-// Four e4m3 bytes of ``w`` as four T: bytes 0 and 1 in ``lo``, 2 and 3 in ``hi`` (the lower byte in the lower half).
-template <typename T>
-__device__ __forceinline__ void widen4(unsigned w, unsigned& lo, unsigned& hi) {
-  lo = Fp8Pair<T>::of(byte_perm(w, 0u, 0x1404u));
-  hi = Fp8Pair<T>::of(byte_perm(w, 0u, 0x3424u));
-  const unsigned nan_bytes = ((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u;  // bytes whose low 7 bits are all set
-  if (nan_bytes != 0u) {
-    lo |= ((nan_bytes & 0x80u) ? 0x7fffu : 0u) | ((nan_bytes & 0x8000u) ? 0x7fff0000u : 0u);
-    hi |= ((nan_bytes & 0x800000u) ? 0x7fffu : 0u) | ((nan_bytes & 0x80000000u) ? 0x7fff0000u : 0u);
-  }
-}
-
-// Rows [0, Rows) of an FP8 tile (``src``: D bytes a row) widened to T into ``dst`` (rows Pitch elements apart) by one
-// warp, 8 bytes a lane at a time (a half-warp reads 128 contiguous bytes, a quarter-warp writes 128).
+// Rows [0, Rows) of an FP8 K tile and V tile (``k``, ``v``: D bytes a row) widened to T into ``k_dst`` / ``v_dst``
+// (rows Pitch elements apart) by one warp, 8 bytes a lane at a time (a half-warp reads 128 contiguous bytes, a
+// quarter-warp writes 128). A batch of loads is issued before its first store (which the compiler may not move them
+// past: both are shared memory), so the warp waits for one round trip a batch, not one per piece. The NaN code is looked for once
+// per word, and only a warp that holds one widens again with the NaN-keeping form (a cache holds NaN only where an
+// input did).
 template <typename T, int D, int Pitch, int Rows>
-__device__ __forceinline__ void widen_rows(T* dst, const unsigned char* src) {
-  static_assert(Rows * D / 8 % 32 == 0, "every lane widens the same number of pieces");
+__device__ __forceinline__ void widen_rows(T* k_dst, T* v_dst, const unsigned char* k, const unsigned char* v) {
+  constexpr int kPieces = Rows * D / 8 / 32;  // per lane, of each tile
+  // pieces of each tile in flight at once: 4 (or 3 or 2) at a time, within the registers
+  constexpr int kBatch = kPieces % 4 == 0 ? 4 : kPieces % 3 == 0 ? 3 : kPieces % 2 == 0 ? 2 : 1;
+  static_assert(Rows * D / 8 % 32 == 0 && kPieces % kBatch == 0, "every lane widens the same number of pieces");
   const int lane = threadIdx.x % 32;
+  unsigned nan_bytes = 0u;
+  const auto widen_all = [&](auto nan) {
 #pragma unroll
-  for (int c = 0; c < Rows * D / 8 / 32; ++c) {
-    const int i = lane + 32 * c, r = i / (D / 8), col = (i % (D / 8)) * 8;
-    const uint2 raw = *reinterpret_cast<const uint2*>(src + r * D + col);
-    uint4 wide;
-    widen4<T>(raw.x, wide.x, wide.y);
-    widen4<T>(raw.y, wide.z, wide.w);
-    *reinterpret_cast<uint4*>(dst + r * Pitch + col) = wide;
-  }
+    for (int c0 = 0; c0 < kPieces; c0 += kBatch) {
+      uint2 raw[2][kBatch];
+#pragma unroll
+      for (int c = 0; c < kBatch; ++c) {
+        const int i = lane + 32 * (c0 + c), r = i / (D / 8), col = (i % (D / 8)) * 8;
+        raw[0][c] = *reinterpret_cast<const uint2*>(k + r * D + col);
+        raw[1][c] = *reinterpret_cast<const uint2*>(v + r * D + col);
+      }
+#pragma unroll
+      for (int c = 0; c < kBatch; ++c) {
+        const int i = lane + 32 * (c0 + c), r = i / (D / 8), col = (i % (D / 8)) * 8;
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          uint4 wide;
+          widen4<T, decltype(nan)::value>(raw[t][c].x, wide.x, wide.y);
+          widen4<T, decltype(nan)::value>(raw[t][c].y, wide.z, wide.w);
+          if constexpr (!decltype(nan)::value) nan_bytes |= e4m3_nan_bytes(raw[t][c].x) | e4m3_nan_bytes(raw[t][c].y);
+          *reinterpret_cast<uint4*>((t == 0 ? k_dst : v_dst) + r * Pitch + col) = wide;
+        }
+      }
+    }
+  };
+  widen_all(Constant<bool, false>{});
+  if (__any_sync(0xffffffffu, nan_bytes != 0u)) widen_all(Constant<bool, true>{});
 }
 
 // An FP8 tile's geometry in shared memory: rows of D bytes, unpadded (only widen_rows reads them).
@@ -1019,8 +985,9 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
         constexpr int kOwn = Geometry::kKeysPerWarp;
         const int warp = threadIdx.x / 32, key0 = warp * kOwn;
         T* own = widened + warp * 2 * kOwn * kPitch;
-        widen_rows<T, D, kPitch, kOwn>(own, reinterpret_cast<const unsigned char*>(k_tile) + key0 * D);
-        widen_rows<T, D, kPitch, kOwn>(own + kOwn * kPitch, reinterpret_cast<const unsigned char*>(v_tile) + key0 * D);
+        widen_rows<T, D, kPitch, kOwn>(own, own + kOwn * kPitch,
+                                       reinterpret_cast<const unsigned char*>(k_tile) + key0 * D,
+                                       reinterpret_cast<const unsigned char*>(v_tile) + key0 * D);
         __syncwarp();
         // the tile's rows as attend_tile addresses them: the warp's own from key0 on
         attend_tile16(own - key0 * kPitch, own + kOwn * kPitch - key0 * kPitch, count);

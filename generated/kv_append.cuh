@@ -5,7 +5,12 @@
 // are rotated together by RoPE's token body (rope.cuh, as rope_qk rotates q and k), the query to q_out and the keys
 // straight into the key cache at slot kv_lens[b] + j, and the token's value heads are copied into the value cache at
 // the same slot. The angles are those of position slot - kv_start[b] (or the explicit positions[b, j]).
+//
+// FP8 caches (p.cache_fp8, a launch-wide choice made at run time: one kernel serves both, the append being a few
+// blocks): the caches hold bytes, each new key and value divided by its KV head's scale and rounded to e4m3 with
+// saturation (fp8.cuh's CacheStores), the key after its rotation in fp32.
 #pragma once
+#include "fp8.cuh"
 #include "rope.cuh"
 
 namespace cukiln {
@@ -92,20 +97,36 @@ __device__ __forceinline__ void append_token(const P& p, const Src& src, const r
   const T* q = static_cast<const T*>(p.q) + b * p.q_sb + j * p.q_ss;
   T* q_out = static_cast<T*>(p.q_out) + b * p.q_out_sb + j * p.q_out_ss;
   if (valid) {
+    const bool fp8 = p.cache_fp8 != 0;
+    const CacheStores stores{fp8, static_cast<const float*>(p.k_scale), p.k_scale_stride,
+                             static_cast<float>(p.k_scale_value)};
+    // a cache slot's offset, in its elements: T, or bytes in an FP8 cache
+    const auto cache_row = [&](void* cache, long long sb, long long ss) {
+      const long long at = b * sb + slot * ss;
+      return fp8 ? reinterpret_cast<T*>(static_cast<unsigned char*>(cache) + at) : static_cast<T*>(cache) + at;
+    };
     const T* k = static_cast<const T*>(p.k) + b * p.k_sb + j * p.k_ss;
-    T* k_cache = static_cast<T*>(p.k_cache) + b * p.k_cache_sb + slot * p.k_cache_ss;
-    const rope::Tensors<T, KvRows, true> io{q, q_out, k, k_cache, KvRows{p.q_sh}, KvRows{p.q_out_sh},
-                                            KvRows{p.k_sh}, KvRows{p.k_cache_sh}, static_cast<int>(p.heads_q)};
+    T* k_cache = cache_row(p.k_cache, p.k_cache_sb, p.k_cache_ss);
+    const rope::Tensors<T, KvRows, true, CacheStores> io{q, q_out, k, k_cache, KvRows{p.q_sh}, KvRows{p.q_out_sh},
+                                                         KvRows{p.k_sh}, KvRows{p.k_cache_sh},
+                                                         static_cast<int>(p.heads_q), stores};
     rope::rope_token<T, V, INTERLEAVED, true, false>(t, 0, 0, pos, true, io, g, src, norm);
     // the values, whole heads, into the same slot
     const T* v = static_cast<const T*>(p.v) + b * p.v_sb + j * p.v_ss;
-    T* v_cache = static_cast<T*>(p.v_cache) + b * p.v_cache_sb + slot * p.v_cache_ss;
+    T* v_cache = cache_row(p.v_cache, p.v_cache_sb, p.v_cache_ss);
     const int row_vecs = static_cast<int>(p.head_dim) / V;
     const int count = row_vecs * static_cast<int>(p.heads_kv);
     for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < count; i += blockDim.x * blockDim.y) {
       const int h = i / row_vecs;
       const int e = (i - h * row_vecs) * V;
-      copy_vec<T, V, rope::kStreaming>(v_cache + h * p.v_cache_sh + e, v + h * p.v_sh + e);
+      if (fp8) {
+        float f[V];
+        to_floats(load_vec<T, V, rope::kStreaming>(v + h * p.v_sh + e), f);
+        CacheStores::put<V>(reinterpret_cast<unsigned char*>(v_cache) + h * p.v_cache_sh + e,
+                            cache_scales_of(p).value(h), f);
+      } else {
+        copy_vec<T, V, rope::kStreaming>(v_cache + h * p.v_cache_sh + e, v + h * p.v_sh + e);
+      }
     }
   } else {
     const rope::Tensors<T, KvRows, false> io{q, q_out, nullptr, nullptr, KvRows{p.q_sh}, KvRows{p.q_out_sh},

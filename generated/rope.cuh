@@ -134,10 +134,18 @@ struct Strided4Rows {  // fully general
   __device__ __forceinline__ long long elem(int d) const { return d * sd; }
 };
 
+// How a launch's rotated features are written: as T (RoPE's own), or through a policy of the caller's (the cache
+// append's CacheStores: its key cache, the second tensor, quantized to FP8 when the call's caches are).
+struct PlainStores {
+  static constexpr bool kActive = false;
+};
+
 // The tensors a launch reads and writes: x and out; with kPair (the _qk variants, rope_qk) also x2 and out2, a
 // second tensor of the same tokens (k) whose heads come after x's heads_q heads, each tensor with its own Rows
 // addressing. A variant without kPair never looks at the second tensor (its kernels are the one-tensor ones).
-template <typename T, class Rows, bool kPair>
+// Stores (kActive): out2's rows are written through stores.put when stores.fp8 (out2 then holds bytes at the same
+// element offsets), with the head's key scale.
+template <typename T, class Rows, bool kPair, class Stores = PlainStores>
 struct Tensors {
   const T* x;
   T* out;
@@ -159,6 +167,33 @@ struct Tensors {
   }
   __device__ __forceinline__ long long out_elem(int h, int d) const {
     return second(h) ? out2_rows.elem(d) : out_rows.elem(d);
+  }
+  Stores stores{};
+  // Features [d, d + V) of head h of token (t, s, b), from fp32 values ``f`` (which a quantizing store may scale).
+  template <int V, bool Streaming>
+  __device__ __forceinline__ void store(int t, int s, int b, int h, int d, float (&f)[V]) const {
+    if constexpr (Stores::kActive) {
+      if (second(h) && stores.fp8) {
+        const int hk = h - heads_q;
+        Stores::template put<V>(reinterpret_cast<unsigned char*>(out2) + out2_rows.row(t, s, b, hk) + out2_rows.elem(d),
+                                stores.key(hk), f);
+        return;
+      }
+    }
+    store_floats<T, V, Streaming>(out_row(t, s, b, h) + out_elem(h, d), f);
+  }
+  // The same features copied from the input unchanged (the untouched tail of a partial rotary).
+  template <int V, bool Streaming>
+  __device__ __forceinline__ void copy(int t, int s, int b, int h, int d) const {
+    if constexpr (Stores::kActive) {
+      if (second(h) && stores.fp8) {
+        float f[V];
+        to_floats(load_vec<T, V, Streaming>(in_row(t, s, b, h) + in_elem(h, d)), f);
+        store<V, Streaming>(t, s, b, h, d, f);
+        return;
+      }
+    }
+    copy_vec<T, V, Streaming>(out_row(t, s, b, h) + out_elem(h, d), in_row(t, s, b, h) + in_elem(h, d));
   }
 };
 
@@ -411,10 +446,10 @@ struct NoNorm {
 // blockIdx.z * blockDim.y + threadIdx.y and every blockDim.y * gridDim.z-th after it, else every head.
 // Every feature read passes through norm (NoNorm: untouched) before it is rotated or copied.
 template <typename T, int V, bool INTERLEAVED, bool kPair, bool kSplitHeads, class Rows, class Src, class Pos,
-          class Norm = NoNorm>
+          class Norm = NoNorm, class Stores = PlainStores>
 __device__ __forceinline__ void rope_token(int t, int s, int b, const Pos& pos, bool valid,
-                                           const Tensors<T, Rows, kPair>& io, const Geometry& g, const Src& src,
-                                           const Norm& norm = Norm{}) {
+                                           const Tensors<T, Rows, kPair, Stores>& io, const Geometry& g,
+                                           const Src& src, const Norm& norm = Norm{}) {
   const int half_rd = g.rotary_dim / 2;
   const int groups = half_rd / V;
   const int heads = g.template all_heads<kPair>();
@@ -459,9 +494,14 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, const Pos& pos, 
             norm.template apply<V>(h, hi, fb);
           }
           rotate<V, INTERLEAVED>(fa, fb, c_lo, s_lo, c_hi, s_hi);
-          T* row = io.out_row(t, s, b, h);
-          store_floats<T, V, kStreaming>(row + io.out_elem(h, lo), fa);
-          store_floats<T, V, kStreaming>(row + io.out_elem(h, hi), fb);
+          if constexpr (Stores::kActive) {
+            io.template store<V, kStreaming>(t, s, b, h, lo, fa);
+            io.template store<V, kStreaming>(t, s, b, h, hi, fb);
+          } else {
+            T* row = io.out_row(t, s, b, h);
+            store_floats<T, V, kStreaming>(row + io.out_elem(h, lo), fa);
+            store_floats<T, V, kStreaming>(row + io.out_elem(h, hi), fb);
+          }
         }
       }
     }
@@ -481,7 +521,9 @@ __device__ __forceinline__ void rope_token(int t, int s, int b, const Pos& pos, 
         float f[V];
         to_floats(load_vec<T, V, kStreaming>(io.in_row(t, s, b, h) + io.in_elem(h, d)), f);
         norm.template apply<V>(h, d, f);
-        store_floats<T, V, kStreaming>(io.out_row(t, s, b, h) + io.out_elem(h, d), f);
+        io.template store<V, kStreaming>(t, s, b, h, d, f);
+      } else if constexpr (Stores::kActive) {
+        io.template copy<V, kStreaming>(t, s, b, h, d);
       } else {
         copy_vec<T, V, kStreaming>(io.out_row(t, s, b, h) + io.out_elem(h, d), io.in_row(t, s, b, h) + io.in_elem(h, d));
       }

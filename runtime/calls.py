@@ -359,7 +359,7 @@ class Call:
         if name not in self.given and name not in self.op.index:
             return None  # a place of the plan's own (a workspace tensor) that this plan does not have
         value = self[name]
-        if value is None or type(value) is int:
+        if value is None or type(value) in (int, float):
             return None
         return (ARGUMENT, self.index_of(name))
 

@@ -9,7 +9,7 @@ from . import rotary
 from .calls import Call, OpRuntime, bind
 from .kv_append_plan import plan_kv_append
 from .schema import Arg, OpSchema, Result
-from .tensors import FLOATS, HALVES, INTS
+from .tensors import CACHES, FLOATS, HALVES, INTS
 
 # The lengths a call gives, as kv_append and decode_step take them
 LENGTH_ARGS = (
@@ -36,10 +36,11 @@ NEW_TOKENS = (
         dtypes=HALVES, refuse_grad=True),
     Arg("v_new", "Tensor", doc="the new tokens' values, k_new's shape", positional=True, dtypes=HALVES,
         refuse_grad=True),
-    Arg("k_cache", "Tensor", doc="[b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd) of q's dtype, any strides (a slice "
-        "of a larger buffer): new token j of row i goes to slot kv_lens[i] + j", positional=True, role="written",
-        dtypes=HALVES),
-    Arg("v_cache", "Tensor", doc="the value cache, k_cache's shape", positional=True, role="written", dtypes=HALVES),
+    Arg("k_cache", "Tensor", doc="[b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd) of q's dtype or FP8 "
+        "(float8_e4m3fn, written from sm_89 on: see k_scale), any strides (a slice of a larger buffer): new token j of "
+        "row i goes to slot kv_lens[i] + j", positional=True, role="written", dtypes=CACHES),
+    Arg("v_cache", "Tensor", doc="the value cache, k_cache's shape and dtype", positional=True, role="written",
+        dtypes=CACHES),
 )
 QK_NORM = (
     Arg("q_norm_weight", "Tensor", None, "QK-norm (Qwen3, Gemma 3): [d], fp32 or q's dtype, contiguous: each head of "
@@ -67,7 +68,7 @@ SCHEMA = OpSchema(
         Arg("inplace", "bool", False, "rotate q itself", role="flag", suffix="#inplace", rank=0),
         Arg("out", "Tensor", None, "where the rotated query goes (allocated like q when None)", optional=True,
             role="out", suffix="#out", rank=1, dtypes=HALVES, refuse_grad=True, with_inplace=False),
-        STREAM, RENAMED_SCALE),
+        *CACHE_SCALES, STREAM, RENAMED_SCALE),
     (Result("out", in_place_of="q"),),
     """Rotate each row's new query and key tokens by RoPE and append the rotated keys and the values to the caches at
 the row's current length, in one launch. Returns the rotated query.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from cukiln.core.archs import programmatic_launch
 from cukiln.generated import dispatch
 
-from .decode_plan import KV_LAYOUTS, cache_rows, length_argument
+from .decode_plan import FP8, KV_LAYOUTS, cache_rows, cache_scales, length_argument
 from .rope_plan import (block_shape, check_index_tensor, check_mscale, check_rotary_offset, resolve_angles,
                         widest_vector)
 from .tensors import HALVES, TensorInfo, device_name
@@ -61,7 +61,7 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
                    inplace=False, kv_lens_out: TensorInfo | None = None, q_norm_weight: TensorInfo | None = None,
                    k_norm_weight: TensorInfo | None = None, norm_eps: float = 1e-6,
                    kv_lens_host: tuple[int, ...] | None = None, kv_start_host: tuple[int, ...] | None = None,
-                   arch: str | None = None) -> KvAppendPlan | None:
+                   arch: str | None = None, k_scale=None, v_scale=None) -> KvAppendPlan | None:
     """The launch of one kv_append call (its arguments by their schema names, runtime/kv_append_api.py), or None
     when there is nothing to do (no row, or no new token).
 
@@ -70,6 +70,8 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
     the QK-norm of that tensor's heads before the rotation (``norm_eps`` inside the root). ``kv_lens_host`` /
     ``kv_start_host``:
     the values of a CPU-given kv_lens / kv_start (checked in full here; the caller copies them to the device).
+    FP8 (e4m3) caches (from sm_89 on): the new keys and values divided by ``k_scale`` / ``v_scale`` (decode_plan's
+    cache_scales) and rounded to e4m3 with saturation.
     """
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout: expected one of {', '.join(KV_LAYOUTS)}, got {kv_layout!r}")
@@ -90,9 +92,15 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
         raise ValueError(f"k_new, v_new: expected q's rows, tokens and head dim with h_kv heads, both alike; got "
                          f"{list(k_new.shape)} and {list(v_new.shape)} beside q {list(q.shape)}")
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
-        if t.dtype != q.dtype or t.device != q.device:
-            raise TypeError(f"{name}: expected q's dtype {q.dtype} on {device_name(q.device)}, got {t.dtype} on "
-                            f"{device_name(t.device)}")
+        if t.dtype not in (q.dtype, FP8) or t.device != q.device:
+            raise TypeError(f"{name}: expected q's dtype {q.dtype} or float8_e4m3fn (an FP8 cache) on "
+                            f"{device_name(q.device)}, got {t.dtype} on {device_name(t.device)}")
+    if k_cache.dtype != v_cache.dtype:
+        raise TypeError(f"k_cache, v_cache: expected one dtype for both, got {k_cache.dtype} and {v_cache.dtype}")
+    fp8 = k_cache.dtype == FP8
+    if fp8 and arch is not None and int(arch.removeprefix("sm_").rstrip("a")) < _FP8_WRITES_FROM:
+        raise ValueError(f"k_cache: FP8 caches are written from sm_{_FP8_WRITES_FROM} on (its conversion instruction); "
+                         f"this GPU is {arch}")
     # (b, h, T, d) order, whatever the layout: strides (sb, sh, slot stride, sd)
     (cb, ch, T, cd), (kc_sb, kc_sh, kc_ss, kc_sd) = cache_rows(k_cache, "k_cache", kv_layout)
     vsizes, (vc_sb, vc_sh, vc_ss, vc_sd) = cache_rows(v_cache, "v_cache", kv_layout)
@@ -145,6 +153,7 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
     check_rotary_offset(rotary_offset, D, rd)
     check_mscale(mscale)
     norm = _norm_fields(q, D, q_norm_weight, k_norm_weight, norm_eps)
+    scales = cache_scales(k_scale, v_scale, FP8 if fp8 else "same", HKV, q.device)
 
     lens_ptr, lens_value, lens = _lengths(kv_lens, "kv_lens", B, q.device, kv_lens_host)
     start_ptr, start_value, starts = _lengths(kv_start, "kv_start", B, q.device, kv_start_host)
@@ -173,8 +182,8 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
         return None
 
     itemsize = q.itemsize
-    span = rotary_offset * itemsize
-    pointers = (q.ptr + span, out.ptr + span, k_new.ptr + span, k_cache.ptr + span, v_new.ptr, v_cache.ptr)
+    span, cache_span = rotary_offset * itemsize, rotary_offset * k_cache.itemsize
+    pointers = (q.ptr + span, out.ptr + span, k_new.ptr + span, k_cache.ptr + cache_span, v_new.ptr, v_cache.ptr)
     row_strides = tuple(s for st in strides.values() for s in st[:3])
     vec = widest_vector(itemsize, rd, D, interleaved, True, 3, pointers, row_strides, 16, rotary_offset)
     key = (q.dtype, "interleaved" if interleaved else "half", angles.kind, vec, norm is not None)
@@ -199,19 +208,22 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
               "rotary_dim": rd, "rotary_offset": rotary_offset, "capacity": T, "copy_tail": int(rd < D),
               "mscale": float(mscale), "kv_lens": lens_ptr, "kv_len_value": lens_value,
               "kv_lens_out": 0 if kv_lens_out is None else kv_lens_out.ptr, "kv_start": start_ptr,
-              "kv_start_value": start_value, **pos_fields, **angles.fields, **(norm or {})}
+              "kv_start_value": start_value, **pos_fields, **angles.fields, **(norm or {}), "cache_fp8": int(fp8),
+              **_NO_SCALES, **scales}
     for name, (sb, ss, sh, _) in strides.items():
         fields[f"{name}_sb"], fields[f"{name}_ss"], fields[f"{name}_sh"] = sb, ss, sh
-    refills = [("q", "q", span), ("q_out", "out", span), ("k", "k_new", span), ("k_cache", "k_cache", span),
+    refills = [("q", "q", span), ("q_out", "out", span), ("k", "k_new", span), ("k_cache", "k_cache", cache_span),
                ("v", "v_new", 0), ("v_cache", "v_cache", 0)]
     refills += [(f, f, 0) for f in ("kv_lens", "kv_start", "positions", "kv_lens_out", "q_norm_weight",
-                                    "k_norm_weight") if fields.get(f)]
+                                    "k_norm_weight", "k_scale", "v_scale") if fields.get(f)]
     refills += list(angles.pointers)
     return KvAppendPlan(key, module, symbol, fmt, names, tuple(fields[n] for n in names), grid, block, q.device,
                         programmatic_launch(arch), tuple(r for r in refills if r[0] in names), shared)
 
 
 _SHARED_LIMIT = 48 * 1024  # dynamic shared memory a launch gets without opting in
+_FP8_WRITES_FROM = 89  # cvt.rn.satfinite.e4m3x2.f32
+_NO_SCALES = {f"{c}_scale{part}": value for c in "kv" for part, value in (("", 0), ("_stride", 0), ("_value", 1.0))}
 
 
 def _norm_fields(q: TensorInfo, D: int, q_weight: TensorInfo | None, k_weight: TensorInfo | None,

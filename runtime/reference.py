@@ -311,6 +311,18 @@ def _cache_scale(scale, heads_kv: int):
     return scale.double().reshape(1, -1, 1, 1).expand(1, heads_kv, 1, 1)
 
 
+def _stored(x, scale, dtype):
+    """What a cache of ``dtype`` holds for the float values ``x`` [h_kv, d]: x itself, or in an FP8 cache x / scale
+    rounded to e4m3 with saturation to its finite range (NaN stays NaN), as the kernels store it."""
+    import torch
+
+    from .tensors import E4M3_MAX
+
+    if dtype != torch.float8_e4m3fn:
+        return x.to(dtype)
+    return (x.double() / (1.0 if scale is None else scale)).clamp(-E4M3_MAX, E4M3_MAX).to(dtype)
+
+
 def _kv_append(a):
     """float64 kv_append: the rotated query (new, or written to q / out) and the caches written in place, each new
     key normalized (QK-norm, when its weight is given) and rotated by the float64 RoPE reference at its position;
@@ -345,18 +357,23 @@ def _kv_append(a):
     k_rot = torch.stack([rope(k4[i].detach()[:, None], positions=pos[i].to(q.device), **angles)[:, 0]
                          for i in range(b)]) if b else k4.double()
     rotated = (a.rotary_offset, a.rotary_offset + rd)
+    heads_kv = k4.shape[2]
+    k_scale, v_scale = (_cache_scale(x, heads_kv).reshape(-1, 1) if isinstance(x, torch.Tensor) else x
+                        for x in (a.k_scale, a.v_scale))
     for i in range(b):
         if not valid[i]:
             q_rot[i, ..., rotated[0]:rotated[1]] = float("nan")
             continue
         for j in range(n):
             s = int(slots[i, j])
+            k_row, v_row = (_stored(x, scale, k_cache.dtype) for x, scale in ((k_rot[i, j], k_scale),
+                                                                              (v4[i, j], v_scale)))
             if kv_layout == "bhsd":
-                k_cache[i, :, s] = k_rot[i, j].to(k_cache.dtype)
-                v_cache[i, :, s] = v4[i, j]
+                k_cache[i, :, s] = k_row
+                v_cache[i, :, s] = v_row
             else:
-                k_cache[i, s] = k_rot[i, j].to(k_cache.dtype)
-                v_cache[i, s] = v4[i, j]
+                k_cache[i, s] = k_row
+                v_cache[i, s] = v_row
     if a.kv_lens_out is not None:
         a.kv_lens_out.copy_(lens + n)
     result = q_rot[:, 0] if three else q_rot
@@ -378,12 +395,12 @@ def _decode_step(a):
                       cos_sin_cache=a.cos_sin_cache, inv_freq=a.inv_freq, base=a.base, rope_scale=a.rope_scale,
                       mscale=a.mscale, interleaved=a.interleaved, rotary_dim=a.rotary_dim,
                       rotary_offset=a.rotary_offset, q_norm_weight=a.q_norm_weight, k_norm_weight=a.k_norm_weight,
-                      norm_eps=a.norm_eps)
+                      norm_eps=a.norm_eps, k_scale=a.k_scale, v_scale=a.v_scale)
     lens_after = a.kv_lens + 1 if type(a.kv_lens) is int else (a.kv_lens.to(torch.int32) + 1).to(a.q.device)
     # the attention reads the rotated query as the append stores it, in q's dtype (as the rotated keys in the cache)
     result = decode_attention(q_rot.to(a.q.dtype), a.k_cache, a.v_cache, lens_after,
                               kv_layout=a.kv_layout, kv_start=a.kv_start, scale=a.scale, softcap=a.softcap,
-                              out=a.out, return_lse=a.return_lse)
+                              out=a.out, return_lse=a.return_lse, k_scale=a.k_scale, v_scale=a.v_scale)
     if a.advance_lens:
         a.kv_lens.add_(1)
     return result

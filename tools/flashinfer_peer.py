@@ -38,9 +38,11 @@ def pages_in_use(table, keys: int) -> dict:
             "last": torch.full((b,), keys - (used - 1) * PAGE, device=table.device, dtype=torch.int32)}
 
 
-def batch_decode(table, keys: int, heads_q: int, heads_kv: int, head_dim: int, dtype, *, tensor_cores: bool = False):
+def batch_decode(table, keys: int, heads_q: int, heads_kv: int, head_dim: int, dtype, *, tensor_cores: bool = False,
+                 kv_dtype=None):
     """A BatchDecodeWithPagedKVCacheWrapper planned for ``keys`` keys in every row of ``table``'s pages (CUDA-core
-    decode, or with ``tensor_cores`` its tensor-core path, which runs FlashInfer's prefill kernels); call
+    decode, or with ``tensor_cores`` its tensor-core path, which runs FlashInfer's prefill kernels) of q in ``dtype``
+    over pages of ``kv_dtype`` (default: ``dtype``; an FP8 one: its scales go to run); call
     ``wrapper.run(q, (k_pages, v_pages))``."""
     import flashinfer.decode
     import torch
@@ -49,7 +51,7 @@ def batch_decode(table, keys: int, heads_q: int, heads_kv: int, head_dim: int, d
     wrapper = flashinfer.decode.BatchDecodeWithPagedKVCacheWrapper(
         torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=table.device), "NHD", use_tensor_cores=tensor_cores)
     wrapper.plan(pages["indptr"], pages["indices"], pages["last"], heads_q, heads_kv, head_dim, PAGE,
-                 pos_encoding_mode="NONE", q_data_type=dtype, kv_data_type=dtype)
+                 pos_encoding_mode="NONE", q_data_type=dtype, kv_data_type=kv_dtype or dtype)
     return wrapper
 
 

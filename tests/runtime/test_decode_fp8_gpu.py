@@ -77,3 +77,49 @@ def test_graph_replay_reads_new_scales_and_lengths():
         graph.replay()
         ref = cukiln.reference.decode_attention(q, k, v, lens, k_scale=k_scale, v_scale=v_scale)
         torch.testing.assert_close(out.double(), ref, atol=2e-2, rtol=2e-2, msg=f"replay {step}")
+
+
+def _step_inputs(gen, b=4, hq=32, hkv=8, d=128, T=300):
+    from cukiln.tools.decode.checks import random_e4m3
+
+    q, k, v = (torch.randn(b, h, d, generator=gen, device="cuda").to(torch.bfloat16) for h in (hq, hkv, hkv))
+    caches = [random_e4m3(b * hkv * T * d, gen).view(b, hkv, T, d) for _ in range(2)]
+    angles = torch.arange(T, device="cuda", dtype=torch.float64)[:, None] * (
+        1e4 ** (-torch.arange(0, d, 2, device="cuda", dtype=torch.float64) / d))
+    table = torch.cat((angles.cos(), angles.sin()), dim=1).float()
+    return q, k, v, caches, table
+
+
+@pytest.mark.parametrize("launch", ["auto", "separate"])
+def test_a_decode_step_over_fp8_caches_appends_quantized_keys_and_attends(launch, monkeypatch):
+    from cukiln import overrides
+    from cukiln.tools.decode.checks import DECODE_FP32_UNITS
+    from cukiln.tools.kv_append.checks import e4m3_steps
+    from cukiln.tools.verify import compare
+
+    monkeypatch.setitem(overrides.CURRENT, "decode_step_launch", launch)
+    gen = new_generator()
+    q, k, v, (k_cache, v_cache), table = _step_inputs(gen)
+    lens = torch.tensor([0, 10, 150, 299], dtype=torch.int32, device="cuda")
+    scales = {"k_scale": torch.rand(8, generator=gen, device="cuda") * 0.05 + 0.01, "v_scale": 0.02}
+    ref_caches = k_cache.clone(), v_cache.clone()
+    ref = cukiln.reference.decode_step(q, k, v, *ref_caches, lens, cos_sin_cache=table, **scales)
+    got = cukiln.decode_step(q, k, v, k_cache, v_cache, lens, cos_sin_cache=table, **scales)
+    # the attention reads the keys as the kernel quantized them, the reference as it did: a step apart at most
+    problem = compare(got, ref, fp32_units=DECODE_FP32_UNITS * 64)
+    assert problem is None, problem
+    for cache, want in zip((k_cache, v_cache), ref_caches):
+        assert (e4m3_steps(cache) - e4m3_steps(want)).abs().max() <= 1
+
+
+def test_fp8_append_saturates_and_keeps_nan():
+    gen = new_generator()
+    q, k, v, (k_cache, v_cache), table = _step_inputs(gen, b=2, hq=8, hkv=2, d=64, T=16)
+    k[0, 0, :4] = torch.tensor([1e4, -1e4, float("inf"), float("nan")])  # past 448 x scale, inf, NaN
+    v[1, 1, :3] = torch.tensor([3e3, -3e3, -500.0])
+    cukiln.kv_append(q, k, v, k_cache, v_cache, 3, freqs=None, base=1e4, rotary_dim=16, rotary_offset=48,
+                     k_scale=1.0, v_scale=2.0)
+    codes_k, codes_v = k_cache.view(torch.uint8), v_cache.view(torch.uint8)
+    # features outside the rotated span [48, 64) pass through unrotated: +-448 (0x7e / 0xfe) for +-1e4 and inf, NaN
+    assert codes_k[0, 0, 3, :4].tolist() == [0x7E, 0xFE, 0x7E, 0x7F]
+    assert codes_v[1, 1, 3, :3].tolist() == [0x7E, 0xFE, 0xF8]  # 1500, -1500 and -250 scaled: 448, -448, -256

@@ -203,3 +203,26 @@ def test_the_reference_writes_each_new_token_at_its_slot_rotated_at_slot_minus_s
     untouched = torch.ones(t, dtype=torch.bool)
     untouched[4:6] = False
     assert torch.equal(k_cache[1][:, untouched], old_k[1][:, untouched])
+
+
+def test_fp8_caches_are_a_run_time_mode_of_the_same_variant_with_their_scales_in_its_fields():
+    plain = plan_kv_append(**_call())
+    fp8 = plan_kv_append(**_call(k_cache=contiguous((B, HKV, T, D), "e4m3", BASE * 16),
+                                 v_cache=contiguous((B, HKV, T, D), "e4m3", BASE * 32), rotary_offset=0,
+                                 k_scale=contiguous((HKV,), "fp32", BASE * 128), v_scale=0.25), arch="sm_90")
+    assert fp8.symbol == plain.symbol  # no variant of its own: the append is a few blocks either way
+    f, g = dict(zip(fp8.field_names, fp8.values)), dict(zip(plain.field_names, plain.values))
+    assert (f["cache_fp8"], g["cache_fp8"]) == (1, 0)
+    assert (f["k_scale"], f["k_scale_stride"], f["v_scale"], f["v_scale_value"]) == (BASE * 128, 1, 0, 0.25)
+    assert (g["k_scale"], g["k_scale_value"], g["v_scale_value"]) == (0, 1.0, 1.0)
+    assert ("k_scale", "k_scale", 0) in fp8.pointers and not any(p[0] == "v_scale" for p in fp8.pointers)
+
+
+def test_fp8_caches_are_refused_where_the_gpu_cannot_write_them_and_beside_a_16_bit_one():
+    fp8 = contiguous((B, HKV, T, D), "e4m3", BASE * 16)
+    with pytest.raises(ValueError, match="k_cache: FP8 caches are written from sm_89 on"):
+        plan_kv_append(**_call(k_cache=fp8, v_cache=contiguous((B, HKV, T, D), "e4m3", BASE * 32)), arch="sm_80")
+    with pytest.raises(TypeError, match="k_cache, v_cache: expected one dtype for both"):
+        plan_kv_append(**_call(k_cache=fp8), arch="sm_90")
+    with pytest.raises(ValueError, match="k_scale: a scale dequantizes an FP8 cache"):
+        plan_kv_append(**_call(k_scale=2.0), arch="sm_90")

@@ -23,9 +23,9 @@ def _step_inputs():
     return q, k, v, *caches, torch.full((1,), 5, dtype=torch.int32)
 
 
-def _step_args(tensors, table, base=None):
+def _step_args(tensors, table, base=None, advance=False):
     return (*tensors, "bhsd", None, 0, None, None, None, None, table, None, base, 1.0, 1.0, False, None, 0, None,
-            None, 1e-6, None, None, None, False)
+            None, 1e-6, None, None, None, advance, None, None, None, None)
 
 
 def _arguments(op) -> list[str]:
@@ -61,7 +61,7 @@ def test_a_specialized_op_keeps_the_calls_tensors_symbols_and_mutation():
         "q", "k_new", "v_new", "k_cache", "v_cache", "kv_lens", "cos_sin_cache"]
     # kv_lens read-only: the step writes it only with advance_lens, here the constant False
     assert _arguments(op) == ["Tensor", "Tensor", "Tensor", "Tensor!", "Tensor!", "Tensor", "Optional[Tensor]"]
-    advancing, _ = specialize.specialization("decode_step", (*_step_args(tensors, table)[:-1], True))
+    advancing, _ = specialize.specialization("decode_step", _step_args(tensors, table, advance=True))
     assert _arguments(advancing) == ["Tensor", "Tensor", "Tensor", "Tensor!", "Tensor!", "Tensor!", "Optional[Tensor]"]
     assert all(g is t for g, t in zip(given, (*tensors, table))) and len(given) == 7
     assert str(op._schema).endswith("-> (Tensor, Tensor)")
@@ -70,7 +70,7 @@ def test_a_specialized_op_keeps_the_calls_tensors_symbols_and_mutation():
     kv_len, kv_start, base, eps = _symbols(9, 3, 1e4, 1e-6)
     append, given = specialize.specialization("kv_append", (q, k, v, k_cache, v_cache, None, kv_len, "bhsd", None,
                                                             kv_start, *(None,) * 6, base, 1.0, 1.0, False, None, 0,
-                                                            None, None, eps))
+                                                            None, None, eps, None, None, None, None))
     assert [a.name for a in append._schema.arguments] == ["q", "k_new", "v_new", "k_cache", "v_cache", "kv_len",
                                                          "kv_start", "base", "norm_eps"]
     assert [str(a.type) for a in append._schema.arguments[5:]] == ["int", "int", "Optional[float]", "float"]

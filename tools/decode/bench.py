@@ -81,7 +81,26 @@ def _time_contenders(row: dict, contenders: dict, ref, nbytes: int, copy: float)
     row["speedup_vs_sdpa"] = row["torch_sdpa"]["ms"] / row["cukiln"]["ms"]
 
 
-def _bench_fp8_case(b: int, T: int, copy: float, rotate: bool) -> dict:
+def _flashinfer_fp8(sets, b: int, T: int) -> dict:
+    """FlashInfer's FP8 batch decode (CUDA cores: the module the peer payload builds) over page-16 copies of the FP8
+    caches, with the same per-tensor scales: name -> calls, or why it is missing."""
+    import torch
+
+    from .. import flashinfer_peer
+
+    name = "flashinfer fp8"
+    try:
+        used = sets if kv_bytes(b, T, 1) < ONE_COPY_BYTES else sets[:1]
+        copies = [flashinfer_peer.paged_copy(s[1], s[2]) for s in used]
+        wrapper = flashinfer_peer.batch_decode(copies[0][2], T, HEADS_Q, HEADS_KV, HEAD_DIM, torch.bfloat16,
+                                               kv_dtype=torch.float8_e4m3fn)
+        return {name: [lambda q=s[0], c=c: wrapper.run(q, c[:2], k_scale=FP8_SCALE, v_scale=FP8_SCALE)
+                       for s, c in zip(used, copies)]}
+    except Exception as e:  # FlashInfer does not import here, or its FP8 module does not build
+        return {name: failure(e)}
+
+
+def _bench_fp8_case(b: int, T: int, copy: float, rotate: bool, missing: dict) -> dict:
     """One case of --kv-dtype fp8_e4m3: cukiln over the FP8 caches, cukiln over the same values in bf16, and torch's
     SDPA over those (bytes: the FP8 ones for each, so that x copy is the rate of an FP8 cache's read)."""
     import torch
@@ -97,6 +116,11 @@ def _bench_fp8_case(b: int, T: int, copy: float, rotate: bool) -> dict:
         "cukiln bf16": [lambda s=s, o=o: cukiln.decode_attention(s[0], s[3], s[4], T, out=o) for s, o in zip(sets, outs)],
         "torch_sdpa": [lambda s=s: torch_sdpa(s[0], s[3], s[4]) for s in sets],
     }
+    for name, calls in _flashinfer_fp8(sets, b, T).items():
+        if isinstance(calls, str):
+            missing.setdefault(name, calls)
+        else:
+            contenders[name] = calls
     from cukiln.decode_api import plan_call
 
     plan = plan_call(*sets[0][:3], T, k_scale=FP8_SCALE, v_scale=FP8_SCALE)
@@ -105,6 +129,8 @@ def _bench_fp8_case(b: int, T: int, copy: float, rotate: bool) -> dict:
     ref = torch_sdpa(sets[0][0], sets[0][3], sets[0][4]).float()
     _time_contenders(row, contenders, ref, nbytes, copy)
     row["speedup_vs_bf16"] = row["cukiln bf16"]["ms"] / row["cukiln"]["ms"]
+    if "flashinfer fp8" in row:
+        row["speedup_vs_flashinfer fp8"] = row["flashinfer fp8"]["ms"] / row["cukiln"]["ms"]
     del sets, outs, contenders
     torch.cuda.empty_cache()
     return row
@@ -201,18 +227,19 @@ def run(console: Console, args) -> dict:
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("decode cases", total=len(grid))
         for b, T in grid:
-            rows.append(_bench_fp8_case(b, T, copy, rotate) if fp8 else _bench_case(b, T, copy, others, rotate, missing))
+            rows.append(_bench_fp8_case(b, T, copy, rotate, missing) if fp8 else
+                        _bench_case(b, T, copy, others, rotate, missing))
             progress.advance(task)
     for name, why in missing.items():
         console.print(f"[yellow]{name}: not timed ({why})[/]")
     command = ("cukiln bench decode" + (" --quick" if quick else "") + ("" if rotate else " --no-rotate")
                + (" --kv-dtype fp8_e4m3" if fp8 else ""))
-    if fp8:
-        missing["flashinfer fp8"] = "not wired into this bench yet"
     return {**run_metadata("decode", command), "copy_tbps": copy, "rotating_buffers": rotate,
             "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
                       "kv_dtype": "fp8_e4m3" if fp8 else "bf16", "capacity": f"T + {CAPACITY_SLACK}"},
-            "others": sorted(others), "peers": [n for n in (*FLASHINFER, "flashinfer single") if n not in missing],
+            "others": sorted(others),
+            "peers": [n for n in ((*FLASHINFER, "flashinfer single") if not fp8 else ("flashinfer fp8",))
+                      if n not in missing],
             "peers_missing": missing, "cases": rows}
 
 
@@ -244,11 +271,14 @@ def show(result: dict, console: Console) -> None:
 def _show_fp8(result: dict, console: Console, inputs: str) -> None:
     table = Table(title=f"decode over FP8 caches on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, {inputs}; "
                         "x copy of the FP8 bytes; vs X: X's time / cukiln FP8's", title_justify="left")
-    for col in ("b", "T", "K+V MB (fp8)", "splits", "fp8 us", "x copy", "bf16 us", "vs bf16", "sdpa us", "vs sdpa"):
+    for col in ("b", "T", "K+V MB (fp8)", "splits", "fp8 us", "x copy", "bf16 us", "vs bf16", "sdpa us", "vs sdpa",
+                "vs flashinfer fp8"):
         table.add_column(col, justify="right")
     for r in result["cases"]:
+        fi = r.get("speedup_vs_flashinfer fp8")
         table.add_row(str(r["batch"]), str(r["T"]), f"{r['kv_bytes'] / 1e6:.0f}", str(r["num_splits"]),
                       f"{r['cukiln']['ms'] * 1e3:.1f}", f"{r['cukiln']['x_copy']:.3f}",
                       f"{r['cukiln bf16']['ms'] * 1e3:.1f}", f"{r['speedup_vs_bf16']:.2f}x",
-                      f"{r['torch_sdpa']['ms'] * 1e3:.1f}", f"{r['speedup_vs_sdpa']:.2f}x")
+                      f"{r['torch_sdpa']['ms'] * 1e3:.1f}", f"{r['speedup_vs_sdpa']:.2f}x",
+                      "-" if fi is None else f"{fi:.2f}x")
     console.print(table)

@@ -11,10 +11,11 @@ SHAPE = (4, 3, 5, 2, 80, 40)
 ROTARY_DIM, ROTARY_OFFSET = 48, 16
 
 
-def kv_append_case(axes: dict, gen, dev, kv_layout: str = "bhsd") -> dict:
+def kv_append_case(axes: dict, gen, dev, kv_layout: str = "bhsd", fp8: bool = False) -> dict:
     """Inputs that select the variant with ``axes``: q, k_new, v_new, caches (slices of larger buffers) holding a
     random pattern, device kv_lens with left padding, the last row too long to fit (it must write nothing), the
-    angle arguments of the variant's source, and QK-norm weights for a QK-norm variant."""
+    angle arguments of the variant's source, and QK-norm weights for a QK-norm variant. ``fp8``: FP8 (e4m3) caches
+    of random codes, a key scale per KV head (a tensor) and one value scale (a float)."""
     import torch
 
     dtype = torch_dtype(axes["dtype"])
@@ -26,8 +27,14 @@ def kv_append_case(axes: dict, gen, dev, kv_layout: str = "bhsd") -> dict:
     k = rope_x_for(3, vec, itemsize, (b, n, hkv, d), dtype, gen, dev)
     v = rope_x_for(3, vec, itemsize, (b, n, hkv, d), dtype, gen, dev)
     cache_shape = (b, hkv, T, d) if kv_layout == "bhsd" else (b, T, hkv, d)
-    k_cache = rope_x_for(3, vec, itemsize, cache_shape, dtype, gen, dev)
-    v_cache = rope_x_for(3, vec, itemsize, cache_shape, dtype, gen, dev)
+    if fp8:
+        from ..decode.checks import random_e4m3
+
+        k_cache, v_cache = (random_e4m3(b * hkv * T * d, gen).view(cache_shape) for _ in range(2))
+    else:
+        k_cache = rope_x_for(3, vec, itemsize, cache_shape, dtype, gen, dev)
+        v_cache = rope_x_for(3, vec, itemsize, cache_shape, dtype, gen, dev)
+    scales = {"k_scale": torch.tensor([0.02, 0.007], device=dev), "v_scale": 0.011} if fp8 else {}
     lens = torch.tensor([0, 17, T - n, T - n + 1], dtype=torch.int32, device=dev)[:b]  # the last one overflows
     start = torch.tensor([0, 5, 2, 0], dtype=torch.int32, device=dev)[:b]
     angles = rope_angle_args(axes["angles"], dtype, T + 8, ROTARY_DIM, gen, dev)
@@ -39,7 +46,7 @@ def kv_append_case(axes: dict, gen, dev, kv_layout: str = "bhsd") -> dict:
     return dict(q=q, k_new=k, v_new=v, k_cache=k_cache, v_cache=v_cache, kv_lens=lens, kv_start=start,
                 kv_lens_out=torch.full((b,), -7, dtype=torch.int32, device=dev),
                 kv_layout=kv_layout, interleaved=axes["pairing"] == "interleaved", rotary_offset=ROTARY_OFFSET,
-                **{**angles, "rotary_dim": ROTARY_DIM}, **norm)
+                **{**angles, "rotary_dim": ROTARY_DIM}, **norm, **scales)
 
 
 def check_case(case: dict, inplace: bool = False) -> str | None:
@@ -77,7 +84,37 @@ def check_case(case: dict, inplace: bool = False) -> str | None:
     span = slice(ROTARY_OFFSET, ROTARY_OFFSET + ROTARY_DIM)
     if not torch.isnan(got[~fits][..., span].float()).all():
         return "the row that does not fit: its rotated query features are not all NaN"
+    if case["k_cache"].dtype == torch.float8_e4m3fn:  # the slots the reference writes: over a NaN code, none stays
+        marked = tuple(torch.full_like(c.view(torch.uint8), 0x7F).view(c.dtype) for c in before)
+        reference_kv_append(q, case["k_new"], case["v_new"], *marked, case["kv_lens"], **{**kw, "kv_lens_out": None})
+        return check_fp8_caches((case["k_cache"], case["v_cache"]), ref_caches, before,
+                                tuple(m.view(torch.uint8) != 0x7F for m in marked))
     return check_caches((case["k_cache"], case["v_cache"]), ref_caches, before)
+
+
+def e4m3_steps(x):
+    """FP8 (e4m3) values as signed steps from zero (the code's magnitude, negated for negative codes): two values
+    within one step of each other are the two roundings of something between them."""
+    import torch
+
+    codes = x.view(torch.uint8).int()
+    magnitude = codes & 0x7F
+    return torch.where(codes >= 0x80, -magnitude, magnitude)
+
+
+def check_fp8_caches(caches, ref_caches, before, written) -> str | None:
+    """None when FP8 caches an append wrote match the float64 reference's: each written key and value within one
+    e4m3 step of the reference's rounding (the kernel scales and rotates in fp32, the reference in float64: a value
+    within a rounding of a step boundary may round to either side), every other slot keeping its bits."""
+    import torch
+
+    for name, cache, ref, old, mask in zip(("k_cache", "v_cache"), caches, ref_caches, before, written):
+        if not torch.equal(cache.view(torch.uint8)[~mask], old.view(torch.uint8)[~mask]):
+            return f"{name}: a slot outside the appended ones changed"
+        steps = (e4m3_steps(cache[mask]) - e4m3_steps(ref[mask])).abs()
+        if steps.numel() and steps.max() > 1:
+            return f"{name}: {int((steps > 1).sum())} values more than one e4m3 step from the reference's"
+    return None
 
 
 def check_caches(caches, ref_caches, before) -> str | None:
@@ -98,15 +135,18 @@ def check_caches(caches, ref_caches, before) -> str | None:
 
 
 def check_variant(entry: dict) -> str | None:
-    """Force the variant with these axes (bhsd caches, out of place), then again in place on bshd caches."""
+    """Force the variant with these axes (bhsd caches, out of place), then again in place on bshd caches, then (sm_89
+    on) out of place on FP8 bhsd caches."""
     import torch
 
     from cukiln.kv_append_api import plan_call
 
     dev = torch.device("cuda")
     gen = new_generator()
-    for layout, inplace in (("bhsd", False), ("bshd", True)):
-        case = kv_append_case(entry["axes"], gen, dev, layout)
+    # FP8 caches (a run-time choice of every variant) where the GPU writes them: sm_89 on
+    fp8 = torch.cuda.get_device_capability() >= (8, 9)
+    for layout, inplace, cache8 in (("bhsd", False, False), ("bshd", True, False), ("bhsd", False, True))[:2 + fp8]:
+        case = kv_append_case(entry["axes"], gen, dev, layout, fp8=cache8)
         args = {name: value for name, value in case.items() if name not in ("q", "k_new", "v_new", "k_cache",
                                                                            "v_cache", "kv_lens")}
         plan = plan_call(case["q"], case["k_new"], case["v_new"], case["k_cache"], case["v_cache"], case["kv_lens"],
@@ -115,5 +155,5 @@ def check_variant(entry: dict) -> str | None:
             return f"inputs selected {plan.symbol}, not the variant under test"
         problem = check_case(case, inplace)
         if problem is not None:
-            return f"{layout}{', in place' if inplace else ''}: {problem}"
+            return f"{layout}{', in place' if inplace else ''}{', FP8 caches' if cache8 else ''}: {problem}"
     return None
