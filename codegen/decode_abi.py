@@ -91,25 +91,10 @@ def query_bytes(head_dim: int, itemsize: int = 2) -> int:
     return HEAD_ROWS * (head_dim + ROW_PADDING) * itemsize
 
 
-def fp8_pitch(head_dim: int) -> int:
-    """The row pitch in bytes of a staged FP8 tile: the head dim padded to 64 past a multiple of 128, so that the 16-byte
-    reads of two consecutive rows by a quarter-warp meet distinct shared-memory banks (decode.cuh's Fp8Tile)."""
-    return head_dim + (64 - head_dim % 128) % 128
-
-
-# the same in the template's C++ (D: the head dim)
-FP8_PITCH_EXPR = "D + (64 - D % 128 + 128) % 128"
-
-
 def widened_bytes(head_dim: int) -> int:
     """An FP8 cache's widened keys: each warp's quarter of a 64-key tile, K and V, in q's 16-bit type with padded rows
     (the tiles attend_tile reads)."""
     return WARPS * 2 * (Pipeline.NARROW.tile_keys // WARPS) * (head_dim + ROW_PADDING) * 2
-
-
-def fp8_stage_bytes(head_dim: int) -> int:
-    """One stage of an FP8 cache's narrow pipeline: a K and a V tile of 64 keys, rows fp8_pitch bytes apart."""
-    return 2 * Pipeline.NARROW.tile_keys * fp8_pitch(head_dim)
 
 
 def merge_bytes(head_dim: int) -> int:
@@ -121,12 +106,11 @@ def merge_bytes(head_dim: int) -> int:
 
 def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, cache: Cache = Cache.SAME) -> int:
     """K/V pipeline stages for ``head_dim``: as many as the pipeline's budget holds, within [MIN_STAGES,
-    MAX_STAGES]. An FP8 cache's narrow pipeline stages its bytes as they are (rows padded by fp8_pitch) beside the
-    widened keys."""
+    MAX_STAGES]. An FP8 cache's narrow pipeline stages its bytes as they are (rows unpadded: nothing reads them by
+    ldmatrix) beside the widened keys."""
     if cache is Cache.E4M3:
-        # as many as two blocks per multiprocessor leave room for (the narrow pipeline's 99 KB would leave the padded
-        # rows of head dim 128 two stages, one tile in flight)
-        fit = (TWO_BLOCK_BUDGET - query_bytes(head_dim) - widened_bytes(head_dim)) // fp8_stage_bytes(head_dim)
+        fit = (SHARED_BUDGET - query_bytes(head_dim) - widened_bytes(head_dim)) // stage_bytes(
+            head_dim, pipeline.tile_keys, itemsize=1, padded=False)
         return max(MIN_STAGES, min(MAX_STAGES, fit))
     if pipeline is Pipeline.WIDE:
         return MIN_STAGES
@@ -148,7 +132,7 @@ def shared_bytes(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: 
     pipeline's, for experiments."""
     n_stages = stages(head_dim, pipeline, cache) if n_stages is None else n_stages
     if cache is Cache.E4M3:
-        region = widened_bytes(head_dim) + n_stages * fp8_stage_bytes(head_dim)
+        region = widened_bytes(head_dim) + n_stages * stage_bytes(head_dim, pipeline.tile_keys, 1, padded=False)
         assert merge_bytes(head_dim) <= region, "the warps' partial results fit over the widened keys and stages"
         return region + query_bytes(head_dim)
     if pipeline.warp_specialized:

@@ -656,31 +656,16 @@ __device__ __forceinline__ void query_columns(unsigned (&q)[D / 16][2], const T*
   if constexpr (D / 16 % 2 == 1) ldmatrix_x2(q[D / 16 - 1], q_tile + mrow * kPitch + (D / 16 - 1) * 16 + (mat % 2) * 8);
 }
 
-// attend_tile_by_keys' operands from a 16-bit K/V tile (``Layout``), by ldmatrix: K's A fragment of 16-key slice sl and
-// 16-element step kk of the head dim; V^T's of 16-element step n and slice sl (transposing loads of the V rows).
-template <typename T, class Geometry, class Layout>
-struct TileOperands {
-  const T* k_tile;
-  const T* v_tile;
-  __device__ __forceinline__ void keys(int sl, int kk, unsigned (&a)[4]) const {
-    const int key0 = threadIdx.x / 32 * Geometry::kKeysPerWarp, lane = threadIdx.x % 32, mat = lane / 8, mrow = lane % 8;
-    ldmatrix_x4(a, k_tile + Layout::at(key0 + sl * 16 + (mat % 2) * 8 + mrow, kk * 16 + (mat / 2) * 8));
-  }
-  __device__ __forceinline__ void values(int n, int sl, unsigned (&a)[4]) const {
-    const int key0 = threadIdx.x / 32 * Geometry::kKeysPerWarp, lane = threadIdx.x % 32, mat = lane / 8, mrow = lane % 8;
-    ldmatrix_x4_trans(a, v_tile + Layout::at(key0 + sl * 16 + (mat / 2) * 8 + mrow, n * 16 + (mat % 2) * 8));
-  }
-};
-
-// attend_tile for a group of ``rows`` <= 8 heads, keys as the mma's rows (RunningByKeys), its K and V fragments from
-// ``operands`` (TileOperands, or an FP8 tile's Fp8Operands). The probabilities P^T leave the scores' accumulators as
-// the rows of 8x8 matrices and enter P . V as columns, so each is transposed in registers (transpose_8x8) on the way.
-template <typename T, int D, class Geometry, class Operands>
-__device__ __forceinline__ void attend_tile_by_keys(RunningByKeys<D>& run, const Operands& operands, int count,
+// attend_tile for a group of ``rows`` <= 8 heads, keys as the mma's rows (RunningByKeys). The probabilities P^T
+// leave the scores' accumulators as the rows of 8x8 matrices and enter P . V as columns, so each is transposed in
+// registers (transpose_8x8) on the way.
+template <typename T, int D, class Geometry, class Layout>
+__device__ __forceinline__ void attend_tile_by_keys(RunningByKeys<D>& run, const T* k_tile, const T* v_tile, int count,
                                                     int rows, const Scoring& scoring, const unsigned (&q)[D / 16][2]) {
   using M = Mma<T>;
   constexpr int kSlices = Geometry::kSlices;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int mat = lane / 8, mrow = lane % 8;
   const int key0 = warp * Geometry::kKeysPerWarp;
   // S^T per slice of 16 keys, summed over the head dim in two independent chains (even and odd steps).
   float s[kSlices][4] = {}, s_odd[kSlices][4] = {};  // zero-initialized
@@ -690,7 +675,7 @@ __device__ __forceinline__ void attend_tile_by_keys(RunningByKeys<D>& run, const
 #pragma unroll
     for (int sl = 0; sl < kSlices; ++sl) {
       unsigned ak[4];  // keys 0-7 and 8-15 of the slice, head-dim elements 0-7 and 8-15 of the step
-      operands.keys(sl, kk, ak);
+      ldmatrix_x4(ak, k_tile + Layout::at(key0 + sl * 16 + (mat % 2) * 8 + mrow, kk * 16 + (mat / 2) * 8));
       M::run(chain[sl], ak, q[kk][0], q[kk][1]);
     }
   }
@@ -746,111 +731,12 @@ __device__ __forceinline__ void attend_tile_by_keys(RunningByKeys<D>& run, const
 #pragma unroll
     for (int sl = 0; sl < kSlices; ++sl) {
       unsigned av[4];  // head-dim elements 0-7 and 8-15 of the step, keys 0-7 and 8-15 of the slice
-      operands.values(n, sl, av);
+      ldmatrix_x4_trans(av, v_tile + Layout::at(key0 + sl * 16 + (mat / 2) * 8 + mrow, n * 16 + (mat % 2) * 8));
       M::run(run.acc[n], av, p_hi[sl][0], p_hi[sl][1]);
       M::run(run.acc[n], av, p_lo[sl][0], p_lo[sl][1]);
     }
   }
 }
-
-// --- FP8 tiles read straight into the tensor cores' fragments (keys as rows, sm_90 on) ------------------------------
-// A dot product does not depend on the order of its terms, so the head dim may be taken in any order that q and K
-// agree on: each lane reads 16 contiguous bytes of a K row (8 of the last 32 columns where the head dim is an odd number
-// of 32s) and widens them in registers into the fragments of four 16-element steps, with q's fragments taken in the
-// same order (query_columns_fp8). V^T's fragments come the same way from V's rows, each 8x8 block transposed by
-// movmatrix; O^T's rows are then the head dim in that order, which leave_running puts back (fp8_column). Step kk of
-// the 64- (or 32-) column group at col0 takes, in lane c's pairs, the columns col0 + (W / 4) c + 4 (kk % (W / 16)) +
-// {0, 1} and + {2, 3}. No widened copy in shared memory, no ldmatrix.
-template <int D>
-__device__ __forceinline__ int fp8_group_width(int kk) {
-  return kk < D / 64 * 4 ? 64 : 32;  // the 64-column groups, then a last group of 32 (head dim 96)
-}
-// The head-dim element of O^T's row ``row`` (0-15) of step n, as the FP8 fragments order them.
-template <int D>
-__device__ __forceinline__ int fp8_column(int n, int row) {
-  const int width = fp8_group_width<D>(n), col0 = n / 4 * 64, j = width == 64 ? n % 4 : n - D / 64 * 4;
-  return col0 + width / 4 * ((row % 8) / 2) + 4 * j + 2 * (row / 8) + row % 2;
-}
-
-template <int D>
-struct RunningByKeysFp8 : RunningByKeys<D> {};
-
-// The query's B fragments for Fp8Operands' order of the head dim: step kk, lane (r, c): head r's elements at
-// fp8_column's columns of k index 2c and 2c + 8 (four contiguous elements: one 8-byte load).
-template <typename T, int D, int kPitch>
-__device__ __forceinline__ void query_columns_fp8(unsigned (&q)[D / 16][2], const T* q_tile) {
-  const int lane = threadIdx.x % 32, r = lane / 4, c = lane % 4;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    const int width = fp8_group_width<D>(kk), col0 = kk / 4 * 64;
-    const int j = width == 64 ? kk % 4 : kk - D / 64 * 4;
-    const uint2 pair = *reinterpret_cast<const uint2*>(q_tile + r * kPitch + col0 + width / 4 * c + 4 * j);
-    q[kk][0] = pair.x;
-    q[kk][1] = pair.y;
-  }
-}
-
-// attend_tile_by_keys' operands from a staged FP8 tile (rows Pitch bytes apart): this warp's K and V rows of each
-// slice loaded at construction (V's in flight while the scores are computed), widened as they are used. A warp whose
-// bytes hold the NaN code widens with the NaN-keeping form.
-template <typename T, int D, class Geometry, int Pitch>
-struct Fp8Operands {
-  static constexpr int kSlices = Geometry::kSlices, kWords = D / 16;  // a lane's 32-bit words of a row
-  unsigned k_words[kSlices][2][kWords], v_words[kSlices][2][kWords];  // rows r and r + 8 of each slice
-  bool nan;
-
-  __device__ __forceinline__ Fp8Operands(const unsigned char* k_tile, const unsigned char* v_tile) {
-    const int key0 = threadIdx.x / 32 * Geometry::kKeysPerWarp, lane = threadIdx.x % 32, r = lane / 4, c = lane % 4;
-    unsigned nan_bytes = 0u;
-#pragma unroll
-    for (int sl = 0; sl < kSlices; ++sl) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = key0 + sl * 16 + r + 8 * h;
-        load_row(k_words[sl][h], k_tile + row * Pitch, c);
-        load_row(v_words[sl][h], v_tile + row * Pitch, c);
-#pragma unroll
-        for (int w = 0; w < kWords; ++w) nan_bytes |= e4m3_nan_bytes(k_words[sl][h][w]) | e4m3_nan_bytes(v_words[sl][h][w]);
-      }
-    }
-    nan = __any_sync(0xffffffffu, nan_bytes != 0u);
-  }
-  static __device__ __forceinline__ void load_row(unsigned (&words)[kWords], const unsigned char* row, int c) {
-#pragma unroll
-    for (int g = 0; g < D / 64; ++g) {
-      const uint4 x = *reinterpret_cast<const uint4*>(row + g * 64 + 16 * c);
-      words[4 * g] = x.x;
-      words[4 * g + 1] = x.y;
-      words[4 * g + 2] = x.z;
-      words[4 * g + 3] = x.w;
-    }
-    if constexpr (D % 64 != 0) {
-      const uint2 x = *reinterpret_cast<const uint2*>(row + D / 64 * 64 + 8 * c);
-      words[D / 64 * 4] = x.x;
-      words[D / 64 * 4 + 1] = x.y;
-    }
-  }
-  __device__ __forceinline__ void widen(unsigned w, unsigned& lo, unsigned& hi) const {
-    if (nan) {
-      widen4<T, true>(w, lo, hi);
-    } else {
-      widen4<T, false>(w, lo, hi);
-    }
-  }
-  __device__ __forceinline__ void keys(int sl, int kk, unsigned (&a)[4]) const {
-    widen(k_words[sl][0][kk], a[0], a[2]);
-    widen(k_words[sl][1][kk], a[1], a[3]);
-  }
-  __device__ __forceinline__ void values(int n, int sl, unsigned (&a)[4]) const {
-    unsigned first_lo, first_hi, second_lo, second_hi;  // keys 0-7 and 8-15: 8x8 blocks of V, to transpose
-    widen(v_words[sl][0][n], first_lo, first_hi);
-    widen(v_words[sl][1][n], second_lo, second_hi);
-    a[0] = transpose_8x8(first_lo);
-    a[1] = transpose_8x8(first_hi);
-    a[2] = transpose_8x8(second_lo);
-    a[3] = transpose_8x8(second_hi);
-  }
-};
 
 // An FP8 cache's value scale, applied to a warp's O before the merge (the row's weights and lse do not see it).
 template <class Run>
@@ -887,10 +773,8 @@ __device__ __forceinline__ void leave_running(Running<D>& run, float* part_m, fl
     o[8 * D + 1] = run.acc[n][3];
   }
 }
-// The same for a RunningByKeys whose O^T rows of step n are the head-dim elements column(n, row).
-template <int D, class Column>
-__device__ __forceinline__ void leave_running_by_keys(RunningByKeys<D>& run, float* part_m, float* part_l,
-                                                      float* part_o, const Column& column) {
+template <int D>
+__device__ __forceinline__ void leave_running(RunningByKeys<D>& run, float* part_m, float* part_l, float* part_o) {
   static_assert(kHeadRows == 16, "heads 0-7 and the 8 rows past them fill a warp's kHeadRows");
   const int lane = threadIdx.x % 32, head = 2 * (lane % 4);
 #pragma unroll
@@ -909,16 +793,8 @@ __device__ __forceinline__ void leave_running_by_keys(RunningByKeys<D>& run, flo
 #pragma unroll
   for (int n = 0; n < D / 16; ++n) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) part_o[(head + e % 2) * D + column(n, lane / 4 + (e / 2) * 8)] = run.acc[n][e];
+    for (int e = 0; e < 4; ++e) part_o[(head + e % 2) * D + n * 16 + lane / 4 + (e / 2) * 8] = run.acc[n][e];
   }
-}
-template <int D>
-__device__ __forceinline__ void leave_running(RunningByKeys<D>& run, float* part_m, float* part_l, float* part_o) {
-  leave_running_by_keys(run, part_m, part_l, part_o, [](int n, int row) { return n * 16 + row; });
-}
-template <int D>
-__device__ __forceinline__ void leave_running(RunningByKeysFp8<D>& run, float* part_m, float* part_l, float* part_o) {
-  leave_running_by_keys(run, part_m, part_l, part_o, [](int n, int row) { return fp8_column<D>(n, row); });
 }
 
 // The block's result from its warps' running states: each leaves its maxima, sums and O in shared memory
@@ -983,13 +859,13 @@ template <typename V, V X> struct Constant { static constexpr V value = X; };
 template <bool Condition, class A, class B> struct Select { using type = A; };
 template <class A, class B> struct Select<false, A, B> { using type = B; };
 
-// Rows [0, Rows) of an FP8 K tile and V tile (``k``, ``v``: rows SourcePitch bytes apart) widened to T into ``k_dst`` / ``v_dst``
+// Rows [0, Rows) of an FP8 K tile and V tile (``k``, ``v``: D bytes a row) widened to T into ``k_dst`` / ``v_dst``
 // (rows Pitch elements apart) by one warp, 8 bytes a lane at a time (a half-warp reads 128 contiguous bytes, a
 // quarter-warp writes 128). A batch of loads is issued before its first store (which the compiler may not move them
 // past: both are shared memory), so the warp waits for one round trip a batch, not one per piece. The NaN code is looked for once
 // per word, and only a warp that holds one widens again with the NaN-keeping form (a cache holds NaN only where an
 // input did).
-template <typename T, int D, int Pitch, int Rows, int SourcePitch>
+template <typename T, int D, int Pitch, int Rows>
 __device__ __forceinline__ void widen_rows(T* k_dst, T* v_dst, const unsigned char* k, const unsigned char* v) {
   constexpr int kPieces = Rows * D / 8 / 32;  // per lane, of each tile
   // pieces of each tile in flight at once: 4 (or 3 or 2) at a time, within the registers
@@ -1004,8 +880,8 @@ __device__ __forceinline__ void widen_rows(T* k_dst, T* v_dst, const unsigned ch
 #pragma unroll
       for (int c = 0; c < kBatch; ++c) {
         const int i = lane + 32 * (c0 + c), r = i / (D / 8), col = (i % (D / 8)) * 8;
-        raw[0][c] = *reinterpret_cast<const uint2*>(k + r * SourcePitch + col);
-        raw[1][c] = *reinterpret_cast<const uint2*>(v + r * SourcePitch + col);
+        raw[0][c] = *reinterpret_cast<const uint2*>(k + r * D + col);
+        raw[1][c] = *reinterpret_cast<const uint2*>(v + r * D + col);
       }
 #pragma unroll
       for (int c = 0; c < kBatch; ++c) {
@@ -1025,11 +901,10 @@ __device__ __forceinline__ void widen_rows(T* k_dst, T* v_dst, const unsigned ch
   if (__any_sync(0xffffffffu, nan_bytes != 0u)) widen_all(Constant<bool, true>{});
 }
 
-// An FP8 tile's geometry in shared memory: rows of D bytes padded to 64 past a multiple of 128 (decode_abi.fp8_pitch), so
-// that the two rows a quarter-warp's 16-byte reads meet (Fp8Operands: rows r and r + 1) fall on distinct banks.
+// An FP8 tile's geometry in shared memory: rows of D bytes, unpadded (only widen_rows reads them).
 template <int D, int Keys>
 struct Fp8Tile {
-  static constexpr int kKeys = Keys, kPitch = D + (64 - D % 128 + 128) % 128;
+  static constexpr int kKeys = Keys, kPitch = D;
 };
 
 // The attention of one block: row blockIdx.z, KV head blockIdx.y / head_groups (its query heads from
@@ -1102,17 +977,17 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
   for (int t = 0; t < kStages - 1; ++t) load_keys(t);
   load_query<T, D, kPitch>(q_tile, q, q_rows, b, first_head, rows);
 
-  // A 16-bit tile's attend_one(k_tile, v_tile, count) as an attend_one of the staged tiles: an FP8 cache's widened
-  // first (widen_rows), each warp its own rows, which are all it reads.
-  const auto widened_first = [&](auto&& attend_tile16) {
-    return [&](const C* k_tile, const C* v_tile, int count) {
+  // Every tile of the split through ``attend_one(k_tile, v_tile, count)`` (16-bit tiles: an FP8 cache's widened first,
+  // each warp its own rows, which are all it reads).
+  const auto walk = [&](auto&& attend_tile16) {
+    const auto attend_one = [&](const C* k_tile, const C* v_tile, int count) {
       if constexpr (kWiden) {
         constexpr int kOwn = Geometry::kKeysPerWarp;
         const int warp = threadIdx.x / 32, key0 = warp * kOwn;
         T* own = widened + warp * 2 * kOwn * kPitch;
-        widen_rows<T, D, kPitch, kOwn, Staged::kPitch>(own, own + kOwn * kPitch,
-                                                       reinterpret_cast<const unsigned char*>(k_tile) + key0 * Staged::kPitch,
-                                                       reinterpret_cast<const unsigned char*>(v_tile) + key0 * Staged::kPitch);
+        widen_rows<T, D, kPitch, kOwn>(own, own + kOwn * kPitch,
+                                       reinterpret_cast<const unsigned char*>(k_tile) + key0 * D,
+                                       reinterpret_cast<const unsigned char*>(v_tile) + key0 * D);
         __syncwarp();
         // the tile's rows as attend_tile addresses them: the warp's own from key0 on
         attend_tile16(own - key0 * kPitch, own + kOwn * kPitch - key0 * kPitch, count);
@@ -1121,9 +996,6 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
         attend_tile16(k_tile, v_tile, count);
       }
     };
-  };
-  // Every staged tile of the split through ``attend_one(k_tile, v_tile, count)``.
-  const auto walk = [&](auto&& attend_one) {
     for (int t = 0; t < tiles_n; ++t) {
       const int count = min(kKeys, hi - lo - t * kKeys);
       wait_copies<kStages - 2>();
@@ -1142,26 +1014,14 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
 #if __CUDA_ARCH__ >= 900
   if (rows <= 8) {
     __syncthreads();  // the query tile is written
+    RunningByKeys<D> run;
     unsigned q_cols[D / 16][2];
-    if constexpr (kWiden) {  // an FP8 tile read straight into the fragments (Fp8Operands)
-      RunningByKeysFp8<D> run;
-      query_columns_fp8<T, D, kPitch>(q_cols, q_tile);
-      walk([&](const C* k_tile, const C* v_tile, int count) {
-        const Fp8Operands<T, D, Geometry, Staged::kPitch> operands(reinterpret_cast<const unsigned char*>(k_tile),
-                                                                   reinterpret_cast<const unsigned char*>(v_tile));
-        attend_tile_by_keys<T, D, Geometry>(run, operands, count, rows, scoring, q_cols);
-      });
-      scale_output(run, scales.value(kv_head));
-      finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, b, first_head, sink);
-    } else {
-      RunningByKeys<D> run;
-      query_columns<T, D, kPitch>(q_cols, q_tile);
-      walk([&](const T* k_tile, const T* v_tile, int count) {
-        attend_tile_by_keys<T, D, Geometry>(run, TileOperands<T, Geometry, PaddedRows<kPitch>>{k_tile, v_tile}, count,
-                                            rows, scoring, q_cols);
-      });
-      finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, b, first_head, sink);
-    }
+    query_columns<T, D, kPitch>(q_cols, q_tile);
+    walk([&](const T* k_tile, const T* v_tile, int count) {
+      attend_tile_by_keys<T, D, Geometry, PaddedRows<kPitch>>(run, k_tile, v_tile, count, rows, scoring, q_cols);
+    });
+    if constexpr (kWiden) scale_output(run, scales.value(kv_head));
+    finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, b, first_head, sink);
     return;
   }
 #endif
@@ -1189,9 +1049,9 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
     }
   };
 
-  walk(widened_first([&](const T* k_tile, const T* v_tile, int count) {
+  walk([&](const T* k_tile, const T* v_tile, int count) {
     attend_tile<T, D, Geometry>(run, k_tile, v_tile, count, rows, scoring, a_of);
-  }));
+  });
   if constexpr (kWiden) scale_output(run, scales.value(kv_head));
   finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, b, first_head, sink);
 }
@@ -1483,8 +1343,7 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
     unsigned q_cols[D / 16][2];
     query_columns<T, D, kPitch>(q_cols, q_tile);
     walk([&](const T* k_tile, const T* v_tile, int count) {
-      attend_tile_by_keys<T, D, Geometry>(run, TileOperands<T, Geometry, Layout>{k_tile, v_tile}, count, rows, scoring,
-                                          q_cols);
+      attend_tile_by_keys<T, D, Geometry, Layout>(run, k_tile, v_tile, count, rows, scoring, q_cols);
     });
     finish_block<T, D, Geometry, true>(run, shared, rows, b, first_head, sink);
     return;
