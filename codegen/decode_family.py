@@ -81,7 +81,8 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
     attention = sorted((v for v in variants if isinstance(v, DecodeVariant)), key=lambda v: v.name)
     lines = [
         "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, pipeline, cache) to (module,",
-        "# symbol, params layout, the combine symbol that merges split-KV partial results); DECODE_PARAMS as",
+        "# symbol, params layout, the module and symbol of the combine kernel that merges split-KV partial results);",
+        "# DECODE_PARAMS as",
         "# ROPE_PARAMS. Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head;",
         "# combine blocks have DECODE_COMBINE_THREADS threads. Pipelines (decode_variants.Pipeline): every",
         "# variant has the first, the bandwidth path all (the split table chooses); DECODE_TILE_KEYS: keys per",
@@ -118,7 +119,8 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
     ]
     lines += tuned_rule_lines(tuning, "decode", _split_rule)
     lines += ["}", "", "DECODE = {"]
-    lines += [f"    {v.key!r}: ({v.module!r}, {v.name!r}, {decode_abi.params_layout_id(v)!r}, {v.combine.name!r}),"
+    lines += [f"    {v.key!r}: ({v.module!r}, {v.name!r}, {decode_abi.params_layout_id(v)!r}, {v.combine.module!r}, "
+              f"{v.combine.name!r}),"
               for v in attention]
     return lines + ["}"]
 
@@ -133,7 +135,9 @@ FAMILY = OpFamily(
     params=decode_abi.decode_params,
     max_threads=decode_abi.max_threads,
     dispatch_lines=dispatch_lines,
-    tuned_modules={"decode": r"^decode_(fp16|bf16)$"},  # its own modules (not decode_step_*'s)
+    # the modules its tuning measured: the 16-bit caches' (not decode_step_*'s, nor the FP8 caches', which take the
+    # narrow pipeline's split counts of the same table)
+    tuned_modules={"decode": r"^decode_(fp16|bf16)$"},
     api={"decode_attention": "decode_api"},
     reference=("decode_attention",),
     tools="cukiln.tools.decode",

@@ -96,7 +96,9 @@ class DecodeVariant(AxisRecord):
 
     @property
     def module(self) -> str:
-        return f"decode_{self.dtype.value}"
+        # FP8 caches' kernels in modules of their own: the 16-bit modules' machine code (and their tuning's
+        # fingerprint) stays as it was
+        return f"decode_{self.dtype.value}" + ("" if self.cache is Cache.SAME else f"_{self.cache.value}")
 
     @property
     def combine(self) -> "DecodeCombineVariant":

@@ -114,9 +114,10 @@ _FIELDS = (
     (PTR, "kv_lens_out"),  # where each row's length after the append goes (int32 [b]; null: nowhere)
     (CPTR, "kv_start"), (I64, "kv_start_value"),  # each row's first valid slot (left padding)
     (CPTR, "positions"), (I64, "pos_stride_b"), (I64, "pos_stride_s"), (I64, "positions_int64"),
-    # FP8 caches (1: the caches hold e4m3 bytes, written quantized by these scales, as decode's FP8 fields)
-    (I64, "cache_fp8"),
-) + decode_abi.FP8_SCALES + tuple((I64, f"{t}_{a}") for t in _TENSORS for a in ("sb", "ss", "sh"))
+) + tuple((I64, f"{t}_{a}") for t in _TENSORS for a in ("sb", "ss", "sh"))
+# FP8 caches (1: the caches hold e4m3 bytes, written quantized by these scales, as decode's FP8 fields); last, so that
+# the fused decode step's struct (the attention's, then these) keeps every other field where it was
+_FP8_FIELDS = ((I64, "cache_fp8"),) + decode_abi.FP8_SCALES
 
 
 # QK-norm variants: each tensor's weights [head_dim] (null: that tensor not normalized), fp32 or q's type
@@ -125,7 +126,7 @@ _NORM_FIELDS = ((CPTR, "q_norm_weight"), (CPTR, "k_norm_weight"), (I64, "norm_we
 
 def kv_append_params(v: KvAppendVariant) -> Params:
     """(C type, field name) of every kernel parameter of ``v``, in struct order."""
-    return _FIELDS + (_NORM_FIELDS if v.qk_norm else ()) + rope_abi.ANGLE_FIELDS[v.angles]
+    return _FIELDS + (_NORM_FIELDS if v.qk_norm else ()) + rope_abi.ANGLE_FIELDS[v.angles] + _FP8_FIELDS
 
 
 def params_layout_id(v: KvAppendVariant) -> str:
@@ -168,7 +169,7 @@ FAMILY = OpFamily(
     max_threads=lambda v: MAX_THREADS_PER_BLOCK,
     dispatch_lines=dispatch_lines,
     # decode_step: the append then decode_attention (runtime/decode_step_api.py), this family's user-facing step
-    api={"kv_append": "kv_append_api"},
+    api={"kv_append": "kv_append_api", "kv_scales": "fp8_scales"},
     reference=("kv_append",),
     tools="cukiln.tools.kv_append",
 )

@@ -69,13 +69,6 @@ struct decode_step_bf16_d64_half_freqs_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -101,6 +94,13 @@ struct decode_step_bf16_d64_half_freqs_qknorm_append {
   const void* table;
   long long table_row;
   long long table_rows;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d64_half_freqs_qknorm_params {
   decode_step_bf16_d64_half_freqs_qknorm_attention attention;
@@ -179,13 +179,6 @@ struct decode_step_bf16_d64_half_cossin_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -214,6 +207,13 @@ struct decode_step_bf16_d64_half_cossin_qknorm_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d64_half_cossin_qknorm_params {
   decode_step_bf16_d64_half_cossin_qknorm_attention attention;
@@ -292,13 +292,6 @@ struct decode_step_bf16_d64_half_cossinf32_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -327,6 +320,13 @@ struct decode_step_bf16_d64_half_cossinf32_qknorm_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d64_half_cossinf32_qknorm_params {
   decode_step_bf16_d64_half_cossinf32_qknorm_attention attention;
@@ -405,13 +405,6 @@ struct decode_step_bf16_d64_half_invfreq_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -436,6 +429,13 @@ struct decode_step_bf16_d64_half_invfreq_qknorm_append {
   double norm_eps;
   const void* inv_freq;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d64_half_invfreq_qknorm_params {
   decode_step_bf16_d64_half_invfreq_qknorm_attention attention;
@@ -514,13 +514,6 @@ struct decode_step_bf16_d64_half_base_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -546,6 +539,13 @@ struct decode_step_bf16_d64_half_base_qknorm_append {
   double exponent_step;
   double ratio;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d64_half_base_qknorm_params {
   decode_step_bf16_d64_half_base_qknorm_attention attention;
@@ -624,13 +624,6 @@ struct decode_step_bf16_d64_interleaved_freqs_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -656,6 +649,13 @@ struct decode_step_bf16_d64_interleaved_freqs_qknorm_append {
   const void* table;
   long long table_row;
   long long table_rows;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d64_interleaved_freqs_qknorm_params {
   decode_step_bf16_d64_interleaved_freqs_qknorm_attention attention;
@@ -734,13 +734,6 @@ struct decode_step_bf16_d64_interleaved_cossin_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -769,6 +762,13 @@ struct decode_step_bf16_d64_interleaved_cossin_qknorm_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d64_interleaved_cossin_qknorm_params {
   decode_step_bf16_d64_interleaved_cossin_qknorm_attention attention;
@@ -847,13 +847,6 @@ struct decode_step_bf16_d64_interleaved_cossinf32_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -882,6 +875,13 @@ struct decode_step_bf16_d64_interleaved_cossinf32_qknorm_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d64_interleaved_cossinf32_qknorm_params {
   decode_step_bf16_d64_interleaved_cossinf32_qknorm_attention attention;
@@ -960,13 +960,6 @@ struct decode_step_bf16_d64_interleaved_invfreq_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -991,6 +984,13 @@ struct decode_step_bf16_d64_interleaved_invfreq_qknorm_append {
   double norm_eps;
   const void* inv_freq;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d64_interleaved_invfreq_qknorm_params {
   decode_step_bf16_d64_interleaved_invfreq_qknorm_attention attention;
@@ -1069,13 +1069,6 @@ struct decode_step_bf16_d64_interleaved_base_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1101,6 +1094,13 @@ struct decode_step_bf16_d64_interleaved_base_qknorm_append {
   double exponent_step;
   double ratio;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d64_interleaved_base_qknorm_params {
   decode_step_bf16_d64_interleaved_base_qknorm_attention attention;
@@ -1179,13 +1179,6 @@ struct decode_step_bf16_d128_half_freqs_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1211,6 +1204,13 @@ struct decode_step_bf16_d128_half_freqs_qknorm_append {
   const void* table;
   long long table_row;
   long long table_rows;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d128_half_freqs_qknorm_params {
   decode_step_bf16_d128_half_freqs_qknorm_attention attention;
@@ -1289,13 +1289,6 @@ struct decode_step_bf16_d128_half_cossin_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1324,6 +1317,13 @@ struct decode_step_bf16_d128_half_cossin_qknorm_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d128_half_cossin_qknorm_params {
   decode_step_bf16_d128_half_cossin_qknorm_attention attention;
@@ -1402,13 +1402,6 @@ struct decode_step_bf16_d128_half_cossinf32_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1437,6 +1430,13 @@ struct decode_step_bf16_d128_half_cossinf32_qknorm_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d128_half_cossinf32_qknorm_params {
   decode_step_bf16_d128_half_cossinf32_qknorm_attention attention;
@@ -1515,13 +1515,6 @@ struct decode_step_bf16_d128_half_invfreq_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1546,6 +1539,13 @@ struct decode_step_bf16_d128_half_invfreq_qknorm_append {
   double norm_eps;
   const void* inv_freq;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d128_half_invfreq_qknorm_params {
   decode_step_bf16_d128_half_invfreq_qknorm_attention attention;
@@ -1624,13 +1624,6 @@ struct decode_step_bf16_d128_half_base_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1656,6 +1649,13 @@ struct decode_step_bf16_d128_half_base_qknorm_append {
   double exponent_step;
   double ratio;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d128_half_base_qknorm_params {
   decode_step_bf16_d128_half_base_qknorm_attention attention;
@@ -1734,13 +1734,6 @@ struct decode_step_bf16_d128_interleaved_freqs_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1766,6 +1759,13 @@ struct decode_step_bf16_d128_interleaved_freqs_qknorm_append {
   const void* table;
   long long table_row;
   long long table_rows;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d128_interleaved_freqs_qknorm_params {
   decode_step_bf16_d128_interleaved_freqs_qknorm_attention attention;
@@ -1844,13 +1844,6 @@ struct decode_step_bf16_d128_interleaved_cossin_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1879,6 +1872,13 @@ struct decode_step_bf16_d128_interleaved_cossin_qknorm_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d128_interleaved_cossin_qknorm_params {
   decode_step_bf16_d128_interleaved_cossin_qknorm_attention attention;
@@ -1957,13 +1957,6 @@ struct decode_step_bf16_d128_interleaved_cossinf32_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1992,6 +1985,13 @@ struct decode_step_bf16_d128_interleaved_cossinf32_qknorm_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d128_interleaved_cossinf32_qknorm_params {
   decode_step_bf16_d128_interleaved_cossinf32_qknorm_attention attention;
@@ -2070,13 +2070,6 @@ struct decode_step_bf16_d128_interleaved_invfreq_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -2101,6 +2094,13 @@ struct decode_step_bf16_d128_interleaved_invfreq_qknorm_append {
   double norm_eps;
   const void* inv_freq;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d128_interleaved_invfreq_qknorm_params {
   decode_step_bf16_d128_interleaved_invfreq_qknorm_attention attention;
@@ -2179,13 +2179,6 @@ struct decode_step_bf16_d128_interleaved_base_qknorm_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -2211,6 +2204,13 @@ struct decode_step_bf16_d128_interleaved_base_qknorm_append {
   double exponent_step;
   double ratio;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_bf16_d128_interleaved_base_qknorm_params {
   decode_step_bf16_d128_interleaved_base_qknorm_attention attention;

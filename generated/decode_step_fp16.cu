@@ -69,13 +69,6 @@ struct decode_step_fp16_d64_half_freqs_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -97,6 +90,13 @@ struct decode_step_fp16_d64_half_freqs_append {
   const void* table;
   long long table_row;
   long long table_rows;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d64_half_freqs_params {
   decode_step_fp16_d64_half_freqs_attention attention;
@@ -175,13 +175,6 @@ struct decode_step_fp16_d64_half_cossin_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -206,6 +199,13 @@ struct decode_step_fp16_d64_half_cossin_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d64_half_cossin_params {
   decode_step_fp16_d64_half_cossin_attention attention;
@@ -284,13 +284,6 @@ struct decode_step_fp16_d64_half_cossinf32_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -315,6 +308,13 @@ struct decode_step_fp16_d64_half_cossinf32_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d64_half_cossinf32_params {
   decode_step_fp16_d64_half_cossinf32_attention attention;
@@ -393,13 +393,6 @@ struct decode_step_fp16_d64_half_invfreq_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -420,6 +413,13 @@ struct decode_step_fp16_d64_half_invfreq_append {
   long long v_cache_sh;
   const void* inv_freq;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d64_half_invfreq_params {
   decode_step_fp16_d64_half_invfreq_attention attention;
@@ -498,13 +498,6 @@ struct decode_step_fp16_d64_half_base_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -526,6 +519,13 @@ struct decode_step_fp16_d64_half_base_append {
   double exponent_step;
   double ratio;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d64_half_base_params {
   decode_step_fp16_d64_half_base_attention attention;
@@ -604,13 +604,6 @@ struct decode_step_fp16_d64_interleaved_freqs_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -632,6 +625,13 @@ struct decode_step_fp16_d64_interleaved_freqs_append {
   const void* table;
   long long table_row;
   long long table_rows;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d64_interleaved_freqs_params {
   decode_step_fp16_d64_interleaved_freqs_attention attention;
@@ -710,13 +710,6 @@ struct decode_step_fp16_d64_interleaved_cossin_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -741,6 +734,13 @@ struct decode_step_fp16_d64_interleaved_cossin_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d64_interleaved_cossin_params {
   decode_step_fp16_d64_interleaved_cossin_attention attention;
@@ -819,13 +819,6 @@ struct decode_step_fp16_d64_interleaved_cossinf32_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -850,6 +843,13 @@ struct decode_step_fp16_d64_interleaved_cossinf32_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d64_interleaved_cossinf32_params {
   decode_step_fp16_d64_interleaved_cossinf32_attention attention;
@@ -928,13 +928,6 @@ struct decode_step_fp16_d64_interleaved_invfreq_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -955,6 +948,13 @@ struct decode_step_fp16_d64_interleaved_invfreq_append {
   long long v_cache_sh;
   const void* inv_freq;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d64_interleaved_invfreq_params {
   decode_step_fp16_d64_interleaved_invfreq_attention attention;
@@ -1033,13 +1033,6 @@ struct decode_step_fp16_d64_interleaved_base_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1061,6 +1054,13 @@ struct decode_step_fp16_d64_interleaved_base_append {
   double exponent_step;
   double ratio;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d64_interleaved_base_params {
   decode_step_fp16_d64_interleaved_base_attention attention;
@@ -1139,13 +1139,6 @@ struct decode_step_fp16_d128_half_freqs_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1167,6 +1160,13 @@ struct decode_step_fp16_d128_half_freqs_append {
   const void* table;
   long long table_row;
   long long table_rows;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d128_half_freqs_params {
   decode_step_fp16_d128_half_freqs_attention attention;
@@ -1245,13 +1245,6 @@ struct decode_step_fp16_d128_half_cossin_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1276,6 +1269,13 @@ struct decode_step_fp16_d128_half_cossin_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d128_half_cossin_params {
   decode_step_fp16_d128_half_cossin_attention attention;
@@ -1354,13 +1354,6 @@ struct decode_step_fp16_d128_half_cossinf32_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1385,6 +1378,13 @@ struct decode_step_fp16_d128_half_cossinf32_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d128_half_cossinf32_params {
   decode_step_fp16_d128_half_cossinf32_attention attention;
@@ -1463,13 +1463,6 @@ struct decode_step_fp16_d128_half_invfreq_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1490,6 +1483,13 @@ struct decode_step_fp16_d128_half_invfreq_append {
   long long v_cache_sh;
   const void* inv_freq;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d128_half_invfreq_params {
   decode_step_fp16_d128_half_invfreq_attention attention;
@@ -1568,13 +1568,6 @@ struct decode_step_fp16_d128_half_base_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1596,6 +1589,13 @@ struct decode_step_fp16_d128_half_base_append {
   double exponent_step;
   double ratio;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d128_half_base_params {
   decode_step_fp16_d128_half_base_attention attention;
@@ -1674,13 +1674,6 @@ struct decode_step_fp16_d128_interleaved_freqs_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1702,6 +1695,13 @@ struct decode_step_fp16_d128_interleaved_freqs_append {
   const void* table;
   long long table_row;
   long long table_rows;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d128_interleaved_freqs_params {
   decode_step_fp16_d128_interleaved_freqs_attention attention;
@@ -1780,13 +1780,6 @@ struct decode_step_fp16_d128_interleaved_cossin_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1811,6 +1804,13 @@ struct decode_step_fp16_d128_interleaved_cossin_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d128_interleaved_cossin_params {
   decode_step_fp16_d128_interleaved_cossin_attention attention;
@@ -1889,13 +1889,6 @@ struct decode_step_fp16_d128_interleaved_cossinf32_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -1920,6 +1913,13 @@ struct decode_step_fp16_d128_interleaved_cossinf32_append {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d128_interleaved_cossinf32_params {
   decode_step_fp16_d128_interleaved_cossinf32_attention attention;
@@ -1998,13 +1998,6 @@ struct decode_step_fp16_d128_interleaved_invfreq_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -2025,6 +2018,13 @@ struct decode_step_fp16_d128_interleaved_invfreq_append {
   long long v_cache_sh;
   const void* inv_freq;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d128_interleaved_invfreq_params {
   decode_step_fp16_d128_interleaved_invfreq_attention attention;
@@ -2103,13 +2103,6 @@ struct decode_step_fp16_d128_interleaved_base_append {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -2131,6 +2124,13 @@ struct decode_step_fp16_d128_interleaved_base_append {
   double exponent_step;
   double ratio;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 struct decode_step_fp16_d128_interleaved_base_params {
   decode_step_fp16_d128_interleaved_base_attention attention;

@@ -32,13 +32,6 @@ struct params_freqs {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -60,6 +53,13 @@ struct params_freqs {
   const void* table;
   long long table_row;
   long long table_rows;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 
 struct params_cossin {
@@ -88,13 +88,6 @@ struct params_cossin {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -119,6 +112,13 @@ struct params_cossin {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 
 struct params_cossinf32 {
@@ -147,13 +147,6 @@ struct params_cossinf32 {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -178,6 +171,13 @@ struct params_cossinf32 {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 
 struct params_invfreq {
@@ -206,13 +206,6 @@ struct params_invfreq {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -233,6 +226,13 @@ struct params_invfreq {
   long long v_cache_sh;
   const void* inv_freq;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 
 struct params_base {
@@ -261,13 +261,6 @@ struct params_base {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -289,6 +282,13 @@ struct params_base {
   double exponent_step;
   double ratio;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 
 

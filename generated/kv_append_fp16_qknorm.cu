@@ -32,13 +32,6 @@ struct params_freqs_qknorm {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -64,6 +57,13 @@ struct params_freqs_qknorm {
   const void* table;
   long long table_row;
   long long table_rows;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 
 struct params_cossin_qknorm {
@@ -92,13 +92,6 @@ struct params_cossin_qknorm {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -127,6 +120,13 @@ struct params_cossin_qknorm {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 
 struct params_cossinf32_qknorm {
@@ -155,13 +155,6 @@ struct params_cossinf32_qknorm {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -190,6 +183,13 @@ struct params_cossinf32_qknorm {
   long long sin_row;
   long long table_rows;
   long long per_pair;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 
 struct params_invfreq_qknorm {
@@ -218,13 +218,6 @@ struct params_invfreq_qknorm {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -249,6 +242,13 @@ struct params_invfreq_qknorm {
   double norm_eps;
   const void* inv_freq;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 
 struct params_base_qknorm {
@@ -277,13 +277,6 @@ struct params_base_qknorm {
   long long pos_stride_b;
   long long pos_stride_s;
   long long positions_int64;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
   long long q_sb;
   long long q_ss;
   long long q_sh;
@@ -309,6 +302,13 @@ struct params_base_qknorm {
   double exponent_step;
   double ratio;
   double scale;
+  long long cache_fp8;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
 };
 
 

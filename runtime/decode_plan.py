@@ -482,7 +482,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
             num_splits, pipeline = choose_pipeline(blocks, call.capacity, sms, rule, per_sm, available, WS)
     splits = num_splits
     key = (q.dtype, d, strides, vec, pipeline or NARROW, cache)
-    module, symbol, layout_id, combine_symbol = dispatch.DECODE[key]
+    module, symbol, layout_id, combine_module, combine_symbol = dispatch.DECODE[key]
 
     names, fmt = dispatch.DECODE_PARAMS[layout_id]
     # sm_90 on, both kernels are launched programmatically: each is scheduled while the kernel before it
@@ -501,7 +501,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     combine = None
     if splits > 1 and cluster == 1:  # the attention kernel writes partial results (partial_out, set at launch)
         c_names, c_fmt = dispatch.DECODE_PARAMS["combine"]
-        combine = Launch(module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
+        combine = Launch(combine_module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
                          (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)
     # ws: the tensor maps of this call's caches come with its pointers (decode_api); empty (packed as zeros) until then
     maps = {"k_map": b"", "v_map": b""} if key[4] in WARP_SPECIALIZED else {}

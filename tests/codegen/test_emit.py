@@ -21,10 +21,10 @@ def test_decode_dispatch_table_names_each_attention_variant_and_its_combine_kern
     attention = [v for v in DECODE_VARIANTS if isinstance(v, DecodeVariant)]
     assert len(namespace["DECODE"]) == len(attention)
     for v in attention:
-        module, symbol, layout_id, combine = namespace["DECODE"][v.key]
+        module, symbol, layout_id, combine_module, combine = namespace["DECODE"][v.key]
         assert (module, symbol) == (v.module, v.name)
         assert namespace["DECODE_PARAMS"][layout_id][0] == tuple(f for _, f in decode_abi.decode_params(v))
-        assert combine == f"decode_combine_{v.dtype.value}_d{v.head_dim}"
+        assert (combine_module, combine) == (f"decode_{v.dtype.value}", f"decode_combine_{v.dtype.value}_d{v.head_dim}")
     assert namespace["DECODE_SHARED"] == {(v.head_dim, v.pipeline.value, v.cache.value):
                                           decode_abi.shared_bytes(v.head_dim, v.pipeline, cache=v.cache)
                                           for v in attention}

@@ -69,3 +69,22 @@ def test_fp8_caches_refuse_what_the_kernels_cannot_read():
     odd = torch.zeros(B, H_KV, T, 80, dtype=torch.float8_e4m3fn)
     with pytest.raises(ValueError, match=r"k_cache: FP8 caches serve head dims"):
         cukiln.reference.decode_attention(torch.zeros(B, H_KV * GROUP, 80, dtype=torch.bfloat16), odd, odd, lens)
+
+
+def test_kv_scales_keep_every_value_in_range_per_head_or_overall():
+    gen = torch.Generator().manual_seed(3)
+    k = torch.randn(3, 4, 50, 64, generator=gen) * torch.tensor([1.0, 10.0, 0.0, 1e3]).view(1, 4, 1, 1)
+    scales = cukiln.kv_scales(k)
+    assert scales.dtype == torch.float32 and scales.shape == (4,)
+    assert scales[2] == 1.0  # an all-zero head
+    amax = k.abs().amax(dim=(0, 2, 3))
+    assert torch.allclose(scales[[0, 1, 3]], (amax / 448)[[0, 1, 3]])
+    stored = (k / scales.view(1, 4, 1, 1)).to(torch.float8_e4m3fn).float()
+    assert stored.isfinite().all() and stored.abs().max() <= 448
+    assert cukiln.kv_scales(k.transpose(1, 2), head_axis=2).equal(scales)
+    overall = cukiln.kv_scales(k, per_head=False)
+    assert overall.shape == () and overall == amax.max() / 448
+    with pytest.raises(ValueError, match="x: holds non-finite values"):
+        cukiln.kv_scales(torch.tensor([[1.0, float("nan")]]), head_axis=0)
+    with pytest.raises(TypeError, match="x: expected a floating-point"):
+        cukiln.kv_scales(torch.ones(2, 2, dtype=torch.int32))

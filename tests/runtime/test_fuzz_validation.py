@@ -200,7 +200,7 @@ def test_decode_validation_plans_a_consistent_variant_or_raises_a_clear_error(ca
     plan = planned_decode(q, k, v, kv_lens, kwargs)
     if plan is REJECTED:
         return
-    module, symbol, _, combine = dispatch.DECODE[plan.key]
+    module, symbol, _, combine_module, combine = dispatch.DECODE[plan.key]
     assert plan.attention.symbol == symbol and plan.attention.module == module
     dtype, head_dim, strides, vec, pipeline, cache = plan.key
     assert dtype == q.dtype and head_dim == q.shape[-1] and cache == ("e4m3" if k.dtype == "e4m3" else "same")
@@ -209,7 +209,7 @@ def test_decode_validation_plans_a_consistent_variant_or_raises_a_clear_error(ca
     clustered = 1 < plan.num_splits <= MAX_CLUSTER_SPLITS
     assert plan.attention.cluster == (plan.num_splits if clustered else 1)
     assert (plan.combine is None) == (plan.num_splits == 1 or clustered)
-    assert plan.combine is None or plan.combine.symbol == combine
+    assert plan.combine is None or (plan.combine.module, plan.combine.symbol) == (combine_module, combine)
     assert strides != 4 or vec == 1
     assert pipeline == "narrow" or (strides, vec * k.itemsize, head_dim <= 128) == (3, 16, True)
     assert k.ptr % (vec * k.itemsize) == 0 and v.ptr % (vec * v.itemsize) == 0
