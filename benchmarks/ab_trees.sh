@@ -3,6 +3,9 @@
 # its sm_90 cubins built from the shared compile cache): for a change to the runtime's Python or C++, where the
 # cubins are the same. Run from the repository root on the GPU machine:
 #   ROUNDS=7 bash benchmarks/ab_trees.sh DIR_A DIR_B     (each a copy of a tree; B is usually ".")
+# ONLY=REGEX times only the paths whose name matches (`cukiln bench overhead --only`): one tree's whole bench takes
+# about 4 minutes on an H200 (its torch.compile warm-ups most of it), so that both trees' fit one device call, split the
+# paths, e.g. ONLY='^(?!torch.compile)' (the eager ones), then ONLY='^torch.compile' in a second call.
 # JSON lands in $OUT (or ./ab-out) as overhead-A.json, overhead-B.json and overhead-ab.json (per path: A's and B's
 # median µs, B / A, and the paired figures of each side); a table of the paths whose time moved most is printed last.
 set -uo pipefail
@@ -14,7 +17,8 @@ for tag in A B; do
   dir=$A; [ $tag = B ] && dir=$B
   (cd "$dir" && python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v -i warn | tail -2
    cukiln build --arch sm_90 > "$OUT/build-$tag.log" 2>&1 || echo "build $tag failed: $OUT/build-$tag.log"
-   cukiln bench overhead --rounds "$ROUNDS" --out "$OUT/overhead-$tag.json" > "$OUT/overhead-$tag.log" 2>&1 \
+   cukiln bench overhead --rounds "$ROUNDS" ${ONLY:+--only "$ONLY"} --out "$OUT/overhead-$tag.json" \
+     > "$OUT/overhead-$tag.log" 2>&1 \
      || echo "bench $tag failed: $OUT/overhead-$tag.log")
 done
 python3 - "$OUT" <<'PY'

@@ -20,6 +20,10 @@ tensor [2, b, 1, 1], each row's first valid slot (its left padding) and its key 
 transformers hands it to the layers untouched). Everything in a decode step is a tensor operation or a cukiln torch
 op, so transformers' compiled static-cache decoding (torch.compile, CUDA graphs) runs it as it is.
 
+**FP8 caches**: ``Fp8StaticCache(config, max_cache_len)`` in place of transformers' static cache holds the keys and values in
+FP8 (e4m3) with a scale per KV head and layer (calibrated on the prompt, ``cukiln.kv_scales``, or given): decode
+reads it through cukiln's FP8 decode; prefill dequantizes it for transformers' path.
+
 Served: the attention of the model types in MODEL_TYPES, whose features the tests cover. Refused, naming the
 feature: another model type, chunked attention, a head dim cukiln's decode kernels do not take, a model that is not
 fp16/bf16 or not on a CUDA device, an attention_mask that is not left padding, a request for attention weights. A
@@ -33,11 +37,14 @@ import sys
 
 import torch
 from transformers import AttentionInterface
+from transformers.cache_utils import StaticCache, StaticLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
 
 import cukiln.torch as ct
 from cukiln.decode_plan import HEAD_DIMS
+from cukiln.fp8_scales import kv_scales
+from cukiln.tensors import E4M3_MAX
 
 NAME = "cukiln"
 HALVES = (torch.float16, torch.bfloat16)  # the dtypes cukiln's kernels take
@@ -169,6 +176,60 @@ def check_left_padding(attention_mask: torch.Tensor) -> None:
                          "(tokenizer.padding_side = 'left')")
 
 
+# --- FP8 caches ------------------------------------------------------------------------------------------------------
+
+FP8 = torch.float8_e4m3fn
+
+
+class Fp8StaticLayer(StaticLayer):
+    """A static cache layer holding keys and values in FP8 (e4m3), ``[b, h_kv, max_cache_len, d]``, each stored as
+    value / its KV head's scale rounded with saturation (as cukiln.kv_append stores them). The scales (fp32 [h_kv],
+    carried by the buffers as their ``cukiln_scale``, where the attention finds them) are ``k_scale`` / ``v_scale``
+    when given, else calibrated on the first update (the prompt's keys and values: amax / 448 per KV head)."""
+
+    def __init__(self, max_cache_len: int, k_scale=None, v_scale=None, **kwargs):
+        super().__init__(max_cache_len, **kwargs)
+        self.given_scales = (k_scale, v_scale)
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        self.keys, self.values = (torch.zeros_like(t, dtype=FP8) for t in (self.keys, self.values))
+        for buffer, given, states in zip((self.keys, self.values), self.given_scales, (key_states, value_states)):
+            scale = kv_scales(states, head_axis=1) if given is None else torch.as_tensor(given)
+            buffer.cukiln_scale = scale.to(torch.float32).to(self.device).expand(self.num_heads).contiguous()
+        if not torch.compiler.is_compiling():
+            torch._dynamo.mark_static_address(self.keys)
+            torch._dynamo.mark_static_address(self.values)
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        return super().update(quantized(key_states, self.keys.cukiln_scale),
+                              quantized(value_states, self.values.cukiln_scale), *args, **kwargs)
+
+
+class Fp8StaticCache(StaticCache):
+    """transformers' static cache with every layer an Fp8StaticLayer (full attention; sliding-window layers are not
+    served in FP8). ``k_scale`` / ``v_scale``: each layer's scales (a float, or fp32 [h_kv]), else calibrated on the
+    prompt."""
+
+    def __init__(self, config, max_cache_len: int, k_scale=None, v_scale=None, **kwargs):
+        super().__init__(config=config, max_cache_len=max_cache_len, **kwargs)
+        if any(layer.is_sliding for layer in self.layers):
+            raise ValueError("Fp8StaticCache: the model has sliding-window layers; FP8 caches serve full attention")
+        self.layers = [Fp8StaticLayer(max_cache_len, k_scale, v_scale) for _ in self.layers]
+
+
+def quantized(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``x`` [b, h_kv, s, d] as an FP8 cache holds it: x / scale (per KV head) rounded to e4m3 with saturation."""
+    return (x.float() / scale.view(1, -1, 1, 1)).clamp(-E4M3_MAX, E4M3_MAX).to(FP8)
+
+
+def dequantized(cache: torch.Tensor, dtype) -> torch.Tensor:
+    """An FP8 cache buffer as ``dtype`` values (prefill's attention takes them)."""
+    return (cache.to(torch.float32) * cache.cukiln_scale.view(1, -1, 1, 1)).to(dtype)
+
+
 def _softcap(config):
     return getattr(config, "attn_logit_softcapping", None)
 
@@ -183,11 +244,14 @@ def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     if kwargs.get("output_attentions"):
         raise ValueError("output_attentions: cukiln returns no attention weights; use attn_implementation='eager' "
                          "to get them")
+    scales = {"k_scale": key.cukiln_scale, "v_scale": value.cukiln_scale} if key.dtype == FP8 else {}
     if is_decode_lengths(attention_mask, query.shape[0]):
         if query.shape[2] != 1:
             raise ValueError(f"query: decode lengths came with {query.shape[2]} query tokens a row, not 1")
         window = getattr(module, "sliding_window", None) or sliding_window
-        return _decode(query, key, value, attention_mask, scaling, softcap, window), None
+        return _decode(query, key, value, attention_mask, scaling, softcap, window, scales), None
+    if scales:  # an FP8 cache's prefill: transformers' path on its values
+        key, value = dequantized(key, query.dtype), dequantized(value, query.dtype)
     # prefill: transformers' exact path (its SDPA ignores a logit softcap: the model's eager attention then)
     kwargs["sliding_window"] = sliding_window
     if softcap is not None:
@@ -198,7 +262,7 @@ def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
                                   **kwargs)
 
 
-def _decode(query, key, value, lengths, scaling, softcap, window):
+def _decode(query, key, value, lengths, scaling, softcap, window, scales):
     start, lens = lengths[0, :, 0, 0], lengths[1, :, 0, 0]
     if window is not None:
         # the new token attends to the window's last positions, [lens - window, lens); the cache holds its last
@@ -207,7 +271,7 @@ def _decode(query, key, value, lengths, scaling, softcap, window):
         start = torch.maximum(start, lens - window)
         dropped = (lens - key.shape[2]).clamp(min=0)
         start, lens = (start - dropped).clamp(min=0), lens - dropped
-    out = decode_attention(query[:, :, 0], key, value, lens, kv_start=start, scale=scaling, softcap=softcap)
+    out = decode_attention(query[:, :, 0], key, value, lens, kv_start=start, scale=scaling, softcap=softcap, **scales)
     return out.unsqueeze(1)
 
 

@@ -17,10 +17,12 @@ from cukiln.integrations import transformers as glue  # noqa: E402
 from .models import PROMPT_LENGTHS, STYLES, build, greedy, prompts  # noqa: E402
 
 
-def _reference_decode(q, k_cache, v_cache, kv_lens, *, kv_start=None, scale=None, softcap=None):
-    """The float64 decode reference on float32 inputs (it takes the kernels' types, float64 standing for them)."""
-    return cukiln.reference.decode_attention(q.double(), k_cache.double(), v_cache.double(), kv_lens,
-                                             kv_start=kv_start, scale=scale, softcap=softcap).to(q.dtype)
+def _reference_decode(q, k_cache, v_cache, kv_lens, *, kv_start=None, scale=None, softcap=None, **scales):
+    """The float64 decode reference on float32 inputs (it takes the kernels' types, float64 standing for them; FP8
+    caches as they are, with their scales)."""
+    k, v = (c if c.dtype == torch.float8_e4m3fn else c.double() for c in (k_cache, v_cache))
+    return cukiln.reference.decode_attention(q.double(), k, v, kv_lens, kv_start=kv_start, scale=scale,
+                                             softcap=softcap, **scales).to(q.dtype)
 
 
 def _reference_rope_qk(q, k, **kwargs):
@@ -196,3 +198,44 @@ def test_attention_weights_are_refused_in_decode_and_prefill():
 def test_prompt_lengths_fit_the_batch():
     ids, mask = prompts("cpu")
     assert mask.sum(-1).tolist() == list(PROMPT_LENGTHS) and (ids[mask == 0] == 0).all()
+
+
+def _fake_quantized_cache(model, max_cache_len: int):
+    import transformers
+    from transformers.cache_utils import StaticLayer
+
+    class Layer(StaticLayer):
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+                self.scales = tuple(cukiln.kv_scales(x, head_axis=1) for x in (key_states, value_states))
+            k, v = (glue.quantized(x, s).float() * s.view(1, -1, 1, 1) for x, s in zip((key_states, value_states),
+                                                                                      self.scales))
+            return super().update(k, v, *args, **kwargs)
+
+    cache = transformers.StaticCache(config=model.config, max_cache_len=max_cache_len)
+    cache.layers = [Layer(max_cache_len) for _ in cache.layers]
+    return cache
+
+
+def test_an_fp8_cache_decodes_what_its_dequantized_values_give_in_transformers_eager(float64_glue):
+    """Greedy generation with Fp8StaticCache through the glue (decode: cukiln's FP8 decode reference over the e4m3
+    bytes and scales; prefill: transformers' path on the dequantized cache) against transformers' eager attention on a
+    cache holding the same dequantized values."""
+    model = _sharpened("llama")
+    ids, mask = prompts("cpu")
+    model.set_attn_implementation("eager")
+    want_tokens, want_logits = greedy(model, ids, mask, 12, cache=_fake_quantized_cache(model, 40))
+    glue.apply(model)
+    cache = glue.Fp8StaticCache(model.config, max_cache_len=40)
+    got_tokens, got_logits = greedy(model, ids, mask, 12, cache=cache)
+    assert cache.layers[0].keys.dtype == torch.float8_e4m3fn and cache.layers[0].keys.cukiln_scale.shape == (2,)
+    assert torch.equal(got_tokens, want_tokens)
+    assert torch.allclose(got_logits, want_logits, rtol=1e-4, atol=1e-4)
+    assert float64_glue["decode"] == 11 * model.config.num_hidden_layers
+
+
+def test_an_fp8_cache_refuses_sliding_window_layers():
+    model = build("mistral", torch.float32, "cpu", layers=2)
+    with pytest.raises(ValueError, match="Fp8StaticCache: the model has sliding-window layers"):
+        glue.Fp8StaticCache(model.config, max_cache_len=16)

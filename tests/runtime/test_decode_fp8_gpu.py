@@ -123,3 +123,18 @@ def test_fp8_append_saturates_and_keeps_nan():
     # features outside the rotated span [48, 64) pass through unrotated: +-448 (0x7e / 0xfe) for +-1e4 and inf, NaN
     assert codes_k[0, 0, 3, :4].tolist() == [0x7E, 0xFE, 0x7E, 0x7F]
     assert codes_v[1, 1, 3, :3].tolist() == [0x7E, 0xFE, 0xF8]  # 1500, -1500 and -250 scaled: 448, -448, -256
+
+
+def test_the_torch_op_compiles_over_fp8_caches_with_tensor_and_float_scales():
+    import cukiln.torch as ct
+
+    gen = new_generator()
+    b, h_kv, T, d = 3, 2, 256, 128
+    q = torch.randn(b, 8, d, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (decode_cache_view(b, h_kv, T, d, E4M3, gen) for _ in range(2))
+    lens = torch.tensor([256, 3, 100], dtype=torch.int32, device="cuda")
+    k_scale = torch.tensor([0.01, 0.03], device="cuda")
+    step = torch.compile(lambda q, k, v, lens, ks: ct.decode_attention(q, k, v, lens, k_scale=ks, v_scale=0.5),
+                         fullgraph=True)
+    want = cukiln.decode_attention(q, k, v, lens, k_scale=k_scale, v_scale=0.5)
+    assert torch.equal(step(q, k, v, lens, k_scale), want)

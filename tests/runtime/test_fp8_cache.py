@@ -88,3 +88,17 @@ def test_kv_scales_keep_every_value_in_range_per_head_or_overall():
         cukiln.kv_scales(torch.tensor([[1.0, float("nan")]]), head_axis=0)
     with pytest.raises(TypeError, match="x: expected a floating-point"):
         cukiln.kv_scales(torch.ones(2, 2, dtype=torch.int32))
+
+
+def test_an_append_with_a_bad_scale_writes_nothing():
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, h, D, generator=gen).to(torch.bfloat16) for h in (H_KV * GROUP, H_KV, H_KV))
+    caches = [torch.randn(B, H_KV, T, D, generator=gen).to(torch.float8_e4m3fn) for _ in range(2)]
+    before = [c.view(torch.uint8).clone() for c in caches]
+    for bad, error in ((torch.ones(3), ValueError), (float("nan"), ValueError), (-1.0, ValueError),
+                       (torch.ones(H_KV, dtype=torch.float64).half(), TypeError)):
+        with pytest.raises(error, match="v_scale"):
+            cukiln.reference.kv_append(q, k, v, *caches, 5, base=1e4, v_scale=bad)
+        assert all(torch.equal(c.view(torch.uint8), b) for c, b in zip(caches, before))
+    cukiln.reference.kv_append(q, k, v, *caches, 5, base=1e4, k_scale=torch.full((H_KV,), 0.5), v_scale=2.0)
+    assert torch.equal(caches[1][:, :, 5].float(), (v.double() / 2.0).clamp(-448, 448).to(torch.float8_e4m3fn).float())
