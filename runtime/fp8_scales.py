@@ -9,8 +9,8 @@ from .tensors import E4M3_MAX
 def kv_scales(x, head_axis: int = 1, per_head: bool = True):
     """The scale that lets an FP8 (e4m3) cache hold ``x`` without saturating: amax(|x|) / 448, per KV head (an fp32
     tensor [h_kv], the heads along ``head_axis``: 1 for bhsd caches or [b, h_kv, d] new tokens, 2 for bshd caches or
-    [b, n, h_kv, d]) or over all of x with ``per_head=False`` (a 0-d fp32 tensor), on x's device. A head whose values are
-    all zero (or that has none) gets 1. Reads the amax back to check it (a calibration step, not a decode step):
+    [b, n, h_kv, d]) or over all of x with ``per_head=False`` (a 0-d fp32 tensor), on x's device. A head whose values
+    are all zero (or that has none) gets 1. Reads the amax back to check it (a calibration step, not a decode step):
     non-finite values in x raise ValueError."""
     import torch
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass, replace
 REQUIRED = inspect.Parameter.empty
 
 # An argument's type, as the public function takes it -> the torch schema's type (without "?").
-TYPES = {"Tensor": "Tensor", "IntOrTensor": None, "FloatOrTensor": None, "float": "float", "int": "int", "SymInt": "SymInt", "bool": "bool",
-         "str": "str", "int[]": "int[]", "Rotary": None, "Stream": None}
+TYPES = {"Tensor": "Tensor", "IntOrTensor": None, "FloatOrTensor": None, "float": "float", "int": "int",
+         "SymInt": "SymInt", "bool": "bool", "str": "str", "int[]": "int[]", "Rotary": None, "Stream": None}
 ROLES = ("read", "written", "out", "flag", "stream", "renamed")
 PUBLIC_ONLY = ("out", "flag", "stream", "renamed")
 # A number or a tensor (a length: an int or an int32 [b]; an FP8 cache's scale: a float or an fp32 tensor), which the
@@ -75,7 +75,8 @@ class Arg:
     def __post_init__(self) -> None:
         assert self.type in TYPES, f"{self.name}: unknown type {self.type}"
         assert self.role in ROLES, f"{self.name}: unknown role {self.role}"
-        assert self.type not in NUMBER_OR_TENSOR or self.op_names, f"{self.name}: a number-or-tensor names its two op arguments"
+        assert self.type not in NUMBER_OR_TENSOR or self.op_names, \
+            f"{self.name}: a number-or-tensor names its two op arguments"
         assert self.type != "FloatOrTensor" or self.int_optional, f"{self.name}: a float-or-tensor's float may be None"
 
     @property
