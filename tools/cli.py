@@ -208,9 +208,9 @@ def parser() -> argparse.ArgumentParser:
                     help="decode only: time every call on one input set, so that K/V which fit in L2 are served "
                          "from it (by default input sets rotate and L2 serves nothing)")
     bn.add_argument("--kv-dtype", choices=("bf16", "fp8_e4m3"), default=None,
-                    help="decode only: the caches' type (default bf16); fp8_e4m3 times cukiln over FP8 caches with "
-                         "per-tensor scales beside its own bf16 decode and torch's SDPA over the same values in bf16, "
-                         "bytes counted as FP8")
+                    help="decode and decode-step only: the caches' type (default bf16); fp8_e4m3 times cukiln over "
+                         "FP8 caches with scales beside cukiln over bf16 caches of the same values (and, for decode, "
+                         "torch's SDPA over them and FlashInfer's FP8 decode), bytes counted as FP8")
     bn.add_argument("--only", metavar="REGEX", type=_regex,
                     help="overhead only: time only the paths whose name matches (torch's add_ and y + 1.0, the "
                          "reference points, always run, and the reference each chosen path is paired with); the "

@@ -11,7 +11,7 @@ from .overhead import overhead_paths
 BENCHES = {"decode-step": Bench(run, show,
                                 ("decode_attention alone", "cukiln decode_step", "cukiln separate calls",
                                  "flashinfer three calls", "torch"),
-                                lambda case: f"b{case['batch']} L{case['cache_len']}")}
+                                lambda case: f"b{case['batch']} L{case['cache_len']}", options=("kv_dtype",))}
 TUNES: dict = {}
 
 __all__ = ["BENCHES", "TUNES", "check_variant", "overhead_paths"]

@@ -7,7 +7,9 @@ in three case sets (SETS), each with the contenders that apply to it (CONTENDERS
 - GQA 64/8 with a per-head RMSNorm of q and k before RoPE (``cases_qk_norm``), batches as above.
 
 With the environment variable CUKILN_DECODE_STEP_FULL_GRID=1 (and no --quick) the two 64/8 sets run the whole
-32/8 grid too.
+32/8 grid too. ``--kv-dtype fp8_e4m3`` runs one set instead (``cases_fp8``): GQA 32/8 over FP8 (e4m3) caches with a
+scale per KV head, cukiln's step and its attention alone beside cukiln's step over bf16 caches of the same values
+(bytes counted as FP8).
 
 The contenders: cukiln.decode_step (with the norm weights where the set has them); cukiln's separate calls
 (rope_qk, a torch index write, decode_attention; no norm); FlashInfer's three calls on a page-16 cache
@@ -66,6 +68,13 @@ class CaseSet:
     norm: bool
     grid: tuple
     quick: tuple
+    fp8: bool = False  # FP8 (e4m3) caches with a scale per KV head
+
+
+# --kv-dtype fp8_e4m3: the caches hold 16 x a unit normal draw in e4m3, dequantized by these scales
+FP8_SCALE = 1 / 16
+FP8_SET = CaseSet("_fp8", "GQA 32/8, d 128, bf16 q, FP8 (e4m3) caches", 32, 8, False, GRID,
+                  ((1, 2048), (8, 8192), (128, 32768)), fp8=True)
 
 
 SETS = (
@@ -75,10 +84,10 @@ SETS = (
 )
 
 
-def step_bytes(b: int, L: int, heads_q: int, heads_kv: int) -> int:
-    """What a step must move: the L + 1 keys and values of every row read once, the new q, k and v read and the
-    rotated q and the new key and value written."""
-    return 2 * b * heads_kv * (L + 1) * HEAD_DIM * 2 + 2 * b * (heads_q + 2 * heads_kv) * HEAD_DIM * 2
+def step_bytes(b: int, L: int, heads_q: int, heads_kv: int, cache_itemsize: int = 2) -> int:
+    """What a step must move: the L + 1 keys and values of every row read once (``cache_itemsize`` bytes each), the
+    new q, k and v read and the rotated q and the new key and value written."""
+    return 2 * b * heads_kv * (L + 1) * HEAD_DIM * cache_itemsize + 2 * b * (heads_q + 2 * heads_kv) * HEAD_DIM * 2
 
 
 def setup_case(cs: CaseSet, b: int, L: int) -> dict:
@@ -104,7 +113,12 @@ def setup_case(cs: CaseSet, b: int, L: int) -> dict:
     angles = torch.arange(T, device="cuda", dtype=torch.float64)[:, None] * inv
     s["cos_sin"] = torch.cat((angles.cos(), angles.sin()), dim=1).float()
     s["out"] = torch.empty(b, hq, HEAD_DIM, device="cuda", dtype=bf16)
-    s["norm_kw"] = {}  # cukiln's (and its reference's) norm arguments
+    s["norm_kw"] = {}  # cukiln's (and its reference's) norm and scale arguments
+    if cs.fp8:  # FP8 caches, and bf16 ones holding the same values (an e4m3 value times 2^-4 is a bf16 one)
+        s["k_cache"], s["v_cache"] = ((c.float() / FP8_SCALE).to(torch.float8_e4m3fn) for c in (s["k_cache"],
+                                                                                               s["v_cache"]))
+        s["k_cache16"], s["v_cache16"] = ((c.float() * FP8_SCALE).to(bf16) for c in (s["k_cache"], s["v_cache"]))
+        s["norm_kw"] = {"k_scale": torch.full((hkv,), FP8_SCALE, device="cuda"), "v_scale": FP8_SCALE}
     if cs.norm:
         s["q_norm"], s["k_norm"] = (1.0 + 0.25 * torch.randn(HEAD_DIM, device="cuda") for _ in range(2))
         s["norm_kw"] = {"q_norm_weight": s["q_norm"], "k_norm_weight": s["k_norm"], "norm_eps": NORM_EPS}
@@ -116,7 +130,8 @@ def setup_case(cs: CaseSet, b: int, L: int) -> dict:
 def _attention_alone(s):
     import cukiln
 
-    return lambda: cukiln.decode_attention(s["q"], s["k_cache"], s["v_cache"], s["lens_after"], out=s["out"])
+    scales = {n: s["norm_kw"][n] for n in ("k_scale", "v_scale") if n in s["norm_kw"]}
+    return lambda: cukiln.decode_attention(s["q"], s["k_cache"], s["v_cache"], s["lens_after"], out=s["out"], **scales)
 
 
 def _attention_and_a_small_kernel(s):
@@ -138,6 +153,14 @@ def _cukiln_step(s):
 
     return lambda: cukiln.decode_step(s["q"], s["k"], s["v"], s["k_cache"], s["v_cache"], s["lens"],
                                       cos_sin_cache=s["cos_sin"], out=s["out"], **s["norm_kw"])
+
+
+def _cukiln_step_bf16(s):
+    """cukiln's step over the bf16 caches holding the FP8 set's values: what the FP8 caches are held to."""
+    import cukiln
+
+    return lambda: cukiln.decode_step(s["q"], s["k"], s["v"], s["k_cache16"], s["v_cache16"], s["lens"],
+                                      cos_sin_cache=s["cos_sin"], out=s["out"])
 
 
 def _cukiln_separate(s):
@@ -246,10 +269,12 @@ CONTENDERS = {
     BAR: (lambda cs: True, _attention_alone),
     SECOND_KERNEL: (lambda cs: cs.suffix == "", _attention_and_a_small_kernel),
     "cukiln decode_step": (lambda cs: True, _cukiln_step),
-    "cukiln separate calls": (lambda cs: not cs.norm, _cukiln_separate),
-    "flashinfer three calls": (lambda cs: not cs.norm, _flashinfer_three_calls),
-    "flashinfer fused + decode": (lambda cs: (cs.heads_q, cs.heads_kv) in FUSED_HEADS, _flashinfer_fused),
-    "torch": (lambda cs: True, _torch_step),
+    "cukiln decode_step, bf16 caches": (lambda cs: cs.fp8, _cukiln_step_bf16),
+    "cukiln separate calls": (lambda cs: not cs.norm and not cs.fp8, _cukiln_separate),
+    "flashinfer three calls": (lambda cs: not cs.norm and not cs.fp8, _flashinfer_three_calls),
+    "flashinfer fused + decode": (lambda cs: (cs.heads_q, cs.heads_kv) in FUSED_HEADS and not cs.fp8,
+                                  _flashinfer_fused),
+    "torch": (lambda cs: not cs.fp8, _torch_step),
 }
 
 
@@ -318,7 +343,7 @@ def _check(cs: CaseSet) -> dict:
 
 def _time_point(cs: CaseSet, b: int, L: int, errors: dict, copy: float) -> dict:
     """One row of a set: each contender's eager and graph-replayed GPU time at batch b, cache length L."""
-    row = {"batch": b, "cache_len": L, "bytes": step_bytes(b, L, cs.heads_q, cs.heads_kv)}
+    row = {"batch": b, "cache_len": L, "bytes": step_bytes(b, L, cs.heads_q, cs.heads_kv, 1 if cs.fp8 else 2)}
     s = setup_case(cs, b, L)
     for name, fn in contenders(cs, s).items():
         if isinstance(fn, str):
@@ -424,6 +449,8 @@ def bare_step_launches(s):
 def _shape(cs: CaseSet) -> dict:
     shape = {"heads_q": cs.heads_q, "heads_kv": cs.heads_kv, "head_dim": HEAD_DIM, "dtype": "bf16",
              "page_size": PAGE, "capacity": f"cache_len + {SLACK}"}
+    if cs.fp8:
+        shape["kv_dtype"] = f"fp8_e4m3, scale {FP8_SCALE} per KV head"
     if cs.norm:
         shape["qk_norm"] = f"per-head RMSNorm of q and k (fp32 weights [{HEAD_DIM}], eps {NORM_EPS:g}) before RoPE"
     if "flashinfer fused + decode" in _names(cs):
@@ -435,19 +462,21 @@ def run(console: Console, args) -> dict:
     import torch
 
     full = not args.quick and os.environ.get(FULL_GRID_ENV) == "1"
-    grids = {cs: cs.quick if args.quick else GRID if full else cs.grid for cs in SETS}
-    command = "cukiln bench decode-step" + (" --quick" if args.quick else "")
+    fp8 = getattr(args, "kv_dtype", None) == "fp8_e4m3"
+    sets = (FP8_SET,) if fp8 else SETS
+    grids = {cs: cs.quick if args.quick else GRID if full else cs.grid for cs in sets}
+    command = "cukiln bench decode-step" + (" --quick" if args.quick else "") + (" --kv-dtype fp8_e4m3" if fp8 else "")
     result = run_metadata("decode-step", f"{FULL_GRID_ENV}=1 {command}" if full else command)
     result["copy_tbps"] = copy = copy_tbps()
     console.print(f"device-to-device copy: {copy:.3f} TB/s (read + write)")
     errors = {}
-    for cs in SETS:
+    for cs in sets:
         errors[cs] = _check(cs)
         console.print(f"{cs.title}: largest error relative to the reference's largest magnitude: " +
                       ", ".join(f"{n} {e if isinstance(e, str) else f'{e:.2g}'}" for n, e in errors[cs].items()))
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("decode-step cases", total=sum(len(g) for g in grids.values()))
-        for cs in SETS:
+        for cs in sets:
             rows = []
             for b, L in grids[cs]:
                 rows.append(_time_point(cs, b, L, errors[cs], copy))
@@ -455,7 +484,7 @@ def run(console: Console, args) -> dict:
                 progress.advance(task)
             result.update({"shape" + cs.suffix: _shape(cs), "max_rel_err" + cs.suffix: errors[cs],
                            "cases" + cs.suffix: rows})
-    for cs in SETS:
+    for cs in sets:
         result["host_us_b1" + cs.suffix] = _host_us(cs)
     return result
 
@@ -480,7 +509,7 @@ def _vs_flashinfer(row: dict) -> str:
 
 def show(result: dict, console: Console) -> None:
     """One table per case set in the result (older results: the 32/8 grid only), each with its host times."""
-    for cs in SETS:
+    for cs in SETS + (FP8_SET,):
         rows = result.get("cases" + cs.suffix)
         if rows is None:
             continue
