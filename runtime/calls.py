@@ -304,9 +304,13 @@ class Call:
             return None
         return kernel(device, module, symbol, fmt, grid, block, shared, overlap_previous, cluster)
 
-    def info_of(self, name: str, tensor) -> TensorInfo:
-        """The TensorInfo of a tensor the plan stands in for one of its own (a workspace's), as ``name``."""
-        return standing_for(tensor, name, None) if self.validating else from_torch(tensor, name)
+    def info_of(self, name: str, tensor, like: str | None = None) -> TensorInfo:
+        """The TensorInfo of a tensor the plan stands in for one of its own (a workspace's), as ``name``; ``like``: the
+        argument whose dtypes it takes (a float64 reference's stand-in then stands for the narrower dtype that
+        argument's does)."""
+        if not self.validating:
+            return from_torch(tensor, name)
+        return standing_for(tensor, name, self.op.dtypes.get(like) if like else None)
 
     def index_of(self, name: str) -> int:
         """The argument index of tensor ``name`` in the call (an op argument or a given output)."""

@@ -78,7 +78,7 @@ def plan(call: Call):
     hosts = kv_append_api.host_lengths(call, q.device, torch) if isinstance(q, torch.Tensor) else {}
     lens = call["kv_lens"]
     q_rot, lens_after = torch.empty_like(q), torch.empty_like(lens)  # stand-ins for the workspace's, to plan with
-    rotated, after_info = call.info_of("q_rot", q_rot), call.info_of("lens_after", lens_after)
+    rotated, after_info = call.info_of("q_rot", q_rot, like="q"), call.info_of("lens_after", lens_after, like="kv_lens")
     arguments = call.arguments()
     wanted = call.form.flags.get("return_lse")
     attention = decode_api.plan_attention(call, for_step=True, q=rotated, kv_lens=after_info, return_lse=wanted)

@@ -14,14 +14,12 @@ any difference.
 
 from __future__ import annotations
 
-import argparse
-import os
-
 import torch
 import torch.distributed as dist
 
 import cukiln
 from cukiln.context_parallel import reassemble, shard
+from ranks import begin  # this folder's, beside the script torchrun runs
 
 HEADS, HEAD_DIM = 4, 64
 
@@ -40,16 +38,8 @@ def check(name: str, rank: int, got, want) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    args = p.parse_args()
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    if args.device == "cuda":
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-        device, dtype, rope = torch.device("cuda", torch.cuda.current_device()), torch.bfloat16, cukiln.rope
-    else:
-        device, dtype, rope = torch.device("cpu"), torch.float32, cukiln.reference.rope
-    dist.init_process_group("nccl" if args.device == "cuda" else "gloo", device_id=device if args.device == "cuda" else None)
+    gpus, rank, world, device = begin()
+    dtype, rope = (torch.bfloat16, cukiln.rope) if gpus else (torch.float32, cukiln.reference.rope)
     try:
         chunk = 2 * world
         lengths = [chunk * n for n in (3, 17, 1, 40, 8)]

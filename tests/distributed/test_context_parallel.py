@@ -61,9 +61,9 @@ def test_bad_arguments_are_named():
         reassemble([torch.zeros(4, 1), torch.zeros(2, 1)])
 
 
-def run_torchrun(nproc: int, device: str, timeout: int) -> subprocess.CompletedProcess:
+def run_torchrun(nproc: int, device: str, timeout: int, worker: Path = WORKER) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(WORKER),
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(worker),
            "--device", device]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -75,11 +75,69 @@ def test_torchrun_gloo_shards_and_gathers_to_the_global_result(nproc):
     assert done.stdout.count("equal to single-device rope") == 4 * nproc
 
 
+
+
+# --- decode context parallel ---------------------------------------------------------------------------------------
+
+DECODE_WORKER = Path(__file__).with_name("cp_decode_worker.py")
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_stripes_deal_every_position_once_and_count_what_each_rank_holds(world):
+    from cukiln.context_parallel import STRIPE, local_capacity, owned_count, shard_cache, slot_of
+
+    T = 5 * STRIPE * world + 17
+    slots = [slot_of(p, world) for p in range(T)]
+    assert len(set(slots)) == T and all(s < local_capacity(T, world) for _, s in slots)
+    for rank in range(world):
+        mine = [s for o, s in slots if o == rank]
+        assert mine == list(range(len(mine)))  # in order, contiguous
+        for n in (0, 1, STRIPE, STRIPE * world + 3, T):
+            assert owned_count(n, world, rank) == sum(1 for p in range(n) if slots[p][0] == rank)
+        lens = torch.tensor([0, 5, T])
+        assert owned_count(lens, world, rank).tolist() == [owned_count(int(n), world, rank) for n in lens]
+    cache = torch.randn(2, 3, T, 4)
+    local = shard_cache(cache, world, 0)
+    assert torch.equal(local[:, :, 1], cache[:, :, 1]) and local.shape[2] == local_capacity(T, world)
+
+
+def test_merged_partials_equal_the_attention_over_the_union_of_their_keys():
+    from cukiln.context_parallel import merge_partials
+
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 64, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(2, 4, 90, 64, generator=gen, dtype=torch.float64) for _ in range(2))
+    want, want_lse = cukiln.reference.decode_attention(q, k, v, 90, return_lse=True)
+    cuts = [(0, 10), (10, 10), (10, 57), (57, 90)]  # an empty part among them
+    parts = [cukiln.reference.decode_attention(q, k[:, :, a:b], v[:, :, a:b], b - a, return_lse=True)
+             for a, b in cuts]
+    got, got_lse = merge_partials(torch.stack([o for o, _ in parts]), torch.stack([s for _, s in parts]))
+    assert torch.allclose(got, want, rtol=0, atol=1e-12) and torch.allclose(got_lse, want_lse, rtol=0, atol=1e-12)
+    empty = torch.full((3, 2, 4), float("-inf"))
+    out, lse = merge_partials(torch.zeros(3, 2, 4, 16, dtype=torch.bfloat16), empty)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, torch.zeros(2, 4, 16, dtype=torch.bfloat16))
+    assert torch.isneginf(lse).all()
+    bad = torch.zeros(3, 2, 4)
+    bad[1, 0, 0] = float("nan")
+    out, lse = merge_partials(torch.ones(3, 2, 4, 16), bad)
+    assert out[0, 0].isnan().all() and lse[0, 0].isnan() and not out[1].isnan().any()
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_torchrun_gloo_decode_over_striped_caches_equals_the_whole_cache(nproc):
+    done = run_torchrun(nproc, "cpu", timeout=240, worker=DECODE_WORKER)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert done.stdout.count("of the whole cache's") == 4 * nproc
+
+
+# each worker's NCCL run on 2 and 4 GPUs: every rank prints four checks it passed
 @pytest.mark.gpu
 @pytest.mark.parametrize("nproc", [2, 4])
-def test_torchrun_nccl_shards_and_gathers_to_the_global_result(nproc):
+@pytest.mark.parametrize("worker, passed", [(WORKER, "equal to single-device rope"),
+                                            (DECODE_WORKER, "of the whole cache's")], ids=["rope", "decode"])
+def test_torchrun_nccl_equals_one_device(nproc, worker, passed):
     if torch.cuda.device_count() < nproc:
         pytest.skip(f"needs {nproc} GPUs, this machine has {torch.cuda.device_count()}")
-    done = run_torchrun(nproc, "cuda", timeout=300)
+    done = run_torchrun(nproc, "cuda", timeout=300, worker=worker)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    assert done.stdout.count("equal to single-device rope") == 4 * nproc
+    assert done.stdout.count(passed) == 4 * nproc

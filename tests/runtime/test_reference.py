@@ -159,3 +159,18 @@ def test_the_reference_writes_x_in_place_and_out_as_asked():
     out = torch.full_like(q, float("nan"))
     assert reference.decode_attention(q, k, v, 40, out=out) is out
     torch.testing.assert_close(out, reference.decode_attention(q, k, v, 40).to(torch.bfloat16))
+
+
+def test_the_decode_steps_reference_takes_float64_tensors_as_the_kernels_types():
+    # its planning's stand-ins for the rotated query and the new lengths stand for q's and kv_lens' kernel dtypes
+    import cukiln
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, h, 64, generator=gen, dtype=torch.float64) for h in (8, 2, 2))
+    caches = [torch.randn(2, 2, 16, 64, generator=gen, dtype=torch.float64) for _ in range(2)]
+    narrow = [c.clone().to(torch.bfloat16) for c in caches]
+    lens = torch.tensor([3, 5], dtype=torch.int32)
+    got = cukiln.reference.decode_step(q, k, v, *caches, lens, base=1e4)
+    want = cukiln.reference.decode_step(q.bfloat16(), k.bfloat16(), v.bfloat16(), *narrow, lens, base=1e4)
+    assert got.dtype == torch.float64 and got.shape == want.shape
+    assert torch.allclose(got, want.double(), atol=5e-2)  # the same step; bf16 inputs rounded
