@@ -9,7 +9,7 @@ Every field is 8 bytes (abi.py).
 from __future__ import annotations
 
 from .abi import CPTR, F64, I64, PTR, TMAP, Params
-from .decode_variants import Cache, DecodeCombineVariant, DecodeVariant, Pipeline
+from .decode_variants import Cache, DecodeCombineVariant, DecodeMergeVariant, DecodeVariant, Pipeline
 
 # Query heads one block serves from one read of its KV head: the 16 rows of the tensor-core tile. A GQA
 # group larger than this is split over several blocks (each reads the KV head again).
@@ -194,6 +194,18 @@ _COMBINE = (
 )
 
 
+# cukiln.merge_attention: k partial outputs [k, b, h, d] (any strides) and their log-sum-exps [k, b, h] (fp32, any
+# strides) merged into out [b, h, d] and lse [b, h] (fp32, contiguous, or null when not asked for)
+_MERGE = (
+    (CPTR, "outs"), (CPTR, "lses"), (PTR, "out"), (PTR, "lse"),
+    (I64, "parts"), (I64, "heads"), (I64, "head_dim"),
+    (I64, "outs_sk"), (I64, "outs_sb"), (I64, "outs_sh"), (I64, "outs_sd"),
+    (I64, "lses_sk"), (I64, "lses_sb"), (I64, "lses_sh"),
+    (I64, "out_sb"), (I64, "out_sh"), (I64, "out_sd"),
+)
+MERGE_THREADS = 128  # a merge block's threads: one per output element, looping past it
+
+
 # The ws pipeline's tensor maps of the K and V caches, ahead of the attention's fields (it reads K/V through them).
 _TENSOR_MAPS = ((TMAP, "k_map"), (TMAP, "v_map"))
 # An FP8 cache's dequantization scales: each a pointer to fp32 values read at [kv head * stride] (a 0-d tensor: stride
@@ -202,15 +214,19 @@ FP8_SCALES = tuple(field for c in ("k", "v") for field in ((CPTR, f"{c}_scale"),
                                                            (F64, f"{c}_scale_value")))
 
 
-def decode_params(v: DecodeVariant | DecodeCombineVariant) -> Params:
+def decode_params(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) -> Params:
     """(C type, field name) of every kernel parameter of ``v``, in struct order."""
+    if isinstance(v, DecodeMergeVariant):
+        return _MERGE
     if isinstance(v, DecodeCombineVariant):
         return _COMBINE
     maps = _TENSOR_MAPS if v.pipeline.warp_specialized else ()
     return maps + _ATTENTION + _KV_STRIDES[v.strides] + (FP8_SCALES if v.cache is Cache.E4M3 else ())
 
 
-def params_layout_id(v: DecodeVariant | DecodeCombineVariant) -> str:
+def params_layout_id(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) -> str:
+    if isinstance(v, DecodeMergeVariant):
+        return "merge"
     if isinstance(v, DecodeCombineVariant):
         return "combine"
     return (f"attention_s{v.strides}" + ("_maps" if v.pipeline.warp_specialized else "")
@@ -222,6 +238,8 @@ def block_threads(pipeline: Pipeline) -> int:
     return 32 * (WARPS + (PRODUCER_WARPS if pipeline.warp_specialized else 0))
 
 
-def max_threads(v: DecodeVariant | DecodeCombineVariant) -> int:
+def max_threads(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) -> int:
+    if isinstance(v, DecodeMergeVariant):
+        return MERGE_THREADS
     return COMBINE_THREADS if isinstance(v, DecodeCombineVariant) else block_threads(v.pipeline)
 

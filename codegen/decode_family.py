@@ -6,7 +6,7 @@ from __future__ import annotations
 from . import decode_abi, jinja
 from .abi import TEMPLATE_CTYPE, param_structs
 from .axes import Dtype
-from .decode_variants import CACHES, PIPELINES, DecodeCombineVariant, DecodeVariant, enumerate_decode, parse_decode_name
+from .decode_variants import CACHES, PIPELINES, DecodeCombineVariant, DecodeMergeVariant, DecodeVariant, enumerate_decode, parse_decode_name
 from .family import OpFamily
 from .tables import params_table_lines, tuned_rule_lines
 
@@ -47,6 +47,7 @@ def render_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVari
                                        decode_abi.min_blocks_per_sm(v.head_dim, v.pipeline, cache=v.cache))
                               for v in attention},
         combine_threads=decode_abi.COMBINE_THREADS,
+        merge_threads=decode_abi.MERGE_THREADS,
     )
 
 
@@ -118,6 +119,12 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
         "DECODE_SPLIT = {",
     ]
     lines += tuned_rule_lines(tuning, "decode", _split_rule)
+    lines += ["}", "",
+              "# cukiln.merge_attention: dtype -> (module, symbol, params layout); DECODE_MERGE_THREADS a block",
+              f"DECODE_MERGE_THREADS = {decode_abi.MERGE_THREADS}",
+              "DECODE_MERGE = {"]
+    lines += [f"    {v.dtype.value!r}: ({v.module!r}, {v.name!r}, {decode_abi.params_layout_id(v)!r}),"
+              for v in variants if isinstance(v, DecodeMergeVariant)]
     lines += ["}", "", "DECODE = {"]
     lines += [f"    {v.key!r}: ({v.module!r}, {v.name!r}, {decode_abi.params_layout_id(v)!r}, {v.combine.module!r}, "
               f"{v.combine.name!r}),"
@@ -127,7 +134,7 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
 
 FAMILY = OpFamily(
     name="decode",
-    variant_ops=(DecodeVariant.op, DecodeCombineVariant.op),
+    variant_ops=(DecodeVariant.op, DecodeCombineVariant.op, DecodeMergeVariant.op),
     enumerate=enumerate_decode,
     parse_name=parse_decode_name,
     render_headers=render_headers,
@@ -138,7 +145,7 @@ FAMILY = OpFamily(
     # the modules its tuning measured: the 16-bit caches' (not decode_step_*'s, nor the FP8 caches', which take the
     # narrow pipeline's split counts of the same table)
     tuned_modules={"decode": r"^decode_(fp16|bf16)$"},
-    api={"decode_attention": "decode_api"},
-    reference=("decode_attention",),
+    api={"decode_attention": "decode_api", "merge_attention": "merge_api"},
+    reference=("decode_attention", "merge_attention"),
     tools="cukiln.tools.decode",
 )

@@ -124,6 +124,25 @@ class DecodeCombineVariant(AxisRecord):
         return f"decode_{self.dtype.value}"
 
 
+@dataclass(frozen=True, order=True)
+class DecodeMergeVariant(AxisRecord):
+    """cukiln.merge_attention: k partial attention results over disjoint key sets (outputs in ``dtype``, natural-log
+    log-sum-exps) merged into the attention over their union, one block a (row, head); the head dim is a kernel
+    argument (a merge is a few bytes a head: one kernel per type serves them all)."""
+
+    dtype: Dtype
+
+    op = "decode_merge"
+
+    @property
+    def name(self) -> str:
+        return f"decode_merge_{self.dtype.value}"
+
+    @property
+    def module(self) -> str:
+        return f"decode_merge_{self.dtype.value}"
+
+
 # --- pruning rules (None: valid; else the reason) ------------------------------------------------
 
 
@@ -173,8 +192,9 @@ def decode_rejection(v: DecodeVariant) -> str | None:
     return first_rejection(DECODE_RULES, v)
 
 
-def enumerate_decode() -> Iterator[DecodeVariant | DecodeCombineVariant]:
-    """Every valid decode variant, and one combine kernel per (dtype, head dim), in a stable order."""
+def enumerate_decode() -> Iterator[DecodeVariant | DecodeCombineVariant | DecodeMergeVariant]:
+    """Every valid decode variant, one combine kernel per (dtype, head dim), and a merge kernel per dtype, in a stable
+    order."""
     for dtype in DECODE_DTYPES:
         for head_dim in HEAD_DIMS:
             for strides in KV_STRIDE_COUNTS:
@@ -187,16 +207,22 @@ def enumerate_decode() -> Iterator[DecodeVariant | DecodeCombineVariant]:
             if decode_rejection(fp8) is None:
                 yield fp8
             yield DecodeCombineVariant(dtype, head_dim)
+    for dtype in DECODE_DTYPES:
+        yield DecodeMergeVariant(dtype)
 
 
 _NAME_RE = re.compile(
     rf"^decode_(?P<dtype>{alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)_s(?P<strides>\d+)_v(?P<vec>\d+)(_(?P<pipeline>{alternatives(PIPELINES)}))?(_(?P<cache>{alternatives(CACHES[1:])}))?$"
 )
 _COMBINE_RE = re.compile(rf"^decode_combine_(?P<dtype>{alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)$")
+_MERGE_RE = re.compile(rf"^decode_merge_(?P<dtype>{alternatives(DECODE_DTYPES)})$")
 
 
-def parse_decode_name(name: str) -> DecodeVariant | DecodeCombineVariant:
+def parse_decode_name(name: str) -> DecodeVariant | DecodeCombineVariant | DecodeMergeVariant:
     """The variant whose name is ``name``; ValueError if no valid variant has it."""
+    m = _MERGE_RE.match(name)
+    if m is not None:
+        return DecodeMergeVariant(Dtype(m["dtype"]))
     m = _COMBINE_RE.match(name)
     if m is not None:
         v = DecodeCombineVariant(Dtype(m["dtype"]), int(m["head_dim"]))

@@ -1143,6 +1143,44 @@ __device__ __forceinline__ void combine(const float* partial_out, const float* p
   }
 }
 
+// cukiln.merge_attention: k partial attention results of one (row, head) — block blockIdx.x = row * heads + head —
+// over disjoint key sets merged into the attention over their union: out = sum of exp(lse_i - lse) out_i, lse = log sum
+// exp(lse_i), in fp32 (natural logs). Every thread takes the weights itself (k is a handful: a rank's or a page's
+// parts), so a block needs no shared memory nor barrier. No key in any part (every lse -inf): zeros and -inf; a NaN
+// lse anywhere: NaN output and lse.
+template <typename T, class P>
+__device__ __forceinline__ void merge_parts(const P& p) {
+  wait_for_prerequisite_grid();
+  const int heads = static_cast<int>(p.heads), parts = static_cast<int>(p.parts);
+  const long long b = blockIdx.x / heads, h = blockIdx.x % heads;
+  const float* lses = static_cast<const float*>(p.lses) + b * p.lses_sb + h * p.lses_sh;
+  const T* outs = static_cast<const T*>(p.outs) + b * p.outs_sb + h * p.outs_sh;
+  float top = -CUKILN_INF;
+  bool nan = false;
+  for (int s = 0; s < parts; ++s) {
+    const float l = lses[s * p.lses_sk];
+    nan |= l != l;
+    top = fmaxf(top, l);
+  }
+  const bool empty = top == -CUKILN_INF;
+  float total = 0.f;
+  if (!empty && !nan) {
+    for (int s = 0; s < parts; ++s) total += expf(lses[s * p.lses_sk] - top);
+  }
+  const float inv_total = total > 0.f ? 1.f / total : 0.f;
+  T* out = static_cast<T*>(p.out) + b * p.out_sb + h * p.out_sh;
+  for (int j = threadIdx.x; j < static_cast<int>(p.head_dim); j += blockDim.x) {
+    float acc = 0.f;
+    if (!empty && !nan) {
+      for (int s = 0; s < parts; ++s) acc = fmaf(expf(lses[s * p.lses_sk] - top) * inv_total, to_float(outs[s * p.outs_sk + j * p.outs_sd]), acc);
+    }
+    out[j * p.out_sd] = from_float<T>(nan ? CUKILN_NAN : acc);
+  }
+  if (threadIdx.x == 0 && p.lse != nullptr) {
+    static_cast<float*>(p.lse)[b * heads + h] = nan ? CUKILN_NAN : empty ? -CUKILN_INF : top + logf(total);
+  }
+}
+
 // The batch-invariant merge of one (row, query head)'s splits — block blockIdx.x = row * heads_q + head — with
 // the cluster merge's arithmetic (merge_weights over base-2 log-sum-exps, weighted_sum in split order): a row's
 // result is the same bits whether its splits merge here or in a cluster. At most kInvariantMaxSplits splits.

@@ -1489,6 +1489,7 @@ DECODE_PARAMS = {
     'attention_s3_maps': (('k_map', 'v_map', 'q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st'), '<128s128sQQQQQQqQqqqqqqqqqqqqddqQQqqqqqqq'),
     'attention_s4': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'k_sd', 'v_sb', 'v_sh', 'v_st', 'v_sd'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqqq'),
     'combine': (('partial_out', 'partial_lse', 'out', 'lse', 'batch', 'heads_q', 'num_splits', 'out_sb', 'out_sh', 'out_sd', 'batch_invariant'), '<QQQQqqqqqqq'),
+    'merge': (('outs', 'lses', 'out', 'lse', 'parts', 'heads', 'head_dim', 'outs_sk', 'outs_sb', 'outs_sh', 'outs_sd', 'lses_sk', 'lses_sb', 'lses_sh', 'out_sb', 'out_sh', 'out_sd'), '<QQQQqqqqqqqqqqqqq'),
 }
 
 # Split-KV (runtime/decode_plan.choose_pipeline; one split means one pass). Per arch, from
@@ -1500,6 +1501,13 @@ DECODE_PARAMS = {
 DECODE_SPLIT_DEFAULT = {'blocks_per_sm': 2.0, 'min_keys_per_split': 256, 'wave_efficiency': 0.9}
 DECODE_SPLIT = {
     'sm_90': {'table': ((8, 512, 3, 8, 8, 4, 8, 8), (8, 2048, 3, 8, 8, 8, 8, 8), (8, 8192, 4, 22, 8, 16, 8, 8), (8, 32768, 4, 32, 16, 16, 8, 8), (8, 131072, 4, 32, 16, 16, 16, 8), (16, 512, 3, 4, 4, 4, 4, 4), (16, 2048, 4, 8, 6, 6, 4, 4), (16, 8192, 4, 8, 6, 6, 4, 4), (16, 32768, 4, 16, 16, 16, 4, 4), (32, 512, 3, 4, 3, 2, 2, 3), (32, 2048, 3, 6, 3, 3, 3, 2), (32, 8192, 3, 6, 6, 3, 3, 2), (32, 32768, 3, 12, 16, 3, 2, 16), (64, 512, 3, 4, 1, 2, 1, 1), (64, 2048, 3, 4, 2, 2, 1, 1), (64, 8192, 3, 4, 2, 2, 2, 1), (64, 32768, 4, 4, 2, 2, 2, 2), (128, 512, 3, 1, 1, 1, 1, 1), (128, 2048, 3, 2, 1, 1, 1, 1), (128, 8192, 3, 2, 1, 1, 2, 1), (128, 32768, 4, 2, 1, 1, 1, 1), (256, 512, 3, 1, 1, 1, 1, 1), (256, 2048, 3, 1, 1, 1, 1, 1), (256, 8192, 3, 1, 2, 1, 1, 1), (256, 32768, 3, 1, 8, 1, 1, 1), (512, 512, 3, 1, 1, 1, 1, 1), (512, 2048, 3, 2, 1, 1, 1, 1), (512, 8192, 3, 8, 6, 1, 6, 4), (512, 32768, 3, 2, 8, 1, 1, 8), (1024, 512, 3, 1, 1, 1, 1, 1), (1024, 2048, 3, 2, 3, 1, 1, 1), (1024, 8192, 4, 2, 4, 1, 3, 4), (1024, 32768, 4, 2, 4, 1, 2, 2))},
+}
+
+# cukiln.merge_attention: dtype -> (module, symbol, params layout); DECODE_MERGE_THREADS a block
+DECODE_MERGE_THREADS = 128
+DECODE_MERGE = {
+    'fp16': ('decode_merge_fp16', 'decode_merge_fp16', 'merge'),
+    'bf16': ('decode_merge_bf16', 'decode_merge_bf16', 'merge'),
 }
 
 DECODE = {

@@ -96,7 +96,7 @@ def reassemble(shards, *, cu_seqlens=None, seq_dim: int = 0):
 # stripe) however long the row: a growing row keeps every rank busy, where contiguous chunks would leave the ranks past
 # the row's end idle. A stripe is the decode kernels' 64-key tile. The attention of a query over a row is a sum over
 # its keys in any order, so each rank attends to its own keys (decode_attention with return_lse on its local lengths)
-# and the partial results merge by their log-sum-exps (merge_partials), after one all_gather of (out, lse).
+# and the partial results merge by their log-sum-exps (merge_attention), after one all_gather of (out, lse).
 
 STRIPE = 64
 
@@ -138,31 +138,12 @@ def shard_cache(cache, world: int, rank: int, *, stripe: int = STRIPE, kv_layout
     return local
 
 
-def merge_partials(outs, lses):
-    """The attention over the union of k disjoint key sets from each set's result: ``outs`` [k, b, h, d] and ``lses``
-    [k, b, h] (natural log) -> (out [b, h, d] in outs' dtype, lse [b, h]), each partial weighted by exp(lse_i - lse),
-    in fp32 (float64 for float64 partials, as the references give). A row whose partials are all empty (lse -inf) gives
-    zeros and -inf; a NaN anywhere in a row's lses makes its output and lse NaN. A few small torch kernels (a one-launch
-    merge kernel is the next step)."""
-    import torch
-
-    work = torch.float64 if outs.dtype == torch.float64 else torch.float32
-    lses = lses.to(work)
-    top = lses.amax(dim=0)
-    base = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # -inf - -inf is NaN; a NaN stays in lses
-    weights = torch.exp(lses - base)
-    total = weights.sum(dim=0)
-    merged = (weights.unsqueeze(-1) * outs.to(work)).sum(dim=0) / total.unsqueeze(-1)
-    merged = torch.where((total == 0).unsqueeze(-1), torch.zeros_like(merged), merged)
-    return merged.to(outs.dtype), base + torch.log(total)
-
-
 class DecodeContextParallel:
     """Decode attention and decode steps over a cache sharded across the ranks of ``group`` (torch.distributed, any
     backend: NCCL for GPUs, gloo on the CPU), each rank holding the stripes of every row that round-robin deals it
     (module doc above; shard_cache makes a rank's cache from a global one). Every rank calls with the same q, new
     tokens and global lengths, its own caches, and gets the whole attention. ``ops``: where decode_attention and
-    kv_append come from (cukiln's kernels; cukiln.reference runs the same on the CPU)."""
+    kv_append and merge_attention come from (cukiln's kernels; cukiln.reference runs the same on the CPU)."""
 
     def __init__(self, group=None, *, stripe: int = STRIPE, ops=None):
         import torch.distributed as dist
@@ -186,8 +167,7 @@ class DecodeContextParallel:
         lses = [torch.empty_like(lse) for _ in range(self.world)]
         dist.all_gather(outs, out.contiguous(), group=self.group)
         dist.all_gather(lses, lse.contiguous(), group=self.group)
-        merged, merged_lse = merge_partials(torch.stack(outs), torch.stack(lses))
-        return (merged, merged_lse) if return_lse else merged
+        return self.ops.merge_attention(torch.stack(outs), torch.stack(lses), return_lse=return_lse)
 
     def decode_attention(self, q, k_local, v_local, kv_lens, *, kv_start=None, return_lse: bool = False, **kwargs):
         """decode_attention of q [b, h_q, d] over every rank's keys [kv_start, kv_lens) of each row (global

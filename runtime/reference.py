@@ -302,6 +302,34 @@ def _decode_attention(a):
     return (result, lse) if return_lse else result
 
 
+def _merge_attention(a):
+    """float64 merge of k partial attention results: the attention over the union of their key sets (zeros and -inf
+    for a row and head whose parts are all empty, NaN where a part's lse is NaN); the output in float64 (or written
+    into ``out``), and with return_lse the merged natural-log log-sum-exp."""
+    result, lse = _merged(a.outs.double(), a.lses.double())
+    if a.out is not None:
+        result = a.out.copy_(result)
+    return (result, lse) if a.return_lse else result
+
+
+def _merged(outs, lses):
+    """The attention over the union of k disjoint key sets from each set's result: ``outs`` [k, b, h, d] and ``lses``
+    [k, b, h] (natural log) -> (out [b, h, d] in outs' dtype, lse [b, h]), each partial weighted by exp(lse_i - lse),
+    in fp32 (float64 for float64 partials, as the references give). A row whose partials are all empty (lse -inf) gives
+    zeros and -inf; a NaN anywhere in a row's lses makes its output and lse NaN."""
+    import torch
+
+    work = torch.float64 if outs.dtype == torch.float64 else torch.float32
+    lses = lses.to(work)
+    top = lses.amax(dim=0)
+    base = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # -inf - -inf is NaN; a NaN stays in lses
+    weights = torch.exp(lses - base)
+    total = weights.sum(dim=0)
+    merged = (weights.unsqueeze(-1) * outs.to(work)).sum(dim=0) / total.unsqueeze(-1)
+    merged = torch.where((total == 0).unsqueeze(-1), torch.zeros_like(merged), merged)
+    return merged.to(outs.dtype), base + torch.log(total)
+
+
 def _cache_scale(scale, heads_kv: int):
     """An FP8 cache's scale (None: 1, a number, or a 0-d or [h_kv] tensor) as a float64 factor of [b, h_kv, T, d]."""
     import torch

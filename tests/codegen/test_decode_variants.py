@@ -75,7 +75,8 @@ def test_rules_name_what_they_reject():
 def test_names_round_trip_and_are_c_identifiers(v):
     assert D.parse_decode_name(v.name) == v
     assert v.name.isidentifier()
-    assert v.module == f"decode_{v.dtype.value}" + ("_e4m3" if getattr(v, "cache", None) is D.Cache.E4M3 else "")
+    kind = "merge_" if v.op == "decode_merge" else ""
+    assert v.module == f"decode_{kind}{v.dtype.value}" + ("_e4m3" if getattr(v, "cache", None) is D.Cache.E4M3 else "")
 
 
 @pytest.mark.parametrize("name", ["decode_fp32_d128_s3_v8", "decode_bf16_d100_s3_v8",

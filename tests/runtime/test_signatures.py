@@ -9,7 +9,7 @@ import inspect
 import pytest
 
 import cukiln
-from cukiln import calls, decode_plan, kv_append_plan, reference, rope_plan
+from cukiln import calls, decode_plan, kv_append_plan, merge_plan, reference, rope_plan
 from cukiln.generated.families import API, REFERENCE
 
 OPS = [name for name in REFERENCE]  # the ops (each has a reference)
@@ -53,7 +53,8 @@ def test_the_torch_wrapper_and_op_schemas_follow_the_schema(name):
 # not take (public-only ones are never handed over; the step's arguments go to two planners)
 PLANNERS = {"rope": (rope_plan.plan_rope,), "rope_qk": (rope_plan.plan_rope,),
             "decode_attention": (decode_plan.plan_decode,), "kv_append": (kv_append_plan.plan_kv_append,),
-            "decode_step": (kv_append_plan.plan_kv_append, decode_plan.plan_decode)}
+            "decode_step": (kv_append_plan.plan_kv_append, decode_plan.plan_decode),
+            "merge_attention": (merge_plan.plan_merge,)}
 NOT_PLANNED = {"rope_qk": {"q", "q_out"},  # as plan_rope's x and out
                "decode_step": {"advance_lens"}}  # the step's own: a Python step after its launches
 

@@ -167,9 +167,34 @@ def forced_decode_pipeline(pipeline: str):
     return forced("decode_pipeline", pipeline)
 
 
+def check_merge_variant(dtype_name: str, name: str) -> str | None:
+    """merge_attention of the variant's type: 5 parts of 3 rows x 6 heads, head dim 80, read through strided views
+    (parts and heads swapped in memory), one row's parts all empty, one head's with a part empty; out NaN-poisoned,
+    compared with the float64 reference, lse too."""
+    import torch
+
+    import cukiln
+    from cukiln.merge_api import plan_call
+
+    gen = new_generator()
+    dtype = torch_dtype(dtype_name)
+    outs = torch.randn(6, 3, 5, 80, generator=gen, device="cuda").to(dtype).permute(2, 1, 0, 3)  # [k, b, h, d]
+    lses = (torch.randn(6, 3, 5, generator=gen, device="cuda") * 4).permute(2, 1, 0)
+    lses[:, 1] = float("-inf")  # row 1: no key in any part
+    lses[2, 0, 4] = float("-inf")  # row 0, head 4: part 2 empty
+    if plan_call(outs, lses).launch.symbol != name:
+        return "inputs selected another merge kernel"
+    out = torch.full(outs.shape[1:], float("nan"), device="cuda", dtype=dtype)
+    got, lse = cukiln.merge_attention(outs, lses, out=out, return_lse=True)
+    ref, ref_lse = cukiln.reference.merge_attention(outs, lses, return_lse=True)
+    return compare(got, ref) or check_lse(lse, ref_lse)
+
+
 def check_variant(entry: dict) -> str | None:
     """The check of one manifest entry; a combine kernel is checked through a split launch that uses it."""
     axes = entry["axes"]
+    if entry["op"] == "decode_merge":
+        return check_merge_variant(axes["dtype"], entry["name"])
     if entry["op"] == "decode":
         if Pipeline(axes.get("pipeline", Pipeline.NARROW.value)).warp_specialized:
             require_tensor_maps()
