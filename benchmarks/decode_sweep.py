@@ -16,16 +16,21 @@ least 64 keys a split and at most 4096 blocks remain); the combine kernel starts
 it (programmatic launch). Cases: the bench grid of `cukiln bench decode` (bf16, h_q 32, h_kv 8, d 128)
 or those given, timed as bench times (CUDA events, median, rotating buffers) beside torch SDPA on the
 same inputs; a result further than 0.02 from SDPA's is flagged WRONG.
+
+FP8_CONFIGS sweep the FP8 (e4m3) cache kernel's geometry the same way (stages, warps, keys a warp takes of a
+tile: the build's is 4 warps of 16 keys, 3 stages at head dim 128), on the same values in FP8 (16 x the bf16 draw,
+scales 1/16), bytes counted as FP8, against SDPA over the dequantized cache.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
 
 from cukiln.codegen import decode_abi, decode_family, render
-from cukiln.codegen.decode_variants import DecodeCombineVariant, DecodeVariant, Pipeline
+from cukiln.codegen.decode_variants import Cache, DecodeCombineVariant, DecodeVariant, Pipeline
 from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
 from cukiln.codegen.axes import Dtype
 
@@ -46,20 +51,41 @@ CONFIGS = {
     "w4_s3_early": (3, 4, 16, decode_abi.L2_PREFETCH, True),
     "w4k32_s2_early": (2, 4, 32, decode_abi.L2_PREFETCH, True),
 }
+# FP8 caches: name -> (stages, warps, keys a warp takes of each tile); the FP8 kernel's per-tile work (a wait, a
+# barrier, each warp widening its keys) is what these trade against the tile's bytes
+FP8_CONFIGS = {
+    "fp8_w4_s3": (3, 4, 16),
+    "fp8_w4_s4": (4, 4, 16),
+    "fp8_w4k32_s2": (2, 4, 32),
+    "fp8_w4k32_s3": (3, 4, 32),
+    "fp8_w8_s3": (3, 8, 16),
+    "fp8_w8_s2": (2, 8, 16),
+}
+FP8_SCALE = 1 / 16
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 HEAD_DIM = 128
 COMBINE = DecodeCombineVariant(Dtype.BF16, HEAD_DIM)
 
 
+def _configs() -> dict:
+    """Every config: name -> (stages, warps, keys a warp takes, L2 fetch, issue early, cache)."""
+    found = {name: (*cfg, Cache.SAME) for name, cfg in CONFIGS.items()}
+    found.update({name: (stages, warps, keys, decode_abi.L2_PREFETCH, False, Cache.E4M3)
+                  for name, (stages, warps, keys) in FP8_CONFIGS.items()})
+    return found
+
+
 def build(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     index = {}
-    for name, (stages, warps, keys, l2_prefetch, issue_early) in CONFIGS.items():
+    for name, (stages, warps, keys, l2_prefetch, issue_early, cache) in _configs().items():
         tile = warps * keys
         # the build's variant of this tile (its name is the symbol); the geometry is the config's
-        attention = DecodeVariant(Dtype.BF16, HEAD_DIM, 3, 8, Pipeline.WIDE if tile == 128 else Pipeline.NARROW)
-        shared = decode_abi.shared_bytes(HEAD_DIM, n_stages=stages, warps=warps, tile=tile)
-        resident = decode_abi.min_blocks_per_sm(HEAD_DIM, n_stages=stages, warps=warps, tile=tile)
+        fp8 = cache is Cache.E4M3
+        attention = DecodeVariant(Dtype.BF16, HEAD_DIM, 3, 16 if fp8 else 8,
+                                  Pipeline.WIDE if tile == 128 else Pipeline.NARROW, cache)
+        shared = decode_abi.shared_bytes(HEAD_DIM, n_stages=stages, warps=warps, tile=tile, cache=cache)
+        resident = decode_abi.min_blocks_per_sm(HEAD_DIM, n_stages=stages, warps=warps, tile=tile, cache=cache)
         source = decode_family.render_module(Dtype.BF16, [attention, COMBINE], warps=warps,
                                              geometry={attention.name: (tile, stages, resident)})
         headers = render.render_headers({"decode": {"warps": warps, "l2_prefetch": l2_prefetch,
@@ -68,7 +94,7 @@ def build(out_dir: Path) -> None:
         (out_dir / f"{name}.cubin").write_bytes(cubin)
         resources = {k: vars(v) for k, v in parse_ptxas_log(log).items()}
         index[name] = {"stages": stages, "warps": warps, "keys_per_warp": keys, "l2_prefetch": l2_prefetch,
-                       "issue_early": issue_early,
+                       "issue_early": issue_early, "kv_dtype": "fp8_e4m3" if fp8 else "bf16",
                        "symbol": attention.name,
                        "shared": shared,
                        "resources": resources}
@@ -81,6 +107,19 @@ def build(out_dir: Path) -> None:
 
 def _split_counts(blocks: int, T: int) -> list[int]:
     return [s for s in SPLITS if s == 1 or (T // s >= 64 and blocks * s <= 4096)]
+
+
+def _fp8_case(sets):
+    """The sets' values in FP8 (e4m3, scale FP8_SCALE), SDPA's output over them dequantized (fp32), the plan's
+    scale arguments."""
+    import torch
+
+    from cukiln.tools.decode.bench import torch_sdpa
+
+    fp8 = [(q, *((c.float() / FP8_SCALE).to(torch.float8_e4m3fn) for c in (k, v))) for q, k, v in sets]
+    q, k, v = fp8[0]
+    ref = torch_sdpa(q, *((c.float() * FP8_SCALE).to(q.dtype) for c in (k, v))).float()
+    return fp8, ref, {"k_scale": FP8_SCALE, "v_scale": FP8_SCALE}
 
 
 def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
@@ -105,11 +144,17 @@ def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
         print(f"b={b} T={T}: sdpa {sdpa * 1e3:.1f} us ({nbytes / sdpa / 1e9 / copy:.3f}x copy)")
         row = {"batch": b, "T": T, "kv_bytes": nbytes, "sdpa_ms": sdpa, "configs": {}}
         outs = [torch.empty_like(s[0]) for s in sets]
-        for splits in _split_counts(b * HEADS_KV, T):
-            plans = [plan_call(*s, T, num_splits=splits) for s in sets]
+        kinds = {"bf16": (sets, ref, {}, nbytes)}
+        if any(cfg.get("kv_dtype") == "fp8_e4m3" for cfg in index.values()):
+            kinds["fp8_e4m3"] = (*_fp8_case(sets), nbytes // 2)
+        for splits, (kind, (kind_sets, kind_ref, scales, kind_bytes)) in itertools.product(
+                _split_counts(b * HEADS_KV, T), kinds.items()):
+            plans = [plan_call(*s, T, num_splits=splits, **scales) for s in kind_sets]
             work = [(torch.empty(b, 32, splits, HEAD_DIM, device="cuda"), torch.empty(b, 32, splits, device="cuda"))
-                    for _ in sets]
+                    for _ in kind_sets]
             for name, cfg in index.items():
+                if cfg.get("kv_dtype", "bf16") != kind:
+                    continue
                 calls = []
                 for plan, out, (p_out, p_lse) in zip(plans, outs, work):
                     # as the runtime launches it: a workspace only for the combine kernel (one pass or a
@@ -127,18 +172,19 @@ def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:
                                               overlap_previous=True))
                     calls.append(lambda steps=steps: [step() for step in steps])
                 row["configs"].setdefault(name, {})[splits] = timed_against_sdpa(
-                    calls, outs[0], ref, f"{name} splits {splits:4d}", nbytes, copy, sdpa)
+                    calls, outs[0], kind_ref, f"{name} splits {splits:4d}", kind_bytes, copy, sdpa)
         rows.append(row)
         del sets, outs
         torch.cuda.empty_cache()
     result = {"device": torch.cuda.get_device_name(0), "copy_tbps": copy, "configs": index, "rows": rows}
     if out_path:
         out_path.write_text(json.dumps(result, indent=1))
-    print("\nbest per case (x copy; x sdpa):")
+    print("\nbest per case (x copy of the config's own bytes: FP8 ones half; x sdpa):")
     for r in rows:
         best = {name: min(t.items(), key=lambda kv: kv[1]["ms"]) for name, t in r["configs"].items()}
+        share = {name: 2 if index[name].get("kv_dtype") == "fp8_e4m3" else 1 for name in best}
         print(f"b={r['batch']:4d} T={r['T']:6d} " + " ".join(
-            f"{name}:{s}:{r['kv_bytes'] / t['ms'] / 1e9 / copy:.3f}/{r['sdpa_ms'] / t['ms']:.2f}"
+            f"{name}:{s}:{r['kv_bytes'] / share[name] / t['ms'] / 1e9 / copy:.3f}/{r['sdpa_ms'] / t['ms']:.2f}"
             for name, (s, t) in best.items()))
 
 

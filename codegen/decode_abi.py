@@ -91,16 +91,16 @@ def query_bytes(head_dim: int, itemsize: int = 2) -> int:
     return HEAD_ROWS * (head_dim + ROW_PADDING) * itemsize
 
 
-def widened_bytes(head_dim: int) -> int:
-    """An FP8 cache's widened keys: each warp's quarter of a 64-key tile, K and V, in q's 16-bit type with padded rows
-    (the tiles attend_tile reads)."""
-    return WARPS * 2 * (Pipeline.NARROW.tile_keys // WARPS) * (head_dim + ROW_PADDING) * 2
+def widened_bytes(head_dim: int, tile: int = Pipeline.NARROW.tile_keys) -> int:
+    """An FP8 cache's widened keys: each warp's share of a ``tile``-key tile, K and V, in q's 16-bit type with padded
+    rows (the tiles attend_tile reads): the whole tile over the warps."""
+    return 2 * tile * (head_dim + ROW_PADDING) * 2
 
 
-def merge_bytes(head_dim: int) -> int:
+def merge_bytes(head_dim: int, warps: int = WARPS) -> int:
     """What finish_block keeps over the K/V stages at the end: the warps' maxima, sums and O, their weights, the
     rows' log-sum-exps, the block's own O and the cluster merge's split weights (decode.cuh)."""
-    return ((2 + head_dim + 1) * WARPS * HEAD_ROWS + HEAD_ROWS * (1 + head_dim)
+    return ((2 + head_dim + 1) * warps * HEAD_ROWS + HEAD_ROWS * (1 + head_dim)
             + (MAX_CLUSTER_SPLITS + 1) * HEAD_ROWS) * 4
 
 
@@ -131,9 +131,10 @@ def shared_bytes(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: 
     end, so those must hold them (asserted below). ``n_stages``, ``warps`` and ``tile`` (keys) override the
     pipeline's, for experiments."""
     n_stages = stages(head_dim, pipeline, cache) if n_stages is None else n_stages
-    if cache is Cache.E4M3:
-        region = widened_bytes(head_dim) + n_stages * stage_bytes(head_dim, pipeline.tile_keys, 1, padded=False)
-        assert merge_bytes(head_dim) <= region, "the warps' partial results fit over the widened keys and stages"
+    if cache is Cache.E4M3:  # (tile and warps: a sweep's other geometries, benchmarks/decode_sweep.py)
+        keys = tile or pipeline.tile_keys
+        region = widened_bytes(head_dim, keys) + n_stages * stage_bytes(head_dim, keys, 1, padded=False)
+        assert merge_bytes(head_dim, warps) <= region, "the warps' partial results fit over the widened keys and stages"
         return region + query_bytes(head_dim)
     if pipeline.warp_specialized:
         stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys, padded=False)
