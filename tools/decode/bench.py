@@ -81,23 +81,32 @@ def _time_contenders(row: dict, contenders: dict, ref, nbytes: int, copy: float)
     row["speedup_vs_sdpa"] = row["torch_sdpa"]["ms"] / row["cukiln"]["ms"]
 
 
+FLASHINFER_FP8 = ("flashinfer fp8", "flashinfer fp8 tc")  # its FP8 batch decode on CUDA cores, and on tensor cores
+
+
 def _flashinfer_fp8(sets, b: int, T: int) -> dict:
-    """FlashInfer's FP8 batch decode (CUDA cores: the module the peer payload builds) over page-16 copies of the FP8
-    caches, with the same per-tensor scales: name -> calls, or why it is missing."""
+    """FlashInfer's FP8 batch decode on CUDA cores and on tensor cores (the prefill kernels: benchmarks/peers' payload
+    builds them) over page-16 copies of the FP8 caches, with the same per-tensor scales: name -> calls, or why it is
+    missing."""
     import torch
 
     from .. import flashinfer_peer
 
-    name = "flashinfer fp8"
     try:
         used = sets if kv_bytes(b, T, 1) < ONE_COPY_BYTES else sets[:1]
         copies = [flashinfer_peer.paged_copy(s[1], s[2]) for s in used]
-        wrapper = flashinfer_peer.batch_decode(copies[0][2], T, HEADS_Q, HEADS_KV, HEAD_DIM, torch.bfloat16,
-                                               kv_dtype=torch.float8_e4m3fn)
-        return {name: [lambda q=s[0], c=c: wrapper.run(q, c[:2], k_scale=FP8_SCALE, v_scale=FP8_SCALE)
-                       for s, c in zip(used, copies)]}
-    except Exception as e:  # FlashInfer does not import here, or its FP8 module does not build
-        return {name: failure(e)}
+    except Exception as e:  # FlashInfer does not import here, or the copies do not fit
+        return {name: failure(e) for name in FLASHINFER_FP8}
+    found = {}
+    for name, tensor_cores in zip(FLASHINFER_FP8, (False, True)):
+        try:
+            wrapper = flashinfer_peer.batch_decode(copies[0][2], T, HEADS_Q, HEADS_KV, HEAD_DIM, torch.bfloat16,
+                                                   tensor_cores=tensor_cores, kv_dtype=torch.float8_e4m3fn)
+            found[name] = [lambda q=s[0], c=c, w=wrapper: w.run(q, c[:2], k_scale=FP8_SCALE, v_scale=FP8_SCALE)
+                           for s, c in zip(used, copies)]
+        except Exception as e:  # its FP8 module does not build, or takes no FP8 here
+            found[name] = failure(e)
+    return found
 
 
 def _bench_fp8_case(b: int, T: int, copy: float, rotate: bool, missing: dict) -> dict:
@@ -129,8 +138,9 @@ def _bench_fp8_case(b: int, T: int, copy: float, rotate: bool, missing: dict) ->
     ref = torch_sdpa(sets[0][0], sets[0][3], sets[0][4]).float()
     _time_contenders(row, contenders, ref, nbytes, copy)
     row["speedup_vs_bf16"] = row["cukiln bf16"]["ms"] / row["cukiln"]["ms"]
-    if "flashinfer fp8" in row:
-        row["speedup_vs_flashinfer fp8"] = row["flashinfer fp8"]["ms"] / row["cukiln"]["ms"]
+    for name in FLASHINFER_FP8:
+        if name in row:
+            row[f"speedup_vs_{name}"] = row[name]["ms"] / row["cukiln"]["ms"]
     del sets, outs, contenders
     torch.cuda.empty_cache()
     return row
@@ -238,7 +248,7 @@ def run(console: Console, args) -> dict:
             "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
                       "kv_dtype": "fp8_e4m3" if fp8 else "bf16", "capacity": f"T + {CAPACITY_SLACK}"},
             "others": sorted(others),
-            "peers": [n for n in ((*FLASHINFER, "flashinfer single") if not fp8 else ("flashinfer fp8",))
+            "peers": [n for n in ((*FLASHINFER, "flashinfer single") if not fp8 else FLASHINFER_FP8)
                       if n not in missing],
             "peers_missing": missing, "cases": rows}
 
@@ -272,13 +282,12 @@ def _show_fp8(result: dict, console: Console, inputs: str) -> None:
     table = Table(title=f"decode over FP8 caches on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, {inputs}; "
                         "x copy of the FP8 bytes; vs X: X's time / cukiln FP8's", title_justify="left")
     for col in ("b", "T", "K+V MB (fp8)", "splits", "fp8 us", "x copy", "bf16 us", "vs bf16", "sdpa us", "vs sdpa",
-                "vs flashinfer fp8"):
+                *(f"vs {name}" for name in FLASHINFER_FP8)):
         table.add_column(col, justify="right")
     for r in result["cases"]:
-        fi = r.get("speedup_vs_flashinfer fp8")
         table.add_row(str(r["batch"]), str(r["T"]), f"{r['kv_bytes'] / 1e6:.0f}", str(r["num_splits"]),
                       f"{r['cukiln']['ms'] * 1e3:.1f}", f"{r['cukiln']['x_copy']:.3f}",
                       f"{r['cukiln bf16']['ms'] * 1e3:.1f}", f"{r['speedup_vs_bf16']:.2f}x",
                       f"{r['torch_sdpa']['ms'] * 1e3:.1f}", f"{r['speedup_vs_sdpa']:.2f}x",
-                      "-" if fi is None else f"{fi:.2f}x")
+                      *(f"{r[f'speedup_vs_{n}']:.2f}x" if f"speedup_vs_{n}" in r else "-" for n in FLASHINFER_FP8))
     console.print(table)
