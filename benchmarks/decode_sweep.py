@@ -51,15 +51,18 @@ CONFIGS = {
     "w4_s3_early": (3, 4, 16, decode_abi.L2_PREFETCH, True),
     "w4k32_s2_early": (2, 4, 32, decode_abi.L2_PREFETCH, True),
 }
-# FP8 caches: name -> (stages, warps, keys a warp takes of each tile); the FP8 kernel's per-tile work (a wait, a
-# barrier, each warp widening its keys) is what these trade against the tile's bytes
+# FP8 caches: name -> (stages, warps, keys a warp takes of each tile, the next tile's copies issued before the wait);
+# the FP8 kernel's per-tile work (a wait, a barrier, each warp widening its keys) is what these trade against the
+# tile's bytes
 FP8_CONFIGS = {
-    "fp8_w4_s3": (3, 4, 16),
-    "fp8_w4_s4": (4, 4, 16),
-    "fp8_w4k32_s2": (2, 4, 32),
-    "fp8_w4k32_s3": (3, 4, 32),
-    "fp8_w8_s3": (3, 8, 16),
-    "fp8_w8_s2": (2, 8, 16),
+    "fp8_w4_s3": (3, 4, 16, False),
+    "fp8_w4_s4": (4, 4, 16, False),
+    "fp8_w4_s3_early": (3, 4, 16, True),
+    "fp8_w4_s4_early": (4, 4, 16, True),
+    "fp8_w4k32_s2": (2, 4, 32, False),
+    "fp8_w4k32_s3": (3, 4, 32, False),
+    "fp8_w8_s3": (3, 8, 16, False),
+    "fp8_w8_s2": (2, 8, 16, False),
 }
 FP8_SCALE = 1 / 16
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -70,8 +73,8 @@ COMBINE = DecodeCombineVariant(Dtype.BF16, HEAD_DIM)
 def _configs() -> dict:
     """Every config: name -> (stages, warps, keys a warp takes, L2 fetch, issue early, cache)."""
     found = {name: (*cfg, Cache.SAME) for name, cfg in CONFIGS.items()}
-    found.update({name: (stages, warps, keys, decode_abi.L2_PREFETCH, False, Cache.E4M3)
-                  for name, (stages, warps, keys) in FP8_CONFIGS.items()})
+    found.update({name: (stages, warps, keys, decode_abi.L2_PREFETCH, early, Cache.E4M3)
+                  for name, (stages, warps, keys, early) in FP8_CONFIGS.items()})
     return found
 
 
