@@ -84,3 +84,19 @@ def test_rope_on_transformers_views_equals_its_formula(restored_rotary):
     got = glue.rotate(q.clone(), k.clone(), cos, sin)
     for g, w in zip(got, want):
         assert g.shape == w.shape and (g.float() - w).abs().max().item() <= 0.02
+
+
+def test_an_fp8_cache_generates_as_sdpa_over_its_dequantized_values(restored_rotary):
+    """Greedy generation over Fp8StaticCache (cukiln's FP8 decode kernels) against transformers' SDPA over a static
+    cache holding the same dequantized values (the CPU test's comparison, on the kernels)."""
+    from .test_transformers_glue import _fake_quantized_cache
+
+    model = build("llama", torch.bfloat16, "cuda")
+    ids, mask = prompts("cuda")
+    model.set_attn_implementation("sdpa")
+    want_tokens, want_logits = greedy(model, ids, mask, NEW_TOKENS, cache=_fake_quantized_cache(model, 64))
+    glue.apply(model)
+    cache = glue.Fp8StaticCache(model.config, max_cache_len=64)
+    got_tokens, got_logits = greedy(model, ids, mask, NEW_TOKENS, cache=cache)
+    assert cache.layers[0].keys.dtype == torch.float8_e4m3fn
+    assert_same_tokens_up_to_near_ties(got_tokens, got_logits, want_tokens, want_logits)
