@@ -1,7 +1,8 @@
 """FP8 (e4m3) KV caches against 16-bit ones in a Llama-style model run through cukiln's transformers integration: the
 logits of every teacher-forced decode step with each cache, at short and at long positions, beside the logits of
 caches perturbed by what e4m3's rounding allows (each key and value times 1 + e, e uniform in [-2^-4, 2^-4]: the bound
-of its rounding of normal numbers, docs/guide.md's error model) — the prediction the FP8 cache is held to.
+of its rounding of normal numbers, docs/guide.md's error model) — the prediction the FP8 cache is held to — and of
+caches with the keys alone, or the values alone, rounded as FP8.
 
     python benchmarks/fp8_cache_accuracy.py [--device cuda|cpu] [--long N] [--out JSON]
 
@@ -74,6 +75,31 @@ def noisy_cache(model, max_cache_len: int, seed: int):
     return cache
 
 
+def half_quantized_cache(model, max_cache_len: int, which: str):
+    """A static cache whose buffers hold the keys (``which`` "k") or the values ("v") as an FP8 cache dequantizes
+    them, the others as they are: which of the two roundings the FP8 cache's error comes from."""
+    import transformers
+    from transformers.cache_utils import StaticLayer
+
+    from cukiln import kv_scales
+    from cukiln.integrations.transformers import quantized
+
+    class Layer(StaticLayer):
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+                self.scales = [kv_scales(x, head_axis=1) for x in (key_states, value_states)]
+            states = [key_states, value_states]
+            i = "kv".index(which)
+            scale = self.scales[i]
+            states[i] = (quantized(states[i], scale).float() * scale.view(1, -1, 1, 1)).to(states[i].dtype)
+            return super().update(*states, *args, **kwargs)
+
+    cache = transformers.StaticCache(config=model.config, max_cache_len=max_cache_len)
+    cache.layers = [Layer(max_cache_len) for _ in cache.layers]
+    return cache
+
+
 def teacher_forced(model, tokens: torch.Tensor, prompt: int, cache) -> torch.Tensor:
     """The logits [steps, vocab] of each decode step after a prefill of ``prompt`` tokens, each step fed the next
     token of ``tokens`` (not the model's own choice)."""
@@ -102,12 +128,17 @@ def compare(model, glue, tokens: torch.Tensor, prompt: int) -> dict:
         return ((logits - base).abs().amax(dim=1) / spread).tolist()
 
     fp8 = error(teacher_forced(model, tokens, prompt, glue.Fp8StaticCache(model.config, max_cache_len=length)))
+    alone = {which: error(teacher_forced(model, tokens, prompt, half_quantized_cache(model, length, which)))
+             for which in "kv"}
     noise = [error(teacher_forced(model, tokens, prompt, noisy_cache(model, length, seed)))
              for seed in range(NOISE_DRAWS)]
     flat = [e for draw in noise for e in draw]
     return {"prompt": prompt, "steps": len(fp8), "fp8_max_logit_error": fp8, "noise_max_logit_error": noise,
             "fp8_mean": sum(fp8) / len(fp8), "fp8_worst": max(fp8), "noise_mean": sum(flat) / len(flat),
-            "noise_worst": max(flat)}
+            "noise_worst": max(flat),
+            # the keys alone rounded as FP8, the values alone: which rounding the error comes from
+            **{f"{which}_only_max_logit_error": errors for which, errors in alone.items()},
+            **{f"{which}_only_mean": sum(errors) / len(errors) for which, errors in alone.items()}}
 
 
 def main() -> None:
@@ -132,7 +163,8 @@ def main() -> None:
         runs.append(run)
         print(f"positions {prompt}-{prompt + STEPS}: FP8 cache logit error {run['fp8_mean']:.4f} mean, "
               f"{run['fp8_worst']:.4f} worst; e4m3-sized noise {run['noise_mean']:.4f} mean, {run['noise_worst']:.4f} "
-              f"worst (max |logit - 16-bit cache's| / std of the logits, per step)")
+              f"worst (max |logit - 16-bit cache's| / std of the logits, per step); keys alone rounded "
+              f"{run['k_only_mean']:.4f}, values alone {run['v_only_mean']:.4f}")
     result = {"benchmark": "fp8_cache_accuracy", "device": args.device,
               "kernels": "cukiln's" if args.device == "cuda" else "the float64 references",
               "command": "python benchmarks/fp8_cache_accuracy.py --device " + args.device
