@@ -115,6 +115,26 @@ def teacher_forced(model, tokens: torch.Tensor, prompt: int, cache) -> torch.Ten
     return torch.stack(logits)
 
 
+def channel_offsets(model, tokens: torch.Tensor, prompt: int) -> dict:
+    """Per layer, over every head and channel of its 16-bit cache after the prompt: the largest and the median
+    |mean over tokens| / (standard deviation over tokens), for the keys and for the values — how far a channel's
+    values sit from zero beside their spread (rounding errors of values near a common offset agree)."""
+    import transformers
+
+    from cukiln.integrations.transformers import cache_argument
+
+    cache = transformers.StaticCache(config=model.config, max_cache_len=prompt)
+    with torch.no_grad():
+        model(input_ids=tokens[:, :prompt], use_cache=True, **cache_argument(cache))
+    found = {}
+    for i, layer in enumerate(cache.layers):
+        for name, x in (("keys", layer.keys), ("values", layer.values)):
+            x = x[0].float()  # [h, T, d]
+            ratio = (x.mean(dim=1).abs() / x.std(dim=1)).flatten()
+            found[f"layer {i} {name}"] = {"max": ratio.max().item(), "median": ratio.median().item()}
+    return found
+
+
 def compare(model, glue, tokens: torch.Tensor, prompt: int) -> dict:
     """Per step: the largest logit difference to the 16-bit cache's, in units of that step's logits' standard
     deviation, for the FP8 cache and for each noise draw."""
@@ -171,6 +191,7 @@ def main() -> None:
                          + (f" --long {args.long}" if args.long else ""),
               "model": "Llama-style, 4 layers, hidden 256, 8 query / 2 KV heads of 64, random weights, q and k x 4",
               "rounding": ROUNDING, "runs": runs,
+              "channel_offsets_long_prompt": channel_offsets(model, tokens, long),
               "long_over_short": runs[1]["fp8_mean"] / runs[0]["fp8_mean"] if runs[0]["fp8_mean"] else math.nan}
     print(f"long positions' mean error / short positions': {result['long_over_short']:.3f}")
     if args.out:
