@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 
 import torch
@@ -52,15 +51,10 @@ def main() -> None:
     p.add_argument("--out", metavar="JSON")
     args = p.parse_args()
     gpus = args.device == "cuda"
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    if gpus:
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-        device = torch.device("cuda", torch.cuda.current_device())
-    else:
-        device = torch.device("cpu")
-    dist.init_process_group("nccl" if gpus else "gloo", device_id=device if gpus else None)
     import cukiln
-    from cukiln.context_parallel import DecodeContextParallel, local_capacity
+    from cukiln.context_parallel import DecodeContextParallel, join_torchrun, local_capacity
+
+    rank, world, device = join_torchrun(gpus)
 
     ops = cukiln if gpus else cukiln.reference
     dtype = torch.bfloat16 if gpus else torch.float64

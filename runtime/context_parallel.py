@@ -213,3 +213,21 @@ class DecodeContextParallel:
         return self.decode_attention(q_rot.to(q.dtype), k_local, v_local, kv_lens + 1, kv_start=kv_start,
                                      return_lse=return_lse, scale=scale, softcap=softcap, kv_layout=kv_layout,
                                      **scales)
+
+
+def join_torchrun(gpus: bool = True):
+    """This process's (rank, world size, device) in the job torchrun started (its RANK, WORLD_SIZE and LOCAL_RANK),
+    the process group begun: NCCL with one GPU a process (``gpus``), or gloo on the CPU."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if gpus:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if gpus else "gloo", device_id=device if gpus else None)
+    return rank, world, device
