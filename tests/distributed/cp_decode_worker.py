@@ -8,7 +8,8 @@ token on the rank that holds its slot.
 Rank 0 makes the global caches, query and new tokens and broadcasts them. Every rank checks:
 - the merged attention against decode_attention on the whole cache;
 - the step's output against decode_step on the whole cache;
-- every rank's cache, put back together, against the whole cache after that step.
+- every rank's cache, put back together, against the whole cache after that step;
+- the step again over FP8 caches with scales, output and caches alike.
 
 On the CPU (gloo) the float64 references stand in for the kernels: the merge is then exact to float64 rounding. On
 GPUs (NCCL) with bf16 caches, each rank's partial output is rounded to bf16 before the merge, which sums them in fp32:
@@ -37,15 +38,16 @@ def check(name: str, rank: int, got, want, tolerance: float) -> None:
 
 
 def whole(local, world: int, rank: int):
-    """The global cache [b, h_kv, T, d] from every rank's local cache (an all_gather, then each position from its
-    owner)."""
-    parts = [torch.empty_like(local) for _ in range(world)]
-    dist.all_gather(parts, local.contiguous())
-    out = torch.empty(local.shape[0], local.shape[1], T, local.shape[3], dtype=local.dtype, device=local.device)
+    """The global cache [b, h_kv, T, d] from every rank's local cache (an all_gather of their bytes, which every
+    backend takes whatever the dtype, FP8 too; then each position from its owner)."""
+    data = local.contiguous().view(torch.uint8)
+    parts = [torch.empty_like(data) for _ in range(world)]
+    dist.all_gather(parts, data)
+    out = torch.empty(data.shape[0], data.shape[1], T, data.shape[3], dtype=torch.uint8, device=local.device)
     for p in range(T):
         owner, slot = slot_of(p, world)
         out[:, :, p] = parts[owner][:, :, slot]
-    return out
+    return out.view(local.dtype)
 
 
 def main() -> None:
@@ -77,6 +79,22 @@ def main() -> None:
         check("the caches after the step, put back together", rank,
               torch.stack((whole(k_local, world, rank), whole(v_local, world, rank))),
               torch.stack((k_want, v_want)), tolerance)
+
+        # FP8 caches with a key scale per KV head: the step's new key and value quantized on the rank that holds them
+        scales = {"k_scale": torch.tensor([0.02, 0.05], device=device), "v_scale": 0.03}
+        k8, v8 = ((c.float() / 0.03).to(torch.float8_e4m3fn) for c in (k, v))
+        k8_local, v8_local = (shard_cache(c, world, rank) for c in (k8, v8))
+        got = cp.decode_step(q, k_new, v_new, k8_local, v8_local, lens, kv_start=start, **angles, **scales)
+        k8_want, v8_want = k8.clone(), v8.clone()
+        want = ops.decode_step(q, k_new, v_new, k8_want, v8_want, lens.clone(), kv_start=start, **angles, **scales)
+        check("decode_step over FP8 caches", rank, got, want, tolerance)
+        # the kernels quantize the new token as the references do, or one e4m3 step apart (fp32 against float64)
+        put_back = torch.stack((whole(k8_local, world, rank), whole(v8_local, world, rank))).view(torch.uint8)
+        steps = (put_back.int() - torch.stack((k8_want, v8_want)).view(torch.uint8).int()).abs()
+        if steps.max() > (1 if gpus else 0):
+            raise AssertionError(f"rank {rank}: the FP8 caches after the step: codes {steps.max().item()} apart")
+        print(f"rank {rank}: the FP8 caches after the step, put back together: within a step of the whole cache's",
+              flush=True)
     finally:
         dist.destroy_process_group()
 
