@@ -64,7 +64,6 @@ FP8_CONFIGS = {
     "fp8_w8_s3": (3, 8, 16, False),
     "fp8_w8_s2": (2, 8, 16, False),
 }
-FP8_SCALE = 1 / 16
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 HEAD_DIM = 128
 COMBINE = DecodeCombineVariant(Dtype.BF16, HEAD_DIM)
@@ -113,16 +112,13 @@ def _split_counts(blocks: int, T: int) -> list[int]:
 
 
 def _fp8_case(sets):
-    """The sets' values in FP8 (e4m3, scale FP8_SCALE), SDPA's output over them dequantized (fp32), the plan's
+    """The sets' values in FP8 (the FP8 decode bench's as_fp8), SDPA's output over them dequantized (fp32), the plan's
     scale arguments."""
-    import torch
+    from cukiln.tools.decode.bench import FP8_SCALE, as_fp8, torch_sdpa
 
-    from cukiln.tools.decode.bench import torch_sdpa
-
-    fp8 = [(q, *((c.float() / FP8_SCALE).to(torch.float8_e4m3fn) for c in (k, v))) for q, k, v in sets]
-    q, k, v = fp8[0]
-    ref = torch_sdpa(q, *((c.float() * FP8_SCALE).to(q.dtype) for c in (k, v))).float()
-    return fp8, ref, {"k_scale": FP8_SCALE, "v_scale": FP8_SCALE}
+    converted = [(q, *as_fp8(k, v)) for q, k, v in sets]
+    q, _, _, k16, v16 = converted[0]
+    return [s[:3] for s in converted], torch_sdpa(q, k16, v16).float(), {"k_scale": FP8_SCALE, "v_scale": FP8_SCALE}
 
 
 def run(cubin_dir: Path, out_path: Path | None, cases=None) -> None:

@@ -66,10 +66,6 @@ class Cache(str, enum.Enum):
     SAME = "same"
     E4M3 = "e4m3"
 
-    @property
-    def itemsize(self) -> int | None:
-        return 1 if self is Cache.E4M3 else None  # None: q's
-
 
 CACHES = tuple(Cache)
 FP8_COPY_ELEMS = 16  # an FP8 tile's 16-byte copies

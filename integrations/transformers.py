@@ -43,8 +43,7 @@ from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_
 
 import cukiln.torch as ct
 from cukiln.decode_plan import HEAD_DIMS
-from cukiln.fp8_scales import kv_scales
-from cukiln.tensors import E4M3_MAX
+from cukiln.fp8_scales import kv_scales, quantize_e4m3
 
 NAME = "cukiln"
 HALVES = (torch.float16, torch.bfloat16)  # the dtypes cukiln's kernels take
@@ -221,8 +220,8 @@ class Fp8StaticCache(StaticCache):
 
 
 def quantized(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """``x`` [b, h_kv, s, d] as an FP8 cache holds it: x / scale (per KV head) rounded to e4m3 with saturation."""
-    return (x.float() / scale.view(1, -1, 1, 1)).clamp(-E4M3_MAX, E4M3_MAX).to(FP8)
+    """``x`` [b, h_kv, s, d] as an FP8 cache holds it, ``scale`` one per KV head (quantize_e4m3)."""
+    return quantize_e4m3(x, scale.view(1, -1, 1, 1))
 
 
 def dequantized(cache: torch.Tensor, dtype) -> torch.Tensor:

@@ -267,7 +267,7 @@ class Call:
         if name in self._infos:
             return self._infos[name]
         value = self[name]
-        if value is None or (type(value) in (int, float) and name in self.op.int_or_tensor):
+        if value is None or (type(value) in (int, float) and name in self.op.number_or_tensor):
             info = value
         elif self.validating:
             info = standing_for(value, name, self.op.dtypes.get(name))
@@ -471,7 +471,7 @@ class OpRuntime:
         self.wrapper = None
         self.native_callers = None  # variant name -> its native caller, once the torch ops are registered
         self.index = schema.index
-        self.int_or_tensor = {a.name for a in schema.args if a.type in NUMBER_OR_TENSOR}
+        self.number_or_tensor = {a.name for a in schema.args if a.type in NUMBER_OR_TENSOR}
         # the kernel dtypes each tensor takes (an output given as parts: each part's)
         self.dtypes = {p: a.dtypes for a in schema.args for p in (a.parts or (a.name,)) if a.dtypes}
         self.forms = {(f.key()): f for f in schema.forms()}

@@ -122,7 +122,7 @@ def attention_launches(call: Call, p: DecodePlan, names: dict, torch) -> list:
     attention, combine = p.values(out=0, lse=0)
     pointers = [(f, names[f], 0) for f in POINTER_FIELDS if f in names]
     integers = [(f, n) for f, n in (("kv_len", "kv_lens"), ("kv_start_value", "kv_start"))
-                if n in call.op.int_or_tensor and (call[n] is None or type(call[n]) is int)]
+                if n in call.op.number_or_tensor and (call[n] is None or type(call[n]) is int)]
     maps = None
     if p.pipeline in WARP_SPECIALIZED:
         maps = (_MAP_FIELDS, (names["k"], names["v"]), lambda pointers: tensor_maps(p, *pointers))

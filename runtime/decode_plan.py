@@ -19,7 +19,7 @@ from .tensors import TensorInfo, device_name
 
 DTYPES = ("fp16", "bf16")
 KV_LAYOUTS = ("bhsd", "bshd")
-SAME, FP8 = "same", "e4m3"  # what the caches hold (dispatch.DECODE_CACHES): q's type, or FP8 e4m3 with scales
+SAME, FP8 = dispatch.DECODE_CACHES  # what the caches hold: q's type, or FP8 e4m3 with scales
 FP8_HEAD_DIMS = sorted({key[1] for key in dispatch.DECODE if key[5] == FP8})
 FP8_ROW_BYTES = 16  # an FP8 cache's rows and pointer on 16-byte boundaries (its tiles' copies)
 HEAD_DIMS = sorted({key[1] for key in dispatch.DECODE})

@@ -1,9 +1,20 @@
-"""cukiln.kv_scales: the scales of an FP8 (e4m3) KV cache from a calibration batch, for kv_append, decode_attention and
-decode_step's k_scale / v_scale."""
+"""FP8 (e4m3) KV caches on the host: cukiln.kv_scales, the scales of a cache from a calibration batch (for kv_append,
+decode_attention and decode_step's k_scale / v_scale), and quantize_e4m3, what such a cache holds for given values
+(as the kernels store them: the references and the transformers cache store with it)."""
 
 from __future__ import annotations
 
 from .tensors import E4M3_MAX
+
+
+def quantize_e4m3(x, scale=None):
+    """What an FP8 (e4m3) cache holds for the values ``x``: x / scale (None: 1; a number, or a tensor broadcasting
+    against x) rounded to e4m3 with saturation to its finite range, ±448 (an infinity too; NaN stays NaN), in x's
+    precision (float64 stays float64; narrower types go through float32)."""
+    import torch
+
+    wide = x if x.dtype in (torch.float32, torch.float64) else x.float()
+    return (wide / (1.0 if scale is None else scale)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
 
 
 def kv_scales(x, head_axis: int = 1, per_head: bool = True):

@@ -26,7 +26,7 @@ CACHE_SCALES = tuple(
     Arg(f"{c}_scale", "FloatOrTensor", None, f"an FP8 (float8_e4m3fn) {what} cache's scale: it holds each {what} / "
         f"{c}_scale, saturated to the format's range; a positive float, or an fp32 tensor on q's device, 0-d or [h_kv] "
         f"(one per KV head); default 1; refused for caches of q's dtype", optional=True,
-        op_names=(f"{c}_scale_tensor", f"{c}_scale"), int_optional=True, dtypes=("fp32",))
+        op_names=(f"{c}_scale_tensor", f"{c}_scale"), int_optional=True, dtypes=("fp32",), refuse_grad=True)
     for c, what in (("k", "key"), ("v", "value")))
 NEW_TOKENS = (
     Arg("q", "Tensor", doc="[b, n, h_q, d] (n new tokens a row: 1 for decode, more for chunked prefill or drafts) or "

@@ -344,11 +344,9 @@ def _stored(x, scale, dtype):
     rounded to e4m3 with saturation to its finite range (NaN stays NaN), as the kernels store it."""
     import torch
 
-    from .tensors import E4M3_MAX
+    from .fp8_scales import quantize_e4m3
 
-    if dtype != torch.float8_e4m3fn:
-        return x.to(dtype)
-    return (x.double() / (1.0 if scale is None else scale)).clamp(-E4M3_MAX, E4M3_MAX).to(dtype)
+    return quantize_e4m3(x.double(), scale) if dtype == torch.float8_e4m3fn else x.to(dtype)
 
 
 def _kv_append(a):

@@ -57,16 +57,20 @@ def moved_bytes(b: int, T: int, itemsize: int = 2) -> int:
 FP8_SCALE = 1 / 16
 
 
-def fp8_inputs(b: int, T: int):
-    """q, FP8 K/V slices as inputs() lays them out, and the same values in bf16 (what a user without FP8 decode keeps
-    or dequantizes to)."""
+def as_fp8(*caches) -> tuple:
+    """Each bf16 cache as an FP8 cache of scale FP8_SCALE, then the bf16 cache holding the same values (what a user
+    without FP8 decode keeps or dequantizes to; exact: an e4m3 value times 2^-4 is a bf16 one): (k8, v8, ..., k16,
+    v16, ...). The three benches of FP8 caches build their inputs with it."""
     import torch
 
+    fp8 = tuple((c.float() / FP8_SCALE).to(torch.float8_e4m3fn) for c in caches)
+    return fp8 + tuple((c.float() * FP8_SCALE).to(torch.bfloat16) for c in fp8)
+
+
+def fp8_inputs(b: int, T: int):
+    """q, FP8 K/V slices as inputs() lays them out, and the same values in bf16 (as_fp8)."""
     q, k, v = inputs(b, T)
-    k8, v8 = ((x.float() * (1 / FP8_SCALE)).to(torch.float8_e4m3fn) for x in (k, v))
-    k16, v16 = ((x.to(torch.bfloat16) * FP8_SCALE) for x in (k8, v8))  # exact: e4m3 x 2^-4 is a bf16 value
-    del k, v
-    return q, k8, v8, k16, v16
+    return (q, *as_fp8(k, v))
 
 
 def _time_contenders(row: dict, contenders: dict, ref, nbytes: int, copy: float) -> None:
@@ -82,31 +86,6 @@ def _time_contenders(row: dict, contenders: dict, ref, nbytes: int, copy: float)
 
 
 FLASHINFER_FP8 = ("flashinfer fp8", "flashinfer fp8 tc")  # its FP8 batch decode on CUDA cores, and on tensor cores
-
-
-def _flashinfer_fp8(sets, b: int, T: int) -> dict:
-    """FlashInfer's FP8 batch decode on CUDA cores and on tensor cores (the prefill kernels: benchmarks/peers' payload
-    builds them) over page-16 copies of the FP8 caches, with the same per-tensor scales: name -> calls, or why it is
-    missing."""
-    import torch
-
-    from .. import flashinfer_peer
-
-    try:
-        used = sets if kv_bytes(b, T, 1) < ONE_COPY_BYTES else sets[:1]
-        copies = [flashinfer_peer.paged_copy(s[1], s[2]) for s in used]
-    except Exception as e:  # FlashInfer does not import here, or the copies do not fit
-        return {name: failure(e) for name in FLASHINFER_FP8}
-    found = {}
-    for name, tensor_cores in zip(FLASHINFER_FP8, (False, True)):
-        try:
-            wrapper = flashinfer_peer.batch_decode(copies[0][2], T, HEADS_Q, HEADS_KV, HEAD_DIM, torch.bfloat16,
-                                                   tensor_cores=tensor_cores, kv_dtype=torch.float8_e4m3fn)
-            found[name] = [lambda q=s[0], c=c, w=wrapper: w.run(q, c[:2], k_scale=FP8_SCALE, v_scale=FP8_SCALE)
-                           for s, c in zip(used, copies)]
-        except Exception as e:  # its FP8 module does not build, or takes no FP8 here
-            found[name] = failure(e)
-    return found
 
 
 def _bench_fp8_case(b: int, T: int, copy: float, rotate: bool, missing: dict) -> dict:
@@ -125,7 +104,7 @@ def _bench_fp8_case(b: int, T: int, copy: float, rotate: bool, missing: dict) ->
         "cukiln bf16": [lambda s=s, o=o: cukiln.decode_attention(s[0], s[3], s[4], T, out=o) for s, o in zip(sets, outs)],
         "torch_sdpa": [lambda s=s: torch_sdpa(s[0], s[3], s[4]) for s in sets],
     }
-    for name, calls in _flashinfer_fp8(sets, b, T).items():
+    for name, calls in _flashinfer(sets, b, T, fp8=True).items():
         if isinstance(calls, str):
             missing.setdefault(name, calls)
         else:
@@ -159,27 +138,33 @@ def _other_kernels() -> dict:
     return found
 
 
-def _flashinfer(sets, b: int, T: int) -> dict:
-    """FlashInfer's contenders on page-16 copies of the input sets (one copy where K+V are far larger than the L2, so
-    that the copies fit beside cukiln's): name -> calls, or the reason it is missing (a string)."""
+def _flashinfer(sets, b: int, T: int, fp8: bool = False) -> dict:
+    """FlashInfer's contenders on page-16 copies of the input sets' caches (s[1], s[2]; one copy where K+V are far
+    larger than the L2, so that the copies fit beside cukiln's): its batch decode on CUDA cores and on tensor cores
+    (the prefill kernels), and at b = 1 its single-request decode; ``fp8``: over the FP8 caches, with their scales, the
+    batch decodes alone. Name -> calls, or the reason it is missing (a string)."""
     import torch
 
     from .. import flashinfer_peer
 
+    names = FLASHINFER_FP8 if fp8 else FLASHINFER
+    single = b == 1 and not fp8
     try:
-        used = sets if kv_bytes(b, T) < ONE_COPY_BYTES else sets[:1]
-        copies = [flashinfer_peer.paged_copy(k, v) for _, k, v in used]
+        used = sets if kv_bytes(b, T, 1 if fp8 else 2) < ONE_COPY_BYTES else sets[:1]
+        copies = [flashinfer_peer.paged_copy(s[1], s[2]) for s in used]
     except Exception as e:  # FlashInfer does not import here, or the copies do not fit
-        return {name: failure(e) for name in FLASHINFER + (("flashinfer single",) if b == 1 else ())}
+        return {name: failure(e) for name in names + (("flashinfer single",) if single else ())}
+    scales = {"k_scale": FP8_SCALE, "v_scale": FP8_SCALE} if fp8 else {}
     found = {}
-    for name, tensor_cores in zip(FLASHINFER, (False, True)):
+    for name, tensor_cores in zip(names, (False, True)):
         try:
             wrapper = flashinfer_peer.batch_decode(copies[0][2], T, HEADS_Q, HEADS_KV, HEAD_DIM, torch.bfloat16,
-                                                   tensor_cores=tensor_cores)
-            found[name] = [lambda q=s[0], c=c, w=wrapper: w.run(q, c[:2]) for s, c in zip(used, copies)]
-        except Exception as e:
+                                                   tensor_cores=tensor_cores,
+                                                   kv_dtype=torch.float8_e4m3fn if fp8 else None)
+            found[name] = [lambda q=s[0], c=c, w=wrapper: w.run(q, c[:2], **scales) for s, c in zip(used, copies)]
+        except Exception as e:  # its module does not build, or takes no such caches here
             found[name] = failure(e)
-    if b == 1:
+    if single:
         try:
             found["flashinfer single"] = [flashinfer_peer.single_decode(q[0], k[0], v[0]) for q, k, v in used]
         except Exception as e:

@@ -37,6 +37,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from ..decode.bench import FP8_SCALE, as_fp8
 from ..flashinfer_peer import PAGE
 from ..timing import copy_tbps, failure, median_ms, run_metadata, tbps
 
@@ -71,8 +72,6 @@ class CaseSet:
     fp8: bool = False  # FP8 (e4m3) caches with a scale per KV head
 
 
-# --kv-dtype fp8_e4m3: the caches hold 16 x a unit normal draw in e4m3, dequantized by these scales
-FP8_SCALE = 1 / 16
 FP8_SET = CaseSet("_fp8", "GQA 32/8, d 128, bf16 q, FP8 (e4m3) caches", 32, 8, False, GRID,
                   ((1, 2048), (8, 8192), (128, 32768)), fp8=True)
 
@@ -114,10 +113,8 @@ def setup_case(cs: CaseSet, b: int, L: int) -> dict:
     s["cos_sin"] = torch.cat((angles.cos(), angles.sin()), dim=1).float()
     s["out"] = torch.empty(b, hq, HEAD_DIM, device="cuda", dtype=bf16)
     s["norm_kw"] = {}  # cukiln's (and its reference's) norm and scale arguments
-    if cs.fp8:  # FP8 caches, and bf16 ones holding the same values (an e4m3 value times 2^-4 is a bf16 one)
-        s["k_cache"], s["v_cache"] = ((c.float() / FP8_SCALE).to(torch.float8_e4m3fn) for c in (s["k_cache"],
-                                                                                               s["v_cache"]))
-        s["k_cache16"], s["v_cache16"] = ((c.float() * FP8_SCALE).to(bf16) for c in (s["k_cache"], s["v_cache"]))
+    if cs.fp8:  # FP8 caches, and bf16 ones holding the same values (decode's bench makes them alike)
+        s["k_cache"], s["v_cache"], s["k_cache16"], s["v_cache16"] = as_fp8(s["k_cache"], s["v_cache"])
         s["norm_kw"] = {"k_scale": torch.full((hkv,), FP8_SCALE, device="cuda"), "v_scale": FP8_SCALE}
     if cs.norm:
         s["q_norm"], s["k_norm"] = (1.0 + 0.25 * torch.randn(HEAD_DIM, device="cuda") for _ in range(2))
