@@ -313,14 +313,11 @@ def cache_kind(q: TensorInfo, k: TensorInfo, v: TensorInfo) -> str:
 def cache_scales(k_scale, v_scale, cache: str, heads_kv: int, device: int) -> dict:
     """The kernel fields of an FP8 cache's scales (its values are stored value / scale): each a positive finite number
     (None: 1), or an fp32 tensor on q's device, 0-d (one for every KV head) or [h_kv] (one each), read by the kernel.
-    Refused for caches of q's own type, which have nothing to dequantize."""
+    Refused for caches of q's own type, which have nothing to dequantize (their fields: no pointer, 1)."""
     fields = {}
     for name, value in (("k_scale", k_scale), ("v_scale", v_scale)):
-        if cache != FP8:
-            if value is not None:
-                raise ValueError(f"{name}: a scale dequantizes an FP8 cache (float8_e4m3fn); these caches hold q's "
-                                 f"dtype")
-            continue
+        if cache != FP8 and value is not None:
+            raise ValueError(f"{name}: a scale dequantizes an FP8 cache (float8_e4m3fn); these caches hold q's dtype")
         pointer, stride, number = 0, 0, 1.0
         if isinstance(value, TensorInfo):
             if value.dtype != "fp32":

@@ -209,7 +209,7 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
               "mscale": float(mscale), "kv_lens": lens_ptr, "kv_len_value": lens_value,
               "kv_lens_out": 0 if kv_lens_out is None else kv_lens_out.ptr, "kv_start": start_ptr,
               "kv_start_value": start_value, **pos_fields, **angles.fields, **(norm or {}), "cache_fp8": int(fp8),
-              **_NO_SCALES, **scales}
+              **scales}
     for name, (sb, ss, sh, _) in strides.items():
         fields[f"{name}_sb"], fields[f"{name}_ss"], fields[f"{name}_sh"] = sb, ss, sh
     refills = [("q", "q", span), ("q_out", "out", span), ("k", "k_new", span), ("k_cache", "k_cache", cache_span),
@@ -223,7 +223,7 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
 
 _SHARED_LIMIT = 48 * 1024  # dynamic shared memory a launch gets without opting in
 _FP8_WRITES_FROM = 89  # cvt.rn.satfinite.e4m3x2.f32
-_NO_SCALES = {f"{c}_scale{part}": value for c in "kv" for part, value in (("", 0), ("_stride", 0), ("_value", 1.0))}
+
 
 
 def _norm_fields(q: TensorInfo, D: int, q_weight: TensorInfo | None, k_weight: TensorInfo | None,
