@@ -215,6 +215,12 @@ FP8_SCALES = tuple(field for c in ("k", "v") for field in ((CPTR, f"{c}_scale"),
                                                            (F64, f"{c}_scale_value")))
 
 
+# A paged cache's block table (int32 [batch, table_sb-strided], row b's pages in order), its page size as a shift
+# (log2) and the pool's page count (a table entry outside [0, num_pages) makes its row NaN); the K/V stride fields
+# hold the pool's (page, head, slot) strides
+PAGE_TABLE = ((CPTR, "block_table"), (I64, "table_sb"), (I64, "page_shift"), (I64, "num_pages"))
+
+
 def decode_params(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) -> Params:
     """(C type, field name) of every kernel parameter of ``v``, in struct order."""
     if isinstance(v, DecodeMergeVariant):
@@ -222,7 +228,8 @@ def decode_params(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) 
     if isinstance(v, DecodeCombineVariant):
         return _COMBINE
     maps = _TENSOR_MAPS if v.pipeline.warp_specialized else ()
-    return maps + _ATTENTION + _KV_STRIDES[v.strides] + (FP8_SCALES if v.cache is Cache.E4M3 else ())
+    return (maps + _ATTENTION + _KV_STRIDES[v.strides] + (FP8_SCALES if v.cache is Cache.E4M3 else ())
+            + (PAGE_TABLE if v.paged else ()))
 
 
 def params_layout_id(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) -> str:
@@ -231,7 +238,7 @@ def params_layout_id(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVarian
     if isinstance(v, DecodeCombineVariant):
         return "combine"
     return (f"attention_s{v.strides}" + ("_maps" if v.pipeline.warp_specialized else "")
-            + ("_fp8" if v.cache is Cache.E4M3 else ""))
+            + ("_fp8" if v.cache is Cache.E4M3 else "") + ("_paged" if v.paged else ""))
 
 
 def block_threads(pipeline: Pipeline) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from . import decode_abi, jinja
 from .abi import TEMPLATE_CTYPE, param_structs
 from .axes import Dtype
-from .decode_variants import CACHES, PIPELINES, DecodeCombineVariant, DecodeMergeVariant, DecodeVariant, enumerate_decode, parse_decode_name
+from .decode_variants import CACHES, FORMS, PIPELINES, DecodeCombineVariant, DecodeMergeVariant, DecodeVariant, enumerate_decode, parse_decode_name
 from .family import OpFamily
 from .tables import params_table_lines, tuned_rule_lines
 
@@ -81,20 +81,22 @@ def _shared(variants: list) -> dict[tuple[int, str, str], int]:
 def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
     attention = sorted((v for v in variants if isinstance(v, DecodeVariant)), key=lambda v: v.name)
     lines = [
-        "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, pipeline, cache) to (module,",
+        "# Decode attention. DECODE maps (dtype, head dim, K/V strides, vector width, pipeline, cache, form) to (module,",
         "# symbol, params layout, the module and symbol of the combine kernel that merges split-KV partial results);",
         "# DECODE_PARAMS as",
         "# ROPE_PARAMS. Block: DECODE_WARPS warps serving up to DECODE_HEAD_ROWS query heads of one KV head;",
         "# combine blocks have DECODE_COMBINE_THREADS threads. Pipelines (decode_variants.Pipeline): every",
         "# variant has the first, the bandwidth path all (the split table chooses); DECODE_TILE_KEYS: keys per",
         "# K/V tile of each. DECODE_SHARED: (head dim, pipeline, cache) -> dynamic shared memory bytes of a block.",
-        "# DECODE_CACHES: what the caches may hold (the keys' last axis): q's type (same), or FP8 e4m3 with scales.",
+        "# DECODE_CACHES: what the caches may hold (the key's sixth axis): q's type (same), or FP8 e4m3 with scales.",
+        "# DECODE_FORMS (the key's last axis): fixed-capacity caches, or paged pools through a block table.",
         f"DECODE_HEAD_ROWS = {decode_abi.HEAD_ROWS}",
         f"DECODE_WARPS = {decode_abi.WARPS}",
         f"DECODE_PIPELINES = {tuple(p.value for p in PIPELINES)!r}",
         f"DECODE_TILE_KEYS = {dict((p.value, p.tile_keys) for p in PIPELINES)!r}",
         f"DECODE_COMBINE_THREADS = {decode_abi.COMBINE_THREADS}",
         f"DECODE_CACHES = {tuple(c.value for c in CACHES)!r}",
+        f"DECODE_FORMS = {tuple(f.value for f in FORMS)!r}",
         "# the warp-specialized pipelines, which read the caches through TMA tensor maps (sm_90 on)",
         f"DECODE_WARP_SPECIALIZED = {tuple(p.value for p in PIPELINES if p.warp_specialized)!r}",
         "# threads of an attention block per pipeline (ws: the computing warps and a producer warp)",
@@ -142,8 +144,8 @@ FAMILY = OpFamily(
     params=decode_abi.decode_params,
     max_threads=decode_abi.max_threads,
     dispatch_lines=dispatch_lines,
-    # the modules its tuning measured: the 16-bit caches' (not decode_step_*'s, nor the FP8 caches', which take the
-    # narrow pipeline's split counts of the same table)
+    # the modules its tuning measured: the 16-bit fixed-capacity caches' (not decode_step_*'s, nor the FP8 or paged
+    # caches', which take the narrow pipeline's split counts of the same table)
     tuned_modules={"decode": r"^decode_(fp16|bf16)$"},
     api={"decode_attention": "decode_api", "merge_attention": "merge_api"},
     reference=("decode_attention", "merge_attention"),

@@ -2,7 +2,8 @@
 
 Names are ``extern "C"`` symbols and parse back into variants, e.g. ``decode_bf16_d128_s3_v8``
 (attention kernel, narrow pipeline), ``decode_bf16_d128_s3_v8_wide`` (the same over 128-key tiles),
-``decode_bf16_d128_s3_v16_e4m3`` (bf16 queries over FP8 e4m3 caches) and
+``decode_bf16_d128_s3_v16_e4m3`` (bf16 queries over FP8 e4m3 caches), ``decode_bf16_d128_s3_v8_paged`` (over a
+paged pool through a block table) and
 ``decode_combine_bf16_d128`` (the kernel that merges split-KV partial results).
 Axes are in docs/ARCHITECTURE.md. One pass versus split-KV is not an axis: it is a kernel argument (the
 partial-result pointer, null for one pass), since it changes only where the epilogue writes; one kernel
@@ -71,6 +72,18 @@ CACHES = tuple(Cache)
 FP8_COPY_ELEMS = 16  # an FP8 tile's 16-byte copies
 
 
+class Form(str, enum.Enum):
+    """How a row's keys are found: a fixed-capacity cache (a strided slice per row), or pages of a pool through a
+    block table (serving engines' caches: any power-of-two page size, a run-time argument; each key's page looked up
+    as its tile is copied)."""
+
+    FIXED = "fixed"
+    PAGED = "paged"
+
+
+FORMS = tuple(Form)
+
+
 @dataclass(frozen=True, order=True)
 class DecodeVariant(AxisRecord):
     """One compiled decode-attention kernel: each field is a compile-time axis."""
@@ -81,20 +94,27 @@ class DecodeVariant(AxisRecord):
     vec: int  # elements of one K/V row moved per access into shared memory
     pipeline: Pipeline = Pipeline.NARROW
     cache: Cache = Cache.SAME
+    form: Form = Form.FIXED
 
     op = "decode"
+
+    @property
+    def paged(self) -> bool:
+        return self.form is Form.PAGED
 
     @property
     def name(self) -> str:
         suffix = "" if self.pipeline is Pipeline.NARROW else f"_{self.pipeline.value}"
         cache = "" if self.cache is Cache.SAME else f"_{self.cache.value}"
-        return f"decode_{self.dtype.value}_d{self.head_dim}_s{self.strides}_v{self.vec}{suffix}{cache}"
+        form = "_paged" if self.paged else ""
+        return f"decode_{self.dtype.value}_d{self.head_dim}_s{self.strides}_v{self.vec}{suffix}{cache}{form}"
 
     @property
     def module(self) -> str:
-        # FP8 caches' kernels in modules of their own: the 16-bit modules' machine code (and their tuning's
-        # fingerprint) stays as it was
-        return f"decode_{self.dtype.value}" + ("" if self.cache is Cache.SAME else f"_{self.cache.value}")
+        # FP8 caches' and paged caches' kernels in modules of their own: the 16-bit fixed-capacity modules' machine
+        # code (and their tuning's fingerprint) stays as it was
+        return (f"decode_{self.dtype.value}" + ("" if self.cache is Cache.SAME else f"_{self.cache.value}")
+                + ("_paged" if self.paged else ""))
 
     @property
     def combine(self) -> "DecodeCombineVariant":
@@ -174,12 +194,21 @@ def rule_decode_fp8_on_the_narrow_bandwidth_path(v: DecodeVariant) -> str | None
     return None
 
 
+def rule_decode_paged_on_the_narrow_bandwidth_path(v: DecodeVariant) -> str | None:
+    if v.paged and (v.pipeline is not Pipeline.NARROW or v.strides != 3
+                    or v.vec * (1 if v.cache is Cache.E4M3 else v.dtype.itemsize) != MAX_VECTOR_BYTES):
+        return (f"paged caches: the narrow pipeline, 3 strides (a contiguous head dim) and {MAX_VECTOR_BYTES}-byte "
+                f"copies only (a pool's pages are whole rows)")
+    return None
+
+
 def rule_vector_fits_16_bytes_of_the_cache(v: DecodeVariant) -> str | None:
     # vec counts cache elements: q's type, or one byte each in an FP8 cache
     return rule_vector_fits_16_bytes(v) if v.cache is Cache.SAME else None
 
 
-DECODE_RULES = (rule_decode_fp8_on_the_narrow_bandwidth_path, rule_vector_fits_16_bytes_of_the_cache,
+DECODE_RULES = (rule_decode_fp8_on_the_narrow_bandwidth_path, rule_decode_paged_on_the_narrow_bandwidth_path,
+                rule_vector_fits_16_bytes_of_the_cache,
                 rule_general_strides_are_scalar, rule_decode_vector_divides_head_dim,
                 rule_decode_fast_pipelines_on_the_bandwidth_path, rule_decode_ws_whole_boxes)
 
@@ -202,13 +231,17 @@ def enumerate_decode() -> Iterator[DecodeVariant | DecodeCombineVariant | Decode
             fp8 = DecodeVariant(dtype, head_dim, 3, FP8_COPY_ELEMS, Pipeline.NARROW, Cache.E4M3)
             if decode_rejection(fp8) is None:
                 yield fp8
+            for cache, vec in ((Cache.SAME, MAX_VECTOR_BYTES // dtype.itemsize), (Cache.E4M3, FP8_COPY_ELEMS)):
+                paged = DecodeVariant(dtype, head_dim, 3, vec, Pipeline.NARROW, cache, Form.PAGED)
+                if decode_rejection(paged) is None:
+                    yield paged
             yield DecodeCombineVariant(dtype, head_dim)
     for dtype in DECODE_DTYPES:
         yield DecodeMergeVariant(dtype)
 
 
 _NAME_RE = re.compile(
-    rf"^decode_(?P<dtype>{alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)_s(?P<strides>\d+)_v(?P<vec>\d+)(_(?P<pipeline>{alternatives(PIPELINES)}))?(_(?P<cache>{alternatives(CACHES[1:])}))?$"
+    rf"^decode_(?P<dtype>{alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)_s(?P<strides>\d+)_v(?P<vec>\d+)(_(?P<pipeline>{alternatives(PIPELINES)}))?(_(?P<cache>{alternatives(CACHES[1:])}))?(?P<paged>_paged)?$"
 )
 _COMBINE_RE = re.compile(rf"^decode_combine_(?P<dtype>{alternatives(DECODE_DTYPES)})_d(?P<head_dim>\d+)$")
 _MERGE_RE = re.compile(rf"^decode_merge_(?P<dtype>{alternatives(DECODE_DTYPES)})$")
@@ -230,7 +263,8 @@ def parse_decode_name(name: str) -> DecodeVariant | DecodeCombineVariant | Decod
         raise ValueError(f"not a decode variant name: {name!r}")
     pipeline = Pipeline(m["pipeline"]) if m["pipeline"] is not None else Pipeline.NARROW
     cache = Cache(m["cache"]) if m["cache"] is not None else Cache.SAME
-    v = DecodeVariant(Dtype(m["dtype"]), int(m["head_dim"]), int(m["strides"]), int(m["vec"]), pipeline, cache)
+    form = Form.PAGED if m["paged"] else Form.FIXED
+    v = DecodeVariant(Dtype(m["dtype"]), int(m["head_dim"]), int(m["strides"]), int(m["vec"]), pipeline, cache, form)
     widths = VECTOR_WIDTHS if cache is Cache.SAME else (FP8_COPY_ELEMS,)
     if v.head_dim not in HEAD_DIMS or v.strides not in KV_STRIDE_COUNTS or v.vec not in widths or v.name != name:
         raise ValueError(f"{name!r}: head dim must be one of {HEAD_DIMS}, strides one of {KV_STRIDE_COUNTS}, "

@@ -121,12 +121,16 @@ _FP8_FIELDS = ((I64, "cache_fp8"),) + decode_abi.FP8_SCALES
 
 
 # QK-norm variants: each tensor's weights [head_dim] (null: that tensor not normalized), fp32 or q's type
+# Paged caches: decode's block-table fields (the cache strides then the pool's: page, slot, head) and vLLM's flat slot
+# per new token (int64 [b * n], or null), either one set, at the struct's end as the FP8 fields (the fused step's struct
+# keeps its offsets)
+_PAGE_FIELDS = decode_abi.PAGE_TABLE + ((CPTR, "slot_mapping"),)
 _NORM_FIELDS = ((CPTR, "q_norm_weight"), (CPTR, "k_norm_weight"), (I64, "norm_weight_fp32"), (F64, "norm_eps"))
 
 
 def kv_append_params(v: KvAppendVariant) -> Params:
     """(C type, field name) of every kernel parameter of ``v``, in struct order."""
-    return _FIELDS + (_NORM_FIELDS if v.qk_norm else ()) + rope_abi.ANGLE_FIELDS[v.angles] + _FP8_FIELDS
+    return _FIELDS + (_NORM_FIELDS if v.qk_norm else ()) + rope_abi.ANGLE_FIELDS[v.angles] + _FP8_FIELDS + _PAGE_FIELDS
 
 
 def params_layout_id(v: KvAppendVariant) -> str:

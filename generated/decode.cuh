@@ -108,6 +108,19 @@ struct KvRows4 {
   __device__ __forceinline__ long long col(int j) const { return j * sd; }
 };
 
+// A paged cache: a pool of pages with any strides (page, head, slot; the head dim contiguous), key t of row b at slot
+// t % page size of page table[b][t / page size]. Holds the stride fields of KvRows3 (the page's in place of the row's)
+// and the block table's (page sizes are powers of two: a shift and a mask).
+struct KvPages {
+  long long sp, sh, st;
+  const int* table;  // int32 [batch][table_sb], row b's pages in order
+  long long table_sb;
+  int shift;  // log2(page size)
+  int pages;  // pages in the pool: a table entry outside [0, pages) is malformed
+};
+template <typename Kv> struct IsPaged { static constexpr bool kValue = false; };
+template <> struct IsPaged<KvPages> { static constexpr bool kValue = true; };
+
 // q and out: [batch, heads_q, head_dim] with any strides (small: element-wise access).
 struct Rows3 {
   long long sb, sh, sd;
@@ -267,6 +280,44 @@ __device__ __forceinline__ void load_tile(T* tile, const T* base, const Kv& kv, 
       copy_to_shared<T, V>(tile + key * Geometry::kPitch + piece * V,
                            base + kv.row(b, h, valid ? first + key : first) + kv.col(piece * V), valid);
     }
+  }
+}
+
+// Keys [first, first + count) of one KV head of row b from paged K and V pools into a K and a V tile, zeros after them,
+// piece by piece as load_tile's general path. Each key's page is looked up in the block table (read-only during the
+// kernel: through the non-coherent cache, where the block's threads share its lines); a key whose table entry lies
+// outside the pool is read as zeros and sets ``bad`` (the block's result becomes NaN: attend).
+template <typename T, int D, int V, class Geometry>
+__device__ __forceinline__ void load_paged_tiles(T* k_tile, T* v_tile, const T* k, const T* v, const KvPages& kp,
+                                                 const KvPages& vp, int b, int h, int first, int count, bool& bad) {
+  constexpr int kPieces = D / V;
+  constexpr int kCopies = Geometry::kKeys * kPieces / kThreads;  // per thread
+  static_assert(Geometry::kKeys * kPieces % kThreads == 0, "every thread copies the same number of pieces");
+  const int* row_pages = kp.table + b * kp.table_sb;
+  const int mask = (1 << kp.shift) - 1;
+  // Every copy's page first (loads in flight together, a register each), then the copies: their addresses are made
+  // one at a time, so that they are not all held at once.
+  int page[kCopies];
+#pragma unroll
+  for (int c = 0; c < kCopies; ++c) {
+    const int key = (threadIdx.x + c * kThreads) / kPieces;
+    page[c] = __ldg(row_pages + ((first + (key < count ? key : 0)) >> kp.shift));
+  }
+  const T* k_head = k + h * kp.sh;
+  const T* v_head = v + h * vp.sh;
+#pragma unroll
+  for (int c = 0; c < kCopies; ++c) {
+    const int i = threadIdx.x + c * kThreads;
+    const int key = i / kPieces;
+    const int piece = i - key * kPieces;
+    const bool valid = key < count;
+    const bool inside = static_cast<unsigned>(page[c]) < static_cast<unsigned>(kp.pages);
+    bad |= valid && !inside;
+    const bool ok = valid && inside;
+    const long long slot = (first + key) & mask;
+    const int at = key * Geometry::kPitch + piece * V;
+    copy_to_shared<T, V>(k_tile + at, ok ? k_head + page[c] * kp.sp + slot * kp.st + piece * V : k, ok);
+    copy_to_shared<T, V>(v_tile + at, ok ? v_head + page[c] * vp.sp + slot * vp.st + piece * V : v, ok);
   }
 }
 
@@ -963,6 +1014,9 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
   int lo, hi;
   split_range<kKeys>(range, sink.split, sink.splits_of(range), lo, hi);
   const int tiles_n = (hi - lo + kKeys - 1) / kKeys;
+  // paged caches: whether a key of the split had a table entry outside the pool (then the block's result is NaN)
+  constexpr bool kPaged = IsPaged<Kv>::kValue;
+  bool bad_page = false, poisoned = false;
 
   // Tiles t = 0 .. kStages - 2 go in flight at once; tile t lives in stage t % kStages. Every step
   // commits one copy group, empty or not, so "tile t has landed" is always "at most kStages - 2 groups
@@ -971,8 +1025,13 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
     if (t < tiles_n) {
       C* stage = tiles + (t % kStages) * 2 * kTileElems;
       const int first = lo + t * kKeys, count = min(kKeys, hi - first);
-      load_tile<C, D, V, Staged>(stage, k, k_rows, b, kv_head, first, count);
-      load_tile<C, D, V, Staged>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
+      if constexpr (kPaged) {
+        load_paged_tiles<C, D, V, Staged>(stage, stage + kTileElems, k, v, k_rows, v_rows, b, kv_head, first, count,
+                                          bad_page);
+      } else {
+        load_tile<C, D, V, Staged>(stage, k, k_rows, b, kv_head, first, count);
+        load_tile<C, D, V, Staged>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
+      }
     }
     commit_copies();
   };
@@ -1010,7 +1069,15 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
       attend_one(k_tile, k_tile + kTileElems, count);
     }
     wait_copies<0>();  // only empty groups can be pending here; the merge below reuses the stages
-    __syncthreads();
+    if constexpr (kPaged) {
+      poisoned = __syncthreads_or(bad_page);
+    } else {
+      __syncthreads();
+    }
+  };
+  // A malformed table entry: every warp's running maximum NaN, which the merges carry into the output and lse.
+  const auto poison = [&](auto& run) {
+    if (poisoned) run.m[0] = run.m[1] = CUKILN_NAN;
   };
   // A group of 8 heads or fewer: keys as the mma's rows (attend_tile_by_keys). From sm_90 on: sm_80's narrow kernel at
   // head dim 128 would spill under its register cap (3 blocks per SM), and sm_80 keeps one form in every pipeline.
@@ -1024,6 +1091,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
       attend_tile_by_keys<T, D, Geometry, PaddedRows<kPitch>>(run, k_tile, v_tile, count, rows, scoring, q_cols);
     });
     if constexpr (kWiden) scale_output(run, scales.value(kv_head));
+    poison(run);
     finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, b, first_head, sink);
     return;
   }
@@ -1056,6 +1124,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
     attend_tile<T, D, Geometry>(run, k_tile, v_tile, count, rows, scoring, a_of);
   });
   if constexpr (kWiden) scale_output(run, scales.value(kv_head));
+  poison(run);
   finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, b, first_head, sink);
 }
 

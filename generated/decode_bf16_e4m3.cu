@@ -1,7 +1,7 @@
 // cukiln decode-attention kernels, element type bf16: 5 variants.
 // Rendered from templates/decode.cu.j2 — edit the template, then run `cukiln build`.
-// The kernel bodies are in decode.cuh; each entry point below picks its head dim, K/V addressing,
-// and vector width; whether a launch writes the output (one pass) or split-KV partial results is a kernel
+// The kernel bodies are in decode.cuh; each entry point below picks its head dim, K/V addressing (strided caches
+// or paged pools), and vector width; whether a launch writes the output (one pass) or split-KV partial results is a kernel
 // argument (partial_out null or not), as is the batch-invariant split and merge (batch_invariant).
 #include "decode.cuh"
 

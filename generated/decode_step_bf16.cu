@@ -97,6 +97,11 @@ struct decode_step_bf16_d64_half_freqs_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d64_half_freqs_params {
   decode_step_bf16_d64_half_freqs_attention attention;
@@ -206,6 +211,11 @@ struct decode_step_bf16_d64_half_cossin_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d64_half_cossin_params {
   decode_step_bf16_d64_half_cossin_attention attention;
@@ -315,6 +325,11 @@ struct decode_step_bf16_d64_half_cossinf32_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d64_half_cossinf32_params {
   decode_step_bf16_d64_half_cossinf32_attention attention;
@@ -420,6 +435,11 @@ struct decode_step_bf16_d64_half_invfreq_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d64_half_invfreq_params {
   decode_step_bf16_d64_half_invfreq_attention attention;
@@ -526,6 +546,11 @@ struct decode_step_bf16_d64_half_base_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d64_half_base_params {
   decode_step_bf16_d64_half_base_attention attention;
@@ -632,6 +657,11 @@ struct decode_step_bf16_d64_interleaved_freqs_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d64_interleaved_freqs_params {
   decode_step_bf16_d64_interleaved_freqs_attention attention;
@@ -741,6 +771,11 @@ struct decode_step_bf16_d64_interleaved_cossin_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d64_interleaved_cossin_params {
   decode_step_bf16_d64_interleaved_cossin_attention attention;
@@ -850,6 +885,11 @@ struct decode_step_bf16_d64_interleaved_cossinf32_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d64_interleaved_cossinf32_params {
   decode_step_bf16_d64_interleaved_cossinf32_attention attention;
@@ -955,6 +995,11 @@ struct decode_step_bf16_d64_interleaved_invfreq_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d64_interleaved_invfreq_params {
   decode_step_bf16_d64_interleaved_invfreq_attention attention;
@@ -1061,6 +1106,11 @@ struct decode_step_bf16_d64_interleaved_base_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d64_interleaved_base_params {
   decode_step_bf16_d64_interleaved_base_attention attention;
@@ -1167,6 +1217,11 @@ struct decode_step_bf16_d128_half_freqs_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d128_half_freqs_params {
   decode_step_bf16_d128_half_freqs_attention attention;
@@ -1276,6 +1331,11 @@ struct decode_step_bf16_d128_half_cossin_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d128_half_cossin_params {
   decode_step_bf16_d128_half_cossin_attention attention;
@@ -1385,6 +1445,11 @@ struct decode_step_bf16_d128_half_cossinf32_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d128_half_cossinf32_params {
   decode_step_bf16_d128_half_cossinf32_attention attention;
@@ -1490,6 +1555,11 @@ struct decode_step_bf16_d128_half_invfreq_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d128_half_invfreq_params {
   decode_step_bf16_d128_half_invfreq_attention attention;
@@ -1596,6 +1666,11 @@ struct decode_step_bf16_d128_half_base_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d128_half_base_params {
   decode_step_bf16_d128_half_base_attention attention;
@@ -1702,6 +1777,11 @@ struct decode_step_bf16_d128_interleaved_freqs_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d128_interleaved_freqs_params {
   decode_step_bf16_d128_interleaved_freqs_attention attention;
@@ -1811,6 +1891,11 @@ struct decode_step_bf16_d128_interleaved_cossin_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d128_interleaved_cossin_params {
   decode_step_bf16_d128_interleaved_cossin_attention attention;
@@ -1920,6 +2005,11 @@ struct decode_step_bf16_d128_interleaved_cossinf32_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d128_interleaved_cossinf32_params {
   decode_step_bf16_d128_interleaved_cossinf32_attention attention;
@@ -2025,6 +2115,11 @@ struct decode_step_bf16_d128_interleaved_invfreq_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d128_interleaved_invfreq_params {
   decode_step_bf16_d128_interleaved_invfreq_attention attention;
@@ -2131,6 +2226,11 @@ struct decode_step_bf16_d128_interleaved_base_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_bf16_d128_interleaved_base_params {
   decode_step_bf16_d128_interleaved_base_attention attention;

@@ -101,6 +101,11 @@ struct decode_step_fp16_d64_half_freqs_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d64_half_freqs_qknorm_params {
   decode_step_fp16_d64_half_freqs_qknorm_attention attention;
@@ -214,6 +219,11 @@ struct decode_step_fp16_d64_half_cossin_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d64_half_cossin_qknorm_params {
   decode_step_fp16_d64_half_cossin_qknorm_attention attention;
@@ -327,6 +337,11 @@ struct decode_step_fp16_d64_half_cossinf32_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d64_half_cossinf32_qknorm_params {
   decode_step_fp16_d64_half_cossinf32_qknorm_attention attention;
@@ -436,6 +451,11 @@ struct decode_step_fp16_d64_half_invfreq_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d64_half_invfreq_qknorm_params {
   decode_step_fp16_d64_half_invfreq_qknorm_attention attention;
@@ -546,6 +566,11 @@ struct decode_step_fp16_d64_half_base_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d64_half_base_qknorm_params {
   decode_step_fp16_d64_half_base_qknorm_attention attention;
@@ -656,6 +681,11 @@ struct decode_step_fp16_d64_interleaved_freqs_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d64_interleaved_freqs_qknorm_params {
   decode_step_fp16_d64_interleaved_freqs_qknorm_attention attention;
@@ -769,6 +799,11 @@ struct decode_step_fp16_d64_interleaved_cossin_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d64_interleaved_cossin_qknorm_params {
   decode_step_fp16_d64_interleaved_cossin_qknorm_attention attention;
@@ -882,6 +917,11 @@ struct decode_step_fp16_d64_interleaved_cossinf32_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d64_interleaved_cossinf32_qknorm_params {
   decode_step_fp16_d64_interleaved_cossinf32_qknorm_attention attention;
@@ -991,6 +1031,11 @@ struct decode_step_fp16_d64_interleaved_invfreq_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d64_interleaved_invfreq_qknorm_params {
   decode_step_fp16_d64_interleaved_invfreq_qknorm_attention attention;
@@ -1101,6 +1146,11 @@ struct decode_step_fp16_d64_interleaved_base_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d64_interleaved_base_qknorm_params {
   decode_step_fp16_d64_interleaved_base_qknorm_attention attention;
@@ -1211,6 +1261,11 @@ struct decode_step_fp16_d128_half_freqs_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d128_half_freqs_qknorm_params {
   decode_step_fp16_d128_half_freqs_qknorm_attention attention;
@@ -1324,6 +1379,11 @@ struct decode_step_fp16_d128_half_cossin_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d128_half_cossin_qknorm_params {
   decode_step_fp16_d128_half_cossin_qknorm_attention attention;
@@ -1437,6 +1497,11 @@ struct decode_step_fp16_d128_half_cossinf32_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d128_half_cossinf32_qknorm_params {
   decode_step_fp16_d128_half_cossinf32_qknorm_attention attention;
@@ -1546,6 +1611,11 @@ struct decode_step_fp16_d128_half_invfreq_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d128_half_invfreq_qknorm_params {
   decode_step_fp16_d128_half_invfreq_qknorm_attention attention;
@@ -1656,6 +1726,11 @@ struct decode_step_fp16_d128_half_base_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d128_half_base_qknorm_params {
   decode_step_fp16_d128_half_base_qknorm_attention attention;
@@ -1766,6 +1841,11 @@ struct decode_step_fp16_d128_interleaved_freqs_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d128_interleaved_freqs_qknorm_params {
   decode_step_fp16_d128_interleaved_freqs_qknorm_attention attention;
@@ -1879,6 +1959,11 @@ struct decode_step_fp16_d128_interleaved_cossin_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d128_interleaved_cossin_qknorm_params {
   decode_step_fp16_d128_interleaved_cossin_qknorm_attention attention;
@@ -1992,6 +2077,11 @@ struct decode_step_fp16_d128_interleaved_cossinf32_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d128_interleaved_cossinf32_qknorm_params {
   decode_step_fp16_d128_interleaved_cossinf32_qknorm_attention attention;
@@ -2101,6 +2191,11 @@ struct decode_step_fp16_d128_interleaved_invfreq_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d128_interleaved_invfreq_qknorm_params {
   decode_step_fp16_d128_interleaved_invfreq_qknorm_attention attention;
@@ -2211,6 +2306,11 @@ struct decode_step_fp16_d128_interleaved_base_qknorm_append {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 struct decode_step_fp16_d128_interleaved_base_qknorm_params {
   decode_step_fp16_d128_interleaved_base_qknorm_attention attention;

@@ -6,6 +6,10 @@
 // straight into the key cache at slot kv_lens[b] + j, and the token's value heads are copied into the value cache at
 // the same slot. The angles are those of position slot - kv_start[b] (or the explicit positions[b, j]).
 //
+// Paged caches (p.block_table or p.slot_mapping set, a run-time choice too): the slot is found through the row's block
+// table (page block_table[b][slot / page size], its slot % page size), or given flat for each token (slot_mapping[t]:
+// page slot / page size; negative: the token is not stored, as serving engines pad); a page outside the pool stores
+// nothing (decode_attention then gives that row NaN).
 // FP8 caches (p.cache_fp8, a launch-wide choice made at run time: one kernel serves both, the append being a few
 // blocks): the caches hold bytes, each new key and value divided by its KV head's scale and rounded to e4m3 with
 // saturation (fp8.cuh's CacheStores), the key after its rotation in fp32.
@@ -96,24 +100,35 @@ __device__ __forceinline__ void append_token(const P& p, const Src& src, const r
       : slot - start;
   const T* q = static_cast<const T*>(p.q) + b * p.q_sb + j * p.q_ss;
   T* q_out = static_cast<T*>(p.q_out) + b * p.q_out_sb + j * p.q_out_ss;
-  if (valid) {
+  // where the token is stored: (the cache's row b, slot), or a paged pool's (page, its slot)
+  long long page = b, in_page = slot;
+  bool stored = true;
+  if (p.slot_mapping != nullptr || p.block_table != nullptr) {
+    const long long at = p.slot_mapping != nullptr ? static_cast<const long long*>(p.slot_mapping)[t] : slot;
+    page = p.slot_mapping != nullptr
+        ? at >> p.page_shift
+        : static_cast<const int*>(p.block_table)[b * p.table_sb + (valid ? slot >> p.page_shift : 0)];
+    in_page = at & ((1ll << p.page_shift) - 1);
+    stored = at >= 0 && page >= 0 && page < p.num_pages;
+  }
+  if (valid && stored) {
     const bool fp8 = p.cache_fp8 != 0;
     const CacheStores stores{fp8, static_cast<const float*>(p.k_scale), p.k_scale_stride,
                              static_cast<float>(p.k_scale_value)};
     // a cache slot's offset, in its elements: T, or bytes in an FP8 cache
     const auto cache_row = [&](void* cache, long long sb, long long ss) {
-      const long long at = b * sb + slot * ss;
+      const long long at = page * sb + in_page * ss;
       return fp8 ? reinterpret_cast<T*>(static_cast<unsigned char*>(cache) + at) : static_cast<T*>(cache) + at;
     };
     const T* k = static_cast<const T*>(p.k) + b * p.k_sb + j * p.k_ss;
     T* k_cache = cache_row(p.k_cache, p.k_cache_sb, p.k_cache_ss);
+    T* v_cache = cache_row(p.v_cache, p.v_cache_sb, p.v_cache_ss);  // here: the slot's place is not kept past it
     const rope::Tensors<T, KvRows, true, CacheStores> io{q, q_out, k, k_cache, KvRows{p.q_sh}, KvRows{p.q_out_sh},
                                                          KvRows{p.k_sh}, KvRows{p.k_cache_sh},
                                                          static_cast<int>(p.heads_q), stores};
     rope::rope_token<T, V, INTERLEAVED, true, false>(t, 0, 0, pos, true, io, g, src, norm);
     // the values, whole heads, into the same slot
     const T* v = static_cast<const T*>(p.v) + b * p.v_sb + j * p.v_ss;
-    T* v_cache = cache_row(p.v_cache, p.v_cache_sb, p.v_cache_ss);
     const int row_vecs = static_cast<int>(p.head_dim) / V;
     const int count = row_vecs * static_cast<int>(p.heads_kv);
     for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < count; i += blockDim.x * blockDim.y) {
@@ -128,10 +143,10 @@ __device__ __forceinline__ void append_token(const P& p, const Src& src, const r
         copy_vec<T, V, rope::kStreaming>(v_cache + h * p.v_cache_sh + e, v + h * p.v_sh + e);
       }
     }
-  } else {
+  } else {  // the query alone: rotated (a token not stored), or NaN (a malformed row)
     const rope::Tensors<T, KvRows, false> io{q, q_out, nullptr, nullptr, KvRows{p.q_sh}, KvRows{p.q_out_sh},
                                              KvRows{0}, KvRows{0}, static_cast<int>(p.heads_q)};
-    rope::rope_token<T, V, INTERLEAVED, false, false>(t, 0, 0, pos, false, io, g, src, norm);
+    rope::rope_token<T, V, INTERLEAVED, false, false>(t, 0, 0, pos, valid, io, g, src, norm);
   }
 }
 

@@ -60,6 +60,11 @@ struct params_freqs {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 
 struct params_cossin {
@@ -119,6 +124,11 @@ struct params_cossin {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 
 struct params_cossinf32 {
@@ -178,6 +188,11 @@ struct params_cossinf32 {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 
 struct params_invfreq {
@@ -233,6 +248,11 @@ struct params_invfreq {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 
 struct params_base {
@@ -289,6 +309,11 @@ struct params_base {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 
 

@@ -64,6 +64,11 @@ struct params_freqs_qknorm {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 
 struct params_cossin_qknorm {
@@ -127,6 +132,11 @@ struct params_cossin_qknorm {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 
 struct params_cossinf32_qknorm {
@@ -190,6 +200,11 @@ struct params_cossinf32_qknorm {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 
 struct params_invfreq_qknorm {
@@ -249,6 +264,11 @@ struct params_invfreq_qknorm {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 
 struct params_base_qknorm {
@@ -309,6 +329,11 @@ struct params_base_qknorm {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* block_table;
+  long long table_sb;
+  long long page_shift;
+  long long num_pages;
+  const void* slot_mapping;
 };
 
 

@@ -1,4 +1,4 @@
-"""cukiln.decode_attention: one query token per row over a fixed-capacity KV cache, read in place. Its schema (the one
+"""cukiln.decode_attention: one query token per row over a fixed-capacity KV cache or a paged one, read in place. Its schema (the one
 declaration of its arguments), its planner (decode_plan.plan_decode on the call's TensorInfos: the attention kernel,
 and the combine kernel merging split-KV results where the splits outnumber a cluster) and its public function,
 built from the schema (runtime/binder.py).
@@ -11,7 +11,7 @@ from cukiln.generated import dispatch
 from .calls import Call, OpRuntime, bind, takes
 from .decode_plan import PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode
 from .driver import tensor_map
-from .kv_append_api import CACHE_SCALES, LENGTH_ARGS, STREAM
+from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, LENGTH_ARGS, STREAM
 from .overrides import CURRENT as OVERRIDES
 from .schema import Arg, OpSchema, Result, changed
 from .tensors import CACHES, HALVES
@@ -39,7 +39,7 @@ SCHEMA = OpSchema(
        Arg("batch_invariant", "bool", False, "each row's result depends on that row's inputs and lengths alone, the "
            "same bits whatever the batch, the other rows' lengths or the capacity (a row split by its own key count; "
            "far slower than the tuned choice for a lone row of up to 8192 keys); not with num_splits"),
-       *CACHE_SCALES,
+       *CACHE_SCALES, BLOCK_TABLE,
        STREAM),
     (Result("out"), Result("lse", only_with="return_lse")),
     """Attention of one query token per row over keys [kv_start, kv_lens) of that row's KV cache: the output (and its
@@ -59,7 +59,7 @@ grad is refused.""")
 # (the split results: scratch of that name)
 POINTER_FIELDS = {"q": "q", "k": "k_cache", "v": "v_cache", "kv_lens": "kv_lens", "kv_start": "kv_start",
                   "out": "out", "lse": "lse", "partial_out": "partial_out", "partial_lse": "partial_lse",
-                  "k_scale": "k_scale", "v_scale": "v_scale"}
+                  "k_scale": "k_scale", "v_scale": "v_scale", "block_table": "block_table"}
 _MAP_FIELDS = ("k_map", "v_map")
 
 
@@ -92,7 +92,8 @@ def host_lengths(call: Call, device, torch) -> None:
             if value.dtype != torch.int32 and not (call.validating and value.dtype == torch.int64):
                 raise TypeError(f"{name}: expected an int32 tensor, got {str(value.dtype).replace('torch.', '')}")
             if not value.is_cuda:
-                check_host_lengths(name, value.tolist(), given["kv_lens"], call["k_cache"], call["kv_layout"])
+                check_host_lengths(name, value.tolist(), given["kv_lens"], call["k_cache"], call["kv_layout"],
+                                   call["block_table"])
                 call.substitute(name, value.to(device))
 
 
@@ -154,7 +155,8 @@ def plan(call: Call):
                                             call.form.flags.get("return_lse")}, torch)
     bounds, ordered = length_bounds(call, p.fields["capacity"])
     result = call.plan(p.device, launches, bounds=bounds, ordered=ordered,
-                       overlaps=call.overlaps(["out"], ["q", "k_cache", "v_cache", "kv_lens", "kv_start"]))
+                       overlaps=call.overlaps(["out"], ["q", "k_cache", "v_cache", "kv_lens", "kv_start",
+                                                        "block_table"]))
     result.detail = p
     return result
 

@@ -20,6 +20,7 @@ from .tensors import TensorInfo, device_name
 DTYPES = ("fp16", "bf16")
 KV_LAYOUTS = ("bhsd", "bshd")
 SAME, FP8 = dispatch.DECODE_CACHES  # what the caches hold: q's type, or FP8 e4m3 with scales
+FIXED, PAGED = dispatch.DECODE_FORMS  # fixed-capacity caches, or pools of pages through a block table
 FP8_HEAD_DIMS = sorted({key[1] for key in dispatch.DECODE if key[5] == FP8})
 FP8_ROW_BYTES = 16  # an FP8 cache's rows and pointer on 16-byte boundaries (its tiles' copies)
 HEAD_DIMS = sorted({key[1] for key in dispatch.DECODE})
@@ -65,7 +66,7 @@ class Launch:
 
 @dataclass(frozen=True)
 class DecodePlan:
-    key: tuple  # (dtype, head dim, K/V strides, vector width, pipeline, cache)
+    key: tuple  # (dtype, head dim, K/V strides, vector width, pipeline, cache, form)
     device: int
     batch: int
     heads_q: int
@@ -104,13 +105,58 @@ def query_rows(q: TensorInfo) -> tuple[tuple[int, int, int], tuple[int, int, int
                      f"got {_describe(q)}")
 
 
-def cache_rows(t: TensorInfo, name: str, layout: str) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
-    """A K or V cache as (b, h_kv, T, d) sizes and strides, whatever its layout."""
+def cache_rows(t: TensorInfo, name: str, layout: str,
+               paged: bool = False) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
+    """A K or V cache as (b, h_kv, T, d) sizes and strides, whatever its layout; a paged pool (``paged``) as (pages,
+    h_kv, page size, d)."""
     if t.ndim != 4:
-        raise ValueError(f"{name}: expected a 4-d cache [b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd), "
-                         f"got {_describe(t)}")
+        expected = ("a 4-d pool of pages [pages, h_kv, page_size, d] (bhsd: HND) or [pages, page_size, h_kv, d] (bshd: "
+                    "NHD)" if paged else "a 4-d cache [b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd)")
+        raise ValueError(f"{name}: expected {expected}, got {_describe(t)}")
     order = (0, 1, 2, 3) if layout == "bhsd" else (0, 2, 1, 3)
     return tuple(t.shape[i] for i in order), tuple(t.strides[i] for i in order)
+
+
+PAGE_ROW_BYTES = 16  # a paged pool's rows and pointer on 16-byte boundaries (its tiles' copies)
+
+
+def page_table(block_table: TensorInfo, batch: int, page_size: int, num_pages: int, device: int,
+               pools: tuple[tuple[str, TensorInfo, tuple[int, ...]], ...]) -> tuple[int, dict]:
+    """(capacity, kernel fields) of a paged call: the block table (int32 [b, max_pages] on q's device, its last axis
+    contiguous) and the pools ((name, tensor, (pages, head, slot, dim) strides) each), checked (ValueError/TypeError
+    naming the argument): a power-of-two page size, rows of whole 16-byte copies. A row's keys run to max_pages x
+    page_size."""
+    if not isinstance(block_table, TensorInfo):
+        raise TypeError(f"block_table: expected an int32 tensor [b, max_pages] or None, got "
+                        f"{type(block_table).__name__}")
+    if block_table.dtype != "int32":
+        raise TypeError(f"block_table: expected an int32 tensor, got dtype {block_table.dtype}")
+    if block_table.ndim != 2 or block_table.shape[0] != batch:
+        raise ValueError(f"block_table: expected shape [{batch}, max_pages] (a row of page indices per batch row), "
+                         f"got {list(block_table.shape)}")
+    if block_table.shape[1] > 1 and block_table.strides[1] != 1:
+        raise ValueError(f"block_table: expected its last axis contiguous (stride 1), got strides "
+                         f"{list(block_table.strides)}")
+    if block_table.device != device:
+        raise ValueError(f"block_table: expected a tensor on {device_name(device)} (q's device), got one on "
+                         f"{device_name(block_table.device)}")
+    for name, t, st in pools:
+        if st[3] != 1 or t.ptr % PAGE_ROW_BYTES or any(s * t.itemsize % PAGE_ROW_BYTES for s in st[:3]):
+            raise ValueError(f"{name}: a paged pool needs a contiguous head dim and its pointer and rows on "
+                             f"{PAGE_ROW_BYTES}-byte boundaries, got strides {list(t.strides)}")
+    capacity = block_table.shape[1] * page_size
+    return capacity, {**pool_fields(page_size, num_pages), "block_table": block_table.ptr,
+                      "table_sb": block_table.strides[0] if batch > 1 else 0}
+
+
+def pool_fields(page_size: int, num_pages: int) -> dict:
+    """The kernel fields of a paged pool's geometry (its page size as a shift), checked: a power-of-two page size, at
+    most INT32_MAX pages."""
+    if page_size < 1 or page_size & (page_size - 1):
+        raise ValueError(f"k_cache: a page size (the pool's slot axis) must be a power of two, got {page_size}")
+    if num_pages > INT32_MAX:
+        raise ValueError(f"k_cache: at most {INT32_MAX} pages, got {num_pages}")
+    return {"block_table": 0, "table_sb": 0, "page_shift": page_size.bit_length() - 1, "num_pages": num_pages}
 
 
 def widest_kv_vector(infos: list[tuple[int, tuple[int, ...]]], itemsize: int, head_dim: int) -> int:
@@ -237,6 +283,7 @@ class _Validated:
     v_strides: tuple[int, int, int, int]
     fields: dict
     cache: str = SAME  # what the caches hold
+    form: str = FIXED  # fixed-capacity caches, or paged pools
 
 
 def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens, *, kv_layout: str = "bhsd", kv_start=None,
@@ -244,7 +291,7 @@ def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens
                 out: TensorInfo | None = None, return_lse: bool = False, batch_invariant: bool = False,
                 sms: int = 132, arch: str | None = None, max_shared: int | None = None, resident=None,
                 active_clusters=None, pipeline: str | None = None, for_step: bool = False, k_scale=None,
-                v_scale=None) -> DecodePlan:
+                v_scale=None, block_table: TensorInfo | None = None) -> DecodePlan:
     """Validate a decode_attention call and plan its launches.
 
     kv_lens / kv_start: an int, or a TensorInfo of an int32 [b] tensor on q's device (its values are
@@ -263,10 +310,11 @@ def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens
     of the capacity gets) on the first of INVARIANT_PIPELINES the call has, merged in a cluster or by the
     combine kernel with the cluster's arithmetic: a row's result depends on its own inputs alone.
     FP8 (e4m3) caches: ``k_scale`` / ``v_scale`` dequantize them (cache_scales), on the narrow pipeline.
+    Paged caches (``block_table`` given): k_cache and v_cache are pools of pages (page_table), on the narrow pipeline.
     """
     call = validate(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
                     softcap=softcap, num_splits=num_splits, out=out, max_shared=max_shared, pipeline=pipeline,
-                    batch_invariant=batch_invariant, k_scale=k_scale, v_scale=v_scale)
+                    batch_invariant=batch_invariant, k_scale=k_scale, v_scale=v_scale, block_table=block_table)
     return _choose_launch(q, k_cache, v_cache, call, num_splits=num_splits, sms=sms, arch=arch, max_shared=max_shared,
                           resident=resident, active_clusters=active_clusters, pipeline=pipeline,
                           batch_invariant=batch_invariant, for_step=for_step)
@@ -283,13 +331,18 @@ def check_lengths(lens_value: int, start_value: int, capacity: int, lens_on_devi
         raise ValueError(f"kv_start: expected at most kv_lens = {lens_value}, got {start_value}")
 
 
-def check_host_lengths(name: str, values: list[int], kv_lens, k_cache, kv_layout: str) -> None:
+def check_host_lengths(name: str, values: list[int], kv_lens, k_cache, kv_layout: str, block_table=None) -> None:
     """The values of a kv_lens or kv_start given on the host (a CPU tensor): every one checked (ValueError), so
     that the device copy needs no NaN rows. ``kv_lens`` as given (for kv_start's bound), ``k_cache`` any
-    4-d array (its capacity); a cache of another rank is left to validate to explain."""
+    4-d array (its capacity; a paged pool's: its page size times ``block_table``'s width); a cache of another rank
+    is left to validate to explain."""
     if len(getattr(k_cache, "shape", ())) != 4 or kv_layout not in KV_LAYOUTS:
         return
     capacity = k_cache.shape[2] if kv_layout == "bhsd" else k_cache.shape[1]
+    if block_table is not None:
+        if len(getattr(block_table, "shape", ())) != 2:
+            return
+        capacity *= block_table.shape[1]
     if name == "kv_lens" and any(not 0 <= n <= capacity for n in values):
         raise ValueError(f"kv_lens: expected values in [0, T = {capacity}], got {values}")
     if name == "kv_start":
@@ -344,7 +397,7 @@ def cache_scales(k_scale, v_scale, cache: str, heads_kv: int, device: int) -> di
 
 def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout, kv_start, scale, softcap,
               num_splits, out, max_shared, pipeline, batch_invariant=False, k_scale=None,
-              v_scale=None) -> _Validated:
+              v_scale=None, block_table=None) -> _Validated:
     """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument.
     (The float64 reference runs it too: it takes the calls the kernels take.)"""
     if kv_layout not in KV_LAYOUTS:
@@ -354,11 +407,16 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
         if t.device != q.device:
             raise ValueError(f"{name}: expected a tensor on q's device {device_name(q.device)}, got one on {device_name(t.device)}")
     (b, h_q, d), q_strides = query_rows(q)
-    (kb, h_kv, capacity, kd), k_strides = cache_rows(k, "k_cache", kv_layout)
-    v_sizes, v_strides = cache_rows(v, "v_cache", kv_layout)
+    paged = block_table is not None
+    (kb, h_kv, capacity, kd), k_strides = cache_rows(k, "k_cache", kv_layout, paged)
+    v_sizes, v_strides = cache_rows(v, "v_cache", kv_layout, paged)
     if v_sizes != (kb, h_kv, capacity, kd):
         raise ValueError(f"v_cache: expected k_cache's shape {k.shape}, got {v.shape}")
-    if kb != b:
+    paging = {}
+    if paged:
+        capacity, paging = page_table(block_table, b, capacity, kb, q.device,
+                                      (("k_cache", k, k_strides), ("v_cache", v, v_strides)))
+    elif kb != b:
         raise ValueError(f"k_cache: expected batch {b} (q's), got {kb}")
     if kd != d:
         raise ValueError(f"k_cache: expected head dim {d} (q's), got {kd}")
@@ -417,7 +475,8 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
             raise ValueError(f"out: expected a tensor on q's device {device_name(q.device)}, got one on {device_name(out.device)}")
         if out.has_internal_overlap():
             raise ValueError("out: has a broadcast (stride 0) dimension; each output element needs its own memory")
-        for name, t in (("q", q), ("k_cache", k), ("v_cache", v), ("kv_lens", lens_info), ("kv_start", start_info)):
+        for name, t in (("q", q), ("k_cache", k), ("v_cache", v), ("kv_lens", lens_info), ("kv_start", start_info),
+                        ("block_table", block_table)):
             if t is not None and out.overlaps(t):
                 raise ValueError(f"out: overlaps {name}, which the kernel reads while it writes out")
         out_strides = query_rows(out)[1]
@@ -430,11 +489,11 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
         "q_sb": q_strides[0], "q_sh": q_strides[1], "q_sd": q_strides[2],
         "out_sb": out_strides[0], "out_sh": out_strides[1], "out_sd": out_strides[2],
         "scale": float(scale), "softcap": float(softcap or 0.0),
-        **cache_scales(k_scale, v_scale, cache, h_kv, q.device),
+        **cache_scales(k_scale, v_scale, cache, h_kv, q.device), **paging,
     }
     for prefix, st in (("k", k_strides), ("v", v_strides)):
         fields.update({f"{prefix}_sb": st[0], f"{prefix}_sh": st[1], f"{prefix}_st": st[2], f"{prefix}_sd": st[3]})
-    return _Validated(b, h_q, d, h_kv, capacity, k_strides, v_strides, fields, cache)
+    return _Validated(b, h_q, d, h_kv, capacity, k_strides, v_strides, fields, cache, PAGED if paged else FIXED)
 
 
 def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated, *, num_splits, sms, arch,
@@ -443,17 +502,17 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     """The variant, K/V pipeline, split count and launches of a validated call."""
     b, h_q, d, h_kv = call.batch, call.heads_q, call.head_dim, call.heads_kv
     head_groups = call.fields["head_groups"]
-    cache = call.cache
+    cache, form = call.cache, call.form
     general = call.k_strides[3] != 1 or call.v_strides[3] != 1
     strides = 4 if general else 3
-    vec = FP8_ROW_BYTES if cache == FP8 else 1 if general else widest_kv_vector(
-        [(k.ptr, call.k_strides[:3]), (v.ptr, call.v_strides[:3])], k.itemsize, d)
+    vec = (FP8_ROW_BYTES if cache == FP8 else PAGE_ROW_BYTES // k.itemsize if form == PAGED else 1 if general
+           else widest_kv_vector([(k.ptr, call.k_strides[:3]), (v.ptr, call.v_strides[:3])], k.itemsize, d))
     blocks = b * h_kv * head_groups
     # ws reads the caches through tensor maps: sm_90 on, a cache of at least one row and position to map, no
     # broadcast (stride 0) axis, strides within the engine's 2**40 bytes
     maps_ok = tensor_maps(arch) and b > 0 and call.capacity > 0 and all(
         0 < s * k.itemsize < 2**40 for s in call.k_strides[:3] + call.v_strides[:3])
-    available = tuple(p for p in PIPELINES if (q.dtype, d, strides, vec, p, cache) in dispatch.DECODE and (
+    available = tuple(p for p in PIPELINES if (q.dtype, d, strides, vec, p, cache, form) in dispatch.DECODE and (
         max_shared is None or dispatch.DECODE_SHARED[d, p, cache] <= max_shared) and (
             p not in WARP_SPECIALIZED or maps_ok))
     if pipeline is not None and pipeline not in available:
@@ -463,6 +522,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
                             if pipeline in WARP_SPECIALIZED else "")
                          + f"; this call has head dim {d}, {strides} K/V strides, {vec}-element copies"
                          + (", FP8 caches (the narrow pipeline only)" if cache == FP8 else "")
+                         + (", paged caches (the narrow pipeline only)" if form == PAGED else "")
                          + (f", arch {arch}" if pipeline in WARP_SPECIALIZED else ""))
     if batch_invariant:
         pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
@@ -471,14 +531,14 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         rule = split_rule(arch)
         per_sm = None  # only the wave rule (no tuned table) counts resident blocks
         if resident is not None and "table" not in rule:
-            module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW, cache)][:2]
+            module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW, cache, form)][:2]
             per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d, NARROW, cache])
         forced = pipeline
         num_splits, pipeline = choose_pipeline(blocks, call.capacity, sms, rule, per_sm, available, pipeline)
         if for_step and forced is None and pipeline == WS_DEEP:
             num_splits, pipeline = choose_pipeline(blocks, call.capacity, sms, rule, per_sm, available, WS)
     splits = num_splits
-    key = (q.dtype, d, strides, vec, pipeline or NARROW, cache)
+    key = (q.dtype, d, strides, vec, pipeline or NARROW, cache, form)
     module, symbol, layout_id, combine_module, combine_symbol = dispatch.DECODE[key]
 
     names, fmt = dispatch.DECODE_PARAMS[layout_id]

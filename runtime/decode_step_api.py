@@ -23,7 +23,7 @@ from cukiln.generated import dispatch
 from . import decode_api, kv_append_api, rotary
 from .calls import Call, OpRuntime, bind, fused, takes
 from .decode_plan import WS
-from .kv_append_api import CACHE_SCALES, NEW_TOKENS, POSITIONS, QK_NORM, STREAM
+from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, NEW_TOKENS, POSITIONS, QK_NORM, STREAM
 from .kv_append_plan import plan_kv_append
 from .overrides import CURRENT as OVERRIDES
 from .schema import Arg, OpSchema, Result, changed
@@ -49,7 +49,7 @@ SCHEMA = OpSchema(
             suffix="#out", rank=1, dtypes=kv_append_api.HALVES, refuse_grad=True),
         Arg("return_lse", "bool", False, "also return the log-sum-exp, fp32 [b, h_q]", role="flag",
             suffix="!#no_lse", rank=3),
-        *CACHE_SCALES, STREAM),
+        *CACHE_SCALES, BLOCK_TABLE, STREAM),
     (Result("out"), Result("lse", only_with="return_lse")),
     """Append each row's new token to the caches (rotated by RoPE, at slot kv_lens[i]) and attend to keys
 [kv_start[i], kv_lens[i] + 1) with the rotated query: the attention output [b, h_q, d] (and its log-sum-exp with

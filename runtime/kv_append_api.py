@@ -28,6 +28,19 @@ CACHE_SCALES = tuple(
         f"(one per KV head); default 1; refused for caches of q's dtype", optional=True,
         op_names=(f"{c}_scale_tensor", f"{c}_scale"), int_optional=True, dtypes=("fp32",), refuse_grad=True)
     for c, what in (("k", "key"), ("v", "value")))
+# Paged caches, as decode_attention, kv_append and decode_step take them
+BLOCK_TABLE = Arg(
+    "block_table", "Tensor", None, "paged caches (as serving engines keep them): int32 [b, max_pages] on q's device, "
+    "row i's pages in order, key t of row i at slot t % page_size of page block_table[i, t // page_size]; k_cache and "
+    "v_cache are then pools of pages, [pages, h_kv, page_size, d] (bhsd: HND) or [pages, page_size, h_kv, d] (bshd: "
+    "NHD), any strides on the pool axes (the two halves of one [pages, 2, ...] tensor too), a contiguous head dim, "
+    "16-byte aligned rows, a power-of-two page size; a row holds up to max_pages x page_size keys; a page index "
+    "outside the pool makes its row NaN", optional=True, dtypes=("int32",), refuse_grad=True)
+SLOT_MAPPING = Arg(
+    "slot_mapping", "Tensor", None, "paged caches written by flat slot (vLLM's reshape_and_cache contract): int64 "
+    "[b * n] (or [b, n]) on q's device, new token j of row i at slot_mapping[i * n + j] = page x page_size + slot of "
+    "the pools (k_cache, v_cache as with block_table); negative: not stored (padding); not with block_table",
+    optional=True, dtypes=("int64",), refuse_grad=True)
 NEW_TOKENS = (
     Arg("q", "Tensor", doc="[b, n, h_q, d] (n new tokens a row: 1 for decode, more for chunked prefill or drafts) or "
         "[b, h_q, d], fp16 or bf16; every tensor's last dim contiguous, its other strides free (q, k and v may be "
@@ -68,7 +81,7 @@ SCHEMA = OpSchema(
         Arg("inplace", "bool", False, "rotate q itself", role="flag", suffix="#inplace", rank=0),
         Arg("out", "Tensor", None, "where the rotated query goes (allocated like q when None)", optional=True,
             role="out", suffix="#out", rank=1, dtypes=HALVES, refuse_grad=True, with_inplace=False),
-        *CACHE_SCALES, STREAM, RENAMED_SCALE),
+        *CACHE_SCALES, BLOCK_TABLE, SLOT_MAPPING, STREAM, RENAMED_SCALE),
     (Result("out", in_place_of="q"),),
     """Rotate each row's new query and key tokens by RoPE and append the rotated keys and the values to the caches at
 the row's current length, in one launch. Returns the rotated query.

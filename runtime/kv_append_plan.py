@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from cukiln.core.archs import programmatic_launch
 from cukiln.generated import dispatch
 
-from .decode_plan import FP8, KV_LAYOUTS, cache_rows, cache_scales, length_argument
+from .decode_plan import FP8, KV_LAYOUTS, cache_rows, cache_scales, length_argument, page_table, pool_fields
 from .rope_plan import (block_shape, check_index_tensor, check_mscale, check_rotary_offset, resolve_angles,
                         widest_vector)
 from .tensors import HALVES, TensorInfo, device_name
@@ -61,7 +61,8 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
                    inplace=False, kv_lens_out: TensorInfo | None = None, q_norm_weight: TensorInfo | None = None,
                    k_norm_weight: TensorInfo | None = None, norm_eps: float = 1e-6,
                    kv_lens_host: tuple[int, ...] | None = None, kv_start_host: tuple[int, ...] | None = None,
-                   arch: str | None = None, k_scale=None, v_scale=None) -> KvAppendPlan | None:
+                   arch: str | None = None, k_scale=None, v_scale=None, block_table: TensorInfo | None = None,
+                   slot_mapping: TensorInfo | None = None) -> KvAppendPlan | None:
     """The launch of one kv_append call (its arguments by their schema names, runtime/kv_append_api.py), or None
     when there is nothing to do (no row, or no new token).
 
@@ -72,6 +73,9 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
     the values of a CPU-given kv_lens / kv_start (checked in full here; the caller copies them to the device).
     FP8 (e4m3) caches (from sm_89 on): the new keys and values divided by ``k_scale`` / ``v_scale`` (decode_plan's
     cache_scales) and rounded to e4m3 with saturation.
+    Paged caches: k_cache and v_cache are pools of pages, written through ``block_table`` (decode_plan.page_table: new
+    token j of row i to slot kv_lens[i] + j of the row's pages) or ``slot_mapping`` (int64 [b * n] or [b, n] on q's
+    device: a flat slot page x page_size + slot per new token, negative to skip it); not both.
     """
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout: expected one of {', '.join(KV_LAYOUTS)}, got {kv_layout!r}")
@@ -101,13 +105,18 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
     if fp8 and arch is not None and int(arch.removeprefix("sm_").rstrip("a")) < _FP8_WRITES_FROM:
         raise ValueError(f"k_cache: FP8 caches are written from sm_{_FP8_WRITES_FROM} on (its conversion instruction); "
                          f"this GPU is {arch}")
-    # (b, h, T, d) order, whatever the layout: strides (sb, sh, slot stride, sd)
-    (cb, ch, T, cd), (kc_sb, kc_sh, kc_ss, kc_sd) = cache_rows(k_cache, "k_cache", kv_layout)
-    vsizes, (vc_sb, vc_sh, vc_ss, vc_sd) = cache_rows(v_cache, "v_cache", kv_layout)
+    # (b, h, T, d) order, whatever the layout (a paged pool: (pages, h, page size, d)): strides (sb, sh, slot, sd)
+    paged = block_table is not None or slot_mapping is not None
+    (cb, ch, T, cd), (kc_sb, kc_sh, kc_ss, kc_sd) = cache_rows(k_cache, "k_cache", kv_layout, paged)
+    vsizes, (vc_sb, vc_sh, vc_ss, vc_sd) = cache_rows(v_cache, "v_cache", kv_layout, paged)
     kc_strides, vc_strides = (kc_sb, kc_ss, kc_sh, kc_sd), (vc_sb, vc_ss, vc_sh, vc_sd)  # as the tokens' (b, s, h, d)
-    if (cb, ch, cd) != (B, HKV, D) or vsizes != (cb, ch, T, cd):
-        raise ValueError(f"k_cache, v_cache: expected [b={B}, h_kv={HKV}, T, d={D}] in layout {kv_layout}, both alike; "
+    if (ch, cd) != (HKV, D) or (cb != B and not paged) or vsizes != (cb, ch, T, cd):
+        expected = (f"pools [pages, h_kv={HKV}, page_size, d={D}]" if paged else f"[b={B}, h_kv={HKV}, T, d={D}]")
+        raise ValueError(f"k_cache, v_cache: expected {expected} in layout {kv_layout}, both alike; "
                          f"got {list(k_cache.shape)} and {list(v_cache.shape)}")
+    paging = _paging(block_table, slot_mapping, B, N, T, cb, q.device) if paged else {}
+    if paged:
+        T = paging.pop("capacity")
     if inplace and not out.same_view(q):
         raise ValueError("out: inplace=True writes q itself; got a different out tensor")
     out_sizes, qo_strides = _tokens_view(out, "out", "q's shape")
@@ -138,7 +147,8 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
                           ("v_cache", v_cache), ("positions", positions), ("kv_lens", kv_lens),
                           ("kv_start", kv_start), ("freqs", freqs), ("cos", cos), ("sin", sin),
                           ("cos_sin_cache", cos_sin_cache), ("inv_freq", inv_freq), ("kv_lens_out", kv_lens_out),
-                          ("q_norm_weight", q_norm_weight), ("k_norm_weight", k_norm_weight)):
+                          ("q_norm_weight", q_norm_weight), ("k_norm_weight", k_norm_weight),
+                          ("block_table", block_table), ("slot_mapping", slot_mapping)):
             if r is w or not isinstance(r, TensorInfo) or (w_name == "out" and r_name == "out"):
                 continue
             if w.overlaps(r):
@@ -161,7 +171,8 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
         for i, (n_i, s_i) in enumerate(zip(lens, starts)):
             if not (0 <= n_i and n_i + N <= T and 0 <= s_i <= n_i):
                 raise ValueError(f"kv_lens: row {i} holds {n_i} tokens from kv_start {s_i}; appending {N} must fit the "
-                                 f"cache's {T} slots (0 <= kv_start <= kv_lens, kv_lens + n <= T)")
+                                 f"cache's {T} slots (0 <= kv_start <= kv_lens, kv_lens + n <= T"
+                                 + (": a block table's columns x page_size)" if block_table is not None else ")"))
     pos_fields = {"positions": 0, "pos_stride_b": 0, "pos_stride_s": 0, "positions_int64": 0}
     if positions is not None:
         check_index_tensor(positions, "positions", q.device)
@@ -209,16 +220,44 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
               "mscale": float(mscale), "kv_lens": lens_ptr, "kv_len_value": lens_value,
               "kv_lens_out": 0 if kv_lens_out is None else kv_lens_out.ptr, "kv_start": start_ptr,
               "kv_start_value": start_value, **pos_fields, **angles.fields, **(norm or {}), "cache_fp8": int(fp8),
-              **scales}
+              **scales, **{"slot_mapping": 0, **pool_fields(1, 0)}, **paging}
     for name, (sb, ss, sh, _) in strides.items():
         fields[f"{name}_sb"], fields[f"{name}_ss"], fields[f"{name}_sh"] = sb, ss, sh
     refills = [("q", "q", span), ("q_out", "out", span), ("k", "k_new", span), ("k_cache", "k_cache", cache_span),
                ("v", "v_new", 0), ("v_cache", "v_cache", 0)]
     refills += [(f, f, 0) for f in ("kv_lens", "kv_start", "positions", "kv_lens_out", "q_norm_weight",
-                                    "k_norm_weight", "k_scale", "v_scale") if fields.get(f)]
+                                    "k_norm_weight", "k_scale", "v_scale", "block_table", "slot_mapping")
+                 if fields.get(f)]
     refills += list(angles.pointers)
     return KvAppendPlan(key, module, symbol, fmt, names, tuple(fields[n] for n in names), grid, block, q.device,
                         programmatic_launch(arch), tuple(r for r in refills if r[0] in names), shared)
+
+
+# A flat slot mapping's rows have no capacity: the append's fit check (kv_lens + n <= capacity) passes for any length.
+_UNBOUNDED = 2**62
+
+
+def _paging(block_table, slot_mapping, B: int, N: int, page_size: int, num_pages: int, device: int) -> dict:
+    """The paged fields of an append, and its rows' capacity ("capacity"): a block table's columns x page size, or
+    unbounded with a slot mapping (int64 [b * n] or [b, n], contiguous, on q's device; checked, ValueError/TypeError
+    naming it)."""
+    if block_table is not None and slot_mapping is not None:
+        raise ValueError("slot_mapping: give a block_table or a slot_mapping, not both")
+    if block_table is not None:
+        capacity, fields = page_table(block_table, B, page_size, num_pages, device, ())
+        return {**fields, "capacity": capacity}
+    if not isinstance(slot_mapping, TensorInfo):
+        raise TypeError(f"slot_mapping: expected an int64 tensor or None, got {type(slot_mapping).__name__}")
+    if slot_mapping.dtype != "int64":
+        raise TypeError(f"slot_mapping: expected an int64 tensor (flat slots, as vLLM's), got dtype {slot_mapping.dtype}")
+    contiguous = slot_mapping.strides[-1:] in ((1,), ()) and (slot_mapping.ndim < 2 or slot_mapping.strides[0] == N)
+    if slot_mapping.shape not in ((B * N,), (B, N)) or not (contiguous or B * N <= 1):
+        raise ValueError(f"slot_mapping: expected a contiguous [{B * N}] (or [{B}, {N}]) tensor, a slot per new token, "
+                         f"got shape {list(slot_mapping.shape)} strides {list(slot_mapping.strides)}")
+    if slot_mapping.device != device:
+        raise ValueError(f"slot_mapping: expected a tensor on {device_name(device)} (q's device), got one on "
+                         f"{device_name(slot_mapping.device)}")
+    return {**pool_fields(page_size, num_pages), "slot_mapping": slot_mapping.ptr, "capacity": _UNBOUNDED}
 
 
 _SHARED_LIMIT = 48 * 1024  # dynamic shared memory a launch gets without opting in

@@ -273,13 +273,23 @@ def _decode_attention(a):
     k, v = (k_cache, v_cache) if kv_layout == "bhsd" else (k_cache.transpose(1, 2), v_cache.transpose(1, 2))
     b, h_q, d = q.shape
     h_kv, capacity = k.shape[1], k.shape[2]
+    table = a.block_table
+    if table is not None:
+        capacity *= table.shape[1]  # k and v are pools [pages, h_kv, page size, d]
     group = h_q // h_kv
     lens = torch.as_tensor(kv_lens, device=q.device).reshape(-1, 1).expand(b, 1).long()
     starts = torch.as_tensor(0 if kv_start is None else kv_start, device=q.device).reshape(-1, 1).expand(b, 1).long()
     # Only the positions some row attends to are converted (a cache may hold billions of elements).
     lo = min(max(int(starts.min()), 0), capacity) if b else 0
     hi = min(max(int(lens.max()), lo), capacity) if b else 0
-    k, v = k[:, :, lo:hi].double(), v[:, :, lo:hi].double()
+    t = torch.arange(lo, hi, device=q.device).reshape(1, -1)
+    keep = ((t >= starts) & (t < lens)).unsqueeze(1)  # [b, 1, hi - lo]
+    malformed = ((lens > capacity) | (starts < 0) | (starts > lens)).reshape(b)
+    if table is None:
+        k, v = k[:, :, lo:hi].double(), v[:, :, lo:hi].double()
+    else:
+        (k, v), outside = _unpaged((k, v), table, lo, hi)
+        malformed |= (keep[:, 0] & outside).any(dim=1)  # a page outside the pool among a row's keys
     if k_cache.dtype == torch.float8_e4m3fn:  # an FP8 cache holds value / scale: dequantized exactly in float64
         k, v = k * _cache_scale(a.k_scale, h_kv), v * _cache_scale(a.v_scale, h_kv)
     # Query head i reads KV head i // group: [b, h_kv, group, ...] views instead of repeated K/V.
@@ -287,9 +297,6 @@ def _decode_attention(a):
     logits = logits * (1.0 / math.sqrt(d) if scale is None else scale)
     if softcap:
         logits = softcap * torch.tanh(logits / softcap)
-    t = torch.arange(lo, hi, device=q.device).reshape(1, -1)
-    keep = ((t >= starts) & (t < lens)).unsqueeze(1)  # [b, 1, hi - lo]
-    malformed = ((lens > capacity) | (starts < 0) | (starts > lens)).reshape(b)
     logits = logits.masked_fill(~keep, -math.inf)
     lse = torch.logsumexp(logits, dim=-1)  # -inf for a row without keys
     weights = torch.where(keep, torch.exp(logits - lse.unsqueeze(-1).clamp_min(-1e308)), 0.0)
@@ -300,6 +307,22 @@ def _decode_attention(a):
     if target is not None:
         result = target.copy_(result)
     return (result, lse) if return_lse else result
+
+
+def _unpaged(pools, table, lo: int, hi: int):
+    """Keys [lo, hi) of every row of paged pools ([pages, h_kv, page size, d] each) through ``table`` [b, max_pages]:
+    ([b, h_kv, hi - lo, d] float64 per pool, and [b, hi - lo] whether the key's page lies outside the pool (read as
+    zeros))."""
+    import torch
+
+    pages, page_size = pools[0].shape[0], pools[0].shape[2]
+    t = torch.arange(lo, hi, device=table.device)
+    page = table.long()[:, t // page_size]  # [b, hi - lo]
+    outside = (page < 0) | (page >= pages)
+    page, slot = page.clamp(0, max(pages - 1, 0)).to(pools[0].device), (t % page_size).to(pools[0].device)
+    gathered = tuple(torch.where(outside.to(p.device)[:, None, :, None], 0.0, p[page, :, slot].double().permute(0, 2, 1, 3))
+                     for p in pools)  # p[page, :, slot]: [b, hi - lo, h_kv, d]
+    return gathered, outside.to(pools[0].device)
 
 
 def _merge_attention(a):
@@ -359,7 +382,14 @@ def _kv_append(a):
     three = q.ndim == 3
     q4, k4, v4 = (t[:, None] if three else t for t in (q, k_new, v_new))
     b, n = q4.shape[:2]
-    T = k_cache.shape[2] if kv_layout == "bhsd" else k_cache.shape[1]
+    T = k_cache.shape[2] if kv_layout == "bhsd" else k_cache.shape[1]  # a paged pool's: its page size
+    table = None if a.block_table is None else a.block_table.to(torch.int64).cpu()
+    flat = None if a.slot_mapping is None else a.slot_mapping.to(torch.int64).cpu().reshape(b, n)
+    page_size, pages = T, k_cache.shape[0]
+    if table is not None:
+        T = table.shape[1] * page_size
+    elif flat is not None:
+        T = 2**62  # a flat slot per token: no row capacity
     lens = torch.as_tensor(a.kv_lens).to(torch.int64).cpu().expand(b)
     start = torch.as_tensor(0 if a.kv_start is None else a.kv_start).to(torch.int64).cpu().expand(b)
     slots = lens[:, None] + torch.arange(n)
@@ -391,15 +421,20 @@ def _kv_append(a):
             q_rot[i, ..., rotated[0]:rotated[1]] = float("nan")
             continue
         for j in range(n):
-            s = int(slots[i, j])
+            row, s = i, int(slots[i, j])  # the cache's row and slot, or a paged pool's page and its slot
+            if table is not None or flat is not None:
+                at = s if table is not None else int(flat[i, j])
+                row, s = (int(table[i, at // page_size]) if table is not None else at // page_size), at % page_size
+                if at < 0 or not 0 <= row < pages:
+                    continue  # not stored: padding, or a page outside the pool
             k_row, v_row = (_stored(x, scale, k_cache.dtype) for x, scale in ((k_rot[i, j], k_scale),
                                                                               (v4[i, j], v_scale)))
             if kv_layout == "bhsd":
-                k_cache[i, :, s] = k_row
-                v_cache[i, :, s] = v_row
+                k_cache[row, :, s] = k_row
+                v_cache[row, :, s] = v_row
             else:
-                k_cache[i, s] = k_row
-                v_cache[i, s] = v_row
+                k_cache[row, s] = k_row
+                v_cache[row, s] = v_row
     if a.kv_lens_out is not None:
         a.kv_lens_out.copy_(lens + n)
     result = q_rot[:, 0] if three else q_rot
@@ -421,12 +456,13 @@ def _decode_step(a):
                       cos_sin_cache=a.cos_sin_cache, inv_freq=a.inv_freq, base=a.base, rope_scale=a.rope_scale,
                       mscale=a.mscale, interleaved=a.interleaved, rotary_dim=a.rotary_dim,
                       rotary_offset=a.rotary_offset, q_norm_weight=a.q_norm_weight, k_norm_weight=a.k_norm_weight,
-                      norm_eps=a.norm_eps, k_scale=a.k_scale, v_scale=a.v_scale)
+                      norm_eps=a.norm_eps, k_scale=a.k_scale, v_scale=a.v_scale, block_table=a.block_table)
     lens_after = a.kv_lens + 1 if type(a.kv_lens) is int else (a.kv_lens.to(torch.int32) + 1).to(a.q.device)
     # the attention reads the rotated query as the append stores it, in q's dtype (as the rotated keys in the cache)
     result = decode_attention(q_rot.to(a.q.dtype), a.k_cache, a.v_cache, lens_after,
                               kv_layout=a.kv_layout, kv_start=a.kv_start, scale=a.scale, softcap=a.softcap,
-                              out=a.out, return_lse=a.return_lse, k_scale=a.k_scale, v_scale=a.v_scale)
+                              out=a.out, return_lse=a.return_lse, k_scale=a.k_scale, v_scale=a.v_scale,
+                              block_table=a.block_table)
     if a.advance_lens:
         a.kv_lens.add_(1)
     return result

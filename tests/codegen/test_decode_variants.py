@@ -15,13 +15,27 @@ ATTENTION = [v for v in ALL if isinstance(v, D.DecodeVariant)]
 
 def test_enumeration_is_every_combination_the_rules_keep():
     combos = itertools.product(D.DECODE_DTYPES, D.HEAD_DIMS, D.KV_STRIDE_COUNTS, VECTOR_WIDTHS + (D.FP8_COPY_ELEMS,),
-                               D.PIPELINES, D.CACHES)
+                               D.PIPELINES, D.CACHES, D.FORMS)
     kept = [D.DecodeVariant(*c) for c in combos if D.decode_rejection(D.DecodeVariant(*c)) is None]
     assert sorted(ATTENTION) == sorted(kept)
     # 3 strides: four widths; 4 strides: scalar only; deep and wide pipelines: 16-byte copies of head dims 64-128;
     # ws and ws_deep: 16-byte copies of head dims 64 and 128; FP8 caches: the narrow pipeline's 16-byte copies of
-    # every head dim but 80
-    assert len(ATTENTION) == 2 * 6 * (4 + 1) + 2 * 2 * 4 + 2 * 2 * 2 + 2 * 5
+    # every head dim but 80; paged pools: the narrow pipeline's 16-byte copies, of both caches
+    assert len(ATTENTION) == 2 * 6 * (4 + 1) + 2 * 2 * 4 + 2 * 2 * 2 + 2 * 5 + 2 * (6 + 5)
+
+
+def test_paged_pools_on_the_narrow_pipeline_with_16_byte_copies_only():
+    paged = {(v.dtype, v.head_dim, v.strides, v.vec, v.pipeline, v.cache) for v in ATTENTION if v.paged}
+    assert paged == ({(t, d, 3, 8, D.Pipeline.NARROW, D.Cache.SAME) for t in D.DECODE_DTYPES for d in D.HEAD_DIMS}
+                     | {(t, d, 3, 16, D.Pipeline.NARROW, D.Cache.E4M3) for t in D.DECODE_DTYPES
+                        for d in (64, 96, 128, 192, 256)})
+    assert D.rule_decode_paged_on_the_narrow_bandwidth_path(
+        D.DecodeVariant(Dtype.BF16, 128, 3, 4, form=D.Form.PAGED))
+    assert D.rule_decode_paged_on_the_narrow_bandwidth_path(
+        D.DecodeVariant(Dtype.BF16, 128, 3, 8, D.Pipeline.WS, form=D.Form.PAGED))
+    name = "decode_bf16_d128_s3_v16_e4m3_paged"
+    assert D.parse_decode_name(name) == D.DecodeVariant(Dtype.BF16, 128, 3, 16, cache=D.Cache.E4M3, form=D.Form.PAGED)
+    assert D.parse_decode_name(name).module == "decode_bf16_e4m3_paged"
 
 
 def test_fp8_caches_on_the_narrow_pipeline_only():
@@ -76,7 +90,8 @@ def test_names_round_trip_and_are_c_identifiers(v):
     assert D.parse_decode_name(v.name) == v
     assert v.name.isidentifier()
     kind = "merge_" if v.op == "decode_merge" else ""
-    assert v.module == f"decode_{kind}{v.dtype.value}" + ("_e4m3" if getattr(v, "cache", None) is D.Cache.E4M3 else "")
+    assert v.module == (f"decode_{kind}{v.dtype.value}" + ("_e4m3" if getattr(v, "cache", None) is D.Cache.E4M3 else "")
+                        + ("_paged" if getattr(v, "paged", False) else ""))
 
 
 @pytest.mark.parametrize("name", ["decode_fp32_d128_s3_v8", "decode_bf16_d100_s3_v8",

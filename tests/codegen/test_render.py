@@ -47,8 +47,9 @@ def test_rendering_is_the_same_in_processes_of_other_hash_seeds():
 
 def test_decode_modules_hold_every_decode_variant_and_their_structs_match_the_abi():
     sources = render.render_modules(DECODE_VARIANTS)
-    assert set(sources) == {"decode_fp16", "decode_bf16", "decode_fp16_e4m3", "decode_bf16_e4m3", "decode_merge_fp16",
-                            "decode_merge_bf16"}
+    assert set(sources) == {f"decode_{t}{kind}" for t in ("fp16", "bf16") for kind in ("", "_e4m3", "_paged",
+                                                                                     "_e4m3_paged")} | {
+        "decode_merge_fp16", "decode_merge_bf16"}
     for v in DECODE_VARIANTS:
         assert kernel_fields(sources[v.module], v.name) == [f for _, f in decode_abi.decode_params(v)], v.name
 

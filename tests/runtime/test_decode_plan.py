@@ -42,7 +42,7 @@ def plan(q=None, k=None, v=None, kv_lens=100, **kw):
 
 def test_a_cache_slice_selects_the_wide_three_stride_variant():
     p = plan(num_splits=1)
-    assert p.key == ("bf16", 128, 3, 8, "narrow", "same")
+    assert p.key == ("bf16", 128, 3, 8, "narrow", "same", "fixed")
     assert p.attention.symbol == "decode_bf16_d128_s3_v8" and p.combine is None
     assert p.attention.grid == (1, 2, 2) and p.attention.block == (32 * dispatch.DECODE_WARPS, 1, 1)
     assert p.fields["k_st"] == 128 and p.fields["k_sh"] == 512 * 128  # the buffer's strides, no copy
@@ -79,7 +79,7 @@ def test_query_forms_drop_the_single_token_axis():
 
 def test_split_variant_comes_with_its_combine_kernel_and_workspace_shape():
     p = plan(num_splits=4)
-    assert p.key == ("bf16", 128, 3, 8, "narrow", "same") and p.num_splits == 4 and p.attention.grid[0] == 4
+    assert p.key == ("bf16", 128, 3, 8, "narrow", "same", "fixed") and p.num_splits == 4 and p.attention.grid[0] == 4
     assert p.combine.symbol == "decode_combine_bf16_d128" and p.combine.grid == (2 * 8, 1, 1)
     attention, combine = p.values(out=1, lse=2, partial_out=3, partial_lse=4)
     names = dict(zip(p.attention.field_names, attention))
@@ -322,7 +322,7 @@ def test_the_table_picks_the_pipeline_where_the_call_has_it(monkeypatch):
     assert p.attention.shared == dispatch.DECODE_SHARED[128, "wide", "same"]
     # no such variant (4-element copies), or not the shared memory it takes: narrow, its best count
     narrow = plan_decode(q, cache_slice(8, 8, 8192, 128, 8192, ptr=BASE + 8), v, 8192, arch="sm_90")
-    assert (narrow.key[3:], narrow.num_splits) == ((4, "narrow", "same"), 2)
+    assert (narrow.key[3:], narrow.num_splits) == ((4, "narrow", "same", "fixed"), 2)
     small = plan_decode(q, k, v, 8192, arch="sm_90", max_shared=99 * 1024)
     assert (small.pipeline, small.attention.symbol) == ("narrow", "decode_bf16_d128_s3_v8")
     # num_splits given: narrow unless forced
@@ -404,7 +404,7 @@ def test_the_default_mode_writes_the_flag_off():
 def test_ws_pipelines_from_sm_90_on_with_a_producer_warp(name):
     for splits in (1, 4, MAX_CLUSTER_SPLITS + 1):
         p = plan(num_splits=splits, pipeline=name, arch="sm_90")
-        assert p.key == ("bf16", 128, 3, 8, name, "same") and p.attention.symbol == f"decode_bf16_d128_s3_v8_{name}"
+        assert p.key == ("bf16", 128, 3, 8, name, "same", "fixed") and p.attention.symbol == f"decode_bf16_d128_s3_v8_{name}"
         assert p.attention.block == (dispatch.DECODE_THREADS[name], 1, 1) == (160, 1, 1)
         # splits merge in a cluster as the other pipelines' do, or by the combine kernel beyond a cluster's
         clustered = 1 < splits <= MAX_CLUSTER_SPLITS

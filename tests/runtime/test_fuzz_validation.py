@@ -202,8 +202,9 @@ def test_decode_validation_plans_a_consistent_variant_or_raises_a_clear_error(ca
         return
     module, symbol, _, combine_module, combine = dispatch.DECODE[plan.key]
     assert plan.attention.symbol == symbol and plan.attention.module == module
-    dtype, head_dim, strides, vec, pipeline, cache = plan.key
+    dtype, head_dim, strides, vec, pipeline, cache, form = plan.key
     assert dtype == q.dtype and head_dim == q.shape[-1] and cache == ("e4m3" if k.dtype == "e4m3" else "same")
+    assert form == "fixed"
     # sm_90: split-KV runs as clusters of all of a (row, KV head)'s splits when there are few enough,
     # else through the combine kernel
     clustered = 1 < plan.num_splits <= MAX_CLUSTER_SPLITS

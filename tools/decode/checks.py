@@ -53,6 +53,36 @@ def decode_cache_view(b, h_kv, T, d, dtype, gen, *, layout="bhsd", capacity=None
     return view[..., ::2] if strided_d else view
 
 
+def paged_copy(caches, page_size: int, *, layout: str = "bhsd", pool_layout: str | None = None, gen=None,
+               spare: int = 3, width: int | None = None):
+    """Paged pools holding the keys of fixed-capacity caches (each [b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd):
+    ``layout``): (pools, block_table). Row i's pages lie in a shuffled order over the pool (a table that is not the
+    identity), which has ``spare`` pages more than the rows use (random contents, as a pool's unused pages hold); pools
+    in ``pool_layout`` (default ``layout``; bhsd: [pages, h_kv, page_size, d], HND; bshd: [pages, page_size, h_kv,
+    d], NHD), a contiguous int32 table of ``width`` columns (default: the pages a row of T keys takes; columns past
+    those point at page 0)."""
+    import torch
+
+    fixed = [c if layout == "bhsd" else c.transpose(1, 2) for c in caches]
+    b, h_kv, T, d = fixed[0].shape
+    per_row = -(-T // page_size)
+    width = width or per_row
+    total = b * per_row + spare
+    order = torch.randperm(total, generator=gen, device=gen.device if gen is not None else "cpu").to(fixed[0].device)
+    table = torch.zeros(b, width, dtype=torch.int32, device=fixed[0].device)
+    table[:, :per_row] = order[:b * per_row].reshape(b, per_row).int()
+    pools = []
+    for c in fixed:
+        fp8 = c.dtype == torch.float8_e4m3fn  # moved as bytes: not every torch indexes FP8 tensors
+        pool = torch.randn(total, h_kv, page_size, d, generator=gen, device=c.device, dtype=torch.float32).to(c.dtype)
+        raw, keys = (pool.view(torch.uint8), c.view(torch.uint8)) if fp8 else (pool, c)
+        tail = raw[:b, :, :per_row * page_size - T].reshape(b, h_kv, -1, d)  # the last pages' unused slots
+        rows = torch.cat([keys, tail], dim=2).reshape(b, h_kv, per_row, page_size, d).transpose(1, 2)
+        raw[table[:, :per_row].long().flatten()] = rows.reshape(b * per_row, h_kv, page_size, d)
+        pools.append(pool if (pool_layout or layout) == "bhsd" else pool.transpose(1, 2).contiguous())
+    return pools, table
+
+
 def check_lse(lse, ref_lse) -> str | None:
     """None when the fp32 log-sum-exp matches the reference (-inf rows exactly, others to 1e-5)."""
     import torch
@@ -81,6 +111,9 @@ def run_decode_and_compare(q, k, v, kv_lens, **kwargs) -> tuple[str | None, obje
     return problem, out, lse
 
 
+# The page sizes a paged variant is checked with, one per split count (page 1: a lookup per key; 128: tiles within a
+# page; 16 between), in HND, NHD and HND pools.
+CHECKED_PAGE_SIZES = (1, 16, 128)
 # The query groups a variant is checked with: a block's tile form follows its group at run time, 8 heads or fewer
 # with keys as the mma's rows (from sm_90 on), more with heads as rows (12: one block of 12 heads).
 CHECKED_GROUPS = (4, 12)
@@ -106,10 +139,17 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
     start = torch.tensor([0, 0, 40], dtype=torch.int32, device="cuda")
     queries = {group: torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(dtype)
                for group in CHECKED_GROUPS}
+    paged = axes.get("form", "fixed") == "paged"
+    # paged: the same keys in pools of pages in shuffled order, a page size per split count
+    pools = {n: (paged_copy((k, v), size, pool_layout=layout, gen=gen), layout)
+             for n, size, layout in zip(splits, CHECKED_PAGE_SIZES, ("bhsd", "bshd", "bhsd"))} if paged else {}
     with forced_decode_pipeline(axes.get("pipeline", Pipeline.NARROW.value)):
         for group, q in queries.items():
             for num_splits in splits:
                 kwargs = dict(kv_start=start, num_splits=num_splits, **scales)
+                if paged:
+                    ((k, v), table), layout = pools[num_splits]
+                    kwargs.update(block_table=table, kv_layout=layout)
                 plan = plan_call(q, k, v, lens, **kwargs)
                 if plan.attention.symbol != name:
                     return f"inputs selected {plan.attention.symbol}, not the variant under test"
@@ -121,13 +161,13 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
                 problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
                 if problem is not None:
                     return f"GQA {group}, {num_splits} splits: {problem}"
-        return _check_batch_invariant(axes, name, queries[CHECKED_GROUPS[0]], gen, k.dtype, scales)
+        return _check_batch_invariant(axes, name, queries[CHECKED_GROUPS[0]], gen, k.dtype, scales, paged)
 
 
-def _check_batch_invariant(axes: dict, name: str, q, gen, cache_dtype, scales: dict) -> str | None:
+def _check_batch_invariant(axes: dict, name: str, q, gen, cache_dtype, scales: dict, paged: bool) -> str | None:
     """The variant in batch-invariant mode over a cache long enough that its rows split by their own key counts
     (the rule's most, one and two splits here), merged by the combine kernel's ordered path (more splits than a
-    cluster holds)."""
+    cluster holds); ``paged``: the same keys in pools of 16-key pages."""
     import torch
 
     from cukiln.decode_api import plan_call
@@ -139,6 +179,9 @@ def _check_batch_invariant(axes: dict, name: str, q, gen, cache_dtype, scales: d
                               strided_d=axes["strides"] == 4) for _ in range(2))
     lens = torch.tensor([T, 1, INVARIANT_SPLITS[0][0] + 500], dtype=torch.int32, device="cuda")
     start = torch.tensor([0, 0, 40], dtype=torch.int32, device="cuda")
+    if paged:
+        (k, v), table = paged_copy((k, v), 16, gen=gen)
+        scales = {**scales, "block_table": table}
     plan = plan_call(q, k, v, lens, kv_start=start, batch_invariant=True, **scales)
     if plan.attention.symbol != name or plan.num_splits != invariant_splits(T) or plan.combine is None:
         return (f"batch-invariant inputs planned {plan.attention.symbol} with {plan.num_splits} splits and combine "

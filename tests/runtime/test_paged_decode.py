@@ -1,0 +1,103 @@
+"""Paged KV caches on the CPU: the float64 reference reads pools of pages through a block table exactly as it reads the
+fixed-capacity caches holding the same keys, a page outside the pool makes only its row NaN, the planner picks the
+paged kernels and refuses a bad table or pool naming the argument."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cukiln  # noqa: E402
+from cukiln.decode_plan import plan_decode  # noqa: E402
+from cukiln.tensors import TensorInfo  # noqa: E402
+from cukiln.tools.decode.checks import paged_copy  # noqa: E402
+
+B, H_KV, GROUP, T, D = 3, 2, 4, 50, 64
+
+
+def _inputs(layout: str, dtype=torch.bfloat16, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H_KV * GROUP, D, generator=gen).to(torch.bfloat16)
+    shape = (B, H_KV, T, D) if layout == "bhsd" else (B, T, H_KV, D)
+    k, v = (torch.randn(shape, generator=gen).to(dtype) for _ in range(2))
+    return q, k, v, gen
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("page_size", [1, 16, 64])
+@pytest.mark.parametrize("fp8", [False, True])
+def test_reference_reads_pages_as_the_fixed_cache_holding_the_same_keys(layout, page_size, fp8):
+    q, k, v, gen = _inputs(layout, torch.float8_e4m3fn if fp8 else torch.bfloat16)
+    (kp, vp), table = paged_copy((k, v), page_size, layout=layout, gen=gen, width=-(-T // page_size) + 2)
+    assert not torch.equal(table[:, :2].flatten().sort().values, table[:, :2].flatten())  # a shuffled table
+    lens, start = torch.tensor([T, 1, 33], dtype=torch.int32), torch.tensor([0, 0, 7], dtype=torch.int32)
+    scales = {"k_scale": 0.5, "v_scale": torch.tensor([2.0, 0.25])} if fp8 else {}
+    want, want_lse = cukiln.reference.decode_attention(q, k, v, lens, kv_layout=layout, kv_start=start,
+                                                       return_lse=True, **scales)
+    got, lse = cukiln.reference.decode_attention(q, kp, vp, lens, kv_layout=layout, kv_start=start,
+                                                 block_table=table, return_lse=True, **scales)
+    assert torch.equal(got, want) and torch.equal(lse, want_lse)
+
+
+def test_a_page_outside_the_pool_makes_its_row_nan_and_only_its_row():
+    q, k, v, gen = _inputs("bhsd")
+    (kp, vp), table = paged_copy((k, v), 16, gen=gen)
+    lens = torch.tensor([T, T, 20], dtype=torch.int32)
+    table[0, 1] = kp.shape[0]  # past the pool
+    table[1, 3] = -1
+    table[2, 3] = 10 ** 6  # a page row 2 never reads (its 20 keys take two)
+    out, lse = cukiln.reference.decode_attention(q, kp, vp, lens, block_table=table, return_lse=True)
+    assert out[:2].isnan().all() and lse[:2].isnan().all()
+    assert not out[2].isnan().any() and not lse[2].isnan().any()
+
+
+BASE = 1 << 20
+
+
+def _info(shape, dtype="bf16", ptr=BASE, strides=None):
+    if strides is None:
+        strides, n = [], 1
+        for size in reversed(shape):
+            strides.append(n)
+            n *= size
+        strides = tuple(reversed(strides))
+    return TensorInfo(ptr, tuple(shape), tuple(strides), dtype, 0)
+
+
+def _plan(**kw):
+    given = {"q": _info((4, 8, 128)), "k_cache": _info((40, 2, 16, 128)), "v_cache": _info((40, 2, 16, 128), ptr=BASE * 64),
+             "kv_lens": 100, "block_table": _info((4, 10), "int32", ptr=BASE * 128)}
+    given.update(kw)
+    return plan_decode(given.pop("q"), given.pop("k_cache"), given.pop("v_cache"), given.pop("kv_lens"), **given)
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_the_planner_picks_the_paged_kernel_and_fills_the_table_fields(layout):
+    shape = (40, 2, 16, 128) if layout == "bhsd" else (40, 16, 2, 128)
+    p = _plan(k_cache=_info(shape), v_cache=_info(shape, ptr=BASE * 64), kv_layout=layout, num_splits=1)
+    assert p.attention.symbol == "decode_bf16_d128_s3_v8_paged" and p.key[-1] == "paged"
+    f = p.fields
+    assert (f["capacity"], f["page_shift"], f["num_pages"], f["table_sb"]) == (160, 4, 40, 10)
+    assert f["k_sb"] == 2 * 16 * 128 and f["k_st"] == (128 if layout == "bhsd" else 2 * 128)
+    fp8 = _plan(k_cache=_info((40, 2, 16, 128), "e4m3"), v_cache=_info((40, 2, 16, 128), "e4m3", ptr=BASE * 64))
+    assert fp8.attention.symbol.endswith("_e4m3_paged")
+
+
+@pytest.mark.parametrize("given, error, words", [
+    ({"block_table": _info((4, 10), "int64")}, TypeError, "block_table: expected (an )?int32"),
+    ({"block_table": _info((3, 10), "int32")}, ValueError, r"block_table: expected shape \[4, max_pages\]"),
+    ({"block_table": _info((4, 10), "int32", strides=(1, 4))}, ValueError, "block_table: expected its last axis"),
+    ({"k_cache": _info((40, 2, 12, 128)), "v_cache": _info((40, 2, 12, 128))}, ValueError,
+     "k_cache: a page size .* power of two, got 12"),
+    ({"k_cache": _info((40, 2, 16, 128), ptr=BASE + 2)}, ValueError, "k_cache: a paged pool needs"),
+    ({"v_cache": _info((40, 2, 16, 128), strides=(2 * 16 * 132, 16 * 132, 132, 1))}, ValueError,
+     "v_cache: a paged pool needs"),
+    ({"k_cache": _info((40, 2, 16, 64)), "v_cache": _info((40, 2, 16, 64))}, ValueError,
+     "k_cache: expected head dim 128"),
+    ({"kv_lens": 161}, ValueError, r"kv_lens: expected 0 <= kv_lens <= T = 160"),
+    ({"k_cache": _info((40, 16, 128))}, ValueError, r"k_cache: expected a 4-d pool of pages"),
+])
+def test_bad_tables_and_pools_are_refused_naming_the_argument(given, error, words):
+    with pytest.raises(error, match=words):
+        _plan(**given)
