@@ -44,6 +44,16 @@ def _regex(text: str) -> str:
     return text
 
 
+def _page_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or any(n < 1 or n & (n - 1) for n in sizes):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated powers of two (page sizes), e.g. 1,16,64")
+    return sizes
+
+
 def _at_least(low: int, what: str):
     def parse(text: str) -> int:
         try:
@@ -211,6 +221,11 @@ def parser() -> argparse.ArgumentParser:
                     help="decode and decode-step only: the caches' type (default bf16); fp8_e4m3 times cukiln over "
                          "FP8 caches with scales beside cukiln over bf16 caches of the same values (and, for decode, "
                          "torch's SDPA over them and FlashInfer's FP8 decode), bytes counted as FP8")
+    bn.add_argument("--paged", metavar="SIZES", type=_page_sizes,
+                    help="decode only: paged caches of these page sizes (comma-separated powers of two, e.g. "
+                         "1,16,64): cukiln's paged decode over an NHD pool of the same keys in shuffled page order "
+                         "beside its fixed-capacity decode and FlashInfer's paged batch decode (CUDA and tensor "
+                         "cores) on the same pages")
     bn.add_argument("--only", metavar="REGEX", type=_regex,
                     help="overhead only: time only the paths whose name matches (torch's add_ and y + 1.0, the "
                          "reference points, always run, and the reference each chosen path is paired with); the "

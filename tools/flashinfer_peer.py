@@ -26,31 +26,31 @@ def paged_copy(k_cache, v_cache) -> tuple:
     return k_pages, v_pages, table
 
 
-def pages_in_use(table, keys: int) -> dict:
-    """FlashInfer's description of ``keys`` keys in every row of ``table``'s pages: "indptr" [b + 1], "indices" (the
-    pages used, row by row) and "last" (keys on each row's last page), int32."""
+def pages_in_use(table, keys: int, page: int = PAGE) -> dict:
+    """FlashInfer's description of ``keys`` keys in every row of ``table``'s pages of ``page`` keys: "indptr" [b + 1],
+    "indices" (the pages used, row by row) and "last" (keys on each row's last page), int32."""
     import torch
 
     b = table.shape[0]
-    used = -(-keys // PAGE)
+    used = -(-keys // page)
     return {"indptr": torch.arange(b + 1, device=table.device, dtype=torch.int32) * used,
-            "indices": table[:, :used].flatten(),
-            "last": torch.full((b,), keys - (used - 1) * PAGE, device=table.device, dtype=torch.int32)}
+            "indices": table[:, :used].flatten().contiguous(),
+            "last": torch.full((b,), keys - (used - 1) * page, device=table.device, dtype=torch.int32)}
 
 
 def batch_decode(table, keys: int, heads_q: int, heads_kv: int, head_dim: int, dtype, *, tensor_cores: bool = False,
-                 kv_dtype=None):
-    """A BatchDecodeWithPagedKVCacheWrapper planned for ``keys`` keys in every row of ``table``'s pages (CUDA-core
-    decode, or with ``tensor_cores`` its tensor-core path, which runs FlashInfer's prefill kernels) of q in ``dtype``
-    over pages of ``kv_dtype`` (default: ``dtype``; an FP8 one: its scales go to run); call
+                 kv_dtype=None, page: int = PAGE):
+    """A BatchDecodeWithPagedKVCacheWrapper planned for ``keys`` keys in every row of ``table``'s pages of ``page``
+    keys (NHD; CUDA-core decode, or with ``tensor_cores`` its tensor-core path, which runs FlashInfer's prefill
+    kernels) of q in ``dtype`` over pages of ``kv_dtype`` (default: ``dtype``; an FP8 one: its scales go to run); call
     ``wrapper.run(q, (k_pages, v_pages))``."""
     import flashinfer.decode
     import torch
 
-    pages = pages_in_use(table, keys)
+    pages = pages_in_use(table, keys, page)
     wrapper = flashinfer.decode.BatchDecodeWithPagedKVCacheWrapper(
         torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=table.device), "NHD", use_tensor_cores=tensor_cores)
-    wrapper.plan(pages["indptr"], pages["indices"], pages["last"], heads_q, heads_kv, head_dim, PAGE,
+    wrapper.plan(pages["indptr"], pages["indices"], pages["last"], heads_q, heads_kv, head_dim, page,
                  pos_encoding_mode="NONE", q_data_type=dtype, kv_data_type=kv_dtype or dtype)
     return wrapper
 

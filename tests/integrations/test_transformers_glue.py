@@ -209,8 +209,9 @@ def _fake_quantized_cache(model, max_cache_len: int):
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
                 self.scales = tuple(cukiln.kv_scales(x, head_axis=1) for x in (key_states, value_states))
-            k, v = (glue.quantized(x, s).float() * s.view(1, -1, 1, 1) for x, s in zip((key_states, value_states),
-                                                                                      self.scales))
+            # the dequantized values in the states' dtype (a bf16 model's cache holds bf16)
+            k, v = ((glue.quantized(x, s).float() * s.view(1, -1, 1, 1)).to(x.dtype)
+                    for x, s in zip((key_states, value_states), self.scales))
             return super().update(k, v, *args, **kwargs)
 
     cache = transformers.StaticCache(config=model.config, max_cache_len=max_cache_len)

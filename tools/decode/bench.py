@@ -125,6 +125,60 @@ def _bench_fp8_case(b: int, T: int, copy: float, rotate: bool, missing: dict) ->
     return row
 
 
+PAGE_SIZES = (1, 16, 64)  # --paged: serving engines' token-granular pool, vLLM's default, a large page
+
+
+def _bench_paged_case(b: int, T: int, page_sizes, copy: float, rotate: bool, missing: dict) -> dict:
+    """One case of --paged: cukiln's fixed-capacity decode (the reference point), then per page size cukiln's paged
+    decode and FlashInfer's paged batch decode (CUDA cores and tensor cores) over one NHD pool of the same keys in
+    shuffled page order; each output compared with SDPA's before it is timed."""
+    import torch
+
+    import cukiln
+
+    from .. import flashinfer_peer
+    from .checks import paged_copy
+
+    nbytes = moved_bytes(b, T)
+    sets = rotating_sets(lambda: inputs(b, T), kv_bytes(b, T)) if rotate else [inputs(b, T)]
+    outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
+    ref = torch_sdpa(*sets[0]).float()
+    row = {"batch": b, "T": T, "kv_bytes": kv_bytes(b, T), "bytes": nbytes}
+
+    def timed(calls) -> dict:
+        ms = median_ms(calls)
+        return {"ms": ms, "tbps": tbps(nbytes, ms), "x_copy": tbps(nbytes, ms) / copy,
+                "max_abs_diff_vs_sdpa": (calls[0]().float().reshape(ref.shape) - ref).abs().max().item()}
+
+    row["cukiln fixed"] = timed([lambda s=s, o=o: cukiln.decode_attention(*s, T, out=o) for s, o in zip(sets, outs)])
+    gen = torch.Generator("cuda").manual_seed(b * T)
+    for page in page_sizes:
+        pools = [paged_copy(s[1:], page, pool_layout="bshd", gen=gen, spare=0) for s in sets]
+        from cukiln.decode_api import plan_call
+
+        plan = plan_call(sets[0][0], *pools[0][0], T, kv_layout="bshd", block_table=pools[0][1])
+        entry = {"num_splits": plan.num_splits, "variant": plan.attention.symbol,
+                 "cukiln": timed([lambda s=s, p=p, o=o: cukiln.decode_attention(s[0], *p[0], T, kv_layout="bshd",
+                                                                               block_table=p[1], out=o)
+                                  for s, p, o in zip(sets, pools, outs)])}
+        for name, tensor_cores in zip(FLASHINFER, (False, True)):
+            try:
+                wrappers = [flashinfer_peer.batch_decode(p[1], T, HEADS_Q, HEADS_KV, HEAD_DIM, torch.bfloat16,
+                                                         tensor_cores=tensor_cores, page=page) for p in pools]
+                entry[name] = timed([lambda s=s, p=p, w=w: w.run(s[0], tuple(p[0]))
+                                     for s, p, w in zip(sets, pools, wrappers)])
+                entry[f"speedup_vs_{name}"] = entry[name]["ms"] / entry["cukiln"]["ms"]
+            except Exception as e:  # FlashInfer does not import here, or its module does not build
+                missing.setdefault(name, failure(e))
+        entry["vs_fixed"] = row["cukiln fixed"]["ms"] / entry["cukiln"]["ms"]
+        row[f"page {page}"] = entry
+        del pools
+        torch.cuda.empty_cache()
+    del sets, outs
+    torch.cuda.empty_cache()
+    return row
+
+
 def _other_kernels() -> dict:
     """Decode kernels besides torch's and FlashInfer's that are installed here: name -> fn(q, k, v, T) -> output."""
     found = {}
@@ -214,6 +268,9 @@ def run(console: Console, args) -> dict:
     """Every case of BENCH_GRID (the first three with ``args.quick``); ``args.no_rotate`` times each call on one
     input set, so that K/V which fit in L2 are served from it."""
     quick, rotate, fp8 = args.quick, not args.no_rotate, getattr(args, "kv_dtype", None) == "fp8_e4m3"
+    page_sizes = getattr(args, "paged", None)
+    if page_sizes and fp8:
+        raise ValueError("--paged times 16-bit caches: give it without --kv-dtype fp8_e4m3")
     copy = copy_tbps()
     console.print(f"device-to-device copy: {copy:.3f} TB/s (read + write)")
     others = {} if fp8 else _other_kernels()
@@ -222,13 +279,21 @@ def run(console: Console, args) -> dict:
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("decode cases", total=len(grid))
         for b, T in grid:
-            rows.append(_bench_fp8_case(b, T, copy, rotate, missing) if fp8 else
+            rows.append(_bench_paged_case(b, T, page_sizes, copy, rotate, missing) if page_sizes else
+                        _bench_fp8_case(b, T, copy, rotate, missing) if fp8 else
                         _bench_case(b, T, copy, others, rotate, missing))
             progress.advance(task)
     for name, why in missing.items():
         console.print(f"[yellow]{name}: not timed ({why})[/]")
     command = ("cukiln bench decode" + (" --quick" if quick else "") + ("" if rotate else " --no-rotate")
-               + (" --kv-dtype fp8_e4m3" if fp8 else ""))
+               + (" --kv-dtype fp8_e4m3" if fp8 else "")
+               + (f" --paged {','.join(map(str, page_sizes))}" if page_sizes else ""))
+    if page_sizes:
+        return {**run_metadata("decode", command), "copy_tbps": copy, "rotating_buffers": rotate, "no_plot": True,
+                "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
+                          "pool": "NHD, pages in shuffled order"},
+                "page_sizes": list(page_sizes), "peers": [n for n in FLASHINFER if n not in missing],
+                "peers_missing": missing, "cases": rows}
     return {**run_metadata("decode", command), "copy_tbps": copy, "rotating_buffers": rotate,
             "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
                       "kv_dtype": "fp8_e4m3" if fp8 else "bf16", "capacity": f"T + {CAPACITY_SLACK}"},
@@ -246,6 +311,9 @@ def show(result: dict, console: Console) -> None:
     fp8 = result.get("shape", {}).get("kv_dtype") == "fp8_e4m3"
     if fp8:
         _show_fp8(result, console, inputs)
+        return
+    if result.get("page_sizes"):
+        _show_paged(result, console, inputs)
         return
     for col in ("b", "T", "K+V MB", "splits", "cukiln us", "x copy", "sdpa us", "sdpa x copy", "vs sdpa",
                 "invariant vs tuned", *(f"vs {p}" for p in peers), *result["others"]):
@@ -275,4 +343,21 @@ def _show_fp8(result: dict, console: Console, inputs: str) -> None:
                       f"{r['cukiln bf16']['ms'] * 1e3:.1f}", f"{r['speedup_vs_bf16']:.2f}x",
                       f"{r['torch_sdpa']['ms'] * 1e3:.1f}", f"{r['speedup_vs_sdpa']:.2f}x",
                       *(f"{r[f'speedup_vs_{n}']:.2f}x" if f"speedup_vs_{n}" in r else "-" for n in FLASHINFER_FP8))
+    console.print(table)
+
+
+def _show_paged(result: dict, console: Console, inputs: str) -> None:
+    peers = result.get("peers", [])
+    table = Table(title=f"paged decode on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, {inputs}; "
+                        "vs X: X's time / cukiln paged's", title_justify="left")
+    for col in ("b", "T", "K+V MB", "page", "splits", "paged us", "x copy", "vs fixed", *(f"vs {p}" for p in peers),
+                *(f"{p} x copy" for p in peers)):
+        table.add_column(col, justify="right")
+    for r in result["cases"]:
+        for page in result["page_sizes"]:
+            e = r[f"page {page}"]
+            table.add_row(str(r["batch"]), str(r["T"]), f"{r['kv_bytes'] / 1e6:.0f}", str(page), str(e["num_splits"]),
+                          f"{e['cukiln']['ms'] * 1e3:.1f}", f"{e['cukiln']['x_copy']:.3f}", f"{e['vs_fixed']:.3f}",
+                          *(f"{e[f'speedup_vs_{p}']:.2f}x" if f"speedup_vs_{p}" in e else "-" for p in peers),
+                          *(f"{e[p]['x_copy']:.3f}" if p in e else "-" for p in peers))
     console.print(table)
