@@ -74,7 +74,8 @@ def paged_copy(caches, page_size: int, *, layout: str = "bhsd", pool_layout: str
     pools = []
     for c in fixed:
         fp8 = c.dtype == torch.float8_e4m3fn  # moved as bytes: not every torch indexes FP8 tensors
-        pool = torch.randn(total, h_kv, page_size, d, generator=gen, device=c.device, dtype=torch.float32).to(c.dtype)
+        drawn = torch.float32 if fp8 else c.dtype  # (drawn in the cache's own type where it can: a pool may be large)
+        pool = torch.randn(total, h_kv, page_size, d, generator=gen, device=c.device, dtype=drawn).to(c.dtype)
         raw, keys = (pool.view(torch.uint8), c.view(torch.uint8)) if fp8 else (pool, c)
         tail = raw[:b, :, :per_row * page_size - T].reshape(b, h_kv, -1, d)  # the last pages' unused slots
         rows = torch.cat([keys, tail], dim=2).reshape(b, h_kv, per_row, page_size, d).transpose(1, 2)
