@@ -112,7 +112,7 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
     lines += [
         "",
         "# Split-KV (runtime/decode_plan.choose_pipeline; one split means one pass). Per arch, from",
-        "# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured points (blocks, T, the best",
+        "# generated/tuning/<target>.json (`cukiln tune decode`; a GPU's own, else its arch's): a table of measured points (blocks, T, the best",
         "# pipeline's index, each pipeline's best split count): the nearest point's pipeline (narrow where a",
         "# call has no such variant) and that pipeline's total of blocks, shared out. Other archs: the least split count",
         "# whose waves of blocks (blocks_per_sm per multiprocessor at most) reach wave_efficiency of the best,",

@@ -26,7 +26,7 @@ class OpFamily:
     params: Callable[[object], Params]  # a variant's kernel-parameter struct
     max_threads: Callable[[object], int]  # a variant's launch bound
     dispatch_lines: Callable[[list, dict], list[str]]  # its section of dispatch.py (its variants, tuning data)
-    # tuning rule (`cukiln tune <rule>`, the key in generated/tuning/<arch>.json) -> regex of the modules
+    # tuning rule (`cukiln tune <rule>`, the key in generated/tuning/<target>.json) -> regex of the modules
     # whose kernels it measures (its data goes stale when their sources change)
     tuned_modules: dict[str, str] = field(default_factory=dict)
     # runtime: public function (cukiln.<name>) -> the runtime module defining it (an op's: its schema, planner and

@@ -48,7 +48,7 @@ def dispatch_lines(variants: list[RopeVariant], tuning: dict[str, dict]) -> list
     lines += [
         "# Dense launch choices: vectors of at most max_vector_bytes, the stride-free kernel for packed tensors",
         "# when packed_kernel, min_threads to max_threads threads per block (per arch, from",
-        "# generated/tuning/<arch>.json: `cukiln tune rope`; thd keeps the default).",
+        "# generated/tuning/<target>.json, a GPU's own or its arch's: `cukiln tune rope`; thd keeps the default).",
         f"ROPE_LAUNCH_DEFAULT = {rope_abi.LAUNCH_DEFAULT!r}",
         "ROPE_LAUNCH = {",
     ]
@@ -58,7 +58,7 @@ def dispatch_lines(variants: list[RopeVariant], tuning: dict[str, dict]) -> list
         "}",
         "",
         "# thd: grid dispatch when sequences x blocks of the longest sequence <= this many times the token",
-        "# dispatch's blocks (per arch, from generated/tuning/<arch>.json: `cukiln tune rope-thd`); else token.",
+        "# dispatch's blocks (per GPU or arch, from generated/tuning/<target>.json: `cukiln tune rope-thd`); else token.",
         f"ROPE_THD_GRID_MAX_WASTE_DEFAULT = {rope_abi.THD_GRID_MAX_WASTE_DEFAULT!r}",
         "ROPE_THD_GRID_MAX_WASTE = {",
     ]

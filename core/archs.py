@@ -47,3 +47,33 @@ def clusters(arch: str | None) -> bool:
 
 def tensor_maps(arch: str | None) -> bool:
     return arch_number(arch) >= TENSOR_MAPS_FROM
+
+
+# Tuned rules (`cukiln tune`) are keyed by what decides them: a GPU's own table under its tuning target, the arch and a
+# slug of the device's name ("sm_90-h200" for an "NVIDIA H200", "sm_90-h100-80gb-hbm3" for an H100 SXM), the arch's
+# table ("sm_90") serving every GPU of the arch without one of its own.
+def tuning_target(arch: str, device_name: str) -> str:
+    """The key of the tuned rules measured on a GPU of ``arch`` named ``device_name``."""
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-").removeprefix("nvidia-")
+    return f"{arch}-{slug}" if slug else arch
+
+
+def target_arch(target: str) -> str:
+    """The arch of a tuning target (the target itself when it is an arch)."""
+    return target.split("-", 1)[0]
+
+
+def tuned(rules: dict, target: str | None, default):
+    """The rule of ``rules`` (a dispatch table's tuned rules, keyed by tuning target or arch) for ``target``: the GPU's
+    own, else its arch's, else ``default``."""
+    if target is None:
+        return default
+    found = rules.get(target)
+    return found if found is not None else rules.get(target_arch(target), default)
+
+
+def tuned_source(rules: dict, target: str | None) -> str | None:
+    """Which key of ``rules`` serves ``target`` (tuned's choice), or None for the default."""
+    if target is None:
+        return None
+    return target if target in rules else target_arch(target) if target_arch(target) in rules else None

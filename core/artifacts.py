@@ -4,7 +4,8 @@
   cubins with their hashes. It holds only what the sources (and the compiler's version) determine, so a
   build with no source change leaves it byte for byte as it was. Per-run facts (compile times) go to
   ``cubins/build-log.json`` beside the cubins, which git ignores.
-- ``tuning/<arch>.json``: what `cukiln tune` measured on a GPU of that arch, per tuned rule, stamped with
+- ``tuning/<target>.json``: what `cukiln tune` measured on a GPU (``<arch>-<gpu>``, core.archs.tuning_target; an arch's
+  file serves every GPU of it without its own), per tuned rule, stamped with
   a fingerprint of the machine code it measured (each cubin's text_sha256 in the manifest).
 - ``cubins/<arch>/<module>.cubin``: the compiled modules (not checked in).
 """
@@ -69,7 +70,8 @@ def write_build_log(log: dict, root: Path | None = None) -> None:
 
 
 def read_tuning(root: Path | None = None) -> dict[str, dict]:
-    """arch -> tuning data, from generated/tuning/<arch>.json."""
+    """tuning target (an arch, or an arch and a device: core.archs.tuning_target) -> tuning data, from
+    generated/tuning/<target>.json."""
     folder = (root or generated_dir()) / TUNING
     return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
 
@@ -104,13 +106,16 @@ def tuning_fingerprint(manifest: dict, modules: str, arch: str) -> str:
     return h.hexdigest()[:16]
 
 
-def write_tuning(arch: str, rule: str, result: dict, modules: str, root: Path | None = None) -> Path:
-    """Store ``result`` as the entry ``rule`` of generated/tuning/<arch>.json, stamped with the fingerprint of
-    the modules (a regex of module names) it measured. Returns the path."""
+def write_tuning(target: str, rule: str, result: dict, modules: str, root: Path | None = None) -> Path:
+    """Store ``result`` as the entry ``rule`` of generated/tuning/<target>.json (a tuning target: an arch, or an arch
+    and a device, core.archs.tuning_target), stamped with the fingerprint of the modules (a regex of module names) it
+    measured, for the target's arch. Returns the path."""
+    from .archs import target_arch
+
     root = root or generated_dir()
-    path = root / TUNING / f"{arch}.json"
+    path = root / TUNING / f"{target}.json"
     data = read_json(path)
-    data[rule] = {**result, "fingerprint": tuning_fingerprint(read_manifest(root), modules, arch)}
+    data[rule] = {**result, "fingerprint": tuning_fingerprint(read_manifest(root), modules, target_arch(target))}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
     return path

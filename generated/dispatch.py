@@ -83,14 +83,14 @@ ROPE_PARAMS = {
 
 # Dense launch choices: vectors of at most max_vector_bytes, the stride-free kernel for packed tensors
 # when packed_kernel, min_threads to max_threads threads per block (per arch, from
-# generated/tuning/<arch>.json: `cukiln tune rope`; thd keeps the default).
+# generated/tuning/<target>.json, a GPU's own or its arch's: `cukiln tune rope`; thd keeps the default).
 ROPE_LAUNCH_DEFAULT = {'max_vector_bytes': 16, 'packed_kernel': True, 'max_threads': 256, 'min_threads': 64}
 ROPE_LAUNCH = {
     'sm_90': {'max_vector_bytes': 16, 'packed_kernel': True, 'max_threads': 256, 'min_threads': 64},
 }
 
 # thd: grid dispatch when sequences x blocks of the longest sequence <= this many times the token
-# dispatch's blocks (per arch, from generated/tuning/<arch>.json: `cukiln tune rope-thd`); else token.
+# dispatch's blocks (per GPU or arch, from generated/tuning/<target>.json: `cukiln tune rope-thd`); else token.
 ROPE_THD_GRID_MAX_WASTE_DEFAULT = 1.0
 ROPE_THD_GRID_MAX_WASTE = {
     'sm_90': 1.0,
@@ -1497,7 +1497,7 @@ DECODE_PARAMS = {
 }
 
 # Split-KV (runtime/decode_plan.choose_pipeline; one split means one pass). Per arch, from
-# generated/tuning/<arch>.json (`cukiln tune decode`): a table of measured points (blocks, T, the best
+# generated/tuning/<target>.json (`cukiln tune decode`; a GPU's own, else its arch's): a table of measured points (blocks, T, the best
 # pipeline's index, each pipeline's best split count): the nearest point's pipeline (narrow where a
 # call has no such variant) and that pipeline's total of blocks, shared out. Other archs: the least split count
 # whose waves of blocks (blocks_per_sm per multiprocessor at most) reach wave_efficiency of the best,

@@ -282,6 +282,10 @@ class Call:
     def arch(self, device: int) -> str:
         return VALIDATION_ARCH if self.validating else KERNELS.arch(device)
 
+    def tuning(self, device: int) -> str:
+        """The tuning target whose tuned rules apply on ``device`` (its own, else its arch's: core.archs.tuned)."""
+        return VALIDATION_ARCH if self.validating else KERNELS.tuning_target(device)
+
     def sms(self, device: int) -> int:
         return VALIDATION_SMS if self.validating else KERNELS.sm_count(device)
 

@@ -105,7 +105,7 @@ def plan_attention(call: Call, *, for_step: bool = False, **given) -> DecodePlan
     resident, active_clusters = call.occupancy(device, 32 * dispatch.DECODE_WARPS)
     return plan_decode(**arguments, sms=call.sms(device), arch=call.arch(device), max_shared=call.max_shared(device),
                        resident=resident, active_clusters=active_clusters, pipeline=forced_pipeline(),
-                       for_step=for_step)
+                       for_step=for_step, tuning=call.tuning(device))
 
 
 def attention_launches(call: Call, p: DecodePlan, names: dict, torch) -> list:

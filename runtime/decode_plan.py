@@ -12,7 +12,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from cukiln.core.archs import clusters, programmatic_launch, tensor_maps
+from cukiln.core.archs import clusters, programmatic_launch, tensor_maps, tuned
 from cukiln.generated import dispatch
 
 from .tensors import TensorInfo, device_name
@@ -246,8 +246,9 @@ def invariant_splits(keys: int) -> int:
     return next(n for most, n in INVARIANT_SPLITS if most is None or keys <= most)
 
 
-def split_rule(arch: str | None) -> dict:
-    return dispatch.DECODE_SPLIT.get(arch, dispatch.DECODE_SPLIT_DEFAULT)
+def split_rule(target: str | None) -> dict:
+    """The split rule measured for ``target`` (a tuning target, or an arch: core.archs.tuned), else the default."""
+    return tuned(dispatch.DECODE_SPLIT, target, dispatch.DECODE_SPLIT_DEFAULT)
 
 
 def length_argument(value, name: str, batch: int, device: int) -> tuple[int, int, TensorInfo | None]:
@@ -291,11 +292,12 @@ def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens
                 out: TensorInfo | None = None, return_lse: bool = False, batch_invariant: bool = False,
                 sms: int = 132, arch: str | None = None, max_shared: int | None = None, resident=None,
                 active_clusters=None, pipeline: str | None = None, for_step: bool = False, k_scale=None,
-                v_scale=None, block_table: TensorInfo | None = None) -> DecodePlan:
+                v_scale=None, block_table: TensorInfo | None = None, tuning: str | None = None) -> DecodePlan:
     """Validate a decode_attention call and plan its launches.
 
     kv_lens / kv_start: an int, or a TensorInfo of an int32 [b] tensor on q's device (its values are
-    the device's business: out-of-range rows come out NaN). ``sms`` and ``arch`` feed the split rule, with
+    the device's business: out-of-range rows come out NaN). ``sms`` and ``arch`` (the tuned rule's: ``tuning``'s,
+    a tuning target, when given) feed the split rule, with
     ``resident(module, symbol, shared)``: blocks of a kernel one multiprocessor holds (None: the rule's);
     ``max_shared`` (the GPU's opt-in shared memory per block, bytes) rejects head dims whose tiles exceed it.
     Split-KV on ``arch`` sm_90 on runs each (row, KV head)'s splits as one cluster when there are at most
@@ -317,7 +319,7 @@ def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens
                     batch_invariant=batch_invariant, k_scale=k_scale, v_scale=v_scale, block_table=block_table)
     return _choose_launch(q, k_cache, v_cache, call, num_splits=num_splits, sms=sms, arch=arch, max_shared=max_shared,
                           resident=resident, active_clusters=active_clusters, pipeline=pipeline,
-                          batch_invariant=batch_invariant, for_step=for_step)
+                          batch_invariant=batch_invariant, for_step=for_step, tuning=tuning)
 
 
 def check_lengths(lens_value: int, start_value: int, capacity: int, lens_on_device: bool,
@@ -498,7 +500,7 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
 
 def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated, *, num_splits, sms, arch,
                    max_shared, resident, active_clusters, pipeline, batch_invariant=False,
-                   for_step=False) -> DecodePlan:
+                   for_step=False, tuning=None) -> DecodePlan:
     """The variant, K/V pipeline, split count and launches of a validated call."""
     b, h_q, d, h_kv = call.batch, call.heads_q, call.head_dim, call.heads_kv
     head_groups = call.fields["head_groups"]
@@ -528,7 +530,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
         num_splits = invariant_splits(call.capacity)  # the most a row of this cache gets
     elif num_splits is None:
-        rule = split_rule(arch)
+        rule = split_rule(tuning or arch)
         per_sm = None  # only the wave rule (no tuned table) counts resident blocks
         if resident is not None and "table" not in rule:
             module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW, cache, form)][:2]

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 from cuda.bindings import driver
 
+from cukiln.core.archs import tuning_target
 from cukiln.core.artifacts import CUBINS, cubin_relpath, generated_dir, read_manifest
 
 from .driver import CudaError, check, launch_config
@@ -31,6 +32,7 @@ class KernelCache:
         self._shared_limits: dict[tuple[int, str], int] = {}  # dynamic shared memory each function may use
         self._warned: set[str] = set()
         self._device_attributes: dict[tuple, int] = {}
+        self._targets: dict[int, str] = {}
         self._occupancy: dict[tuple, int] = {}
         self._clusters: dict[tuple, int] = {}
 
@@ -120,6 +122,16 @@ class KernelCache:
             value = self._device_attributes[(device, attr)] = check(driver.cuDeviceGetAttribute(attr, dev),
                                                                     "cuDeviceGetAttribute")
         return value
+
+    def tuning_target(self, device: int) -> str:
+        """The key of ``device``'s own tuned rules (core.archs.tuning_target: its arch and name; cached)."""
+        target = self._targets.get(device)
+        if target is None:
+            check(driver.cuInit(0), "cuInit")
+            name = check(driver.cuDeviceGetName(256, check(driver.cuDeviceGet(device), "cuDeviceGet")), "cuDeviceGetName")
+            name = name.split(b"\0", 1)[0].decode() if isinstance(name, bytes) else str(name)
+            target = self._targets[device] = tuning_target(self.arch(device), name)
+        return target
 
     def arch(self, device: int) -> str:
         """"sm_XY" of ``device`` (cached: the decode call path asks on every call)."""

@@ -126,7 +126,8 @@ def plan(call: Call):
     layout = call["layout"]
     p = plan_rope(**takes(plan_rope, {**arguments, "x": xi, "out": oi, "k": ki, "k_out": koi}),
                   cu_seqlens_host=cu_host, thd_dispatch=OVERRIDES["rope_thd_dispatch"] if layout == "thd" else "auto",
-                  arch=call.arch(xi.device), guarded=guarded, rule=_RULE[0], sms=call.sms(xi.device))
+                  arch=call.arch(xi.device), guarded=guarded, rule=_RULE[0], sms=call.sms(xi.device),
+                  tuning=call.tuning(xi.device))
     names = {"x": x_name, "out": out_name}
     launches, part = [], p
     while part is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from cukiln.core.archs import programmatic_launch
+from cukiln.core.archs import programmatic_launch, tuned
 from cukiln.generated import dispatch
 
 from .tensors import TensorInfo, device_name
@@ -360,10 +360,11 @@ def check_cu_seqlens(cu: TensorInfo, host: tuple[int, ...] | None, tokens: int, 
 
 
 def choose_thd_dispatch(seqs: PackedSequences, tokens: int, tokens_per_block: int, mode: str,
-                        arch: str | None) -> tuple[str, int]:
+                        tuning: str | None) -> tuple[str, int]:
     """("token" or "grid", blocks along x for grid). The rule: grid when its blocks (sequences times the
-    blocks of the longest sequence) are at most ROPE_THD_GRID_MAX_WASTE[arch] times the token path's, a
-    threshold that `cukiln tune rope-thd` measures; token otherwise, and whenever grid cannot run."""
+    blocks of the longest sequence) are at most ROPE_THD_GRID_MAX_WASTE[tuning] times the token path's (a tuning
+    target or an arch: core.archs.tuned), a threshold that `cukiln tune rope-thd` measures; token otherwise, and
+    whenever grid cannot run."""
     if mode not in THD_DISPATCH_MODES:
         raise ValueError(f"CUKILN_ROPE_THD_DISPATCH: expected one of {', '.join(THD_DISPATCH_MODES)}, got {mode!r}")
     longest = seqs.max_local if seqs.max_local is not None else tokens
@@ -375,7 +376,7 @@ def choose_thd_dispatch(seqs: PackedSequences, tokens: int, tokens_per_block: in
         return "grid", grid_x
     if mode == "token" or not grid_possible:
         return "token", grid_x
-    limit = dispatch.ROPE_THD_GRID_MAX_WASTE.get(arch, dispatch.ROPE_THD_GRID_MAX_WASTE_DEFAULT)
+    limit = tuned(dispatch.ROPE_THD_GRID_MAX_WASTE, tuning, dispatch.ROPE_THD_GRID_MAX_WASTE_DEFAULT)
     token_blocks = -(-tokens // tokens_per_block)
     return ("grid" if grid_x * seqs.num_seqs <= limit * token_blocks else "token"), grid_x
 
@@ -436,13 +437,14 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
               ...] | None = None, cp_size=1, cp_rank=0, max_seqlen=None, thd_dispatch: str = "auto",
               arch: str | None = None, backward=False, inplace=False, guarded: tuple[tuple[str, TensorInfo], ...] = (),
               rule: dict | None = None, k: TensorInfo | None = None, k_out: TensorInfo | None = None,
-              sms: int = 132) -> RopePlan | None:
+              sms: int = 132, tuning: str | None = None) -> RopePlan | None:
     """The launch for one call, or None when there is nothing to do (an empty tensor).
 
     ``out`` is the tensor written: x itself for an in-place call. ``guarded`` are the inputs that ``out``
     must not overlap (angle tables, positions, offsets, cu_seqlens). ``cu_seqlens_host`` are the values of
     cu_seqlens when the caller has them on the host (then fully checked); ``thd_dispatch`` forces token or
-    grid dispatch; ``arch`` (e.g. "sm_90") selects the tuned rules; ``rule`` replaces the dense launch rule
+    grid dispatch; ``arch`` (e.g. "sm_90") selects the tuned rules (``tuning``, a tuning target, in its place
+    where given: core.archs.tuned); ``rule`` replaces the dense launch rule
     (launch_rule) for measurements. ``k`` / ``k_out``: a second tensor of the same tokens and the one written
     for it (rope_qk), rotated in the same launch where a _qk variant serves the call, else by the plan's
     ``then``. ``sms``: the GPU's multiprocessors (small grids split their heads over more blocks).
@@ -457,8 +459,9 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
         operands.append(validate_second(x, out, k, k_out, call, layout=layout, inplace=inplace, guarded=guarded))
     if x.numel == 0 or (call.seqs is not None and call.seqs.num_seqs == 0):
         return None  # nothing to rotate (with no sequence, every token lies past the last one's end)
-    rule = rule or launch_rule(arch, layout)
-    common = dict(call=call, interleaved=interleaved, thd_dispatch=thd_dispatch, arch=arch, rule=rule, sms=sms,
+    rule = rule or launch_rule(tuning or arch, layout)
+    common = dict(call=call, interleaved=interleaved, thd_dispatch=thd_dispatch, arch=arch, tuning=tuning or arch,
+                  rule=rule, sms=sms,
                   cp_size=cp_size, cp_rank=cp_rank, cu_seqlens=cu_seqlens, backward=backward, layout=layout)
     if len(operands) == 2:
         together = _plan_launch(operands, **common)
@@ -470,10 +473,10 @@ def plan_rope(x: TensorInfo, out: TensorInfo, *, freqs=None, cos=None, sin=None,
     return _plan_launch(operands, **common)
 
 
-def _plan_launch(operands: list[_Operand], *, call: _Validated, interleaved, thd_dispatch, arch, rule, sms, cp_size,
-                 cp_rank, cu_seqlens, backward, layout) -> RopePlan | None:
+def _plan_launch(operands: list[_Operand], *, call: _Validated, interleaved, thd_dispatch, arch, tuning, rule, sms,
+                 cp_size, cp_rank, cu_seqlens, backward, layout) -> RopePlan | None:
     """One launch rotating ``operands`` (one tensor, or q and k together: None when no variant serves them)."""
-    key, grid, block, seq_major = _choose_launch(operands, call, interleaved, thd_dispatch, arch, rule, sms)
+    key, grid, block, seq_major = _choose_launch(operands, call, interleaved, thd_dispatch, tuning, rule, sms)
     entry = dispatch.ROPE.get(key)
     if entry is None:
         if len(operands) == 2:
@@ -614,7 +617,7 @@ def validate_second(x: TensorInfo, out: TensorInfo, k: TensorInfo, k_out: Tensor
 
 
 def _choose_launch(operands: list[_Operand], call: _Validated, interleaved: bool, thd_dispatch: str,
-                   arch: str | None, rule: dict, sms: int) -> tuple[tuple, tuple[int, int, int], tuple[int, int, int], bool]:
+                   tuning: str | None, rule: dict, sms: int) -> tuple[tuple, tuple[int, int, int], tuple[int, int, int], bool]:
     """(dispatch key, grid, block, seq_major): the variant and the launch shape for ``operands`` (the first one's
     token order and layout lead)."""
     lead = operands[0]
@@ -641,7 +644,7 @@ def _choose_launch(operands: list[_Operand], call: _Validated, interleaved: bool
     grid = (-(-tokens // block[2]), 1, 1)
     mode = "none"
     if call.seqs is not None:
-        mode, grid_x = choose_thd_dispatch(call.seqs, tokens, block[2], thd_dispatch, arch)
+        mode, grid_x = choose_thd_dispatch(call.seqs, tokens, block[2], thd_dispatch, tuning)
         if mode == "grid":
             grid = (grid_x, call.seqs.num_seqs, 1)
     else:
@@ -693,13 +696,13 @@ def _fields(operands: list[_Operand], call: _Validated, seq_major: bool, cp_size
     return fields
 
 
-def launch_rule(arch: str | None, layout: str) -> dict:
-    """The launch choices in force: for dense layouts those `cukiln tune rope` measured on ``arch``
-    (dispatch.ROPE_LAUNCH), else dispatch.ROPE_LAUNCH_DEFAULT. thd keeps the defaults, which its own
-    token/grid rule was tuned with."""
+def launch_rule(tuning: str | None, layout: str) -> dict:
+    """The launch choices in force: for dense layouts those `cukiln tune rope` measured for ``tuning`` (a tuning
+    target or an arch: core.archs.tuned; dispatch.ROPE_LAUNCH), else dispatch.ROPE_LAUNCH_DEFAULT. thd keeps the
+    defaults, which its own token/grid rule was tuned with."""
     if layout == "thd":
         return dispatch.ROPE_LAUNCH_DEFAULT
-    return dispatch.ROPE_LAUNCH.get(arch, dispatch.ROPE_LAUNCH_DEFAULT)
+    return tuned(dispatch.ROPE_LAUNCH, tuning, dispatch.ROPE_LAUNCH_DEFAULT)
 
 
 def block_shape(groups: int, heads: int, tokens: int, two_tokens: bool, max_threads: int,

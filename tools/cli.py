@@ -251,7 +251,7 @@ def parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=_plot)
 
     rules = sorted(tunes())
-    t = sub.add_parser("tune", help="measure dispatch choices on this GPU, write generated/tuning/<arch>.json")
+    t = sub.add_parser("tune", help="measure dispatch choices on this GPU, write its table, generated/tuning/<arch>-<gpu>.json")
     t.add_argument("op", choices=rules, help="the rule to measure: " + ", ".join(rules))
     t.set_defaults(func=_tune)
     return p

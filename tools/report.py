@@ -20,7 +20,7 @@ from . import hooks
 
 from cukiln.codegen.ops import FAMILIES, family_of_op, tuned_modules
 from cukiln.core import artifacts
-from cukiln.core.archs import DEFAULT_ARCHS
+from cukiln.core.archs import DEFAULT_ARCHS, target_arch, tuned_source
 
 _SORT_KEYS = {
     "name": lambda row: row["name"],
@@ -109,7 +109,8 @@ def warnings(manifest: dict, tuning: dict, root: Path) -> list[dict]:
         for op, result in sorted(data.items()):
             if op not in tuned:
                 continue
-            recorded, now = result.get("fingerprint"), artifacts.tuning_fingerprint(manifest, tuned[op], arch)
+            recorded = result.get("fingerprint")
+            now = artifacts.tuning_fingerprint(manifest, tuned[op], target_arch(arch))
             if recorded != now:
                 why = "records no fingerprint of the kernels it measured" if recorded is None else \
                     "was measured on kernels whose machine code has changed since"
@@ -143,11 +144,40 @@ def collect(manifest: dict, tuning: dict, root: Path, only: str | None = None, s
     tuning = {arch: {rule: r for rule, r in data.items() if rule in rules} for arch, data in tuning.items()}
     return {
         "nvrtc_version": manifest.get("nvrtc_version"), "archs": manifest.get("archs", []),
-        "ops": op_summary(manifest),
+        "ops": op_summary(manifest), "tuning_tables": tuning_tables(tuning, this_gpu()),
         "variants": sorted(rows(manifest, None, artifacts.read_build_log(root)), key=_SORT_KEYS[sort]),
         "rules": {f.name: hooks.report_rules(f, tuning) for f in FAMILIES if f.tools and f.name in families},
         "warnings": warnings(manifest, tuning, root),
     }
+
+
+def this_gpu() -> str | None:
+    """The tuning target of the GPU this process sees (core.archs.tuning_target), or None without one."""
+    try:
+        from cukiln.loader import KERNELS
+
+        return KERNELS.tuning_target(0)
+    except Exception:  # no driver, no GPU
+        return None
+
+
+def tuning_tables(tuning: dict, gpu: str | None) -> dict:
+    """Which GPUs and archs have tuned tables of each rule, and the one each rule takes on ``gpu`` (a tuning target:
+    its own table, else its arch's, else the rule's default: core.archs.tuned)."""
+    tables = {}
+    for target, data in sorted(tuning.items()):
+        for rule in data:
+            tables.setdefault(rule, []).append(target)
+    uses = {rule: tuned_source(dict.fromkeys(targets), gpu) or "default" for rule, targets in tables.items()}
+    return {"tables": tables, "gpu": gpu, "gpu_uses": uses if gpu else {}}
+
+
+def _print_tuning_tables(console: Console, t: dict) -> None:
+    rows = "; ".join(f"{rule}: {', '.join(targets)}" for rule, targets in sorted(t["tables"].items())) or "none"
+    console.print(f"tuned tables (per GPU, or per arch for every GPU of it without its own): {rows}")
+    if t["gpu"]:
+        uses = ", ".join(f"{rule} from {source}" for rule, source in sorted(t["gpu_uses"].items())) or "no tuned rule"
+        console.print(f"this GPU ({t['gpu']}) takes: {uses}")
 
 
 def _print_ops(console: Console, ops: dict) -> None:
@@ -199,6 +229,7 @@ def main(args) -> int:
         return 0
     _print_ops(console, report["ops"])
     _print_variants(console, report["variants"], report["archs"], report["nvrtc_version"], args.limit)
+    _print_tuning_tables(console, report["tuning_tables"])
     for f in FAMILIES:
         if f.name in report["rules"]:
             hooks.print_rules(f, console, report["rules"][f.name])

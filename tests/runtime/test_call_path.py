@@ -50,7 +50,8 @@ def stub_device(setattr, kernel) -> None:
     setattr(rope_api, "from_torch", from_torch)
     # a ws plan's tensor maps: each 128 bytes of the cache's pointer, encoded without a driver
     setattr(decode_api, "tensor_map", lambda dtype, ptr, *rest, **kw: ptr.to_bytes(8, "little") * 16)
-    for name, value in (("arch", lambda d: "sm_90"), ("sm_count", lambda d: 132),
+    for name, value in (("arch", lambda d: "sm_90"), ("tuning_target", lambda d: "sm_90-h100-80gb-hbm3"),
+                        ("sm_count", lambda d: 132),
                         ("max_shared_per_block", lambda d: 227 * 1024), ("resident_blocks", lambda *a: 2),
                         ("active_clusters", lambda *a: 1)):
         setattr(loader.KERNELS, name, value)
@@ -231,8 +232,8 @@ def test_a_plan_cache_hit_asks_the_device_nothing(recorded, monkeypatch):
         return recorded(device, module, symbol, fmt, grid, block, *rest)
 
     monkeypatch.setattr(calls, "kernel", binding)
-    for name in ("arch", "sm_count", "max_shared_per_block", "resident_blocks", "active_clusters", "context",
-                 "function"):
+    for name in ("arch", "tuning_target", "sm_count", "max_shared_per_block", "resident_blocks", "active_clusters",
+                 "context", "function"):
         real = getattr(loader.KERNELS, name)
 
         def counting(*args, _real=real, _name=name, **kwargs):

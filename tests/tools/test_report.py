@@ -103,9 +103,9 @@ def test_missing_and_out_of_date_cubins_are_reported(generated):
 
 def test_tuning_is_stale_once_the_machine_code_it_measured_changes(generated):
     manifest = fixture_manifest()
-    write_tuning("sm_90", "decode", {"date": "2026-11-23", "rule": {}}, root=generated)
-    tuning = artifacts.read_tuning(generated)
-    assert tuning["sm_90"]["decode"]["fingerprint"] == artifacts.tuning_fingerprint(manifest, "^decode_", "sm_90")
+    write_tuning("sm_90", "decode", {"device": "NVIDIA H200", "date": "2026-11-23", "rule": {}}, root=generated)
+    tuning = artifacts.read_tuning(generated)  # the GPU's own table, fingerprinted for its arch
+    assert tuning["sm_90-h200"]["decode"]["fingerprint"] == artifacts.tuning_fingerprint(manifest, "^decode_", "sm_90")
 
     def stale() -> list:
         return [w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]
@@ -116,7 +116,7 @@ def test_tuning_is_stale_once_the_machine_code_it_measured_changes(generated):
     assert not stale()
     manifest["modules"]["decode_bf16"]["cubins"]["sm_90"]["text_sha256"] = "t4"  # the tuned kernels changed
     found = stale()
-    assert len(found) == 1 and "decode tuning for sm_90" in found[0]["detail"]
+    assert len(found) == 1 and "decode tuning for sm_90-h200" in found[0]["detail"]
     manifest["modules"]["rope_bf16"]["cubins"]["sm_90"]["text_sha256"] = "t5"  # not a module the decode tuning measured
     assert len(stale()) == 1
 

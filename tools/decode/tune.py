@@ -1,7 +1,7 @@
 """`cukiln tune decode` (GPU): over a grid of (rows x KV heads, cache length), a ladder of split counts
 (SPLIT_LADDER, as the runtime launches them: clusters or the combine kernel) with each K/V pipeline
 (decode_variants.Pipeline) is timed, a pipeline's split counts in turn, round by round; each point's best goes into the
-rule's table (runtime/decode_plan.split_from_table), written to generated/tuning/<arch>.json; the next `cukiln build`
+rule's table (runtime/decode_plan.split_from_table), written to this GPU's generated/tuning/<arch>-<gpu>.json; the next `cukiln build`
 folds the table into dispatch.py.
 """
 

@@ -3,7 +3,7 @@
 Both time token and grid dispatch on the same inputs (CUDA events, median, rotating buffers) through
 CUKILN_ROPE_THD_DISPATCH, forward then backward, bf16, h = 32, d = 128, freqs angles. tune fits the
 rule that auto dispatch applies (grid while its blocks are at most G times the token path's) and writes
-generated/tuning/<arch>.json; the next `cukiln build` folds G into dispatch.py. bench shows the auto
+this GPU's generated/tuning/<arch>-<gpu>.json; the next `cukiln build` folds G into dispatch.py. bench shows the auto
 path across sequence counts beside grid dispatch, as a ratio of a same-run copy.
 """
 
