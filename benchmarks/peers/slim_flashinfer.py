@@ -37,6 +37,9 @@ JIT_SOURCES = ["rope.cu", "flashinfer_rope_binding.cu", "batch_decode.cu", "batc
                "single_decode_kernel_inst.jinja", "page.cu", "flashinfer_page_binding.cu",
                # the tensor-core decode (use_tensor_cores=True) runs the batch prefill kernels: FA2's and sm_90's
                "batch_prefill.cu", "batch_prefill_jit_binding.cu", "batch_prefill_customize_config.jinja",
+               # ... built with the paged-only host sources where it is planned over pages alone (`cukiln bench
+               # decode --paged`)
+               "batch_prefill_paged.cu", "batch_prefill_paged_jit_binding.cu",
                "batch_prefill_paged_kernel_inst.jinja", "batch_prefill_ragged_kernel_inst.jinja",
                "batch_prefill_sm90.cu", "batch_prefill_sm90_jit_binding.cu", "batch_prefill_sm90_customize_config.jinja",
                "batch_prefill_paged_sm90_kernel_inst.jinja", "batch_prefill_ragged_sm90_kernel_inst.jinja",
