@@ -11,7 +11,7 @@ from cukiln.generated import dispatch
 from .calls import Call, OpRuntime, bind, takes
 from .decode_plan import PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode
 from .driver import tensor_map
-from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, LENGTH_ARGS, STREAM
+from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, LENGTH_ARGS, STREAM, host_pages, host_used
 from .overrides import CURRENT as OVERRIDES
 from .schema import Arg, OpSchema, Result, changed
 from .tensors import CACHES, HALVES
@@ -146,6 +146,7 @@ def plan(call: Call):
     if call["kv_lens"] is None:
         raise TypeError("kv_lens: expected an int or an int32 tensor [b], got None")
     if isinstance(q, torch.Tensor):
+        host_pages(call, q.device, torch, host_used(call["kv_lens"], call["kv_start"], 0, torch, reads=True))
         host_lengths(call, q.device, torch)
     p = plan_attention(call)
     call.output("out", lambda: torch.empty(q.shape, dtype=q.dtype, device=q.device))

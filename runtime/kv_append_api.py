@@ -30,12 +30,14 @@ CACHE_SCALES = tuple(
     for c, what in (("k", "key"), ("v", "value")))
 # Paged caches, as decode_attention, kv_append and decode_step take them
 BLOCK_TABLE = Arg(
-    "block_table", "Tensor", None, "paged caches (as serving engines keep them): int32 [b, max_pages] on q's device, "
+    "block_table", "Tensor", None, "paged caches (as serving engines keep them): int32 [b, max_pages] on q's device "
+    "(a CPU one is checked, then copied over), "
     "row i's pages in order, key t of row i at slot t % page_size of page block_table[i, t // page_size]; k_cache and "
     "v_cache are then pools of pages, [pages, h_kv, page_size, d] (bhsd: HND) or [pages, page_size, h_kv, d] (bshd: "
     "NHD), any strides on the pool axes (the two halves of one [pages, 2, ...] tensor too), a contiguous head dim, "
     "16-byte aligned rows, a power-of-two page size; a row holds up to max_pages x page_size keys; a page index "
-    "outside the pool makes its row NaN", optional=True, dtypes=("int32",), refuse_grad=True)
+    "outside the pool that a row's keys fall in makes its row NaN (on the device) or is refused (on the CPU)",
+    optional=True, dtypes=("int32",), refuse_grad=True)
 SLOT_MAPPING = Arg(
     "slot_mapping", "Tensor", None, "paged caches written by flat slot (vLLM's reshape_and_cache contract): int64 "
     "[b * n] (or [b, n]) on q's device, new token j of row i at slot_mapping[i * n + j] = page x page_size + slot of "
@@ -94,6 +96,48 @@ before anything is written. Runs on the current torch stream without synchronizi
 device lengths. Not differentiable.""")
 
 
+def host_pages(call: Call, device, torch, used) -> None:
+    """A block table or slot mapping given on the CPU: every page the call touches checked against the pool
+    (ValueError naming the argument: nothing is written), then copied to ``device`` for the call (whose plan then
+    serves it alone). ``used``: each row's keys [first, end) the call reads or writes, int64 [b, 2] (None: lengths on
+    the device, so every column of the table)."""
+    pool, layout = call["k_cache"], call["kv_layout"]
+    if getattr(pool, "ndim", 0) != 4 or layout not in ("bhsd", "bshd"):
+        return  # the planner explains
+    pages, page_size = pool.shape[0], pool.shape[2 if layout == "bhsd" else 1]
+    table, slots = call["block_table"], call["slot_mapping"] if "slot_mapping" in call.op.index else None
+    if isinstance(table, torch.Tensor) and not table.is_cuda and table.ndim == 2 and not table.is_floating_point():
+        entries = table.to(torch.int64)
+        columns = torch.arange(entries.shape[1])
+        touched = torch.ones_like(entries, dtype=torch.bool) if used is None or used.shape[0] != entries.shape[0] else (
+            (columns >= used[:, :1] // page_size) & (columns < -(-used[:, 1:] // page_size)))
+        bad = (touched & ((entries < 0) | (entries >= pages))).nonzero()
+        if len(bad):
+            i, j = bad[0].tolist()
+            raise ValueError(f"block_table: row {i}'s page {j} is {int(entries[i, j])}, outside the pool's {pages} pages")
+        call.substitute("block_table", table.to(device))
+    if isinstance(slots, torch.Tensor) and not slots.is_cuda and not slots.is_floating_point():
+        flat = slots.to(torch.int64).flatten()
+        bad = ((flat < -1) | (flat >= pages * page_size)).nonzero()
+        if len(bad):
+            t = int(bad[0])
+            raise ValueError(f"slot_mapping: new token {t}'s slot {int(flat[t])} is outside the pool's {pages} x "
+                             f"{page_size} slots (-1: not stored)")
+        call.substitute("slot_mapping", slots.to(device))
+
+
+def host_used(lens, start, new_tokens: int, torch, *, reads: bool):
+    """Each row's keys [first, end) a paged call touches, int64 [b, 2], from host lengths (an int or a CPU tensor;
+    None when either is on the device): a decode's reads [kv_start, kv_lens + new_tokens), an append's writes
+    [kv_lens, kv_lens + new_tokens)."""
+    on_host = [torch.as_tensor(0 if x is None else x).to(torch.int64).reshape(-1) for x in (lens, start)
+               if not (isinstance(x, torch.Tensor) and x.is_cuda)]
+    if len(on_host) < 2:
+        return None
+    lens, start = torch.broadcast_tensors(*on_host)
+    return torch.stack((start if reads else lens, lens + new_tokens), dim=1)
+
+
 def host_lengths(call: Call, device, torch) -> dict:
     """The values of kv_lens / kv_start given as CPU tensors, by name: checked int32, then copied to ``device`` for
     the call (whose plan then serves it alone: the values are checked per call)."""
@@ -113,6 +157,9 @@ def plan(call: Call, *, lens_out_in_scratch: bool = False):
     workspace, named "kv_lens_out"). The planner's product is kept as ``plan.detail``."""
     torch = _torch()
     q = call["q"]
+    if isinstance(q, torch.Tensor) and call["k_cache"] is not None:
+        n = q.shape[1] if q.ndim == 4 else 1
+        host_pages(call, q.device, torch, host_used(call["kv_lens"], call["kv_start"], n, torch, reads=False))
     hosts = host_lengths(call, q.device, torch) if isinstance(q, torch.Tensor) else {}
     if call.form.inplace:
         if call.given.get("out") is not None and call.given["out"] is not q:

@@ -96,3 +96,25 @@ def test_bad_paged_appends_are_refused_naming_the_argument_and_nothing_is_writte
         cukiln.reference.kv_append(q, k_new, v_new, kp, vp, torch.tensor([0, 4, 30], dtype=torch.int32),
                                    base=10000.0, inplace=True, **given)
     assert torch.equal(kp, kp0) and torch.equal(vp, vp0) and torch.equal(q, q0)
+
+
+def test_a_table_or_slot_mapping_on_the_host_is_checked_before_anything_is_written():
+    q, k_new, v_new, k, v, gen = _inputs()
+    (kp, vp), table = paged_copy((k, v), 16, gen=gen, width=4)
+    lens = torch.tensor([0, 4, 30], dtype=torch.int32)
+    kp0 = kp.clone()
+    bad = table.clone()
+    bad[2, 1] = kp.shape[0]  # row 2 writes slots 30-31: its second page
+    with pytest.raises(ValueError, match=r"block_table: row 2's page 1 is .* outside the pool"):
+        cukiln.reference.kv_append(q, k_new, v_new, kp, vp, lens, base=10000.0, block_table=bad)
+    bad = table.clone()
+    bad[0, 3] = -7  # a page no row touches: not checked
+    cukiln.reference.kv_append(q, k_new, v_new, kp.clone(), vp.clone(), lens, base=10000.0, block_table=bad)
+    with pytest.raises(ValueError, match=r"slot_mapping: new token 1's slot -2 is outside"):
+        cukiln.reference.kv_append(q, k_new, v_new, kp, vp, lens, base=10000.0,
+                                   slot_mapping=torch.tensor([0, -2, 3, 4, 5, 6]))
+    with pytest.raises(ValueError, match=r"block_table: row 1's page 0"):
+        bad = table.clone()
+        bad[1, 0] = 10 ** 6
+        cukiln.reference.decode_attention(q[:, 0], kp, vp, lens + 2, block_table=bad)
+    assert torch.equal(kp, kp0)
