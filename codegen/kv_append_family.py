@@ -173,7 +173,7 @@ FAMILY = OpFamily(
     max_threads=lambda v: MAX_THREADS_PER_BLOCK,
     dispatch_lines=dispatch_lines,
     # decode_step: the append then decode_attention (runtime/decode_step_api.py), this family's user-facing step
-    api={"kv_append": "kv_append_api", "kv_scales": "fp8_scales"},
+    api={"kv_append": "kv_append_api", "kv_scales": "fp8_scales", "block_table": "paged_tables"},
     reference=("kv_append",),
     tools="cukiln.tools.kv_append",
 )

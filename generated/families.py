@@ -4,5 +4,5 @@ The runtime's public functions (cukiln.<name> -> the runtime module defining it)
 reference (cukiln.reference.<name>).
 """
 
-API = {'rope': 'rope_api', 'rope_qk': 'rope_api', 'rope_recipe': 'rope_recipes', 'Rotary': 'rotary', 'decode_attention': 'decode_api', 'merge_attention': 'merge_api', 'kv_append': 'kv_append_api', 'kv_scales': 'fp8_scales', 'decode_step': 'decode_step_api'}
+API = {'rope': 'rope_api', 'rope_qk': 'rope_api', 'rope_recipe': 'rope_recipes', 'Rotary': 'rotary', 'decode_attention': 'decode_api', 'merge_attention': 'merge_api', 'kv_append': 'kv_append_api', 'kv_scales': 'fp8_scales', 'block_table': 'paged_tables', 'decode_step': 'decode_step_api'}
 REFERENCE = ('rope', 'rope_qk', 'decode_attention', 'merge_attention', 'kv_append', 'decode_step')

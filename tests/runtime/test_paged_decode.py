@@ -101,3 +101,25 @@ def test_the_planner_picks_the_paged_kernel_and_fills_the_table_fields(layout):
 def test_bad_tables_and_pools_are_refused_naming_the_argument(given, error, words):
     with pytest.raises(error, match=words):
         _plan(**given)
+
+
+def test_flashinfers_csr_form_becomes_a_block_table_and_lengths():
+    q, k, v, gen = _inputs("bshd")
+    (kp, vp), table = paged_copy((k, v), 16, layout="bshd", gen=gen)
+    lens = torch.tensor([T, 1, 33], dtype=torch.int32)
+    used = [-(-int(n) // 16) for n in lens]  # FlashInfer lists the pages in use alone
+    indptr = torch.tensor([0, used[0], used[0] + used[1], sum(used)], dtype=torch.int32)
+    indices = torch.cat([table[i, :used[i]] for i in range(B)])
+    last = lens - (torch.tensor(used) - 1) * 16
+    got_table, got_lens = cukiln.block_table(indptr, indices, last, 16, max_pages=table.shape[1])
+    assert torch.equal(got_lens, lens) and got_table.shape == table.shape
+    want = cukiln.reference.decode_attention(q, kp, vp, lens, kv_layout="bshd", block_table=table)
+    got = cukiln.reference.decode_attention(q, kp, vp, got_lens, kv_layout="bshd", block_table=got_table)
+    assert torch.equal(got, want)
+    assert cukiln.block_table(indptr, indices, last, 16)[0].shape == (B, max(used))  # its width read back
+    empty_row = cukiln.block_table(torch.tensor([0, 2, 2]), indices[:2], torch.tensor([5, 0]), 16)
+    assert empty_row[1].tolist() == [21, 0]
+    with pytest.raises(ValueError, match="page_size: expected a power of two"):
+        cukiln.block_table(indptr, indices, last, 12)
+    with pytest.raises(ValueError, match="kv_last_page_len: expected an integer tensor"):
+        cukiln.block_table(indptr, indices, last[:2], 16)
