@@ -17,6 +17,9 @@ The contenders: cukiln.decode_step (with the norm weights where the set has them
 fused `cake_fused_qk_rmsnorm_rope_append_paged_kv_cache` (norm policy 2, norm then RoPE, where the set has a norm;
 heads 64/8 or 8/1 only) followed by the same batch decode; torch (RMSNorm in fp32 where the set has it, the rotation
 formula, index writes, SDPA over the cache slice); and decode_attention alone (the bar the fused step is held to).
+Paged caches (the 32/8 set): cukiln's step over the same page-16 pools through their block table, its paged attention
+alone (that step's bar), and the appends alone, cukiln's kv_append (which rotates q and k too) beside FlashInfer's
+`append_paged_kv_cache`.
 Both FlashInfer contenders read one page-16 NHD copy of the caches (K and V pages apart) and one decode wrapper,
 planned outside the timed call; FlashInfer's are skipped, with the reason recorded, where it does not import.
 
@@ -52,6 +55,10 @@ CHECK_POINT = (4, 300)  # b, cache length of the accuracy check
 HOST_POINT = (1, 2048)  # b, cache length of the host-time figures
 ERROR_LIMIT = 2e-2
 BAR = "decode_attention alone"  # the attention of the step without its append: not a step, so not checked as one
+PAGED_BAR = "paged decode_attention alone"  # the same over the page-16 pools: the bar of the paged step
+# the appends alone over the page-16 pools (cukiln's rotates q and k too; FlashInfer's writes k and v as given)
+APPENDS = ("cukiln paged kv_append", "flashinfer append_paged_kv_cache")
+UNCHECKED = (BAR, PAGED_BAR, *APPENDS)  # not a whole step: not checked against the step's reference
 # the attention followed by torch's smallest kernel (a 1-element add_): what any second kernel in the step costs
 SECOND_KERNEL = "attention + a 1-element add_"
 FULL_GRID_ENV = "CUKILN_DECODE_STEP_FULL_GRID"
@@ -204,19 +211,67 @@ def _torch_step(s):
     return step
 
 
+def _pages(s) -> dict:
+    """A page-16 NHD copy of the caches (flashinfer_peer.paged_copy: K and V pages apart, row i on its own run of
+    pages) and its block table, FlashInfer's description of the L + 1 keys a row holds after the step; built once per
+    input set and shared by cukiln's paged contenders and FlashInfer's."""
+    if "pages" not in s:
+        from .. import flashinfer_peer
+
+        k_pages, v_pages, table = flashinfer_peer.paged_copy(s["k_cache"], s["v_cache"])
+        s["pages"] = {"cache": (k_pages, v_pages), "table": table, **flashinfer_peer.pages_in_use(table, s["L"] + 1)}
+    return s["pages"]
+
+
 def _paged(s) -> dict:
-    """FlashInfer's page-16 copy of the caches (flashinfer_peer.paged_copy) and a decode wrapper planned for L + 1
-    keys a row; built once per input set (ImportError where FlashInfer does not import)."""
-    if "paged" not in s:
+    """_pages and FlashInfer's decode wrapper planned for L + 1 keys a row (ImportError where FlashInfer does not
+    import)."""
+    p = _pages(s)
+    if "wrapper" not in p:
         import torch
 
         from .. import flashinfer_peer
 
-        k_pages, v_pages, table = flashinfer_peer.paged_copy(s["k_cache"], s["v_cache"])
-        wrapper = flashinfer_peer.batch_decode(table, s["L"] + 1, s["hq"], s["hkv"], HEAD_DIM, torch.bfloat16)
-        s["paged"] = {"cache": (k_pages, v_pages), "table": table, "wrapper": wrapper,
-                      **flashinfer_peer.pages_in_use(table, s["L"] + 1)}
-    return s["paged"]
+        p["wrapper"] = flashinfer_peer.batch_decode(p["table"], s["L"] + 1, s["hq"], s["hkv"], HEAD_DIM, torch.bfloat16)
+    return p
+
+
+def _cukiln_paged_step(s):
+    """cukiln's step over the page-16 pools through their block table (two launches: the append, the paged attention)."""
+    import cukiln
+
+    p = _pages(s)
+    return lambda: cukiln.decode_step(s["q"], s["k"], s["v"], *p["cache"], s["lens"], kv_layout="bshd",
+                                      block_table=p["table"], cos_sin_cache=s["cos_sin"], out=s["out"])
+
+
+def _paged_attention_alone(s):
+    import cukiln
+
+    p = _pages(s)
+    return lambda: cukiln.decode_attention(s["q"], *p["cache"], s["lens_after"], kv_layout="bshd",
+                                           block_table=p["table"], out=s["out"])
+
+
+def _cukiln_paged_append(s):
+    """cukiln's append alone over the page-16 pools: q and k rotated, k and v written through the block table."""
+    import cukiln
+
+    p = _pages(s)
+    q_rot = s["q"].clone()
+    return lambda: cukiln.kv_append(s["q"], s["k"], s["v"], *p["cache"], s["lens"], kv_layout="bshd",
+                                    block_table=p["table"], cos_sin_cache=s["cos_sin"], out=q_rot)
+
+
+def _flashinfer_append(s):
+    """FlashInfer's paged append alone (k and v as given, no rotation) into the same pools."""
+    import flashinfer.page
+    import torch
+
+    p = _pages(s)
+    batch_indices = torch.arange(s["b"], device="cuda", dtype=torch.int32)
+    return lambda: flashinfer.page.append_paged_kv_cache(s["k"], s["v"], batch_indices, s["lens"], p["cache"],
+                                                         p["indices"], p["indptr"], p["last"], "NHD")
 
 
 def _flashinfer_three_calls(s):
@@ -272,6 +327,11 @@ CONTENDERS = {
     "flashinfer fused + decode": (lambda cs: (cs.heads_q, cs.heads_kv) in FUSED_HEADS and not cs.fp8,
                                   _flashinfer_fused),
     "torch": (lambda cs: not cs.fp8, _torch_step),
+    # paged caches (the main set): the step and its bar over FlashInfer's pools, and the appends alone
+    "cukiln paged decode_step": (lambda cs: cs.suffix == "", _cukiln_paged_step),
+    PAGED_BAR: (lambda cs: cs.suffix == "", _paged_attention_alone),
+    APPENDS[0]: (lambda cs: cs.suffix == "", _cukiln_paged_append),
+    APPENDS[1]: (lambda cs: cs.suffix == "", _flashinfer_append),
 }
 
 
@@ -315,7 +375,7 @@ def _check(cs: CaseSet) -> dict:
 
     errors = {}
     for name in _names(cs):
-        if name in (BAR, SECOND_KERNEL):
+        if name in (*UNCHECKED, SECOND_KERNEL):
             continue
         s = setup_case(cs, *CHECK_POINT)
         try:
@@ -347,7 +407,7 @@ def _time_point(cs: CaseSet, b: int, L: int, errors: dict, copy: float) -> dict:
             row[name] = {"skipped": fn}
             continue
         error = errors.get(name)
-        wrong = name not in (BAR, SECOND_KERNEL) and (not isinstance(error, float) or error > ERROR_LIMIT)
+        wrong = name not in (*UNCHECKED, SECOND_KERNEL) and (not isinstance(error, float) or error > ERROR_LIMIT)
         try:
             ms = median_ms([fn])
         except Exception as e:  # recorded, the rest still runs
@@ -493,11 +553,17 @@ def _cell(v: dict) -> str:
     return f"{v['ms'] * 1e3:.1f} / {graph}" + (" wrong" if v.get("wrong") else "")
 
 
+def _over(row: dict, step: str, bar: str) -> str:
+    """A step's eager µs over its bar's (its attention alone), or "-"."""
+    a, b = row.get(step, {}), row.get(bar, {})
+    return f"{(a['ms'] - b['ms']) * 1e3:.2f}" if "ms" in a and "ms" in b else "-"
+
+
 def _vs_flashinfer(row: dict) -> str:
     """FlashInfer's faster contender in the row (eager, not flagged wrong) over decode_step's time, and which."""
     step = row.get("cukiln decode_step", {})
-    timed = [(v["ms"], n) for n, v in row.items()
-             if n.startswith("flashinfer") and isinstance(v, dict) and "ms" in v and not v.get("wrong")]
+    timed = [(v["ms"], n) for n, v in row.items() if n.startswith("flashinfer") and n not in APPENDS
+             and isinstance(v, dict) and "ms" in v and not v.get("wrong")]
     if "ms" not in step or not timed:
         return "-"
     ms, name = min(timed)
@@ -514,12 +580,14 @@ def show(result: dict, console: Console) -> None:
         table = Table(title=f"decode step on {result['device']} ({cs.title}): us per step, eager / graph; "
                             "vs FlashInfer: its faster contender's eager time over decode_step's",
                       title_justify="left")
-        for col in ("b", "cache len", *names, "step - attention", "vs FlashInfer"):
+        paged = PAGED_BAR in names
+        for col in ("b", "cache len", *names, "step - attention", *(("paged step - paged attention",) if paged else ()),
+                    "vs FlashInfer"):
             table.add_column(col, justify="right")
         for r in rows:
-            step, alone = r.get("cukiln decode_step", {}), r.get(BAR, {})
-            extra = f"{(step['ms'] - alone['ms']) * 1e3:.2f}" if "ms" in step and "ms" in alone else "-"
-            table.add_row(str(r["batch"]), str(r["cache_len"]), *(_cell(r.get(n, {})) for n in names), extra,
+            extra = [_over(r, "cukiln decode_step", BAR)] + ([_over(r, "cukiln paged decode_step", PAGED_BAR)]
+                                                             if paged else [])
+            table.add_row(str(r["batch"]), str(r["cache_len"]), *(_cell(r.get(n, {})) for n in names), *extra,
                           _vs_flashinfer(r))
         console.print(table)
         host = result.get("host_us_b1" + cs.suffix, {})
