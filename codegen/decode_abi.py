@@ -203,6 +203,7 @@ _MERGE = (
     (I64, "outs_sk"), (I64, "outs_sb"), (I64, "outs_sh"), (I64, "outs_sd"),
     (I64, "lses_sk"), (I64, "lses_sb"), (I64, "lses_sh"),
     (I64, "out_sb"), (I64, "out_sh"), (I64, "out_sd"),
+    (CPTR, "sinks"), (I64, "sinks_stride"),  # fp32 [heads] attention-sink logits (any stride), or null
 )
 MERGE_THREADS = 128  # a merge block's threads: one per output element, looping past it
 

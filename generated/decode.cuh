@@ -1219,7 +1219,9 @@ __device__ __forceinline__ void combine(const float* partial_out, const float* p
 // over disjoint key sets merged into the attention over their union: out = sum of exp(lse_i - lse) out_i, lse = log sum
 // exp(lse_i), in fp32 (natural logs). Every thread takes the weights itself (k is a handful: a rank's or a page's
 // parts), so a block needs no shared memory nor barrier. No key in any part (every lse -inf): zeros and -inf; a NaN
-// lse anywhere: NaN output and lse.
+// lse anywhere: NaN output and lse. Attention sinks (p.sinks, gpt-oss's: a logit per head): one more part, of output
+// zero and lse the head's sink, so that it joins the softmax's denominator alone (a row without keys: zeros, lse the
+// sink).
 template <typename T, class P>
 __device__ __forceinline__ void merge_parts(const P& p) {
   wait_for_prerequisite_grid();
@@ -1227,8 +1229,9 @@ __device__ __forceinline__ void merge_parts(const P& p) {
   const long long b = blockIdx.x / heads, h = blockIdx.x % heads;
   const float* lses = static_cast<const float*>(p.lses) + b * p.lses_sb + h * p.lses_sh;
   const T* outs = static_cast<const T*>(p.outs) + b * p.outs_sb + h * p.outs_sh;
-  float top = -CUKILN_INF;
-  bool nan = false;
+  const float sink = p.sinks != nullptr ? static_cast<const float*>(p.sinks)[h * p.sinks_stride] : -CUKILN_INF;
+  float top = sink;
+  bool nan = sink != sink;
   for (int s = 0; s < parts; ++s) {
     const float l = lses[s * p.lses_sk];
     nan |= l != l;
@@ -1237,6 +1240,7 @@ __device__ __forceinline__ void merge_parts(const P& p) {
   const bool empty = top == -CUKILN_INF;
   float total = 0.f;
   if (!empty && !nan) {
+    total = expf(sink - top);  // 0 without a sink
     for (int s = 0; s < parts; ++s) total += expf(lses[s * p.lses_sk] - top);
   }
   const float inv_total = total > 0.f ? 1.f / total : 0.f;

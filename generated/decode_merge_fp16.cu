@@ -25,6 +25,8 @@ struct params_merge {
   long long out_sb;
   long long out_sh;
   long long out_sd;
+  const void* sinks;
+  long long sinks_stride;
 };
 
 

@@ -1493,7 +1493,7 @@ DECODE_PARAMS = {
     'attention_s3_paged': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st', 'block_table', 'table_sb', 'page_shift', 'num_pages'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqQqqq'),
     'attention_s4': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'k_sd', 'v_sb', 'v_sh', 'v_st', 'v_sd'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqqq'),
     'combine': (('partial_out', 'partial_lse', 'out', 'lse', 'batch', 'heads_q', 'num_splits', 'out_sb', 'out_sh', 'out_sd', 'batch_invariant'), '<QQQQqqqqqqq'),
-    'merge': (('outs', 'lses', 'out', 'lse', 'parts', 'heads', 'head_dim', 'outs_sk', 'outs_sb', 'outs_sh', 'outs_sd', 'lses_sk', 'lses_sb', 'lses_sh', 'out_sb', 'out_sh', 'out_sd'), '<QQQQqqqqqqqqqqqqq'),
+    'merge': (('outs', 'lses', 'out', 'lse', 'parts', 'heads', 'head_dim', 'outs_sk', 'outs_sb', 'outs_sh', 'outs_sd', 'lses_sk', 'lses_sb', 'lses_sh', 'out_sb', 'out_sh', 'out_sd', 'sinks', 'sinks_stride'), '<QQQQqqqqqqqqqqqqqQq'),
 }
 
 # Split-KV (runtime/decode_plan.choose_pipeline; one split means one pass). Per arch, from

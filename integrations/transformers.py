@@ -49,8 +49,8 @@ NAME = "cukiln"
 HALVES = (torch.float16, torch.bfloat16)  # the dtypes cukiln's kernels take
 DEVICE_TYPES = ("cuda",)  # where they run
 # the model types whose attention the integration serves: the ones its tests cover (CPU end to end with the float64
-# references, static and dynamic caches, sliding windows; GPU: llama, qwen2, gemma2)
-MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma2")
+# references, static and dynamic caches, sliding windows, gpt-oss's attention sinks; GPU: llama, qwen2, gemma2)
+MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gpt_oss")
 
 # The kernels the glue calls: module attributes, so that the CPU tests can put the float64 references in their place.
 decode_attention = ct.decode_attention
@@ -133,11 +133,11 @@ def mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_offset: 
          attention_mask: torch.Tensor | None = None, config=None, device=None, **kwargs):
     """transformers' mask function for "cukiln": for a decode step (q_length 1) the step's lengths
     (decode_lengths); otherwise the mask of the exact path the attention takes (eager where the model caps its
-    logits, SDPA's else), after checking that a 2-D attention_mask is left padding."""
+    logits or has attention sinks, SDPA's else), after checking that a 2-D attention_mask is left padding."""
     if q_length != 1:
         if attention_mask is not None and attention_mask.ndim == 2 and not torch.compiler.is_compiling():
             check_left_padding(attention_mask)
-        build = eager_mask if _softcap(config) is not None else sdpa_mask
+        build = eager_mask if _eager_prefill(config) else sdpa_mask
         kwargs.update(batch_size=batch_size, q_length=q_length, kv_length=kv_length, q_offset=q_offset,
                       kv_offset=kv_offset, attention_mask=attention_mask, config=config, device=device)
         if mask_function is not None:
@@ -233,6 +233,16 @@ def _softcap(config):
     return getattr(config, "attn_logit_softcapping", None)
 
 
+# the model types whose attention layers have sinks (gpt-oss's s_aux), which transformers' SDPA does not take
+SINK_MODEL_TYPES = ("gpt_oss",)
+
+
+def _eager_prefill(config) -> bool:
+    """Whether a prefill of this model takes its eager attention (a logit softcap or attention sinks: what
+    transformers' SDPA path leaves out), and so the eager mask."""
+    return _softcap(config) is not None or getattr(config, "model_type", None) in SINK_MODEL_TYPES
+
+
 # --- attention --------------------------------------------------------------------------------------------------
 
 def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask, dropout=0.0,
@@ -244,16 +254,20 @@ def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
         raise ValueError("output_attentions: cukiln returns no attention weights; use attn_implementation='eager' "
                          "to get them")
     scales = {"k_scale": key.cukiln_scale, "v_scale": value.cukiln_scale} if key.dtype == FP8 else {}
+    sinks = kwargs.get("s_aux")  # gpt-oss's attention sinks, a logit per query head
     if is_decode_lengths(attention_mask, query.shape[0]):
         if query.shape[2] != 1:
             raise ValueError(f"query: decode lengths came with {query.shape[2]} query tokens a row, not 1")
         window = getattr(module, "sliding_window", None) or sliding_window
+        if sinks is not None:
+            scales["sinks"] = sinks.detach().float().contiguous()
         return _decode(query, key, value, attention_mask, scaling, softcap, window, scales), None
     if scales:  # an FP8 cache's prefill: transformers' path on its values
         key, value = dequantized(key, query.dtype), dequantized(value, query.dtype)
-    # prefill: transformers' exact path (its SDPA ignores a logit softcap: the model's eager attention then)
+    # prefill: transformers' exact path (its SDPA ignores a logit softcap and attention sinks: the model's eager
+    # attention then)
     kwargs["sliding_window"] = sliding_window
-    if softcap is not None:
+    if softcap is not None or sinks is not None:
         eager = sys.modules[type(module).__module__].eager_attention_forward
         return eager(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, softcap=softcap,
                      **kwargs)

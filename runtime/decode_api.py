@@ -9,12 +9,13 @@ from __future__ import annotations
 from cukiln.generated import dispatch
 
 from .calls import Call, OpRuntime, bind, takes
-from .decode_plan import PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode
+from .decode_plan import PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode, query_rows
 from .driver import tensor_map
-from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, LENGTH_ARGS, STREAM, host_pages, host_used
+from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, LENGTH_ARGS, SINKS, STREAM, host_pages, host_used
+from .merge_plan import plan_merge
 from .overrides import CURRENT as OVERRIDES
 from .schema import Arg, OpSchema, Result, changed
-from .tensors import CACHES, HALVES
+from .tensors import CACHES, HALVES, TensorInfo
 
 SCHEMA = OpSchema(
     "decode_attention",
@@ -39,7 +40,7 @@ SCHEMA = OpSchema(
        Arg("batch_invariant", "bool", False, "each row's result depends on that row's inputs and lengths alone, the "
            "same bits whatever the batch, the other rows' lengths or the capacity (a row split by its own key count; "
            "far slower than the tuned choice for a lone row of up to 8192 keys); not with num_splits"),
-       *CACHE_SCALES, BLOCK_TABLE,
+       *CACHE_SCALES, BLOCK_TABLE, SINKS,
        STREAM),
     (Result("out"), Result("lse", only_with="return_lse")),
     """Attention of one query token per row over keys [kv_start, kv_lens) of that row's KV cache: the output (and its
@@ -138,6 +139,40 @@ def attention_launches(call: Call, p: DecodePlan, names: dict, torch) -> list:
     return launches
 
 
+def sink_launches(call: Call, p: DecodePlan, names: dict, torch) -> list:
+    """The launches of an attention with sinks: the attention (attention_launches) writing its output and lse into
+    the call's workspace, then merge_attention's kernel folding each query head's sink in (one part, and the sink as
+    a part of output zero: merge_plan) into the call's out and, where ``names`` has it, lse."""
+    b, h, d = p.batch, p.heads_q, p.head_dim
+    q = call.info("q")
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[q.dtype]
+    call.add_scratch("unsunk", (b, h, d), (h * d, d, 1), dtype)
+    call.add_scratch("unsunk_lse", (b, h), (h, 1), torch.float32)
+    launches = attention_launches(call, p, {**names, "out": "unsunk", "lse": "unsunk_lse"}, torch)
+    # the merge planned on stand-ins of the workspace's parts (one: [1, b, h, ...])
+    where = call["q"].device  # (the planner's device index stands for it; a reference's is the CPU)
+    # (kept alive while planning: a stand-in freed early could share its address with the next, which would overlap)
+    stand_ins = [torch.empty((1, b, h, d), dtype=dtype, device=where),
+                 torch.empty((1, b, h), dtype=torch.float32, device=where),
+                 torch.empty((b, h, d), dtype=dtype, device=where)]
+    outs = call.info_of("unsunk", stand_ins[0], like="q")
+    lses = call.info_of("unsunk_lse", stand_ins[1])
+    out = call.info("out")
+    if out is None:  # a reference validating the call allocates no output: a stand-in of the one it would get
+        out = call.info_of("out", stand_ins[2], like="q")
+    out_rows = TensorInfo(out.ptr, *query_rows(out), out.dtype, out.device)
+    wanted = "lse" in names
+    m = plan_merge(outs, lses, out=out_rows, return_lse=wanted, lse=call.info("lse") if wanted else None,
+                   arch=call.arch(p.device), sinks=call.info("sinks"))
+    if m is not None:
+        a = m.launch
+        pointers = [("outs", "unsunk", 0), ("lses", "unsunk_lse", 0), ("out", names["out"], 0), ("sinks", "sinks", 0)]
+        pointers += [("lse", names["lse"], 0)] if wanted else []
+        launches.append(call.launch(call.bind(m.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared,
+                                              a.overlap_previous), a.field_names, m.values, pointers))
+    return launches
+
+
 def plan(call: Call):
     """The plan of a decode_attention call; the planner's DecodePlan kept as ``plan.detail``."""
     import torch
@@ -148,16 +183,17 @@ def plan(call: Call):
     if isinstance(q, torch.Tensor):
         host_pages(call, q.device, torch, host_used(call["kv_lens"], call["kv_start"], 0, torch, reads=True))
         host_lengths(call, q.device, torch)
-    p = plan_attention(call)
+    sinks = call["sinks"] is not None
+    p = plan_attention(call, out=None) if sinks else plan_attention(call)  # sinks: the attention into a workspace
     call.output("out", lambda: torch.empty(q.shape, dtype=q.dtype, device=q.device))
     if call.form.flags.get("return_lse"):
         call.output("lse", lambda: torch.empty((p.batch, p.heads_q), dtype=torch.float32, device=q.device))
-    launches = attention_launches(call, p, {f: n for f, n in POINTER_FIELDS.items() if n != "lse" or
-                                            call.form.flags.get("return_lse")}, torch)
+    names = {f: n for f, n in POINTER_FIELDS.items() if n != "lse" or call.form.flags.get("return_lse")}
+    launches = (sink_launches if sinks else attention_launches)(call, p, names, torch)
     bounds, ordered = length_bounds(call, p.fields["capacity"])
     result = call.plan(p.device, launches, bounds=bounds, ordered=ordered,
                        overlaps=call.overlaps(["out"], ["q", "k_cache", "v_cache", "kv_lens", "kv_start",
-                                                        "block_table"]))
+                                                        "block_table", "sinks"]))
     result.detail = p
     return result
 

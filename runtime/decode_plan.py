@@ -365,6 +365,23 @@ def cache_kind(q: TensorInfo, k: TensorInfo, v: TensorInfo) -> str:
     return FP8 if k.dtype == FP8 else SAME
 
 
+def sink_fields(sinks, heads: int, device: int) -> dict:
+    """The kernel fields of attention sinks (gpt-oss's: a logit per query head joining the softmax's denominator, its
+    value zero): an fp32 [heads] tensor on ``device``, any stride, checked (TypeError/ValueError naming ``sinks``);
+    None: no sink (a null pointer)."""
+    if sinks is None:
+        return {"sinks": 0, "sinks_stride": 0}
+    if not isinstance(sinks, TensorInfo):
+        raise TypeError(f"sinks: expected a float32 tensor [{heads}] or None, got {type(sinks).__name__}")
+    if sinks.dtype != "fp32":
+        raise TypeError(f"sinks: expected a float32 tensor, got {sinks.dtype}")
+    if sinks.shape != (heads,):
+        raise ValueError(f"sinks: expected shape [{heads}] (a logit per query head), got {list(sinks.shape)}")
+    if sinks.device != device:
+        raise ValueError(f"sinks: expected a tensor on {device_name(device)}, got one on {device_name(sinks.device)}")
+    return {"sinks": sinks.ptr, "sinks_stride": sinks.strides[0] if heads > 1 else 0}
+
+
 def cache_scales(k_scale, v_scale, cache: str, heads_kv: int, device: int) -> dict:
     """The kernel fields of an FP8 cache's scales (its values are stored value / scale): each a positive finite number
     (None: 1), or an fp32 tensor on q's device, 0-d (one for every KV head) or [h_kv] (one each), read by the kernel.

@@ -23,7 +23,7 @@ from cukiln.generated import dispatch
 from . import decode_api, kv_append_api, rotary
 from .calls import Call, OpRuntime, bind, fused, takes
 from .decode_plan import WS
-from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, NEW_TOKENS, POSITIONS, QK_NORM, STREAM
+from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, NEW_TOKENS, POSITIONS, QK_NORM, SINKS, STREAM
 from .kv_append_plan import plan_kv_append
 from .overrides import CURRENT as OVERRIDES
 from .schema import Arg, OpSchema, Result, changed
@@ -49,7 +49,7 @@ SCHEMA = OpSchema(
             suffix="#out", rank=1, dtypes=kv_append_api.HALVES, refuse_grad=True),
         Arg("return_lse", "bool", False, "also return the log-sum-exp, fp32 [b, h_q]", role="flag",
             suffix="!#no_lse", rank=3),
-        *CACHE_SCALES, BLOCK_TABLE, STREAM),
+        *CACHE_SCALES, BLOCK_TABLE, SINKS, STREAM),
     (Result("out"), Result("lse", only_with="return_lse")),
     """Append each row's new token to the caches (rotated by RoPE, at slot kv_lens[i]) and attend to keys
 [kv_start[i], kv_lens[i] + 1) with the rotated query: the attention output [b, h_q, d] (and its log-sum-exp with
@@ -84,7 +84,9 @@ def plan(call: Call):
     rotated, after_info = call.info_of("q_rot", q_rot, like="q"), call.info_of("lens_after", lens_after, like="kv_lens")
     arguments = call.arguments()
     wanted = call.form.flags.get("return_lse")
-    attention = decode_api.plan_attention(call, for_step=True, q=rotated, kv_lens=after_info, return_lse=wanted)
+    sinks = call["sinks"] is not None  # the attention into a workspace, then the sinks' merge (decode_api.sink_launches)
+    attention = decode_api.plan_attention(call, for_step=True, q=rotated, kv_lens=after_info, return_lse=wanted,
+                                          **({"out": None} if sinks else {}))
     append = plan_kv_append(**takes(plan_kv_append, {**arguments, "out": rotated, "kv_lens_out": after_info}),
                             kv_lens_host=hosts.get("kv_lens"), kv_start_host=hosts.get("kv_start"),
                             arch=call.arch(attention.device))
@@ -99,7 +101,7 @@ def plan(call: Call):
     names = dict(decode_api.POINTER_FIELDS, q="q_rot", kv_lens="kv_lens" if fuse else "lens_after")
     if not wanted:
         del names["lse"]
-    att = decode_api.attention_launches(call, attention, names, torch)
+    att = (decode_api.sink_launches if sinks else decode_api.attention_launches)(call, attention, names, torch)
     app = []
     if append is not None:
         pointers = [(f, {"out": "q_rot", "kv_lens_out": "lens_after"}.get(name, name), add)
@@ -163,6 +165,8 @@ def fused_kernel(call: Call, append, attention) -> tuple[bool, object]:
     entry = why = None
     if append is None or p.batch * p.heads_q == 0:
         why = "it has no rows"
+    elif call["sinks"] is not None:
+        why = "it has attention sinks (folded in by a kernel after the attention)"
     elif p.pipeline != WS:
         why = f"its attention takes the {p.pipeline} pipeline, not ws (sm_90 on, head dims 64 and 128, 16-byte rows)"
     else:

@@ -38,6 +38,11 @@ BLOCK_TABLE = Arg(
     "16-byte aligned rows, a power-of-two page size; a row holds up to max_pages x page_size keys; a page index "
     "outside the pool that a row's keys fall in makes its row NaN (on the device) or is refused (on the CPU)",
     optional=True, dtypes=("int32",), refuse_grad=True)
+# gpt-oss's attention sinks, as decode_attention, decode_step and merge_attention take them
+SINKS = Arg("sinks", "Tensor", None, "attention sinks (gpt-oss): fp32 [h_q] on q's device, any stride, each query "
+            "head's logit that joins its softmax's denominator with no value (out = sum of exp(l_i) v_i / (sum of "
+            "exp(l_i) + exp(sink)); the lse includes it; a row without keys gives zeros and lse = sink)",
+            optional=True, dtypes=("fp32",), refuse_grad=True)
 SLOT_MAPPING = Arg(
     "slot_mapping", "Tensor", None, "paged caches written by flat slot (vLLM's reshape_and_cache contract): int64 "
     "[b * n] (or [b, n]) on q's device, new token j of row i at slot_mapping[i * n + j] = page x page_size + slot of "

@@ -6,9 +6,9 @@ its planner (merge_plan.plan_merge) and its public function, built from the sche
 from __future__ import annotations
 
 from .calls import Call, OpRuntime, bind, takes
-from .kv_append_api import STREAM
+from .kv_append_api import SINKS, STREAM
 from .merge_plan import plan_merge
-from .schema import Arg, OpSchema, Result
+from .schema import Arg, OpSchema, Result, changed
 from .tensors import HALVES
 
 SCHEMA = OpSchema(
@@ -22,6 +22,8 @@ SCHEMA = OpSchema(
          suffix="#out", rank=1, dtypes=HALVES, refuse_grad=True),
      Arg("return_lse", "bool", False, "also return the merged log-sum-exp, fp32 [b, h]", role="flag",
          suffix="!#no_lse", rank=3),
+     changed((SINKS,), sinks={"doc": "attention sinks: fp32 [h] on outs' device, any stride, each head's logit as one "
+                                     "more part of output zero (gpt-oss's definition: decode_attention's sinks)"})[0],
      STREAM),
     (Result("out"), Result("lse", only_with="return_lse")),
     """The attention over the union of k disjoint key sets from each set's result: out = sum of exp(lse_i - lse) *
@@ -44,11 +46,13 @@ def plan(call: Call):
                    arch=call.arch(call.info("outs").device))
     launches = []
     if p is not None:
-        pointers = [(f, f, 0) for f in ("outs", "lses", "out", "lse") if f != "lse" or wanted]
+        pointers = [(f, f, 0) for f in ("outs", "lses", "out", "lse", "sinks")
+                    if (f != "lse" or wanted) and (f != "sinks" or call["sinks"] is not None)]
         a = p.launch
         launches.append(call.launch(call.bind(p.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared,
                                               a.overlap_previous), a.field_names, p.values, pointers))
-    result = call.plan(call.info("outs").device, launches, overlaps=call.overlaps(["out", "lse"], ["outs", "lses"]))
+    result = call.plan(call.info("outs").device, launches,
+                       overlaps=call.overlaps(["out", "lse"], ["outs", "lses", "sinks"]))
     result.detail = p
     return result
 

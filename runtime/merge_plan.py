@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from cukiln.core.archs import programmatic_launch
 from cukiln.generated import dispatch
 
-from .decode_plan import Launch
+from .decode_plan import Launch, sink_fields
 from .tensors import HALVES, TensorInfo, device_name
 
 GRID_X_MAX = 2**31 - 1  # blocks along x: one a (row, head)
@@ -25,10 +25,12 @@ class MergePlan:
 
 
 def plan_merge(outs: TensorInfo, lses: TensorInfo, *, out: TensorInfo, return_lse: bool = False,
-               lse: TensorInfo | None = None, arch: str | None = None) -> MergePlan | None:
+               lse: TensorInfo | None = None, arch: str | None = None,
+               sinks: TensorInfo | None = None) -> MergePlan | None:
     """The launch merging ``outs`` [k, b, h, d] (fp16 or bf16, any strides) by ``lses`` [k, b, h] (fp32, natural log,
     any strides) into ``out`` [b, h, d] (outs' dtype) and, with ``return_lse``, ``lse`` [b, h] (fp32, contiguous);
-    None when there is nothing to write (no row, head or feature)."""
+    ``sinks`` (fp32 [h]): attention sinks, each head's a part of output zero (decode_plan.sink_fields). None when there
+    is nothing to write (no row, head or feature)."""
     if return_lse and lse is None:
         raise ValueError("lse: return_lse=True needs the tensor the merged log-sum-exp goes to")
     lse = lse if return_lse else None
@@ -60,6 +62,10 @@ def plan_merge(outs: TensorInfo, lses: TensorInfo, *, out: TensorInfo, return_ls
                 raise ValueError(f"{name}: overlaps {read_name}, which the kernel reads while it writes {name}")
     if lse is not None and lse.overlaps(out):
         raise ValueError("lse: overlaps out")
+    sink = sink_fields(sinks, h, outs.device)
+    for name, t in (("out", out), ("lse", lse)):
+        if t is not None and sinks is not None and t.overlaps(sinks):
+            raise ValueError(f"{name}: overlaps sinks, which the kernel reads while it writes {name}")
     if b * h > GRID_X_MAX:
         raise ValueError(f"outs: at most {GRID_X_MAX} rows x heads per call, got {b * h}")
     if b * h * d == 0:
@@ -67,7 +73,8 @@ def plan_merge(outs: TensorInfo, lses: TensorInfo, *, out: TensorInfo, return_ls
     module, symbol, layout = dispatch.DECODE_MERGE[outs.dtype]
     names, fmt = dispatch.DECODE_PARAMS[layout]
     fields = {"outs": outs.ptr, "lses": lses.ptr, "out": out.ptr, "lse": 0 if lse is None else lse.ptr, "parts": k,
-              "heads": h, "head_dim": d, "out_sb": out.strides[0], "out_sh": out.strides[1], "out_sd": out.strides[2]}
+              "heads": h, "head_dim": d, "out_sb": out.strides[0], "out_sh": out.strides[1], "out_sd": out.strides[2],
+              **sink}
     fields.update({f"outs_s{a}": s for a, s in zip("kbhd", outs.strides)})
     fields.update({f"lses_s{a}": s for a, s in zip("kbh", lses.strides)})
     threads = min(dispatch.DECODE_MERGE_THREADS, -(-d // 32) * 32)

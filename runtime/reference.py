@@ -302,6 +302,11 @@ def _decode_attention(a):
     weights = torch.where(keep, torch.exp(logits - lse.unsqueeze(-1).clamp_min(-1e308)), 0.0)
     v = torch.where(keep.unsqueeze(-1), v, 0.0)  # slots a row does not attend to may hold anything, NaN too
     result = torch.einsum("bkgt,bktd->bkgd", weights.reshape(b, h_kv, group, hi - lo), v).reshape(b, h_q, d)
+    if a.sinks is not None:  # each head's sink joins the denominator, its value zero
+        sink = a.sinks.double().to(q.device).reshape(1, h_q).expand(b, h_q)
+        with_sink = torch.logaddexp(lse, sink)
+        result = result * torch.exp(lse - with_sink).unsqueeze(-1)  # a row without keys: 0 (exp(-inf))
+        lse = with_sink
     result = torch.where(malformed[:, None, None], float("nan"), result).reshape(q_shape)
     lse = torch.where(malformed[:, None], float("nan"), lse)
     if target is not None:
@@ -328,8 +333,15 @@ def _unpaged(pools, table, lo: int, hi: int):
 def _merge_attention(a):
     """float64 merge of k partial attention results: the attention over the union of their key sets (zeros and -inf
     for a row and head whose parts are all empty, NaN where a part's lse is NaN); the output in float64 (or written
-    into ``out``), and with return_lse the merged natural-log log-sum-exp."""
-    result, lse = _merged(a.outs.double(), a.lses.double())
+    into ``out``), and with return_lse the merged natural-log log-sum-exp; ``sinks``: each head's a part of output
+    zero."""
+    import torch
+
+    outs, lses = a.outs.double(), a.lses.double()
+    if a.sinks is not None:  # each head's sink: one more part, of output zero
+        outs = torch.cat((outs, torch.zeros_like(outs[:1])))
+        lses = torch.cat((lses, a.sinks.double().to(lses.device).reshape(1, 1, -1).expand(1, *lses.shape[1:])))
+    result, lse = _merged(outs, lses)
     if a.out is not None:
         result = a.out.copy_(result)
     return (result, lse) if a.return_lse else result
@@ -462,7 +474,7 @@ def _decode_step(a):
     result = decode_attention(q_rot.to(a.q.dtype), a.k_cache, a.v_cache, lens_after,
                               kv_layout=a.kv_layout, kv_start=a.kv_start, scale=a.scale, softcap=a.softcap,
                               out=a.out, return_lse=a.return_lse, k_scale=a.k_scale, v_scale=a.v_scale,
-                              block_table=a.block_table)
+                              block_table=a.block_table, sinks=a.sinks)
     if a.advance_lens:
         a.kv_lens.add_(1)
     return result

@@ -23,6 +23,10 @@ STYLES = {
                                       num_key_value_heads=2, head_dim=64, sliding_window=8)),
     "qwen3": ("Qwen3Config", dict(hidden_size=256, intermediate_size=512, num_attention_heads=4,
                                   num_key_value_heads=2, head_dim=64)),
+    # attention sinks (a logit per head in the softmax's denominator), sliding and full layers, experts
+    "gpt_oss": ("GptOssConfig", dict(hidden_size=256, intermediate_size=256, num_attention_heads=4,
+                                     num_key_value_heads=2, head_dim=64, sliding_window=8, num_local_experts=4,
+                                     num_experts_per_tok=2)),
 }
 GPU_STYLES = ("llama", "qwen2", "gemma2")
 PROMPT_LENGTHS = (5, 11, 3, 8)

@@ -64,7 +64,13 @@ def _sharpened(style: str, **overrides):
             if glue._is_attention(m):
                 m.q_proj.weight.mul_(6.0)
                 m.k_proj.weight.mul_(6.0)
+                if hasattr(m, "sinks"):  # attention sinks that weigh (random ones are near 0): -3 ... 3 over the heads
+                    m.sinks.copy_(torch.linspace(-3.0, 3.0, m.sinks.numel()))
     return model
+
+
+# models whose rotary tables are half width (gpt-oss): rotates_half answers no, and the model keeps its own RoPE
+OWN_ROTARY = ("gpt_oss",)
 
 
 # Gemma-2 with its own scaling (query_pre_attn_scalar 256 against head dim 64) and a softcap that bites
@@ -90,7 +96,8 @@ def test_greedy_generation_matches_transformers_eager(style, cache, float64_glue
     assert torch.allclose(got_logits, want_logits, rtol=1e-4, atol=1e-4)
     layers = model.config.num_hidden_layers
     assert float64_glue["decode"] == 19 * layers, "every decode step of every layer went through the kernel"
-    assert float64_glue["rope"] == 20 * layers, "every forward's RoPE went through the kernel"
+    if style not in OWN_ROTARY:
+        assert float64_glue["rope"] == 20 * layers, "every forward's RoPE went through the kernel"
 
 
 def test_remove_puts_back_the_models_attention_and_the_rotary_function(float64_glue):

@@ -52,8 +52,10 @@ def test_the_torch_wrapper_and_op_schemas_follow_the_schema(name):
 # Each op's planner (the functions its plan(call) hands call.arguments() to) and the arguments of the schema it does
 # not take (public-only ones are never handed over; the step's arguments go to two planners)
 PLANNERS = {"rope": (rope_plan.plan_rope,), "rope_qk": (rope_plan.plan_rope,),
-            "decode_attention": (decode_plan.plan_decode,), "kv_append": (kv_append_plan.plan_kv_append,),
-            "decode_step": (kv_append_plan.plan_kv_append, decode_plan.plan_decode),
+            # (attention sinks go to the merge kernel's planner, which folds them in after the attention)
+            "decode_attention": (decode_plan.plan_decode, merge_plan.plan_merge),
+            "kv_append": (kv_append_plan.plan_kv_append,),
+            "decode_step": (kv_append_plan.plan_kv_append, decode_plan.plan_decode, merge_plan.plan_merge),
             "merge_attention": (merge_plan.plan_merge,)}
 NOT_PLANNED = {"rope_qk": {"q", "q_out"},  # as plan_rope's x and out
                "decode_step": {"advance_lens"}}  # the step's own: a Python step after its launches

@@ -25,7 +25,7 @@ def _step_inputs():
 
 def _step_args(tensors, table, base=None, advance=False):
     return (*tensors, "bhsd", None, 0, None, None, None, None, table, None, base, 1.0, 1.0, False, None, 0, None,
-            None, 1e-6, None, None, None, advance, None, None, None, None, None)
+            None, 1e-6, None, None, None, advance, None, None, None, None, None, None)
 
 
 def _arguments(op) -> list[str]:
@@ -208,15 +208,15 @@ def test_a_traced_attention_call_without_lse_takes_an_op_returning_out_alone():
         assert alone.endswith(") -> Tensor") and both.endswith(") -> (Tensor, Tensor)"), (alone, both)
         assert alone.split("(")[0] != both.split("(")[0]  # two ops, named apart
     op, given = specialize.specialization("decode_attention", (q, k_cache, k_cache, None, 5, "bhsd", None, 0, None,
-                                                               None, None, False, None, None, None, None, None),
-                                          lse=False)
+                                                               None, None, False, None, None, None, None, None,
+                                                               None), lse=False)
     assert str(op._schema).endswith(") -> Tensor")
 
 
 def test_only_a_variant_may_specialize_to_fewer_returns():
     # the op itself returns a tensor for its lse, which a specialization returning out alone would leave on the stack
     q = _step_inputs()[0]
-    args = (q, q, q, None, 5, "bhsd", None, 0, None, None, None, False, None, None, None, None, None)
+    args = (q, q, q, None, 5, "bhsd", None, 0, None, None, None, False, None, None, None, None, None, None)
     op, given = specialize.specialization("decode_attention", args, lse=False)
     # its arguments are the op's three tensors (the numbers are constants), so that the count matches and the
     # returns are what the op refuses

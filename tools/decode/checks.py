@@ -215,8 +215,8 @@ def forced_decode_pipeline(pipeline: str):
 
 def check_merge_variant(dtype_name: str, name: str) -> str | None:
     """merge_attention of the variant's type: 5 parts of 3 rows x 6 heads, head dim 80, read through strided views
-    (parts and heads swapped in memory), one row's parts all empty, one head's with a part empty; out NaN-poisoned,
-    compared with the float64 reference, lse too."""
+    (parts and heads swapped in memory), one row's parts all empty, one head's with a part empty, without and with
+    attention sinks; out NaN-poisoned, compared with the float64 reference, lse too."""
     import torch
 
     import cukiln
@@ -230,10 +230,15 @@ def check_merge_variant(dtype_name: str, name: str) -> str | None:
     lses[2, 0, 4] = float("-inf")  # row 0, head 4: part 2 empty
     if plan_call(outs, lses).launch.symbol != name:
         return "inputs selected another merge kernel"
-    out = torch.full(outs.shape[1:], float("nan"), device="cuda", dtype=dtype)
-    got, lse = cukiln.merge_attention(outs, lses, out=out, return_lse=True)
-    ref, ref_lse = cukiln.reference.merge_attention(outs, lses, return_lse=True)
-    return compare(got, ref) or check_lse(lse, ref_lse)
+    sinks = torch.randn(6, generator=gen, device="cuda") * 8  # attention sinks: one more part of output zero each
+    for extra in ({}, {"sinks": sinks}):
+        out = torch.full(outs.shape[1:], float("nan"), device="cuda", dtype=dtype)
+        got, lse = cukiln.merge_attention(outs, lses, out=out, return_lse=True, **extra)
+        ref, ref_lse = cukiln.reference.merge_attention(outs, lses, return_lse=True, **extra)
+        problem = compare(got, ref) or check_lse(lse, ref_lse)
+        if problem is not None:
+            return ("with sinks: " if extra else "") + problem
+    return None
 
 
 def check_variant(entry: dict) -> str | None:
