@@ -114,8 +114,11 @@ def host_pages(call: Call, device, torch, used) -> None:
     if isinstance(table, torch.Tensor) and not table.is_cuda and table.ndim == 2 and not table.is_floating_point():
         entries = table.to(torch.int64)
         columns = torch.arange(entries.shape[1])
-        touched = torch.ones_like(entries, dtype=torch.bool) if used is None or used.shape[0] != entries.shape[0] else (
-            (columns >= used[:, :1] // page_size) & (columns < -(-used[:, 1:] // page_size)))
+        if used is None or used.shape[0] not in (1, entries.shape[0]):  # (a table of other rows: the planner says so)
+            touched = torch.ones_like(entries, dtype=torch.bool)
+        else:  # (an int length stands for every row's; a row of no keys touches no page)
+            first, end = used.expand(entries.shape[0], 2).split(1, dim=1)
+            touched = (columns >= first // page_size) & (columns < -(-end // page_size)) & (end > first)
         bad = (touched & ((entries < 0) | (entries >= pages))).nonzero()
         if len(bad):
             i, j = bad[0].tolist()
@@ -135,11 +138,12 @@ def host_used(lens, start, new_tokens: int, torch, *, reads: bool):
     """Each row's keys [first, end) a paged call touches, int64 [b, 2], from host lengths (an int or a CPU tensor;
     None when either is on the device): a decode's reads [kv_start, kv_lens + new_tokens), an append's writes
     [kv_lens, kv_lens + new_tokens)."""
-    on_host = [torch.as_tensor(0 if x is None else x).to(torch.int64).reshape(-1) for x in (lens, start)
+    given = (lens, start) if reads else (lens,)  # an append's writes do not depend on kv_start
+    on_host = [torch.as_tensor(0 if x is None else x).to(torch.int64).reshape(-1) for x in given
                if not (isinstance(x, torch.Tensor) and x.is_cuda)]
-    if len(on_host) < 2:
+    if len(on_host) < len(given):
         return None
-    lens, start = torch.broadcast_tensors(*on_host)
+    lens, start = torch.broadcast_tensors(*on_host) if reads else (on_host[0], None)
     return torch.stack((start if reads else lens, lens + new_tokens), dim=1)
 
 

@@ -250,7 +250,8 @@ def _paging(block_table, slot_mapping, B: int, N: int, page_size: int, num_pages
         raise TypeError(f"slot_mapping: expected an int64 tensor or None, got {type(slot_mapping).__name__}")
     if slot_mapping.dtype != "int64":
         raise TypeError(f"slot_mapping: expected an int64 tensor (flat slots, as vLLM's), got dtype {slot_mapping.dtype}")
-    contiguous = slot_mapping.strides[-1:] in ((1,), ()) and (slot_mapping.ndim < 2 or slot_mapping.strides[0] == N)
+    contiguous = slot_mapping.strides[-1:] in ((1,), ()) and (slot_mapping.ndim < 2 or B == 1
+                                                               or slot_mapping.strides[0] == N)
     if slot_mapping.shape not in ((B * N,), (B, N)) or not (contiguous or B * N <= 1):
         raise ValueError(f"slot_mapping: expected a contiguous [{B * N}] (or [{B}, {N}]) tensor, a slot per new token, "
                          f"got shape {list(slot_mapping.shape)} strides {list(slot_mapping.strides)}")

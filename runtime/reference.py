@@ -305,7 +305,9 @@ def _decode_attention(a):
     if a.sinks is not None:  # each head's sink joins the denominator, its value zero
         sink = a.sinks.double().to(q.device).reshape(1, h_q).expand(b, h_q)
         with_sink = torch.logaddexp(lse, sink)
-        result = result * torch.exp(lse - with_sink).unsqueeze(-1)  # a row without keys: 0 (exp(-inf))
+        # a row without keys: 0 (exp(-inf)); and with a sink of -inf too (no weight anywhere): 0, not exp(nan)
+        weight = torch.where(torch.isneginf(with_sink), 0.0, torch.exp(lse - with_sink))
+        result = result * weight.unsqueeze(-1)
         lse = with_sink
     result = torch.where(malformed[:, None, None], float("nan"), result).reshape(q_shape)
     lse = torch.where(malformed[:, None], float("nan"), lse)

@@ -123,3 +123,15 @@ def test_flashinfers_csr_form_becomes_a_block_table_and_lengths():
         cukiln.block_table(indptr, indices, last, 12)
     with pytest.raises(ValueError, match="kv_last_page_len: expected an integer tensor"):
         cukiln.block_table(indptr, indices, last[:2], 16)
+
+
+def test_a_host_table_is_checked_where_rows_read_it_whatever_form_the_lengths_take():
+    q, k, v, gen = _inputs("bhsd")
+    (kp, vp), table = paged_copy((k, v), 16, gen=gen, width=5)
+    table[:, 4] = -1  # padding no key reaches (rows of 20 keys take two pages)
+    cukiln.reference.decode_attention(q, kp, vp, 20, block_table=table)  # an int length stands for every row's
+    table[1, 0] = -1  # row 1 reads nothing (kv_start = kv_lens), so its first page is not touched either
+    cukiln.reference.decode_attention(q, kp, vp, torch.tensor([20, 5, 20], dtype=torch.int32), block_table=table,
+                                      kv_start=torch.tensor([0, 5, 0], dtype=torch.int32))
+    with pytest.raises(ValueError, match="max_pages: a row has 3 pages, more than the table's 2"):
+        cukiln.block_table(torch.tensor([0, 3, 4]), torch.arange(4), torch.tensor([10, 4]), 16, max_pages=2)

@@ -70,3 +70,12 @@ def test_bad_sinks_are_refused_naming_them(sinks, error, words):
     q, k, v, _ = _inputs()
     with pytest.raises(error, match=words):
         cukiln.reference.decode_attention(q, k, v, T, sinks=sinks)
+
+
+def test_a_sink_of_minus_infinity_on_a_row_without_keys_gives_zeros():
+    q, k, v, _ = _inputs()
+    sinks = torch.full((H_KV * GROUP,), float("-inf"))
+    out, lse = cukiln.reference.decode_attention(q, k, v, torch.tensor([0, 3, 0], dtype=torch.int32), sinks=sinks,
+                                                 return_lse=True)
+    assert torch.equal(out[0], torch.zeros_like(out[0])) and torch.isneginf(lse[0]).all()
+    assert torch.equal(out[1], cukiln.reference.decode_attention(q, k, v, torch.tensor([0, 3, 0], dtype=torch.int32))[1])
