@@ -118,9 +118,13 @@ def remove(model, attn_implementation: str | None = None):
 
 
 def register() -> None:
-    """The "cukiln" attention implementation and its mask function, in transformers' registries (idempotent)."""
+    """The "cukiln" attention implementation and its mask function, in transformers' registries, and "paged|cukiln",
+    which continuous batching (``generate_batch``) switches a "cukiln" model to (transformers_paged; idempotent)."""
+    from . import transformers_paged
+
     AttentionInterface.register(NAME, attention)
     AttentionMaskInterface.register(NAME, mask)
+    transformers_paged.register(NAME, sys.modules[__name__])
 
 
 def _is_attention(m) -> bool:

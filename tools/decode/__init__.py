@@ -4,7 +4,7 @@ overhead paths."""
 from __future__ import annotations
 
 from ..hooks import Bench
-from . import bench, transformers_bench, tune
+from . import bench, transformers_bench, transformers_paged_bench, tune
 from .checks import check_variant
 from .overhead import overhead_paths
 from .report import print_rules, report_rules
@@ -17,7 +17,9 @@ def _label(case: dict) -> str:
 
 BENCHES = {"decode": Bench(bench.run, bench.show, ("cukiln", "torch_sdpa"), _label, options=("no_rotate", "kv_dtype", "paged")),
            # decode attention inside transformers' generation (cukiln.integrations.transformers); a table, no plot
-           "transformers": Bench(transformers_bench.run, transformers_bench.show)}
+           "transformers": Bench(transformers_bench.run, transformers_bench.show),
+           # transformers' continuous batching (generate_batch) through cukiln's paged decode; a table, no plot
+           "transformers-paged": Bench(transformers_paged_bench.run, transformers_paged_bench.show)}
 TUNES = {"decode": tune.tune}
 
 __all__ = ["BENCHES", "TUNES", "check_variant", "overhead_paths", "print_rules", "report_rules"]
