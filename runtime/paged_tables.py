@@ -11,8 +11,9 @@ def block_table(kv_indptr, kv_indices, kv_last_page_len, page_size: int, max_pag
     pages ``kv_indices[kv_indptr[i]:kv_indptr[i + 1]]`` in order, ``kv_last_page_len[i]`` keys on its last (a row
     without pages has 0 keys). Columns past a row's pages hold its first page (a valid index; no key reads them).
     ``max_pages``: the table's width, at least the most pages a row has (None: that most, read back from the device,
-    which a CUDA graph cannot capture); a width given is checked against the rows the same way (ValueError), except
-    while a CUDA graph is being captured."""
+    which a CUDA graph cannot capture). A width given is not checked (that would read the rows back: a sync per call):
+    a row with more pages keeps its length, past the table's max_pages x page_size keys, so that the ops report it
+    (decode: NaN; the append: nothing stored, a NaN query)."""
     import torch
 
     indptr, indices, last = (torch.as_tensor(t) for t in (kv_indptr, kv_indices, kv_last_page_len))
@@ -32,9 +33,6 @@ def block_table(kv_indptr, kv_indices, kv_last_page_len, page_size: int, max_pag
     if max_pages is not None and (isinstance(max_pages, bool) or not isinstance(max_pages, int) or max_pages < 0):
         raise ValueError(f"max_pages: expected a non-negative int or None, got {max_pages!r}")
     width = int(counts.max()) if max_pages is None and b else (max_pages or 0)
-    capturing = indices.is_cuda and torch.cuda.is_current_stream_capturing()
-    if max_pages is not None and b and not capturing and int(counts.max()) > max_pages:
-        raise ValueError(f"max_pages: a row has {int(counts.max())} pages, more than the table's {max_pages} columns")
     columns = torch.arange(width, device=indices.device)
     used = columns < counts[:, None]
     at = (indptr[:-1, None] + torch.where(used, columns, 0)).clamp(max=max(indices.numel() - 1, 0))
