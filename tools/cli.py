@@ -225,7 +225,7 @@ def parser() -> argparse.ArgumentParser:
                     help="decode only: paged caches of these page sizes (comma-separated powers of two, e.g. "
                          "1,16,64): cukiln's paged decode over an NHD pool of the same keys in shuffled page order "
                          "beside its fixed-capacity decode and FlashInfer's paged batch decode (CUDA and tensor "
-                         "cores) on the same pages")
+                         "cores) on the same pages; with --kv-dtype fp8_e4m3 over FP8 pages")
     bn.add_argument("--only", metavar="REGEX", type=_regex,
                     help="overhead only: time only the paths whose name matches (torch's add_ and y + 1.0, the "
                          "reference points, always run, and the reference each chosen path is paired with); the "

@@ -128,10 +128,11 @@ def _bench_fp8_case(b: int, T: int, copy: float, rotate: bool, missing: dict) ->
 PAGE_SIZES = (1, 16, 64)  # --paged: serving engines' token-granular pool, vLLM's default, a large page
 
 
-def _bench_paged_case(b: int, T: int, page_sizes, copy: float, rotate: bool, missing: dict) -> dict:
+def _bench_paged_case(b: int, T: int, page_sizes, copy: float, rotate: bool, missing: dict, fp8: bool = False) -> dict:
     """One case of --paged: cukiln's fixed-capacity decode (the reference point), then per page size cukiln's paged
     decode and FlashInfer's paged batch decode (CUDA cores and tensor cores) over one NHD pool of the same keys in
-    shuffled page order; each output compared with SDPA's before it is timed."""
+    shuffled page order; each output compared with SDPA's (over the bf16 caches of the same values) before it is timed.
+    ``fp8``: the caches in FP8 (as_fp8, scale FP8_SCALE), bytes counted as FP8."""
     import torch
 
     import cukiln
@@ -139,33 +140,38 @@ def _bench_paged_case(b: int, T: int, page_sizes, copy: float, rotate: bool, mis
     from .. import flashinfer_peer
     from .checks import paged_copy
 
-    nbytes = moved_bytes(b, T)
-    sets = rotating_sets(lambda: inputs(b, T), kv_bytes(b, T)) if rotate else [inputs(b, T)]
+    nbytes = moved_bytes(b, T, itemsize=1 if fp8 else 2)
+    make = (lambda: fp8_inputs(b, T)[:3]) if fp8 else (lambda: inputs(b, T))
+    sets = rotating_sets(make, kv_bytes(b, T, 1 if fp8 else 2)) if rotate else [make()]
     outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
-    ref = torch_sdpa(*sets[0]).float()
-    row = {"batch": b, "T": T, "kv_bytes": kv_bytes(b, T), "bytes": nbytes}
+    scales = {"k_scale": FP8_SCALE, "v_scale": FP8_SCALE} if fp8 else {}
+    widened = (lambda c: (c.float() * FP8_SCALE).to(torch.bfloat16)) if fp8 else (lambda c: c)
+    ref = torch_sdpa(sets[0][0], widened(sets[0][1]), widened(sets[0][2])).float()
+    row = {"batch": b, "T": T, "kv_bytes": kv_bytes(b, T, 1 if fp8 else 2), "bytes": nbytes}
 
     def timed(calls) -> dict:
         ms = median_ms(calls)
         return {"ms": ms, "tbps": tbps(nbytes, ms), "x_copy": tbps(nbytes, ms) / copy,
                 "max_abs_diff_vs_sdpa": (calls[0]().float().reshape(ref.shape) - ref).abs().max().item()}
 
-    row["cukiln fixed"] = timed([lambda s=s, o=o: cukiln.decode_attention(*s, T, out=o) for s, o in zip(sets, outs)])
+    row["cukiln fixed"] = timed([lambda s=s, o=o: cukiln.decode_attention(*s, T, out=o, **scales)
+                                 for s, o in zip(sets, outs)])
     gen = torch.Generator("cuda").manual_seed(b * T)
     for page in page_sizes:
         pools = [paged_copy(s[1:], page, pool_layout="bshd", gen=gen, spare=0) for s in sets]
         from cukiln.decode_api import plan_call
 
-        plan = plan_call(sets[0][0], *pools[0][0], T, kv_layout="bshd", block_table=pools[0][1])
+        plan = plan_call(sets[0][0], *pools[0][0], T, kv_layout="bshd", block_table=pools[0][1], **scales)
         entry = {"num_splits": plan.num_splits, "variant": plan.attention.symbol,
                  "cukiln": timed([lambda s=s, p=p, o=o: cukiln.decode_attention(s[0], *p[0], T, kv_layout="bshd",
-                                                                               block_table=p[1], out=o)
+                                                                               block_table=p[1], out=o, **scales)
                                   for s, p, o in zip(sets, pools, outs)])}
-        for name, tensor_cores in zip(FLASHINFER, (False, True)):
+        for name, tensor_cores in zip(FLASHINFER_FP8 if fp8 else FLASHINFER, (False, True)):
             try:
                 wrappers = [flashinfer_peer.batch_decode(p[1], T, HEADS_Q, HEADS_KV, HEAD_DIM, torch.bfloat16,
-                                                         tensor_cores=tensor_cores, page=page) for p in pools]
-                entry[name] = timed([lambda s=s, p=p, w=w: w.run(s[0], tuple(p[0]))
+                                                         tensor_cores=tensor_cores, page=page,
+                                                         kv_dtype=torch.float8_e4m3fn if fp8 else None) for p in pools]
+                entry[name] = timed([lambda s=s, p=p, w=w: w.run(s[0], tuple(p[0]), **scales)
                                      for s, p, w in zip(sets, pools, wrappers)])
                 entry[f"speedup_vs_{name}"] = entry[name]["ms"] / entry["cukiln"]["ms"]
             except Exception as e:  # FlashInfer does not import here, or its module does not build
@@ -269,8 +275,6 @@ def run(console: Console, args) -> dict:
     input set, so that K/V which fit in L2 are served from it."""
     quick, rotate, fp8 = args.quick, not args.no_rotate, getattr(args, "kv_dtype", None) == "fp8_e4m3"
     page_sizes = getattr(args, "paged", None)
-    if page_sizes and fp8:
-        raise ValueError("--paged times 16-bit caches: give it without --kv-dtype fp8_e4m3")
     copy = copy_tbps()
     console.print(f"device-to-device copy: {copy:.3f} TB/s (read + write)")
     others = {} if fp8 else _other_kernels()
@@ -279,7 +283,7 @@ def run(console: Console, args) -> dict:
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("decode cases", total=len(grid))
         for b, T in grid:
-            rows.append(_bench_paged_case(b, T, page_sizes, copy, rotate, missing) if page_sizes else
+            rows.append(_bench_paged_case(b, T, page_sizes, copy, rotate, missing, fp8) if page_sizes else
                         _bench_fp8_case(b, T, copy, rotate, missing) if fp8 else
                         _bench_case(b, T, copy, others, rotate, missing))
             progress.advance(task)
@@ -291,8 +295,9 @@ def run(console: Console, args) -> dict:
     if page_sizes:
         return {**run_metadata("decode", command), "copy_tbps": copy, "rotating_buffers": rotate, "no_plot": True,
                 "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
-                          "pool": "NHD, pages in shuffled order"},
-                "page_sizes": list(page_sizes), "peers": [n for n in FLASHINFER if n not in missing],
+                          "kv_dtype": "fp8_e4m3" if fp8 else "bf16", "pool": "NHD, pages in shuffled order"},
+                "page_sizes": list(page_sizes),
+                "peers": [n for n in (FLASHINFER_FP8 if fp8 else FLASHINFER) if n not in missing],
                 "peers_missing": missing, "cases": rows}
     return {**run_metadata("decode", command), "copy_tbps": copy, "rotating_buffers": rotate,
             "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
@@ -308,12 +313,11 @@ def show(result: dict, console: Console) -> None:
     peers = result.get("peers", [])
     table = Table(title=f"decode attention on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, {inputs}; "
                         "vs X: X's time / cukiln's", title_justify="left")
-    fp8 = result.get("shape", {}).get("kv_dtype") == "fp8_e4m3"
-    if fp8:
-        _show_fp8(result, console, inputs)
-        return
     if result.get("page_sizes"):
         _show_paged(result, console, inputs)
+        return
+    if result.get("shape", {}).get("kv_dtype") == "fp8_e4m3":
+        _show_fp8(result, console, inputs)
         return
     for col in ("b", "T", "K+V MB", "splits", "cukiln us", "x copy", "sdpa us", "sdpa x copy", "vs sdpa",
                 "invariant vs tuned", *(f"vs {p}" for p in peers), *result["others"]):
@@ -348,8 +352,9 @@ def _show_fp8(result: dict, console: Console, inputs: str) -> None:
 
 def _show_paged(result: dict, console: Console, inputs: str) -> None:
     peers = result.get("peers", [])
-    table = Table(title=f"paged decode on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, {inputs}; "
-                        "vs X: X's time / cukiln paged's", title_justify="left")
+    kv = result.get("shape", {}).get("kv_dtype", "bf16")
+    table = Table(title=f"paged decode over {kv} caches on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, "
+                        f"{inputs}; vs X: X's time / cukiln paged's", title_justify="left")
     for col in ("b", "T", "K+V MB", "page", "splits", "paged us", "x copy", "vs fixed", *(f"vs {p}" for p in peers),
                 *(f"{p} x copy" for p in peers)):
         table.add_column(col, justify="right")
