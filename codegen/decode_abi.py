@@ -222,6 +222,11 @@ FP8_SCALES = tuple(field for c in ("k", "v") for field in ((CPTR, f"{c}_scale"),
 PAGE_TABLE = ((CPTR, "block_table"), (I64, "table_sb"), (I64, "page_shift"), (I64, "num_pages"))
 
 
+# Several query tokens a cache row (the cp.async pipelines' kernels; the ws ones serve one): query row r is token
+# r % queries of cache row r / queries, which has q_lens[row] of them (int32 [batch], or null: queries)
+TOKEN_ROWS = ((CPTR, "q_lens"), (I64, "queries"))
+
+
 def decode_params(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) -> Params:
     """(C type, field name) of every kernel parameter of ``v``, in struct order."""
     if isinstance(v, DecodeMergeVariant):
@@ -230,7 +235,7 @@ def decode_params(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) 
         return _COMBINE
     maps = _TENSOR_MAPS if v.pipeline.warp_specialized else ()
     return (maps + _ATTENTION + _KV_STRIDES[v.strides] + (FP8_SCALES if v.cache is Cache.E4M3 else ())
-            + (PAGE_TABLE if v.paged else ()))
+            + (PAGE_TABLE if v.paged else ()) + (() if v.pipeline.warp_specialized else TOKEN_ROWS))
 
 
 def params_layout_id(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) -> str:

@@ -74,25 +74,39 @@ __device__ __forceinline__ void block_sync() {
   }
 }
 
-// The keys a row attends to. Out of range (end beyond the capacity, negative, start after end): the
-// row is malformed and its output is NaN, since a device-resident length cannot be checked on the host.
+// The keys a query row attends to, and the cache row they are in. Out of range (end beyond the capacity, negative,
+// start after end, more new tokens than keys): the row is malformed and its output is NaN, since a device-resident
+// length cannot be checked on the host.
 struct KeyRange {
   int start, end;
   bool malformed;
+  int row;  // the cache row (of the K/V caches, lengths and block table)
 };
 
+// Query rows to cache rows: ``queries`` query tokens a cache row (several query tokens a row: speculative verification,
+// multi-token prediction; 1 for decode), query row r being token r % queries of cache row r / queries, of which the
+// row has q_lens[row] (null: queries). Token j of row i of n_i tokens attends to keys [kv_start, kv_lens - n_i + j + 1)
+// (the caches hold the row's new tokens); a token from n_i on (padding) and a token its window starts after attend to
+// no key (zeros, -inf). With one query a row, exactly the decode row's range.
 struct RowLengths {
   const int* lens;
   long long len;
   const int* starts;
   long long start;
   long long capacity;
+  const int* q_lens = nullptr;
+  int queries = 1;
 
-  __device__ __forceinline__ KeyRange of(int b) const {
-    const long long e = lens != nullptr ? lens[b] : len;
-    const long long s = starts != nullptr ? starts[b] : start;
-    const bool bad = e < 0 || e > capacity || s < 0 || s > e;
-    return {bad ? 0 : static_cast<int>(s), bad ? 0 : static_cast<int>(e), bad};
+  __device__ __forceinline__ KeyRange of(int r) const {
+    const int row = r / queries, j = r - row * queries;
+    const long long e = lens != nullptr ? lens[row] : len;
+    const long long s = starts != nullptr ? starts[row] : start;
+    const long long n = q_lens != nullptr ? q_lens[row] : queries;
+    // (one query a row: a row of no keys is empty, not malformed; several: the caches must hold the new tokens)
+    const bool bad = e < 0 || e > capacity || s < 0 || s > e || n < 0 || n > queries || (queries > 1 && n > e);
+    const long long end = j < n ? e - n + j + 1 : 0;
+    const long long first = j < n ? min(s, end) : 0;
+    return {bad ? 0 : static_cast<int>(first), bad ? 0 : static_cast<int>(end), bad, row};
   }
 };
 
@@ -463,6 +477,12 @@ template <class P>
 __device__ __forceinline__ RowLengths lengths_of(const P& p) {
   return RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start),
                     p.kv_start_value, p.capacity};
+}
+// The same with several query tokens a cache row (the cp.async pipelines' kernels: their structs have the fields).
+template <class P>
+__device__ __forceinline__ RowLengths token_rows_of(const P& p) {
+  return RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start),
+                    p.kv_start_value, p.capacity, static_cast<const int*>(p.q_lens), static_cast<int>(p.queries)};
 }
 
 template <class P>
@@ -1026,11 +1046,11 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
       C* stage = tiles + (t % kStages) * 2 * kTileElems;
       const int first = lo + t * kKeys, count = min(kKeys, hi - first);
       if constexpr (kPaged) {
-        load_paged_tiles<C, D, V, Staged>(stage, stage + kTileElems, k, v, k_rows, v_rows, b, kv_head, first, count,
-                                          bad_page);
+        load_paged_tiles<C, D, V, Staged>(stage, stage + kTileElems, k, v, k_rows, v_rows, range.row, kv_head, first,
+                                          count, bad_page);
       } else {
-        load_tile<C, D, V, Staged>(stage, k, k_rows, b, kv_head, first, count);
-        load_tile<C, D, V, Staged>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
+        load_tile<C, D, V, Staged>(stage, k, k_rows, range.row, kv_head, first, count);
+        load_tile<C, D, V, Staged>(stage + kTileElems, v, v_rows, range.row, kv_head, first, count);
       }
     }
     commit_copies();

@@ -46,6 +46,8 @@ struct params_attention_s3_fp8 {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* q_lens;
+  long long queries;
 };
 
 
@@ -58,7 +60,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v16_e4m3
   attend<T, 64, 16, 64, 8, KvRows3, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p), cache_scales_of(p));
 }
 
@@ -71,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v16_e4m3
   attend<T, 96, 16, 64, 5, KvRows3, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p), cache_scales_of(p));
 }
 
@@ -84,7 +86,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d128_s3_v16_e4m
   attend<T, 128, 16, 64, 3, KvRows3, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p), cache_scales_of(p));
 }
 
@@ -97,7 +99,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v16_e4m
   attend<T, 192, 16, 64, 2, KvRows3, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p), cache_scales_of(p));
 }
 
@@ -110,6 +112,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v16_e4m
   attend<T, 256, 16, 64, 2, KvRows3, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p), cache_scales_of(p));
 }

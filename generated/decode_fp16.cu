@@ -40,6 +40,8 @@ struct params_attention_s3 {
   long long v_sb;
   long long v_sh;
   long long v_st;
+  const void* q_lens;
+  long long queries;
 };
 
 struct params_attention_s3_maps {
@@ -114,6 +116,8 @@ struct params_attention_s4 {
   long long v_sh;
   long long v_st;
   long long v_sd;
+  const void* q_lens;
+  long long queries;
 };
 
 struct params_combine {
@@ -139,7 +143,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v1(const
   attend<T, 64, 1, 64, 5>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
@@ -151,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v2(const
   attend<T, 64, 2, 64, 5>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
@@ -163,7 +167,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v4(const
   attend<T, 64, 4, 64, 5>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
@@ -175,7 +179,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v8(const
   attend<T, 64, 8, 64, 5>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
@@ -187,7 +191,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v8_deep(
   attend<T, 64, 8, 64, 6>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
@@ -199,7 +203,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d64_s3_v8_wide(
   attend<T, 64, 8, 128, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
@@ -223,7 +227,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s4_v1(const
   attend<T, 64, 1, 64, 5>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
@@ -252,7 +256,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v1(const
   attend<T, 80, 1, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
@@ -264,7 +268,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v2(const
   attend<T, 80, 2, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
@@ -276,7 +280,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v4(const
   attend<T, 80, 4, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
@@ -288,7 +292,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8(const
   attend<T, 80, 8, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
@@ -300,7 +304,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8_deep(
   attend<T, 80, 8, 64, 5>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
@@ -312,7 +316,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8_wide(
   attend<T, 80, 8, 128, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
@@ -324,7 +328,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s4_v1(const
   attend<T, 80, 1, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
@@ -353,7 +357,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v1(const
   attend<T, 96, 1, 64, 3>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
@@ -365,7 +369,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v2(const
   attend<T, 96, 2, 64, 3>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
@@ -377,7 +381,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v4(const
   attend<T, 96, 4, 64, 3>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
@@ -389,7 +393,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8(const
   attend<T, 96, 8, 64, 3>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
@@ -401,7 +405,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8_deep(
   attend<T, 96, 8, 64, 4>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
@@ -413,7 +417,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8_wide(
   attend<T, 96, 8, 128, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
@@ -425,7 +429,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s4_v1(const
   attend<T, 96, 1, 64, 3>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
@@ -454,7 +458,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v1(cons
   attend<T, 128, 1, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
@@ -466,7 +470,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v2(cons
   attend<T, 128, 2, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
@@ -478,7 +482,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v4(cons
   attend<T, 128, 4, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
@@ -490,7 +494,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v8(cons
   attend<T, 128, 8, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
@@ -502,7 +506,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d128_s3_v8_deep
   attend<T, 128, 8, 64, 3>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
@@ -514,7 +518,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d128_s3_v8_wide
   attend<T, 128, 8, 128, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
@@ -538,7 +542,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s4_v1(cons
   attend<T, 128, 1, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
@@ -567,7 +571,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v1(cons
   attend<T, 192, 1, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
@@ -579,7 +583,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v2(cons
   attend<T, 192, 2, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
@@ -591,7 +595,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v4(cons
   attend<T, 192, 4, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
@@ -603,7 +607,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v8(cons
   attend<T, 192, 8, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
@@ -615,7 +619,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s4_v1(cons
   attend<T, 192, 1, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
@@ -644,7 +648,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v1(cons
   attend<T, 256, 1, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 
@@ -656,7 +660,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v2(cons
   attend<T, 256, 2, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 
@@ -668,7 +672,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v4(cons
   attend<T, 256, 4, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 
@@ -680,7 +684,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v8(cons
   attend<T, 256, 8, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 
@@ -692,7 +696,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s4_v1(cons
   attend<T, 256, 1, 64, 2>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
       KvRows4{p.k_sb, p.k_sh, p.k_st, p.k_sd}, KvRows4{p.v_sb, p.v_sh, p.v_st, p.v_sd},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }
 

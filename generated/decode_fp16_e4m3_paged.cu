@@ -50,6 +50,8 @@ struct params_attention_s3_fp8_paged {
   long long table_sb;
   long long page_shift;
   long long num_pages;
+  const void* q_lens;
+  long long queries;
 };
 
 
@@ -62,7 +64,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v16_e4m3
   attend<T, 64, 16, 64, 8, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p), cache_scales_of(p));
 }
 
@@ -75,7 +77,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v16_e4m3
   attend<T, 96, 16, 64, 5, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p), cache_scales_of(p));
 }
 
@@ -88,7 +90,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d128_s3_v16_e4m
   attend<T, 128, 16, 64, 3, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p), cache_scales_of(p));
 }
 
@@ -101,7 +103,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v16_e4m
   attend<T, 192, 16, 64, 2, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p), cache_scales_of(p));
 }
 
@@ -114,6 +116,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v16_e4m
   attend<T, 256, 16, 64, 2, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p), cache_scales_of(p));
 }

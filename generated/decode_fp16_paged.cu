@@ -44,6 +44,8 @@ struct params_attention_s3_paged {
   long long table_sb;
   long long page_shift;
   long long num_pages;
+  const void* q_lens;
+  long long queries;
 };
 
 
@@ -56,7 +58,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v8_paged
   attend<T, 64, 8, 64, 5, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 64>(p));
 }
 
@@ -69,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d80_s3_v8_paged
   attend<T, 80, 8, 64, 4, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 80>(p));
 }
 
@@ -82,7 +84,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v8_paged
   attend<T, 96, 8, 64, 3, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 96>(p));
 }
 
@@ -95,7 +97,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v8_page
   attend<T, 128, 8, 64, 2, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p));
 }
 
@@ -108,7 +110,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d192_s3_v8_page
   attend<T, 192, 8, 64, 2, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 192>(p));
 }
 
@@ -121,6 +123,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) decode_fp16_d256_s3_v8_page
   attend<T, 256, 8, 64, 2, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
-      lengths_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
+      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 256>(p));
 }

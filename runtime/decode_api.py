@@ -9,7 +9,7 @@ from __future__ import annotations
 from cukiln.generated import dispatch
 
 from .calls import Call, OpRuntime, bind, takes
-from .decode_plan import PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode, query_rows
+from .decode_plan import PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode, query_tokens
 from .driver import tensor_map
 from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, LENGTH_ARGS, SINKS, STREAM, host_pages, host_used
 from .merge_plan import plan_merge
@@ -19,8 +19,10 @@ from .tensors import CACHES, HALVES, TensorInfo
 
 SCHEMA = OpSchema(
     "decode_attention",
-    (Arg("q", "Tensor", doc="[b, h_q, d] (or [b, 1, h_q, d] / [b, h_q, 1, d]), fp16 or bf16, any strides",
-         positional=True, dtypes=HALVES, refuse_grad=True),
+    (Arg("q", "Tensor", doc="[b, h_q, d] (or [b, 1, h_q, d] / [b, h_q, 1, d]), fp16 or bf16, any strides; or [b, n, "
+         "h_q, d] (n > 1 query tokens a row: speculative verification, multi-token prediction; token j of row i "
+         "attends to keys [kv_start, kv_lens - n_i + j + 1), the caches holding the row's new tokens; rows and tokens "
+         "mergeable)", positional=True, dtypes=HALVES, refuse_grad=True),
      Arg("k_cache", "Tensor", doc="[b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd) of q's dtype or FP8 "
          "(float8_e4m3fn: contiguous head dim, 16-byte aligned rows; see k_scale), any strides: typically a slice "
          "[:, :, :T] of a larger preallocated buffer, read in place, never copied; h_q a multiple of h_kv (GQA: query "
@@ -41,6 +43,9 @@ SCHEMA = OpSchema(
            "same bits whatever the batch, the other rows' lengths or the capacity (a row split by its own key count; "
            "far slower than the tuned choice for a lone row of up to 8192 keys); not with num_splits"),
        *CACHE_SCALES, BLOCK_TABLE, SINKS,
+       Arg("q_lens", "Tensor", None, "with q [b, n, h_q, d]: each row's query tokens n_i <= n, int32 [b] on q's "
+           "device (a CPU tensor is checked and copied over); tokens from n_i on are padding (zeros, lse -inf); "
+           "default n", optional=True, dtypes=("int32",), refuse_grad=True),
        STREAM),
     (Result("out"), Result("lse", only_with="return_lse")),
     """Attention of one query token per row over keys [kv_start, kv_lens) of that row's KV cache: the output (and its
@@ -60,7 +65,7 @@ grad is refused.""")
 # (the split results: scratch of that name)
 POINTER_FIELDS = {"q": "q", "k": "k_cache", "v": "v_cache", "kv_lens": "kv_lens", "kv_start": "kv_start",
                   "out": "out", "lse": "lse", "partial_out": "partial_out", "partial_lse": "partial_lse",
-                  "k_scale": "k_scale", "v_scale": "v_scale", "block_table": "block_table"}
+                  "k_scale": "k_scale", "v_scale": "v_scale", "block_table": "block_table", "q_lens": "q_lens"}
 _MAP_FIELDS = ("k_map", "v_map")
 
 
@@ -88,6 +93,15 @@ def host_lengths(call: Call, device, torch) -> None:
     """kv_lens / kv_start given as CPU tensors: checked (dtype and every value), then copied to ``device`` for the
     call (whose plan then serves it alone)."""
     given = {name: call[name] for name in ("kv_lens", "kv_start")}
+    counts = call["q_lens"] if "q_lens" in call.op.index else None
+    if isinstance(counts, torch.Tensor) and not counts.is_cuda:  # each row's query tokens: within q's
+        q = call["q"]
+        tokens = q.shape[1] if q.ndim == 4 and q.shape[1] > 1 and q.shape[2] > 1 else 1
+        if counts.dtype != torch.int32 and not (call.validating and counts.dtype == torch.int64):
+            raise TypeError(f"q_lens: expected an int32 tensor, got {str(counts.dtype).replace('torch.', '')}")
+        if any(not 0 <= c <= tokens for c in counts.tolist()):
+            raise ValueError(f"q_lens: expected counts in [0, {tokens}] (q's query tokens a row), got {counts.tolist()}")
+        call.substitute("q_lens", counts.to(device))
     for name, value in given.items():
         if isinstance(value, torch.Tensor):
             if value.dtype != torch.int32 and not (call.validating and value.dtype == torch.int64):
@@ -160,9 +174,12 @@ def sink_launches(call: Call, p: DecodePlan, names: dict, torch) -> list:
     out = call.info("out")
     if out is None:  # a reference validating the call allocates no output: a stand-in of the one it would get
         out = call.info_of("out", stand_ins[2], like="q")
-    out_rows = TensorInfo(out.ptr, *query_rows(out), out.dtype, out.device)
+    out_rows = TensorInfo(out.ptr, *query_tokens(out, "out")[:2], out.dtype, out.device)
     wanted = "lse" in names
-    m = plan_merge(outs, lses, out=out_rows, return_lse=wanted, lse=call.info("lse") if wanted else None,
+    lse = call.info("lse") if wanted else None
+    if lse is not None:  # [b, n, h_q] with several tokens a row: as its query rows
+        lse = TensorInfo(lse.ptr, (b, h), (h, 1), lse.dtype, lse.device)
+    m = plan_merge(outs, lses, out=out_rows, return_lse=wanted, lse=lse,
                    arch=call.arch(p.device), sinks=call.info("sinks"))
     if m is not None:
         a = m.launch
@@ -187,13 +204,14 @@ def plan(call: Call):
     p = plan_attention(call, out=None) if sinks else plan_attention(call)  # sinks: the attention into a workspace
     call.output("out", lambda: torch.empty(q.shape, dtype=q.dtype, device=q.device))
     if call.form.flags.get("return_lse"):
-        call.output("lse", lambda: torch.empty((p.batch, p.heads_q), dtype=torch.float32, device=q.device))
+        rows = (p.batch // p.tokens, p.tokens) if p.tokens > 1 else (p.batch,)  # [b, n, h_q] with several tokens
+        call.output("lse", lambda: torch.empty((*rows, p.heads_q), dtype=torch.float32, device=q.device))
     names = {f: n for f, n in POINTER_FIELDS.items() if n != "lse" or call.form.flags.get("return_lse")}
     launches = (sink_launches if sinks else attention_launches)(call, p, names, torch)
     bounds, ordered = length_bounds(call, p.fields["capacity"])
     result = call.plan(p.device, launches, bounds=bounds, ordered=ordered,
                        overlaps=call.overlaps(["out"], ["q", "k_cache", "v_cache", "kv_lens", "kv_start",
-                                                        "block_table", "sinks"]))
+                                                        "block_table", "sinks", "q_lens"]))
     result.detail = p
     return result
 

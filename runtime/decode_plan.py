@@ -74,6 +74,7 @@ class DecodePlan:
     num_splits: int
     attention: Launch
     combine: Launch | None
+    tokens: int = 1  # query tokens a cache row: batch is the query rows, cache rows x tokens
     fields: dict = field(default_factory=dict)  # every parameter except the ones values() takes
 
     @property
@@ -93,6 +94,20 @@ def _describe(t: TensorInfo) -> str:
     return f"shape {t.shape}, dtype {t.dtype}"
 
 
+def query_tokens(q: TensorInfo, name: str = "q") -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """q as query rows [b x n, h_q, d] (sizes and strides) and n, each cache row's query tokens: n = 1 for q's
+    one-token forms (query_rows), n for [b, n, h_q, d] (n > 1 and h_q > 1: several query tokens a row, rows and tokens
+    mergeable, the row stride n times the token stride)."""
+    if q.ndim == 4 and q.shape[1] > 1 and q.shape[2] > 1:
+        b, n, h, d = q.shape
+        sb, sn, sh, sd = q.strides
+        if b > 1 and sb != n * sn:
+            raise ValueError(f"{name}: [b, n, h_q, d] with its rows and tokens mergeable (row stride = n x token "
+                             f"stride), got strides {list(q.strides)}; pass {name}.contiguous()")
+        return (b * n, h, d), (sn, sh, sd), n
+    return (*query_rows(q), 1)
+
+
 def query_rows(q: TensorInfo) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """q as [b, h_q, d]: [b, h, d] itself, or [b, 1, h, d] / [b, h, 1, d] without the query axis."""
     if q.ndim == 3:
@@ -101,7 +116,8 @@ def query_rows(q: TensorInfo) -> tuple[tuple[int, int, int], tuple[int, int, int
         drop = 1 if q.shape[1] == 1 else 2
         keep = [i for i in range(4) if i != drop]
         return tuple(q.shape[i] for i in keep), tuple(q.strides[i] for i in keep)
-    raise ValueError(f"q: expected [b, h_q, d], [b, 1, h_q, d] or [b, h_q, 1, d] (one query token per row), "
+    raise ValueError(f"q: expected [b, h_q, d], [b, 1, h_q, d] or [b, h_q, 1, d] (one query token per row), or "
+                     f"[b, n, h_q, d] (n query tokens a row), "
                      f"got {_describe(q)}")
 
 
@@ -285,6 +301,7 @@ class _Validated:
     fields: dict
     cache: str = SAME  # what the caches hold
     form: str = FIXED  # fixed-capacity caches, or paged pools
+    tokens: int = 1  # query tokens a cache row (batch counts query rows: cache rows x tokens)
 
 
 def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens, *, kv_layout: str = "bhsd", kv_start=None,
@@ -292,7 +309,8 @@ def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens
                 out: TensorInfo | None = None, return_lse: bool = False, batch_invariant: bool = False,
                 sms: int = 132, arch: str | None = None, max_shared: int | None = None, resident=None,
                 active_clusters=None, pipeline: str | None = None, for_step: bool = False, k_scale=None,
-                v_scale=None, block_table: TensorInfo | None = None, tuning: str | None = None) -> DecodePlan:
+                v_scale=None, block_table: TensorInfo | None = None, tuning: str | None = None,
+                q_lens: TensorInfo | None = None) -> DecodePlan:
     """Validate a decode_attention call and plan its launches.
 
     kv_lens / kv_start: an int, or a TensorInfo of an int32 [b] tensor on q's device (its values are
@@ -313,10 +331,13 @@ def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens
     combine kernel with the cluster's arithmetic: a row's result depends on its own inputs alone.
     FP8 (e4m3) caches: ``k_scale`` / ``v_scale`` dequantize them (cache_scales), on the narrow pipeline.
     Paged caches (``block_table`` given): k_cache and v_cache are pools of pages (page_table), on the narrow pipeline.
+    Several query tokens a row (q [b, n, h_q, d], ``q_lens``: query_counts): each token a query row of its own, on the
+    cp.async pipelines.
     """
     call = validate(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
                     softcap=softcap, num_splits=num_splits, out=out, max_shared=max_shared, pipeline=pipeline,
-                    batch_invariant=batch_invariant, k_scale=k_scale, v_scale=v_scale, block_table=block_table)
+                    batch_invariant=batch_invariant, k_scale=k_scale, v_scale=v_scale, block_table=block_table,
+                    q_lens=q_lens)
     return _choose_launch(q, k_cache, v_cache, call, num_splits=num_splits, sms=sms, arch=arch, max_shared=max_shared,
                           resident=resident, active_clusters=active_clusters, pipeline=pipeline,
                           batch_invariant=batch_invariant, for_step=for_step, tuning=tuning)
@@ -363,6 +384,18 @@ def cache_kind(q: TensorInfo, k: TensorInfo, v: TensorInfo) -> str:
     if k.dtype != v.dtype:
         raise TypeError(f"k_cache, v_cache: expected one dtype for both, got {k.dtype} and {v.dtype}")
     return FP8 if k.dtype == FP8 else SAME
+
+
+def query_counts(q_lens, tokens: int, batch: int, device: int) -> dict:
+    """The kernel fields of each cache row's query tokens (TOKEN_ROWS): ``q_lens`` an int32 [b] tensor on q's device
+    (each row's count, at most ``tokens``, q's tokens a row: rows of fewer are padded; the values are the device's
+    business: a count out of [0, tokens] or past the row's keys makes the row NaN), or None (every row ``tokens``)."""
+    if q_lens is None:
+        return {"q_lens": 0, "queries": tokens}
+    if not isinstance(q_lens, TensorInfo):
+        raise TypeError(f"q_lens: expected an int32 tensor [{batch}] or None, got {type(q_lens).__name__}")
+    ptr = length_argument(q_lens, "q_lens", batch, device)[0]
+    return {"q_lens": ptr, "queries": tokens}
 
 
 def sink_fields(sinks, heads: int, device: int) -> dict:
@@ -416,7 +449,7 @@ def cache_scales(k_scale, v_scale, cache: str, heads_kv: int, device: int) -> di
 
 def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout, kv_start, scale, softcap,
               num_splits, out, max_shared, pipeline, batch_invariant=False, k_scale=None,
-              v_scale=None, block_table=None) -> _Validated:
+              v_scale=None, block_table=None, q_lens=None) -> _Validated:
     """Every check of a call that does not depend on the launch chosen; ValueError/TypeError naming the argument.
     (The float64 reference runs it too: it takes the calls the kernels take.)"""
     if kv_layout not in KV_LAYOUTS:
@@ -425,7 +458,8 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
     for name, t in (("k_cache", k), ("v_cache", v)):
         if t.device != q.device:
             raise ValueError(f"{name}: expected a tensor on q's device {device_name(q.device)}, got one on {device_name(t.device)}")
-    (b, h_q, d), q_strides = query_rows(q)
+    (rows, h_q, d), q_strides, tokens = query_tokens(q)
+    b = rows // max(tokens, 1)  # cache rows; the kernels' query rows are rows = b x tokens
     paged = block_table is not None
     (kb, h_kv, capacity, kd), k_strides = cache_rows(k, "k_cache", kv_layout, paged)
     v_sizes, v_strides = cache_rows(v, "v_cache", kv_layout, paged)
@@ -443,8 +477,8 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
         raise ValueError(f"q: head dim {d} is not supported; supported head dims: {HEAD_DIMS}")
     if h_kv == 0 or h_q % h_kv:
         raise ValueError(f"q: expected a number of heads that is a multiple of k_cache's {h_kv}, got {h_q}")
-    if b > GRID_YZ_MAX:
-        raise ValueError(f"q: at most {GRID_YZ_MAX} rows per call, got {b}")
+    if rows > GRID_YZ_MAX:
+        raise ValueError(f"q: at most {GRID_YZ_MAX} query rows (rows x query tokens) per call, got {rows}")
     if capacity > MAX_CAPACITY:
         raise ValueError(f"k_cache: at most {MAX_CAPACITY} positions, got {capacity}")
     if cache == FP8:
@@ -468,6 +502,9 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
     start_ptr, start_value, start_info = length_argument(0 if kv_start is None else kv_start, "kv_start", b,
                                                          q.device)
     check_lengths(lens_value, start_value, capacity, lens_info is not None, start_info is not None)
+    if tokens > 1 and lens_info is None and q_lens is None and lens_value < tokens:
+        raise ValueError(f"kv_lens: the caches hold each row's {tokens} new tokens (q's), so kv_lens >= {tokens}; got "
+                         f"{lens_value}")
 
     if scale is None:
         scale = 1.0 / math.sqrt(d)
@@ -498,13 +535,16 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
                         ("block_table", block_table)):
             if t is not None and out.overlaps(t):
                 raise ValueError(f"out: overlaps {name}, which the kernel reads while it writes out")
-        out_strides = query_rows(out)[1]
+        out_rows, out_strides, out_tokens = query_tokens(out, "out")
+        if out_tokens != tokens:
+            raise ValueError(f"out: expected q's {tokens} query tokens a row, got shape {list(out.shape)}")
     else:
         out_strides = (h_q * d, d, 1)  # the caller allocates a contiguous tensor of q's shape
     fields = {
         "q": q.ptr, "k": k.ptr, "v": v.ptr,
         "kv_lens": lens_ptr, "kv_len": lens_value, "kv_start": start_ptr, "kv_start_value": start_value,
-        "capacity": capacity, "batch": b, "heads_q": h_q, "group": group, "head_groups": head_groups,
+        "capacity": capacity, "batch": rows, "heads_q": h_q, "group": group, "head_groups": head_groups,
+        **query_counts(q_lens, tokens, b, q.device),
         "q_sb": q_strides[0], "q_sh": q_strides[1], "q_sd": q_strides[2],
         "out_sb": out_strides[0], "out_sh": out_strides[1], "out_sd": out_strides[2],
         "scale": float(scale), "softcap": float(softcap or 0.0),
@@ -512,7 +552,8 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
     }
     for prefix, st in (("k", k_strides), ("v", v_strides)):
         fields.update({f"{prefix}_sb": st[0], f"{prefix}_sh": st[1], f"{prefix}_st": st[2], f"{prefix}_sd": st[3]})
-    return _Validated(b, h_q, d, h_kv, capacity, k_strides, v_strides, fields, cache, PAGED if paged else FIXED)
+    return _Validated(rows, h_q, d, h_kv, capacity, k_strides, v_strides, fields, cache, PAGED if paged else FIXED,
+                      tokens)
 
 
 def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated, *, num_splits, sms, arch,
@@ -529,7 +570,8 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     blocks = b * h_kv * head_groups
     # ws reads the caches through tensor maps: sm_90 on, a cache of at least one row and position to map, no
     # broadcast (stride 0) axis, strides within the engine's 2**40 bytes
-    maps_ok = tensor_maps(arch) and b > 0 and call.capacity > 0 and all(
+    # (the ws pipelines take one query token a row: their kernels map no query row to a cache row)
+    maps_ok = tensor_maps(arch) and b > 0 and call.capacity > 0 and call.tokens == 1 and all(
         0 < s * k.itemsize < 2**40 for s in call.k_strides[:3] + call.v_strides[:3])
     available = tuple(p for p in PIPELINES if (q.dtype, d, strides, vec, p, cache, form) in dispatch.DECODE and (
         max_shared is None or dispatch.DECODE_SHARED[d, p, cache] <= max_shared) and (
@@ -581,5 +623,5 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
                          (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)
     # ws: the tensor maps of this call's caches come with its pointers (decode_api); empty (packed as zeros) until then
     maps = {"k_map": b"", "v_map": b""} if key[4] in WARP_SPECIALIZED else {}
-    return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine,
+    return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine, call.tokens,
                       {**call.fields, **maps, "num_splits": splits, "batch_invariant": int(batch_invariant)})

@@ -267,6 +267,8 @@ def _decode_attention(a):
     q, k_cache, v_cache, kv_lens, kv_layout, kv_start = a.q, a.k_cache, a.v_cache, a.kv_lens, a.kv_layout, a.kv_start
     scale, softcap, out, return_lse = a.scale, a.softcap, a.out, a.return_lse
     target = out
+    if q.ndim == 4 and q.shape[1] > 1 and q.shape[2] > 1:
+        return _token_rows(a)
 
     q_shape = q.shape
     q = (q.flatten(1, 2) if q.ndim == 4 else q).double()  # [b, 1, h, d] and [b, h, 1, d] -> [b, h, d]
@@ -314,6 +316,49 @@ def _decode_attention(a):
     if target is not None:
         result = target.copy_(result)
     return (result, lse) if return_lse else result
+
+
+def _token_rows(a):
+    """decode_attention of several query tokens a row (q [b, n, h_q, d], ``q_lens`` each row's count): each token a
+    row of its own over its row's cache, token j of row i of n_i attending to keys [kv_start, kv_lens - n_i + j + 1)
+    (none from n_i on, none where the window starts after them); a row whose counts or lengths are malformed: NaN."""
+    import types
+
+    import torch
+
+    q = a.q
+    b, n = q.shape[:2]
+    device = q.device
+    lens = torch.as_tensor(a.kv_lens, device=device).to(torch.int64).reshape(-1).expand(b)
+    start = torch.as_tensor(0 if a.kv_start is None else a.kv_start, device=device).to(torch.int64).reshape(-1).expand(b)
+    counts = (torch.full((b,), n, device=device) if a.q_lens is None else a.q_lens.to(device, torch.int64))
+    j = torch.arange(n, device=device)
+    real = j < counts[:, None]
+    end = torch.where(real, lens[:, None] - counts[:, None] + j + 1, 0)
+    first = torch.where(real, torch.minimum(start[:, None], end), 0)
+    capacity = (a.k_cache.shape[2] if a.kv_layout == "bhsd" else a.k_cache.shape[1]) * (
+        1 if a.block_table is None else a.block_table.shape[1])
+    bad = (lens < 0) | (lens > capacity) | (start < 0) | (start > lens) | (counts < 0) | (counts > n) | (counts > lens)
+    # (several tokens a row here: the caches must hold each row's new tokens)
+    end = torch.where(bad[:, None], capacity + 1, end)  # past the capacity: the row's NaN
+    rows = torch.arange(b, device=device).repeat_interleave(n)
+
+    def each_token(cache):  # (FP8 caches indexed as bytes: not every torch indexes them)
+        fp8 = cache.dtype == torch.float8_e4m3fn
+        picked = (cache.view(torch.uint8) if fp8 else cache)[rows.to(cache.device)]
+        return picked.view(torch.float8_e4m3fn) if fp8 else picked
+
+    paged = a.block_table is not None
+    given = dict(vars(a), q=q.reshape(b * n, *q.shape[2:]), kv_lens=end.reshape(-1).to(torch.int32),
+                 kv_start=first.reshape(-1).to(torch.int32), q_lens=None, out=None, return_lse=True,
+                 k_cache=a.k_cache if paged else each_token(a.k_cache),
+                 v_cache=a.v_cache if paged else each_token(a.v_cache),
+                 block_table=a.block_table[rows.to(a.block_table.device)] if paged else None)
+    result, lse = _decode_attention(types.SimpleNamespace(**given))
+    result, lse = result.reshape(q.shape), lse.reshape(b, n, -1)
+    if a.out is not None:
+        result = a.out.copy_(result)
+    return (result, lse) if a.return_lse else result
 
 
 def _unpaged(pools, table, lo: int, hi: int):

@@ -12,7 +12,7 @@ if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
 import cukiln  # noqa: E402
-from cukiln.tools.decode.checks import check_lse, paged_copy, random_e4m3  # noqa: E402
+from cukiln.tools.decode.checks import check_lse, decode_cache_view, paged_copy  # noqa: E402
 from cukiln.tools.verify import compare  # noqa: E402
 
 H_KV, GROUP, D = 2, 6, 128
@@ -29,12 +29,9 @@ def test_decode_with_sinks_matches_the_reference(form, num_splits):
     gen = torch.Generator("cuda").manual_seed(11)
     b, T = 4, 600
     q = torch.randn(b, H_KV * GROUP, D, generator=gen, device="cuda").to(torch.bfloat16)
-    if form == "fp8":
-        k, v = (random_e4m3(b * H_KV * T * D, gen).view(b, H_KV, T, D) for _ in range(2))
-        extra = {"k_scale": 2.0 ** -7, "v_scale": 0.5}
-    else:
-        k, v = (torch.randn(b, H_KV, T, D, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(2))
-        extra = {}
+    dtype = torch.float8_e4m3fn if form == "fp8" else torch.bfloat16
+    k, v = (decode_cache_view(b, H_KV, T, D, dtype, gen, capacity=T) for _ in range(2))
+    extra = {"k_scale": 2.0 ** -7, "v_scale": 0.5} if form == "fp8" else {}
     lens = torch.tensor([T, 0, 1, 301], dtype=torch.int32, device="cuda")
     sinks = _sinks(gen)
     kc, vc = k, v

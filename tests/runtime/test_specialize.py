@@ -209,14 +209,14 @@ def test_a_traced_attention_call_without_lse_takes_an_op_returning_out_alone():
         assert alone.split("(")[0] != both.split("(")[0]  # two ops, named apart
     op, given = specialize.specialization("decode_attention", (q, k_cache, k_cache, None, 5, "bhsd", None, 0, None,
                                                                None, None, False, None, None, None, None, None,
-                                                               None), lse=False)
+                                                               None, None), lse=False)
     assert str(op._schema).endswith(") -> Tensor")
 
 
 def test_only_a_variant_may_specialize_to_fewer_returns():
     # the op itself returns a tensor for its lse, which a specialization returning out alone would leave on the stack
     q = _step_inputs()[0]
-    args = (q, q, q, None, 5, "bhsd", None, 0, None, None, None, False, None, None, None, None, None, None)
+    args = (q, q, q, None, 5, "bhsd", None, 0, None, None, None, False, None, None, None, None, None, None, None)
     op, given = specialize.specialization("decode_attention", args, lse=False)
     # its arguments are the op's three tensors (the numbers are constants), so that the count matches and the
     # returns are what the op refuses

@@ -164,6 +164,13 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
                 problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
                 if problem is not None:
                     return f"GQA {group}, {num_splits} splits: {problem}"
+                if not Pipeline(axes.get("pipeline", Pipeline.NARROW.value)).warp_specialized:
+                    # several query tokens a row (the cp.async pipelines' kernels): 3 a row, ragged counts
+                    tokens = torch.randn(b, 3, q.shape[1], d, generator=gen, device="cuda").to(dtype)
+                    counts = torch.tensor([3, 1, 2], dtype=torch.int32, device="cuda")
+                    problem = run_decode_and_compare(tokens, k, v, lens, q_lens=counts, **kwargs)[0]
+                    if problem is not None:
+                        return f"GQA {group}, {num_splits} splits, 3 query tokens a row: {problem}"
         return _check_batch_invariant(axes, name, queries[CHECKED_GROUPS[0]], gen, k.dtype, scales, paged)
 
 
