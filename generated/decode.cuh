@@ -74,39 +74,49 @@ __device__ __forceinline__ void block_sync() {
   }
 }
 
-// The keys a query row attends to, and the cache row they are in. Out of range (end beyond the capacity, negative,
-// start after end, more new tokens than keys): the row is malformed and its output is NaN, since a device-resident
-// length cannot be checked on the host.
+// The keys a row attends to. Out of range (end beyond the capacity, negative, start after end): the
+// row is malformed and its output is NaN, since a device-resident length cannot be checked on the host.
 struct KeyRange {
   int start, end;
   bool malformed;
-  int row;  // the cache row (of the K/V caches, lengths and block table)
 };
 
-// Query rows to cache rows: ``queries`` query tokens a cache row (several query tokens a row: speculative verification,
-// multi-token prediction; 1 for decode), query row r being token r % queries of cache row r / queries, of which the
-// row has q_lens[row] (null: queries). Token j of row i of n_i tokens attends to keys [kv_start, kv_lens - n_i + j + 1)
-// (the caches hold the row's new tokens); a token from n_i on (padding) and a token its window starts after attend to
-// no key (zeros, -inf). With one query a row, exactly the decode row's range.
 struct RowLengths {
   const int* lens;
   long long len;
   const int* starts;
   long long start;
   long long capacity;
-  const int* q_lens = nullptr;
-  int queries = 1;
 
+  __device__ __forceinline__ KeyRange of(int b) const {
+    const long long e = lens != nullptr ? lens[b] : len;
+    const long long s = starts != nullptr ? starts[b] : start;
+    const bool bad = e < 0 || e > capacity || s < 0 || s > e;
+    return {bad ? 0 : static_cast<int>(s), bad ? 0 : static_cast<int>(e), bad};
+  }
+};
+
+// RowLengths with several query tokens a cache row (speculative verification, multi-token prediction; the cp.async
+// pipelines' kernels): query row r is token r % queries of cache row r / queries (row_of), which has q_lens[row] of
+// them (null: queries). Token j of row i of n_i attends to keys [kv_start, kv_lens - n_i + j + 1) (the caches hold the
+// row's new tokens); a token from n_i on (padding) and a token before which the window starts attend to no key (zeros,
+// -inf); n_i out of [0, queries], or above the row's keys with several tokens a row, makes the row malformed. With one
+// query a row, RowLengths' ranges exactly.
+struct TokenRows {
+  RowLengths rows;
+  const int* q_lens;
+  int queries;
+
+  __device__ __forceinline__ int row_of(int r) const { return r / queries; }
   __device__ __forceinline__ KeyRange of(int r) const {
-    const int row = r / queries, j = r - row * queries;
-    const long long e = lens != nullptr ? lens[row] : len;
-    const long long s = starts != nullptr ? starts[row] : start;
+    const int row = row_of(r), j = r - row * queries;
+    const long long e = rows.lens != nullptr ? rows.lens[row] : rows.len;
+    const long long s = rows.starts != nullptr ? rows.starts[row] : rows.start;
     const long long n = q_lens != nullptr ? q_lens[row] : queries;
-    // (one query a row: a row of no keys is empty, not malformed; several: the caches must hold the new tokens)
-    const bool bad = e < 0 || e > capacity || s < 0 || s > e || n < 0 || n > queries || (queries > 1 && n > e);
+    const bool bad = e < 0 || e > rows.capacity || s < 0 || s > e || n < 0 || n > queries || (queries > 1 && n > e);
     const long long end = j < n ? e - n + j + 1 : 0;
     const long long first = j < n ? min(s, end) : 0;
-    return {bad ? 0 : static_cast<int>(first), bad ? 0 : static_cast<int>(end), bad, row};
+    return {bad ? 0 : static_cast<int>(first), bad ? 0 : static_cast<int>(end), bad};
   }
 };
 
@@ -480,9 +490,8 @@ __device__ __forceinline__ RowLengths lengths_of(const P& p) {
 }
 // The same with several query tokens a cache row (the cp.async pipelines' kernels: their structs have the fields).
 template <class P>
-__device__ __forceinline__ RowLengths token_rows_of(const P& p) {
-  return RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start),
-                    p.kv_start_value, p.capacity, static_cast<const int*>(p.q_lens), static_cast<int>(p.queries)};
+__device__ __forceinline__ TokenRows token_rows_of(const P& p) {
+  return TokenRows{lengths_of(p), static_cast<const int*>(p.q_lens), static_cast<int>(p.queries)};
 }
 
 template <class P>
@@ -988,7 +997,7 @@ struct Fp8Tile {
 // C: the caches' element type, T (q's) or FP8 (unsigned char: staged as bytes, widened per warp, ``scales`` applied).
 template <typename T, int D, int V, int Keys, int Stages, typename Kv, typename C = T>
 __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, const C* v, Kv k_rows, Kv v_rows,
-                                       RowLengths lengths, int group, int head_groups, Scoring scoring,
+                                       TokenRows lengths, int group, int head_groups, Scoring scoring,
                                        Sink<T, D> sink, CacheScales scales = {}) {
   using Geometry = Tile<D, Keys, Stages>;
   constexpr bool kWiden = !SameType<C, T>::kValue;
@@ -1025,7 +1034,8 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
   // Split-KV: the combine grid (small: no shared memory) may be placed now. Not for one pass: a large
   // grid placed early, into whatever slots this one leaves, starts unevenly spread (measured 10 % slower).
   if (sink.split_kv()) allow_dependent_launch();
-  const KeyRange range = lengths.of(b);
+  const KeyRange range = lengths.of(b);  // (b: the query row; its keys are in cache row cache_row)
+  const int cache_row = lengths.row_of(b);
   if (range.malformed) {
     for (int i = threadIdx.x; i < rows * D; i += kThreads) sink.put(b, first_head + i / D, i % D, CUKILN_NAN);
     if (threadIdx.x < rows) sink.put_lse(b, first_head + threadIdx.x, CUKILN_NAN);
@@ -1046,11 +1056,11 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
       C* stage = tiles + (t % kStages) * 2 * kTileElems;
       const int first = lo + t * kKeys, count = min(kKeys, hi - first);
       if constexpr (kPaged) {
-        load_paged_tiles<C, D, V, Staged>(stage, stage + kTileElems, k, v, k_rows, v_rows, range.row, kv_head, first,
+        load_paged_tiles<C, D, V, Staged>(stage, stage + kTileElems, k, v, k_rows, v_rows, cache_row, kv_head, first,
                                           count, bad_page);
       } else {
-        load_tile<C, D, V, Staged>(stage, k, k_rows, range.row, kv_head, first, count);
-        load_tile<C, D, V, Staged>(stage + kTileElems, v, v_rows, range.row, kv_head, first, count);
+        load_tile<C, D, V, Staged>(stage, k, k_rows, cache_row, kv_head, first, count);
+        load_tile<C, D, V, Staged>(stage + kTileElems, v, v_rows, cache_row, kv_head, first, count);
       }
     }
     commit_copies();
