@@ -135,10 +135,13 @@ def _is_attention(m) -> bool:
 
 def mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_offset: int = 0, mask_function=None,
          attention_mask: torch.Tensor | None = None, config=None, device=None, **kwargs):
-    """transformers' mask function for "cukiln": for a decode step (q_length 1) the step's lengths
-    (decode_lengths); otherwise the mask of the exact path the attention takes (eager where the model caps its
-    logits or has attention sinks, SDPA's else), after checking that a 2-D attention_mask is left padding."""
-    if q_length != 1:
+    """transformers' mask function for "cukiln": for a decode step (q_length 1), or a step of a few query tokens a row
+    (up to MAX_QUERY_TOKENS: assisted generation's verification, a short prompt) in a model without sliding windows,
+    the step's lengths (decode_lengths); otherwise the mask of the exact path the attention takes (eager where the
+    model caps its logits or has attention sinks, SDPA's else), after checking that a 2-D attention_mask is left
+    padding."""
+    few = q_length > 1 and serves_query_tokens(config, q_length)
+    if q_length != 1 and not few:
         if attention_mask is not None and attention_mask.ndim == 2 and not torch.compiler.is_compiling():
             check_left_padding(attention_mask)
         build = eager_mask if _eager_prefill(config) else sdpa_mask
@@ -147,18 +150,33 @@ def mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_offset: 
         if mask_function is not None:
             kwargs["mask_function"] = mask_function
         return build(**kwargs)
-    return decode_lengths(batch_size, q_offset, attention_mask, device)
+    if few and attention_mask is not None and attention_mask.ndim == 2 and not torch.compiler.is_compiling():
+        check_left_padding(attention_mask)
+    return decode_lengths(batch_size, q_offset, attention_mask, device, q_length)
 
 
-def decode_lengths(batch_size: int, q_offset, attention_mask: torch.Tensor | None, device) -> torch.Tensor:
+# Query tokens a row the decode kernels serve in one step (each token a query row of its own: beyond a few, a prompt
+# is transformers' prefill)
+MAX_QUERY_TOKENS = 16
+
+
+def serves_query_tokens(config, q_length: int) -> bool:
+    """Whether a step of ``q_length`` query tokens a row goes through cukiln's decode: up to MAX_QUERY_TOKENS, in a
+    model without sliding windows (each token's window would start elsewhere)."""
+    return q_length <= MAX_QUERY_TOKENS and getattr(config, "sliding_window", None) is None
+
+
+def decode_lengths(batch_size: int, q_offset, attention_mask: torch.Tensor | None, device,
+                   q_length: int = 1) -> torch.Tensor:
     """A decode step's lengths as an int32 tensor [2, b, 1, 1]: [0] each row's first valid position (its left
     padding: the first True of the 2-D attention_mask), [1] the keys each row holds after the step (the cache's
-    length before it, ``q_offset``, plus the new token). Tensor operations only (graph-capturable)."""
+    length before it, ``q_offset``, plus the step's ``q_length`` new tokens). Tensor operations only
+    (graph-capturable)."""
     if attention_mask is not None:
         start = attention_mask.to(torch.int32).argmax(-1).to(torch.int32)
     else:
         start = torch.zeros(batch_size, dtype=torch.int32, device=device)
-    total = torch.as_tensor(q_offset, device=start.device).to(torch.int32) + 1
+    total = torch.as_tensor(q_offset, device=start.device).to(torch.int32) + q_length
     return torch.stack((start, total.expand(batch_size)))[:, :, None, None]
 
 
@@ -260,9 +278,11 @@ def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     scales = {"k_scale": key.cukiln_scale, "v_scale": value.cukiln_scale} if key.dtype == FP8 else {}
     sinks = kwargs.get("s_aux")  # gpt-oss's attention sinks, a logit per query head
     if is_decode_lengths(attention_mask, query.shape[0]):
-        if query.shape[2] != 1:
-            raise ValueError(f"query: decode lengths came with {query.shape[2]} query tokens a row, not 1")
         window = getattr(module, "sliding_window", None) or sliding_window
+        if query.shape[2] != 1 and window is not None:
+            raise ValueError(f"query: decode lengths came with {query.shape[2]} query tokens a row in a layer of a "
+                             f"sliding window, whose tokens' windows differ (the mask function gives such layers "
+                             f"transformers' mask)")
         if sinks is not None:
             scales["sinks"] = sinks.detach().float().contiguous()
         return _decode(query, key, value, attention_mask, scaling, softcap, window, scales), None
@@ -288,6 +308,9 @@ def _decode(query, key, value, lengths, scaling, softcap, window, scales):
         start = torch.maximum(start, lens - window)
         dropped = (lens - key.shape[2]).clamp(min=0)
         start, lens = (start - dropped).clamp(min=0), lens - dropped
+    if query.shape[2] > 1:  # a few query tokens a row: [b, n, h_q, d], token j attending up to itself
+        return decode_attention(query.transpose(1, 2), key, value, lens, kv_start=start, scale=scaling,
+                                softcap=softcap, **scales)
     out = decode_attention(query[:, :, 0], key, value, lens, kv_start=start, scale=scaling, softcap=softcap, **scales)
     return out.unsqueeze(1)
 

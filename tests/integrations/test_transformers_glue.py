@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 import cukiln  # noqa: E402
 from cukiln.integrations import transformers as glue  # noqa: E402
 
-from .models import PROMPT_LENGTHS, STYLES, build, greedy, prompts  # noqa: E402
+from .models import PAD, PROMPT_LENGTHS, STYLES, build, greedy, prompts  # noqa: E402
 
 
 def _reference_decode(q, k_cache, v_cache, kv_lens, *, kv_start=None, scale=None, softcap=None, **scales):
@@ -95,7 +95,9 @@ def test_greedy_generation_matches_transformers_eager(style, cache, float64_glue
     assert torch.equal(got_tokens, want_tokens)
     assert torch.allclose(got_logits, want_logits, rtol=1e-4, atol=1e-4)
     layers = model.config.num_hidden_layers
-    assert float64_glue["decode"] == 19 * layers, "every decode step of every layer went through the kernel"
+    # (a prompt of few tokens in a model without sliding windows goes through the decode kernels too)
+    steps = 19 + glue.serves_query_tokens(model.config, ids.shape[1])
+    assert float64_glue["decode"] == steps * layers, "every decode step of every layer went through the kernel"
     if style not in OWN_ROTARY:
         assert float64_glue["rope"] == 20 * layers, "every forward's RoPE went through the kernel"
 
@@ -240,10 +242,39 @@ def test_an_fp8_cache_decodes_what_its_dequantized_values_give_in_transformers_e
     assert cache.layers[0].keys.dtype == torch.float8_e4m3fn and cache.layers[0].keys.cukiln_scale.shape == (2,)
     assert torch.equal(got_tokens, want_tokens)
     assert torch.allclose(got_logits, want_logits, rtol=1e-4, atol=1e-4)
-    assert float64_glue["decode"] == 11 * model.config.num_hidden_layers
+    steps = 11 + glue.serves_query_tokens(model.config, ids.shape[1])  # (the prompt's step too, where few enough)
+    assert float64_glue["decode"] == steps * model.config.num_hidden_layers
 
 
 def test_an_fp8_cache_refuses_sliding_window_layers():
     model = build("mistral", torch.float32, "cpu", layers=2)
     with pytest.raises(ValueError, match="Fp8StaticCache: the model has sliding-window layers"):
         glue.Fp8StaticCache(model.config, max_cache_len=16)
+
+
+def test_assisted_generation_verifies_its_drafts_through_cukiln(float64_glue):
+    """Greedy assisted generation (a 1-layer draft model proposing tokens, the model verifying several a step) through
+    the glue gives plain greedy generation's tokens, and its verification steps (several query tokens a row) go through
+    cukiln's decode."""
+    model = _sharpened("llama")
+    draft = build("llama", torch.float32, "cpu", layers=1, seed=5)
+    ids, mask = prompts("cpu")
+    ids, mask = ids[:1, -PROMPT_LENGTHS[0]:], mask[:1, -PROMPT_LENGTHS[0]:]  # (assisted generation takes one row)
+    model.set_attn_implementation("eager")
+    want, _ = greedy(model, ids, mask, 16, cache="dynamic")
+    glue.apply(model)
+    seen = []
+    counting = glue.decode_attention
+
+    def recording(q, *args, **kwargs):
+        seen.append(q.shape[1] if q.ndim == 4 else 1)
+        return counting(q, *args, **kwargs)
+
+    glue.decode_attention = recording
+    try:
+        out = model.generate(input_ids=ids, attention_mask=mask, assistant_model=draft, max_new_tokens=16,
+                             min_new_tokens=16, do_sample=False, pad_token_id=PAD)
+    finally:
+        glue.decode_attention = counting
+    assert torch.equal(out[:, ids.shape[1]:], want)
+    assert any(n > 1 for n in seen), "a verification step of several tokens went through cukiln"
