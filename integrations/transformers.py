@@ -309,8 +309,11 @@ def _decode(query, key, value, lengths, scaling, softcap, window, scales):
         dropped = (lens - key.shape[2]).clamp(min=0)
         start, lens = (start - dropped).clamp(min=0), lens - dropped
     if query.shape[2] > 1:  # a few query tokens a row: [b, n, h_q, d], token j attending up to itself
-        return decode_attention(query.transpose(1, 2), key, value, lens, kv_start=start, scale=scaling,
-                                softcap=softcap, **scales)
+        tokens = query.transpose(1, 2)
+        if tokens.shape[0] > 1 and tokens.stride(0) != tokens.shape[1] * tokens.stride(1):
+            tokens = tokens.contiguous()  # (a rotation that made a [b, h, n, d] tensor of its own: rows and tokens
+            #                                mergeable, as the kernels take them; a few tokens' copy)
+        return decode_attention(tokens, key, value, lens, kv_start=start, scale=scaling, softcap=softcap, **scales)
     out = decode_attention(query[:, :, 0], key, value, lens, kv_start=start, scale=scaling, softcap=softcap, **scales)
     return out.unsqueeze(1)
 
