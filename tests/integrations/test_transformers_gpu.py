@@ -100,3 +100,28 @@ def test_an_fp8_cache_generates_as_sdpa_over_its_dequantized_values(restored_rot
     got_tokens, got_logits = greedy(model, ids, mask, NEW_TOKENS, cache=cache)
     assert cache.layers[0].keys.dtype == torch.float8_e4m3fn
     assert_same_tokens_up_to_near_ties(got_tokens, got_logits, want_tokens, want_logits)
+
+
+def test_assisted_generation_verifies_its_drafts_through_cukiln(restored_rotary, monkeypatch):
+    """Greedy assisted generation (a 1-layer draft model) through cukiln against plain greedy generation over SDPA: the
+    same tokens up to bf16 near-ties, the verification steps (several query tokens a row) through cukiln's kernels."""
+    model = build("llama", torch.bfloat16, "cuda")
+    draft = build("llama", torch.bfloat16, "cuda", layers=1, seed=5)
+    ids, mask = prompts("cuda")
+    ids, mask = ids[:1, -5:], mask[:1, -5:]  # (assisted generation takes one row)
+    model.set_attn_implementation("sdpa")
+    want_tokens, want_logits = greedy(model, ids, mask, NEW_TOKENS, cache="dynamic")
+    glue.apply(model)
+    seen, kernel = [], glue.decode_attention
+
+    def recording(q, *args, **kwargs):
+        seen.append(q.shape[1] if q.ndim == 4 else 1)
+        return kernel(q, *args, **kwargs)
+
+    monkeypatch.setattr(glue, "decode_attention", recording)
+    out = model.generate(input_ids=ids, attention_mask=mask, assistant_model=draft, max_new_tokens=NEW_TOKENS,
+                         min_new_tokens=NEW_TOKENS, do_sample=False, output_logits=True,
+                         return_dict_in_generate=True, pad_token_id=0)
+    got_tokens, got_logits = out.sequences[:, ids.shape[1]:], torch.stack(out.logits).float()
+    assert_same_tokens_up_to_near_ties(got_tokens, got_logits, want_tokens, want_logits)
+    assert any(n > 1 for n in seen), "a verification step of several tokens went through cukiln"
