@@ -136,3 +136,19 @@ def test_a_host_table_is_checked_where_rows_read_it_whatever_form_the_lengths_ta
     # a row with more pages than a given width keeps its length, past the table's capacity: the ops report it
     narrow, lens = cukiln.block_table(torch.tensor([0, 3, 4]), torch.arange(4), torch.tensor([10, 4]), 16, max_pages=2)
     assert narrow.shape == (2, 2) and lens.tolist() == [42, 4] and lens[0] > narrow.shape[1] * 16
+
+
+def test_flashinfers_one_tensor_pool_is_taken_as_its_two_halves():
+    # FlashInfer's [pages, 2, page_size, h_kv, d] (NHD): K and V are kv[:, 0] and kv[:, 1], strided views
+    q, k, v, gen = _inputs("bshd")
+    (kp, vp), table = paged_copy((k, v), 16, layout="bshd", gen=gen)
+    kv = torch.stack((kp, vp), dim=1)
+    lens = torch.tensor([T, 1, 33], dtype=torch.int32)
+    want = cukiln.reference.decode_attention(q, kp, vp, lens, kv_layout="bshd", block_table=table)
+    got = cukiln.reference.decode_attention(q, kv[:, 0], kv[:, 1], lens, kv_layout="bshd", block_table=table)
+    assert torch.equal(got, want)
+    halves = [_info(tuple(h.shape), strides=tuple(h.stride()), ptr=BASE + h.storage_offset() * 2) for h in
+              (kv[:, 0], kv[:, 1])]
+    p = plan_decode(_info(tuple(q.shape)), *halves, 40, kv_layout="bshd", block_table=_info((B, 4), "int32"),
+                    num_splits=1)
+    assert p.attention.symbol.endswith("_paged") and p.fields["k_sb"] == 2 * 16 * H_KV * D
