@@ -11,7 +11,7 @@ from cukiln.generated import dispatch
 from .calls import Call, OpRuntime, bind, takes
 from .decode_plan import PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode, query_tokens
 from .driver import tensor_map
-from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, LENGTH_ARGS, SINKS, STREAM, host_pages, host_used
+from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, LENGTH_ARGS, SINKS, STREAM, host_pages
 from .merge_plan import plan_merge
 from .overrides import CURRENT as OVERRIDES
 from .schema import Arg, OpSchema, Result, changed
@@ -198,7 +198,7 @@ def plan(call: Call):
     if call["kv_lens"] is None:
         raise TypeError("kv_lens: expected an int or an int32 tensor [b], got None")
     if isinstance(q, torch.Tensor):
-        host_pages(call, q.device, torch, host_used(call["kv_lens"], call["kv_start"], 0, torch, reads=True))
+        host_pages(call, q.device, torch, 0, reads=True)
         host_lengths(call, q.device, torch)
     sinks = call["sinks"] is not None
     p = plan_attention(call, out=None) if sinks else plan_attention(call)  # sinks: the attention into a workspace

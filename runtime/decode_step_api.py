@@ -76,8 +76,7 @@ def plan(call: Call):
         call.substitute("kv_lens", kv_lens)
     host_lens = kv_lens if isinstance(kv_lens, torch.Tensor) and not kv_lens.is_cuda else None
     if isinstance(q, torch.Tensor):  # the step reads its rows' keys [kv_start, kv_lens + 1), the new one among them
-        kv_append_api.host_pages(call, q.device, torch, kv_append_api.host_used(kv_lens, call["kv_start"], 1, torch,
-                                                                               reads=True))
+        kv_append_api.host_pages(call, q.device, torch, 1, reads=True)
     hosts = kv_append_api.host_lengths(call, q.device, torch) if isinstance(q, torch.Tensor) else {}
     lens = call["kv_lens"]
     q_rot, lens_after = torch.empty_like(q), torch.empty_like(lens)  # stand-ins for the workspace's, to plan with

@@ -101,17 +101,19 @@ before anything is written. Runs on the current torch stream without synchronizi
 device lengths. Not differentiable.""")
 
 
-def host_pages(call: Call, device, torch, used) -> None:
-    """A block table or slot mapping given on the CPU: every page the call touches checked against the pool
-    (ValueError naming the argument: nothing is written), then copied to ``device`` for the call (whose plan then
-    serves it alone). ``used``: each row's keys [first, end) the call reads or writes, int64 [b, 2] (None: lengths on
-    the device, so every column of the table)."""
-    pool, layout = call["k_cache"], call["kv_layout"]
-    if getattr(pool, "ndim", 0) != 4 or layout not in ("bhsd", "bshd"):
-        return  # the planner explains
-    pages, page_size = pool.shape[0], pool.shape[2 if layout == "bhsd" else 1]
+def host_pages(call: Call, device, torch, new_tokens: int, *, reads: bool) -> None:
+    """A block table or slot mapping given on the CPU: every page the call touches (host_used: the keys it reads, or
+    the slots it writes, of ``new_tokens`` new tokens a row) checked against the pool (ValueError naming the argument:
+    nothing is written), then copied to ``device`` for the call (whose plan then serves it alone). Nothing to do for
+    tables on the device."""
     table, slots = call["block_table"], call["slot_mapping"] if "slot_mapping" in call.op.index else None
-    if isinstance(table, torch.Tensor) and not table.is_cuda and table.ndim == 2 and not table.is_floating_point():
+    on_host = [isinstance(t, torch.Tensor) and not t.is_cuda and not t.is_floating_point() for t in (table, slots)]
+    pool, layout = call["k_cache"], call["kv_layout"]
+    if not any(on_host) or getattr(pool, "ndim", 0) != 4 or layout not in ("bhsd", "bshd"):
+        return  # (a pool of another rank or layout: the planner explains)
+    pages, page_size = pool.shape[0], pool.shape[2 if layout == "bhsd" else 1]
+    if on_host[0] and table.ndim == 2:
+        used = host_used(call["kv_lens"], call["kv_start"], new_tokens, torch, reads=reads)
         entries = table.to(torch.int64)
         columns = torch.arange(entries.shape[1])
         if used is None or used.shape[0] not in (1, entries.shape[0]):  # (a table of other rows: the planner says so)
@@ -124,7 +126,7 @@ def host_pages(call: Call, device, torch, used) -> None:
             i, j = bad[0].tolist()
             raise ValueError(f"block_table: row {i}'s page {j} is {int(entries[i, j])}, outside the pool's {pages} pages")
         call.substitute("block_table", table.to(device))
-    if isinstance(slots, torch.Tensor) and not slots.is_cuda and not slots.is_floating_point():
+    if on_host[1]:
         flat = slots.to(torch.int64).flatten()
         bad = ((flat < -1) | (flat >= pages * page_size)).nonzero()
         if len(bad):
@@ -167,8 +169,7 @@ def plan(call: Call, *, lens_out_in_scratch: bool = False):
     torch = _torch()
     q = call["q"]
     if isinstance(q, torch.Tensor) and call["k_cache"] is not None:
-        n = q.shape[1] if q.ndim == 4 else 1
-        host_pages(call, q.device, torch, host_used(call["kv_lens"], call["kv_start"], n, torch, reads=False))
+        host_pages(call, q.device, torch, q.shape[1] if q.ndim == 4 else 1, reads=False)
     hosts = host_lengths(call, q.device, torch) if isinstance(q, torch.Tensor) else {}
     if call.form.inplace:
         if call.given.get("out") is not None and call.given["out"] is not q:
