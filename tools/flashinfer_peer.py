@@ -13,16 +13,13 @@ WORKSPACE_BYTES = 128 * 2**20
 
 def paged_copy(k_cache, v_cache) -> tuple:
     """(k_pages, v_pages [b * pages, PAGE, h_kv, d], page table [b, pages]) of bhsd caches [b, h_kv, T, d] (any
-    strides with a contiguous head dim; T whole pages): copies, never views of the caches."""
-    import torch
+    strides with a contiguous head dim; T whole pages): the decode checks' paged copy (tools/decode/checks.py), NHD,
+    row i on pages [i * pages, (i + 1) * pages), no spare page."""
+    from .decode.checks import paged_copy as copy
 
-    b, hkv, T, d = k_cache.shape
-    pages = T // PAGE
-    if pages * PAGE != T:
-        raise ValueError(f"FlashInfer's copy takes whole pages of {PAGE}: the caches hold {T} positions")
-    k_pages, v_pages = (cache.reshape(b, hkv, pages, PAGE, d).permute(0, 2, 3, 1, 4).reshape(b * pages, PAGE, hkv, d)
-                        .contiguous().clone() for cache in (k_cache, v_cache))
-    table = torch.arange(b * pages, device=k_cache.device, dtype=torch.int32).view(b, pages)
+    if k_cache.shape[2] % PAGE:
+        raise ValueError(f"FlashInfer's copy takes whole pages of {PAGE}: the caches hold {k_cache.shape[2]} positions")
+    (k_pages, v_pages), table = copy((k_cache, v_cache), PAGE, pool_layout="bshd", spare=0, shuffled=False)
     return k_pages, v_pages, table
 
 

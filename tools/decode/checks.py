@@ -54,10 +54,11 @@ def decode_cache_view(b, h_kv, T, d, dtype, gen, *, layout="bhsd", capacity=None
 
 
 def paged_copy(caches, page_size: int, *, layout: str = "bhsd", pool_layout: str | None = None, gen=None,
-               spare: int = 3, width: int | None = None):
+               spare: int = 3, width: int | None = None, shuffled: bool = True):
     """Paged pools holding the keys of fixed-capacity caches (each [b, h_kv, T, d] (bhsd) or [b, T, h_kv, d] (bshd):
     ``layout``): (pools, block_table). Row i's pages lie in a shuffled order over the pool (a table that is not the
-    identity), which has ``spare`` pages more than the rows use (random contents, as a pool's unused pages hold); pools
+    identity; ``shuffled=False``: row after row, in order), which has ``spare`` pages more than the rows use (random
+    contents, as a pool's unused pages hold, and so do the last pages' slots past T); pools
     in ``pool_layout`` (default ``layout``; bhsd: [pages, h_kv, page_size, d], HND; bshd: [pages, page_size, h_kv,
     d], NHD), a contiguous int32 table of ``width`` columns (default: the pages a row of T keys takes; columns past
     those point at page 0)."""
@@ -68,14 +69,18 @@ def paged_copy(caches, page_size: int, *, layout: str = "bhsd", pool_layout: str
     per_row = -(-T // page_size)
     width = width or per_row
     total = b * per_row + spare
-    order = torch.randperm(total, generator=gen, device=gen.device if gen is not None else "cpu").to(fixed[0].device)
+    order = (torch.randperm(total, generator=gen, device=gen.device if gen is not None else "cpu") if shuffled
+             else torch.arange(total)).to(fixed[0].device)
     table = torch.zeros(b, width, dtype=torch.int32, device=fixed[0].device)
     table[:, :per_row] = order[:b * per_row].reshape(b, per_row).int()
     pools = []
     for c in fixed:
         fp8 = c.dtype == torch.float8_e4m3fn  # moved as bytes: not every torch indexes FP8 tensors
         drawn = torch.float32 if fp8 else c.dtype  # (drawn in the cache's own type where it can: a pool may be large)
-        pool = torch.randn(total, h_kv, page_size, d, generator=gen, device=c.device, dtype=drawn).to(c.dtype)
+        if spare or per_row * page_size != T:
+            pool = torch.randn(total, h_kv, page_size, d, generator=gen, device=c.device, dtype=drawn).to(c.dtype)
+        else:  # every slot is a key's: nothing to draw
+            pool = torch.empty(total, h_kv, page_size, d, device=c.device, dtype=c.dtype)
         raw, keys = (pool.view(torch.uint8), c.view(torch.uint8)) if fp8 else (pool, c)
         tail = raw[:b, :, :per_row * page_size - T].reshape(b, h_kv, -1, d)  # the last pages' unused slots
         rows = torch.cat([keys, tail], dim=2).reshape(b, h_kv, per_row, page_size, d).transpose(1, 2)
