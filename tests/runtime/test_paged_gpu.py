@@ -13,7 +13,7 @@ if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
 import cukiln  # noqa: E402
-from cukiln.tools.decode.checks import check_lse, paged_copy, random_e4m3  # noqa: E402
+from cukiln.tools.decode.checks import check_lse, decode_cache_view, paged_copy  # noqa: E402
 from cukiln.tools.verify import compare  # noqa: E402
 
 H_KV, GROUP, D = 2, 4, 128
@@ -21,10 +21,7 @@ FP8_WRITES = torch.cuda.get_device_capability() >= (8, 9)
 
 
 def _caches(b, T, dtype, gen, layout="bhsd"):
-    shape = (b, H_KV, T, D) if layout == "bhsd" else (b, T, H_KV, D)
-    if dtype == torch.float8_e4m3fn:
-        return tuple(random_e4m3(b * H_KV * T * D, gen).view(shape) for _ in range(2))
-    return tuple(torch.randn(shape, generator=gen, device="cuda").to(dtype) for _ in range(2))
+    return tuple(decode_cache_view(b, H_KV, T, D, dtype, gen, layout=layout, capacity=T) for _ in range(2))
 
 
 @pytest.mark.parametrize("page_size", [1, 16, 64, 256])
