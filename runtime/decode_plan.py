@@ -22,7 +22,9 @@ KV_LAYOUTS = ("bhsd", "bshd")
 SAME, FP8 = dispatch.DECODE_CACHES  # what the caches hold: q's type, or FP8 e4m3 with scales
 FIXED, PAGED = dispatch.DECODE_FORMS  # fixed-capacity caches, or pools of pages through a block table
 FP8_HEAD_DIMS = sorted({key[1] for key in dispatch.DECODE if key[5] == FP8})
-FP8_ROW_BYTES = 16  # an FP8 cache's rows and pointer on 16-byte boundaries (its tiles' copies)
+# The FP8 and paged kernels copy K/V in 16 bytes (their variants' one vector width): such caches' rows and pointer on
+# 16-byte boundaries (copy_rows)
+COPY_BYTES = 16
 HEAD_DIMS = sorted({key[1] for key in dispatch.DECODE})
 GRID_YZ_MAX = 65535  # CUDA's limit on gridDim.y and gridDim.z: KV heads x head groups, and rows
 INT32_MAX = 2**31 - 1
@@ -133,7 +135,12 @@ def cache_rows(t: TensorInfo, name: str, layout: str,
     return tuple(t.shape[i] for i in order), tuple(t.strides[i] for i in order)
 
 
-PAGE_ROW_BYTES = 16  # a paged pool's rows and pointer on 16-byte boundaries (its tiles' copies)
+def copy_rows(name: str, t: TensorInfo, strides, what: str) -> None:
+    """ValueError naming ``name`` unless a cache (its (b, h, T, d) ``strides``) has a contiguous head dim and its
+    pointer and rows on COPY_BYTES boundaries, as the kernels of ``what`` copy them."""
+    if strides[3] != 1 or t.ptr % COPY_BYTES or any(s * t.itemsize % COPY_BYTES for s in strides[:3]):
+        raise ValueError(f"{name}: {what} needs a contiguous head dim and its pointer and rows on {COPY_BYTES}-byte "
+                         f"boundaries, got strides {list(t.strides)}")
 
 
 def page_table(block_table: TensorInfo, batch: int, page_size: int, num_pages: int, device: int,
@@ -157,9 +164,7 @@ def page_table(block_table: TensorInfo, batch: int, page_size: int, num_pages: i
         raise ValueError(f"block_table: expected a tensor on {device_name(device)} (q's device), got one on "
                          f"{device_name(block_table.device)}")
     for name, t, st in pools:
-        if st[3] != 1 or t.ptr % PAGE_ROW_BYTES or any(s * t.itemsize % PAGE_ROW_BYTES for s in st[:3]):
-            raise ValueError(f"{name}: a paged pool needs a contiguous head dim and its pointer and rows on "
-                             f"{PAGE_ROW_BYTES}-byte boundaries, got strides {list(t.strides)}")
+        copy_rows(name, t, st, "a paged pool")
     capacity = block_table.shape[1] * page_size
     return capacity, {**pool_fields(page_size, num_pages), "block_table": block_table.ptr,
                       "table_sb": block_table.strides[0] if batch > 1 else 0}
@@ -485,9 +490,7 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
         if d not in FP8_HEAD_DIMS:
             raise ValueError(f"k_cache: FP8 caches serve head dims {FP8_HEAD_DIMS}, got {d}")
         for name, t, st in (("k_cache", k, k_strides), ("v_cache", v, v_strides)):
-            if st[3] != 1 or t.ptr % FP8_ROW_BYTES or any(s % FP8_ROW_BYTES for s in st[:3]):
-                raise ValueError(f"{name}: an FP8 cache needs a contiguous head dim and its pointer and rows on "
-                                 f"{FP8_ROW_BYTES}-byte boundaries, got strides {list(t.strides)}")
+            copy_rows(name, t, st, "an FP8 cache")
     if max_shared is not None and dispatch.DECODE_SHARED[d, NARROW, cache] > max_shared:
         raise ValueError(f"q: head dim {d} needs {dispatch.DECODE_SHARED[d, NARROW, cache]} bytes of shared memory "
                          f"per block; this GPU allows {max_shared}")
@@ -565,7 +568,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     cache, form = call.cache, call.form
     general = call.k_strides[3] != 1 or call.v_strides[3] != 1
     strides = 4 if general else 3
-    vec = (FP8_ROW_BYTES if cache == FP8 else PAGE_ROW_BYTES // k.itemsize if form == PAGED else 1 if general
+    vec = (COPY_BYTES // k.itemsize if cache == FP8 or form == PAGED else 1 if general
            else widest_kv_vector([(k.ptr, call.k_strides[:3]), (v.ptr, call.v_strides[:3])], k.itemsize, d))
     blocks = b * h_kv * head_groups
     # ws reads the caches through tensor maps: sm_90 on, a cache of at least one row and position to map, no
