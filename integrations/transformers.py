@@ -95,6 +95,9 @@ def apply(model):
         raise ValueError(f"{type(model).__name__}: parameters on {parameter.device}; cukiln's kernels run on CUDA "
                          "devices (model.to('cuda') first)")
     register()
+    for m in attention_modules:  # gpt-oss's sinks in fp32, as the decode takes them: once here, not every step
+        if isinstance(getattr(m, "sinks", None), torch.Tensor):
+            m.cukiln_sinks = m.sinks.detach().float().contiguous()
     if config._attn_implementation != NAME:
         model._cukiln_previous_attn_implementation = config._attn_implementation
     for module_name in {type(m).__module__ for m in attention_modules}:
@@ -109,6 +112,9 @@ def remove(model, attn_implementation: str | None = None):
     the model."""
     model.set_attn_implementation(attn_implementation or getattr(model, "_cukiln_previous_attn_implementation",
                                                                   "sdpa"))
+    for m in model.modules():
+        if hasattr(m, "cukiln_sinks"):
+            del m.cukiln_sinks
     for module_name in {type(m).__module__ for m in model.modules() if _is_attention(m)}:
         modeling = sys.modules[module_name]
         original = getattr(getattr(modeling, "apply_rotary_pos_emb", None), "cukiln_original", None)
@@ -251,6 +257,13 @@ def dequantized(cache: torch.Tensor, dtype) -> torch.Tensor:
     return (cache.to(torch.float32) * cache.cukiln_scale.view(1, -1, 1, 1)).to(dtype)
 
 
+def fp32_sinks(module, sinks: torch.Tensor) -> torch.Tensor:
+    """A layer's attention sinks as the decode takes them (fp32, contiguous): the copy apply made, or (sinks changed
+    shape since, or a layer apply did not see) a conversion now."""
+    made = getattr(module, "cukiln_sinks", None)
+    return made if made is not None and made.shape == sinks.shape else sinks.detach().float().contiguous()
+
+
 def _softcap(config):
     return getattr(config, "attn_logit_softcapping", None)
 
@@ -284,7 +297,7 @@ def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
                              f"sliding window, whose tokens' windows differ (the mask function gives such layers "
                              f"transformers' mask)")
         if sinks is not None:
-            scales["sinks"] = sinks.detach().float().contiguous()
+            scales["sinks"] = fp32_sinks(module, sinks)
         return _decode(query, key, value, attention_mask, scaling, softcap, window, scales), None
     if scales:  # an FP8 cache's prefill: transformers' path on its values
         key, value = dequantized(key, query.dtype), dequantized(value, query.dtype)

@@ -64,7 +64,7 @@ def _decode(module, query, key, value, cache, group: int, index_in_group: int, s
     read = kwargs["read_index"][group]
     table, lens = block_table(cu_k[:rows + 1], read, torch.ones(rows, dtype=torch.int32, device=read.device), 1,
                               max_pages=max(int(kwargs["max_seqlen_k"]), 1))
-    extra = {"sinks": sinks.detach().float().contiguous()} if sinks is not None else {}
+    extra = {"sinks": _GLUE[0].fp32_sinks(module, sinks)} if sinks is not None else {}
     out = _GLUE[0].decode_attention(query[0, :, :rows].transpose(0, 1), k_pool.unsqueeze(1), v_pool.unsqueeze(1),
                                 lens.to(query.device), kv_layout="bshd", block_table=table.to(query.device),
                                 scale=scaling, **extra)
