@@ -96,28 +96,41 @@ struct RowLengths {
   }
 };
 
-// RowLengths with several query tokens a cache row (speculative verification, multi-token prediction; the cp.async
-// pipelines' kernels): query row r is token r % queries of cache row r / queries (row_of), which has q_lens[row] of
-// them (null: queries). Token j of row i of n_i attends to keys [kv_start, kv_lens - n_i + j + 1) (the caches hold the
-// row's new tokens); a token from n_i on (padding) and a token before which the window starts attend to no key (zeros,
-// -inf); n_i out of [0, queries], or above the row's keys with several tokens a row, makes the row malformed. With one
-// query a row, RowLengths' ranges exactly.
+// A cache row's query tokens (several a row: speculative verification, multi-token prediction; the cp.async pipelines'
+// kernels): row b has q_lens[b] of them (null: queries), its query rows b * queries + j. Token j of n attends to keys
+// [kv_start, kv_lens - n + j + 1) (the caches hold the row's new tokens): the row's range (of) cut at the token's end
+// (end_of). A token from n on (padding), and one before which the window starts, attend to no key (zeros, -inf);
+// n out of [0, queries], or above the row's keys with several tokens a row, makes the row malformed. With one query
+// a row, RowLengths' range.
 struct TokenRows {
   RowLengths rows;
   const int* q_lens;
   int queries;
 
-  __device__ __forceinline__ int row_of(int r) const { return r / queries; }
-  __device__ __forceinline__ KeyRange of(int r) const {
-    const int row = row_of(r), j = r - row * queries;
-    const long long e = rows.lens != nullptr ? rows.lens[row] : rows.len;
-    const long long s = rows.starts != nullptr ? rows.starts[row] : rows.start;
-    const long long n = q_lens != nullptr ? q_lens[row] : queries;
-    const bool bad = e < 0 || e > rows.capacity || s < 0 || s > e || n < 0 || n > queries || (queries > 1 && n > e);
-    const long long end = j < n ? e - n + j + 1 : 0;
-    const long long first = j < n ? min(s, end) : 0;
-    return {bad ? 0 : static_cast<int>(first), bad ? 0 : static_cast<int>(end), bad};
+  __device__ __forceinline__ KeyRange of(int b, int& n) const {
+    KeyRange range = rows.of(b);
+    n = q_lens != nullptr ? q_lens[b] : queries;
+    if (n < 0 || n > queries || (queries > 1 && n > range.end)) range = {0, 0, true};
+    return range;
   }
+  // The end of token j's keys, of a row of n tokens whose keys end at ``end``.
+  static __device__ __forceinline__ int end_of(int j, int n, int end) { return j < n ? end - n + j + 1 : 0; }
+};
+
+// Where a block's query rows come from and go: row r of its tile (of kHeadRows) is query head head(r) of query row
+// query_row(r) (q's and out's [rows, heads_q, D]). One query token a row (HeadRows): heads first_head + r of row b.
+// Several (PackedRows): the n x group query rows of a (cache row, KV head), token-major (packed row p = token x group +
+// head in the group), kHeadRows of them a block from ``first`` on, so that the keys are read once for all the tokens.
+struct HeadRows {
+  int b, first_head;
+  __device__ __forceinline__ int query_row(int) const { return b; }
+  __device__ __forceinline__ int head(int r) const { return first_head + r; }
+};
+struct PackedRows {
+  int b, queries, group, kv_head, first;
+  __device__ __forceinline__ int token(int r) const { return (first + r) / group; }
+  __device__ __forceinline__ int query_row(int r) const { return b * queries + token(r); }
+  __device__ __forceinline__ int head(int r) const { return kv_head * group + (first + r) % group; }
 };
 
 // K/V addressing: element j of key t of head h of row b. Three strides when the head dim is contiguous.
@@ -402,14 +415,21 @@ template <> struct Mma<f16> {
   static __device__ __forceinline__ float high(unsigned r) { return to_float(f16{static_cast<unsigned short>(r >> 16)}); }
 };
 
+// The keys of a tile that each of a thread's two query rows attends to (heads as the mma's rows: rows lane / 4 and
+// lane / 4 + 8; keys as its rows: the heads of columns 2 (lane % 4) and + 1): the tile's count for both with one query
+// token a row (every row's keys alike), or each token's own (causal among a row's new tokens).
+struct TileCounts {
+  int row[2];
+};
+
 struct Scoring {
   float scale_log2;  // scale * log2(e), without softcap
   float scale_over_cap, cap_log2;  // softcap: logit = cap * tanh(dot * scale / cap), in base-2 units
 
-  // Logits in base-2 units of one warp's scores, -inf past `count` keys. The softcap test is made once
-  // per tile (the same way by every thread), not per score.
+  // Logits in base-2 units of one warp's scores, -inf past each row's count of keys (``count.row[e / 2]``: rows r0,
+  // r0 + 8). The softcap test is made once per tile (the same way by every thread), not per score.
   template <int N>
-  __device__ __forceinline__ void apply(float (&s)[N][4], int key0, int lane, int count) const {
+  __device__ __forceinline__ void apply(float (&s)[N][4], int key0, int lane, const TileCounts& count) const {
     const bool capped = cap_log2 > 0.f;
 #pragma unroll
     for (int nt = 0; nt < N; ++nt) {
@@ -417,13 +437,14 @@ struct Scoring {
       for (int e = 0; e < 4; ++e) {
         const int key = key0 + nt * 8 + (lane % 4) * 2 + (e & 1);
         const float logit = capped ? cap_log2 * tanhf(s[nt][e] * scale_over_cap) : s[nt][e] * scale_log2;
-        s[nt][e] = key < count ? logit : -CUKILN_INF;
+        s[nt][e] = key < count.row[e / 2] ? logit : -CUKILN_INF;
       }
     }
   }
-  // The same for scores laid out with keys as the rows (attend_tile_by_keys): key lane / 4, + 8 for e >= 2.
+  // The same for scores laid out with keys as the rows (attend_tile_by_keys): key lane / 4, + 8 for e >= 2; the
+  // heads (rows of the query tile) are the columns, ``count.row[e % 2]``.
   template <int N>
-  __device__ __forceinline__ void apply_by_keys(float (&s)[N][4], int key0, int lane, int count) const {
+  __device__ __forceinline__ void apply_by_keys(float (&s)[N][4], int key0, int lane, const TileCounts& count) const {
     const bool capped = cap_log2 > 0.f;
 #pragma unroll
     for (int sl = 0; sl < N; ++sl) {
@@ -431,7 +452,7 @@ struct Scoring {
       for (int e = 0; e < 4; ++e) {
         const int key = key0 + sl * 16 + lane / 4 + (e / 2) * 8;
         const float logit = capped ? cap_log2 * tanhf(s[sl][e] * scale_over_cap) : s[sl][e] * scale_log2;
-        s[sl][e] = key < count ? logit : -CUKILN_INF;
+        s[sl][e] = key < count.row[e % 2] ? logit : -CUKILN_INF;
       }
     }
   }
@@ -514,8 +535,8 @@ __device__ __forceinline__ Sink<T, D> sink_of(const P& p) {
 // anywhere NaN), the weights past `own_o` in each block's own shared memory.
 // Specialized: the block's computing warps only (block_sync); its producer warp meets the two cluster barriers in
 // cluster_merge_barriers.
-template <typename T, int D, bool Specialized = false>
-__device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse, int rows, int b, int first_head,
+template <typename T, int D, bool Specialized = false, class Place>
+__device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse, int rows, const Place& place,
                                               const Sink<T, D>& sink) {
   const unsigned n = blocks_in_cluster(), rank = rank_in_cluster();
   float* split_weight = own_o + kHeadRows * D;  // [kMaxClusterSplits][kHeadRows]
@@ -545,8 +566,8 @@ __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse
       outs[s] = s < static_cast<int>(n) ? *in_block(own_o + i, s) : 0.f;
       w[s] = split_weight[s * kHeadRows + r];
     }
-    sink.put(b, first_head + r, j, weighted_sum(w, outs));
-    if (j == 0) sink.put_lse(b, first_head + r, merged_lse[r] * kLn2);
+    sink.put(place.query_row(r), place.head(r), j, weighted_sum(w, outs));
+    if (j == 0) sink.put_lse(place.query_row(r), place.head(r), merged_lse[r] * kLn2);
   }
   cluster_release();
 }
@@ -572,16 +593,15 @@ __device__ __forceinline__ void split_range(const KeyRange& range, int split, in
 
 // The query rows of the block into shared memory (any strides, so element by element): every load issued
 // before any store, so that the block waits for one round trip to memory here, not one per batch of loads.
-template <typename T, int D, int kPitch>
-__device__ __forceinline__ void load_query(T* q_tile, const T* q, const Rows3& q_rows, int b, int first_head,
-                                           int rows) {
+template <typename T, int D, int kPitch, class Place>
+__device__ __forceinline__ void load_query(T* q_tile, const T* q, const Rows3& q_rows, const Place& place, int rows) {
   constexpr int kPerThread = kHeadRows * D / kThreads;
   static_assert(kHeadRows * D % kThreads == 0, "every thread loads the same number of query elements");
   T values[kPerThread];
 #pragma unroll
   for (int c = 0; c < kPerThread; ++c) {
     const int i = threadIdx.x + c * kThreads, r = i / D, j = i % D;
-    values[c] = r < rows ? q[q_rows.at(b, first_head + r, j)] : T{0};
+    values[c] = r < rows ? q[q_rows.at(place.query_row(r), place.head(r), j)] : T{0};
   }
 #pragma unroll
   for (int c = 0; c < kPerThread; ++c) {
@@ -621,8 +641,8 @@ __device__ __forceinline__ void raise_maximum(float& m, float& l, float tile_max
 // are padding (no query head; never written out): their probabilities are zeros, which the tensor cores multiply
 // at less power than the ones their zero scores would give, and a row's arithmetic does not depend on another's.
 template <typename T, int D, class Geometry, class QueryFragment, class Layout = PaddedRows<Geometry::kPitch>>
-__device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, const T* v_tile, int count, int rows,
-                                            const Scoring& scoring, const QueryFragment& a_of) {
+__device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, const T* v_tile, const TileCounts& count,
+                                            int rows, const Scoring& scoring, const QueryFragment& a_of) {
   using M = Mma<T>;
   constexpr int kSlices = Geometry::kSlices;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -743,8 +763,9 @@ __device__ __forceinline__ void query_columns(unsigned (&q)[D / 16][2], const T*
 // leave the scores' accumulators as the rows of 8x8 matrices and enter P . V as columns, so each is transposed in
 // registers (transpose_8x8) on the way.
 template <typename T, int D, class Geometry, class Layout>
-__device__ __forceinline__ void attend_tile_by_keys(RunningByKeys<D>& run, const T* k_tile, const T* v_tile, int count,
-                                                    int rows, const Scoring& scoring, const unsigned (&q)[D / 16][2]) {
+__device__ __forceinline__ void attend_tile_by_keys(RunningByKeys<D>& run, const T* k_tile, const T* v_tile,
+                                                    const TileCounts& count, int rows, const Scoring& scoring,
+                                                    const unsigned (&q)[D / 16][2]) {
   using M = Mma<T>;
   constexpr int kSlices = Geometry::kSlices;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -884,8 +905,8 @@ __device__ __forceinline__ void leave_running(RunningByKeys<D>& run, float* part
 // (over the K/V stages, now idle); per row, once, each warp's weight and the row's log-sum-exp (base 2); then
 // every output element is the weighted sum of the warps' O, written to the sink, or kept in shared memory
 // for the cluster's merge when the block is one split of a cluster.
-template <typename T, int D, class Geometry, bool Specialized = false, int RegionBytes = 0, class Run>
-__device__ __forceinline__ void finish_block(Run& run, unsigned char* shared, int rows, int b, int first_head,
+template <typename T, int D, class Geometry, bool Specialized = false, int RegionBytes = 0, class Run, class Place>
+__device__ __forceinline__ void finish_block(Run& run, unsigned char* shared, int rows, const Place& place,
                                              const Sink<T, D>& sink) {
   constexpr int kTileElems = Geometry::kKeys * Geometry::kPitch;
   const int warp = threadIdx.x / 32;
@@ -923,13 +944,16 @@ __device__ __forceinline__ void finish_block(Run& run, unsigned char* shared, in
     if (clustered) {
       own_o[i] = o;
     } else {
-      sink.put(b, first_head + r, j, o);
+      sink.put(place.query_row(r), place.head(r), j, o);
       // natural log, except a batch-invariant split's: its merge takes base 2, as the cluster merge does
-      if (j == 0) sink.put_lse(b, first_head + r, sink.split_kv() && sink.batch_invariant ? row_lse[r] : row_lse[r] * kLn2);
+      if (j == 0) {
+        sink.put_lse(place.query_row(r), place.head(r),
+                     sink.split_kv() && sink.batch_invariant ? row_lse[r] : row_lse[r] * kLn2);
+      }
     }
   }
 #if __CUDA_ARCH__ >= 900
-  if (clustered) merge_cluster<T, D, Specialized>(own_o, row_lse, rows, b, first_head, sink);
+  if (clustered) merge_cluster<T, D, Specialized>(own_o, row_lse, rows, place, sink);
 #endif
 }
 
@@ -990,8 +1014,9 @@ struct Fp8Tile {
   static constexpr int kKeys = Keys, kPitch = D;
 };
 
-// The attention of one block: row blockIdx.z, KV head blockIdx.y / head_groups (its query heads from
-// (blockIdx.y % head_groups) * kHeadRows on), keys of split blockIdx.x. The prologue (the split's keys, the
+// The attention of one block: cache row blockIdx.z, KV head blockIdx.y / head_groups (its query rows from packed row
+// (blockIdx.y % head_groups) * kHeadRows on: PackedRows, the heads of its GQA group for each of the row's query
+// tokens), keys of split blockIdx.x. The prologue (the split's keys, the
 // first tiles in flight, the query), the loop over the split's K/V tiles (attend_tile) and the epilogue
 // (finish_block).
 // C: the caches' element type, T (q's) or FP8 (unsigned char: staged as bytes, widened per warp, ``scales`` applied).
@@ -1013,9 +1038,12 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
 
   const int b = blockIdx.z;
   const int kv_head = blockIdx.y / head_groups;
-  const int first_in_group = (blockIdx.y % head_groups) * kHeadRows;
-  const int rows = min(kHeadRows, group - first_in_group);  // query heads this block serves
-  const int first_head = kv_head * group + first_in_group;
+  const int rows = min(kHeadRows, lengths.queries * group - (blockIdx.y % head_groups) * kHeadRows);  // its query rows
+  // (made where used from the block's index and the kernel's arguments, which need no register through the loop)
+  const auto place = [&] {
+    return PackedRows{static_cast<int>(blockIdx.z), lengths.queries, group, static_cast<int>(blockIdx.y) / head_groups,
+                      static_cast<int>(blockIdx.y % head_groups) * kHeadRows};
+  };
   const int lane = threadIdx.x % 32;
 
   extern __shared__ __align__(16) unsigned char shared[];
@@ -1034,11 +1062,11 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
   // Split-KV: the combine grid (small: no shared memory) may be placed now. Not for one pass: a large
   // grid placed early, into whatever slots this one leaves, starts unevenly spread (measured 10 % slower).
   if (sink.split_kv()) allow_dependent_launch();
-  const KeyRange range = lengths.of(b);  // (b: the query row; its keys are in cache row cache_row)
-  const int cache_row = lengths.row_of(b);
+  int tokens;  // the row's query tokens
+  const KeyRange range = lengths.of(b, tokens);
   if (range.malformed) {
-    for (int i = threadIdx.x; i < rows * D; i += kThreads) sink.put(b, first_head + i / D, i % D, CUKILN_NAN);
-    if (threadIdx.x < rows) sink.put_lse(b, first_head + threadIdx.x, CUKILN_NAN);
+    for (int i = threadIdx.x; i < rows * D; i += kThreads) sink.put(place().query_row(i / D), place().head(i / D), i % D, CUKILN_NAN);
+    if (threadIdx.x < rows) sink.put_lse(place().query_row(threadIdx.x), place().head(threadIdx.x), CUKILN_NAN);
     return;
   }
   int lo, hi;
@@ -1056,23 +1084,40 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
       C* stage = tiles + (t % kStages) * 2 * kTileElems;
       const int first = lo + t * kKeys, count = min(kKeys, hi - first);
       if constexpr (kPaged) {
-        load_paged_tiles<C, D, V, Staged>(stage, stage + kTileElems, k, v, k_rows, v_rows, cache_row, kv_head, first,
-                                          count, bad_page);
+        load_paged_tiles<C, D, V, Staged>(stage, stage + kTileElems, k, v, k_rows, v_rows, b, kv_head, first, count,
+                                          bad_page);
       } else {
-        load_tile<C, D, V, Staged>(stage, k, k_rows, cache_row, kv_head, first, count);
-        load_tile<C, D, V, Staged>(stage + kTileElems, v, v_rows, cache_row, kv_head, first, count);
+        load_tile<C, D, V, Staged>(stage, k, k_rows, b, kv_head, first, count);
+        load_tile<C, D, V, Staged>(stage + kTileElems, v, v_rows, b, kv_head, first, count);
       }
     }
     commit_copies();
   };
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) load_keys(t);
-  load_query<T, D, kPitch>(q_tile, q, q_rows, b, first_head, rows);
+  load_query<T, D, kPitch>(q_tile, q, q_rows, place(), rows);
 
-  // Every tile of the split through ``attend_one(k_tile, v_tile, count)`` (16-bit tiles: an FP8 cache's widened first,
-  // each warp its own rows, which are all it reads).
+  // The keys each of this thread's two query rows (``row0`` and ``row1`` of the block's; see TileCounts) lacks at the
+  // split's end, hi: its token's end is at most 15 keys before the row's (TokenRows::end_of), so 0 to 15, or kNone (a
+  // padding token: no key at all), in a byte each of one register (the loop's registers are few to spare); then a tile's
+  // count of keys from key ``first`` on, per row (count: the tile's).
+  constexpr unsigned kNone = 0xffu;
+  const auto lacking = [&](int row0, int row1) {
+    const auto lack = [&](int r) {
+      const int end = r < rows ? TokenRows::end_of(place().token(r), tokens, range.end) : range.end;
+      return r < rows && place().token(r) >= tokens ? kNone : static_cast<unsigned>(max(0, hi - end));
+    };
+    return lack(row0) | lack(row1) << 8;
+  };
+  const auto counts_of = [&](unsigned lacks, int first, int count) {
+    const auto of = [&](unsigned lack) { return lack == kNone ? 0 : min(count, hi - first - static_cast<int>(lack)); };
+    return TileCounts{of(lacks & 0xffu), of(lacks >> 8)};
+  };
+
+  // Every tile of the split through ``attend_one(k_tile, v_tile, count, first)`` (16-bit tiles: an FP8 cache's widened
+  // first, each warp its own rows, which are all it reads).
   const auto walk = [&](auto&& attend_tile16) {
-    const auto attend_one = [&](const C* k_tile, const C* v_tile, int count) {
+    const auto attend_one = [&](const C* k_tile, const C* v_tile, int count, int first) {
       if constexpr (kWiden) {
         constexpr int kOwn = Geometry::kKeysPerWarp;
         const int warp = threadIdx.x / 32, key0 = warp * kOwn;
@@ -1082,10 +1127,10 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
                                        reinterpret_cast<const unsigned char*>(v_tile) + key0 * D);
         __syncwarp();
         // the tile's rows as attend_tile addresses them: the warp's own from key0 on
-        attend_tile16(own - key0 * kPitch, own + kOwn * kPitch - key0 * kPitch, count);
+        attend_tile16(own - key0 * kPitch, own + kOwn * kPitch - key0 * kPitch, count, first);
         __syncwarp();  // read before the next tile's widening overwrites them
       } else {
-        attend_tile16(k_tile, v_tile, count);
+        attend_tile16(k_tile, v_tile, count, first);
       }
     };
     for (int t = 0; t < tiles_n; ++t) {
@@ -1096,7 +1141,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
       __syncthreads();
       load_keys(t + kStages - 1);
       const C* k_tile = tiles + (t % kStages) * 2 * kTileElems;
-      attend_one(k_tile, k_tile + kTileElems, count);
+      attend_one(k_tile, k_tile + kTileElems, count, lo + t * kKeys);
     }
     wait_copies<0>();  // only empty groups can be pending here; the merge below reuses the stages
     if constexpr (kPaged) {
@@ -1117,12 +1162,14 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
     RunningByKeys<D> run;
     unsigned q_cols[D / 16][2];
     query_columns<T, D, kPitch>(q_cols, q_tile);
-    walk([&](const T* k_tile, const T* v_tile, int count) {
-      attend_tile_by_keys<T, D, Geometry, PaddedRows<kPitch>>(run, k_tile, v_tile, count, rows, scoring, q_cols);
+    const unsigned lacks = lacking(2 * (lane % 4), 2 * (lane % 4) + 1);
+    walk([&](const T* k_tile, const T* v_tile, int count, int first) {
+      attend_tile_by_keys<T, D, Geometry, PaddedRows<kPitch>>(run, k_tile, v_tile, counts_of(lacks, first, count), rows,
+                                                               scoring, q_cols);
     });
     if constexpr (kWiden) scale_output(run, scales.value(kv_head));
     poison(run);
-    finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, b, first_head, sink);
+    finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, place(), sink);
     return;
   }
 #endif
@@ -1150,12 +1197,13 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
     }
   };
 
-  walk([&](const T* k_tile, const T* v_tile, int count) {
-    attend_tile<T, D, Geometry>(run, k_tile, v_tile, count, rows, scoring, a_of);
+  const unsigned lacks = lacking(lane / 4, lane / 4 + 8);
+  walk([&](const T* k_tile, const T* v_tile, int count, int first) {
+    attend_tile<T, D, Geometry>(run, k_tile, v_tile, counts_of(lacks, first, count), rows, scoring, a_of);
   });
   if constexpr (kWiden) scale_output(run, scales.value(kv_head));
   poison(run);
-  finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, b, first_head, sink);
+  finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, place(), sink);
 }
 
 // Sum (or maximum) over the block of one value per thread; every thread gets the result.
@@ -1388,6 +1436,7 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   const int first_in_group = (blockIdx.y % head_groups) * kHeadRows;
   const int rows = min(kHeadRows, group - first_in_group);
   const int first_head = kv_head * group + first_in_group;
+  const HeadRows place{b, first_head};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   // stages from a 1024-byte boundary (the swizzle's), then the query tile, then the barriers
@@ -1456,7 +1505,7 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   if constexpr (Step::kActive) {
     step.template load_query<D, kPitch>(q_tile, b, first_head, rows, range);
   } else {
-    load_query<T, D, kPitch>(q_tile, static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, b, first_head, rows);
+    load_query<T, D, kPitch>(q_tile, static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, place, rows);
   }
   const int key0 = warp * Geometry::kKeysPerWarp;
   // Every tile of the split through ``attend_one(k_tile, v_tile, count)``, each stage released once used.
@@ -1487,9 +1536,9 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
     unsigned q_cols[D / 16][2];
     query_columns<T, D, kPitch>(q_cols, q_tile);
     walk([&](const T* k_tile, const T* v_tile, int count) {
-      attend_tile_by_keys<T, D, Geometry, Layout>(run, k_tile, v_tile, count, rows, scoring, q_cols);
+      attend_tile_by_keys<T, D, Geometry, Layout>(run, k_tile, v_tile, TileCounts{count, count}, rows, scoring, q_cols);
     });
-    finish_block<T, D, Geometry, true>(run, shared, rows, b, first_head, sink);
+    finish_block<T, D, Geometry, true>(run, shared, rows, place, sink);
     return;
   }
   Running<D> run;
@@ -1499,9 +1548,10 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(q_regs[kk], q_tile + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
   const auto a_of = [&](int kk, unsigned (&)[4]) -> const unsigned (&)[4] { return q_regs[kk]; };
   walk([&](const T* k_tile, const T* v_tile, int count) {
-    attend_tile<T, D, Geometry, decltype(a_of), Layout>(run, k_tile, v_tile, count, rows, scoring, a_of);
+    attend_tile<T, D, Geometry, decltype(a_of), Layout>(run, k_tile, v_tile, TileCounts{count, count}, rows, scoring,
+                                                        a_of);
   });
-  finish_block<T, D, Geometry, true>(run, shared, rows, b, first_head, sink);
+  finish_block<T, D, Geometry, true>(run, shared, rows, place, sink);
 #else
   __trap();  // the planner launches this pipeline from sm_90 on only
 #endif

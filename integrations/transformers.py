@@ -42,7 +42,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
 
 import cukiln.torch as ct
-from cukiln.decode_plan import HEAD_DIMS
+from cukiln.decode_plan import HEAD_DIMS, MAX_QUERY_TOKENS
 from cukiln.fp8_scales import kv_scales, quantize_e4m3
 
 NAME = "cukiln"
@@ -161,9 +161,6 @@ def mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_offset: 
     return decode_lengths(batch_size, q_offset, attention_mask, device, q_length)
 
 
-# Query tokens a row the decode kernels serve in one step (each token a query row of its own: beyond a few, a prompt
-# is transformers' prefill)
-MAX_QUERY_TOKENS = 16
 
 
 def serves_query_tokens(config, q_length: int) -> bool:

@@ -96,6 +96,11 @@ def _describe(t: TensorInfo) -> str:
     return f"shape {t.shape}, dtype {t.dtype}"
 
 
+# Query tokens a row the decode serves (speculative verification, multi-token prediction): a block packs a row's tokens
+# x the group's heads, so the keys are read once for them all; past this, a step is a prefill's
+MAX_QUERY_TOKENS = 16
+
+
 def query_tokens(q: TensorInfo, name: str = "q") -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     """q as query rows [b x n, h_q, d] (sizes and strides) and n, each cache row's query tokens: n = 1 for q's
     one-token forms (query_rows), n for [b, n, h_q, d] (n > 1 and h_q > 1: several query tokens a row, rows and tokens
@@ -103,6 +108,8 @@ def query_tokens(q: TensorInfo, name: str = "q") -> tuple[tuple[int, int, int], 
     if q.ndim == 4 and q.shape[1] > 1 and q.shape[2] > 1:
         b, n, h, d = q.shape
         sb, sn, sh, sd = q.strides
+        if n > MAX_QUERY_TOKENS:
+            raise ValueError(f"{name}: at most {MAX_QUERY_TOKENS} query tokens a row ([b, n, h_q, d]), got n = {n}")
         if b > 1 and sb != n * sn:
             raise ValueError(f"{name}: [b, n, h_q, d] with its rows and tokens mergeable (row stride = n x token "
                              f"stride), got strides {list(q.strides)}; pass {name}.contiguous()")
@@ -336,8 +343,9 @@ def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens
     combine kernel with the cluster's arithmetic: a row's result depends on its own inputs alone.
     FP8 (e4m3) caches: ``k_scale`` / ``v_scale`` dequantize them (cache_scales), on the narrow pipeline.
     Paged caches (``block_table`` given): k_cache and v_cache are pools of pages (page_table), on the narrow pipeline.
-    Several query tokens a row (q [b, n, h_q, d], ``q_lens``: query_counts): each token a query row of its own, on the
-    cp.async pipelines.
+    Several query tokens a row (q [b, n, h_q, d], ``q_lens``: query_counts): on the cp.async pipelines, whose blocks
+    take the n x group query rows of a (row, KV head) together (DECODE_HEAD_ROWS a block), so that its keys are read
+    once for all of them.
     """
     call = validate(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
                     softcap=softcap, num_splits=num_splits, out=out, max_shared=max_shared, pipeline=pipeline,
@@ -497,7 +505,8 @@ def validate(q: TensorInfo, k: TensorInfo, v: TensorInfo, kv_lens, *, kv_layout,
     if pipeline is not None and pipeline not in PIPELINES:
         raise ValueError(f"pipeline: expected one of {PIPELINES} or None, got {pipeline!r}")
     group = h_q // h_kv
-    head_groups = math.ceil(group / dispatch.DECODE_HEAD_ROWS)
+    # blocks per KV head: its query rows (a row's tokens x the group's heads, packed) in tiles of DECODE_HEAD_ROWS
+    head_groups = math.ceil(tokens * group / dispatch.DECODE_HEAD_ROWS)
     if h_kv * head_groups > GRID_YZ_MAX:
         raise ValueError(f"k_cache: too many KV heads x head groups for one launch ({h_kv} x {head_groups})")
 
@@ -565,12 +574,13 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     """The variant, K/V pipeline, split count and launches of a validated call."""
     b, h_q, d, h_kv = call.batch, call.heads_q, call.head_dim, call.heads_kv
     head_groups = call.fields["head_groups"]
+    cache_rows = b // call.tokens  # the grid's rows: a block serves every query token of its cache row
     cache, form = call.cache, call.form
     general = call.k_strides[3] != 1 or call.v_strides[3] != 1
     strides = 4 if general else 3
     vec = (COPY_BYTES // k.itemsize if cache == FP8 or form == PAGED else 1 if general
            else widest_kv_vector([(k.ptr, call.k_strides[:3]), (v.ptr, call.v_strides[:3])], k.itemsize, d))
-    blocks = b * h_kv * head_groups
+    blocks = cache_rows * h_kv * head_groups
     # ws reads the caches through tensor maps: sm_90 on, a cache of at least one row and position to map, no
     # broadcast (stride 0) axis, strides within the engine's 2**40 bytes
     # (the ws pipelines take one query token a row: their kernels map no query row to a cache row)
@@ -615,7 +625,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
             active_clusters is None or active_clusters(module, symbol, dispatch.DECODE_THREADS[key[4]], shared,
                                                        splits) > 0):
         cluster = splits
-    attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, b),
+    attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, cache_rows),
                        (dispatch.DECODE_THREADS[key[4]], 1, 1), shared, overlap_previous=programmatic, cluster=cluster)
     # batch-invariant: a cluster and the combine kernel merge with the same arithmetic, so the choice between them
     # (the GPU's, the capacity's) changes no bit

@@ -132,11 +132,14 @@ def call_with_foreign_arrays(fn, arguments: dict):
     converted = {name: as_torch(value, name) for name, value in arguments.items() if name != "stream"}
     first_t = converted[first_name]
     handle = stream_handle(stream) if stream is not None else default_stream(kind)
-    if handle is None:
+
+    def call():
+        # the results handed over on the call's stream: DLPack orders the receiving framework's stream after the
+        # producer's current one, which is then the stream the kernels ran on
         result = fn(**converted)
-    else:
-        with torch.cuda.device(first_t.device), torch.cuda.stream(torch.cuda.ExternalStream(handle, device=first_t.device)):
-            result = fn(**converted)
-    if isinstance(result, tuple):
-        return tuple(to_framework(r, kind) for r in result)
-    return to_framework(result, kind)
+        return tuple(to_framework(r, kind) for r in result) if isinstance(result, tuple) else to_framework(result, kind)
+
+    if handle is None:
+        return call()
+    with torch.cuda.device(first_t.device), torch.cuda.stream(torch.cuda.ExternalStream(handle, device=first_t.device)):
+        return call()

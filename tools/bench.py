@@ -17,7 +17,7 @@ def main(args) -> int:
     for option in ("only", "rounds"):
         if bench is not None and getattr(args, option) is not None:
             raise ValueError(f"--{option} does not apply to `cukiln bench {args.op}`")
-    for option in ("no_rotate", "kv_dtype", "paged"):
+    for option in ("no_rotate", "kv_dtype", "paged", "q_len"):
         if getattr(args, option, None) and (bench is None or option not in bench.options):
             raise ValueError(f"--{option.replace('_', '-')} does not apply to `cukiln bench {args.op}`")
     if not torch.cuda.is_available():

@@ -54,6 +54,16 @@ def _page_sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def _query_lengths(text: str) -> tuple[int, ...]:
+    try:
+        lengths = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        lengths = ()
+    if not lengths or any(not 1 <= n <= 16 for n in lengths):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated query lengths from 1 to 16, e.g. 1,2,4,8")
+    return lengths
+
+
 def _at_least(low: int, what: str):
     def parse(text: str) -> int:
         try:
@@ -226,6 +236,11 @@ def parser() -> argparse.ArgumentParser:
                          "1,16,64): cukiln's paged decode over an NHD pool of the same keys in shuffled page order "
                          "beside its fixed-capacity decode and FlashInfer's paged batch decode (CUDA and tensor "
                          "cores) on the same pages; with --kv-dtype fp8_e4m3 over FP8 pages")
+    bn.add_argument("--q-len", metavar="NS", type=_query_lengths,
+                    help="decode only: n query tokens a row (comma-separated, 1 to 16, e.g. 1,2,4,8; speculative "
+                         "verification): cukiln beside torch's SDPA with a causal mask, FlashInfer's causal batch "
+                         "prefill over a page-16 copy and, at n = 1, its batch decodes; with cukiln's time over its "
+                         "own at n = 1 (when 1 is among them) on the same caches")
     bn.add_argument("--only", metavar="REGEX", type=_regex,
                     help="overhead only: time only the paths whose name matches (torch's add_ and y + 1.0, the "
                          "reference points, always run, and the reference each chosen path is paired with); the "

@@ -52,6 +52,25 @@ def batch_decode(table, keys: int, heads_q: int, heads_kv: int, head_dim: int, d
     return wrapper
 
 
+def batch_prefill(table, keys: int, queries: int, heads_q: int, heads_kv: int, head_dim: int, dtype, *,
+                  page: int = PAGE):
+    """A BatchPrefillWithPagedKVCacheWrapper (its FA2 kernels) planned for ``queries`` query tokens a row, causal,
+    over ``keys`` keys in every row of ``table``'s pages of ``page`` keys (NHD; the new tokens the last ``queries``
+    of them: token j attends to keys [0, keys - queries + j + 1)); call ``wrapper.run(q [b * queries, h_q, d],
+    (k_pages, v_pages))``."""
+    import flashinfer.prefill
+    import torch
+
+    pages = pages_in_use(table, keys, page)
+    b = table.shape[0]
+    wrapper = flashinfer.prefill.BatchPrefillWithPagedKVCacheWrapper(
+        torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=table.device), "NHD", backend="fa2")
+    wrapper.plan(torch.arange(b + 1, device=table.device, dtype=torch.int32) * queries, pages["indptr"],
+                 pages["indices"], pages["last"], heads_q, heads_kv, head_dim, page, causal=True,
+                 q_data_type=dtype, kv_data_type=dtype)
+    return wrapper
+
+
 def single_decode(q_row, k_row, v_row):
     """FlashInfer's single-request decode of q [h_q, d] over contiguous HND copies of one row's K and V [h_kv, T,
     d] (made here: its kernel takes no strides)."""

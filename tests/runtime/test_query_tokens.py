@@ -64,14 +64,20 @@ def test_counts_and_lengths_given_on_the_host_are_checked():
         cukiln.reference.decode_attention(q, k, v, T, q_lens=torch.tensor([4, 5, 1], dtype=torch.int32))
     with pytest.raises(ValueError, match=r"kv_lens: the caches hold each row's 4 new tokens"):
         cukiln.reference.decode_attention(q, k, v, 3)
+    many = torch.zeros(q.shape[0], 17, *q.shape[2:], dtype=q.dtype)
+    with pytest.raises(ValueError, match=r"q: at most 16 query tokens a row \(\[b, n, h_q, d\]\), got n = 17"):
+        cukiln.reference.decode_attention(many, k, v, T)
 
 
-def test_the_planner_maps_query_rows_to_cache_rows_on_the_cp_async_pipelines():
+def test_the_planner_packs_a_rows_tokens_into_the_blocks_of_its_kv_heads_on_the_cp_async_pipelines():
     q = _info((4, 3, 8, 128))
     k, v = _info((4, 2, 300, 128), ptr=BASE * 8), _info((4, 2, 300, 128), ptr=BASE * 64)
     p = plan_decode(q, k, v, 300, sms=132, arch="sm_90")
-    assert p.batch == 12 and p.tokens == 3 and p.attention.grid[2] == 12
+    # 3 tokens x a group of 4 heads: 12 query rows a KV head, one block's 16; the grid's rows are the cache's
+    assert p.batch == 12 and p.tokens == 3 and p.attention.grid[1:] == (2, 4) and p.fields["head_groups"] == 1
     assert p.fields["queries"] == 3 and p.fields["q_sb"] == 8 * 128  # a query row is a token
+    p = plan_decode(_info((4, 6, 8, 128)), k, v, 300, sms=132, arch="sm_90")
+    assert p.fields["head_groups"] == 2 and p.attention.grid[1:] == (4, 4)  # 24 query rows a KV head: 2 blocks
     assert p.pipeline not in ("ws", "ws_deep")
     with pytest.raises(ValueError, match="q: .* rows and tokens mergeable"):
         plan_decode(_info((4, 3, 8, 128), strides=(8 * 128 * 5, 8 * 128, 128, 1)), k, v, 300)

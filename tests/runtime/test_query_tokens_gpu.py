@@ -45,6 +45,24 @@ def test_query_tokens_match_the_reference(form, num_splits, sinks):
     assert compare(out, ref, fp32_units=64) is None and check_lse(lse, ref_lse) is None
 
 
+@pytest.mark.parametrize("group", [1, 3, 20])
+@pytest.mark.parametrize("batch_invariant", [False, True])
+def test_the_packed_query_rows_of_any_group_match_the_reference(group, batch_invariant):
+    """A block packs a row's tokens x the group's heads, 16 query rows a block: a group of 1 (5 rows: keys as the mma's
+    rows), 3 (15: tokens split inside a block's rows) and 20 (100 rows: 7 blocks a KV head, tokens across blocks)."""
+    gen = torch.Generator("cuda").manual_seed(23)
+    q = torch.randn(B, N, H_KV * group, D, generator=gen, device="cuda").to(torch.float16)
+    k, v = (decode_cache_view(B, H_KV, T, D, torch.float16, gen, capacity=T) for _ in range(2))
+    lens = torch.tensor([T, 6, 300, 5], dtype=torch.int32, device="cuda")
+    start = torch.tensor([0, 4, 100, 0], dtype=torch.int32, device="cuda")
+    q_lens = torch.tensor([5, 3, 2, 0], dtype=torch.int32, device="cuda")
+    out = torch.full_like(q, float("nan"))
+    got, lse = cukiln.decode_attention(q, k, v, lens, kv_start=start, q_lens=q_lens, out=out, return_lse=True,
+                                       batch_invariant=batch_invariant)
+    ref, ref_lse = cukiln.reference.decode_attention(q, k, v, lens, kv_start=start, q_lens=q_lens, return_lse=True)
+    assert compare(out, ref, fp32_units=64) is None and check_lse(lse, ref_lse) is None
+
+
 def test_a_row_whose_cache_lacks_its_new_tokens_is_nan_and_only_it():
     gen = torch.Generator("cuda").manual_seed(22)
     q = torch.randn(3, 4, 8, D, generator=gen, device="cuda").to(torch.bfloat16)

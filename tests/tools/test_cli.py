@@ -42,6 +42,8 @@ def test_version(capsys):
     (["bench", "overhead", "--no-rotate"], "--no-rotate does not apply to `cukiln bench overhead`"),
     (["bench", "rope", "--rounds", "9"], "--rounds does not apply to `cukiln bench rope`"),
     (["bench", "overhead", "--rounds", "0"], "expected a positive integer"),
+    (["bench", "decode", "--q-len", "1,17"], "expected comma-separated query lengths from 1 to 16"),
+    (["bench", "rope", "--q-len", "2"], "--q-len does not apply to `cukiln bench rope`"),
     (["report", "--limit", "-3"], "expected a count (0 or more)"),
     (["report", "--only", "zzznomatch"], "--only 'zzznomatch' matches no variant"),
     (["build", "--only", "zzznomatch"], "--only 'zzznomatch' matches no variant"),

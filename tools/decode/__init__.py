@@ -15,7 +15,7 @@ def _label(case: dict) -> str:
     return f"b{case['batch']} T{T // 1024}k" if T >= 1024 else f"b{case['batch']} T{T}"
 
 
-BENCHES = {"decode": Bench(bench.run, bench.show, ("cukiln", "torch_sdpa"), _label, options=("no_rotate", "kv_dtype", "paged")),
+BENCHES = {"decode": Bench(bench.run, bench.show, ("cukiln", "torch_sdpa"), _label, options=("no_rotate", "kv_dtype", "paged", "q_len")),
            # decode attention inside transformers' generation (cukiln.integrations.transformers); a table, no plot
            "transformers": Bench(transformers_bench.run, transformers_bench.show),
            # transformers' continuous batching (generate_batch) through cukiln's paged decode; a table, no plot

@@ -185,6 +185,79 @@ def _bench_paged_case(b: int, T: int, page_sizes, copy: float, rotate: bool, mis
     return row
 
 
+def causal_sdpa(q, k, v):
+    """torch's scaled_dot_product_attention of n query tokens a row, q [b, n, h_q, d], over the cache slices [b, h_kv,
+    T, d] whose last n keys are theirs, causal among them (token j attends to keys [0, T - n + j + 1)): [b, n, h_q,
+    d]."""
+    import torch
+    import torch.nn.functional as F
+
+    n, T = q.shape[1], k.shape[2]
+    mask = torch.arange(T, device=q.device)[None, :] < torch.arange(T - n + 1, T + 1, device=q.device)[:, None]
+    return F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=mask, enable_gqa=True).transpose(1, 2)
+
+
+Q_LENS = (1, 2, 4, 8)  # --q-len: a plain decode step, then speculative verification's usual draft lengths
+
+
+def _bench_q_len_case(b: int, T: int, q_lens, copy: float, rotate: bool, missing: dict) -> dict:
+    """One case of --q-len: per query length n, cukiln's decode of n tokens a row (the cache's last n keys theirs,
+    causal among them) beside torch's SDPA with a causal mask and FlashInfer's batch prefill (causal, over a page-16
+    copy) and at n = 1 its batch decodes; each output compared with SDPA's before it is timed; ``vs_q_len_1``: cukiln's
+    time at n over its own at 1 on the same caches (the keys read once whatever n)."""
+    import torch
+
+    import cukiln
+
+    from .. import flashinfer_peer
+
+    sets = rotating_sets(lambda: inputs(b, T), kv_bytes(b, T)) if rotate else [inputs(b, T)]
+    try:
+        used = sets if kv_bytes(b, T) < ONE_COPY_BYTES else sets[:1]
+        copies = [flashinfer_peer.paged_copy(s[1], s[2]) for s in used]
+    except Exception as e:  # FlashInfer does not import here, or the copies do not fit
+        copies, used = None, []
+        missing.setdefault("flashinfer prefill", failure(e))
+    row = {"batch": b, "T": T, "kv_bytes": kv_bytes(b, T)}
+    for n in q_lens:
+        qs = [torch.randn(b, n, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
+        outs = [torch.empty_like(q) for q in qs]
+        nbytes = kv_bytes(b, T) + 2 * qs[0].numel() * qs[0].element_size()
+        contenders = {
+            "cukiln": [lambda q=q, s=s, o=o: cukiln.decode_attention(q, s[1], s[2], T, out=o)
+                       for q, s, o in zip(qs, sets, outs)],
+            "torch_sdpa": [lambda q=q, s=s: causal_sdpa(q, s[1], s[2]) for q, s in zip(qs, sets)],
+        }
+        if copies is not None:
+            try:
+                wrapper = flashinfer_peer.batch_prefill(copies[0][2], T, n, HEADS_Q, HEADS_KV, HEAD_DIM, torch.bfloat16)
+                contenders["flashinfer prefill"] = [lambda q=q, c=c, w=wrapper: w.run(q.flatten(0, 1), c[:2])
+                                                    for q, c in zip(qs, copies)]
+            except Exception as e:  # its module does not build here
+                missing.setdefault("flashinfer prefill", failure(e))
+        if n == 1:
+            for name, calls in _flashinfer([(q[:, 0], *s[1:]) for q, s in zip(qs, sets)], b, T).items():
+                if isinstance(calls, str):
+                    missing.setdefault(name, calls)
+                elif name in FLASHINFER:
+                    contenders[name] = calls
+        from cukiln.decode_api import plan_call
+
+        plan = plan_call(qs[0], *sets[0][1:], T)
+        entry = {"bytes": nbytes, "num_splits": plan.num_splits, "variant": plan.attention.symbol}
+        _time_contenders(entry, contenders, causal_sdpa(qs[0], *sets[0][1:]).float(), nbytes, copy)
+        for name in contenders:
+            if name.startswith("flashinfer"):
+                entry[f"speedup_vs_{name}"] = entry[name]["ms"] / entry["cukiln"]["ms"]
+        if "q_len 1" in row:
+            entry["vs_q_len_1"] = entry["cukiln"]["ms"] / row["q_len 1"]["cukiln"]["ms"]
+        row[f"q_len {n}"] = entry
+        del qs, outs, contenders
+    del sets, copies, used
+    torch.cuda.empty_cache()
+    return row
+
+
 def _other_kernels() -> dict:
     """Decode kernels besides torch's and FlashInfer's that are installed here: name -> fn(q, k, v, T) -> output."""
     found = {}
@@ -275,6 +348,9 @@ def run(console: Console, args) -> dict:
     input set, so that K/V which fit in L2 are served from it."""
     quick, rotate, fp8 = args.quick, not args.no_rotate, getattr(args, "kv_dtype", None) == "fp8_e4m3"
     page_sizes = getattr(args, "paged", None)
+    q_lens = getattr(args, "q_len", None)
+    if q_lens and (page_sizes or fp8):
+        raise ValueError("--q-len times bf16 caches of fixed capacity: give it without --paged and --kv-dtype")
     copy = copy_tbps()
     console.print(f"device-to-device copy: {copy:.3f} TB/s (read + write)")
     others = {} if fp8 else _other_kernels()
@@ -283,7 +359,8 @@ def run(console: Console, args) -> dict:
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("decode cases", total=len(grid))
         for b, T in grid:
-            rows.append(_bench_paged_case(b, T, page_sizes, copy, rotate, missing, fp8) if page_sizes else
+            rows.append(_bench_q_len_case(b, T, q_lens, copy, rotate, missing) if q_lens else
+                        _bench_paged_case(b, T, page_sizes, copy, rotate, missing, fp8) if page_sizes else
                         _bench_fp8_case(b, T, copy, rotate, missing) if fp8 else
                         _bench_case(b, T, copy, others, rotate, missing))
             progress.advance(task)
@@ -291,7 +368,15 @@ def run(console: Console, args) -> dict:
         console.print(f"[yellow]{name}: not timed ({why})[/]")
     command = ("cukiln bench decode" + (" --quick" if quick else "") + ("" if rotate else " --no-rotate")
                + (" --kv-dtype fp8_e4m3" if fp8 else "")
-               + (f" --paged {','.join(map(str, page_sizes))}" if page_sizes else ""))
+               + (f" --paged {','.join(map(str, page_sizes))}" if page_sizes else "")
+               + (f" --q-len {','.join(map(str, q_lens))}" if q_lens else ""))
+    if q_lens:
+        return {**run_metadata("decode", command), "copy_tbps": copy, "rotating_buffers": rotate, "no_plot": True,
+                "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
+                          "kv_dtype": "bf16", "capacity": f"T + {CAPACITY_SLACK}",
+                          "queries": "the cache's last n keys, causal among them"},
+                "q_lens": list(q_lens), "peers": ["flashinfer prefill", *FLASHINFER],
+                "peers_missing": missing, "cases": rows}
     if page_sizes:
         return {**run_metadata("decode", command), "copy_tbps": copy, "rotating_buffers": rotate, "no_plot": True,
                 "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
@@ -315,6 +400,9 @@ def show(result: dict, console: Console) -> None:
                         "vs X: X's time / cukiln's", title_justify="left")
     if result.get("page_sizes"):
         _show_paged(result, console, inputs)
+        return
+    if result.get("q_lens"):
+        _show_q_len(result, console, inputs)
         return
     if result.get("shape", {}).get("kv_dtype") == "fp8_e4m3":
         _show_fp8(result, console, inputs)
@@ -365,4 +453,22 @@ def _show_paged(result: dict, console: Console, inputs: str) -> None:
                           f"{e['cukiln']['ms'] * 1e3:.1f}", f"{e['cukiln']['x_copy']:.3f}", f"{e['vs_fixed']:.3f}",
                           *(f"{e[f'speedup_vs_{p}']:.2f}x" if f"speedup_vs_{p}" in e else "-" for p in peers),
                           *(f"{e[p]['x_copy']:.3f}" if p in e else "-" for p in peers))
+    console.print(table)
+
+
+def _show_q_len(result: dict, console: Console, inputs: str) -> None:
+    peers = [p for p in result["peers"] if p not in result["peers_missing"]]
+    table = Table(title=f"decode of n query tokens a row on {result['device']} — copy {result['copy_tbps']:.2f} TB/s, "
+                        f"{inputs}; vs X: X's time / cukiln's; vs n = 1: cukiln's time / its own at n = 1",
+                  title_justify="left")
+    for col in ("b", "T", "K+V MB", "n", "splits", "cukiln us", "x copy", "vs n = 1", "vs sdpa",
+                *(f"vs {p}" for p in peers)):
+        table.add_column(col, justify="right")
+    for r in result["cases"]:
+        for n in result["q_lens"]:
+            e = r[f"q_len {n}"]
+            table.add_row(str(r["batch"]), str(r["T"]), f"{r['kv_bytes'] / 1e6:.0f}", str(n), str(e["num_splits"]),
+                          f"{e['cukiln']['ms'] * 1e3:.1f}", f"{e['cukiln']['x_copy']:.3f}",
+                          f"{e['vs_q_len_1']:.3f}" if "vs_q_len_1" in e else "-", f"{e['speedup_vs_sdpa']:.2f}x",
+                          *(f"{e[f'speedup_vs_{p}']:.2f}x" if f"speedup_vs_{p}" in e else "-" for p in peers))
     console.print(table)
