@@ -1,41 +1,52 @@
 #!/usr/bin/env bash
-# Two trees' host time per call, `cukiln bench overhead` in one GPU session, in the order A B (each installed in turn,
-# its sm_90 cubins built from the shared compile cache): for a change to the runtime's Python or C++, where the
-# cubins are the same. Run from the repository root on the GPU machine:
+# Two trees' host time per call, `cukiln bench overhead` in one GPU session, in the order ORDER (default A B; A B B A
+# cancels a drift of the host over the session), each tree installed in turn, its sm_90 cubins built once (from the
+# shared compile cache): for a change to the runtime's Python or C++. Run from the repository root on the GPU machine:
 #   ROUNDS=7 bash benchmarks/ab_trees.sh DIR_A DIR_B     (each a copy of a tree; B is usually ".")
 # ONLY=REGEX times only the paths whose name matches (`cukiln bench overhead --only`): one tree's whole bench takes
 # about 4 minutes on an H200 (its torch.compile warm-ups most of it), so that both trees' fit one device call, split the
 # paths, e.g. ONLY='^(?!torch.compile)' (the eager ones), then ONLY='^torch.compile' in a second call.
-# JSON lands in $OUT (or ./ab-out) as overhead-A.json, overhead-B.json and overhead-ab.json (per path: A's and B's
-# median µs, B / A, and the paired figures of each side); a table of the paths whose time moved most is printed last.
+# JSON lands in $OUT (or ./ab-out) as overhead-<n>-<A|B>.json per run and overhead-ab.json (per path: A's and B's
+# median µs over their runs, B / A, and the paired figures of each side averaged over its runs); a table of the paths
+# whose time moved most is printed last.
 set -uo pipefail
 A=$1 B=$2
 OUT=${OUT:-ab-out}
 ROUNDS=${ROUNDS:-7}
+ORDER=${ORDER:-A B}
 mkdir -p "$OUT"
-for tag in A B; do
+built=""
+n=0
+for tag in $ORDER; do
+  n=$((n + 1))
   dir=$A; [ $tag = B ] && dir=$B
   (cd "$dir" && python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v -i warn | tail -2
-   cukiln build --arch sm_90 > "$OUT/build-$tag.log" 2>&1 || echo "build $tag failed: $OUT/build-$tag.log"
-   cukiln bench overhead --rounds "$ROUNDS" ${ONLY:+--only "$ONLY"} --out "$OUT/overhead-$tag.json" \
-     > "$OUT/overhead-$tag.log" 2>&1 \
-     || echo "bench $tag failed: $OUT/overhead-$tag.log")
+   case " $built " in *" $tag "*) ;; *) cukiln build --arch sm_90 > "$OUT/build-$tag.log" 2>&1 \
+     || echo "build $tag failed: $OUT/build-$tag.log";; esac
+   cukiln bench overhead --rounds "$ROUNDS" ${ONLY:+--only "$ONLY"} --out "$OUT/overhead-$n-$tag.json" \
+     > "$OUT/overhead-$n-$tag.log" 2>&1 \
+     || echo "bench $tag failed: $OUT/overhead-$n-$tag.log")
+  built="$built $tag"
 done
 python3 - "$OUT" <<'PY'
 import json, sys
 
+import glob
+from statistics import mean, median
+
 out = sys.argv[1]
-a, b = (json.load(open(f"{out}/overhead-{t}.json"))["paths"] for t in "AB")
+runs = {t: [json.load(open(p))["paths"] for p in sorted(glob.glob(f"{out}/overhead-[0-9]*-{t}.json"))] for t in "AB"}
+a, b = ({name: [r[name] for r in runs[t] if name in r] for name in runs[t][0]} for t in "AB")
 rows = {}
 for name in a.keys() & b.keys():
-    pa, pb = a[name], b[name]
-    row = rows[name] = {"a_us": pa["us_per_call"], "b_us": pb["us_per_call"],
-                        "b_over_a": pb["us_per_call"] / pa["us_per_call"]}
-    qa, qb = pa.get("paired") or {}, pb.get("paired") or {}
-    if "ratio" in qa and "ratio" in qb:  # each side against its own run's reference: drift between the runs cancels
-        row["paired_b_over_a"] = qb["ratio"] / qa["ratio"]
-    elif "difference_us" in qa and "difference_us" in qb:
-        row["paired_b_minus_a_us"] = qb["difference_us"] - qa["difference_us"]
+    pa, pb = a[name], b[name]  # each side's runs of this path
+    a_us, b_us = median(p["us_per_call"] for p in pa), median(p["us_per_call"] for p in pb)
+    row = rows[name] = {"a_us": a_us, "b_us": b_us, "b_over_a": b_us / a_us, "runs": [len(pa), len(pb)]}
+    qa, qb = [p.get("paired") or {} for p in pa], [p.get("paired") or {} for p in pb]
+    if all("ratio" in q for q in qa + qb):  # each run against its own reference: drift between the runs cancels
+        row["paired_b_over_a"] = mean(q["ratio"] for q in qb) / mean(q["ratio"] for q in qa)
+    elif all("difference_us" in q for q in qa + qb):
+        row["paired_b_minus_a_us"] = mean(q["difference_us"] for q in qb) - mean(q["difference_us"] for q in qa)
 json.dump({"paths": rows, "only_a": sorted(a.keys() - b.keys()), "only_b": sorted(b.keys() - a.keys())},
           open(f"{out}/overhead-ab.json", "w"), indent=1)
 print(f"{'path':90s} {'A µs':>8s} {'B µs':>8s} {'B/A':>6s} {'paired B/A':>10s}")
