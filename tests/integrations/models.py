@@ -68,3 +68,14 @@ def greedy(model, ids, mask, new_tokens: int, compile: bool = False, cache="stat
     out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                          do_sample=False, output_logits=True, return_dict_in_generate=True, pad_token_id=PAD, **how)
     return out.sequences[:, ids.shape[1]:], torch.stack(out.logits).float()
+
+
+def teacher_forced_logits(model, ids, mask, tokens) -> torch.Tensor:
+    """The logits the model gives at each generated step with ``tokens`` [b, steps] fed in after the prompt, in one
+    forward (positions from the mask, as generate counts them): [steps, b, vocab], as greedy returns them."""
+    full = torch.cat([ids, tokens[:, :-1]], dim=1)
+    full_mask = torch.cat([mask, torch.ones_like(tokens[:, :-1])], dim=1)
+    positions = (full_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        logits = model(input_ids=full, attention_mask=full_mask, position_ids=positions).logits
+    return logits[:, ids.shape[1] - 1:].transpose(0, 1).float()

@@ -17,7 +17,7 @@ pytest.importorskip("transformers")
 from cukiln import native  # noqa: E402
 from cukiln.integrations import transformers as glue  # noqa: E402
 
-from .models import build, greedy, prompts  # noqa: E402
+from .models import build, greedy, prompts, teacher_forced_logits  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -125,3 +125,39 @@ def test_assisted_generation_verifies_its_drafts_through_cukiln(restored_rotary,
     got_tokens, got_logits = out.sequences[:, ids.shape[1]:], torch.stack(out.logits).float()
     assert_same_tokens_up_to_near_ties(got_tokens, got_logits, want_tokens, want_logits)
     assert any(n > 1 for n in seen), "a verification step of several tokens went through cukiln"
+    # every step's logits (the verification steps' among them) against transformers' own attention over the same
+    # tokens: teacher forcing, past any near-tie where the two generations part
+    glue.remove(model, "sdpa")
+    assert_logits_agree(got_logits, teacher_forced_logits(model, ids, mask, got_tokens))
+
+
+def assert_logits_agree(got_logits, want_logits):
+    """Every step's logits within the bf16 tolerance of the near-tie test (3 % of the largest logit)."""
+    tol = 0.03 * want_logits.abs().max().item()
+    err = (got_logits - want_logits).abs().max().item()
+    assert err <= tol, f"logits off by {err:.3g} > {tol:.3g}"
+
+
+def test_a_model_with_attention_sinks_generates_through_cukiln(restored_rotary, monkeypatch):
+    """gpt-oss (random weights, sinks from -3 to 3 over the heads so that they weigh; sliding and full layers): greedy
+    generation through cukiln, its decode steps with their sinks on cukiln's kernels, every step's logits against
+    transformers' eager attention (which takes the sinks) under teacher forcing."""
+    model = build("gpt_oss", torch.bfloat16, "cuda")
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(getattr(m, "sinks", None), torch.Tensor):
+                m.sinks.copy_(torch.linspace(-3.0, 3.0, m.sinks.numel()))
+    ids, mask = prompts("cuda")
+    model.set_attn_implementation("eager")
+    glue.apply(model)
+    sinks_seen, kernel = [], glue.decode_attention
+
+    def recording(*args, **kwargs):
+        sinks_seen.append(kwargs.get("sinks") is not None)
+        return kernel(*args, **kwargs)
+
+    monkeypatch.setattr(glue, "decode_attention", recording)
+    got_tokens, got_logits = greedy(model, ids, mask, NEW_TOKENS)
+    assert sinks_seen and all(sinks_seen), "every decode step through cukiln carried the layer's sinks"
+    glue.remove(model, "eager")
+    assert_logits_agree(got_logits, teacher_forced_logits(model, ids, mask, got_tokens))
