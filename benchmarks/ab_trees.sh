@@ -8,7 +8,8 @@
 # paths, e.g. ONLY='^(?!torch.compile)' (the eager ones), then ONLY='^torch.compile' in a second call.
 # JSON lands in $OUT (or ./ab-out) as overhead-<n>-<A|B>.json per run and overhead-ab.json (per path: A's and B's
 # median µs over their runs, B / A, and the paired figures of each side averaged over its runs); a table of the paths
-# whose time moved most is printed last.
+# whose time moved most is printed last. BUILD_ONLY=REGEX builds only the variants the timed paths launch (`cukiln
+# build --only`, e.g. '^(decode|kv_append)' for the decode step's paths): the rope modules are most of a cold build.
 set -uo pipefail
 A=$1 B=$2
 OUT=${OUT:-ab-out}
@@ -21,7 +22,7 @@ for tag in $ORDER; do
   n=$((n + 1))
   dir=$A; [ $tag = B ] && dir=$B
   (cd "$dir" && python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v -i warn | tail -2
-   case " $built " in *" $tag "*) ;; *) cukiln build --arch sm_90 > "$OUT/build-$tag.log" 2>&1 \
+   case " $built " in *" $tag "*) ;; *) cukiln build --arch sm_90 ${BUILD_ONLY:+--only "$BUILD_ONLY"} > "$OUT/build-$tag.log" 2>&1 \
      || echo "build $tag failed: $OUT/build-$tag.log";; esac
    cukiln bench overhead --rounds "$ROUNDS" ${ONLY:+--only "$ONLY"} --out "$OUT/overhead-$n-$tag.json" \
      > "$OUT/overhead-$n-$tag.log" 2>&1 \
