@@ -1,10 +1,11 @@
 // cukiln decode-attention kernel body, shared by every decode module (one per element type).
 // Rendered from templates/decode.cuh.j2 — edit the template, then run `cukiln build`.
 //
-// One query token per batch row attends to keys [start, end) of its row of a KV cache whose K and V are
-// strided views (slices of larger buffers are read in place). A block serves one KV head of one row
-// (and, split-KV, one contiguous share of its keys) for up to kHeadRows query heads of its GQA group, so
-// every K/V byte is read from memory once per block. K/V tiles of kKeys keys are staged in shared memory
+// One query token per batch row (or a few: draft tokens to verify, each seeing the row's keys up to itself) attends
+// to keys [start, end) of its row of a KV cache whose K and V are strided views (slices of larger buffers are read in
+// place). A block serves one KV head of one row (and, split-KV, one contiguous share of its keys) for up to kHeadRows
+// query rows: the query heads of its GQA group, for each of the row's tokens (PackedRows), so every K/V byte is read
+// from memory once per block. K/V tiles of kKeys keys are staged in shared memory
 // by asynchronous copies, several tiles in flight while one is used.
 //
 // The arithmetic runs on tensor cores (mma m16n8k16, fp32 accumulation), each warp taking a quarter of every
