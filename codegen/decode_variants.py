@@ -202,13 +202,24 @@ def rule_decode_paged_on_the_narrow_bandwidth_path(v: DecodeVariant) -> str | No
     return None
 
 
+def rule_decode_contiguous_rows_copy_16_bytes(v: DecodeVariant) -> str | None:
+    # Every cache a serving engine or torch allocates has its rows on 16-byte boundaries (each head dim's row is a
+    # multiple of 16 bytes); a view that is not (a last-dim slice at an odd offset) takes the general 4-stride kernel,
+    # correct at any alignment. Kernels for 2-, 4- and 8-byte copies would serve only such views, at 0.57 of the
+    # 16-bit fixed-capacity modules' compile time (benchmarks/results/build-cost-2core-2026-12-01.json).
+    if v.strides == 3 and v.vec * (1 if v.cache is Cache.E4M3 else v.dtype.itemsize) != MAX_VECTOR_BYTES:
+        return (f"3 strides (a contiguous head dim) only with {MAX_VECTOR_BYTES}-byte copies: caches aligned otherwise "
+                f"take the 4-stride kernel")
+    return None
+
+
 def rule_vector_fits_16_bytes_of_the_cache(v: DecodeVariant) -> str | None:
     # vec counts cache elements: q's type, or one byte each in an FP8 cache
     return rule_vector_fits_16_bytes(v) if v.cache is Cache.SAME else None
 
 
 DECODE_RULES = (rule_decode_fp8_on_the_narrow_bandwidth_path, rule_decode_paged_on_the_narrow_bandwidth_path,
-                rule_vector_fits_16_bytes_of_the_cache,
+                rule_vector_fits_16_bytes_of_the_cache, rule_decode_contiguous_rows_copy_16_bytes,
                 rule_general_strides_are_scalar, rule_decode_vector_divides_head_dim,
                 rule_decode_fast_pipelines_on_the_bandwidth_path, rule_decode_ws_whole_boxes)
 

@@ -1,4 +1,4 @@
-// cukiln decode-attention kernels, element type bf16: 48 variants.
+// cukiln decode-attention kernels, element type bf16: 30 variants.
 // Rendered from templates/decode.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel bodies are in decode.cuh; each entry point below picks its head dim, K/V addressing (strided caches
 // or paged pools), and vector width; whether a launch writes the output (one pass) or split-KV partial results is a kernel
@@ -135,42 +135,6 @@ struct params_combine {
 };
 
 
-// decode_bf16_d64_s3_v1: head dim 64, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v1(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 64, 1, 64, 5>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 64>(p));
-}
-
-// decode_bf16_d64_s3_v2: head dim 64, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v2(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 64, 2, 64, 5>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 64>(p));
-}
-
-// decode_bf16_d64_s3_v4: head dim 64, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v4(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 64, 4, 64, 5>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 64>(p));
-}
-
 // decode_bf16_d64_s3_v8: head dim 64, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
 extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d64_s3_v8(const params_attention_s3 p) {
   using namespace cukiln;
@@ -248,42 +212,6 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d64(const 
   }
 }
 
-// decode_bf16_d80_s3_v1: head dim 80, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v1(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 80, 1, 64, 4>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 80>(p));
-}
-
-// decode_bf16_d80_s3_v2: head dim 80, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v2(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 80, 2, 64, 4>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 80>(p));
-}
-
-// decode_bf16_d80_s3_v4: head dim 80, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v4(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 80, 4, 64, 4>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 80>(p));
-}
-
 // decode_bf16_d80_s3_v8: head dim 80, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
 extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d80_s3_v8(const params_attention_s3 p) {
   using namespace cukiln;
@@ -349,42 +277,6 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d80(const 
   }
 }
 
-// decode_bf16_d96_s3_v1: head dim 96, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v1(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 96, 1, 64, 3>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 96>(p));
-}
-
-// decode_bf16_d96_s3_v2: head dim 96, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v2(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 96, 2, 64, 3>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 96>(p));
-}
-
-// decode_bf16_d96_s3_v4: head dim 96, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v4(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 96, 4, 64, 3>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 96>(p));
-}
-
 // decode_bf16_d96_s3_v8: head dim 96, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
 extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d96_s3_v8(const params_attention_s3 p) {
   using namespace cukiln;
@@ -448,42 +340,6 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d96(const 
     combine<bf16, 96, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
         static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
   }
-}
-
-// decode_bf16_d128_s3_v1: head dim 128, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v1(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 128, 1, 64, 2>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 128>(p));
-}
-
-// decode_bf16_d128_s3_v2: head dim 128, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v2(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 128, 2, 64, 2>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 128>(p));
-}
-
-// decode_bf16_d128_s3_v4: head dim 128, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v4(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 128, 4, 64, 2>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 128>(p));
 }
 
 // decode_bf16_d128_s3_v8: head dim 128, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
@@ -563,42 +419,6 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d128(const
   }
 }
 
-// decode_bf16_d192_s3_v1: head dim 192, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v1(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 192, 1, 64, 2>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 192>(p));
-}
-
-// decode_bf16_d192_s3_v2: head dim 192, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v2(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 192, 2, 64, 2>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 192>(p));
-}
-
-// decode_bf16_d192_s3_v4: head dim 192, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v4(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 192, 4, 64, 2>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 192>(p));
-}
-
 // decode_bf16_d192_s3_v8: head dim 192, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
 extern "C" __global__ void __launch_bounds__(128, 2) decode_bf16_d192_s3_v8(const params_attention_s3 p) {
   using namespace cukiln;
@@ -638,42 +458,6 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine_bf16_d192(const
     combine<bf16, 192, 128>(partial_out, partial_lse, out, out_rows_of(p), lse,
         static_cast<int>(p.heads_q), static_cast<int>(p.num_splits));
   }
-}
-
-// decode_bf16_d256_s3_v1: head dim 256, 3 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v1(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 256, 1, 64, 2>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 256>(p));
-}
-
-// decode_bf16_d256_s3_v2: head dim 256, 3 K/V strides, 2 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v2(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 256, 2, 64, 2>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 256>(p));
-}
-
-// decode_bf16_d256_s3_v4: head dim 256, 3 K/V strides, 4 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 1) decode_bf16_d256_s3_v4(const params_attention_s3 p) {
-  using namespace cukiln;
-  using namespace cukiln::decode;
-  using T = bf16;
-  attend<T, 256, 4, 64, 2>(
-      static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const T*>(p.k), static_cast<const T*>(p.v),
-      KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
-      token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
-      sink_of<T, 256>(p));
 }
 
 // decode_bf16_d256_s3_v8: head dim 256, 3 K/V strides, 8 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV

@@ -576,10 +576,12 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     head_groups = call.fields["head_groups"]
     cache_rows = b // call.tokens  # the grid's rows: a block serves every query token of its cache row
     cache, form = call.cache, call.form
-    general = call.k_strides[3] != 1 or call.v_strides[3] != 1
-    strides = 4 if general else 3
-    vec = (COPY_BYTES // k.itemsize if cache == FP8 or form == PAGED else 1 if general
-           else widest_kv_vector([(k.ptr, call.k_strides[:3]), (v.ptr, call.v_strides[:3])], k.itemsize, d))
+    # The kernels copy 16-byte pieces of contiguous rows (FP8 and paged caches were checked to allow it), else one
+    # element at a time through all four strides (codegen's rule_decode_contiguous_rows_copy_16_bytes)
+    copy = COPY_BYTES // k.itemsize
+    rows_copy = cache == FP8 or form == PAGED or (call.k_strides[3] == 1 and call.v_strides[3] == 1 and widest_kv_vector(
+        [(k.ptr, call.k_strides[:3]), (v.ptr, call.v_strides[:3])], k.itemsize, d) == copy)
+    strides, vec = (3, copy) if rows_copy else (4, 1)
     blocks = cache_rows * h_kv * head_groups
     # ws reads the caches through tensor maps: sm_90 on, a cache of at least one row and position to map, no
     # broadcast (stride 0) axis, strides within the engine's 2**40 bytes

@@ -18,10 +18,20 @@ def test_enumeration_is_every_combination_the_rules_keep():
                                D.PIPELINES, D.CACHES, D.FORMS)
     kept = [D.DecodeVariant(*c) for c in combos if D.decode_rejection(D.DecodeVariant(*c)) is None]
     assert sorted(ATTENTION) == sorted(kept)
-    # 3 strides: four widths; 4 strides: scalar only; deep and wide pipelines: 16-byte copies of head dims 64-128;
+    # 3 strides: 16-byte copies; 4 strides: scalar only; deep and wide pipelines: 16-byte copies of head dims 64-128;
     # ws and ws_deep: 16-byte copies of head dims 64 and 128; FP8 caches: the narrow pipeline's 16-byte copies of
     # every head dim but 80; paged pools: the narrow pipeline's 16-byte copies, of both caches
-    assert len(ATTENTION) == 2 * 6 * (4 + 1) + 2 * 2 * 4 + 2 * 2 * 2 + 2 * 5 + 2 * (6 + 5)
+    assert len(ATTENTION) == 2 * 6 * (1 + 1) + 2 * 2 * 4 + 2 * 2 * 2 + 2 * 5 + 2 * (6 + 5)
+
+
+def test_contiguous_rows_copy_16_bytes_and_any_other_alignment_takes_the_general_kernel():
+    narrow = {(v.strides, v.vec) for v in ATTENTION if v.cache is D.Cache.SAME and v.pipeline is D.Pipeline.NARROW}
+    assert narrow == {(3, 8), (4, 1)}
+    for vec in (1, 2, 4):
+        assert D.rule_decode_contiguous_rows_copy_16_bytes(D.DecodeVariant(Dtype.FP16, 128, 3, vec))
+    assert D.rule_decode_contiguous_rows_copy_16_bytes(D.DecodeVariant(Dtype.FP16, 128, 4, 1)) is None
+    assert D.rule_decode_contiguous_rows_copy_16_bytes(
+        D.DecodeVariant(Dtype.FP16, 128, 3, 16, cache=D.Cache.E4M3)) is None
 
 
 def test_paged_pools_on_the_narrow_pipeline_with_16_byte_copies_only():
@@ -97,7 +107,8 @@ def test_names_round_trip_and_are_c_identifiers(v):
 @pytest.mark.parametrize("name", ["decode_fp32_d128_s3_v8", "decode_bf16_d100_s3_v8",
                                   "decode_bf16_d128_s4_v8", "decode_bf16_d128_s3_v8_split",
                                   "decode_bf16_d128_s3_v8_narrow", "decode_bf16_d128_s3_v8_k128", "decode_bf16_d256_s3_v8_wide",
-                                  "decode_bf16_d128_s3_v4_deep", "decode_combine_bf16_d100",
+                                  "decode_bf16_d128_s3_v4_deep", "decode_bf16_d128_s3_v4", "decode_bf16_d128_s3_v1",
+                                  "decode_combine_bf16_d100",
                                   "rope_bf16_dense_half_freqs_s3_v8"])
 def test_bad_names_are_rejected(name):
     with pytest.raises(ValueError):

@@ -76,6 +76,22 @@ def test_head_dims_with_left_padding_and_softcap(d, dtype):
         run_and_check(q, k, v, 400, f"d{d} int len", kv_start=7, scale=0.3, num_splits=splits)
 
 
+@pytest.mark.parametrize("offset", [1, 2, 4])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_contiguous_caches_off_16_byte_boundaries_take_the_general_kernel(offset, layout):
+    # views a few elements into their buffer: rows 2-, 4- or 8-byte aligned, served element by element
+    gen = new_generator()
+    b, h_kv, group, T, d = 3, 2, 4, 300, 128
+    q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (decode_cache_view(b, h_kv, T, d, torch.bfloat16, gen, layout=layout, offset=offset) for _ in range(2))
+    lens = torch.tensor([T, 1, 177], dtype=torch.int32, device="cuda")
+    for splits in (1, 3):
+        plan = plan_call(q, k, v, lens, kv_layout=layout, num_splits=splits)
+        assert plan.attention.symbol == f"decode_bf16_d{d}_s4_v1", plan.attention.symbol
+        run_and_check(q, k, v, lens, f"offset {offset} {layout}, {splits} splits", kv_layout=layout,
+                      num_splits=splits)
+
+
 @pytest.mark.parametrize("group", [1, 3, 8, 9])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])

@@ -56,14 +56,17 @@ def test_bshd_layout_reads_the_strides_of_its_axes():
     assert p.fields["capacity"] == 256
 
 
-@pytest.mark.parametrize("offset, vec", [(0, 8), (4, 4), (2, 2), (1, 1), (6, 2)])
-def test_vector_width_follows_pointer_alignment(offset, vec):
+@pytest.mark.parametrize("offset, strides, vec", [(0, 3, 8), (8, 3, 8), (4, 4, 1), (2, 4, 1), (1, 4, 1), (6, 4, 1)])
+def test_rows_on_16_byte_boundaries_take_16_byte_copies_and_others_the_general_kernel(offset, strides, vec):
     k = cache_slice(2, 2, 256, 128, 512, ptr=BASE + 2 * offset)
-    assert plan(k=k).key[3] == vec
+    p = plan(k=k, num_splits=1)
+    assert p.key[2:4] == (strides, vec) and p.fields["k_sd"] == 1
+    assert p.attention.symbol == f"decode_bf16_d128_s{strides}_v{vec}"
 
 
-def test_odd_strides_narrow_the_vector_and_a_strided_head_dim_takes_four_strides():
+def test_odd_strides_and_a_strided_head_dim_take_four_strides():
     assert widest_kv_vector([(BASE, (1000 * 128, 1000, 132))], 2, 128) == 4
+    assert plan(k=TensorInfo(BASE, (2, 2, 256, 128), (1000 * 128, 1000, 132, 1), "bf16", 0)).key[2:4] == (4, 1)
     k = TensorInfo(BASE, (2, 2, 256, 128), (2 * 512 * 256, 512 * 256, 256, 2), "bf16", 0)
     p = plan(k=k)
     assert p.key[2:4] == (4, 1) and p.fields["k_sd"] == 2
@@ -321,9 +324,10 @@ def test_the_table_picks_the_pipeline_where_the_call_has_it(monkeypatch):
     p = plan_decode(q, k, v, 8192, arch="sm_90")
     assert (p.pipeline, p.num_splits, p.attention.symbol) == ("wide", 2, "decode_bf16_d128_s3_v8_wide")
     assert p.attention.shared == dispatch.DECODE_SHARED[128, "wide", "same"]
-    # no such variant (4-element copies), or not the shared memory it takes: narrow, its best count
+    # no such variant (rows off 16-byte boundaries: the general kernel), or not the shared memory it takes: narrow,
+    # its best count
     narrow = plan_decode(q, cache_slice(8, 8, 8192, 128, 8192, ptr=BASE + 8), v, 8192, arch="sm_90")
-    assert (narrow.key[3:], narrow.num_splits) == ((4, "narrow", "same", "fixed"), 2)
+    assert (narrow.key[2:], narrow.num_splits) == ((4, 1, "narrow", "same", "fixed"), 2)
     small = plan_decode(q, k, v, 8192, arch="sm_90", max_shared=99 * 1024)
     assert (small.pipeline, small.attention.symbol) == ("narrow", "decode_bf16_d128_s3_v8")
     # num_splits given: narrow unless forced
