@@ -5,6 +5,8 @@
 #   BENCH=0      skip the benchmarks                 OPS="decode"  tune/bench only these (default: rope-thd rope decode;
 #                                                    "overhead" is benchmarked only)
 #   VERIFY=1     also run `cukiln verify` after the tests
+#   BUILD=1      first build this GPU's arch here (`cukiln build --arch <its arch>`: about a minute on 16 cores)
+#   JOBS=N       run the GPU tests in N processes (pytest-xdist; default 16 where it is installed, else 1)
 #   BOUNDS=1     after the benchmarks, also time benchmarks/compiled_bounds.py: the floor under each compiled row of
 #                the overhead bench, measured on the same machine in the same session
 set -uo pipefail
@@ -14,7 +16,15 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v -i warning | tail -2
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-python3 -m pytest -m gpu -q --maxfail=10 -p no:cacheprovider ${TESTS:-tests} 2>&1 | tee "$OUT/pytest-gpu.log" | tail -15
+if [ "${BUILD:-0}" = 1 ]; then
+  arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+  start=$SECONDS
+  cukiln build --arch "$arch" --jobs "$(nproc)" 2>&1 | tail -3
+  echo "cukiln build --arch $arch: $((SECONDS - start)) s"
+fi
+jobs=${JOBS:-$(python3 -c "import xdist" 2>/dev/null && echo 16 || echo 1)}
+parallel=$([ "$jobs" -gt 1 ] && echo "-n $jobs" || true)
+python3 -m pytest -m gpu -q --maxfail=10 -p no:cacheprovider $parallel ${TESTS:-tests} 2>&1 | tee "$OUT/pytest-gpu.log" | tail -15
 if [ "${VERIFY:-0}" = 1 ]; then
   start=$SECONDS
   cukiln verify --out "$OUT/verify.json" 2>&1 | tee "$OUT/verify.log" | tail -8
