@@ -76,21 +76,29 @@ def read_tuning(root: Path | None = None) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
 
 
-def machine_code_sha256(cubin: bytes) -> str:
-    """sha256 of a cubin's machine code: the name and bytes of each of its .text sections (one a kernel), in file
-    order. Two builds whose kernels compile to the same instructions agree whatever else differs between them: a
-    header's comments or code that only other kernels instantiate, the compiler's build string."""
+def kernel_texts(cubin: bytes) -> dict[str, bytes]:
+    """Each kernel's machine code in a cubin: its symbol -> the bytes of its .text section, in file order."""
     if cubin[:5] != b"\x7fELF\x02":
         raise ValueError("not a 64-bit ELF cubin")
     (table,) = struct.unpack_from("<Q", cubin, 0x28)
     entry_size, count, names_index = struct.unpack_from("<HHH", cubin, 0x3A)
     headers = [struct.unpack_from("<IIQQQQ", cubin, table + i * entry_size) for i in range(count)]
     names_at = headers[names_index][4]
-    h = hashlib.sha256()
+    texts = {}
     for name_offset, _, _, _, offset, size in headers:
         name = cubin[names_at + name_offset:cubin.index(b"\0", names_at + name_offset)]
         if name.startswith(b".text."):
-            h.update(name + b"\0" + size.to_bytes(8, "little") + cubin[offset:offset + size])
+            texts[name[len(b".text."):].decode()] = cubin[offset:offset + size]
+    return texts
+
+
+def machine_code_sha256(cubin: bytes) -> str:
+    """sha256 of a cubin's machine code: the name and bytes of each of its .text sections (one a kernel), in file
+    order. Two builds whose kernels compile to the same instructions agree whatever else differs between them: a
+    header's comments or code that only other kernels instantiate, the compiler's build string."""
+    h = hashlib.sha256()
+    for symbol, text in kernel_texts(cubin).items():
+        h.update(b".text." + symbol.encode() + b"\0" + len(text).to_bytes(8, "little") + text)
     return h.hexdigest()
 
 
