@@ -1,5 +1,6 @@
 """The docs hold only what is true of the tree: docs/api.md is what the ops' schemas write (tools/api_doc.py), every
-file a doc links to exists, and the README stays a page a reader can walk (300 lines at most)."""
+file a doc links to exists, ARCHITECTURE's variant counts are the build's, and the README stays a page a reader can
+walk (300 lines at most)."""
 
 from __future__ import annotations
 
@@ -33,3 +34,19 @@ def test_every_file_a_doc_links_to_exists(doc):
 
 def test_the_readme_is_a_page_a_reader_can_walk():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 300
+
+
+def test_the_variant_counts_are_the_builds():
+    import collections
+
+    from cukiln.codegen.ops import all_variants
+
+    text = " ".join((ROOT / "docs" / "ARCHITECTURE.md").read_text().split("## Variant counts", 1)[1].split("##")[0].split())
+    counts = collections.Counter(v.op for v in all_variants())
+    stated = {"rope": r"RoPE: (\d+)", "kv_append": r"Cache append: (\d+)", "decode_step": r"Fused decode step: (\d+)"}
+    for op, pattern in stated.items():
+        assert int(re.search(pattern, text)[1]) == counts[op], f"ARCHITECTURE.md: {op} has {counts[op]} variants"
+    decode = sum(int(n) for n in re.findall(r"(\d+) (?:narrow variants|deep and wide|ws and ws_deep|over FP8 caches|"
+                                                r"over paged pools)", text))
+    assert decode == counts["decode"], f"ARCHITECTURE.md: decode attention has {counts['decode']} variants"
+    assert int(re.search(r"(\d+) in all", text)[1]) == sum(counts.values())
