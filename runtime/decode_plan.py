@@ -142,10 +142,15 @@ def cache_rows(t: TensorInfo, name: str, layout: str,
     return tuple(t.shape[i] for i in order), tuple(t.strides[i] for i in order)
 
 
+def rows_copy(t: TensorInfo, strides) -> bool:
+    """Whether a cache (its (b, h, T, d) ``strides``) has a contiguous head dim and its pointer and rows on COPY_BYTES
+    boundaries: what the kernels that copy 16-byte pieces of rows read."""
+    return strides[3] == 1 and t.ptr % COPY_BYTES == 0 and all(s * t.itemsize % COPY_BYTES == 0 for s in strides[:3])
+
+
 def copy_rows(name: str, t: TensorInfo, strides, what: str) -> None:
-    """ValueError naming ``name`` unless a cache (its (b, h, T, d) ``strides``) has a contiguous head dim and its
-    pointer and rows on COPY_BYTES boundaries, as the kernels of ``what`` copy them."""
-    if strides[3] != 1 or t.ptr % COPY_BYTES or any(s * t.itemsize % COPY_BYTES for s in strides[:3]):
+    """ValueError naming ``name`` unless the cache's rows copy (rows_copy), as the kernels of ``what`` copy them."""
+    if not rows_copy(t, strides):
         raise ValueError(f"{name}: {what} needs a contiguous head dim and its pointer and rows on {COPY_BYTES}-byte "
                          f"boundaries, got strides {list(t.strides)}")
 
@@ -185,16 +190,6 @@ def pool_fields(page_size: int, num_pages: int) -> dict:
     if num_pages > INT32_MAX:
         raise ValueError(f"k_cache: at most {INT32_MAX} pages, got {num_pages}")
     return {"block_table": 0, "table_sb": 0, "page_shift": page_size.bit_length() - 1, "num_pages": num_pages}
-
-
-def widest_kv_vector(infos: list[tuple[int, tuple[int, ...]]], itemsize: int, head_dim: int) -> int:
-    """The widest K/V copy width that every (pointer, (sb, sh, st)) keeps aligned."""
-    for vec in (8, 4, 2, 1):
-        bytes_ = vec * itemsize
-        if head_dim % vec == 0 and all(ptr % bytes_ == 0 and all(s % vec == 0 for s in strides)
-                                       for ptr, strides in infos):
-            return vec
-    return 1
 
 
 def choose_splits(blocks: int, keys: int, sms: int, rule: dict, resident: int | None = None) -> int:
@@ -578,10 +573,8 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     cache, form = call.cache, call.form
     # The kernels copy 16-byte pieces of contiguous rows (FP8 and paged caches were checked to allow it), else one
     # element at a time through all four strides (codegen's rule_decode_contiguous_rows_copy_16_bytes)
-    copy = COPY_BYTES // k.itemsize
-    rows_copy = cache == FP8 or form == PAGED or (call.k_strides[3] == 1 and call.v_strides[3] == 1 and widest_kv_vector(
-        [(k.ptr, call.k_strides[:3]), (v.ptr, call.v_strides[:3])], k.itemsize, d) == copy)
-    strides, vec = (3, copy) if rows_copy else (4, 1)
+    copies = cache == FP8 or form == PAGED or (rows_copy(k, call.k_strides) and rows_copy(v, call.v_strides))
+    strides, vec = (3, COPY_BYTES // k.itemsize) if copies else (4, 1)
     blocks = cache_rows * h_kv * head_groups
     # ws reads the caches through tensor maps: sm_90 on, a cache of at least one row and position to map, no
     # broadcast (stride 0) axis, strides within the engine's 2**40 bytes

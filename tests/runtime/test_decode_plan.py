@@ -9,7 +9,7 @@ import pytest
 from cukiln.codegen import decode_abi
 from cukiln.codegen.decode_variants import Pipeline
 from cukiln.decode_plan import (INVARIANT_PIPELINES, MAX_CLUSTER_SPLITS, choose_splits, effective_splits,
-                                invariant_splits, plan_decode, split_from_table, widest_kv_vector)
+                                invariant_splits, plan_decode, split_from_table)
 from cukiln.generated import dispatch
 
 PIPELINES_ORDER = dispatch.DECODE_PIPELINES
@@ -65,7 +65,6 @@ def test_rows_on_16_byte_boundaries_take_16_byte_copies_and_others_the_general_k
 
 
 def test_odd_strides_and_a_strided_head_dim_take_four_strides():
-    assert widest_kv_vector([(BASE, (1000 * 128, 1000, 132))], 2, 128) == 4
     assert plan(k=TensorInfo(BASE, (2, 2, 256, 128), (1000 * 128, 1000, 132, 1), "bf16", 0)).key[2:4] == (4, 1)
     k = TensorInfo(BASE, (2, 2, 256, 128), (2 * 512 * 256, 512 * 256, 256, 2), "bf16", 0)
     p = plan(k=k)
