@@ -1,5 +1,6 @@
 """Run with an installed cukiln wheel, from outside the source tree, on a GPU: rope and decode attention
-from the wheel's own cubins, with NVRTC hidden (so nothing can be compiled) and an empty compile cache.
+from the wheel's own cubins and a torch op through the native hot path the wheel ships, with NVRTC hidden (so
+nothing can be compiled) and an empty compile cache.
 
     python -I tests/packaging/installed_wheel_check.py      # -I: the source tree stays off sys.path
 
@@ -70,6 +71,17 @@ def main() -> None:
     err = (got - want).abs().max().item()
     assert err < 0.02, err
     print(f"decode_attention bf16 d=128 GQA 4, cache slices: max error {err:.2e}")
+    # the torch op, eagerly: its per-call work runs in the native hot path the wheel ships for this torch
+    import cukiln.torch  # noqa: F401  (registers the ops)
+    from cukiln import native
+
+    loaded = native.module()
+    assert loaded is not None, f"no native hot path: {native.off_reason()}"
+    assert os.path.dirname(cukiln.__file__) in loaded.__file__, f"native hot path not the wheel's: {loaded.__file__}"
+    got = cukiln.torch.rope(x, freqs=freqs).double()
+    err = (got - cukiln.reference.rope(x, freqs=freqs)).abs().max().item()
+    assert err < 0.05, err
+    print(f"cukiln.torch.rope through the wheel's native hot path: max error {err:.2e}")
     assert not os.listdir(cache), f"something was compiled: {os.listdir(cache)}"
     print("compile cache still empty: every kernel came from the wheel")
 
