@@ -12,7 +12,9 @@ SDPA, for the cases DECODE_CASES or those given as `decode=8x512,1x8192`; RoPE: 
 [s, b, h, d] = [4096, 2, 32, 128], cukiln against a copy of the same tensor; rope-partial: the bench's
 in-place rotary_dim = d/4 call on [4096, 1, 128, 128] beside the full-width out-of-place one (for the
 DRAM bytes each moves: `--metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum`);
-rope-views: [4096, 2, 32, 128] forward as sbhd and as a transposed (b, h, s, d) view, each beside a copy.
+rope-views: [4096, 2, 32, 128] forward as sbhd and as a transposed (b, h, s, d) view, each beside a copy;
+rope-thd: the thd bench's packed case (65536 tokens in 32 sequences, h 32, d 128, bf16 freqs forward) in each
+dispatch mode, beside a copy.
 Without ncu the script just runs the calls (a smoke test).
 """
 
@@ -70,6 +72,21 @@ def rope_views() -> None:
         _profiled(f"copy {label}", lambda: out.copy_(x))
 
 
+def rope_thd() -> None:
+    from cukiln.tools.rope.thd import BENCH_TOKENS, HEAD_DIM, HEADS, dispatch_mode, split_lengths
+
+    lengths = split_lengths(BENCH_TOKENS, 32)
+    cu = torch.tensor([0] + lengths, dtype=torch.int32).cumsum(0).to(torch.int32).cuda()
+    freqs = torch.rand(max(lengths), 1, 1, HEAD_DIM, device="cuda") * 100
+    x = torch.randn(BENCH_TOKENS, HEADS, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    for mode in ("grid", "token"):
+        with dispatch_mode(mode):
+            _profiled(f"cukiln rope thd {mode}", lambda: cukiln.rope(x, freqs=freqs, layout="thd", cu_seqlens=cu,
+                                                                     max_seqlen=max(lengths), out=out))
+    _profiled("copy of the same tensor", lambda: out.copy_(x))
+
+
 def rope_partial() -> None:
     s, b, h, d = 4096, 1, 128, 128
     x = torch.randn(s, b, h, d, device="cuda", dtype=torch.bfloat16)
@@ -85,4 +102,4 @@ if __name__ == "__main__":
         if cases:
             decode([tuple(int(n) for n in case.split("x")) for case in cases.split(",")])
         else:
-            {"decode": decode, "rope": rope, "rope-partial": rope_partial, "rope-views": rope_views}[name]()
+            {"decode": decode, "rope": rope, "rope-partial": rope_partial, "rope-thd": rope_thd, "rope-views": rope_views}[name]()

@@ -15,6 +15,7 @@ apache_tvm_ffi-*.whl (the include dirs its JIT uses). DEST/flashinfer gets:
   * data/cccl.tgz: FlashInfer's vendored CCCL (cub, libcudacxx, thrust; 26 MB of headers, 2 MB packed), whole:
     nvcc gets it ahead of the toolkit's CCCL, so a subset would mix the two versions (the toolkit's
     cooperative_groups.h pulls in <cuda/atomic>); setup.sh unpacks it on the GPU machine;
+  * data/cutlass.tgz: the CUTLASS headers of that closure (the tensor-core decode's), packed the same way;
   * a stub flashinfer/__init__.py: the wheel's imports every kernel family (MoE, GEMM, MLA, comm, CuTe
     DSL, cuDNN ...) and their optional dependencies; the stub sets the version only, so import the
     submodules (flashinfer.decode, flashinfer.rope) directly.
@@ -160,6 +161,13 @@ def main(wheel_dir, dest):
     with tarfile.open(os.path.join(out, "data", "cccl.tgz"), "w:gz") as tar:
         for sub in ("cub", "libcudacxx", "thrust"):
             tar.add(os.path.join(tmp, "flashinfer", "data", "cccl", sub), arcname=f"cccl/{sub}")
+    # the CUTLASS headers of the tensor-core decode's closure (23 MB as files): packed too, so that the payload leaves
+    # room in a carry for the cubins beside it
+    cutlass = os.path.join(out, "data", "cutlass")
+    if os.path.isdir(cutlass):
+        with tarfile.open(cutlass + ".tgz", "w:gz") as tar:
+            tar.add(cutlass, arcname="cutlass")
+        shutil.rmtree(cutlass)
     with open(os.path.join(out, "__init__.py"), "w") as fh:
         fh.write(STUB_INIT)
     info = [n for n in os.listdir(tmp) if n.endswith(".dist-info")][0]

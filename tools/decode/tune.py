@@ -147,7 +147,7 @@ def tune(console: Console) -> dict:
               "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16"},
               "rule": rule, "measurements": measurements}
     path = write_tuning(meta["arch"], "decode", result)
-    console.print(f"split table for {meta['arch']}: per K/V pipeline ({', '.join(p.value for p in PIPELINES)}), "
+    console.print(f"split table for {path.stem}: per K/V pipeline ({', '.join(p.value for p in PIPELINES)}), "
                   f"the least of "
                   f"{len(SPLIT_LADDER)} split counts within {TIE:.1%} of the fastest, at "
                   f"{len(measurements)} (rows x KV heads, T) points ({resident} blocks resident per SM); "

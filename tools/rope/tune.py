@@ -157,10 +157,12 @@ def tune(console: Console) -> dict:
 
 
 def print_choices(result: dict, console: Console) -> None:
+    from cukiln.core.archs import tuning_target
+
     from .report import launch_tuning_table
 
     console.print(launch_tuning_table(result["arch"], result))
     combined = result.get("combined_relative_time")
     if combined is not None:
         console.print(f"the winners together: {combined:.3f} x the default's time (kept only if <= 1)")
-    console.print(f"rule for {result['arch']}: {result['rule']}")
+    console.print(f"rule for {tuning_target(result['arch'], result['device'])}: {result['rule']}")
