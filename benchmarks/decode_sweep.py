@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -50,6 +51,10 @@ CONFIGS = {
     "w4_s2_early": (2, 4, 16, decode_abi.L2_PREFETCH, True),
     "w4_s3_early": (3, 4, 16, decode_abi.L2_PREFETCH, True),
     "w4k32_s2_early": (2, 4, 32, decode_abi.L2_PREFETCH, True),
+    # the L2 fetch size again on an H200, where the L2 and not DRAM ran at its limit under Nsight Compute
+    # (results/ncu-decode-rope-thd-h200-2026-12-02.txt: L2 94-95 %, DRAM 87-90 %, half the K/V sectors L2 hits)
+    "w4_s3_l2_none": (3, 4, 16, "", False),
+    "w4_s3_l2_256": (3, 4, 16, ".L2::256B", False),
 }
 # FP8 caches: name -> (stages, warps, keys a warp takes of each tile, the next tile's copies issued before the wait);
 # the FP8 kernel's per-tile work (a wait, a barrier, each warp widening its keys) is what these trade against the
@@ -77,10 +82,12 @@ def _configs() -> dict:
     return found
 
 
-def build(out_dir: Path) -> None:
+def build(out_dir: Path, only: str = "") -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     index = {}
     for name, (stages, warps, keys, l2_prefetch, issue_early, cache) in _configs().items():
+        if not re.search(only, name):
+            continue
         tile = warps * keys
         # the build's variant of this tile (its name is the symbol); the geometry is the config's
         fp8 = cache is Cache.E4M3

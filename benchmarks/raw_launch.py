@@ -109,9 +109,10 @@ def sweep_main(argv: list[str], doc: str, build, run) -> int:
     parser.add_argument("dir", type=Path)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--cases", help="run only these cases, e.g. 1x8192,8x512 (sweeps that take it)")
+    parser.add_argument("--only", help="build only the configs whose name matches this regex (sweeps that take it)")
     args = parser.parse_args(argv)
     if args.step == "build":
-        build(args.dir)
+        build(args.dir, **({"only": args.only} if args.only else {}))
     elif args.cases:
         run(args.dir, args.out, cases=[tuple(int(n) for n in c.split("x")) for c in args.cases.split(",")])
     else:

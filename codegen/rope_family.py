@@ -47,12 +47,13 @@ def dispatch_lines(variants: list[RopeVariant], tuning: dict[str, dict]) -> list
     lines += params_table_lines("ROPE_PARAMS", variants, rope_abi.rope_params, rope_abi.params_layout_id) + [""]
     lines += [
         "# Dense launch choices: vectors of at most max_vector_bytes, the stride-free kernel for packed tensors",
-        "# when packed_kernel, min_threads to max_threads threads per block (per arch, from",
+        "# when packed_kernel, min_threads to max_threads threads per block, head rows for head_passes passes of a",
+        "# thread over a token's heads (per arch, from",
         "# generated/tuning/<target>.json, a GPU's own or its arch's: `cukiln tune rope`; thd keeps the default).",
         f"ROPE_LAUNCH_DEFAULT = {rope_abi.LAUNCH_DEFAULT!r}",
         "ROPE_LAUNCH = {",
     ]
-    lines += tuned_rule_lines(tuning, "rope", lambda rule: {k: type(v)(rule[k])
+    lines += tuned_rule_lines(tuning, "rope", lambda rule: {k: type(v)(rule.get(k, v))
                                                              for k, v in rope_abi.LAUNCH_DEFAULT.items()})
     lines += [
         "}",

@@ -82,11 +82,13 @@ ROPE_PARAMS = {
 }
 
 # Dense launch choices: vectors of at most max_vector_bytes, the stride-free kernel for packed tensors
-# when packed_kernel, min_threads to max_threads threads per block (per arch, from
+# when packed_kernel, min_threads to max_threads threads per block, head rows for head_passes passes of a
+# thread over a token's heads (per arch, from
 # generated/tuning/<target>.json, a GPU's own or its arch's: `cukiln tune rope`; thd keeps the default).
-ROPE_LAUNCH_DEFAULT = {'max_vector_bytes': 16, 'packed_kernel': True, 'max_threads': 256, 'min_threads': 64}
+ROPE_LAUNCH_DEFAULT = {'max_vector_bytes': 16, 'packed_kernel': True, 'max_threads': 256, 'min_threads': 64, 'head_passes': 1}
 ROPE_LAUNCH = {
-    'sm_90': {'max_vector_bytes': 16, 'packed_kernel': True, 'max_threads': 256, 'min_threads': 64},
+    'sm_90': {'max_vector_bytes': 16, 'packed_kernel': True, 'max_threads': 256, 'min_threads': 64, 'head_passes': 1},
+    'sm_90-h200': {'max_vector_bytes': 16, 'packed_kernel': True, 'max_threads': 256, 'min_threads': 64, 'head_passes': 2},
 }
 
 # thd: grid dispatch when sequences x blocks of the longest sequence <= this many times the token
@@ -94,6 +96,7 @@ ROPE_LAUNCH = {
 ROPE_THD_GRID_MAX_WASTE_DEFAULT = 1.0
 ROPE_THD_GRID_MAX_WASTE = {
     'sm_90': 1.0,
+    'sm_90-h200': 2.0,
 }
 
 ROPE = {
@@ -1505,6 +1508,7 @@ DECODE_PARAMS = {
 DECODE_SPLIT_DEFAULT = {'blocks_per_sm': 2.0, 'min_keys_per_split': 256, 'wave_efficiency': 0.9}
 DECODE_SPLIT = {
     'sm_90': {'table': ((8, 512, 3, 8, 8, 4, 8, 8), (8, 2048, 3, 8, 8, 8, 8, 8), (8, 8192, 4, 22, 8, 16, 8, 8), (8, 32768, 4, 32, 16, 16, 8, 8), (8, 131072, 4, 32, 16, 16, 16, 8), (16, 512, 3, 4, 4, 4, 4, 4), (16, 2048, 4, 8, 6, 6, 4, 4), (16, 8192, 4, 8, 6, 6, 4, 4), (16, 32768, 4, 16, 16, 16, 4, 4), (32, 512, 3, 4, 3, 2, 2, 3), (32, 2048, 3, 6, 3, 3, 3, 2), (32, 8192, 3, 6, 6, 3, 3, 2), (32, 32768, 3, 12, 16, 3, 2, 16), (64, 512, 3, 4, 1, 2, 1, 1), (64, 2048, 3, 4, 2, 2, 1, 1), (64, 8192, 3, 4, 2, 2, 2, 1), (64, 32768, 4, 4, 2, 2, 2, 2), (128, 512, 3, 1, 1, 1, 1, 1), (128, 2048, 3, 2, 1, 1, 1, 1), (128, 8192, 3, 2, 1, 1, 2, 1), (128, 32768, 4, 2, 1, 1, 1, 1), (256, 512, 3, 1, 1, 1, 1, 1), (256, 2048, 3, 1, 1, 1, 1, 1), (256, 8192, 3, 1, 2, 1, 1, 1), (256, 32768, 3, 1, 8, 1, 1, 1), (512, 512, 3, 1, 1, 1, 1, 1), (512, 2048, 3, 2, 1, 1, 1, 1), (512, 8192, 3, 8, 6, 1, 6, 4), (512, 32768, 3, 2, 8, 1, 1, 8), (1024, 512, 3, 1, 1, 1, 1, 1), (1024, 2048, 3, 2, 3, 1, 1, 1), (1024, 8192, 4, 2, 4, 1, 3, 4), (1024, 32768, 4, 2, 4, 1, 2, 2))},
+    'sm_90-h200': {'table': ((8, 512, 3, 8, 8, 4, 8, 8), (8, 2048, 3, 8, 8, 8, 8, 8), (8, 8192, 4, 32, 16, 16, 8, 8), (8, 32768, 4, 32, 16, 16, 12, 8), (8, 131072, 4, 32, 16, 16, 12, 8), (16, 512, 3, 8, 8, 4, 4, 4), (16, 2048, 4, 8, 6, 6, 6, 4), (16, 8192, 3, 16, 6, 6, 6, 4), (16, 32768, 4, 16, 16, 16, 6, 4), (32, 512, 3, 4, 3, 2, 3, 3), (32, 2048, 3, 6, 6, 3, 3, 2), (32, 8192, 4, 6, 3, 3, 6, 2), (32, 32768, 4, 6, 16, 12, 6, 2), (64, 512, 4, 4, 2, 2, 2, 1), (64, 2048, 4, 3, 2, 2, 2, 1), (64, 8192, 4, 3, 2, 2, 2, 1), (64, 32768, 4, 12, 2, 2, 3, 1), (128, 512, 3, 2, 1, 1, 1, 1), (128, 2048, 3, 2, 1, 1, 1, 1), (128, 8192, 3, 2, 1, 1, 2, 1), (128, 32768, 1, 2, 2, 1, 2, 1), (256, 512, 3, 1, 1, 1, 1, 1), (256, 2048, 3, 1, 1, 1, 1, 1), (256, 8192, 3, 1, 1, 1, 1, 1), (256, 32768, 0, 1, 2, 1, 1, 12), (512, 512, 3, 1, 1, 1, 1, 1), (512, 2048, 3, 2, 1, 1, 1, 1), (512, 8192, 3, 2, 1, 1, 1, 1), (512, 32768, 0, 8, 1, 1, 1, 2), (1024, 512, 3, 1, 1, 1, 1, 1), (1024, 2048, 3, 1, 1, 1, 1, 1), (1024, 8192, 0, 2, 3, 1, 2, 2), (1024, 32768, 0, 2, 4, 1, 2, 2))},
 }
 
 # cukiln.merge_attention: dtype -> (module, symbol, params layout); DECODE_MERGE_THREADS a block

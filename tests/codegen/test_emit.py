@@ -90,7 +90,10 @@ def test_tuning_data_folds_into_the_rope_launch_rule():
     namespace: dict = {}
     rule = {"max_vector_bytes": 8, "packed_kernel": False, "max_threads": 128, "min_threads": 32}
     exec(emit.render_dispatch(VARIANTS, {"sm_90": {"rope": {"rule": rule}}}), namespace)
-    assert namespace["ROPE_LAUNCH"] == {"sm_90": rule}
+    # a choice the table did not measure (head_passes, added after it) takes the default
+    assert namespace["ROPE_LAUNCH"] == {"sm_90": {**rule, "head_passes": rope_abi.LAUNCH_DEFAULT["head_passes"]}}
+    exec(emit.render_dispatch(VARIANTS, {"sm_90": {"rope": {"rule": {**rule, "head_passes": 2}}}}), namespace)
+    assert namespace["ROPE_LAUNCH"] == {"sm_90": {**rule, "head_passes": 2}}
     assert namespace["ROPE_LAUNCH_DEFAULT"] == rope_abi.LAUNCH_DEFAULT
     exec(emit.render_dispatch(VARIANTS), namespace)
     assert namespace["ROPE_LAUNCH"] == {}

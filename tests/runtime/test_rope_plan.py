@@ -128,8 +128,8 @@ def test_every_block_shape_fits_the_launch_bound():
         for heads in (1, 2, 3, 7, 32, 40, 63, 64, 65, 128, 257):
             for tokens in (1, 2, 3, 100):
                 for two_tokens in (False, True):
-                    for max_threads, min_threads in ((256, 64), (128, 64), (64, 32)):
-                        bx, by, bz = block_shape(groups, heads, tokens, two_tokens, max_threads, min_threads)
+                    for max_threads, min_threads, passes in ((256, 64, 1), (128, 64, 1), (64, 32, 1), (256, 64, 2)):
+                        bx, by, bz = block_shape(groups, heads, tokens, two_tokens, max_threads, min_threads, passes)
                         assert bx * by * bz <= max_threads, (groups, heads, tokens, two_tokens, max_threads)
                         assert bx >= 1 and by >= 1 and 1 <= bz <= tokens
 
@@ -146,6 +146,9 @@ def test_block_shape_follows_memory_order():
     assert block_shape(8, 32, 8192, two_tokens=False) == (8, 32 // HF, 1)
     assert block_shape(8, 32, 8192, two_tokens=True) == (8, 16 // HF, 2)  # two tokens, two passes over heads
     assert block_shape(8, 1, 100, two_tokens=False) == (8, 1, 8)  # at least 64 threads
+    assert block_shape(8, 32, 8192, two_tokens=False, head_passes=2) == (8, 32 // HF // 2, 1)  # half the head rows
+    # 24 heads: 6 head rows, 3 a token of two, 48 threads: four tokens a block to reach 64
+    assert block_shape(8, 24, 8192, two_tokens=True, head_passes=2) == (8, 3, 4)
     assert block_shape(2, 1, 3, two_tokens=False) == (2, 1, 2)  # never more token rows than tokens
 
 
@@ -248,11 +251,14 @@ def test_the_tuned_launch_rule_applies_to_dense_layouts_of_its_arch(monkeypatch)
     x = contiguous((64, 4, 32, 128))
     default = plan_rope(x, out_like(x), base=10000.0, arch="sm_90")
     assert default.key[4:6] == (0, 8) and default.block == (8, 16, 1)
-    rule = {"max_vector_bytes": 8, "packed_kernel": False, "max_threads": 128, "min_threads": 256}
+    rule = {"max_vector_bytes": 8, "packed_kernel": False, "max_threads": 128, "min_threads": 256, "head_passes": 1}
     monkeypatch.setattr(dispatch, "ROPE_LAUNCH", {"sm_90": rule})
     tuned = plan_rope(x, out_like(x), base=10000.0, arch="sm_90")
     assert tuned.key[4:6] == (3, 4)  # the strided kernel, 8-byte vectors
     assert tuned.block == (16, 8, 1)  # 16 pair groups x 8 head rows = 128 threads: min_threads capped by max
+    monkeypatch.setattr(dispatch, "ROPE_LAUNCH", {"sm_90": {**dispatch.ROPE_LAUNCH_DEFAULT, "head_passes": 2}})
+    two_passes = plan_rope(x, out_like(x), base=10000.0, arch="sm_90")
+    assert two_passes.key == default.key and two_passes.block == (8, 8, 1)  # 8 rows x 2 heads in flight x 2 passes
     other = plan_rope(x, out_like(x), base=10000.0, arch="sm_80")  # other archs: the default launch
     assert (other.key, other.grid, other.block) == (default.key, default.grid, default.block)
     assert default.overlap_previous and not other.overlap_previous  # programmatic launches from sm_90 on

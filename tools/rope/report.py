@@ -55,7 +55,8 @@ def thd_rule(tuning: dict) -> dict:
 def _print_launch_rule(console: Console, rule: dict) -> None:
     def describe(r: dict) -> str:
         return (f"vectors <= {r['max_vector_bytes']} B, {'stride-free' if r['packed_kernel'] else 'strided'} kernel "
-                f"for packed tensors, {r['min_threads']}-{r['max_threads']} threads/block")
+                f"for packed tensors, {r['min_threads']}-{r['max_threads']} threads/block, "
+                f"{r['head_passes']} pass{'es' if r['head_passes'] > 1 else ''} over the heads")
 
     tuned = ", ".join(f"{a}: {describe(r)}" for a, r in sorted(rule["rules"].items())) or "none tuned"
     console.print(f"rope launch rule (dense layouts): per arch {tuned}; other archs and thd {describe(rule['default'])}.")

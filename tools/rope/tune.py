@@ -1,8 +1,8 @@
 """`cukiln tune rope` (GPU): the dense launch choices that rope_plan otherwise takes by default, measured.
 
 The choices (dispatch.ROPE_LAUNCH, applied by rope_plan.launch_rule): the widest vector up to
-max_vector_bytes, the stride-free kernel for packed tensors (packed_kernel), and the block size range
-(min_threads, max_threads). One choice is varied at a time, the others at their default. A candidate is
+max_vector_bytes, the stride-free kernel for packed tensors (packed_kernel), the block size range
+(min_threads, max_threads) and the passes of a thread over a token's heads (head_passes). One choice is varied at a time, the others at their default. A candidate is
 timed on every case where it changes the launch (kernel or block shape); its score is the geometric mean
 of its time over the default's on those cases. Cases: `cukiln bench rope`'s shapes and views in bf16,
 fp16 and fp32, forward, freqs angles, and in place with rotary_dim = d/4 (CUDA events, median, rotating
@@ -26,6 +26,7 @@ CANDIDATES = {
     "packed_kernel": (True, False),
     "max_threads": (256, 128, 64),
     "min_threads": (64, 32, 128, 256),
+    "head_passes": (1, 2),
 }
 DTYPES = ("bf16", "fp16", "fp32")
 # Timing noise between two runs of the same kernel: a candidate must beat the default by more.
