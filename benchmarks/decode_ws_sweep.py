@@ -34,7 +34,11 @@ HEAD_DIM, KEYS, HEAD_ROWS = 128, 64, decode_abi.HEAD_ROWS
 # (results before 2026-11-27's ws_deep: 2-4 stages with and without the hint; since: the build's hint, the ws ring of
 # two blocks a multiprocessor against the deeper rings of one: 4, ws_deep's since the sweep of ring depths, to 6)
 CONFIGS = {"ws_s3_evict_first": (3, 2, True), "ws_s4_evict_first": (4, 1, True), "ws_s5_evict_first": (5, 1, True),
-           "ws_s6_evict_first": (6, 1, True)}
+           "ws_s6_evict_first": (6, 1, True),
+           # the ws and ws_deep rings without the hint again, for the H200: there the L2 ran at its limit under the ws
+           # kernel with a quarter of its sector lookups hits, where cuDNN's had under 1 %
+           # (results/ncu-decode-rope-thd-h200-2026-12-02.txt)
+           "ws_s3": (3, 2, False), "ws_s4": (4, 1, False)}
 THREADS = 32 * (decode_abi.WARPS + 1)
 COMBINE = DecodeCombineVariant(Dtype.BF16, HEAD_DIM)
 # the build's variant whose parameters the kernel takes after its two tensor maps
