@@ -5,7 +5,9 @@
 #   BENCH=0      skip the benchmarks                 OPS="decode"  tune/bench only these (default: rope-thd rope decode;
 #                                                    "overhead" is benchmarked only)
 #   VERIFY=1     also run `cukiln verify` after the tests
-#   BUILD=1      first build this GPU's arch here (`cukiln build --arch <its arch>`: about a minute on 16 cores)
+#   BUILD=1      first build this GPU's arch here (`cukiln build --arch <its arch>`: about a minute on 16 cores); a
+#                tuning made on those cubins is stale against the committed manifest wherever this machine's NVRTC
+#                differs from the manifest's: to commit a tuning, carry cubins built with the manifest's NVRTC instead
 #   JOBS=N       run the GPU tests in N processes (pytest-xdist; default 16 where it is installed, else 1)
 #   BOUNDS=1     after the benchmarks, also time benchmarks/compiled_bounds.py: the floor under each compiled row of
 #                the overhead bench, measured on the same machine in the same session
