@@ -259,6 +259,11 @@ def test_the_tuned_launch_rule_applies_to_dense_layouts_of_its_arch(monkeypatch)
     monkeypatch.setattr(dispatch, "ROPE_LAUNCH", {"sm_90": {**dispatch.ROPE_LAUNCH_DEFAULT, "head_passes": 2}})
     two_passes = plan_rope(x, out_like(x), base=10000.0, arch="sm_90")
     assert two_passes.key == default.key and two_passes.block == (8, 8, 1)  # 8 rows x 2 heads in flight x 2 passes
+    # where the tune measured two passes slower, one: fp32, and a rotation of part of the head
+    wide = contiguous((64, 4, 32, 128), "fp32")
+    assert plan_rope(wide, out_like(wide), base=10000.0, arch="sm_90").block == (16, 16, 1)
+    partial = plan_rope(x, out_like(x), base=10000.0, rotary_dim=32, arch="sm_90")
+    assert partial.block == (2, 16, 2)  # 2 pair groups x 16 head rows, two tokens to reach 64 threads
     other = plan_rope(x, out_like(x), base=10000.0, arch="sm_80")  # other archs: the default launch
     assert (other.key, other.grid, other.block) == (default.key, default.grid, default.block)
     assert default.overlap_previous and not other.overlap_previous  # programmatic launches from sm_90 on
