@@ -48,8 +48,8 @@ def dispatch_lines(variants: list[RopeVariant], tuning: dict[str, dict]) -> list
     lines += [
         "# Dense launch choices: vectors of at most max_vector_bytes, the stride-free kernel for packed tensors",
         "# when packed_kernel, min_threads to max_threads threads per block, head rows for head_passes passes of a",
-        "# thread over a token's heads (per arch, from",
-        "# generated/tuning/<target>.json, a GPU's own or its arch's: `cukiln tune rope`; thd keeps the default).",
+        "# thread over a token's heads (16-bit tensors rotated over the whole head). Per GPU or arch, from",
+        "# generated/tuning/<target>.json, a GPU's own or its arch's: `cukiln tune rope`; thd keeps the default.",
         f"ROPE_LAUNCH_DEFAULT = {rope_abi.LAUNCH_DEFAULT!r}",
         "ROPE_LAUNCH = {",
     ]
