@@ -24,8 +24,8 @@ STREAMING = True
 
 # Without tuning data for an arch: the widest vector that fits, the stride-free kernel for packed
 # tensors, 64 to 256 threads per block, and head rows enough that each thread passes over a token's heads once
-# (head_passes: 2 halves the head rows, so a thread rotates twice the heads with the angles it computed once; for
-# 16-bit tensors rotated over the whole head: rope_plan.head_passes; rope_plan.launch_rule and block_shape apply them). A table measured before a choice existed takes its
+# (head_passes: 2 halves the head rows, so a thread rotates twice the heads with the angles it computed once; for one
+# 16-bit tensor rotated over the whole head: rope_plan.head_passes; rope_plan.launch_rule and block_shape apply them). A table measured before a choice existed takes its
 # default here.
 LAUNCH_DEFAULT = {"max_vector_bytes": 16, "packed_kernel": True, "max_threads": MAX_THREADS_PER_BLOCK,
                   "min_threads": 64, "head_passes": 1}

@@ -48,7 +48,7 @@ def dispatch_lines(variants: list[RopeVariant], tuning: dict[str, dict]) -> list
     lines += [
         "# Dense launch choices: vectors of at most max_vector_bytes, the stride-free kernel for packed tensors",
         "# when packed_kernel, min_threads to max_threads threads per block, head rows for head_passes passes of a",
-        "# thread over a token's heads (16-bit tensors rotated over the whole head). Per GPU or arch, from",
+        "# thread over a token's heads (one 16-bit tensor rotated over the whole head). Per GPU or arch, from",
         "# generated/tuning/<target>.json, a GPU's own or its arch's: `cukiln tune rope`; thd keeps the default.",
         f"ROPE_LAUNCH_DEFAULT = {rope_abi.LAUNCH_DEFAULT!r}",
         "ROPE_LAUNCH = {",

@@ -83,7 +83,7 @@ ROPE_PARAMS = {
 
 # Dense launch choices: vectors of at most max_vector_bytes, the stride-free kernel for packed tensors
 # when packed_kernel, min_threads to max_threads threads per block, head rows for head_passes passes of a
-# thread over a token's heads (16-bit tensors rotated over the whole head). Per GPU or arch, from
+# thread over a token's heads (one 16-bit tensor rotated over the whole head). Per GPU or arch, from
 # generated/tuning/<target>.json, a GPU's own or its arch's: `cukiln tune rope`; thd keeps the default.
 ROPE_LAUNCH_DEFAULT = {'max_vector_bytes': 16, 'packed_kernel': True, 'max_threads': 256, 'min_threads': 64, 'head_passes': 1}
 ROPE_LAUNCH = {

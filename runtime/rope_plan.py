@@ -641,7 +641,7 @@ def _choose_launch(operands: list[_Operand], call: _Validated, interleaved: bool
     head_outer = H > 1 and tokens > 1 and lead.x_strides[2] > token_stride
     two_tokens = head_outer or (len(operands) == 2 and tokens >= PAIR_TWO_TOKENS_PER_SM * sms)
     block = block_shape(rd // 2 // vec, H, tokens, two_tokens, rule["max_threads"], rule["min_threads"],
-                        head_passes(rule, lead.x.itemsize, rd, D))
+                        head_passes(rule, lead.x.itemsize, rd, D, pair=len(operands) == 2))
     grid = (-(-tokens // block[2]), 1, 1)
     mode = "none"
     if call.seqs is not None:
@@ -706,12 +706,12 @@ def launch_rule(tuning: str | None, layout: str) -> dict:
     return tuned(dispatch.ROPE_LAUNCH, tuning, dispatch.ROPE_LAUNCH_DEFAULT)
 
 
-def head_passes(rule: dict, itemsize: int, rotary_dim: int, head_dim: int) -> int:
-    """The launch rule's passes over the heads where it applies: to 16-bit tensors rotated over the whole head. Where
+def head_passes(rule: dict, itemsize: int, rotary_dim: int, head_dim: int, pair: bool = False) -> int:
+    """The launch rule's passes over the heads where it applies: to one 16-bit tensor rotated over the whole head. Where
     `cukiln tune rope` chose 2 (an H200), 16-bit full-width cases ran 5-10 % faster, while fp32 ran 0.2-2.3 % and
     rotary_dim = d/4 in place 5.5 % slower (generated/tuning/sm_90-h200.json; the rope sweep of 2026-12-02 agrees on
-    d/4: 4 %); elsewhere one pass."""
-    return rule["head_passes"] if itemsize == 2 and rotary_dim == head_dim else 1
+    d/4: 4 %). The tune times single tensors only, so q and k rotated together (``pair``) keep one pass, as elsewhere."""
+    return rule["head_passes"] if itemsize == 2 and rotary_dim == head_dim and not pair else 1
 
 
 def block_shape(groups: int, heads: int, tokens: int, two_tokens: bool, max_threads: int,

@@ -264,6 +264,13 @@ def test_the_tuned_launch_rule_applies_to_dense_layouts_of_its_arch(monkeypatch)
     assert plan_rope(wide, out_like(wide), base=10000.0, arch="sm_90").block == (16, 16, 1)
     partial = plan_rope(x, out_like(x), base=10000.0, rotary_dim=32, arch="sm_90")
     assert partial.block == (2, 16, 2)  # 2 pair groups x 16 head rows, two tokens to reach 64 threads
+    # q and k together (rope_qk), which the tune does not time: one pass, as under the default rule
+    k = contiguous((64, 4, 8, 128), ptr=BASE * 16)
+    monkeypatch.setattr(dispatch, "ROPE_LAUNCH", {})
+    pair_default = plan_rope(x, out_like(x), base=10000.0, arch="sm_90", k=k, k_out=out_like(k, ptr=BASE * 32))
+    monkeypatch.setattr(dispatch, "ROPE_LAUNCH", {"sm_90": {**dispatch.ROPE_LAUNCH_DEFAULT, "head_passes": 2}})
+    pair = plan_rope(x, out_like(x), base=10000.0, arch="sm_90", k=k, k_out=out_like(k, ptr=BASE * 32))
+    assert (pair.key, pair.grid, pair.block) == (pair_default.key, pair_default.grid, pair_default.block)
     other = plan_rope(x, out_like(x), base=10000.0, arch="sm_80")  # other archs: the default launch
     assert (other.key, other.grid, other.block) == (default.key, default.grid, default.block)
     assert default.overlap_previous and not other.overlap_previous  # programmatic launches from sm_90 on
