@@ -1,0 +1,156 @@
+"""What RoPE's angle-source axis costs the build, and what one kernel taking the source as a run-time argument would
+cost instead: a study for the build-time target, before anyone changes the template.
+
+The build compiles one kernel per angle source (freqs, cos|sin in q's type, cos|sin in fp32, inv_freq, base) for every
+other combination of the axes. This script compiles each module given two ways:
+  * as `cukiln build` renders it, a kernel per source;
+  * one kernel per combination of the other axes, whose angle source is a run-time field (``kind``) of a params struct
+    holding every source's fields, through an ``AnyAngles`` source that switches to the sources' own code
+    (fill_angles' overload below);
+and gives each compile's seconds (NVVM, then ptxas for the arch), the most registers a kernel takes and the spills.
+
+    python benchmarks/angle_merge_cost.py rope_bf16 [rope_fp32_thd_grid ...] [--only REGEX] [--out cost.json]
+
+No GPU needed; nothing cached. The merged kernel is not run: its speed is a question for the GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+from cukiln.codegen.compile import ptx_target
+from cukiln.codegen.nvrtc import assemble_cubin, compile_ptx, nvrtc_version, parse_ptxas_log
+from cukiln.codegen.ops import all_variants
+from cukiln.codegen.render import render_headers, render_modules
+
+SOURCES = ("freqs", "cossin", "cossinf32", "invfreq", "base")
+
+# Every source's fields after the fields all dense params structs share (the build's order), then the kind.
+ANY_FIELDS = """
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long kind;  // 0 freqs, 1 cos|sin in q's type, 2 cos|sin in fp32, 3 inv_freq, 4 base
+"""
+
+ANY_SOURCE = """
+namespace cukiln {
+namespace rope {
+// An angle source chosen at run time: every source's struct, and which one serves.
+template <typename TC>
+struct AnyAngles {
+  int kind;
+  FreqsTable freqs;
+  CosSinTable<TC> cos_sin;
+  CosSinTable<float> cos_sin_f32;
+  InvFreq inv_freq;
+  BaseAngles base;
+};
+
+template <int V, bool INTERLEAVED, typename TC>
+__device__ __forceinline__ void fill_angles(const AnyAngles<TC>& src, bool valid, long long pos, int lo, int hi,
+                                            int half_rd, float (&c_lo)[V], float (&s_lo)[V], float (&c_hi)[V],
+                                            float (&s_hi)[V]) {
+  switch (src.kind) {
+    case 0: fill_angles<V, INTERLEAVED>(src.freqs, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi); break;
+    case 1: fill_angles<V, INTERLEAVED>(src.cos_sin, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi); break;
+    case 2: fill_angles<V, INTERLEAVED>(src.cos_sin_f32, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi); break;
+    case 3: fill_angles<V, INTERLEAVED>(src.inv_freq, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi); break;
+    default: fill_angles<V, INTERLEAVED>(src.base, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi); break;
+  }
+}
+}  // namespace rope
+}  // namespace cukiln
+"""
+
+
+def _groups(module: str, only: str) -> list[list]:
+    """The module's variants (those matching ``only``) in groups that differ in their angle source alone."""
+    groups: dict[str, list] = {}
+    for v in all_variants():
+        if v.module == module and re.search(only, v.name):
+            groups.setdefault(v.name.replace(f"_{v.angles.value}_", "_*_"), []).append(v)
+    if not groups:
+        raise SystemExit(f"angle_merge_cost.py: no variant of {module!r} matches {only!r}")
+    if any(v.mrope for g in groups.values() for v in g):
+        raise SystemExit("angle_merge_cost.py: M-RoPE modules take positions by section, which AnyAngles does not")
+    if any(g[0].angles.value != "freqs" and all(v.angles.value != "freqs" for v in g) for g in groups.values()):
+        raise SystemExit("angle_merge_cost.py: a group without a freqs variant")
+    return list(groups.values())
+
+
+def _merged_source(freqs_source: str, names: list[str], dtype_ctype: str) -> str:
+    """The module as rendered for its freqs variants (``names``), each kernel turned into one that takes its angle
+    source at run time (a params struct with every source's fields: the freqs struct's shared fields, then ANY_FIELDS)."""
+    first = min(freqs_source.index("// " + n + ":") for n in names)
+    head, body = freqs_source[:first], freqs_source[first:]
+    src = (f"AnyAngles<{dtype_ctype}>{{static_cast<int>(p.kind), "
+           "FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, "
+           f"CosSinTable<{dtype_ctype}>{{static_cast<const {dtype_ctype}*>(p.cos), "
+           f"static_cast<const {dtype_ctype}*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}}, "
+           "CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, "
+           "p.sin_row, p.table_rows, p.per_pair != 0}, "
+           "InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, "
+           "BaseAngles{p.exponent_step, p.ratio, p.scale}}")
+    structs = {}
+    for struct in sorted(set(re.findall(r"\(const (params_\w+) p\)", body))):
+        shared = re.search(r"struct " + struct + r" \{\n(.*?)  const void\* table;", head, re.S).group(1)
+        structs[struct] = f"struct {struct}_any {{\n{shared}{ANY_FIELDS}}};\n"
+    body = re.sub(r"\(const (params_\w+) p\)", r"(const \1_any p)", body)
+    body = re.sub(r"FreqsTable\{[^}]*\}\)", lambda m: src + ")", body)
+    return head + ANY_SOURCE + "".join(structs.values()) + body
+
+
+def _compile(source: str, module: str, arch: str, headers: dict[str, str]) -> dict:
+    ptx, _, nvvm = compile_ptx(source, module, ptx_target(arch), headers)
+    _, log, ptxas = assemble_cubin(ptx, module, arch)
+    kernels = parse_ptxas_log(log).values()
+    return {"kernels": len(kernels), "nvvm_s": round(nvvm, 2), "ptxas_s": round(ptxas, 2),
+            "max_registers": max(k.registers for k in kernels),
+            "spilling_kernels": sum(1 for k in kernels if k.spill_store_bytes + k.spill_load_bytes),
+            "most_spilled_bytes": max(k.spill_store_bytes + k.spill_load_bytes for k in kernels)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="+", help="rope modules of the build without M-RoPE, e.g. rope_bf16")
+    parser.add_argument("--only", default="", help="only the variants whose names match this regex")
+    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--out", help="write the result as JSON here")
+    args = parser.parse_args()
+    headers = render_headers()
+    rows = []
+    for module in args.modules:
+        groups = _groups(module, args.only)
+        every = [v for g in groups for v in g]
+        freqs = [v for g in groups for v in g if v.angles.value == "freqs"]
+        ctype = {"bf16": "bf16", "fp16": "f16", "fp32": "float"}[every[0].dtype.value]
+        per_source = render_modules(every)[module]
+        merged = _merged_source(render_modules(freqs)[module], [v.name for v in freqs], ctype)
+        row = {"module": module, "only": args.only, "groups": len(groups),
+               "kernels per source": _compile(per_source, module, args.arch, headers),
+               "one kernel, source at run time": _compile(merged, module, args.arch, headers)}
+        rows.append(row)
+        for label in ("kernels per source", "one kernel, source at run time"):
+            r = row[label]
+            print(f"{module} {label:<31} {r['kernels']:4d} kernels  NVVM {r['nvvm_s']:6.2f} s  ptxas {r['ptxas_s']:6.2f} s"
+                  f"  max {r['max_registers']} registers, {r['spilling_kernels']} spilling (at most "
+                  f"{r['most_spilled_bytes']} B)", flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"arch": args.arch, "nvrtc": nvrtc_version(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
