@@ -85,7 +85,7 @@ def _groups(module: str, only: str) -> list[list]:
         raise SystemExit(f"angle_merge_cost.py: no variant of {module!r} matches {only!r}")
     if any(v.mrope for g in groups.values() for v in g):
         raise SystemExit("angle_merge_cost.py: M-RoPE modules take positions by section, which AnyAngles does not")
-    if any(g[0].angles.value != "freqs" and all(v.angles.value != "freqs" for v in g) for g in groups.values()):
+    if any(all(v.angles.value != "freqs" for v in g) for g in groups.values()):
         raise SystemExit("angle_merge_cost.py: a group without a freqs variant")
     return list(groups.values())
 

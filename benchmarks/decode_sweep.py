@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -35,7 +34,8 @@ from cukiln.codegen.decode_variants import Cache, DecodeCombineVariant, DecodeVa
 from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
 from cukiln.codegen.axes import Dtype
 
-from raw_launch import allow_shared, launcher, load_functions, sdpa_case, sweep_main, timed_against_sdpa
+from raw_launch import (allow_shared, launcher, load_functions, sdpa_case, selected, sweep_main,
+                        timed_against_sdpa)
 
 # name -> (stages for head dim 128, warps, keys a warp takes of each tile, L2 fetch of K/V copies). Tried and
 # dropped: each K/V row as one TMA bulk copy completing on the stage's mbarrier, issued by one warp
@@ -85,9 +85,7 @@ def _configs() -> dict:
 def build(out_dir: Path, only: str = "") -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     index = {}
-    for name, (stages, warps, keys, l2_prefetch, issue_early, cache) in _configs().items():
-        if not re.search(only, name):
-            continue
+    for name, (stages, warps, keys, l2_prefetch, issue_early, cache) in selected(_configs(), only).items():
         tile = warps * keys
         # the build's variant of this tile (its name is the symbol); the geometry is the config's
         fp8 = cache is Cache.E4M3

@@ -102,4 +102,5 @@ if __name__ == "__main__":
         if cases:
             decode([tuple(int(n) for n in case.split("x")) for case in cases.split(",")])
         else:
-            {"decode": decode, "rope": rope, "rope-partial": rope_partial, "rope-thd": rope_thd, "rope-views": rope_views}[name]()
+            {"decode": decode, "rope": rope, "rope-partial": rope_partial, "rope-thd": rope_thd,
+             "rope-views": rope_views}[name]()

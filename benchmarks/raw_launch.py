@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import re
 import struct
 from pathlib import Path
 
@@ -100,6 +101,11 @@ def timed_against_sdpa(calls, out, ref, label: str, nbytes: int, copy_tbps: floa
     flag = "  WRONG" if not err < 0.02 else ""
     print(f"  {label}: {ms * 1e3:8.1f} us {nbytes / ms / 1e9 / copy_tbps:6.3f}x copy {sdpa_ms / ms:5.2f}x sdpa{flag}")
     return {"ms": ms, "max_abs_diff_vs_sdpa": err}
+
+
+def selected(configs: dict, only: str) -> dict:
+    """The configs whose name matches ``only`` (a regex; empty: every one): what a sweep's build takes of --only."""
+    return {name: cfg for name, cfg in configs.items() if re.search(only, name)}
 
 
 def sweep_main(argv: list[str], doc: str, build, run) -> int:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from cukiln.codegen.nvrtc import compile_cubin, parse_ptxas_log
 from cukiln.codegen.axes import Dtype
 from cukiln.codegen.rope_variants import parse_rope_name
 
-from raw_launch import launcher, load_functions, sweep_main
+from raw_launch import launcher, load_functions, selected, sweep_main
 
 # name -> (heads in flight, min blocks per SM, max threads per block, evict-first hints on x and out). Earlier runs
 # also tried (8, 1, 256), (8, 2, 128), (4, 4, 128), (4, 8, 64) (results/rope-sweep-h100-2026-11-23.json), and x
@@ -50,9 +49,7 @@ def build(out_dir: Path, only: str = "") -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     variants = [parse_rope_name(s) for s in SYMBOLS]
     index = {}
-    for name, (heads, min_blocks, threads, streaming) in CONFIGS.items():
-        if not re.search(only, name):
-            continue
+    for name, (heads, min_blocks, threads, streaming) in selected(CONFIGS, only).items():
         source = rope_family.render_module(Dtype.BF16, variants, min_blocks=min_blocks, max_threads=threads)
         headers = render.render_headers({"rope": {"heads_in_flight": heads, "streaming": streaming}})
         cubin, log, seconds = compile_cubin(source, f"sweep_{name}", "sm_90", headers)

@@ -23,10 +23,9 @@ MIN_BLOCKS_PER_SM_WIDE = 2
 STREAMING = True
 
 # Without tuning data for an arch: the widest vector that fits, the stride-free kernel for packed
-# tensors, 64 to 256 threads per block, and head rows enough that each thread passes over a token's heads once
-# (head_passes: 2 halves the head rows, so a thread rotates twice the heads with the angles it computed once; for one
-# 16-bit tensor rotated over the whole head: rope_plan.head_passes; rope_plan.launch_rule and block_shape apply them). A table measured before a choice existed takes its
-# default here.
+# tensors, 64 to 256 threads per block, and one pass of a thread over a token's heads (head_passes; where it applies:
+# rope_plan.head_passes). rope_plan.launch_rule and block_shape apply them; a table measured before a choice existed
+# takes its default here.
 LAUNCH_DEFAULT = {"max_vector_bytes": 16, "packed_kernel": True, "max_threads": MAX_THREADS_PER_BLOCK,
                   "min_threads": 64, "head_passes": 1}
 # Without tuning data for an arch, thd takes grid dispatch only where it launches no more blocks than token.

@@ -707,10 +707,10 @@ def launch_rule(tuning: str | None, layout: str) -> dict:
 
 
 def head_passes(rule: dict, itemsize: int, rotary_dim: int, head_dim: int, pair: bool = False) -> int:
-    """The launch rule's passes over the heads where it applies: to one 16-bit tensor rotated over the whole head. Where
-    `cukiln tune rope` chose 2 (an H200), 16-bit full-width cases ran 5-10 % faster, while fp32 ran 0.2-2.3 % and
+    """The launch rule's passes over the heads where it applies: to one 16-bit tensor rotated over the whole head.
+    Where `cukiln tune rope` chose 2 (an H200), 16-bit full-width cases ran 5-10 % faster, while fp32 ran 0.2-2.3 % and
     rotary_dim = d/4 in place 5.5 % slower (generated/tuning/sm_90-h200.json; the rope sweep of 2026-12-02 agrees on
-    d/4: 4 %). The tune times single tensors only, so q and k rotated together (``pair``) keep one pass, as elsewhere."""
+    d/4: 4 %). The tune times single tensors only, so q and k rotated together (``pair``) keep one pass."""
     return rule["head_passes"] if itemsize == 2 and rotary_dim == head_dim and not pair else 1
 
 
@@ -725,9 +725,8 @@ def block_shape(groups: int, heads: int, tokens: int, two_tokens: bool, max_thre
     q and k rotated together at many tokens run faster so (PAIR_TWO_TOKENS_PER_SM). Blocks of fewer
     than ``min_threads`` threads take more tokens, so the 32-blocks-per-SM limit does not cap
     occupancy; ``max_threads`` (from the launch rule) is capped at the kernels' launch bound. ``head_passes``
-    divides the head rows, so that each thread passes that many times over the heads, rotating them all with the
-    angles it computed once (an H200 moves 4-10 % more bytes a second so at 24 and 32 heads: the rope sweep of
-    2026-12-02).
+    (see head_passes) divides the head rows, so that each thread passes that many times over the heads, rotating them
+    all with the angles it computed once.
     """
     max_threads = min(max_threads, dispatch.ROPE_MAX_THREADS)
     bx = min(groups, 32)

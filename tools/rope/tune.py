@@ -2,8 +2,8 @@
 
 The choices (dispatch.ROPE_LAUNCH, applied by rope_plan.launch_rule): the widest vector up to
 max_vector_bytes, the stride-free kernel for packed tensors (packed_kernel), the block size range
-(min_threads, max_threads) and the passes of a thread over a token's heads (head_passes). One choice is varied at a time, the others at their default. A candidate is
-timed on every case where it changes the launch (kernel or block shape); its score is the geometric mean
+(min_threads, max_threads) and the passes of a thread over a token's heads (head_passes). One choice is varied at a
+time, the others at their default. A candidate is timed on every case where it changes the launch (kernel or block shape); its score is the geometric mean
 of its time over the default's on those cases. Cases: `cukiln bench rope`'s shapes and views in bf16,
 fp16 and fp32, forward, freqs angles, and in place with rotary_dim = d/4 (CUDA events, median, rotating
 buffers). A candidate replaces the default only when it is faster by more than TIE; the choices' winners
@@ -16,6 +16,8 @@ import math
 
 from rich.console import Console
 from rich.progress import Progress
+
+from cukiln.core.archs import tuning_target
 
 from ..timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
 from ..tuning import write_tuning
@@ -158,8 +160,6 @@ def tune(console: Console) -> dict:
 
 
 def print_choices(result: dict, console: Console) -> None:
-    from cukiln.core.archs import tuning_target
-
     from .report import launch_tuning_table
 
     console.print(launch_tuning_table(result["arch"], result))
