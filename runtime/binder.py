@@ -23,9 +23,10 @@ def public_source(schema: OpSchema, doc: str) -> str:
     """The source of ``cukiln.<op>``: the schema's signature."""
     first = schema.args[0].name
     who = f"cukiln.{schema.name}"
-    body = [f"if not _plain({first}, stream):", f"    return _foreign({schema.name}, locals())"]
+    # a torch tensor first and no stream named (runtime/interop.py), tested inline: a call's frame costs more
+    body = [f"if stream is not None or type({first}) not in _TORCH_KNOWN and not _is_torch({first}):",
+            f"    return _foreign({schema.name}, locals())"]
     body += _prologue(schema, who)
-    body += _refuse_grad(schema, who, f"cukiln.torch.{schema.name}" if schema.inplace_op else None)
     body += _outputs_given(schema)
     body += _split(schema)
     args = ", ".join(_op_args(schema))
@@ -35,6 +36,8 @@ def public_source(schema: OpSchema, doc: str) -> str:
              "    _native = _NATIVE[0] if _NATIVE[0] is not None else _load_native()",
              "    if _native:"]
     body += _indent(_form_tree(schema, "_native", args, schema.flags(), schema.outputs()), 2)
+    # the native callers refuse nothing: a tensor that requires grad (grad mode on) comes back NotImplemented, here
+    body += _refuse_grad(schema, who, f"cukiln.torch.{schema.name}" if schema.inplace_op else None)
     body += _python_path(schema, args, given=True)
     return _function(schema.name, _signature(schema), doc, body)
 
@@ -66,9 +69,10 @@ def torch_source(schema: OpSchema, doc: str, hook: bool) -> str:
                      f"{{type({a.name}).__name__}}')"]
     body += _split(schema, traced=True)
     args = ", ".join(_op_args(schema))
-    tracked = [a.name for a in schema.args if a.refuse_grad and a.role != "out"]
     ready = [f"{first}.is_cuda"] + [f"{a.name} is not None" for a in schema.positional[1:] if a.optional]
-    body += [f"if _NATIVE_TORCH[0] and {' and '.join(ready)} and _eager({first}) and _untracked({', '.join(tracked)}):"]
+    # a call that autograd must see (a tensor the op's schema marks requiring grad, grad mode on): its native caller
+    # returns NotImplemented, and the call goes through the op
+    body += [f"if _NATIVE_TORCH[0] and {' and '.join(ready)} and _eager({first}):"]
     body += _indent(_form_tree(schema, "_NATIVE_TORCH[0]", args, flags, ()), 1)
     flag_values = ", ".join(f"{f.name}" if f in flags else "False" for f in schema.flags())
     body += [f"_form = _RUNTIME.form({_tuple(flag_values)}, {_tuple(', '.join('False' for _ in schema.outputs()))})",
@@ -231,7 +235,9 @@ def _form_tree(schema: OpSchema, callers: str, args: str, flags: tuple[Arg, ...]
         if form is None:
             return ["pass"]
         extras = "".join(", " + t for o in all_outputs if o.name in given for t in _extras(o))
-        return ["return " + _shaped(schema, form, f"{callers}[{form.variant!r}]({args}{extras})")]
+        return [f"_result = {callers}[{form.variant!r}]({args}{extras})",
+                "if _result is not NotImplemented:",  # NotImplemented: a tensor requires grad (fast_call)
+                "    return " + _shaped(schema, form, "_result")]
 
     def branch(i: int, set_flags: dict, given: tuple) -> list[str]:
         if i < len(flags):
@@ -250,11 +256,11 @@ def _form_tree(schema: OpSchema, callers: str, args: str, flags: tuple[Arg, ...]
 
 
 def _shaped(schema: OpSchema, form: Form, value: str) -> str:
-    """What the public call returns, from the op's (or variant's) ``value``: the in-place op's inputs, or the results
-    the call wants."""
+    """What the public call returns, from the op's (or variant's) result ``value`` (a name: read no more than once
+    or twice): the in-place op's inputs, or the results the call wants."""
     if form.inplace and schema.inplace_op:
         targets = [r.in_place_of for r in schema.results]
-        return f"({value}, {targets[0]})[1]" if len(targets) == 1 else f"({value}, ({', '.join(targets)}))[1]"
+        return targets[0] if len(targets) == 1 else f"({', '.join(targets)})"
     wanted = form.wanted()
     if len(schema.results) == 1 or all(wanted):
         return value

@@ -635,11 +635,11 @@ def renamed(who: str, old: str, new: str, value, current, default):
 def namespace_of(runtime: OpRuntime) -> dict:
     """What every function built from the op's schema reads (runtime/binder.py)."""
     from . import rotary
-    from .interop import call_with_foreign_arrays, is_plain_torch_call
+    from .interop import TORCH_TYPES, call_with_foreign_arrays
     from .tensors import refuse_untracked_gradients
 
-    return {"_plain": is_plain_torch_call, "_foreign": call_with_foreign_arrays, "_renamed": renamed,
-            "_rotary": rotary.unpack, "_refuse": refuse_untracked_gradients, "_RUNTIME": runtime,
+    return {"_TORCH_KNOWN": TORCH_TYPES.known, "_is_torch": TORCH_TYPES.is_torch, "_foreign": call_with_foreign_arrays,
+            "_renamed": renamed, "_rotary": rotary.unpack, "_refuse": refuse_untracked_gradients, "_RUNTIME": runtime,
             "_public": public}
 
 

@@ -226,6 +226,9 @@ struct OpState {
   py::object miss;      // the Python kernel: miss(*arguments) -> (result, description, None or False)
   py::object autograd;  // the Python autograd kernel: autograd(*arguments) -> result
   std::vector<bool> per_call;  // int arguments left out of the key (refilled lengths)
+  // tensor arguments (a variant's outputs included) that, requiring grad with grad mode on, make fast_call hand the
+  // call back: the public function refuses it, cukiln.torch's wrapper takes it through autograd
+  std::vector<bool> grad_refused;
   // A variant's arguments past the schema's: tensors the caller gives for the op's outputs (a public call's out=),
   // which the key, the checks and the launches see as arguments; no dispatcher kernel reaches a variant.
   size_t extra = 0;
@@ -793,7 +796,8 @@ torch::Library& library(c10::DispatchKey key) {
 
 // The state registered under ``name``, with its Python functions replaced and its plans dropped (a module that
 // registers again, e.g. reloaded), or null: handles given out stay valid.
-OpState* reregistered(const std::string& name, py::object& miss, py::object& autograd, std::vector<bool>* per_call) {
+OpState* reregistered(const std::string& name, py::object& miss, py::object& autograd, std::vector<bool>* per_call,
+                      std::vector<bool>* grad_refused) {
   std::unordered_map<std::string, std::shared_ptr<Plan>> dropped;  // destroyed after the locks are released
   std::lock_guard<std::mutex> guard(registry_lock);  // (declared after ``dropped``: released before it goes)
   auto found = registry().find(name);
@@ -804,19 +808,25 @@ OpState* reregistered(const std::string& name, py::object& miss, py::object& aut
   state.miss = std::move(miss);
   state.autograd = std::move(autograd);
   if (per_call != nullptr) state.per_call = std::move(*per_call);
+  if (grad_refused != nullptr) state.grad_refused = std::move(*grad_refused);
   generation.fetch_add(1);
   return &state;
 }
 
-int64_t register_op(const std::string& name, py::object miss, py::object autograd, std::vector<bool> per_call) {
-  if (OpState* existing = reregistered("cukiln::" + name, miss, autograd, &per_call))
+int64_t register_op(const std::string& name, py::object miss, py::object autograd, std::vector<bool> per_call,
+                    std::vector<bool> grad_refused) {
+  if (OpState* existing = reregistered("cukiln::" + name, miss, autograd, &per_call, &grad_refused))
     return reinterpret_cast<int64_t>(existing);
   auto state = std::make_unique<OpState>(
       c10::Dispatcher::singleton().findSchemaOrThrow(("cukiln::" + name).c_str(), ""));
+  const size_t count = state->op.schema().arguments().size();
+  TORCH_CHECK(per_call.size() == count && grad_refused.size() == count, "cukiln native hot path: cukiln::", name,
+              " takes ", count, " arguments; its masks have ", per_call.size(), " and ", grad_refused.size());
   state->name = "cukiln::" + name;
   state->miss = std::move(miss);
   state->autograd = std::move(autograd);
   state->per_call = std::move(per_call);
+  state->grad_refused = std::move(grad_refused);
   OpState* handle = state.get();
   {
     std::lock_guard<std::mutex> guard(registry_lock);
@@ -870,7 +880,7 @@ void register_specialized(int64_t handle, const std::string& name, std::vector<i
 int64_t register_variant(int64_t handle, const std::string& suffix, py::object miss, size_t extra) {
   const OpState& base = *reinterpret_cast<OpState*>(handle);
   py::object autograd = base.autograd;
-  if (OpState* existing = reregistered(base.name + suffix, miss, autograd, nullptr))
+  if (OpState* existing = reregistered(base.name + suffix, miss, autograd, nullptr, nullptr))
     return reinterpret_cast<int64_t>(existing);
   auto state = std::make_unique<OpState>(base.op);
   state->name = base.name + suffix;
@@ -878,6 +888,8 @@ int64_t register_variant(int64_t handle, const std::string& suffix, py::object m
   state->autograd = base.autograd;
   state->per_call = base.per_call;
   state->per_call.resize(base.per_call.size() + extra, false);
+  state->grad_refused = base.grad_refused;
+  state->grad_refused.resize(base.grad_refused.size() + extra, true);  // an output given
   state->extra = extra;
   state->variant = true;
   OpState* variant = state.get();
@@ -887,10 +899,12 @@ int64_t register_variant(int64_t handle, const std::string& suffix, py::object m
 }
 
 // The op of a handle (register_op's or register_variant's) on its arguments, straight into its hot kernel: no
-// dispatcher, no gate. For the public calls, which make their own autograd checks first; arguments are taken as the
-// schema types them (a float argument also takes an int, a bool one any truth value), a variant's extra ones as
-// tensors. A builtin function per handle (caller() below), called with the arguments themselves: no tuple, no
-// pybind argument parsing.
+// dispatcher, no gate. For the public calls; arguments are taken as the schema types them (a float argument also
+// takes an int, a bool one any truth value), a variant's extra ones as tensors. A call that autograd would have to
+// see (grad mode on, a tensor of grad_refused requiring grad) returns NotImplemented before anything runs: the
+// caller's Python code refuses it or takes it through autograd, with no Python test of each tensor on every call. A
+// builtin function per handle (caller() below), called with the arguments themselves: no tuple, no pybind argument
+// parsing.
 PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   STAGE_START();
@@ -899,6 +913,7 @@ PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   const auto& declared = schema.arguments();
   const size_t count = declared.size() + state.extra;
   TORCH_CHECK_TYPE(static_cast<size_t>(nargs) == count, state.name, ": expected ", count, " arguments, got ", nargs);
+  const bool grad_mode = c10::GradMode::is_enabled();
   torch::jit::Stack stack;
   stack.reserve(count);
   for (size_t i = 0; i < count; ++i) {
@@ -911,7 +926,9 @@ PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
       TORCH_CHECK_TYPE(own, state.name, ": output ", i - declared.size(), " is None");
       stack.emplace_back();
     } else if (kind == c10::TypeKind::TensorType && THPVariable_Check(a)) {
-      stack.emplace_back(THPVariable_Unpack(a));
+      const at::Tensor& t = THPVariable_Unpack(a);
+      if (grad_mode && state.grad_refused[i] && t.requires_grad()) Py_RETURN_NOTIMPLEMENTED;
+      stack.emplace_back(t);
     } else if (!own) {
       TORCH_CHECK_TYPE(false, state.name, ": output ", i - declared.size(), " is not a tensor");
     } else if (kind == c10::TypeKind::FloatType && (PyFloat_Check(a) || PyLong_Check(a))) {

@@ -7,8 +7,8 @@ a torch or CuPy stream, or any object with ``__cuda_stream__``; by default CuPy'
 arrays, else torch's current stream. The call then runs with that stream made torch's current one, so the
 outputs are allocated for it too. JAX arrays are immutable: in place and ``out=`` are refused for them.
 
-A call whose first array is a torch tensor and that names no stream goes straight through (the fast path
-costs one set lookup of the argument's type, made inline by the entry point: is_plain_torch_call).
+A call whose first array is a torch tensor and that names no stream goes straight through: the entry points
+(runtime/binder.py) test the stream and look the first argument's type up in TORCH_TYPES.known, inline.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class _TensorTypes:
     """The types framework() found to be torch tensors, remembered: the fast path's one check is a set lookup."""
 
     def __init__(self) -> None:
-        self.known: set[type] = set()
+        self.known: set[type] = set()  # never rebound: the entry points hold this set
 
     def is_torch(self, obj) -> bool:
         if type(obj) in self.known:
@@ -104,13 +104,6 @@ class _TensorTypes:
 
 
 TORCH_TYPES = _TensorTypes()
-
-
-def is_plain_torch_call(first, stream) -> bool:
-    """True when a call needs no conversion: its first array is a torch tensor and it names no stream. The
-    entry points test this first: one set lookup on their fast path (a wrapping function's extra frame and
-    keyword re-binding cost ~2 us a call)."""
-    return stream is None and (type(first) in TORCH_TYPES.known or TORCH_TYPES.is_torch(first))
 
 
 def call_with_foreign_arrays(fn, arguments: dict):

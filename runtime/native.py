@@ -124,16 +124,17 @@ def _build():
         return None
 
 
-def register(name: str, miss, autograd, per_call: tuple[bool, ...]) -> int | None:
+def register(name: str, miss, autograd, per_call: tuple[bool, ...], grad_refused: tuple[bool, ...]) -> int | None:
     """C++ kernels for op cukiln::``name`` when the extension loads: the op's handle, or None (the caller registers
     its Python autograd kernel). ``miss(*arguments) -> (result, description)`` runs a call in Python: a
     description (describe()), None (the Python kernel serves every call of this key) or False (keep nothing);
     ``autograd(*arguments)`` serves calls that need autograd; ``per_call`` marks the int arguments a plan refills
-    (left out of the plan-cache key)."""
+    (left out of the plan-cache key); ``grad_refused`` the tensors that, requiring grad with grad mode on, make a
+    caller() hand the call back (NotImplemented)."""
     native = module()
     if native is None:
         return None
-    return native.register_op(name, miss, autograd, list(per_call))
+    return native.register_op(name, miss, autograd, list(per_call), list(grad_refused))
 
 
 def register_specialized(handle: int, name: str, given: list[int], values: list) -> None:
@@ -144,8 +145,10 @@ def register_specialized(handle: int, name: str, given: list[int], values: list)
 
 def caller(handle: int):
     """``call(*arguments)``: the op (or variant) of ``handle`` on its arguments, straight into its plan cache, for
-    the public functions (which make their own autograd checks). A builtin function: a float argument also takes an
-    int and a bool one any truth value, as the public functions' own conversions would."""
+    the public functions. A builtin function: a float argument also takes an int and a bool one any truth value, as
+    the public functions' own conversions would. It returns NotImplemented, having done nothing, where grad mode is
+    on and a tensor of the op's ``grad_refused`` (or an output given) requires grad: its caller's Python path
+    refuses the call, or takes it to autograd."""
     return module().caller(handle)
 
 

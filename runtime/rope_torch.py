@@ -66,7 +66,9 @@ def _run_eager(runtime, args: tuple, inplace: bool):
     form = runtime.form((inplace,), (False,))
     callers = runtime.native_callers
     if callers and args[0].is_cuda:
-        return public(runtime, form, callers[form.variant](*args), args)
+        result = callers[form.variant](*args)
+        if result is not NotImplemented:  # a backward that builds a graph: the tensors require grad, grad mode on
+            return public(runtime, form, result, args)
     return public(runtime, form, runtime.run(args, form), args)
 
 

@@ -177,6 +177,11 @@ class OpSchema:
         return tuple(o.part == "int" and self.arg(o.source).per_call or
                      (o.part == "" and self.arg(o.source).per_call) for o in self.op_arguments())
 
+    def grad_refused(self) -> tuple[bool, ...]:
+        """Per op argument: a tensor the public call refuses where it requires grad (grad mode on): the native
+        callers hand such a call back (runtime/hot_path.cpp's fast_call)."""
+        return tuple(o.part != "int" and self.arg(o.source).refuse_grad for o in self.op_arguments())
+
     def written_only_with(self) -> dict[str, str]:
         return {a.name: a.written_with for a in self.args if a.role == "written" and a.written_with}
 

@@ -10,7 +10,7 @@ from .calls import namespace_of, public
 from .specialize import call as specialized_call
 from .tensors import refuse_untracked_gradients
 from .torch_support import (LIBRARY, NATIVE_HANDLES, WRITTEN_ONLY_WITH, direct, eager, fake, implement,
-                            one_graph_node, untracked)
+                            one_graph_node)
 
 
 def register(runtime, *, fakes: dict, autograd: dict | None = None, hook=None):
@@ -29,15 +29,16 @@ def register(runtime, *, fakes: dict, autograd: dict | None = None, hook=None):
     if written:
         WRITTEN_ONLY_WITH[schema.name] = written
     per_call = tuple(o.name for o, refilled in zip(schema.op_arguments(), schema.per_call()) if refilled)
+    grad_refused = tuple(o.name for o, refused in zip(schema.op_arguments(), schema.grad_refused()) if refused)
     for name, form in forms.items():
         kernel = _kernel(runtime, form)
         op = getattr(torch.ops.cukiln, name).default
         implement(name, kernel, (autograd or {}).get(name) or _refusing(name, op, kernel, runtime),
-                  runtime.miss(form), per_call)
+                  runtime.miss(form), per_call, grad_refused)
         fake(name)(fakes[name])
     callers = runtime.native_callers = _variants(runtime, forms, native)
     namespace = dict(namespace_of(runtime), _Tensor=torch.Tensor, _SymInt=torch.SymInt, _eager=eager,
-                     _untracked=untracked, _NATIVE_TORCH=[callers or False], _HOOK=hook, _torch_call=torch_call)
+                     _NATIVE_TORCH=[callers or False], _HOOK=hook, _torch_call=torch_call)
     ops = " and ".join(f"cukiln::{name}" for name in forms)
     doc = schema.docstring(f"cukiln.torch.{schema.name}: the op {ops} through torch's dispatcher, which autograd, "
                            f"torch.compile and CUDA graphs see; the outputs a caller gives are cukiln.{schema.name}'s "

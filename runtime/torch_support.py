@@ -50,33 +50,24 @@ def direct(x: torch.Tensor, op: str) -> bool:
     return op not in NATIVE_HANDLES and eager(x)
 
 
-def untracked(*tensors) -> bool:
-    """True when no tensor among ``tensors`` (None allowed) asks autograd for anything: grad mode off, or none
-    requires grad. Such an eager call may skip the op for its public function's native call, whose plans are the
-    op's own."""
-    if not torch.is_grad_enabled():
-        return True
-    for t in tensors:  # a loop, not any() over a generator: half the host time, on every eager call
-        if t is not None and t.requires_grad:
-            return False
-    return True
-
-
 def wants_grad(x: torch.Tensor) -> bool:
     return x.requires_grad and torch.is_grad_enabled()
 
 
-def implement(name: str, kernel, autograd, miss=None, per_call: tuple[str, ...] = ()) -> None:
+def implement(name: str, kernel, autograd, miss=None, per_call: tuple[str, ...] = (),
+              grad_refused: tuple[str, ...] = ()) -> None:
     """Register op cukiln::``name``'s kernels: ``kernel`` (Python, every device: CPU tensors reach its validation,
     which explains them) and, at the Autograd key, the native hot path's C++ kernels where it loads and ``miss`` is
     given (runtime/native.py: ``miss(*arguments) -> (result, description)``; ``per_call`` names the int arguments a
-    plan refills), else ``autograd`` itself."""
+    plan refills, ``grad_refused`` the tensors whose requiring grad hands a native caller's call back), else
+    ``autograd`` itself."""
     from . import native
 
     LIBRARY.impl(name, kernel, "CompositeExplicitAutograd")
     KERNELS[name] = kernel
     arguments = [a.name for a in getattr(torch.ops.cukiln, name).default._schema.arguments]
-    handle = None if miss is None else native.register(name, miss, autograd, tuple(a in per_call for a in arguments))
+    handle = None if miss is None else native.register(name, miss, autograd, tuple(a in per_call for a in arguments),
+                                                       tuple(a in grad_refused for a in arguments))
     if handle is not None:
         NATIVE_HANDLES[name] = handle
     else:

@@ -154,3 +154,35 @@ def test_cukiln_rope_runs_inside_a_users_autograd_function_and_refuses_outside()
     assert torch.equal(gx, cukiln.rope(grad, freqs=freqs, backward=True))
     with pytest.raises(RuntimeError, match="requires grad"):  # outside it, the gradient would be lost
         cukiln.rope(x, freqs=freqs)
+
+
+@pytest.mark.parametrize("grad_of", ["q", "cos_sin_cache", "out"])
+def test_a_cached_step_still_refuses_a_tensor_that_requires_grad_and_writes_nothing(grad_of):
+    # the native callers hand such a call back (hot_path.cpp's fast_call) where the public function no longer tests
+    # each tensor itself: a key already planned must not launch it
+    q, k, v = _decode_inputs()
+    k_new, v_new = k[:, :, 0].clone(), v[:, :, 0].clone()
+    lens = torch.full((2,), 100, dtype=torch.int32, device="cuda")
+    cache = torch.rand(300, 128, device="cuda")
+    tensors = {"q": q, "cos_sin_cache": cache, "out": torch.empty_like(q)}
+
+    def step(**changed):
+        given = {**tensors, **changed}
+        return cukiln.decode_step(given["q"], k_new, v_new, k, v, lens, positions=lens,
+                                  cos_sin_cache=given["cos_sin_cache"], out=given["out"])
+
+    step()  # the key planned
+    snapshot = k.clone(), v.clone()
+    wanting = tensors[grad_of].clone().requires_grad_(True)
+    with pytest.raises(RuntimeError, match=f"{grad_of} requires grad, but autograd does not see cukiln.decode_step"):
+        step(**{grad_of: wanting})
+    assert torch.equal(k, snapshot[0]) and torch.equal(v, snapshot[1]), "a refused step wrote the caches"
+    with torch.no_grad():  # grad mode off: nothing to refuse, and the native plan serves it
+        served = native.module().python_count("decode_step#out") if native.module() is not None else None
+        step(**{grad_of: wanting})
+        if served is not None:
+            assert native.module().python_count("decode_step#out") == served
+    if grad_of != "out":  # the op through autograd, which refuses it by the op's name
+        with pytest.raises(RuntimeError, match=f"{grad_of} requires grad, but autograd does not see cukiln::"):
+            ct.decode_step(**{"q": q, "cos_sin_cache": cache, grad_of: wanting}, k_new=k_new, v_new=v_new,
+                           k_cache=k, v_cache=v, kv_lens=lens, positions=lens)

@@ -38,13 +38,12 @@ def test_stream_handles_from_ints_streams_and_the_stream_protocol():
             interop.stream_handle(bad)
 
 
-def test_torch_calls_without_a_stream_take_the_plain_path():
+def test_torch_tensors_are_told_apart_and_remembered():
     x = torch.zeros(2)
-    assert interop.is_plain_torch_call(x, None)
-    assert type(x) in interop.TORCH_TYPES.known  # remembered: later calls cost one set lookup
-    assert not interop.is_plain_torch_call(x, 0)  # a stream named
-    assert not interop.is_plain_torch_call(_fake("cupy._core.core", __cuda_array_interface__={}), None)
-    assert not interop.is_plain_torch_call([1.0], None)
+    assert interop.TORCH_TYPES.is_torch(x)
+    assert type(x) in interop.TORCH_TYPES.known  # remembered: the entry points' inline test is one set lookup
+    assert not interop.TORCH_TYPES.is_torch(_fake("cupy._core.core", __cuda_array_interface__={}))
+    assert not interop.TORCH_TYPES.is_torch([1.0])
 
 
 def test_a_stream_on_a_torch_call_converts_nothing_and_runs_the_call_on_that_stream(monkeypatch):

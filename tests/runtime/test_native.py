@@ -552,7 +552,7 @@ def test_registering_an_op_again_keeps_its_handle():
     handle = NATIVE_HANDLES["rope_"]
     mask = [a.name in () for a in torch.ops.cukiln.rope_.default._schema.arguments]
     form = rope_api.SCHEMA.op_forms()["rope_"]
-    again = native.module().register_op("rope_", rope_api.RUNTIME.miss(form), lambda *args: None, mask)
+    again = native.module().register_op("rope_", rope_api.RUNTIME.miss(form), lambda *args: None, mask, mask)
     assert again == handle, "handles given out stay valid"
 
 
