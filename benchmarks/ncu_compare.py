@@ -14,7 +14,8 @@ in-place rotary_dim = d/4 call on [4096, 1, 128, 128] beside the full-width out-
 DRAM bytes each moves: `--metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum`);
 rope-views: [4096, 2, 32, 128] forward as sbhd and as a transposed (b, h, s, d) view, each beside a copy;
 rope-thd: the thd bench's packed case (65536 tokens in 32 sequences, h 32, d 128, bf16 freqs forward) in each
-dispatch mode, beside a copy.
+dispatch mode, beside a copy; decode-fp8: the FP8 bench's e4m3 caches (per-tensor scales), cukiln beside its own
+decode of the same values in bf16, for the cases given as `decode-fp8=32x8192,128x8192` (default 32x8192).
 Without ncu the script just runs the calls (a smoke test).
 """
 
@@ -48,6 +49,16 @@ def decode(cases=DECODE_CASES) -> None:
         q, k, v = inputs(b, T)
         _profiled(f"cukiln decode b={b} T={T}", lambda: cukiln.decode_attention(q, k, v, T))
         _profiled(f"torch sdpa b={b} T={T}", lambda: torch_sdpa(q, k, v))
+
+
+def decode_fp8(cases=((32, 8192),)) -> None:
+    from cukiln.tools.decode.bench import FP8_SCALE, fp8_inputs
+
+    for b, T in cases:
+        q, k8, v8, k16, v16 = fp8_inputs(b, T)
+        _profiled(f"cukiln decode fp8 b={b} T={T}",
+                  lambda: cukiln.decode_attention(q, k8, v8, T, k_scale=FP8_SCALE, v_scale=FP8_SCALE))
+        _profiled(f"cukiln decode bf16 b={b} T={T}", lambda: cukiln.decode_attention(q, k16, v16, T))
 
 
 def rope() -> None:
@@ -100,7 +111,8 @@ if __name__ == "__main__":
     for arg in sys.argv[1:] or ("decode", "rope"):
         name, _, cases = arg.partition("=")
         if cases:
-            decode([tuple(int(n) for n in case.split("x")) for case in cases.split(",")])
+            {"decode": decode, "decode-fp8": decode_fp8}[name](
+                [tuple(int(n) for n in case.split("x")) for case in cases.split(",")])
         else:
             {"decode": decode, "rope": rope, "rope-partial": rope_partial, "rope-thd": rope_thd,
-             "rope-views": rope_views}[name]()
+             "rope-views": rope_views, "decode-fp8": decode_fp8}[name]()

@@ -39,6 +39,11 @@ MAX_MIN_BLOCKS = 3  # 4 blocks of 128 threads would leave 128 registers a thread
 # blocks per sm_90 multiprocessor leave room for; the wide one always 2 stages.
 SHARED_BUDGET = 99 * 1024
 TWO_BLOCK_BUDGET = SM90_SHARED_PER_SM // 2 - SHARED_RESERVED_PER_BLOCK
+# An FP8 cache at these head dims: a group of 8 heads or fewer streams each warp's keys through a ring of its own and
+# widens them in registers (attend_fp8_chunk in decode.cuh), whose warps wait on their own latency: so as many stages
+# as let three blocks share an sm_90 multiprocessor (their rings take the region of the widened tiles and stages).
+FP8_RING_HEAD_DIMS = (64, 128, 256)
+THREE_BLOCK_BUDGET = SM90_SHARED_PER_SM // 3 - SHARED_RESERVED_PER_BLOCK
 # The ws_deep pipeline's ring (one block per multiprocessor): 4 stages of 64 keys at head dim 128. Measured with the
 # ws sweep (results/decode-ws-sweep-h100-2026-11-27-ring-depth.json, H100, bf16, d 128) against 5 and 6 stages: 4 as
 # fast or faster on every grid timed (b = 8, T = 32k in one pass 1.024x copy, where 5 and 6 were best at 2 splits,
@@ -109,7 +114,8 @@ def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, cache: Cache = C
     MAX_STAGES]. An FP8 cache's narrow pipeline stages its bytes as they are (rows unpadded: nothing reads them by
     ldmatrix) beside the widened keys."""
     if cache is Cache.E4M3:
-        fit = (SHARED_BUDGET - query_bytes(head_dim) - widened_bytes(head_dim)) // stage_bytes(
+        budget = SHARED_BUDGET
+        fit = (budget - query_bytes(head_dim) - widened_bytes(head_dim)) // stage_bytes(
             head_dim, pipeline.tile_keys, itemsize=1, padded=False)
         return max(MIN_STAGES, min(MAX_STAGES, fit))
     if pipeline is Pipeline.WIDE:

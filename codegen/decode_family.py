@@ -22,7 +22,8 @@ def render_headers(*, l2_prefetch: str = decode_abi.L2_PREFETCH, warps: int = de
                                  row_padding=decode_abi.ROW_PADDING, l2_prefetch=l2_prefetch,
                                  max_cluster_splits=decode_abi.MAX_CLUSTER_SPLITS, issue_early=issue_early,
                                  invariant_splits=decode_abi.INVARIANT_SPLITS,
-                                 ws_evict_first=decode_abi.WS_EVICT_FIRST, keys_as_rows=keys_as_rows)}
+                                 ws_evict_first=decode_abi.WS_EVICT_FIRST, keys_as_rows=keys_as_rows,
+                                 fp8_ring_head_dims=decode_abi.FP8_RING_HEAD_DIMS)}
 
 
 def render_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVariant], *,

@@ -732,7 +732,8 @@ __device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, co
 // fragments and O take half its registers. The running state as the fragments lay it out: columns (heads)
 // 2 (lane % 4) + {0, 1}; rows lane / 4 and lane / 4 + 8 of each 16-row tile (keys for scores, head-dim elements
 // for O).
-template <int D>
+// (Fp8Rows: attend_fp8_chunk's O, whose rows are each lane's own head-dim elements: fp8_value_element.)
+template <int D, bool Fp8Rows = false>
 struct RunningByKeys {
   float m[2] = {-CUKILN_INF, -CUKILN_INF};  // running maximum logit per head (base 2)
   float l[2] = {0.f, 0.f};  // this thread's part of the running sum of exp2(logit - m)
@@ -759,6 +760,91 @@ __device__ __forceinline__ void query_columns(unsigned (&q)[D / 16][2], const T*
   }
   if constexpr (D / 16 % 2 == 1) ldmatrix_x2(q[D / 16 - 1], q_tile + mrow * kPitch + (D / 16 - 1) * 16 + (mat % 2) * 8);
 }
+
+// --- FP8 (e4m3) caches in per-warp rings, widened in registers --------------------------------------------------------
+// For a group of 8 heads or fewer (keys as the mma's rows), from sm_90 on, at head dims 64, 128 and 256: each warp
+// stages its own 16-key chunks of K and V bytes in a ring of its own (no block barrier a tile) and builds its tensor-core
+// fragments from the bytes in registers, with no widened copy in shared memory. The dot product over the head dim
+// does not depend on the order of its terms, so a lane's K fragment takes whole 16-byte chunks of each key's row, and
+// q's B fragments are gathered in the same order (fp8_key_element). O's rows are head-dim elements: a lane's V
+// fragments take one 16-byte chunk (8 bytes at 64, two chunks at 256) of its keys' rows, and its O elements are
+// those (fp8_value_element), which leave_running writes in their place.
+template <int D>
+struct Fp8Rings {
+  static constexpr bool kServes = D == 64 || D == 128 || D == 256;  // decode_abi.FP8_RING_HEAD_DIMS
+  static constexpr int kChunks = D / 16;  // 16-byte chunks of a key's row
+  static constexpr int kChunkKeys = 16;  // keys a warp stages at a time: one slice of the mma
+  static constexpr int kStageBytes = 2 * kChunkKeys * D;  // K, then V
+  static constexpr int kKeyGranules = D / 64;  // 16-byte chunks of a key a lane reads for the scores
+  static constexpr int kValueBytes = D / 8;  // bytes of a key a lane reads for O
+  static constexpr int kValueWords = kValueBytes / 4;
+  // Where chunk ``chunk`` of a key's row lies in a stage: the eight lanes of a 16-byte load's phase read keys r and
+  // r + 1 (K: chunks c of 4 lanes each) or keys 0, 2, 4, 6 (V: chunks r, r + 1), which rows of a multiple of 128 bytes
+  // would put on the same banks; XOR-ing the chunk index by the key's low bits spreads them.
+  static __device__ __forceinline__ int k_chunk(int key, int chunk) { return kChunks % 8 == 0 ? chunk ^ ((key & 1) << 2) : chunk; }
+  static __device__ __forceinline__ int v_chunk(int key, int chunk) { return kChunks % 8 == 0 ? chunk ^ (key & 6) : chunk; }
+};
+
+// The head-dim element of step s's K bytes 0-3 of lane c (of its key's four lanes): granule s / 4 of the lane's,
+// chunk 4 (s / 4) + c of the row, word s % 4.
+__device__ __forceinline__ int fp8_key_element(int s, int c) { return 16 * (4 * (s / 4) + c) + 4 * (s % 4); }
+// The head-dim element of byte ``beta`` of lane row r's V bytes: its 8-byte piece r (head dim 64), or chunk r and
+// then chunk r + 8 (128, 256).
+template <int D>
+__device__ __forceinline__ int fp8_value_element(int r, int beta) {
+  constexpr int kGranule = Fp8Rings<D>::kValueBytes < 16 ? Fp8Rings<D>::kValueBytes : 16;
+  return ((beta / kGranule) * 8 + r) * kGranule + beta % kGranule;
+}
+
+
+// The online softmax of a warp's scores S^T (keys as rows: kept for the heads, 2 (lane % 4) + {0, 1}): each head's
+// maximum over this thread's keys, then over the 8 lanes sharing its heads; the running state rescaled; and the B
+// operand of O^T += V^T . P^T per slice: keys 0-7 and 8-15 of this thread's column (head lane / 4), each the
+// transpose of the scores' 8x8 block, the rounded probabilities (p_hi) and their rounding residuals (p_lo).
+template <typename T, int D, bool Fp8Rows, int N>
+__device__ __forceinline__ void probabilities_by_keys(RunningByKeys<D, Fp8Rows>& run, float (&s)[N][4], int key0,
+                                                      int lane, const TileCounts& count, int rows,
+                                                      const Scoring& scoring, unsigned (&p_hi)[N][2],
+                                                      unsigned (&p_lo)[N][2]) {
+  using M = Mma<T>;
+  // Online softmax per head: the maximum over this thread's keys, then over the 8 lanes sharing its heads.
+  scoring.apply_by_keys(s, key0, lane, count);
+  float tile_max[2] = {-CUKILN_INF, -CUKILN_INF};
+#pragma unroll
+  for (int sl = 0; sl < N; ++sl) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) tile_max[e % 2] = fmaxf(tile_max[e % 2], s[sl][e]);
+  }
+  float correction[2], m_base[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int lanes = 4; lanes <= 16; lanes *= 2) tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], lanes));
+    raise_maximum(run.m[i], run.l[i], tile_max[i], correction[i], m_base[i]);
+  }
+  const bool real_head[2] = {2 * (lane % 4) < rows, 2 * (lane % 4) + 1 < rows};
+#pragma unroll
+  for (int sl = 0; sl < N; ++sl) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float p0 = real_head[0] ? fast_exp2(s[sl][2 * half] - m_base[0]) : 0.f;
+      const float p1 = real_head[1] ? fast_exp2(s[sl][2 * half + 1] - m_base[1]) : 0.f;
+      run.l[0] += p0;
+      run.l[1] += p1;
+      const unsigned rounded = M::pack(p0, p1);
+      p_hi[sl][half] = transpose_8x8(rounded);
+      p_lo[sl][half] = transpose_8x8(M::pack(p0 - M::low(rounded), p1 - M::high(rounded)));
+    }
+  }
+  if (__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n) {
+      run.acc[n][0] *= correction[0];
+      run.acc[n][1] *= correction[1];
+      run.acc[n][2] *= correction[0];
+      run.acc[n][3] *= correction[1];
+    }
+  }}
 
 // attend_tile for a group of ``rows`` <= 8 heads, keys as the mma's rows (RunningByKeys). The probabilities P^T
 // leave the scores' accumulators as the rows of 8x8 matrices and enter P . V as columns, so each is transposed in
@@ -789,47 +875,8 @@ __device__ __forceinline__ void attend_tile_by_keys(RunningByKeys<D>& run, const
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[sl][e] += s_odd[sl][e];
   }
-  // Online softmax per head: the maximum over this thread's keys, then over the 8 lanes sharing its heads.
-  scoring.apply_by_keys(s, key0, lane, count);
-  float tile_max[2] = {-CUKILN_INF, -CUKILN_INF};
-#pragma unroll
-  for (int sl = 0; sl < kSlices; ++sl) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) tile_max[e % 2] = fmaxf(tile_max[e % 2], s[sl][e]);
-  }
-  float correction[2], m_base[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-#pragma unroll
-    for (int lanes = 4; lanes <= 16; lanes *= 2) tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], lanes));
-    raise_maximum(run.m[i], run.l[i], tile_max[i], correction[i], m_base[i]);
-  }
-  // The B operand of O^T += V^T . P^T per slice: keys 0-7 and 8-15 of this thread's column (head lane / 4), each
-  // the transpose of the scores' 8x8 block; the rounded probabilities and their rounding residuals.
   unsigned p_hi[kSlices][2], p_lo[kSlices][2];
-  const bool real_head[2] = {2 * (lane % 4) < rows, 2 * (lane % 4) + 1 < rows};
-#pragma unroll
-  for (int sl = 0; sl < kSlices; ++sl) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const float p0 = real_head[0] ? fast_exp2(s[sl][2 * half] - m_base[0]) : 0.f;
-      const float p1 = real_head[1] ? fast_exp2(s[sl][2 * half + 1] - m_base[1]) : 0.f;
-      run.l[0] += p0;
-      run.l[1] += p1;
-      const unsigned rounded = M::pack(p0, p1);
-      p_hi[sl][half] = transpose_8x8(rounded);
-      p_lo[sl][half] = transpose_8x8(M::pack(p0 - M::low(rounded), p1 - M::high(rounded)));
-    }
-  }
-  if (__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
-#pragma unroll
-    for (int n = 0; n < D / 16; ++n) {
-      run.acc[n][0] *= correction[0];
-      run.acc[n][1] *= correction[1];
-      run.acc[n][2] *= correction[0];
-      run.acc[n][3] *= correction[1];
-    }
-  }
+  probabilities_by_keys<T>(run, s, key0, lane, count, rows, scoring, p_hi, p_lo);
   // O^T += V^T . P^T: 16 head-dim elements a step, V^T's A fragments by transposing loads of the V rows.
 #pragma unroll
   for (int n = 0; n < D / 16; ++n) {
@@ -878,8 +925,8 @@ __device__ __forceinline__ void leave_running(Running<D>& run, float* part_m, fl
     o[8 * D + 1] = run.acc[n][3];
   }
 }
-template <int D>
-__device__ __forceinline__ void leave_running(RunningByKeys<D>& run, float* part_m, float* part_l, float* part_o) {
+template <int D, bool Fp8Rows>
+__device__ __forceinline__ void leave_running(RunningByKeys<D, Fp8Rows>& run, float* part_m, float* part_l, float* part_o) {
   static_assert(kHeadRows == 16, "heads 0-7 and the 8 rows past them fill a warp's kHeadRows");
   const int lane = threadIdx.x % 32, head = 2 * (lane % 4);
 #pragma unroll
@@ -898,7 +945,11 @@ __device__ __forceinline__ void leave_running(RunningByKeys<D>& run, float* part
 #pragma unroll
   for (int n = 0; n < D / 16; ++n) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) part_o[(head + e % 2) * D + n * 16 + lane / 4 + (e / 2) * 8] = run.acc[n][e];
+    for (int e = 0; e < 4; ++e) {
+      // the head-dim element of row lane / 4 (+ 8 for e >= 2) of tile n
+      const int j = Fp8Rows ? fp8_value_element<D>(lane / 4, 2 * n + e / 2) : n * 16 + lane / 4 + (e / 2) * 8;
+      part_o[(head + e % 2) * D + j] = run.acc[n][e];
+    }
   }
 }
 
@@ -1015,6 +1066,155 @@ struct Fp8Tile {
   static constexpr int kKeys = Keys, kPitch = D;
 };
 
+// Two e4m3 bytes, the high bytes of ``x``'s 16-bit lanes, as a T pair (Fp8Pair); Nan: a NaN byte's lane NaN.
+template <typename T, bool Nan>
+__device__ __forceinline__ unsigned fp8_pair(unsigned x) {
+  unsigned r = Fp8Pair<T>::of(x);
+  if constexpr (Nan) {
+    const unsigned nan = ((x & 0x7f007f00u) + 0x01000100u) & 0x80008000u;
+    r |= nan - (nan >> 15);  // 0x7fff in each NaN lane
+  }
+  return r;
+}
+
+// Keys [first, first + kChunkKeys) of K and V (bytes), zeros from ``end`` on, into one warp's ``stage``, each key's
+// chunks where Fp8Rings places them. Lane l copies chunk l % (D / 16) of every (32 / (D / 16))-th key. Paged caches:
+// each key's page looked up as load_paged_tiles does (a key whose table entry lies outside the pool is read as zeros
+// and sets ``bad``).
+template <int D, typename Kv>
+__device__ __forceinline__ void load_fp8_chunk(unsigned char* stage, const unsigned char* k, const unsigned char* v,
+                                               const Kv& k_rows, const Kv& v_rows, int b, int h, int first, int end,
+                                               bool& bad) {
+  using R = Fp8Rings<D>;
+  constexpr int kKeyStep = 32 / R::kChunks, kCopies = R::kChunkKeys / kKeyStep;
+  const int lane = threadIdx.x % 32, chunk = lane % R::kChunks, key0 = lane / R::kChunks;
+#pragma unroll
+  for (int c = 0; c < kCopies; ++c) {
+    const int key = key0 + c * kKeyStep;
+    const bool valid = first + key < end;
+    const int t = valid ? first + key : first;  // a key of the chunk: a valid address
+    const unsigned char* k_src;
+    const unsigned char* v_src;
+    bool ok = valid;
+    if constexpr (IsPaged<Kv>::kValue) {
+      const int page = __ldg(k_rows.table + b * k_rows.table_sb + (t >> k_rows.shift));
+      const bool inside = static_cast<unsigned>(page) < static_cast<unsigned>(k_rows.pages);
+      bad |= valid && !inside;
+      ok = valid && inside;
+      const long long slot = t & ((1 << k_rows.shift) - 1);
+      k_src = ok ? k + h * k_rows.sh + page * k_rows.sp + slot * k_rows.st + chunk * 16 : k;
+      v_src = ok ? v + h * v_rows.sh + page * v_rows.sp + slot * v_rows.st + chunk * 16 : v;
+    } else {
+      k_src = k + k_rows.row(b, h, t) + chunk * 16;
+      v_src = v + v_rows.row(b, h, t) + chunk * 16;
+    }
+    copy_to_shared<unsigned char, 16>(stage + key * D + R::k_chunk(key, chunk) * 16, k_src, ok);
+    copy_to_shared<unsigned char, 16>(stage + R::kChunkKeys * D + key * D + R::v_chunk(key, chunk) * 16, v_src, ok);
+  }
+}
+
+// q's B fragments for attend_fp8_chunk: each lane's head (lane / 4), at the elements its K fragments hold.
+template <typename T, int D, int kPitch>
+__device__ __forceinline__ void fp8_query_columns(unsigned (&q)[D / 16][2], const T* q_tile) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int s = 0; s < D / 16; ++s) {
+    const uint2 pair = *reinterpret_cast<const uint2*>(q_tile + (lane / 4) * kPitch + fp8_key_element(s, lane % 4));
+    q[s][0] = pair.x;
+    q[s][1] = pair.y;
+  }
+}
+
+// One warp's 16 keys (a stage of its ring) for a group of ``rows`` <= 8 heads, keys as the mma's rows: as
+// attend_tile_by_keys, the fragments built from the stage's bytes in registers. A warp whose bytes hold the e4m3 NaN
+// (only where an input did) widens them with the NaN-keeping form.
+template <typename T, int D>
+__device__ __forceinline__ void attend_fp8_chunk(RunningByKeys<D, true>& run, const unsigned char* stage,
+                                                 const TileCounts& count, int rows, const Scoring& scoring,
+                                                 const unsigned (&q)[D / 16][2]) {
+  using R = Fp8Rings<D>;
+  const int lane = threadIdx.x % 32, r = lane / 4, c = lane % 4;
+  // K: keys r and r + 8, the lane's granules (chunks 4 i + c); V: keys 2c, 2c + 1, 2c + 8, 2c + 9, its bytes
+  unsigned key_words[2][R::kKeyGranules * 4], value_words[4][R::kValueWords];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int key = r + 8 * half;
+#pragma unroll
+    for (int i = 0; i < R::kKeyGranules; ++i) {
+      const uint4 w = *reinterpret_cast<const uint4*>(stage + key * D + R::k_chunk(key, 4 * i + c) * 16);
+      key_words[half][4 * i] = w.x;
+      key_words[half][4 * i + 1] = w.y;
+      key_words[half][4 * i + 2] = w.z;
+      key_words[half][4 * i + 3] = w.w;
+    }
+  }
+  const unsigned char* values = stage + R::kChunkKeys * D;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int key = 2 * c + (j & 1) + 8 * (j / 2);
+    if constexpr (R::kValueBytes == 8) {  // head dim 64: 8 bytes of chunk r / 2
+      const uint2 w = *reinterpret_cast<const uint2*>(values + key * D + R::v_chunk(key, r / 2) * 16 + (r % 2) * 8);
+      value_words[j][0] = w.x;
+      value_words[j][1] = w.y;
+    } else {
+#pragma unroll
+      for (int g = 0; g < R::kValueBytes / 16; ++g) {
+        const uint4 w = *reinterpret_cast<const uint4*>(values + key * D + R::v_chunk(key, 8 * g + r) * 16);
+        value_words[j][4 * g] = w.x;
+        value_words[j][4 * g + 1] = w.y;
+        value_words[j][4 * g + 2] = w.z;
+        value_words[j][4 * g + 3] = w.w;
+      }
+    }
+  }
+  unsigned nan_bytes = 0u;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+#pragma unroll
+    for (const unsigned w : key_words[half]) nan_bytes |= (w & 0x7f7f7f7fu) + 0x01010101u;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (const unsigned w : value_words[j]) nan_bytes |= (w & 0x7f7f7f7fu) + 0x01010101u;
+  }
+  const auto attend = [&](auto nan) {
+    constexpr bool kNan = decltype(nan)::value;
+    using M = Mma<T>;
+    float s[1][4] = {}, s_odd[1][4] = {};
+#pragma unroll
+    for (int step = 0; step < D / 16; ++step) {
+      const unsigned w0 = key_words[0][step], w1 = key_words[1][step];
+      const unsigned a[4] = {fp8_pair<T, kNan>(byte_perm(w0, 0u, 0x1404u)), fp8_pair<T, kNan>(byte_perm(w1, 0u, 0x1404u)),
+                             fp8_pair<T, kNan>(byte_perm(w0, 0u, 0x3424u)), fp8_pair<T, kNan>(byte_perm(w1, 0u, 0x3424u))};
+      M::run(step % 2 == 0 ? s[0] : s_odd[0], a, q[step][0], q[step][1]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[0][e] += s_odd[0][e];
+    unsigned p_hi[1][2], p_lo[1][2];
+    probabilities_by_keys<T>(run, s, 0, lane, count, rows, scoring, p_hi, p_lo);
+    // O^T += V^T . P^T, tile n: rows r and r + 8 are the lane's V bytes 2n and 2n + 1 (fp8_value_element), columns
+    // keys 2c, 2c + 1 (a[0], a[1]) and 2c + 8, 2c + 9 (a[2], a[3]); a selector puts byte b of a key pair's two words in
+    // their lanes' high bytes
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n) {
+      const int word = n / 2, byte = 2 * (n % 2);
+      const unsigned even = byte | byte << 4 | (4 + byte) << 8 | (4 + byte) << 12, odd = even + 0x1111u;
+      const unsigned a[4] = {fp8_pair<T, kNan>(byte_perm(value_words[0][word], value_words[1][word], even)),
+                             fp8_pair<T, kNan>(byte_perm(value_words[0][word], value_words[1][word], odd)),
+                             fp8_pair<T, kNan>(byte_perm(value_words[2][word], value_words[3][word], even)),
+                             fp8_pair<T, kNan>(byte_perm(value_words[2][word], value_words[3][word], odd))};
+      M::run(run.acc[n], a, p_hi[0][0], p_hi[0][1]);
+      M::run(run.acc[n], a, p_lo[0][0], p_lo[0][1]);
+    }
+  };
+  if (__any_sync(0xffffffffu, (nan_bytes & 0x80808080u) != 0u)) {
+    attend(Constant<bool, true>{});
+  } else {
+    attend(Constant<bool, false>{});
+  }
+}
+
 // The attention of one block: cache row blockIdx.z, KV head blockIdx.y / head_groups (its query rows from packed row
 // (blockIdx.y % head_groups) * kHeadRows on: PackedRows, the heads of its GQA group for each of the row's query
 // tokens), keys of split blockIdx.x. The prologue (the split's keys, the
@@ -1094,10 +1294,6 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
     }
     commit_copies();
   };
-#pragma unroll
-  for (int t = 0; t < kStages - 1; ++t) load_keys(t);
-  load_query<T, D, kPitch>(q_tile, q, q_rows, place(), rows);
-
   // The keys each of this thread's two query rows (``row0`` and ``row1`` of the block's; see TileCounts) lacks at the
   // split's end, hi: its token's end is at most 15 keys before the row's (TokenRows::end_of), so 0 to 15, or kNone (a
   // padding token: no key at all), in a byte each of one register (the loop's registers are few to spare); then a tile's
@@ -1114,6 +1310,57 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
     const auto of = [&](unsigned lack) { return lack == kNone ? 0 : min(count, hi - first - static_cast<int>(lack)); };
     return TileCounts{of(lacks & 0xffu), of(lacks >> 8)};
   };
+#if __CUDA_ARCH__ >= 900
+  if constexpr (kWiden && Fp8Rings<D>::kServes) {
+    if (rows <= 8) {  // keys as the mma's rows, each warp's keys in a ring of its own (attend_fp8_chunk)
+      using R = Fp8Rings<D>;
+      constexpr int kRing = kRegionBytes / (kWarps * R::kStageBytes);  // stages a warp, over the narrow path's region
+      static_assert(kRing >= 2, "a chunk in flight while one is read");
+      constexpr int kStride = kWarps * R::kChunkKeys;  // keys from one of a warp's chunks to its next
+      const int warp = threadIdx.x / 32, first0 = lo + warp * R::kChunkKeys;
+      const int chunks = first0 < hi ? (hi - first0 + kStride - 1) / kStride : 0;
+      unsigned char* ring = shared + warp * kRing * R::kStageBytes;
+      // chunk i in stage i % kRing; one copy group committed per chunk, empty or not (as load_keys)
+      const auto load_chunk = [&](int i) {
+        if (i < chunks) {
+          load_fp8_chunk<D>(ring + (i % kRing) * R::kStageBytes, k, v, k_rows, v_rows, b, kv_head, first0 + i * kStride,
+                            hi, bad_page);
+        }
+        commit_copies();
+      };
+#pragma unroll
+      for (int i = 0; i < kRing - 1; ++i) load_chunk(i);
+      load_query<T, D, kPitch>(q_tile, q, q_rows, place(), rows);
+      __syncthreads();  // the query tile is written
+      RunningByKeys<D, true> run;
+      unsigned q_cols[D / 16][2];
+      fp8_query_columns<T, D, kPitch>(q_cols, q_tile);
+      const unsigned lacks = lacking(2 * (lane % 4), 2 * (lane % 4) + 1);
+      for (int i = 0; i < chunks; ++i) {
+        load_chunk(i + kRing - 1);  // into the stage of chunk i - 1, which this warp is done with
+        wait_copies<kRing - 1>();
+        __syncwarp();  // chunk i, copied by every lane, is visible to the warp
+        const int first = first0 + i * kStride;
+        attend_fp8_chunk<T, D>(run, ring + (i % kRing) * R::kStageBytes,
+                               counts_of(lacks, first, min(R::kChunkKeys, hi - first)), rows, scoring, q_cols);
+        __syncwarp();  // read before the copies of chunk i + kRing overwrite its stage
+      }
+      wait_copies<0>();  // only empty groups can be pending here
+      scale_output(run, scales.value(kv_head));
+      // every warp is done with its ring, over which finish_block merges; a malformed table entry: NaN (as poison)
+      if constexpr (kPaged) {
+        if (__syncthreads_or(bad_page)) run.m[0] = run.m[1] = CUKILN_NAN;
+      } else {
+        __syncthreads();
+      }
+      finish_block<T, D, Geometry, false, kRegionBytes>(run, shared, rows, place(), sink);
+      return;
+    }
+  }
+#endif
+#pragma unroll
+  for (int t = 0; t < kStages - 1; ++t) load_keys(t);
+  load_query<T, D, kPitch>(q_tile, q, q_rows, place(), rows);
 
   // Every tile of the split through ``attend_one(k_tile, v_tile, count, first)`` (16-bit tiles: an FP8 cache's widened
   // first, each warp its own rows, which are all it reads).

@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 
 import cukiln  # noqa: E402
 from cukiln.decode_api import plan_call  # noqa: E402
-from cukiln.tools.decode.checks import decode_cache_view, run_decode_and_compare  # noqa: E402
-from cukiln.tools.verify import new_generator  # noqa: E402
+from cukiln.tools.decode.checks import DECODE_FP32_UNITS, decode_cache_view, run_decode_and_compare  # noqa: E402
+from cukiln.tools.verify import compare, new_generator  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 E4M3 = torch.float8_e4m3fn
@@ -60,6 +60,30 @@ def test_a_nan_code_in_the_keys_makes_its_row_nan_and_only_it():
     out = cukiln.decode_attention(q, k, v, T, k_scale=1 / 64)
     assert out[1, :4].isnan().all() and out[2, 4:].isnan().any()
     assert not out[0].isnan().any() and not out[1, 4:].isnan().any() and not out[2, :4].isnan().any()
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("group", [4, 12])
+def test_nan_codes_give_the_references_nans_and_nothing_else(d, group):
+    # groups of 8 heads or fewer read the bytes into registers (attend_fp8_chunk, sm_90 on), larger ones widen them in
+    # shared memory: a key's NaN poisons its KV head's rows, a value's NaN its column only, and a NaN code past a row's
+    # length nothing
+    gen = new_generator()
+    b, h_kv, T = 3, 2, 300
+    q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (decode_cache_view(b, h_kv, T, d, E4M3, gen) for _ in range(2))
+    lens = torch.tensor([T, 200, 150], dtype=torch.int32, device="cuda")
+    k.view(torch.uint8)[1, 0, 57, 3] = 0x7F
+    v.view(torch.uint8)[2, 1, 100, 9] = 0xFF
+    k.view(torch.uint8)[2, 0, 170, 5] = 0x7F  # past row 2's 150 keys
+    for splits in (1, 3):
+        out = cukiln.decode_attention(q, k, v, lens, k_scale=1 / 64, num_splits=splits)
+        ref = cukiln.reference.decode_attention(q, k, v, lens, k_scale=1 / 64)
+        nan = ref.isnan()
+        assert nan[1, :group].all() and nan[2, group:, 9].all() and int(nan.sum()) == group * d + group
+        assert torch.equal(out.isnan(), nan), f"NaN where the reference has none, or none where it has, splits {splits}"
+        problem = compare(out.masked_fill(nan, 0), ref.masked_fill(nan, 0), fp32_units=DECODE_FP32_UNITS)
+        assert problem is None, f"splits {splits}: {problem}"
 
 
 def test_graph_replay_reads_new_scales_and_lengths():

@@ -124,7 +124,10 @@ def test_a_step_takes_ws_where_the_table_picks_ws_deep(monkeypatch):
     b, hq, hkv, d, T = 2, 16, 4, 128, 1111  # a shape of its own: no plan cached by the tests before
     point = (b * hkv, 1024) + (PIPELINES.index("ws_deep"),) + tuple(
         {"ws": 3, "ws_deep": 2}.get(p, 1) for p in PIPELINES)
-    monkeypatch.setitem(dispatch.DECODE_SPLIT, "sm_%d%d" % torch.cuda.get_device_capability(), {"table": (point,)})
+    from cukiln.loader import KERNELS
+
+    target = KERNELS.tuning_target(torch.cuda.current_device())  # this GPU's own table where it has one
+    monkeypatch.setitem(dispatch.DECODE_SPLIT, target, {"table": (point,)})
     q = torch.randn(b, hq, d, generator=gen, device="cuda").to(torch.bfloat16)
     k, v = (torch.randn(b, hkv, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(2))
     caches = [torch.randn(b, hkv, T, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(2)]
