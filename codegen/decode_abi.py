@@ -114,7 +114,7 @@ def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, cache: Cache = C
     MAX_STAGES]. An FP8 cache's narrow pipeline stages its bytes as they are (rows unpadded: nothing reads them by
     ldmatrix) beside the widened keys."""
     if cache is Cache.E4M3:
-        budget = SHARED_BUDGET
+        budget = THREE_BLOCK_BUDGET if head_dim in FP8_RING_HEAD_DIMS else SHARED_BUDGET
         fit = (budget - query_bytes(head_dim) - widened_bytes(head_dim)) // stage_bytes(
             head_dim, pipeline.tile_keys, itemsize=1, padded=False)
         return max(MIN_STAGES, min(MAX_STAGES, fit))

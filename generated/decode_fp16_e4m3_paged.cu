@@ -55,13 +55,13 @@ struct params_attention_s3_fp8_paged {
 };
 
 
-// decode_fp16_d64_s3_v16_e4m3_paged: head dim 64 over paged caches of FP8 (e4m3) with scales (a pool of pages through a block table), 16-element copies, narrow pipeline (64-key tiles, 8 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v16_e4m3_paged(const params_attention_s3_fp8_paged p) {
+// decode_fp16_d64_s3_v16_e4m3_paged: head dim 64 over paged caches of FP8 (e4m3) with scales (a pool of pages through a block table), 16-element copies, narrow pipeline (64-key tiles, 6 stages), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d64_s3_v16_e4m3_paged(const params_attention_s3_fp8_paged p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
   using C = unsigned char;
-  attend<T, 64, 16, 64, 8, KvPages, C>(
+  attend<T, 64, 16, 64, 6, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
       token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
@@ -81,13 +81,13 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d96_s3_v16_e4m3
       sink_of<T, 96>(p), cache_scales_of(p));
 }
 
-// decode_fp16_d128_s3_v16_e4m3_paged: head dim 128 over paged caches of FP8 (e4m3) with scales (a pool of pages through a block table), 16-element copies, narrow pipeline (64-key tiles, 3 stages), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d128_s3_v16_e4m3_paged(const params_attention_s3_fp8_paged p) {
+// decode_fp16_d128_s3_v16_e4m3_paged: head dim 128 over paged caches of FP8 (e4m3) with scales (a pool of pages through a block table), 16-element copies, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v16_e4m3_paged(const params_attention_s3_fp8_paged p) {
   using namespace cukiln;
   using namespace cukiln::decode;
   using T = f16;
   using C = unsigned char;
-  attend<T, 128, 16, 64, 3, KvPages, C>(
+  attend<T, 128, 16, 64, 2, KvPages, C>(
       static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, static_cast<const C*>(p.k), static_cast<const C*>(p.v),
       KvPages{p.k_sb, p.k_sh, p.k_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)}, KvPages{p.v_sb, p.v_sh, p.v_st, static_cast<const int*>(p.block_table), p.table_sb, static_cast<int>(p.page_shift), static_cast<int>(p.num_pages)},
       token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
