@@ -22,7 +22,8 @@
 // shared memory, so no second kernel and no partial results in global memory are needed (the combine
 // kernel below serves earlier GPUs and more splits than a cluster holds).
 // FP8 (e4m3) caches: the narrow pipeline stages their bytes and each warp widens its keys of a tile to q's type
-// before the same tensor-core code (attend's C = unsigned char; fp8.cuh). cukiln.merge_attention's kernel
+// before the same tensor-core code (attend's C = unsigned char; fp8.cuh), or, for groups of 8 heads or fewer at the
+// head dims of Fp8Rings, streams its own keys through a ring and widens them in registers (attend_fp8_chunk). cukiln.merge_attention's kernel
 // (merge_parts) merges partial results of disjoint key sets by their log-sum-exps.
 #pragma once
 #include "fp8.cuh"
