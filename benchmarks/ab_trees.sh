@@ -11,6 +11,9 @@
 # whose time moved most is printed last. BUILD_ONLY=REGEX builds only the variants the timed paths launch (`cukiln
 # build --only`, e.g. '^(decode|kv_append)' for the decode step's paths): the rope modules are most of a cold build.
 set -uo pipefail
+# `cukiln` as the Python that `python3 -m pip` installed it into: on the GPU machine a bare `pip` and the
+# `cukiln` script it leaves on PATH belong to another Python, without the project's dependencies
+cukiln() { python3 -c 'import sys; from cukiln.tools.cli import main; sys.exit(main())' "$@"; }
 A=$1 B=$2
 OUT=${OUT:-ab-out}
 ROUNDS=${ROUNDS:-7}
