@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import statistics
+import sys
 import time
 
 from rich.console import Console
@@ -94,10 +95,35 @@ def _paths(only=None) -> dict:
              "torch.compile(fullgraph) of y + 1.0": compiled(lambda t: t + 1.0, y),
              "torch.compile(reduce-overhead) of y + 1.0": compiled(lambda t: t + 1.0, y, mode="reduce-overhead")}
     paths.update(_floor_paths(y))
-    for family in FAMILIES:
-        if family.tools:
-            paths.update({name: fn for name, fn in overhead_paths(family).items() if fn is not None})
-    return paths if only is None else select(paths, only)
+    found, left_out = family_paths([f for f in FAMILIES if f.tools], only, overhead_paths)
+    for name, error in left_out.items():
+        print(f"cukiln bench overhead: {name}'s paths left out: {error}", file=sys.stderr)
+    paths.update(found)
+    if only is None:
+        return paths
+    chosen = select(paths, only)
+    if not set(chosen) - set(REFERENCES):
+        raise ValueError(f"--only {only!r} matches no path" + (f" that could be built (left out: {', '.join(left_out)})"
+                                                              if left_out else ""))
+    return chosen
+
+
+def family_paths(families, only, build) -> tuple[dict, dict]:
+    """Every family's paths (``build(family)``: name -> callable or None), and the families left out (name -> why).
+    Building a family's paths plans, compiles and captures its calls, which needs its kernels: with ``only``, a
+    family whose paths cannot be built (its kernels not built, as an A/B of one op builds only that op's) is left
+    out rather than ending the bench; without it, every path is wanted and the error stands."""
+    found, left_out = {}, {}
+    for family in families:
+        try:
+            built = build(family)
+        except Exception as error:  # noqa: BLE001 (any failure of a family's setup: named, then the others run)
+            if only is None:
+                raise
+            left_out[family.name] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+            continue
+        found.update({name: fn for name, fn in built.items() if fn is not None})
+    return found, left_out
 
 
 def select(paths: dict, only: str) -> dict:

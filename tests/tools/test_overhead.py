@@ -186,3 +186,22 @@ def test_a_paired_round_takes_the_median_over_its_pairs_of_blocks(monkeypatch):
     own, figure = overhead.paired_round("fn", "ref", lambda a, b: a - b, calls=30, blocks=3)
     assert timed == [("ref", 10), ("fn", 10)] * 3
     assert figure == 3.0 and own == (13.0 + 33.0 + 99.0) / 3
+
+
+def test_only_leaves_out_a_family_whose_paths_cannot_be_built():
+    # an A/B of one op's host time builds that op's kernels only: another family's setup fails, and is left out
+    class Family:
+        def __init__(self, name):
+            self.name = name
+
+    def build(family):
+        if family.name == "rope":
+            raise AssertionError("no RoPE variant for ('bf16', ...)")
+        return {f"cukiln.{family.name} (out=)": lambda: None, f"{family.name} breakdown: nothing": None}
+
+    families = [Family("rope"), Family("decode_step")]
+    found, left_out = overhead.family_paths(families, "decode_step", build)
+    assert list(found) == ["cukiln.decode_step (out=)"]
+    assert left_out == {"rope": "AssertionError: no RoPE variant for ('bf16', ...)"}
+    with pytest.raises(AssertionError, match="no RoPE variant"):  # without --only every path is wanted
+        overhead.family_paths(families, None, build)
