@@ -18,8 +18,10 @@ or those given, timed as bench times (CUDA events, median, rotating buffers) bes
 same inputs; a result further than 0.02 from SDPA's is flagged WRONG.
 
 FP8_CONFIGS sweep the FP8 (e4m3) cache kernel's geometry the same way (stages, warps, keys a warp takes of a
-tile: the build's is 4 warps of 16 keys, 3 stages at head dim 128), on the same values in FP8 (16 x the bf16 draw,
-scales 1/16), bytes counted as FP8, against SDPA over the dequantized cache.
+tile: the build's is 4 warps of 16 keys, 2 stages at head dim 128, three blocks a multiprocessor), on the same values
+in FP8 (16 x the bf16 draw, scales 1/16), bytes counted as FP8, against SDPA over the dequantized cache. The cases'
+group of 4 heads takes the per-warp rings (attend_fp8_chunk), whose depth follows from the same shared memory (the
+widened tiles' and stages' region over the warps, 16-key chunks).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ CONFIGS = {
 # the FP8 kernel's per-tile work (a wait, a barrier, each warp widening its keys) is what these trade against the
 # tile's bytes
 FP8_CONFIGS = {
+    "fp8_w4_s2": (2, 4, 16, False),
     "fp8_w4_s3": (3, 4, 16, False),
     "fp8_w4_s4": (4, 4, 16, False),
     "fp8_w4_s3_early": (3, 4, 16, True),
