@@ -41,7 +41,8 @@ SHARED_BUDGET = 99 * 1024
 TWO_BLOCK_BUDGET = SM90_SHARED_PER_SM // 2 - SHARED_RESERVED_PER_BLOCK
 # An FP8 cache at these head dims: a group of 8 heads or fewer streams each warp's keys through a ring of its own and
 # widens them in registers (attend_fp8_chunk in decode.cuh), whose warps wait on their own latency: so as many stages
-# as let three blocks share an sm_90 multiprocessor (their rings take the region of the widened tiles and stages).
+# as let three blocks share an sm_90 multiprocessor where that leaves 2 or more (64 and 128; at 256 the widened tiles
+# alone exceed it), their rings taking the region of the widened tiles and stages.
 FP8_RING_HEAD_DIMS = (64, 128, 256)
 THREE_BLOCK_BUDGET = SM90_SHARED_PER_SM // 3 - SHARED_RESERVED_PER_BLOCK
 # The ws_deep pipeline's ring (one block per multiprocessor): 4 stages of 64 keys at head dim 128. Measured with the
