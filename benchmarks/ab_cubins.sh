@@ -28,29 +28,4 @@ for op in $OPS; do
   done
 done
 use "$keep/current"
-python3 - "$OUT" $OPS <<'PY'
-import glob, json, sys
-
-def label(c):
-    if "shape_sbhd" in c:
-        return f"{c['shape_sbhd']} {c['view'][:4]} {c['dtype']} {c['direction']}"
-    if "lengths" in c:
-        return f"{c['lengths']['n_seqs']} seqs"
-    return f"b={c['batch']} T={c['T']}"
-
-def ratio(c):
-    side = c.get("cukiln") or c.get("auto")
-    return side["x_copy"] if "x_copy" in side else side["tbps"]
-
-out = sys.argv[1]
-for op in sys.argv[2:]:
-    runs = sorted(glob.glob(f"{out}/{op}-[0-9]-*.json"))
-    if not runs:
-        continue
-    data = [json.load(open(p)) for p in runs]
-    print(f"{op}: x copy".ljust(44) + "".join(f"{p.rsplit('-', 2)[-2] + p.rsplit('-', 1)[-1][0]:>7}" for p in runs))
-    for k, c in enumerate(data[0]["cases"]):
-        values = [ratio(d["cases"][k]) for d in data]
-        a, b = (values[0] + values[3]) / 2, (values[1] + values[2]) / 2
-        print(label(c).ljust(44) + "".join(f"{v:7.3f}" for v in values) + f"   B/A {b / a:6.3f}")
-PY
+python3 "$(dirname "$0")/ab_table.py" "$OUT" $OPS

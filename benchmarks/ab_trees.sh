@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Two trees' host time per call, `cukiln bench overhead` in one GPU session, in the order ORDER (default A B; A B B A
-# cancels a drift of the host over the session), each tree installed in turn, its sm_90 cubins built once (from the
-# shared compile cache): for a change to the runtime's Python or C++. Run from the repository root on the GPU machine:
+# Two trees timed by one bench in one GPU session (`cukiln bench overhead` by default; BENCH below), in the order
+# ORDER (default A B; A B B A cancels a drift of the host over the session), each tree installed in turn, its sm_90
+# cubins built once (from the shared compile cache): for a change to the runtime's Python or C++ (overhead) or to the
+# kernels' sources (BENCH). Run from the repository root on the GPU machine:
 #   ROUNDS=7 bash benchmarks/ab_trees.sh DIR_A DIR_B     (each a copy of a tree; B is usually ".")
 # ONLY=REGEX times only the paths whose name matches (`cukiln bench overhead --only`): one tree's whole bench takes
 # about 4 minutes on an H200 (its torch.compile warm-ups most of it), so that both trees' fit one device call, split the
@@ -10,6 +11,9 @@
 # median µs over their runs, B / A, and the paired figures of each side averaged over its runs); a table of the paths
 # whose time moved most is printed last. BUILD_ONLY=REGEX builds only the variants the timed paths launch (`cukiln
 # build --only`, e.g. '^(decode|kv_append)' for the decode step's paths): the rope modules are most of a cold build.
+# BENCH='decode --kv-dtype fp8_e4m3' (any `cukiln bench` op and its options) times that bench instead of overhead, for a
+# change to the kernels' sources: JSON as bench-<n>-<A|B>.json, and ab_table.py's table (each case's ratio to the copy,
+# B over A) last. The benches' PNGs are deleted at the end: a device call brings back 8 files.
 set -uo pipefail
 # `cukiln` as the Python that `python3 -m pip` installed it into: on the GPU machine a bare `pip` and the
 # `cukiln` script it leaves on PATH belong to another Python, without the project's dependencies
@@ -18,6 +22,7 @@ A=$1 B=$2
 OUT=${OUT:-ab-out}
 ROUNDS=${ROUNDS:-7}
 ORDER=${ORDER:-A B}
+BENCH=${BENCH:-overhead}
 mkdir -p "$OUT"
 built=""
 n=0
@@ -27,11 +32,21 @@ for tag in $ORDER; do
   (cd "$dir" && python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v -i warn | tail -2
    case " $built " in *" $tag "*) ;; *) cukiln build --arch sm_90 ${BUILD_ONLY:+--only "$BUILD_ONLY"} > "$OUT/build-$tag.log" 2>&1 \
      || echo "build $tag failed: $OUT/build-$tag.log";; esac
-   cukiln bench overhead --rounds "$ROUNDS" ${ONLY:+--only "$ONLY"} --out "$OUT/overhead-$n-$tag.json" \
-     > "$OUT/overhead-$n-$tag.log" 2>&1 \
-     || echo "bench $tag failed: $OUT/overhead-$n-$tag.log")
+   if [ "$BENCH" = overhead ]; then
+     cukiln bench overhead --rounds "$ROUNDS" ${ONLY:+--only "$ONLY"} --out "$OUT/overhead-$n-$tag.json" \
+       > "$OUT/overhead-$n-$tag.log" 2>&1 \
+       || echo "bench $tag failed: $OUT/overhead-$n-$tag.log"
+   else
+     cukiln bench $BENCH --out "$OUT/bench-$n-$tag.json" > "$OUT/bench-$n-$tag.log" 2>&1 \
+       || echo "bench $tag failed: $OUT/bench-$n-$tag.log"
+   fi)
   built="$built $tag"
 done
+rm -f "$OUT"/*.png
+if [ "$BENCH" != overhead ]; then
+  python3 "$(dirname "$0")/ab_table.py" "$OUT" bench
+  exit 0
+fi
 python3 - "$OUT" <<'PY'
 import json, sys
 
