@@ -244,7 +244,8 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("--only", metavar="REGEX", type=_regex,
                     help="overhead only: time only the paths whose name matches (torch's add_ and y + 1.0, the "
                          "reference points, always run, and the reference each chosen path is paired with); the "
-                         "others are neither warmed up nor compiled")
+                         "others are neither warmed up nor compiled, and a family whose paths cannot be built (its "
+                         "kernels not built) is left out with a line saying why")
     bn.add_argument("--rounds", metavar="N", type=_positive,
                     help="overhead only: rounds each path is timed over (default 7; more give the medians of a "
                          "noisy host's compiled rows, which spread over tens of µs, a steadier reading)")
