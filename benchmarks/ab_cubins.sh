@@ -7,9 +7,7 @@
 # generated/cubins/sm_90; both builds must share dispatch.py (same kernel names and launch rules). JSON lands in
 # $OUT (or ./ab-out) as <bench>-<n>-<A|B>.json, and a table of each case's ratio to the copy is printed last.
 set -uo pipefail
-# `cukiln` as the Python that `python3 -m pip` installed it into: on the GPU machine a bare `pip` and the
-# `cukiln` script it leaves on PATH belong to another Python, without the project's dependencies
-cukiln() { python3 -c 'import sys; from cukiln.tools.cli import main; sys.exit(main())' "$@"; }
+. "$(dirname "$0")/gpu_env.sh"  # cukiln through python3
 A=$1 B=$2
 OUT=${OUT:-ab-out}
 OPS=${OPS:-rope rope-thd}

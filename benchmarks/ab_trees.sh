@@ -15,9 +15,7 @@
 # change to the kernels' sources: JSON as bench-<n>-<A|B>.json, and ab_table.py's table (each case's ratio to the copy,
 # B over A) last. The benches' PNGs are deleted at the end: a device call brings back 8 files.
 set -uo pipefail
-# `cukiln` as the Python that `python3 -m pip` installed it into: on the GPU machine a bare `pip` and the
-# `cukiln` script it leaves on PATH belong to another Python, without the project's dependencies
-cukiln() { python3 -c 'import sys; from cukiln.tools.cli import main; sys.exit(main())' "$@"; }
+. "$(dirname "$0")/gpu_env.sh"  # cukiln through python3
 A=$1 B=$2
 OUT=${OUT:-ab-out}
 ROUNDS=${ROUNDS:-7}

@@ -12,9 +12,7 @@
 #   BOUNDS=1     after the benchmarks, also time benchmarks/compiled_bounds.py: the floor under each compiled row of
 #                the overhead bench, measured on the same machine in the same session
 set -uo pipefail
-# `cukiln` as the Python that `python3 -m pip` installed it into: on the GPU machine a bare `pip` and the
-# `cukiln` script it leaves on PATH belong to another Python, without the project's dependencies
-cukiln() { python3 -c 'import sys; from cukiln.tools.cli import main; sys.exit(main())' "$@"; }
+. "$(dirname "$0")/gpu_env.sh"  # cukiln through python3
 OUT=${OUT:-gpu-out}
 OPS=${OPS:-rope-thd rope decode}
 mkdir -p "$OUT"

@@ -6,9 +6,7 @@
 #          the fabric between the L2's halves): on an H200 cukiln's decode kernels saw a quarter to half of their
 #          sector lookups hit where cuDNN's saw under 1 % (results/ncu-decode-rope-thd-h200-2026-12-02.txt)
 set -uo pipefail
-# `cukiln` as the Python that `python3 -m pip` installed it into: on the GPU machine a bare `pip` and the
-# `cukiln` script it leaves on PATH belong to another Python, without the project's dependencies
-cukiln() { python3 -c 'import sys; from cukiln.tools.cli import main; sys.exit(main())' "$@"; }
+. "$(dirname "$0")/gpu_env.sh"  # cukiln through python3
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
