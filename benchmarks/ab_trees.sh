@@ -13,7 +13,8 @@
 # build --only`, e.g. '^(decode|kv_append)' for the decode step's paths): the rope modules are most of a cold build.
 # BENCH='decode --kv-dtype fp8_e4m3' (any `cukiln bench` op and its options) times that bench instead of overhead, for a
 # change to the kernels' sources: JSON as bench-<n>-<A|B>.json, and ab_table.py's table (each case's ratio to the copy,
-# B over A) last. The benches' PNGs are deleted at the end: a device call brings back 8 files.
+# B over A) last. Every build's and bench's output goes to one $OUT/runs.log and the benches' PNGs are deleted: a
+# device call brings back 8 files, so that four runs' JSON, the summary and the log come back.
 set -uo pipefail
 . "$(dirname "$0")/gpu_env.sh"  # cukiln through python3
 A=$1 B=$2
@@ -28,15 +29,15 @@ for tag in $ORDER; do
   n=$((n + 1))
   dir=$A; [ $tag = B ] && dir=$B
   (cd "$dir" && python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v -i warn | tail -2
-   case " $built " in *" $tag "*) ;; *) cukiln build --arch sm_90 ${BUILD_ONLY:+--only "$BUILD_ONLY"} > "$OUT/build-$tag.log" 2>&1 \
-     || echo "build $tag failed: $OUT/build-$tag.log";; esac
+   case " $built " in *" $tag "*) ;; *) cukiln build --arch sm_90 ${BUILD_ONLY:+--only "$BUILD_ONLY"} >> "$OUT/runs.log" 2>&1 \
+     || echo "build $tag failed: $OUT/runs.log";; esac
    if [ "$BENCH" = overhead ]; then
      cukiln bench overhead --rounds "$ROUNDS" ${ONLY:+--only "$ONLY"} --out "$OUT/overhead-$n-$tag.json" \
-       > "$OUT/overhead-$n-$tag.log" 2>&1 \
-       || echo "bench $tag failed: $OUT/overhead-$n-$tag.log"
+       >> "$OUT/runs.log" 2>&1 \
+       || echo "bench $tag failed: $OUT/runs.log"
    else
-     cukiln bench $BENCH --out "$OUT/bench-$n-$tag.json" > "$OUT/bench-$n-$tag.log" 2>&1 \
-       || echo "bench $tag failed: $OUT/bench-$n-$tag.log"
+     cukiln bench $BENCH --out "$OUT/bench-$n-$tag.json" >> "$OUT/runs.log" 2>&1 \
+       || echo "bench $tag failed: $OUT/runs.log"
    fi)
   built="$built $tag"
 done
