@@ -1,6 +1,8 @@
-"""The table the A/B scripts print (ab_cubins.sh, ab_trees.sh with a bench other than overhead): each case's ratio to
-the same run's copy in every run of a bench, read from OUT/<name>-<n>-<A|B>.json (runs in the order A B B A), and
-B's mean over A's.
+"""The table the A/B scripts print (ab_cubins.sh, ab_trees.sh with a bench other than overhead): each cukiln case's
+ratio to the same run's copy in every run of a bench, read from OUT/<name>-<n>-<A|B>.json (runs in the order
+A B B A), and B's mean over A's. Every list of cases in the JSON is read ("cases", and the decode step's
+"cases_<set>"), and every cukiln contender in a case (rope's "cukiln", rope-thd's "auto", the decode step's
+"cukiln decode_step", "cukiln separate calls", ...).
 
     python3 benchmarks/ab_table.py OUT NAME [NAME ...]
 """
@@ -17,11 +19,18 @@ def label(case: dict) -> str:
         return f"{case['shape_sbhd']} {case['view'][:4]} {case['dtype']} {case['direction']}"
     if "lengths" in case:
         return f"{case['lengths']['n_seqs']} seqs"
-    return f"b={case['batch']} T={case['T']}"
+    return f"b={case['batch']} T={case.get('T', case.get('cache_len'))}"
 
 
-def ratio(case: dict) -> float:
-    side = case.get("cukiln") or case.get("auto")
+def sides(case: dict) -> list[str]:
+    """The case's cukiln contenders: the keys whose value is a timing of cukiln."""
+    return [k for k, v in case.items() if isinstance(v, dict) and (k == "auto" or k.startswith("cukiln"))]
+
+
+def ratio(side: dict | None) -> float | None:
+    """A contender's ratio to the copy (or its TB/s), None where the run did not time it (it errored)."""
+    if not side or not ("x_copy" in side or "tbps" in side):
+        return None
     return side["x_copy"] if "x_copy" in side else side["tbps"]
 
 
@@ -32,15 +41,18 @@ def main(out: str, names: list[str]) -> None:
             continue
         data = [json.load(open(p)) for p in runs]
         tags = [p.rsplit("-", 2)[-2] + p.rsplit("-", 1)[-1][0] for p in runs]
-        print(f"{name}: x copy".ljust(44) + "".join(f"{t:>7}" for t in tags))
-        for k, case in enumerate(data[0]["cases"]):
-            values = [ratio(d["cases"][k]) for d in data]
-            a = [v for v, t in zip(values, tags) if t.endswith("A")]
-            b = [v for v, t in zip(values, tags) if t.endswith("B")]
-            line = label(case).ljust(44) + "".join(f"{v:7.3f}" for v in values)
-            if a and b:
-                line += f"   B/A {sum(b) / len(b) / (sum(a) / len(a)):6.3f}"
-            print(line)
+        for key in [k for k in data[0] if k.startswith("cases")]:
+            print(f"{name} {key}: x copy".ljust(64) + "".join(f"{t:>7}" for t in tags))
+            for k, case in enumerate(data[0][key]):
+                for side in sides(case):
+                    values = [ratio(d[key][k].get(side)) for d in data]
+                    a = [v for v, t in zip(values, tags) if t.endswith("A") and v is not None]
+                    b = [v for v, t in zip(values, tags) if t.endswith("B") and v is not None]
+                    head = label(case) + ("" if side in ("cukiln", "auto") else f" {side}")
+                    line = head[:63].ljust(64) + "".join("      -" if v is None else f"{v:7.3f}" for v in values)
+                    if a and b:
+                        line += f"   B/A {sum(b) / len(b) / (sum(a) / len(a)):6.3f}"
+                    print(line)
 
 
 if __name__ == "__main__":

@@ -22,57 +22,26 @@ import re
 
 from cukiln.codegen.compile import ptx_target
 from cukiln.codegen.nvrtc import assemble_cubin, compile_ptx, nvrtc_version, parse_ptxas_log
+from cukiln.codegen.jinja import macros
 from cukiln.codegen.ops import all_variants
 from cukiln.codegen.render import render_headers, render_modules
+from cukiln.codegen.rope_abi import ANGLE_FIELDS
+from cukiln.codegen.rope_variants import SOURCES, Angles
 
-SOURCES = ("freqs", "cossin", "cossinf32", "invfreq", "base")
+# The build's own pieces of a kernel that takes its source at run time (kv_append's and decode_step's, angles=any):
+# its params fields, AnyAngles and its fill_angles (kv_append.cuh), and the AnyAngles a kernel builds from p.
+ANY_FIELDS = "".join(f"  {ctype} {name};\n" for ctype, name in ANGLE_FIELDS[Angles.ANY])
 
-# Every source's fields after the fields all dense params structs share (the build's order), then the kind.
-ANY_FIELDS = """
-  const void* table;
-  long long table_row;
-  long long table_rows;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long per_pair;
-  const void* inv_freq;
-  double scale;
-  double exponent_step;
-  double ratio;
-  long long kind;  // 0 freqs, 1 cos|sin in q's type, 2 cos|sin in fp32, 3 inv_freq, 4 base
-"""
 
-ANY_SOURCE = """
-namespace cukiln {
-namespace rope {
-// An angle source chosen at run time: every source's struct, and which one serves.
-template <typename TC>
-struct AnyAngles {
-  int kind;
-  FreqsTable freqs;
-  CosSinTable<TC> cos_sin;
-  CosSinTable<float> cos_sin_f32;
-  InvFreq inv_freq;
-  BaseAngles base;
-};
+def _any_source(headers: dict[str, str]) -> str:
+    """AnyAngles and its fill_angles as kv_append.cuh declares them, in rope's namespace."""
+    block = re.search(r"namespace rope \{\n.*?\}  // namespace rope\n", headers["kv_append.cuh"], re.S).group(0)
+    return "namespace cukiln {\n" + block + "}  // namespace cukiln\n"
 
-template <int V, bool INTERLEAVED, typename TC>
-__device__ __forceinline__ void fill_angles(const AnyAngles<TC>& src, bool valid, long long pos, int lo, int hi,
-                                            int half_rd, float (&c_lo)[V], float (&s_lo)[V], float (&c_hi)[V],
-                                            float (&s_hi)[V]) {
-  switch (src.kind) {
-    case 0: fill_angles<V, INTERLEAVED>(src.freqs, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi); break;
-    case 1: fill_angles<V, INTERLEAVED>(src.cos_sin, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi); break;
-    case 2: fill_angles<V, INTERLEAVED>(src.cos_sin_f32, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi); break;
-    case 3: fill_angles<V, INTERLEAVED>(src.inv_freq, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi); break;
-    default: fill_angles<V, INTERLEAVED>(src.base, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi); break;
-  }
-}
-}  // namespace rope
-}  // namespace cukiln
-"""
+
+def _any_angles(dtype_ctype: str) -> str:
+    """The AnyAngles a kernel builds from its params p (angles.j2's angle_source, as kv_append.cu renders it)."""
+    return str(macros("angles.j2").angle_source(Angles.ANY.value, dtype_ctype, [a.value for a in SOURCES]))
 
 
 def _groups(module: str, only: str) -> list[list]:
@@ -90,26 +59,19 @@ def _groups(module: str, only: str) -> list[list]:
     return list(groups.values())
 
 
-def _merged_source(freqs_source: str, names: list[str], dtype_ctype: str) -> str:
+def _merged_source(freqs_source: str, names: list[str], dtype_ctype: str, headers: dict[str, str]) -> str:
     """The module as rendered for its freqs variants (``names``), each kernel turned into one that takes its angle
     source at run time (a params struct with every source's fields: the freqs struct's shared fields, then ANY_FIELDS)."""
     first = min(freqs_source.index("// " + n + ":") for n in names)
     head, body = freqs_source[:first], freqs_source[first:]
-    src = (f"AnyAngles<{dtype_ctype}>{{static_cast<int>(p.kind), "
-           "FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, "
-           f"CosSinTable<{dtype_ctype}>{{static_cast<const {dtype_ctype}*>(p.cos), "
-           f"static_cast<const {dtype_ctype}*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}}, "
-           "CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, "
-           "p.sin_row, p.table_rows, p.per_pair != 0}, "
-           "InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, "
-           "BaseAngles{p.exponent_step, p.ratio, p.scale}}")
+    src = _any_angles(dtype_ctype)
     structs = {}
     for struct in sorted(set(re.findall(r"\(const (params_\w+) p\)", body))):
         shared = re.search(r"struct " + struct + r" \{\n(.*?)  const void\* table;", head, re.S).group(1)
         structs[struct] = f"struct {struct}_any {{\n{shared}{ANY_FIELDS}}};\n"
     body = re.sub(r"\(const (params_\w+) p\)", r"(const \1_any p)", body)
     body = re.sub(r"FreqsTable\{[^}]*\}\)", lambda m: src + ")", body)
-    return head + ANY_SOURCE + "".join(structs.values()) + body
+    return head + _any_source(headers) + "".join(structs.values()) + body
 
 
 def _compile(source: str, module: str, arch: str, headers: dict[str, str]) -> dict:
@@ -137,7 +99,7 @@ def main() -> None:
         freqs = [v for g in groups for v in g if v.angles.value == "freqs"]
         ctype = {"bf16": "bf16", "fp16": "f16", "fp32": "float"}[every[0].dtype.value]
         per_source = render_modules(every)[module]
-        merged = _merged_source(render_modules(freqs)[module], [v.name for v in freqs], ctype)
+        merged = _merged_source(render_modules(freqs)[module], [v.name for v in freqs], ctype, headers)
         row = {"module": module, "only": args.only, "groups": len(groups),
                "kernels per source": _compile(per_source, module, args.arch, headers),
                "one kernel, source at run time": _compile(merged, module, args.arch, headers)}

@@ -4,8 +4,9 @@ attention), where the two-launch step (kv_append, then decode_attention) pays a 
 query's round trip through memory. The kernel body is decode.cuh's ``attend_ws`` with decode_step.cuh's prologue.
 
 A variant is (dtype, head dim, pairing, angle source, QK-norm): the ws pipeline's head dims and element types,
-kv_append's pairings and angle sources, for appends planned with vectors at least as wide as the variant's rotation
-(``vec``: ROTATION_VEC, or 16 bytes and exactly that for SAME_WIDTH_ANGLES). Its
+kv_append's pairings, and as angles either any (Angles.ANY: every source but SAME_WIDTH_ANGLES', picked at run time) or
+one of SAME_WIDTH_ANGLES, for appends planned with vectors at least as wide as the variant's rotation (``vec``:
+ROTATION_VEC, or 16 bytes and exactly that for SAME_WIDTH_ANGLES). Its
 parameter struct is the ws attention's struct followed by the kv_append variant's, so the runtime packs the two plans
 it already makes one after the other (runtime/decode_step_api.py); calls outside the space (narrower vectors, other
 pipelines or archs) take the two launches.
@@ -23,8 +24,9 @@ from .axes import MAX_VECTOR_BYTES, AxisRecord, Dtype, alternatives
 from .decode_variants import DECODE_DTYPES, HEAD_DIMS, DecodeVariant, Pipeline, decode_rejection
 from .family import OpFamily
 from .kv_append_family import KvAppendVariant
-from .rope_variants import Angles, Pairing
-from .tables import dispatch_map_lines, params_table_lines
+from .rope_family import ANGLE_SOURCES
+from .rope_variants import SOURCES, Angles, Pairing
+from .tables import dispatch_map_lines, keys_by_angle_source, params_table_lines
 
 HEADER = "decode_step.cuh"
 # Elements per access of the fused rotation and value copy: 8 bytes. At 16 (kv_append's widest) eight d-128 variants
@@ -36,6 +38,7 @@ ROTATION_VEC = 4
 # multiplies by the ratio for the rest, so each pair's inverse frequency follows the group's width. Their variants
 # rotate 16 bytes at a time (none spilled so), and a step fuses only where its append was planned at that width.
 SAME_WIDTH_ANGLES = (Angles.BASE,)
+STEP_ANGLES = (Angles.ANY,) + SAME_WIDTH_ANGLES
 
 
 @dataclass(frozen=True, order=True)
@@ -73,12 +76,22 @@ class DecodeStepVariant(AxisRecord):
 
     @property
     def append(self) -> KvAppendVariant:
-        """A kv_append variant whose struct (the same for every vector width) the kernel takes."""
-        return KvAppendVariant(self.dtype, self.pairing, self.angles, self.vec, self.qk_norm)
+        """The kv_append variant whose struct (the same for every vector width) the kernel takes: the build's, of any
+        angle source, whose plan's values the step packs (a SAME_WIDTH_ANGLES variant reads its source's fields)."""
+        return KvAppendVariant(self.dtype, self.pairing, Angles.ANY, self.vec, self.qk_norm)
+
+    @property
+    def sources(self) -> tuple[Angles, ...]:
+        """The angle sources the kernel serves."""
+        if self.angles is Angles.ANY:
+            return tuple(a for a in SOURCES if a not in SAME_WIDTH_ANGLES)
+        return (self.angles,)
 
 
 def rejection(v: DecodeStepVariant) -> str | None:
     """Its attention's reason, else its append's: the fused kernel takes what both kernels take."""
+    if v.angles not in STEP_ANGLES:
+        return "the fused step takes its angle source at run time (angles=any), or base (whose arithmetic follows the width)"
     reason = decode_rejection(v.attention)
     if reason is not None:
         return f"its attention: {reason}"
@@ -89,7 +102,7 @@ def enumerate_decode_step() -> Iterator[DecodeStepVariant]:
     for dtype in DECODE_DTYPES:
         for head_dim in HEAD_DIMS:
             for pairing in Pairing:
-                for angles in Angles:
+                for angles in STEP_ANGLES:
                     for qk_norm in (False, True):
                         v = DecodeStepVariant(dtype, head_dim, pairing, angles, qk_norm)
                         if rejection(v) is None:
@@ -152,7 +165,7 @@ def render_module(dtype: Dtype, variants: list[DecodeStepVariant]) -> str:
     ws = Pipeline.WS
     return jinja.render(
         "decode_step.cu.j2", dtype=dtype, dtype_ctype=TEMPLATE_CTYPE[dtype], variants=variants,
-        vec={v.name: v.vec for v in variants}, threads=threads(variants[0]),
+        vec={v.name: v.vec for v in variants}, threads=threads(variants[0]), angle_sources=ANGLE_SOURCES,
         attention_params={v.name: attention_params(v) for v in variants},
         append_params={v.name: append_params(v) for v in variants},
         geometry={v.name: (ws.tile_keys, decode_abi.stages(v.head_dim, ws),
@@ -160,15 +173,15 @@ def render_module(dtype: Dtype, variants: list[DecodeStepVariant]) -> str:
 
 
 def _widths(variants: list[DecodeStepVariant]) -> dict[str, int]:
-    widths = {v.angles.value: v.vec for v in variants}
-    assert all(widths[v.angles.value] == v.vec for v in variants), "one width per angle source"
+    widths = {a.value: v.vec for v in variants for a in v.sources}
+    assert all(widths[a.value] == v.vec for v in variants for a in v.sources), "one width per angle source"
     return dict(sorted(widths.items()))
 
 
 def dispatch_lines(variants: list[DecodeStepVariant], tuning: dict[str, dict]) -> list[str]:
     lines = [
         "# The fused decode step (the append in the ws attention's launch). DECODE_STEP maps (dtype, head dim,",
-        "# pairing, angles, QK-norm) to (module, symbol, params layout); DECODE_STEP_PARAMS maps a params layout to",
+        "# pairing, angle source, QK-norm) to (module, symbol, params layout); DECODE_STEP_PARAMS maps a params layout to",
         "# the field names and their struct format: the ws attention's (DECODE_PARAMS), then kv_append's",
         "# (KV_APPEND_PARAMS).",
         "# DECODE_STEP_VEC: the fused rotation's elements per access, by angle source (16-bit elements). A step",
@@ -179,7 +192,8 @@ def dispatch_lines(variants: list[DecodeStepVariant], tuning: dict[str, dict]) -
         "",
     ]
     lines += params_table_lines("DECODE_STEP_PARAMS", variants, decode_step_params, params_layout_id) + [""]
-    return lines + dispatch_map_lines("DECODE_STEP", variants, params_layout_id)
+    return lines + dispatch_map_lines("DECODE_STEP", variants, params_layout_id,
+                                   lambda v: keys_by_angle_source(v, v.sources))
 
 
 FAMILY = OpFamily(

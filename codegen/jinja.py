@@ -23,3 +23,8 @@ def _environment() -> jinja2.Environment:
 def render(template: str, **values) -> str:
     """templates/``template`` rendered with ``values``."""
     return _environment().get_template(template).render(**values)
+
+
+def macros(template: str):
+    """templates/``template``'s macros, callable from Python (a tool rendering one piece as the build renders it)."""
+    return _environment().get_template(template).module

@@ -3,8 +3,10 @@ rotated keys and the values into fixed-capacity caches at the row's current leng
 struct, modules and section of the dispatch table; the rotation itself is RoPE's (rope.cuh), so every angle source
 and pairing of cukiln.rope serves here too.
 
-A variant is (dtype, pairing, angle source, vector width, QK-norm); every tensor's last dim is contiguous and its
-other strides are kernel arguments (the caches are slices of larger buffers, bhsd or bshd alike). The QK-norm
+A variant is (dtype, pairing, angle source, vector width, QK-norm), its angle source any (Angles.ANY): one kernel takes
+each source, picked at run time, where a kernel per source made the family's build about four times the work for an
+append that reads a few cos|sin values a token. Every tensor's last dim is contiguous and its other strides are kernel
+arguments (the caches are slices of larger buffers, bhsd or bshd alike). The QK-norm
 variants (a per-head RMSNorm of q and k before the rotation) are modules of their own, so that the plain kernels
 compile exactly as before.
 """
@@ -19,14 +21,17 @@ from . import decode_abi, jinja, rope_abi
 from .abi import CPTR, F64, I64, PTR, TEMPLATE_CTYPE, Params, param_structs
 from .axes import VECTOR_WIDTHS, AxisRecord, Dtype, alternatives, first_rejection, rule_vector_fits_16_bytes
 from .family import OpFamily
-from .rope_variants import Angles, Pairing, rule_f32_cache_only_for_half_types
-from .tables import dispatch_map_lines, params_table_lines
+from .rope_family import ANGLE_SOURCES
+from .rope_variants import SOURCES, Angles, Pairing
+from .tables import dispatch_map_lines, keys_by_angle_source, params_table_lines
 
 HEADER = "kv_append.cuh"
-MAX_THREADS_PER_BLOCK = 256
-# The launch bound's blocks per multiprocessor: 2 (128 registers a thread), RoPE's bound for q and k rotated
-# together. At 3 (80 registers) six variants spilled 4-68 bytes on sm_90 (the cache rows' and the lengths'
-# addressing beside the rotation's), and the grids of a decode step are a few blocks anyway.
+# Threads a block at most, and the launch bound's blocks per multiprocessor: 2 blocks of 192 (170 registers a
+# thread). At 3 blocks of 256 (80 registers) six variants spilled 4-68 bytes on sm_90 (the cache rows' and the lengths'
+# addressing beside the rotation's); at 2 of 256 (128 registers) the bf16 kernels of 16-byte vectors that take every
+# angle source spilled 8 (148-156 registers without the bound). A decode step's append is a few blocks anyway, and one
+# token's q and k heads (40 rows of 8 pairs for Llama-3-8B) fill 160 threads.
+MAX_THREADS_PER_BLOCK = 192
 MIN_BLOCKS_PER_SM = 2
 # QK-norm variants: 1 (255 registers); at 2, the interleaved cos|sin-cache kernel of 8-element vectors spilled 8 bytes
 # on sm_90 (the weights' and the inverse RMS's reads beside the rotation).
@@ -65,7 +70,13 @@ def rule_caches_are_half_types(v: KvAppendVariant) -> str | None:
     return None
 
 
-RULES = (rule_caches_are_half_types, rule_vector_fits_16_bytes, rule_f32_cache_only_for_half_types)
+def rule_angle_source_at_run_time(v: KvAppendVariant) -> str | None:
+    if v.angles is not Angles.ANY:
+        return "kv_append takes its angle source at run time (angles=any)"
+    return None
+
+
+RULES = (rule_caches_are_half_types, rule_vector_fits_16_bytes, rule_angle_source_at_run_time)
 
 
 def rejection(v: KvAppendVariant) -> str | None:
@@ -139,7 +150,7 @@ def params_layout_id(v: KvAppendVariant) -> str:
 
 # --- rendering and the dispatch table --------------------------------------------------------------------------
 def render_headers() -> dict[str, str]:
-    return {HEADER: jinja.render("kv_append.cuh.j2")}
+    return {HEADER: jinja.render("kv_append.cuh.j2", angle_sources=ANGLE_SOURCES)}
 
 
 def render_module(dtype: Dtype, variants: list[KvAppendVariant]) -> str:
@@ -147,19 +158,29 @@ def render_module(dtype: Dtype, variants: list[KvAppendVariant]) -> str:
     structs, struct_of = param_structs(variants, kv_append_params, params_layout_id)
     return jinja.render("kv_append.cu.j2", dtype=dtype, dtype_ctype=TEMPLATE_CTYPE[dtype], variants=variants,
                         structs=structs, struct_of=struct_of, max_threads=MAX_THREADS_PER_BLOCK,
+                        angle_sources=ANGLE_SOURCES,
                         min_blocks={v.name: MIN_BLOCKS_PER_SM_QK_NORM if v.qk_norm else MIN_BLOCKS_PER_SM
                                     for v in variants})
 
 
+def _any_angle_zeros() -> dict:
+    return {f: 0.0 if c == F64 else 0 for c, f in rope_abi.ANGLE_FIELDS[Angles.ANY] if f != "angle_kind"}
+
+
 def dispatch_lines(variants: list[KvAppendVariant], tuning: dict[str, dict]) -> list[str]:
     lines = [
-        "# KV-cache append. KV_APPEND maps (dtype, pairing, angles, vector width, QK-norm) to (module, symbol,",
+        "# KV-cache append. KV_APPEND maps (dtype, pairing, angle source, vector width, QK-norm) to (module, symbol,",
         "# params layout); KV_APPEND_PARAMS maps a params layout to the field names and their struct format.",
+        "# ANGLE_KINDS: each angle source's angle_kind, the field by which a kernel of any source picks it;",
+        "# ANY_ANGLE_FIELDS: such a kernel's fields of every source, zero (a call sets its own source's).",
         f"KV_APPEND_MAX_THREADS = {MAX_THREADS_PER_BLOCK}",
+        f"ANGLE_KINDS = {dict((a.value, i) for i, a in enumerate(SOURCES))!r}",
+        f"ANY_ANGLE_FIELDS = {_any_angle_zeros()!r}",
         "",
     ]
     lines += params_table_lines("KV_APPEND_PARAMS", variants, kv_append_params, params_layout_id) + [""]
-    return lines + dispatch_map_lines("KV_APPEND", variants, params_layout_id)
+    return lines + dispatch_map_lines("KV_APPEND", variants, params_layout_id,
+                                   lambda v: keys_by_angle_source(v, SOURCES))
 
 
 FAMILY = OpFamily(

@@ -6,7 +6,7 @@ and the dispatch rules' defaults for GPUs without tuning data.
 from __future__ import annotations
 
 from .abi import CPTR, F64, I64, PTR, Params
-from .rope_variants import Angles, Layout, RopeVariant
+from .rope_variants import SOURCES, Angles, Layout, RopeVariant
 
 # Threads per block at most (the kernels' launch bound).
 MAX_THREADS_PER_BLOCK = 256
@@ -77,6 +77,8 @@ ANGLE_FIELDS = {  # each angle source's fields (kv_append's kernels take them to
     Angles.BASE: ((F64, "exponent_step"), (F64, "ratio"), (F64, "scale")),
 }
 ANGLE_FIELDS[Angles.COS_SIN_F32] = ANGLE_FIELDS[Angles.COS_SIN]
+# Any source: every source's fields (once each), then which one serves (its index in rope_variants.SOURCES)
+ANGLE_FIELDS[Angles.ANY] = tuple(dict.fromkeys(f for a in SOURCES for f in ANGLE_FIELDS[a])) + ((I64, "angle_kind"),)
 
 
 def rope_params(v: RopeVariant) -> Params:

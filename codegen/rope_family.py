@@ -7,10 +7,12 @@ from . import jinja, rope_abi
 from .abi import TEMPLATE_CTYPE, param_structs
 from .axes import Dtype
 from .family import OpFamily
-from .rope_variants import RopeVariant, enumerate_rope, parse_rope_name
+from .rope_variants import SOURCES, RopeVariant, enumerate_rope, parse_rope_name
 from .tables import dispatch_map_lines, params_table_lines, tuned_rule_lines
 
 HEADER = "rope.cuh"
+# The angle sources in angle_kind's order, as the templates name them (rope.cuh's AnyAngles, angles.j2)
+ANGLE_SOURCES = [a.value for a in SOURCES]
 
 
 def render_headers(*, heads_in_flight: int = rope_abi.HEADS_IN_FLIGHT,

@@ -43,6 +43,13 @@ class Angles(str, enum.Enum):
     COS_SIN_F32 = "cossinf32"  # cos/sin caches in fp32 for an fp16/bf16 x
     INV_FREQ = "invfreq"  # fp32 [rotary_dim/2]; angle = position * scale * inv_freq[i]
     BASE = "base"  # angle = position * scale * base ** (-2i / rotary_dim), computed in the kernel
+    # any source above, picked at run time by the params' angle_kind (its index in SOURCES): one kernel for the five
+    # where the per-source kernels cost the build more than they save at run time (kv_append, decode_step)
+    ANY = "any"
+
+
+# The angle sources a call gives, in the order of angle_kind's values (Angles.ANY's switch)
+SOURCES = (Angles.FREQS, Angles.COS_SIN, Angles.COS_SIN_F32, Angles.INV_FREQ, Angles.BASE)
 
 
 STRIDE_COUNTS = (0, 3, 4)
@@ -97,6 +104,14 @@ def rule_f32_cache_only_for_half_types(v: RopeVariant) -> str | None:
     return None
 
 
+def rule_one_kernel_per_source(v: RopeVariant) -> str | None:
+    # RoPE's kernels of 8 elements an access already take the registers their launch bound allows: a kernel of every
+    # source spilled there (benchmarks/angle_merge_cost.py)
+    if v.angles is Angles.ANY:
+        return "RoPE compiles a kernel per angle source (angles=any is kv_append's and decode_step's)"
+    return None
+
+
 def rule_dispatch_only_for_thd(v: RopeVariant) -> str | None:
     if (v.layout is Layout.THD) != (v.dispatch is not Dispatch.NONE):
         return "layout thd takes dispatch grid or token; dense layouts take none"
@@ -120,7 +135,7 @@ def rule_mrope_for_dense_rows(v: RopeVariant) -> str | None:
 
 
 RULES = (rule_vector_fits_16_bytes, rule_general_strides_are_scalar, rule_f32_cache_only_for_half_types,
-         rule_dispatch_only_for_thd, rule_two_tensors_for_dense_rows, rule_mrope_for_dense_rows)
+         rule_one_kernel_per_source, rule_dispatch_only_for_thd, rule_two_tensors_for_dense_rows, rule_mrope_for_dense_rows)
 TENSOR_COUNTS = (1, 2)
 
 

@@ -17,12 +17,20 @@ def params_table_lines(name: str, variants, params_fn, layout_id_fn) -> list[str
     return lines + ["}"]
 
 
-def dispatch_map_lines(name: str, variants, layout_id_fn) -> list[str]:
-    """``NAME = {dispatch key: (module, symbol, params layout id)}`` for ``variants``, by name."""
+def dispatch_map_lines(name: str, variants, layout_id_fn, keys_fn=lambda v: [v.key]) -> list[str]:
+    """``NAME = {dispatch key: (module, symbol, params layout id)}`` for ``variants``, by name; ``keys_fn(v)``: the
+    keys ``v`` serves (its own by default)."""
     lines = [f"{name} = {{"]
-    lines += [f"    {v.key!r}: ({v.module!r}, {v.name!r}, {layout_id_fn(v)!r}),"
-              for v in sorted(variants, key=lambda v: v.name)]
+    lines += [f"    {key!r}: ({v.module!r}, {v.name!r}, {layout_id_fn(v)!r}),"
+              for v in sorted(variants, key=lambda v: v.name) for key in keys_fn(v)]
     return lines + ["}"]
+
+
+def keys_by_angle_source(v, sources) -> list[tuple]:
+    """``v``'s dispatch key once per angle source of ``sources``, in place of its own angles value: the keys a kernel
+    taking its angle source at run time serves, each the key a call's source names."""
+    at = list(v.axes()).index("angles")
+    return [v.key[:at] + (a.value,) + v.key[at + 1:] for a in sources]
 
 
 def tuned_rule_lines(tuning: dict[str, dict], rule: str, convert) -> list[str]:

@@ -1,4 +1,4 @@
-// cukiln decode-step kernels, element type bf16: 20 variants.
+// cukiln decode-step kernels, element type bf16: 8 variants.
 // Rendered from templates/decode_step.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is decode.cuh's warp-specialized attention with decode_step.cuh's append around it; each entry
 // point picks its head dim, pairing, angle source and QK-norm. Its parameter struct is the ws attention's, then
@@ -6,8 +6,8 @@
 #include "decode_step.cuh"
 
 
-// decode_step_bf16_d64_half_freqs: head dim 64, half pairs, angles from freqs; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_half_freqs_attention {
+// decode_step_bf16_d64_half_any: head dim 64, half pairs, angles from any; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
+struct decode_step_bf16_d64_half_any_attention {
   cukiln::TensorMap k_map;
   cukiln::TensorMap v_map;
   const void* q;
@@ -43,7 +43,7 @@ struct decode_step_bf16_d64_half_freqs_attention {
   long long v_sh;
   long long v_st;
 };
-struct decode_step_bf16_d64_half_freqs_append {
+struct decode_step_bf16_d64_half_any_append {
   const void* q;
   void* q_out;
   const void* k;
@@ -90,344 +90,16 @@ struct decode_step_bf16_d64_half_freqs_append {
   const void* table;
   long long table_row;
   long long table_rows;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d64_half_freqs_params {
-  decode_step_bf16_d64_half_freqs_attention attention;
-  decode_step_bf16_d64_half_freqs_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_freqs(const __grid_constant__ decode_step_bf16_d64_half_freqs_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d64_half_freqs_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, false, false>(
-                            p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}));
-}
-
-// decode_step_bf16_d64_half_cossin: head dim 64, half pairs, angles from cossin; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_half_cossin_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d64_half_cossin_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
   const void* cos;
   const void* sin;
   long long cos_row;
   long long sin_row;
-  long long table_rows;
   long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d64_half_cossin_params {
-  decode_step_bf16_d64_half_cossin_attention attention;
-  decode_step_bf16_d64_half_cossin_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_cossin(const __grid_constant__ decode_step_bf16_d64_half_cossin_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d64_half_cossin_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, false, false>(
-                            p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d64_half_cossinf32: head dim 64, half pairs, angles from cossinf32; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_half_cossinf32_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d64_half_cossinf32_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d64_half_cossinf32_params {
-  decode_step_bf16_d64_half_cossinf32_attention attention;
-  decode_step_bf16_d64_half_cossinf32_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_cossinf32(const __grid_constant__ decode_step_bf16_d64_half_cossinf32_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d64_half_cossinf32_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, false, false>(
-                            p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d64_half_invfreq: head dim 64, half pairs, angles from invfreq; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_half_invfreq_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d64_half_invfreq_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
   const void* inv_freq;
   double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -441,18 +113,18 @@ struct decode_step_bf16_d64_half_invfreq_append {
   long long num_pages;
   const void* slot_mapping;
 };
-struct decode_step_bf16_d64_half_invfreq_params {
-  decode_step_bf16_d64_half_invfreq_attention attention;
-  decode_step_bf16_d64_half_invfreq_append append;
+struct decode_step_bf16_d64_half_any_params {
+  decode_step_bf16_d64_half_any_attention attention;
+  decode_step_bf16_d64_half_any_append append;
 };
 
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_invfreq(const __grid_constant__ decode_step_bf16_d64_half_invfreq_params params) {
+extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_any(const __grid_constant__ decode_step_bf16_d64_half_any_params params) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  const decode_step_bf16_d64_half_invfreq_append& p = params.append;  // the angle source's fields
+  const decode_step_bf16_d64_half_any_append& p = params.append;  // the angle source's fields
   decode::attend_ws<bf16, 64, 64, 6>(
       params.attention, decode_step::step_append<bf16, 4, false, false>(
-                            p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}));
+                            p, AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}}));
 }
 
 // decode_step_bf16_d64_half_base: head dim 64, half pairs, angles from base; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
@@ -536,9 +208,19 @@ struct decode_step_bf16_d64_half_base_append {
   long long v_cache_sb;
   long long v_cache_ss;
   long long v_cache_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
   double exponent_step;
   double ratio;
-  double scale;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -566,8 +248,8 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_b
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }
 
-// decode_step_bf16_d64_interleaved_freqs: head dim 64, interleaved pairs, angles from freqs; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_interleaved_freqs_attention {
+// decode_step_bf16_d64_interleaved_any: head dim 64, interleaved pairs, angles from any; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
+struct decode_step_bf16_d64_interleaved_any_attention {
   cukiln::TensorMap k_map;
   cukiln::TensorMap v_map;
   const void* q;
@@ -603,7 +285,7 @@ struct decode_step_bf16_d64_interleaved_freqs_attention {
   long long v_sh;
   long long v_st;
 };
-struct decode_step_bf16_d64_interleaved_freqs_append {
+struct decode_step_bf16_d64_interleaved_any_append {
   const void* q;
   void* q_out;
   const void* k;
@@ -650,344 +332,16 @@ struct decode_step_bf16_d64_interleaved_freqs_append {
   const void* table;
   long long table_row;
   long long table_rows;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d64_interleaved_freqs_params {
-  decode_step_bf16_d64_interleaved_freqs_attention attention;
-  decode_step_bf16_d64_interleaved_freqs_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interleaved_freqs(const __grid_constant__ decode_step_bf16_d64_interleaved_freqs_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d64_interleaved_freqs_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, true, false>(
-                            p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}));
-}
-
-// decode_step_bf16_d64_interleaved_cossin: head dim 64, interleaved pairs, angles from cossin; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_interleaved_cossin_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d64_interleaved_cossin_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
   const void* cos;
   const void* sin;
   long long cos_row;
   long long sin_row;
-  long long table_rows;
   long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d64_interleaved_cossin_params {
-  decode_step_bf16_d64_interleaved_cossin_attention attention;
-  decode_step_bf16_d64_interleaved_cossin_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interleaved_cossin(const __grid_constant__ decode_step_bf16_d64_interleaved_cossin_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d64_interleaved_cossin_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, true, false>(
-                            p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d64_interleaved_cossinf32: head dim 64, interleaved pairs, angles from cossinf32; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_interleaved_cossinf32_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d64_interleaved_cossinf32_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d64_interleaved_cossinf32_params {
-  decode_step_bf16_d64_interleaved_cossinf32_attention attention;
-  decode_step_bf16_d64_interleaved_cossinf32_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interleaved_cossinf32(const __grid_constant__ decode_step_bf16_d64_interleaved_cossinf32_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d64_interleaved_cossinf32_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, true, false>(
-                            p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d64_interleaved_invfreq: head dim 64, interleaved pairs, angles from invfreq; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_interleaved_invfreq_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d64_interleaved_invfreq_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
   const void* inv_freq;
   double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -1001,18 +355,18 @@ struct decode_step_bf16_d64_interleaved_invfreq_append {
   long long num_pages;
   const void* slot_mapping;
 };
-struct decode_step_bf16_d64_interleaved_invfreq_params {
-  decode_step_bf16_d64_interleaved_invfreq_attention attention;
-  decode_step_bf16_d64_interleaved_invfreq_append append;
+struct decode_step_bf16_d64_interleaved_any_params {
+  decode_step_bf16_d64_interleaved_any_attention attention;
+  decode_step_bf16_d64_interleaved_any_append append;
 };
 
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interleaved_invfreq(const __grid_constant__ decode_step_bf16_d64_interleaved_invfreq_params params) {
+extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interleaved_any(const __grid_constant__ decode_step_bf16_d64_interleaved_any_params params) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  const decode_step_bf16_d64_interleaved_invfreq_append& p = params.append;  // the angle source's fields
+  const decode_step_bf16_d64_interleaved_any_append& p = params.append;  // the angle source's fields
   decode::attend_ws<bf16, 64, 64, 6>(
       params.attention, decode_step::step_append<bf16, 4, true, false>(
-                            p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}));
+                            p, AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}}));
 }
 
 // decode_step_bf16_d64_interleaved_base: head dim 64, interleaved pairs, angles from base; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
@@ -1096,9 +450,19 @@ struct decode_step_bf16_d64_interleaved_base_append {
   long long v_cache_sb;
   long long v_cache_ss;
   long long v_cache_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
   double exponent_step;
   double ratio;
-  double scale;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -1126,8 +490,8 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interl
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }
 
-// decode_step_bf16_d128_half_freqs: head dim 128, half pairs, angles from freqs; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_half_freqs_attention {
+// decode_step_bf16_d128_half_any: head dim 128, half pairs, angles from any; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
+struct decode_step_bf16_d128_half_any_attention {
   cukiln::TensorMap k_map;
   cukiln::TensorMap v_map;
   const void* q;
@@ -1163,7 +527,7 @@ struct decode_step_bf16_d128_half_freqs_attention {
   long long v_sh;
   long long v_st;
 };
-struct decode_step_bf16_d128_half_freqs_append {
+struct decode_step_bf16_d128_half_any_append {
   const void* q;
   void* q_out;
   const void* k;
@@ -1210,344 +574,16 @@ struct decode_step_bf16_d128_half_freqs_append {
   const void* table;
   long long table_row;
   long long table_rows;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d128_half_freqs_params {
-  decode_step_bf16_d128_half_freqs_attention attention;
-  decode_step_bf16_d128_half_freqs_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_freqs(const __grid_constant__ decode_step_bf16_d128_half_freqs_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d128_half_freqs_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, false, false>(
-                            p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}));
-}
-
-// decode_step_bf16_d128_half_cossin: head dim 128, half pairs, angles from cossin; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_half_cossin_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d128_half_cossin_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
   const void* cos;
   const void* sin;
   long long cos_row;
   long long sin_row;
-  long long table_rows;
   long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d128_half_cossin_params {
-  decode_step_bf16_d128_half_cossin_attention attention;
-  decode_step_bf16_d128_half_cossin_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_cossin(const __grid_constant__ decode_step_bf16_d128_half_cossin_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d128_half_cossin_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, false, false>(
-                            p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d128_half_cossinf32: head dim 128, half pairs, angles from cossinf32; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_half_cossinf32_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d128_half_cossinf32_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d128_half_cossinf32_params {
-  decode_step_bf16_d128_half_cossinf32_attention attention;
-  decode_step_bf16_d128_half_cossinf32_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_cossinf32(const __grid_constant__ decode_step_bf16_d128_half_cossinf32_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d128_half_cossinf32_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, false, false>(
-                            p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d128_half_invfreq: head dim 128, half pairs, angles from invfreq; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_half_invfreq_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d128_half_invfreq_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
   const void* inv_freq;
   double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -1561,18 +597,18 @@ struct decode_step_bf16_d128_half_invfreq_append {
   long long num_pages;
   const void* slot_mapping;
 };
-struct decode_step_bf16_d128_half_invfreq_params {
-  decode_step_bf16_d128_half_invfreq_attention attention;
-  decode_step_bf16_d128_half_invfreq_append append;
+struct decode_step_bf16_d128_half_any_params {
+  decode_step_bf16_d128_half_any_attention attention;
+  decode_step_bf16_d128_half_any_append append;
 };
 
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_invfreq(const __grid_constant__ decode_step_bf16_d128_half_invfreq_params params) {
+extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_any(const __grid_constant__ decode_step_bf16_d128_half_any_params params) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  const decode_step_bf16_d128_half_invfreq_append& p = params.append;  // the angle source's fields
+  const decode_step_bf16_d128_half_any_append& p = params.append;  // the angle source's fields
   decode::attend_ws<bf16, 128, 64, 3>(
       params.attention, decode_step::step_append<bf16, 4, false, false>(
-                            p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}));
+                            p, AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}}));
 }
 
 // decode_step_bf16_d128_half_base: head dim 128, half pairs, angles from base; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
@@ -1656,9 +692,19 @@ struct decode_step_bf16_d128_half_base_append {
   long long v_cache_sb;
   long long v_cache_ss;
   long long v_cache_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
   double exponent_step;
   double ratio;
-  double scale;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -1686,8 +732,8 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }
 
-// decode_step_bf16_d128_interleaved_freqs: head dim 128, interleaved pairs, angles from freqs; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_interleaved_freqs_attention {
+// decode_step_bf16_d128_interleaved_any: head dim 128, interleaved pairs, angles from any; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
+struct decode_step_bf16_d128_interleaved_any_attention {
   cukiln::TensorMap k_map;
   cukiln::TensorMap v_map;
   const void* q;
@@ -1723,7 +769,7 @@ struct decode_step_bf16_d128_interleaved_freqs_attention {
   long long v_sh;
   long long v_st;
 };
-struct decode_step_bf16_d128_interleaved_freqs_append {
+struct decode_step_bf16_d128_interleaved_any_append {
   const void* q;
   void* q_out;
   const void* k;
@@ -1770,344 +816,16 @@ struct decode_step_bf16_d128_interleaved_freqs_append {
   const void* table;
   long long table_row;
   long long table_rows;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d128_interleaved_freqs_params {
-  decode_step_bf16_d128_interleaved_freqs_attention attention;
-  decode_step_bf16_d128_interleaved_freqs_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_interleaved_freqs(const __grid_constant__ decode_step_bf16_d128_interleaved_freqs_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d128_interleaved_freqs_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, true, false>(
-                            p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}));
-}
-
-// decode_step_bf16_d128_interleaved_cossin: head dim 128, interleaved pairs, angles from cossin; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_interleaved_cossin_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d128_interleaved_cossin_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
   const void* cos;
   const void* sin;
   long long cos_row;
   long long sin_row;
-  long long table_rows;
   long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d128_interleaved_cossin_params {
-  decode_step_bf16_d128_interleaved_cossin_attention attention;
-  decode_step_bf16_d128_interleaved_cossin_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_interleaved_cossin(const __grid_constant__ decode_step_bf16_d128_interleaved_cossin_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d128_interleaved_cossin_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, true, false>(
-                            p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d128_interleaved_cossinf32: head dim 128, interleaved pairs, angles from cossinf32; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_interleaved_cossinf32_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d128_interleaved_cossinf32_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d128_interleaved_cossinf32_params {
-  decode_step_bf16_d128_interleaved_cossinf32_attention attention;
-  decode_step_bf16_d128_interleaved_cossinf32_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_interleaved_cossinf32(const __grid_constant__ decode_step_bf16_d128_interleaved_cossinf32_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d128_interleaved_cossinf32_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, true, false>(
-                            p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d128_interleaved_invfreq: head dim 128, interleaved pairs, angles from invfreq; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_interleaved_invfreq_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d128_interleaved_invfreq_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
   const void* inv_freq;
   double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -2121,18 +839,18 @@ struct decode_step_bf16_d128_interleaved_invfreq_append {
   long long num_pages;
   const void* slot_mapping;
 };
-struct decode_step_bf16_d128_interleaved_invfreq_params {
-  decode_step_bf16_d128_interleaved_invfreq_attention attention;
-  decode_step_bf16_d128_interleaved_invfreq_append append;
+struct decode_step_bf16_d128_interleaved_any_params {
+  decode_step_bf16_d128_interleaved_any_attention attention;
+  decode_step_bf16_d128_interleaved_any_append append;
 };
 
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_interleaved_invfreq(const __grid_constant__ decode_step_bf16_d128_interleaved_invfreq_params params) {
+extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_interleaved_any(const __grid_constant__ decode_step_bf16_d128_interleaved_any_params params) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  const decode_step_bf16_d128_interleaved_invfreq_append& p = params.append;  // the angle source's fields
+  const decode_step_bf16_d128_interleaved_any_append& p = params.append;  // the angle source's fields
   decode::attend_ws<bf16, 128, 64, 3>(
       params.attention, decode_step::step_append<bf16, 4, true, false>(
-                            p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}));
+                            p, AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}}));
 }
 
 // decode_step_bf16_d128_interleaved_base: head dim 128, interleaved pairs, angles from base; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
@@ -2216,9 +934,19 @@ struct decode_step_bf16_d128_interleaved_base_append {
   long long v_cache_sb;
   long long v_cache_ss;
   long long v_cache_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
   double exponent_step;
   double ratio;
-  double scale;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;

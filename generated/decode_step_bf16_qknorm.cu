@@ -1,4 +1,4 @@
-// cukiln decode-step kernels, element type bf16 with QK-norm: 20 variants.
+// cukiln decode-step kernels, element type bf16 with QK-norm: 8 variants.
 // Rendered from templates/decode_step.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is decode.cuh's warp-specialized attention with decode_step.cuh's append around it; each entry
 // point picks its head dim, pairing, angle source and QK-norm. Its parameter struct is the ws attention's, then
@@ -6,8 +6,8 @@
 #include "decode_step.cuh"
 
 
-// decode_step_bf16_d64_half_freqs_qknorm: head dim 64, half pairs, angles from freqs, q and k normalized per head; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_half_freqs_qknorm_attention {
+// decode_step_bf16_d64_half_any_qknorm: head dim 64, half pairs, angles from any, q and k normalized per head; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
+struct decode_step_bf16_d64_half_any_qknorm_attention {
   cukiln::TensorMap k_map;
   cukiln::TensorMap v_map;
   const void* q;
@@ -43,7 +43,7 @@ struct decode_step_bf16_d64_half_freqs_qknorm_attention {
   long long v_sh;
   long long v_st;
 };
-struct decode_step_bf16_d64_half_freqs_qknorm_append {
+struct decode_step_bf16_d64_half_any_qknorm_append {
   const void* q;
   void* q_out;
   const void* k;
@@ -94,356 +94,16 @@ struct decode_step_bf16_d64_half_freqs_qknorm_append {
   const void* table;
   long long table_row;
   long long table_rows;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d64_half_freqs_qknorm_params {
-  decode_step_bf16_d64_half_freqs_qknorm_attention attention;
-  decode_step_bf16_d64_half_freqs_qknorm_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_freqs_qknorm(const __grid_constant__ decode_step_bf16_d64_half_freqs_qknorm_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d64_half_freqs_qknorm_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, false, true>(
-                            p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}));
-}
-
-// decode_step_bf16_d64_half_cossin_qknorm: head dim 64, half pairs, angles from cossin, q and k normalized per head; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_half_cossin_qknorm_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d64_half_cossin_qknorm_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
   const void* cos;
   const void* sin;
   long long cos_row;
   long long sin_row;
-  long long table_rows;
   long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d64_half_cossin_qknorm_params {
-  decode_step_bf16_d64_half_cossin_qknorm_attention attention;
-  decode_step_bf16_d64_half_cossin_qknorm_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_cossin_qknorm(const __grid_constant__ decode_step_bf16_d64_half_cossin_qknorm_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d64_half_cossin_qknorm_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, false, true>(
-                            p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d64_half_cossinf32_qknorm: head dim 64, half pairs, angles from cossinf32, q and k normalized per head; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_half_cossinf32_qknorm_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d64_half_cossinf32_qknorm_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d64_half_cossinf32_qknorm_params {
-  decode_step_bf16_d64_half_cossinf32_qknorm_attention attention;
-  decode_step_bf16_d64_half_cossinf32_qknorm_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_cossinf32_qknorm(const __grid_constant__ decode_step_bf16_d64_half_cossinf32_qknorm_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d64_half_cossinf32_qknorm_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, false, true>(
-                            p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d64_half_invfreq_qknorm: head dim 64, half pairs, angles from invfreq, q and k normalized per head; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_half_invfreq_qknorm_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d64_half_invfreq_qknorm_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
   const void* inv_freq;
   double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -457,18 +117,18 @@ struct decode_step_bf16_d64_half_invfreq_qknorm_append {
   long long num_pages;
   const void* slot_mapping;
 };
-struct decode_step_bf16_d64_half_invfreq_qknorm_params {
-  decode_step_bf16_d64_half_invfreq_qknorm_attention attention;
-  decode_step_bf16_d64_half_invfreq_qknorm_append append;
+struct decode_step_bf16_d64_half_any_qknorm_params {
+  decode_step_bf16_d64_half_any_qknorm_attention attention;
+  decode_step_bf16_d64_half_any_qknorm_append append;
 };
 
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_invfreq_qknorm(const __grid_constant__ decode_step_bf16_d64_half_invfreq_qknorm_params params) {
+extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_any_qknorm(const __grid_constant__ decode_step_bf16_d64_half_any_qknorm_params params) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  const decode_step_bf16_d64_half_invfreq_qknorm_append& p = params.append;  // the angle source's fields
+  const decode_step_bf16_d64_half_any_qknorm_append& p = params.append;  // the angle source's fields
   decode::attend_ws<bf16, 64, 64, 6>(
       params.attention, decode_step::step_append<bf16, 4, false, true>(
-                            p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}));
+                            p, AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}}));
 }
 
 // decode_step_bf16_d64_half_base_qknorm: head dim 64, half pairs, angles from base, q and k normalized per head; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
@@ -556,9 +216,19 @@ struct decode_step_bf16_d64_half_base_qknorm_append {
   const void* k_norm_weight;
   long long norm_weight_fp32;
   double norm_eps;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
   double exponent_step;
   double ratio;
-  double scale;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -586,8 +256,8 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_half_b
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }
 
-// decode_step_bf16_d64_interleaved_freqs_qknorm: head dim 64, interleaved pairs, angles from freqs, q and k normalized per head; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_interleaved_freqs_qknorm_attention {
+// decode_step_bf16_d64_interleaved_any_qknorm: head dim 64, interleaved pairs, angles from any, q and k normalized per head; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
+struct decode_step_bf16_d64_interleaved_any_qknorm_attention {
   cukiln::TensorMap k_map;
   cukiln::TensorMap v_map;
   const void* q;
@@ -623,7 +293,7 @@ struct decode_step_bf16_d64_interleaved_freqs_qknorm_attention {
   long long v_sh;
   long long v_st;
 };
-struct decode_step_bf16_d64_interleaved_freqs_qknorm_append {
+struct decode_step_bf16_d64_interleaved_any_qknorm_append {
   const void* q;
   void* q_out;
   const void* k;
@@ -674,356 +344,16 @@ struct decode_step_bf16_d64_interleaved_freqs_qknorm_append {
   const void* table;
   long long table_row;
   long long table_rows;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d64_interleaved_freqs_qknorm_params {
-  decode_step_bf16_d64_interleaved_freqs_qknorm_attention attention;
-  decode_step_bf16_d64_interleaved_freqs_qknorm_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interleaved_freqs_qknorm(const __grid_constant__ decode_step_bf16_d64_interleaved_freqs_qknorm_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d64_interleaved_freqs_qknorm_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, true, true>(
-                            p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}));
-}
-
-// decode_step_bf16_d64_interleaved_cossin_qknorm: head dim 64, interleaved pairs, angles from cossin, q and k normalized per head; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_interleaved_cossin_qknorm_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d64_interleaved_cossin_qknorm_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
   const void* cos;
   const void* sin;
   long long cos_row;
   long long sin_row;
-  long long table_rows;
   long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d64_interleaved_cossin_qknorm_params {
-  decode_step_bf16_d64_interleaved_cossin_qknorm_attention attention;
-  decode_step_bf16_d64_interleaved_cossin_qknorm_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interleaved_cossin_qknorm(const __grid_constant__ decode_step_bf16_d64_interleaved_cossin_qknorm_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d64_interleaved_cossin_qknorm_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, true, true>(
-                            p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d64_interleaved_cossinf32_qknorm: head dim 64, interleaved pairs, angles from cossinf32, q and k normalized per head; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_interleaved_cossinf32_qknorm_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d64_interleaved_cossinf32_qknorm_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d64_interleaved_cossinf32_qknorm_params {
-  decode_step_bf16_d64_interleaved_cossinf32_qknorm_attention attention;
-  decode_step_bf16_d64_interleaved_cossinf32_qknorm_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interleaved_cossinf32_qknorm(const __grid_constant__ decode_step_bf16_d64_interleaved_cossinf32_qknorm_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d64_interleaved_cossinf32_qknorm_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 64, 64, 6>(
-      params.attention, decode_step::step_append<bf16, 4, true, true>(
-                            p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d64_interleaved_invfreq_qknorm: head dim 64, interleaved pairs, angles from invfreq, q and k normalized per head; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
-struct decode_step_bf16_d64_interleaved_invfreq_qknorm_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d64_interleaved_invfreq_qknorm_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
   const void* inv_freq;
   double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -1037,18 +367,18 @@ struct decode_step_bf16_d64_interleaved_invfreq_qknorm_append {
   long long num_pages;
   const void* slot_mapping;
 };
-struct decode_step_bf16_d64_interleaved_invfreq_qknorm_params {
-  decode_step_bf16_d64_interleaved_invfreq_qknorm_attention attention;
-  decode_step_bf16_d64_interleaved_invfreq_qknorm_append append;
+struct decode_step_bf16_d64_interleaved_any_qknorm_params {
+  decode_step_bf16_d64_interleaved_any_qknorm_attention attention;
+  decode_step_bf16_d64_interleaved_any_qknorm_append append;
 };
 
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interleaved_invfreq_qknorm(const __grid_constant__ decode_step_bf16_d64_interleaved_invfreq_qknorm_params params) {
+extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interleaved_any_qknorm(const __grid_constant__ decode_step_bf16_d64_interleaved_any_qknorm_params params) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  const decode_step_bf16_d64_interleaved_invfreq_qknorm_append& p = params.append;  // the angle source's fields
+  const decode_step_bf16_d64_interleaved_any_qknorm_append& p = params.append;  // the angle source's fields
   decode::attend_ws<bf16, 64, 64, 6>(
       params.attention, decode_step::step_append<bf16, 4, true, true>(
-                            p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}));
+                            p, AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}}));
 }
 
 // decode_step_bf16_d64_interleaved_base_qknorm: head dim 64, interleaved pairs, angles from base, q and k normalized per head; 64-key tiles by the TMA engine, 6 stages (sm_90 on)
@@ -1136,9 +466,19 @@ struct decode_step_bf16_d64_interleaved_base_qknorm_append {
   const void* k_norm_weight;
   long long norm_weight_fp32;
   double norm_eps;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
   double exponent_step;
   double ratio;
-  double scale;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -1166,8 +506,8 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d64_interl
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }
 
-// decode_step_bf16_d128_half_freqs_qknorm: head dim 128, half pairs, angles from freqs, q and k normalized per head; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_half_freqs_qknorm_attention {
+// decode_step_bf16_d128_half_any_qknorm: head dim 128, half pairs, angles from any, q and k normalized per head; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
+struct decode_step_bf16_d128_half_any_qknorm_attention {
   cukiln::TensorMap k_map;
   cukiln::TensorMap v_map;
   const void* q;
@@ -1203,7 +543,7 @@ struct decode_step_bf16_d128_half_freqs_qknorm_attention {
   long long v_sh;
   long long v_st;
 };
-struct decode_step_bf16_d128_half_freqs_qknorm_append {
+struct decode_step_bf16_d128_half_any_qknorm_append {
   const void* q;
   void* q_out;
   const void* k;
@@ -1254,356 +594,16 @@ struct decode_step_bf16_d128_half_freqs_qknorm_append {
   const void* table;
   long long table_row;
   long long table_rows;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d128_half_freqs_qknorm_params {
-  decode_step_bf16_d128_half_freqs_qknorm_attention attention;
-  decode_step_bf16_d128_half_freqs_qknorm_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_freqs_qknorm(const __grid_constant__ decode_step_bf16_d128_half_freqs_qknorm_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d128_half_freqs_qknorm_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, false, true>(
-                            p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}));
-}
-
-// decode_step_bf16_d128_half_cossin_qknorm: head dim 128, half pairs, angles from cossin, q and k normalized per head; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_half_cossin_qknorm_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d128_half_cossin_qknorm_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
   const void* cos;
   const void* sin;
   long long cos_row;
   long long sin_row;
-  long long table_rows;
   long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d128_half_cossin_qknorm_params {
-  decode_step_bf16_d128_half_cossin_qknorm_attention attention;
-  decode_step_bf16_d128_half_cossin_qknorm_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_cossin_qknorm(const __grid_constant__ decode_step_bf16_d128_half_cossin_qknorm_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d128_half_cossin_qknorm_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, false, true>(
-                            p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d128_half_cossinf32_qknorm: head dim 128, half pairs, angles from cossinf32, q and k normalized per head; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_half_cossinf32_qknorm_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d128_half_cossinf32_qknorm_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d128_half_cossinf32_qknorm_params {
-  decode_step_bf16_d128_half_cossinf32_qknorm_attention attention;
-  decode_step_bf16_d128_half_cossinf32_qknorm_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_cossinf32_qknorm(const __grid_constant__ decode_step_bf16_d128_half_cossinf32_qknorm_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d128_half_cossinf32_qknorm_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, false, true>(
-                            p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d128_half_invfreq_qknorm: head dim 128, half pairs, angles from invfreq, q and k normalized per head; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_half_invfreq_qknorm_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d128_half_invfreq_qknorm_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
   const void* inv_freq;
   double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -1617,18 +617,18 @@ struct decode_step_bf16_d128_half_invfreq_qknorm_append {
   long long num_pages;
   const void* slot_mapping;
 };
-struct decode_step_bf16_d128_half_invfreq_qknorm_params {
-  decode_step_bf16_d128_half_invfreq_qknorm_attention attention;
-  decode_step_bf16_d128_half_invfreq_qknorm_append append;
+struct decode_step_bf16_d128_half_any_qknorm_params {
+  decode_step_bf16_d128_half_any_qknorm_attention attention;
+  decode_step_bf16_d128_half_any_qknorm_append append;
 };
 
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_invfreq_qknorm(const __grid_constant__ decode_step_bf16_d128_half_invfreq_qknorm_params params) {
+extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_any_qknorm(const __grid_constant__ decode_step_bf16_d128_half_any_qknorm_params params) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  const decode_step_bf16_d128_half_invfreq_qknorm_append& p = params.append;  // the angle source's fields
+  const decode_step_bf16_d128_half_any_qknorm_append& p = params.append;  // the angle source's fields
   decode::attend_ws<bf16, 128, 64, 3>(
       params.attention, decode_step::step_append<bf16, 4, false, true>(
-                            p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}));
+                            p, AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}}));
 }
 
 // decode_step_bf16_d128_half_base_qknorm: head dim 128, half pairs, angles from base, q and k normalized per head; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
@@ -1716,9 +716,19 @@ struct decode_step_bf16_d128_half_base_qknorm_append {
   const void* k_norm_weight;
   long long norm_weight_fp32;
   double norm_eps;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
   double exponent_step;
   double ratio;
-  double scale;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -1746,8 +756,8 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_half_
                             p, BaseAngles{p.exponent_step, p.ratio, p.scale}));
 }
 
-// decode_step_bf16_d128_interleaved_freqs_qknorm: head dim 128, interleaved pairs, angles from freqs, q and k normalized per head; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_interleaved_freqs_qknorm_attention {
+// decode_step_bf16_d128_interleaved_any_qknorm: head dim 128, interleaved pairs, angles from any, q and k normalized per head; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
+struct decode_step_bf16_d128_interleaved_any_qknorm_attention {
   cukiln::TensorMap k_map;
   cukiln::TensorMap v_map;
   const void* q;
@@ -1783,7 +793,7 @@ struct decode_step_bf16_d128_interleaved_freqs_qknorm_attention {
   long long v_sh;
   long long v_st;
 };
-struct decode_step_bf16_d128_interleaved_freqs_qknorm_append {
+struct decode_step_bf16_d128_interleaved_any_qknorm_append {
   const void* q;
   void* q_out;
   const void* k;
@@ -1834,356 +844,16 @@ struct decode_step_bf16_d128_interleaved_freqs_qknorm_append {
   const void* table;
   long long table_row;
   long long table_rows;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d128_interleaved_freqs_qknorm_params {
-  decode_step_bf16_d128_interleaved_freqs_qknorm_attention attention;
-  decode_step_bf16_d128_interleaved_freqs_qknorm_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_interleaved_freqs_qknorm(const __grid_constant__ decode_step_bf16_d128_interleaved_freqs_qknorm_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d128_interleaved_freqs_qknorm_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, true, true>(
-                            p, FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}));
-}
-
-// decode_step_bf16_d128_interleaved_cossin_qknorm: head dim 128, interleaved pairs, angles from cossin, q and k normalized per head; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_interleaved_cossin_qknorm_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d128_interleaved_cossin_qknorm_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
   const void* cos;
   const void* sin;
   long long cos_row;
   long long sin_row;
-  long long table_rows;
   long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d128_interleaved_cossin_qknorm_params {
-  decode_step_bf16_d128_interleaved_cossin_qknorm_attention attention;
-  decode_step_bf16_d128_interleaved_cossin_qknorm_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_interleaved_cossin_qknorm(const __grid_constant__ decode_step_bf16_d128_interleaved_cossin_qknorm_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d128_interleaved_cossin_qknorm_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, true, true>(
-                            p, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d128_interleaved_cossinf32_qknorm: head dim 128, interleaved pairs, angles from cossinf32, q and k normalized per head; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_interleaved_cossinf32_qknorm_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d128_interleaved_cossinf32_qknorm_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-  long long cache_fp8;
-  const void* k_scale;
-  long long k_scale_stride;
-  double k_scale_value;
-  const void* v_scale;
-  long long v_scale_stride;
-  double v_scale_value;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-  const void* slot_mapping;
-};
-struct decode_step_bf16_d128_interleaved_cossinf32_qknorm_params {
-  decode_step_bf16_d128_interleaved_cossinf32_qknorm_attention attention;
-  decode_step_bf16_d128_interleaved_cossinf32_qknorm_append append;
-};
-
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_interleaved_cossinf32_qknorm(const __grid_constant__ decode_step_bf16_d128_interleaved_cossinf32_qknorm_params params) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  const decode_step_bf16_d128_interleaved_cossinf32_qknorm_append& p = params.append;  // the angle source's fields
-  decode::attend_ws<bf16, 128, 64, 3>(
-      params.attention, decode_step::step_append<bf16, 4, true, true>(
-                            p, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}));
-}
-
-// decode_step_bf16_d128_interleaved_invfreq_qknorm: head dim 128, interleaved pairs, angles from invfreq, q and k normalized per head; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
-struct decode_step_bf16_d128_interleaved_invfreq_qknorm_attention {
-  cukiln::TensorMap k_map;
-  cukiln::TensorMap v_map;
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-};
-struct decode_step_bf16_d128_interleaved_invfreq_qknorm_append {
-  const void* q;
-  void* q_out;
-  const void* k;
-  const void* v;
-  void* k_cache;
-  void* v_cache;
-  long long batch;
-  long long new_tokens;
-  long long heads_q;
-  long long heads_kv;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long capacity;
-  long long copy_tail;
-  double mscale;
-  const void* kv_lens;
-  long long kv_len_value;
-  void* kv_lens_out;
-  const void* kv_start;
-  long long kv_start_value;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  long long q_sb;
-  long long q_ss;
-  long long q_sh;
-  long long q_out_sb;
-  long long q_out_ss;
-  long long q_out_sh;
-  long long k_sb;
-  long long k_ss;
-  long long k_sh;
-  long long v_sb;
-  long long v_ss;
-  long long v_sh;
-  long long k_cache_sb;
-  long long k_cache_ss;
-  long long k_cache_sh;
-  long long v_cache_sb;
-  long long v_cache_ss;
-  long long v_cache_sh;
-  const void* q_norm_weight;
-  const void* k_norm_weight;
-  long long norm_weight_fp32;
-  double norm_eps;
   const void* inv_freq;
   double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;
@@ -2197,18 +867,18 @@ struct decode_step_bf16_d128_interleaved_invfreq_qknorm_append {
   long long num_pages;
   const void* slot_mapping;
 };
-struct decode_step_bf16_d128_interleaved_invfreq_qknorm_params {
-  decode_step_bf16_d128_interleaved_invfreq_qknorm_attention attention;
-  decode_step_bf16_d128_interleaved_invfreq_qknorm_append append;
+struct decode_step_bf16_d128_interleaved_any_qknorm_params {
+  decode_step_bf16_d128_interleaved_any_qknorm_attention attention;
+  decode_step_bf16_d128_interleaved_any_qknorm_append append;
 };
 
-extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_interleaved_invfreq_qknorm(const __grid_constant__ decode_step_bf16_d128_interleaved_invfreq_qknorm_params params) {
+extern "C" __global__ void __launch_bounds__(160, 2) decode_step_bf16_d128_interleaved_any_qknorm(const __grid_constant__ decode_step_bf16_d128_interleaved_any_qknorm_params params) {
   using namespace cukiln;
   using namespace cukiln::rope;
-  const decode_step_bf16_d128_interleaved_invfreq_qknorm_append& p = params.append;  // the angle source's fields
+  const decode_step_bf16_d128_interleaved_any_qknorm_append& p = params.append;  // the angle source's fields
   decode::attend_ws<bf16, 128, 64, 3>(
       params.attention, decode_step::step_append<bf16, 4, true, true>(
-                            p, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}));
+                            p, AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}}));
 }
 
 // decode_step_bf16_d128_interleaved_base_qknorm: head dim 128, interleaved pairs, angles from base, q and k normalized per head; 64-key tiles by the TMA engine, 3 stages (sm_90 on)
@@ -2296,9 +966,19 @@ struct decode_step_bf16_d128_interleaved_base_qknorm_append {
   const void* k_norm_weight;
   long long norm_weight_fp32;
   double norm_eps;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
   double exponent_step;
   double ratio;
-  double scale;
+  long long angle_kind;
   long long cache_fp8;
   const void* k_scale;
   long long k_scale_stride;

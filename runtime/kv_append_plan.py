@@ -219,7 +219,7 @@ def plan_kv_append(q: TensorInfo, k_new: TensorInfo, v_new: TensorInfo, k_cache:
               "rotary_dim": rd, "rotary_offset": rotary_offset, "capacity": T, "copy_tail": int(rd < D),
               "mscale": float(mscale), "kv_lens": lens_ptr, "kv_len_value": lens_value,
               "kv_lens_out": 0 if kv_lens_out is None else kv_lens_out.ptr, "kv_start": start_ptr,
-              "kv_start_value": start_value, **pos_fields, **angles.fields, **(norm or {}), "cache_fp8": int(fp8),
+              "kv_start_value": start_value, **pos_fields, **angles.any_source_fields(), **(norm or {}), "cache_fp8": int(fp8),
               **scales, **{"slot_mapping": 0, **pool_fields(1, 0)}, **paging}
     for name, (sb, ss, sh, _) in strides.items():
         fields[f"{name}_sb"], fields[f"{name}_ss"], fields[f"{name}_sh"] = sb, ss, sh

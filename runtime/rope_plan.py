@@ -55,6 +55,11 @@ class Angles:
     table_rows: int | None  # rows of a position-indexed table, None when any position is valid
     pointers: tuple[tuple[str, str, int], ...] = ()  # (field, tensor argument, bytes added) of its tables
 
+    def any_source_fields(self) -> dict:
+        """The fields of a kernel that takes any source (angles=any): this source's, the other sources' zero, and
+        angle_kind, which picks this one."""
+        return {**dispatch.ANY_ANGLE_FIELDS, **self.fields, "angle_kind": dispatch.ANGLE_KINDS[self.kind]}
+
 
 def _table_2d(t: TensorInfo, name: str) -> tuple[int, int, int]:
     """(rows, width, row stride) of a [max_pos, width] table, also accepting [max_pos, 1, ..., 1, width]."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from cukiln.generated import dispatch
 from cukiln.kv_append_plan import plan_kv_append
 from cukiln.tensors import TensorInfo
 
@@ -31,13 +32,16 @@ def _call(q_shape=(B, HQ, D), kv_shape=(B, HKV, D), cache_shape=(B, HKV, T, D), 
 
 def test_a_decode_step_of_fused_slices_takes_one_launch_with_16_byte_vectors():
     plan = plan_kv_append(**_call())
-    assert plan.symbol == "kv_append_bf16_half_base_v8" and plan.key == ("bf16", "half", "base", 8, False)
+    assert plan.symbol == "kv_append_bf16_half_any_v8" and plan.key == ("bf16", "half", "base", 8, False)
     assert plan.shared == 0
     f = dict(zip(plan.field_names, plan.values))
     assert (f["batch"], f["new_tokens"], f["heads_q"], f["heads_kv"], f["capacity"]) == (B, 1, HQ, HKV, T)
     assert (f["q_sb"], f["q_sh"], f["k_sb"]) == ((HQ + 2 * HKV) * D, D, (HQ + 2 * HKV) * D)
     assert (f["k_cache_sb"], f["k_cache_ss"], f["k_cache_sh"]) == (HKV * T * D, D, T * D)  # bhsd
     assert f["kv_lens"] == BASE * 64 and f["copy_tail"] == 0
+    # the kernel takes any angle source: base's fields, the others' zero, and base picked by angle_kind
+    assert f["angle_kind"] == dispatch.ANGLE_KINDS["base"] and f["exponent_step"] < 0
+    assert f["table"] == f["cos"] == f["inv_freq"] == 0
     assert plan.grid[0] * plan.block[2] >= B and plan.block[0] * plan.block[1] * plan.block[2] <= 256
     assert {arg for _, arg, _ in plan.pointers} == {"q", "out", "k_new", "v_new", "k_cache", "v_cache", "kv_lens"}
 
@@ -57,7 +61,7 @@ def test_bshd_caches_chunks_of_new_tokens_and_explicit_positions():
 def test_qk_norm_takes_its_own_variant_with_the_weights_and_a_row_of_shared_memory_a_token():
     qw, kw = contiguous((D,), "bf16", BASE * 512), contiguous((D,), "bf16", BASE * 640)
     plan = plan_kv_append(**_call(q_norm_weight=qw, k_norm_weight=kw, norm_eps=1e-5))
-    assert plan.symbol == "kv_append_bf16_half_base_v8_qknorm" and plan.key[-1] is True
+    assert plan.symbol == "kv_append_bf16_half_any_v8_qknorm" and plan.key[-1] is True
     f = dict(zip(plan.field_names, plan.values))
     assert (f["q_norm_weight"], f["k_norm_weight"], f["norm_weight_fp32"], f["norm_eps"]) == (qw.ptr, kw.ptr, 0, 1e-5)
     assert plan.shared == plan.block[2] * (HQ + HKV) * 4

@@ -3,7 +3,7 @@ the float64 reference."""
 
 from __future__ import annotations
 
-from ..rope.checks import rope_angle_args, rope_x_for
+from ..rope.checks import angle_sources_served, rope_angle_args, rope_x_for
 from ..verify import compare, new_generator, torch_dtype
 
 # rows, new tokens a row, q heads, kv heads, head dim, cache slots; the rotated span [16, 64) of each head
@@ -136,17 +136,22 @@ def check_caches(caches, ref_caches, before) -> str | None:
 
 def check_variant(entry: dict) -> str | None:
     """Force the variant with these axes (bhsd caches, out of place), then again in place on bshd caches, then (sm_89
-    on) out of place on FP8 bhsd caches."""
+    on) out of place on FP8 bhsd caches; a kernel of any angle source with each source it serves, the sources taking
+    those forms in turn."""
     import torch
 
+    from cukiln.generated import dispatch
     from cukiln.kv_append_api import plan_call
 
     dev = torch.device("cuda")
     gen = new_generator()
     # FP8 caches (a run-time choice of every variant) where the GPU writes them: sm_89 on
     fp8 = torch.cuda.get_device_capability() >= (8, 9)
-    for layout, inplace, cache8 in (("bhsd", False, False), ("bshd", True, False), ("bhsd", False, True))[:2 + fp8]:
-        case = kv_append_case(entry["axes"], gen, dev, layout, fp8=cache8)
+    forms = (("bhsd", False, False), ("bshd", True, False), ("bhsd", False, True))[:2 + fp8]
+    sources = angle_sources_served(dispatch.KV_APPEND, entry["name"], list(entry["axes"]).index("angles"))
+    for i in range(max(len(forms), len(sources))):
+        (layout, inplace, cache8), source = forms[i % len(forms)], sources[i % len(sources)]
+        case = kv_append_case({**entry["axes"], "angles": source}, gen, dev, layout, fp8=cache8)
         args = {name: value for name, value in case.items() if name not in ("q", "k_new", "v_new", "k_cache",
                                                                            "v_cache", "kv_lens")}
         plan = plan_call(case["q"], case["k_new"], case["v_new"], case["k_cache"], case["v_cache"], case["kv_lens"],
@@ -155,5 +160,6 @@ def check_variant(entry: dict) -> str | None:
             return f"inputs selected {plan.symbol}, not the variant under test"
         problem = check_case(case, inplace)
         if problem is not None:
-            return f"{layout}{', in place' if inplace else ''}{', FP8 caches' if cache8 else ''}: {problem}"
+            return (f"{layout}{', in place' if inplace else ''}{', FP8 caches' if cache8 else ''}, angles from "
+                    f"{source}: {problem}")
     return None

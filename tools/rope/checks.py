@@ -8,6 +8,12 @@ from ..verify import compare, new_generator, torch_dtype
 # Packed sequences of the thd variants: 111 tokens, an empty sequence among them.
 THD_LENGTHS = (40, 0, 33, 38)
 
+def angle_sources_served(table: dict, symbol: str, at: int) -> list[str]:
+    """The angle sources for which ``table`` (a dispatch map of the generated table) picks kernel ``symbol``: each of
+    its keys' element ``at``. A kernel taking its source at run time (angles=any) serves several, each to be checked."""
+    return list(dict.fromkeys(key[at] for key, entry in table.items() if entry[1] == symbol))
+
+
 def rope_angle_args(angles: str, dtype, max_pos: int, rd: int, gen, dev) -> dict:
     """Random angle-source arguments of the given kind, with an mscale other than 1 (the GPU tests cover the
     default one)."""
