@@ -9,9 +9,13 @@ median µs over 40 calls, and the median gap before each kernel (negative: it st
 "period_us" is the host's pace under the profiler, not a GPU time. (The JSON of 2026-12-03 came from this script with
 the three calls built by the bench's builders by name, as `contenders` builds them.)
 """
-import json, sys, statistics
+import json
+import statistics
+import sys
+
 import torch
-from torch.profiler import profile, ProfilerActivity
+from torch.profiler import ProfilerActivity, profile
+
 from cukiln.tools.decode_step import bench as B
 
 out = {}
@@ -21,11 +25,13 @@ for b, L in ((8, 2048), (1, 32768)):
     built = B.contenders(B.SETS[0], s, ["cukiln paged decode_step", B.PAGED_BAR, B.APPENDS[0]])
     fns = dict(zip(("step", "attention", "append"), built.values()))
     for name, fn in fns.items():
-        for _ in range(20): fn()
+        for _ in range(20):
+            fn()
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             torch.cuda._sleep(20_000_000)
-            for _ in range(40): fn()
+            for _ in range(40):
+                fn()
             torch.cuda.synchronize()
         ev = sorted([e for e in prof.events() if e.device_type.name == "CUDA" and "sleep" not in e.name],
                     key=lambda e: e.time_range.start)

@@ -29,8 +29,8 @@ HEADER = "kv_append.cuh"
 # Threads a block at most, and the launch bound's blocks per multiprocessor: 2 blocks of 192 (170 registers a
 # thread). At 3 blocks of 256 (80 registers) six variants spilled 4-68 bytes on sm_90 (the cache rows' and the lengths'
 # addressing beside the rotation's); at 2 of 256 (128 registers) the interleaved bf16 kernel of 16-byte vectors that
-# takes every angle source spilled 16 (148-156 registers without the bound). That bound did not make the paged step's
-# attention after the append any faster (docs/performance.md, the decode step). A decode step's append is a few blocks anyway, and one
+# takes every angle source spilled 16 (148-156 registers without the bound), and the paged step's attention after the
+# append ran no faster (docs/performance.md, the decode step). A decode step's append is a few blocks anyway, and one
 # token's q and k heads (40 rows of 8 pairs for Llama-3-8B) fill 160 threads.
 MAX_THREADS_PER_BLOCK = 192
 MIN_BLOCKS_PER_SM = 2

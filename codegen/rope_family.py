@@ -11,7 +11,7 @@ from .rope_variants import SOURCES, RopeVariant, enumerate_rope, parse_rope_name
 from .tables import dispatch_map_lines, params_table_lines, tuned_rule_lines
 
 HEADER = "rope.cuh"
-# The angle sources in angle_kind's order, as the templates name them (rope.cuh's AnyAngles, angles.j2)
+# The angle sources in angle_kind's order, as the templates name them (kv_append.cuh's AnyAngles, angles.j2)
 ANGLE_SOURCES = [a.value for a in SOURCES]
 
 

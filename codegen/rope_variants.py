@@ -135,7 +135,8 @@ def rule_mrope_for_dense_rows(v: RopeVariant) -> str | None:
 
 
 RULES = (rule_vector_fits_16_bytes, rule_general_strides_are_scalar, rule_f32_cache_only_for_half_types,
-         rule_one_kernel_per_source, rule_dispatch_only_for_thd, rule_two_tensors_for_dense_rows, rule_mrope_for_dense_rows)
+         rule_one_kernel_per_source, rule_dispatch_only_for_thd, rule_two_tensors_for_dense_rows,
+         rule_mrope_for_dense_rows)
 TENSOR_COUNTS = (1, 2)
 
 

@@ -91,3 +91,17 @@ def test_ws_variants_need_tensor_maps(pipeline, monkeypatch):
     with pytest.raises(verify.NotOnThisGPU, match="sm_90"):
         decode_checks.check_variant({"op": "decode", "name": f"decode_bf16_d128_s3_v8_{pipeline}",
                                      "axes": {"pipeline": pipeline}})
+
+
+def test_a_kernel_of_any_source_is_checked_with_each_source_it_serves():
+    from cukiln.core import artifacts
+    from cukiln.generated import dispatch
+    from cukiln.tools.rope.checks import with_each_source
+
+    entry = next(e for e in artifacts.read_manifest()["variants"]
+                 if e["op"] == "kv_append" and not e["axes"]["qk_norm"])
+    forms = ["bhsd", "bshd", "fp8"]
+    pairs = with_each_source(dispatch.KV_APPEND, entry, forms)
+    # every form and every source the table sends to this kernel, neither multiplied by the other
+    assert {s for _, s in pairs} == set(dispatch.ANGLE_KINDS) and {f for f, _ in pairs} == set(forms)
+    assert len(pairs) == max(len(forms), len(dispatch.ANGLE_KINDS))

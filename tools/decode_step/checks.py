@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..decode.checks import CHECKED_GROUPS
 from ..kv_append.checks import check_caches
-from ..rope.checks import angle_sources_served, rope_angle_args
+from ..rope.checks import rope_angle_args, with_each_source
 from ..verify import compare, new_generator, torch_dtype
 
 # rows, query heads, KV heads, cache slots; the rotated span of each head: [d / 4, d / 4 + d / 2)
@@ -56,9 +56,7 @@ def check_variant(entry: dict) -> str | None:
 
     gen = new_generator()
     # a kernel of any angle source: each source it serves, the query head counts in turn
-    sources = angle_sources_served(dispatch.DECODE_STEP, entry["name"], list(entry["axes"]).index("angles"))
-    for i in range(max(len(CHECKED_HEADS_Q), len(sources))):
-        heads_q, source = CHECKED_HEADS_Q[i % len(CHECKED_HEADS_Q)], sources[i % len(sources)]
+    for heads_q, source in with_each_source(dispatch.DECODE_STEP, entry, list(CHECKED_HEADS_Q)):
         axes = {**entry["axes"], "angles": source}
         problem = _check_step(entry, *step_case(axes, gen, torch.device("cuda"), heads_q))
         if problem is not None:

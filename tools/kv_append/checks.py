@@ -3,7 +3,7 @@ the float64 reference."""
 
 from __future__ import annotations
 
-from ..rope.checks import angle_sources_served, rope_angle_args, rope_x_for
+from ..rope.checks import rope_angle_args, rope_x_for, with_each_source
 from ..verify import compare, new_generator, torch_dtype
 
 # rows, new tokens a row, q heads, kv heads, head dim, cache slots; the rotated span [16, 64) of each head
@@ -148,9 +148,7 @@ def check_variant(entry: dict) -> str | None:
     # FP8 caches (a run-time choice of every variant) where the GPU writes them: sm_89 on
     fp8 = torch.cuda.get_device_capability() >= (8, 9)
     forms = (("bhsd", False, False), ("bshd", True, False), ("bhsd", False, True))[:2 + fp8]
-    sources = angle_sources_served(dispatch.KV_APPEND, entry["name"], list(entry["axes"]).index("angles"))
-    for i in range(max(len(forms), len(sources))):
-        (layout, inplace, cache8), source = forms[i % len(forms)], sources[i % len(sources)]
+    for (layout, inplace, cache8), source in with_each_source(dispatch.KV_APPEND, entry, forms):
         case = kv_append_case({**entry["axes"], "angles": source}, gen, dev, layout, fp8=cache8)
         args = {name: value for name, value in case.items() if name not in ("q", "k_new", "v_new", "k_cache",
                                                                            "v_cache", "kv_lens")}

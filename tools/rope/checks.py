@@ -8,10 +8,14 @@ from ..verify import compare, new_generator, torch_dtype
 # Packed sequences of the thd variants: 111 tokens, an empty sequence among them.
 THD_LENGTHS = (40, 0, 33, 38)
 
-def angle_sources_served(table: dict, symbol: str, at: int) -> list[str]:
-    """The angle sources for which ``table`` (a dispatch map of the generated table) picks kernel ``symbol``: each of
-    its keys' element ``at``. A kernel taking its source at run time (angles=any) serves several, each to be checked."""
-    return list(dict.fromkeys(key[at] for key, entry in table.items() if entry[1] == symbol))
+
+def with_each_source(table: dict, entry: dict, forms: list) -> list[tuple]:
+    """(form, angle source) pairs that take every one of ``forms`` and every angle source for which ``table`` (a
+    dispatch map of the generated table) picks the manifest ``entry``'s kernel, each in turn: a kernel taking its source
+    at run time (angles=any) serves several, each to be checked, without multiplying the forms by them."""
+    at = list(entry["axes"]).index("angles")
+    sources = list(dict.fromkeys(key[at] for key, served in table.items() if served[1] == entry["name"]))
+    return [(forms[i % len(forms)], sources[i % len(sources)]) for i in range(max(len(forms), len(sources)))]
 
 
 def rope_angle_args(angles: str, dtype, max_pos: int, rd: int, gen, dev) -> dict:
