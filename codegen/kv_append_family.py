@@ -151,7 +151,7 @@ def params_layout_id(v: KvAppendVariant) -> str:
 
 # --- rendering and the dispatch table --------------------------------------------------------------------------
 def render_headers() -> dict[str, str]:
-    return {HEADER: jinja.render("kv_append.cuh.j2", angle_sources=ANGLE_SOURCES)}
+    return {HEADER: jinja.render("kv_append.cuh.j2")}
 
 
 def render_module(dtype: Dtype, variants: list[KvAppendVariant]) -> str:
@@ -164,19 +164,11 @@ def render_module(dtype: Dtype, variants: list[KvAppendVariant]) -> str:
                                     for v in variants})
 
 
-def _any_angle_zeros() -> dict:
-    return {f: 0.0 if c == F64 else 0 for c, f in rope_abi.ANGLE_FIELDS[Angles.ANY] if f != "angle_kind"}
-
-
 def dispatch_lines(variants: list[KvAppendVariant], tuning: dict[str, dict]) -> list[str]:
     lines = [
         "# KV-cache append. KV_APPEND maps (dtype, pairing, angle source, vector width, QK-norm) to (module, symbol,",
         "# params layout); KV_APPEND_PARAMS maps a params layout to the field names and their struct format.",
-        "# ANGLE_KINDS: each angle source's angle_kind, the field by which a kernel of any source picks it;",
-        "# ANY_ANGLE_FIELDS: such a kernel's fields of every source, zero (a call sets its own source's).",
         f"KV_APPEND_MAX_THREADS = {MAX_THREADS_PER_BLOCK}",
-        f"ANGLE_KINDS = {dict((a.value, i) for i, a in enumerate(SOURCES))!r}",
-        f"ANY_ANGLE_FIELDS = {_any_angle_zeros()!r}",
         "",
     ]
     lines += params_table_lines("KV_APPEND_PARAMS", variants, kv_append_params, params_layout_id) + [""]

@@ -15,8 +15,8 @@ HEADS_IN_FLIGHT = 2
 # Blocks per multiprocessor the register allocation must allow (__launch_bounds__ minimum): 80 registers a
 # thread. The _qk variants reading angle tables (per-feature angles) at 16-byte vectors need more (the two
 # tensors' addressing beside 32 angles spills at 80, on sm_80 or sm_90), and so do M-RoPE's variants at 16-byte
-# vectors (three positions and a position picked per pair: 12 to 132 spilled bytes at 80): they take 2 blocks,
-# 128 registers.
+# vectors (three positions and a position picked per pair: 12 to 132 spilled bytes at 80), and M-RoPE's of any
+# angle source at 4 elements an access (8 to 152 bytes at 80, 3-stride rows): they take 2 blocks, 128 registers.
 MIN_BLOCKS_PER_SM = 3
 MIN_BLOCKS_PER_SM_WIDE = 2
 # Whether the loads of x and stores of out carry the evict-first (`.cs`) cache hint.
@@ -92,8 +92,10 @@ def rope_params(v: RopeVariant) -> Params:
 
 def min_blocks_per_sm(v: RopeVariant) -> int:
     """The launch bound's blocks per multiprocessor of ``v`` (see MIN_BLOCKS_PER_SM)."""
-    wide = v.vec * v.dtype.itemsize == 16 and (
-        v.mrope or (v.tensors == 2 and v.angles in (Angles.FREQS, Angles.COS_SIN, Angles.COS_SIN_F32)))
+    sixteen_bytes = v.vec * v.dtype.itemsize == 16
+    wide = (sixteen_bytes and (v.mrope or (v.tensors == 2 and v.angles in (Angles.FREQS, Angles.COS_SIN,
+                                                                           Angles.COS_SIN_F32)))
+            or (v.mrope and v.angles is Angles.ANY and v.vec >= 4))
     return MIN_BLOCKS_PER_SM_WIDE if wide else MIN_BLOCKS_PER_SM
 
 

@@ -4,21 +4,22 @@ the runtime and the tools. Its variant space is rope_variants; its ABI and launc
 from __future__ import annotations
 
 from . import jinja, rope_abi
-from .abi import TEMPLATE_CTYPE, param_structs
+from .abi import F64, TEMPLATE_CTYPE, param_structs
 from .axes import Dtype
 from .family import OpFamily
-from .rope_variants import SOURCES, RopeVariant, enumerate_rope, parse_rope_name
-from .tables import dispatch_map_lines, params_table_lines, tuned_rule_lines
+from .rope_variants import SOURCES, Angles, RopeVariant, enumerate_rope, parse_rope_name, sources_served
+from .tables import dispatch_map_lines, keys_by_angle_source, params_table_lines, tuned_rule_lines
 
 HEADER = "rope.cuh"
-# The angle sources in angle_kind's order, as the templates name them (kv_append.cuh's AnyAngles, angles.j2)
+# The angle sources in angle_kind's order, as the templates name them (rope.cuh's AnyAngles, angles.j2)
 ANGLE_SOURCES = [a.value for a in SOURCES]
 
 
 def render_headers(*, heads_in_flight: int = rope_abi.HEADS_IN_FLIGHT,
                    streaming: bool = rope_abi.STREAMING) -> dict[str, str]:
     """rope.cuh, the kernel body (keywords other than the defaults are for experiments: benchmarks/rope_sweep.py)."""
-    return {HEADER: jinja.render("rope.cuh.j2", heads_in_flight=heads_in_flight, streaming=streaming)}
+    return {HEADER: jinja.render("rope.cuh.j2", heads_in_flight=heads_in_flight, streaming=streaming,
+                                 angle_sources=ANGLE_SOURCES)}
 
 
 def render_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks: int | None = None,
@@ -28,7 +29,7 @@ def render_module(dtype: Dtype, variants: list[RopeVariant], *, min_blocks: int 
     assert all(v.dtype is dtype for v in variants), "one element type per module"
     structs, struct_of = param_structs(variants, rope_abi.rope_params, rope_abi.params_layout_id)
     return jinja.render("rope.cu.j2", dtype=dtype, dtype_ctype=TEMPLATE_CTYPE[dtype], variants=variants,
-                        structs=structs, struct_of=struct_of, max_threads=max_threads,
+                        structs=structs, struct_of=struct_of, max_threads=max_threads, angle_sources=ANGLE_SOURCES,
                         min_blocks={v.name: min_blocks or rope_abi.min_blocks_per_sm(v) for v in variants})
 
 
@@ -40,10 +41,16 @@ def dispatch_lines(variants: list[RopeVariant], tuning: dict[str, dict]) -> list
         "# to the kernel-parameter field names and their struct format (every field 8 bytes).",
         "# Key: (dtype, layout, pairing, angles, strides, vector width, dispatch, tensors: 2 for rope_qk's one",
         "# launch, M-RoPE's three positions a token); the direction, the rotated span's offset, k's head count and",
-        "# M-RoPE's sections are kernel arguments.",
+        "# M-RoPE's sections are kernel arguments. A kernel taking its angle source at run time (angles=any) serves",
+        "# the key of each source it takes.",
+        "# ANGLE_KINDS: each angle source's angle_kind, the field by which a kernel of any source (RoPE's, the",
+        "# append's, the step's) picks it; ANY_ANGLE_FIELDS: such a kernel's fields of every source, zero (a call sets",
+        "# its own source's).",
         "# Launch shape: threads per block, and heads whose loads a thread issues before its first store.",
         f"ROPE_MAX_THREADS = {rope_abi.MAX_THREADS_PER_BLOCK}",
         f"ROPE_HEADS_IN_FLIGHT = {rope_abi.HEADS_IN_FLIGHT}",
+        f"ANGLE_KINDS = {dict((a.value, i) for i, a in enumerate(SOURCES))!r}",
+        f"ANY_ANGLE_FIELDS = {_any_angle_zeros()!r}",
         "",
     ]
     lines += params_table_lines("ROPE_PARAMS", variants, rope_abi.rope_params, rope_abi.params_layout_id) + [""]
@@ -66,7 +73,12 @@ def dispatch_lines(variants: list[RopeVariant], tuning: dict[str, dict]) -> list
         "ROPE_THD_GRID_MAX_WASTE = {",
     ]
     lines += tuned_rule_lines(tuning, "rope-thd", lambda rule: float(rule["grid_max_waste"]))
-    return lines + ["}", ""] + dispatch_map_lines("ROPE", variants, rope_abi.params_layout_id)
+    return lines + ["}", ""] + dispatch_map_lines("ROPE", variants, rope_abi.params_layout_id,
+                                                  lambda v: keys_by_angle_source(v, sources_served(v)))
+
+
+def _any_angle_zeros() -> dict:
+    return {f: 0.0 if c == F64 else 0 for c, f in rope_abi.ANGLE_FIELDS[Angles.ANY] if f != "angle_kind"}
 
 
 FAMILY = OpFamily(

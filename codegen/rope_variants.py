@@ -44,7 +44,8 @@ class Angles(str, enum.Enum):
     INV_FREQ = "invfreq"  # fp32 [rotary_dim/2]; angle = position * scale * inv_freq[i]
     BASE = "base"  # angle = position * scale * base ** (-2i / rotary_dim), computed in the kernel
     # any source above, picked at run time by the params' angle_kind (its index in SOURCES): one kernel for the five
-    # where the per-source kernels cost the build more than they save at run time (kv_append, decode_step)
+    # where the per-source kernels cost the build more than they save at run time (kv_append, decode_step, and
+    # RoPE's kernels narrower than 16 bytes)
     ANY = "any"
 
 
@@ -104,12 +105,25 @@ def rule_f32_cache_only_for_half_types(v: RopeVariant) -> str | None:
     return None
 
 
-def rule_one_kernel_per_source(v: RopeVariant) -> str | None:
-    # RoPE's kernels of 8 elements an access already take the registers their launch bound allows: a kernel of every
-    # source spilled there (benchmarks/angle_merge_cost.py)
-    if v.angles is Angles.ANY:
-        return "RoPE compiles a kernel per angle source (angles=any is kv_append's and decode_step's)"
+def rule_source_at_run_time_below_16_bytes(v: RopeVariant) -> str | None:
+    # RoPE's 16-byte kernels already take the registers their launch bound allows: one of every source spilled there
+    # (M-RoPE's too, at 2 blocks of 256 threads), so they keep a kernel per source. Narrower accesses take their
+    # source at run time (angles=any): a quarter of their compile time, with no spill
+    # (benchmarks/results/angle-merge-cost-2core-2026-12-02-narrow-widths.json).
+    sixteen_bytes = v.vec * v.dtype.itemsize == 16
+    if sixteen_bytes and v.angles is Angles.ANY:
+        return "RoPE's 16-byte kernels take one angle source each (angles=any spills there)"
+    if not sixteen_bytes and v.angles is not Angles.ANY:
+        return "RoPE's kernels narrower than 16 bytes take their angle source at run time (angles=any)"
     return None
+
+
+def sources_served(v: RopeVariant) -> tuple[Angles, ...]:
+    """The angle sources a call may give that ``v``'s kernel serves: its own, or every source valid for its element
+    type where it takes its source at run time (angles=any)."""
+    if v.angles is not Angles.ANY:
+        return (v.angles,)
+    return tuple(a for a in SOURCES if not (a is Angles.COS_SIN_F32 and v.dtype is Dtype.FP32))
 
 
 def rule_dispatch_only_for_thd(v: RopeVariant) -> str | None:
@@ -135,7 +149,7 @@ def rule_mrope_for_dense_rows(v: RopeVariant) -> str | None:
 
 
 RULES = (rule_vector_fits_16_bytes, rule_general_strides_are_scalar, rule_f32_cache_only_for_half_types,
-         rule_one_kernel_per_source, rule_dispatch_only_for_thd, rule_two_tensors_for_dense_rows,
+         rule_source_at_run_time_below_16_bytes, rule_dispatch_only_for_thd, rule_two_tensors_for_dense_rows,
          rule_mrope_for_dense_rows)
 TENSOR_COUNTS = (1, 2)
 

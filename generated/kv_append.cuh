@@ -18,47 +18,6 @@
 #include "rope.cuh"
 
 namespace cukiln {
-namespace rope {
-
-// An angle source picked at run time (angles=any: the append's kernels and the fused step's take every source, where
-// a kernel per source cost the build about four times the work): one of each of rope.cuh's sources, and kind, the
-// index of the one that serves (freqs, cossin, cossinf32, invfreq, base); the same for every thread of a launch. In rope's
-// namespace, where RoPE's token body finds this fill_angles by the source's type.
-template <typename TC>
-struct AnyAngles {
-  int kind;
-  FreqsTable freqs;
-  CosSinTable<TC> cossin;
-  CosSinTable<float> cossinf32;
-  InvFreq invfreq;
-  BaseAngles base;
-};
-
-template <int V, bool INTERLEAVED, typename TC>
-__device__ __forceinline__ void fill_angles(const AnyAngles<TC>& src, bool valid, long long pos, int lo, int hi,
-                                            int half_rd, float (&c_lo)[V], float (&s_lo)[V], float (&c_hi)[V],
-                                            float (&s_hi)[V]) {
-  switch (src.kind) {
-    case 0:
-      fill_angles<V, INTERLEAVED>(src.freqs, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
-      return;
-    case 1:
-      fill_angles<V, INTERLEAVED>(src.cossin, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
-      return;
-    case 2:
-      fill_angles<V, INTERLEAVED>(src.cossinf32, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
-      return;
-    case 3:
-      fill_angles<V, INTERLEAVED>(src.invfreq, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
-      return;
-    default:
-      fill_angles<V, INTERLEAVED>(src.base, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
-      return;
-  }
-}
-
-}  // namespace rope
-
 namespace kv_append {
 
 // Rows inside one token: the tensors' pointers are set to the token's row (the new token, or its cache slot) before

@@ -370,6 +370,66 @@ __device__ __forceinline__ void fill_angles(const Src& src, bool valid, const Pa
   }
 }
 
+// An angle source picked at run time (angles=any: RoPE's kernels narrower than 16 bytes, the append's and the fused
+// step's take every source, where a kernel per source cost the build about four times the work): one of each source
+// above, and kind, the index of the one that serves (freqs, cossin, cossinf32, invfreq, base); the same for every thread of
+// a launch. Its fill_angles switches to the source's own, for one position a token as for M-RoPE's sections.
+template <typename TC>
+struct AnyAngles {
+  int kind;
+  FreqsTable freqs;
+  CosSinTable<TC> cossin;
+  CosSinTable<float> cossinf32;
+  InvFreq invfreq;
+  BaseAngles base;
+};
+
+template <int V, bool INTERLEAVED, typename TC>
+__device__ __forceinline__ void fill_angles(const AnyAngles<TC>& src, bool valid, long long pos, int lo, int hi,
+                                            int half_rd, float (&c_lo)[V], float (&s_lo)[V], float (&c_hi)[V],
+                                            float (&s_hi)[V]) {
+  switch (src.kind) {
+    case 0:
+      fill_angles<V, INTERLEAVED>(src.freqs, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+      return;
+    case 1:
+      fill_angles<V, INTERLEAVED>(src.cossin, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+      return;
+    case 2:
+      fill_angles<V, INTERLEAVED>(src.cossinf32, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+      return;
+    case 3:
+      fill_angles<V, INTERLEAVED>(src.invfreq, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+      return;
+    default:
+      fill_angles<V, INTERLEAVED>(src.base, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+      return;
+  }
+}
+
+template <int V, bool INTERLEAVED, typename TC>
+__device__ __forceinline__ void fill_angles(const AnyAngles<TC>& src, bool valid, const PairPositions& pos, int lo, int hi,
+                                            int half_rd, float (&c_lo)[V], float (&s_lo)[V], float (&c_hi)[V],
+                                            float (&s_hi)[V]) {
+  switch (src.kind) {
+    case 0:
+      fill_angles<V, INTERLEAVED>(src.freqs, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+      return;
+    case 1:
+      fill_angles<V, INTERLEAVED>(src.cossin, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+      return;
+    case 2:
+      fill_angles<V, INTERLEAVED>(src.cossinf32, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+      return;
+    case 3:
+      fill_angles<V, INTERLEAVED>(src.invfreq, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+      return;
+    default:
+      fill_angles<V, INTERLEAVED>(src.base, valid, pos, lo, hi, half_rd, c_lo, s_lo, c_hi, s_hi);
+      return;
+  }
+}
+
 // cos and sin times m: the rotation scaled, forward and backward alike (its Jacobian is scaled by m too).
 template <int V>
 __device__ __forceinline__ void scale_angles(float m, float (&c_lo)[V], float (&s_lo)[V], float (&c_hi)[V],

@@ -1,4 +1,4 @@
-// cukiln RoPE kernels, element type bf16: 170 variants.
+// cukiln RoPE kernels, element type bf16: 66 variants.
 // Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
 // pairing, addressing and angle source; the direction (forward or backward), a second tensor of the same
@@ -160,48 +160,6 @@ struct params_dense_s3_freqs_qk_mrope {
   long long k_out_ss;
   long long k_out_sb;
   long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-struct params_dense_s4_freqs_mrope {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
   const void* table;
   long long table_row;
   long long table_rows;
@@ -369,51 +327,6 @@ struct params_dense_s3_cossin_qk_mrope {
   long long k_out_ss;
   long long k_out_sb;
   long long k_out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-struct params_dense_s4_cossin_mrope {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -592,51 +505,6 @@ struct params_dense_s3_cossinf32_qk_mrope {
   long long per_pair;
 };
 
-struct params_dense_s4_cossinf32_mrope {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
 struct params_dense_s0_invfreq_mrope {
   const void* x;
   void* out;
@@ -787,47 +655,6 @@ struct params_dense_s3_invfreq_qk_mrope {
   long long k_out_ss;
   long long k_out_sb;
   long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-struct params_dense_s4_invfreq_mrope {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
   const void* inv_freq;
   double scale;
 };
@@ -990,7 +817,205 @@ struct params_dense_s3_base_qk_mrope {
   double scale;
 };
 
-struct params_dense_s4_base_mrope {
+struct params_dense_s0_any_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
+};
+
+struct params_dense_s0_any_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
+};
+
+struct params_dense_s3_any_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
+};
+
+struct params_dense_s3_any_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
+};
+
+struct params_dense_s4_any_mrope {
   const void* x;
   void* out;
   long long tokens;
@@ -1027,89 +1052,21 @@ struct params_dense_s4_base_mrope {
   long long out_sb;
   long long out_sh;
   long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
   double exponent_step;
   double ratio;
-  double scale;
+  long long angle_kind;
 };
 
-
-// rope_bf16_dense_half_freqs_s0_v1_mrope: dense, half pairs, angles from freqs, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v1_mrope(const params_dense_s0_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_half_freqs_s0_v1_qk_mrope: dense, half pairs, angles from freqs, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v1_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_half_freqs_s0_v2_mrope: dense, half pairs, angles from freqs, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v2_mrope(const params_dense_s0_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_half_freqs_s0_v2_qk_mrope: dense, half pairs, angles from freqs, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v2_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_half_freqs_s0_v4_mrope: dense, half pairs, angles from freqs, 0 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v4_mrope(const params_dense_s0_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_half_freqs_s0_v4_qk_mrope: dense, half pairs, angles from freqs, 0 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s0_v4_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
 
 // rope_bf16_dense_half_freqs_s0_v8_mrope: dense, half pairs, angles from freqs, 0 strides, 8 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_freqs_s0_v8_mrope(const params_dense_s0_freqs_mrope p) {
@@ -1133,84 +1090,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_freqs_
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<bf16, 8, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_half_freqs_s3_v1_mrope: dense, half pairs, angles from freqs, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v1_mrope(const params_dense_s3_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_half_freqs_s3_v1_qk_mrope: dense, half pairs, angles from freqs, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v1_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_half_freqs_s3_v2_mrope: dense, half pairs, angles from freqs, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v2_mrope(const params_dense_s3_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_half_freqs_s3_v2_qk_mrope: dense, half pairs, angles from freqs, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v2_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_half_freqs_s3_v4_mrope: dense, half pairs, angles from freqs, 3 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v4_mrope(const params_dense_s3_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_half_freqs_s3_v4_qk_mrope: dense, half pairs, angles from freqs, 3 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s3_v4_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
@@ -1241,97 +1120,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_freqs_
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bf16_dense_half_freqs_s4_v1_mrope: dense, half pairs, angles from freqs, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_freqs_s4_v1_mrope(const params_dense_s4_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided4Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_half_cossin_s0_v1_mrope: dense, half pairs, angles from cossin, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v1_mrope(const params_dense_s0_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossin_s0_v1_qk_mrope: dense, half pairs, angles from cossin, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v1_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossin_s0_v2_mrope: dense, half pairs, angles from cossin, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v2_mrope(const params_dense_s0_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossin_s0_v2_qk_mrope: dense, half pairs, angles from cossin, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v2_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossin_s0_v4_mrope: dense, half pairs, angles from cossin, 0 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v4_mrope(const params_dense_s0_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossin_s0_v4_qk_mrope: dense, half pairs, angles from cossin, 0 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s0_v4_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
 // rope_bf16_dense_half_cossin_s0_v8_mrope: dense, half pairs, angles from cossin, 0 strides, 8 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin_s0_v8_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
@@ -1354,84 +1142,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<bf16, 8, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossin_s3_v1_mrope: dense, half pairs, angles from cossin, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v1_mrope(const params_dense_s3_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossin_s3_v1_qk_mrope: dense, half pairs, angles from cossin, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v1_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossin_s3_v2_mrope: dense, half pairs, angles from cossin, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v2_mrope(const params_dense_s3_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossin_s3_v2_qk_mrope: dense, half pairs, angles from cossin, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v2_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossin_s3_v4_mrope: dense, half pairs, angles from cossin, 3 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v4_mrope(const params_dense_s3_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossin_s3_v4_qk_mrope: dense, half pairs, angles from cossin, 3 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s3_v4_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
@@ -1462,97 +1172,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bf16_dense_half_cossin_s4_v1_mrope: dense, half pairs, angles from cossin, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossin_s4_v1_mrope(const params_dense_s4_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided4Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossinf32_s0_v1_mrope: dense, half pairs, angles from cossinf32, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v1_mrope(const params_dense_s0_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossinf32_s0_v1_qk_mrope: dense, half pairs, angles from cossinf32, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v1_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossinf32_s0_v2_mrope: dense, half pairs, angles from cossinf32, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v2_mrope(const params_dense_s0_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossinf32_s0_v2_qk_mrope: dense, half pairs, angles from cossinf32, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v2_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossinf32_s0_v4_mrope: dense, half pairs, angles from cossinf32, 0 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v4_mrope(const params_dense_s0_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossinf32_s0_v4_qk_mrope: dense, half pairs, angles from cossinf32, 0 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s0_v4_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
 // rope_bf16_dense_half_cossinf32_s0_v8_mrope: dense, half pairs, angles from cossinf32, 0 strides, 8 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossinf32_s0_v8_mrope(const params_dense_s0_cossinf32_mrope p) {
   using namespace cukiln;
@@ -1575,84 +1194,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<bf16, 8, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossinf32_s3_v1_mrope: dense, half pairs, angles from cossinf32, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v1_mrope(const params_dense_s3_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossinf32_s3_v1_qk_mrope: dense, half pairs, angles from cossinf32, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v1_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossinf32_s3_v2_mrope: dense, half pairs, angles from cossinf32, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v2_mrope(const params_dense_s3_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossinf32_s3_v2_qk_mrope: dense, half pairs, angles from cossinf32, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v2_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossinf32_s3_v4_mrope: dense, half pairs, angles from cossinf32, 3 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v4_mrope(const params_dense_s3_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_cossinf32_s3_v4_qk_mrope: dense, half pairs, angles from cossinf32, 3 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s3_v4_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
@@ -1683,97 +1224,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_cossin
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bf16_dense_half_cossinf32_s4_v1_mrope: dense, half pairs, angles from cossinf32, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_cossinf32_s4_v1_mrope(const params_dense_s4_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided4Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_half_invfreq_s0_v1_mrope: dense, half pairs, angles from invfreq, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v1_mrope(const params_dense_s0_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_half_invfreq_s0_v1_qk_mrope: dense, half pairs, angles from invfreq, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v1_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_half_invfreq_s0_v2_mrope: dense, half pairs, angles from invfreq, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v2_mrope(const params_dense_s0_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_half_invfreq_s0_v2_qk_mrope: dense, half pairs, angles from invfreq, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v2_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_half_invfreq_s0_v4_mrope: dense, half pairs, angles from invfreq, 0 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v4_mrope(const params_dense_s0_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_half_invfreq_s0_v4_qk_mrope: dense, half pairs, angles from invfreq, 0 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s0_v4_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
 // rope_bf16_dense_half_invfreq_s0_v8_mrope: dense, half pairs, angles from invfreq, 0 strides, 8 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_invfreq_s0_v8_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
@@ -1796,84 +1246,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_invfre
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<bf16, 8, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_half_invfreq_s3_v1_mrope: dense, half pairs, angles from invfreq, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v1_mrope(const params_dense_s3_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_half_invfreq_s3_v1_qk_mrope: dense, half pairs, angles from invfreq, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v1_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_half_invfreq_s3_v2_mrope: dense, half pairs, angles from invfreq, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v2_mrope(const params_dense_s3_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_half_invfreq_s3_v2_qk_mrope: dense, half pairs, angles from invfreq, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v2_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_half_invfreq_s3_v4_mrope: dense, half pairs, angles from invfreq, 3 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v4_mrope(const params_dense_s3_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_half_invfreq_s3_v4_qk_mrope: dense, half pairs, angles from invfreq, 3 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s3_v4_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
@@ -1904,97 +1276,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_invfre
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bf16_dense_half_invfreq_s4_v1_mrope: dense, half pairs, angles from invfreq, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_invfreq_s4_v1_mrope(const params_dense_s4_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided4Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_half_base_s0_v1_mrope: dense, half pairs, angles from base, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v1_mrope(const params_dense_s0_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_half_base_s0_v1_qk_mrope: dense, half pairs, angles from base, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v1_qk_mrope(const params_dense_s0_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_half_base_s0_v2_mrope: dense, half pairs, angles from base, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v2_mrope(const params_dense_s0_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_half_base_s0_v2_qk_mrope: dense, half pairs, angles from base, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v2_qk_mrope(const params_dense_s0_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_half_base_s0_v4_mrope: dense, half pairs, angles from base, 0 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v4_mrope(const params_dense_s0_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_half_base_s0_v4_qk_mrope: dense, half pairs, angles from base, 0 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s0_v4_qk_mrope(const params_dense_s0_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
 // rope_bf16_dense_half_base_s0_v8_mrope: dense, half pairs, angles from base, 0 strides, 8 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_base_s0_v8_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
@@ -2017,84 +1298,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_base_s
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<bf16, 8, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_half_base_s3_v1_mrope: dense, half pairs, angles from base, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v1_mrope(const params_dense_s3_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_half_base_s3_v1_qk_mrope: dense, half pairs, angles from base, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v1_qk_mrope(const params_dense_s3_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_half_base_s3_v2_mrope: dense, half pairs, angles from base, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v2_mrope(const params_dense_s3_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_half_base_s3_v2_qk_mrope: dense, half pairs, angles from base, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v2_qk_mrope(const params_dense_s3_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_half_base_s3_v4_mrope: dense, half pairs, angles from base, 3 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v4_mrope(const params_dense_s3_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_half_base_s3_v4_qk_mrope: dense, half pairs, angles from base, 3 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s3_v4_qk_mrope(const params_dense_s3_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, false, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
@@ -2125,8 +1328,164 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_base_s
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bf16_dense_half_base_s4_v1_mrope: dense, half pairs, angles from base, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s4_v1_mrope(const params_dense_s4_base_mrope p) {
+// rope_bf16_dense_half_any_s0_v1_mrope: dense, half pairs, angles from any, 0 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_any_s0_v1_mrope(const params_dense_s0_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, PackedRows, false> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 1, false, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_half_any_s0_v1_qk_mrope: dense, half pairs, angles from any, 0 strides, 1 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_any_s0_v1_qk_mrope(const params_dense_s0_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, PackedRows, true> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 1, false, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_half_any_s0_v2_mrope: dense, half pairs, angles from any, 0 strides, 2 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_any_s0_v2_mrope(const params_dense_s0_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, PackedRows, false> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 2, false, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_half_any_s0_v2_qk_mrope: dense, half pairs, angles from any, 0 strides, 2 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_any_s0_v2_qk_mrope(const params_dense_s0_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, PackedRows, true> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 2, false, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_half_any_s0_v4_mrope: dense, half pairs, angles from any, 0 strides, 4 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_any_s0_v4_mrope(const params_dense_s0_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, PackedRows, false> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 4, false, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_half_any_s0_v4_qk_mrope: dense, half pairs, angles from any, 0 strides, 4 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_any_s0_v4_qk_mrope(const params_dense_s0_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, PackedRows, true> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 4, false, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_half_any_s3_v1_mrope: dense, half pairs, angles from any, 3 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_any_s3_v1_mrope(const params_dense_s3_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, Strided3Rows, false> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 1, false, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_half_any_s3_v1_qk_mrope: dense, half pairs, angles from any, 3 strides, 1 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_any_s3_v1_qk_mrope(const params_dense_s3_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, Strided3Rows, true> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 1, false, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_half_any_s3_v2_mrope: dense, half pairs, angles from any, 3 strides, 2 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_any_s3_v2_mrope(const params_dense_s3_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, Strided3Rows, false> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 2, false, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_half_any_s3_v2_qk_mrope: dense, half pairs, angles from any, 3 strides, 2 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_any_s3_v2_qk_mrope(const params_dense_s3_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, Strided3Rows, true> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 2, false, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_half_any_s3_v4_mrope: dense, half pairs, angles from any, 3 strides, 4 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_any_s3_v4_mrope(const params_dense_s3_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, Strided3Rows, false> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 4, false, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_half_any_s3_v4_qk_mrope: dense, half pairs, angles from any, 3 strides, 4 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_half_any_s3_v4_qk_mrope(const params_dense_s3_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, Strided3Rows, true> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 4, false, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_half_any_s4_v1_mrope: dense, half pairs, angles from any, 4 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_any_s4_v1_mrope(const params_dense_s4_any_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2135,85 +1494,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_half_base_s
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
   rope_dense<bf16, 1, false, false>(
       io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_interleaved_freqs_s0_v1_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v1_mrope(const params_dense_s0_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_interleaved_freqs_s0_v1_qk_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v1_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_interleaved_freqs_s0_v2_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v2_mrope(const params_dense_s0_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_interleaved_freqs_s0_v2_qk_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v2_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_interleaved_freqs_s0_v4_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v4_mrope(const params_dense_s0_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_interleaved_freqs_s0_v4_qk_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s0_v4_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
 }
 
 // rope_bf16_dense_interleaved_freqs_s0_v8_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 8 per access, M-RoPE sections
@@ -2238,84 +1519,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<bf16, 8, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_interleaved_freqs_s3_v1_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v1_mrope(const params_dense_s3_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_interleaved_freqs_s3_v1_qk_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v1_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_interleaved_freqs_s3_v2_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v2_mrope(const params_dense_s3_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_interleaved_freqs_s3_v2_qk_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v2_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_interleaved_freqs_s3_v4_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v4_mrope(const params_dense_s3_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_interleaved_freqs_s3_v4_qk_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s3_v4_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
@@ -2346,97 +1549,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_bf16_dense_interleaved_freqs_s4_v1_mrope: dense, interleaved pairs, angles from freqs, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_freqs_s4_v1_mrope(const params_dense_s4_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided4Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_bf16_dense_interleaved_cossin_s0_v1_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v1_mrope(const params_dense_s0_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossin_s0_v1_qk_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v1_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossin_s0_v2_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v2_mrope(const params_dense_s0_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossin_s0_v2_qk_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v2_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossin_s0_v4_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v4_mrope(const params_dense_s0_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossin_s0_v4_qk_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s0_v4_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
 // rope_bf16_dense_interleaved_cossin_s0_v8_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 8 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_cossin_s0_v8_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
@@ -2459,84 +1571,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<bf16, 8, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossin_s3_v1_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v1_mrope(const params_dense_s3_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossin_s3_v1_qk_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v1_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossin_s3_v2_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v2_mrope(const params_dense_s3_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossin_s3_v2_qk_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v2_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossin_s3_v4_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v4_mrope(const params_dense_s3_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossin_s3_v4_qk_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s3_v4_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
@@ -2567,97 +1601,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
       CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bf16_dense_interleaved_cossin_s4_v1_mrope: dense, interleaved pairs, angles from cossin, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossin_s4_v1_mrope(const params_dense_s4_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided4Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossinf32_s0_v1_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v1_mrope(const params_dense_s0_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossinf32_s0_v1_qk_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v1_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossinf32_s0_v2_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v2_mrope(const params_dense_s0_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossinf32_s0_v2_qk_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v2_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossinf32_s0_v4_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v4_mrope(const params_dense_s0_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossinf32_s0_v4_qk_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s0_v4_qk_mrope(const params_dense_s0_cossinf32_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
 // rope_bf16_dense_interleaved_cossinf32_s0_v8_mrope: dense, interleaved pairs, angles from cossinf32, 0 strides, 8 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_cossinf32_s0_v8_mrope(const params_dense_s0_cossinf32_mrope p) {
   using namespace cukiln;
@@ -2680,84 +1623,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<bf16, 8, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossinf32_s3_v1_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v1_mrope(const params_dense_s3_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossinf32_s3_v1_qk_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v1_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossinf32_s3_v2_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v2_mrope(const params_dense_s3_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossinf32_s3_v2_qk_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v2_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossinf32_s3_v4_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v4_mrope(const params_dense_s3_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_cossinf32_s3_v4_qk_mrope: dense, interleaved pairs, angles from cossinf32, 3 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s3_v4_qk_mrope(const params_dense_s3_cossinf32_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
@@ -2788,97 +1653,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_bf16_dense_interleaved_cossinf32_s4_v1_mrope: dense, interleaved pairs, angles from cossinf32, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_cossinf32_s4_v1_mrope(const params_dense_s4_cossinf32_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided4Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_bf16_dense_interleaved_invfreq_s0_v1_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v1_mrope(const params_dense_s0_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_interleaved_invfreq_s0_v1_qk_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v1_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_interleaved_invfreq_s0_v2_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v2_mrope(const params_dense_s0_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_interleaved_invfreq_s0_v2_qk_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v2_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_interleaved_invfreq_s0_v4_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v4_mrope(const params_dense_s0_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_interleaved_invfreq_s0_v4_qk_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s0_v4_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
 // rope_bf16_dense_interleaved_invfreq_s0_v8_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 8 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_invfreq_s0_v8_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
@@ -2901,84 +1675,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<bf16, 8, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_interleaved_invfreq_s3_v1_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v1_mrope(const params_dense_s3_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_interleaved_invfreq_s3_v1_qk_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v1_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_interleaved_invfreq_s3_v2_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v2_mrope(const params_dense_s3_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_interleaved_invfreq_s3_v2_qk_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v2_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_interleaved_invfreq_s3_v4_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v4_mrope(const params_dense_s3_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_interleaved_invfreq_s3_v4_qk_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s3_v4_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
@@ -3009,97 +1705,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_bf16_dense_interleaved_invfreq_s4_v1_mrope: dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_invfreq_s4_v1_mrope(const params_dense_s4_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided4Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_bf16_dense_interleaved_base_s0_v1_mrope: dense, interleaved pairs, angles from base, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v1_mrope(const params_dense_s0_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_interleaved_base_s0_v1_qk_mrope: dense, interleaved pairs, angles from base, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v1_qk_mrope(const params_dense_s0_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_interleaved_base_s0_v2_mrope: dense, interleaved pairs, angles from base, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v2_mrope(const params_dense_s0_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_interleaved_base_s0_v2_qk_mrope: dense, interleaved pairs, angles from base, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v2_qk_mrope(const params_dense_s0_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_interleaved_base_s0_v4_mrope: dense, interleaved pairs, angles from base, 0 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v4_mrope(const params_dense_s0_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_interleaved_base_s0_v4_qk_mrope: dense, interleaved pairs, angles from base, 0 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s0_v4_qk_mrope(const params_dense_s0_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, PackedRows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
 // rope_bf16_dense_interleaved_base_s0_v8_mrope: dense, interleaved pairs, angles from base, 0 strides, 8 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_base_s0_v8_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
@@ -3122,84 +1727,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
       static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<bf16, 8, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_interleaved_base_s3_v1_mrope: dense, interleaved pairs, angles from base, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v1_mrope(const params_dense_s3_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_interleaved_base_s3_v1_qk_mrope: dense, interleaved pairs, angles from base, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v1_qk_mrope(const params_dense_s3_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_interleaved_base_s3_v2_mrope: dense, interleaved pairs, angles from base, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v2_mrope(const params_dense_s3_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_interleaved_base_s3_v2_qk_mrope: dense, interleaved pairs, angles from base, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v2_qk_mrope(const params_dense_s3_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_interleaved_base_s3_v4_mrope: dense, interleaved pairs, angles from base, 3 strides, 4 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v4_mrope(const params_dense_s3_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, false> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_bf16_dense_interleaved_base_s3_v4_qk_mrope: dense, interleaved pairs, angles from base, 3 strides, 4 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s3_v4_qk_mrope(const params_dense_s3_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<bf16, Strided3Rows, true> io{
-      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<bf16, 4, true, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
@@ -3230,8 +1757,164 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_bf16_dense_interleaved_base_s4_v1_mrope: dense, interleaved pairs, angles from base, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_base_s4_v1_mrope(const params_dense_s4_base_mrope p) {
+// rope_bf16_dense_interleaved_any_s0_v1_mrope: dense, interleaved pairs, angles from any, 0 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_any_s0_v1_mrope(const params_dense_s0_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, PackedRows, false> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 1, true, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_interleaved_any_s0_v1_qk_mrope: dense, interleaved pairs, angles from any, 0 strides, 1 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_any_s0_v1_qk_mrope(const params_dense_s0_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, PackedRows, true> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 1, true, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_interleaved_any_s0_v2_mrope: dense, interleaved pairs, angles from any, 0 strides, 2 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_any_s0_v2_mrope(const params_dense_s0_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, PackedRows, false> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 2, true, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_interleaved_any_s0_v2_qk_mrope: dense, interleaved pairs, angles from any, 0 strides, 2 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_any_s0_v2_qk_mrope(const params_dense_s0_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, PackedRows, true> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 2, true, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_interleaved_any_s0_v4_mrope: dense, interleaved pairs, angles from any, 0 strides, 4 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_any_s0_v4_mrope(const params_dense_s0_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, PackedRows, false> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 4, true, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_interleaved_any_s0_v4_qk_mrope: dense, interleaved pairs, angles from any, 0 strides, 4 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_any_s0_v4_qk_mrope(const params_dense_s0_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, PackedRows, true> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 4, true, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_interleaved_any_s3_v1_mrope: dense, interleaved pairs, angles from any, 3 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_any_s3_v1_mrope(const params_dense_s3_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, Strided3Rows, false> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 1, true, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_interleaved_any_s3_v1_qk_mrope: dense, interleaved pairs, angles from any, 3 strides, 1 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_any_s3_v1_qk_mrope(const params_dense_s3_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, Strided3Rows, true> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 1, true, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_interleaved_any_s3_v2_mrope: dense, interleaved pairs, angles from any, 3 strides, 2 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_any_s3_v2_mrope(const params_dense_s3_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, Strided3Rows, false> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 2, true, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_interleaved_any_s3_v2_qk_mrope: dense, interleaved pairs, angles from any, 3 strides, 2 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_any_s3_v2_qk_mrope(const params_dense_s3_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, Strided3Rows, true> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 2, true, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_interleaved_any_s3_v4_mrope: dense, interleaved pairs, angles from any, 3 strides, 4 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_any_s3_v4_mrope(const params_dense_s3_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, Strided3Rows, false> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 4, true, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_interleaved_any_s3_v4_qk_mrope: dense, interleaved pairs, angles from any, 3 strides, 4 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 2) rope_bf16_dense_interleaved_any_s3_v4_qk_mrope(const params_dense_s3_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<bf16, Strided3Rows, true> io{
+      static_cast<const bf16*>(p.x), static_cast<bf16*>(p.out), static_cast<const bf16*>(p.k), static_cast<bf16*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<bf16, 4, true, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_bf16_dense_interleaved_any_s4_v1_mrope: dense, interleaved pairs, angles from any, 4 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved_any_s4_v1_mrope(const params_dense_s4_any_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -3240,5 +1923,5 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_bf16_dense_interleaved
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
   rope_dense<bf16, 1, true, false>(
       io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
+      AnyAngles<bf16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<bf16>{static_cast<const bf16*>(p.cos), static_cast<const bf16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
 }

@@ -1,4 +1,4 @@
-// cukiln RoPE kernels, element type fp16: 90 variants.
+// cukiln RoPE kernels, element type fp16: 34 variants.
 // Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
 // pairing, addressing and angle source; the direction (forward or backward), a second tensor of the same
@@ -75,45 +75,6 @@ struct params_thd_s3_freqs {
   long long table_rows;
 };
 
-struct params_thd_s4_freqs {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
 struct params_thd_s0_cossin {
   const void* x;
   void* out;
@@ -180,48 +141,6 @@ struct params_thd_s3_cossin {
   long long out_ss;
   long long out_sb;
   long long out_sh;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
-struct params_thd_s4_cossin {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
   const void* cos;
   const void* sin;
   long long cos_row;
@@ -304,48 +223,6 @@ struct params_thd_s3_cossinf32 {
   long long per_pair;
 };
 
-struct params_thd_s4_cossinf32 {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
 struct params_thd_s0_invfreq {
   const void* x;
   void* out;
@@ -408,44 +285,6 @@ struct params_thd_s3_invfreq {
   long long out_ss;
   long long out_sb;
   long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-struct params_thd_s4_invfreq {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
   const void* inv_freq;
   double scale;
 };
@@ -518,7 +357,95 @@ struct params_thd_s3_base {
   double scale;
 };
 
-struct params_thd_s4_base {
+struct params_thd_s0_any {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
+};
+
+struct params_thd_s3_any {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
+};
+
+struct params_thd_s4_any {
   const void* x;
   void* out;
   long long tokens;
@@ -552,53 +479,21 @@ struct params_thd_s4_base {
   long long out_sb;
   long long out_sh;
   long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
   double exponent_step;
   double ratio;
-  double scale;
+  long long angle_kind;
 };
 
-
-// rope_fp16_thd_half_freqs_s0_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0_v1_grid(const params_thd_s0_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp16_thd_half_freqs_s0_v2_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0_v2_grid(const params_thd_s0_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp16_thd_half_freqs_s0_v4_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0_v4_grid(const params_thd_s0_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
 
 // rope_fp16_thd_half_freqs_s0_v8_grid: thd (grid dispatch), half pairs, angles from freqs, 0 strides, 8 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0_v8_grid(const params_thd_s0_freqs p) {
@@ -609,48 +504,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s0
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_grid<f16, 8, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp16_thd_half_freqs_s3_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3_v1_grid(const params_thd_s3_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp16_thd_half_freqs_s3_v2_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3_v2_grid(const params_thd_s3_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp16_thd_half_freqs_s3_v4_grid: thd (grid dispatch), half pairs, angles from freqs, 3 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3_v4_grid(const params_thd_s3_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, false, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -670,62 +523,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s3
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fp16_thd_half_freqs_s4_v1_grid: thd (grid dispatch), half pairs, angles from freqs, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_freqs_s4_v1_grid(const params_thd_s4_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided4Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp16_thd_half_cossin_s0_v1_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s0_v1_grid(const params_thd_s0_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_half_cossin_s0_v2_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s0_v2_grid(const params_thd_s0_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_half_cossin_s0_v4_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s0_v4_grid(const params_thd_s0_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
 // rope_fp16_thd_half_cossin_s0_v8_grid: thd (grid dispatch), half pairs, angles from cossin, 0 strides, 8 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s0_v8_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
@@ -735,48 +532,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_grid<f16, 8, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_half_cossin_s3_v1_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s3_v1_grid(const params_thd_s3_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_half_cossin_s3_v2_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s3_v2_grid(const params_thd_s3_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_half_cossin_s3_v4_grid: thd (grid dispatch), half pairs, angles from cossin, 3 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s3_v4_grid(const params_thd_s3_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, false, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -796,62 +551,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fp16_thd_half_cossin_s4_v1_grid: thd (grid dispatch), half pairs, angles from cossin, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossin_s4_v1_grid(const params_thd_s4_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided4Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_half_cossinf32_s0_v1_grid: thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s0_v1_grid(const params_thd_s0_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_half_cossinf32_s0_v2_grid: thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s0_v2_grid(const params_thd_s0_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_half_cossinf32_s0_v4_grid: thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s0_v4_grid(const params_thd_s0_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
 // rope_fp16_thd_half_cossinf32_s0_v8_grid: thd (grid dispatch), half pairs, angles from cossinf32, 0 strides, 8 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s0_v8_grid(const params_thd_s0_cossinf32 p) {
   using namespace cukiln;
@@ -861,48 +560,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf3
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_grid<f16, 8, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_half_cossinf32_s3_v1_grid: thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s3_v1_grid(const params_thd_s3_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_half_cossinf32_s3_v2_grid: thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s3_v2_grid(const params_thd_s3_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_half_cossinf32_s3_v4_grid: thd (grid dispatch), half pairs, angles from cossinf32, 3 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s3_v4_grid(const params_thd_s3_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, false, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -922,62 +579,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf3
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fp16_thd_half_cossinf32_s4_v1_grid: thd (grid dispatch), half pairs, angles from cossinf32, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_cossinf32_s4_v1_grid(const params_thd_s4_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided4Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_half_invfreq_s0_v1_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s0_v1_grid(const params_thd_s0_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp16_thd_half_invfreq_s0_v2_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s0_v2_grid(const params_thd_s0_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp16_thd_half_invfreq_s0_v4_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s0_v4_grid(const params_thd_s0_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
 // rope_fp16_thd_half_invfreq_s0_v8_grid: thd (grid dispatch), half pairs, angles from invfreq, 0 strides, 8 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s0_v8_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
@@ -987,48 +588,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_grid<f16, 8, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp16_thd_half_invfreq_s3_v1_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s3_v1_grid(const params_thd_s3_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp16_thd_half_invfreq_s3_v2_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s3_v2_grid(const params_thd_s3_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp16_thd_half_invfreq_s3_v4_grid: thd (grid dispatch), half pairs, angles from invfreq, 3 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s3_v4_grid(const params_thd_s3_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, false, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1048,62 +607,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fp16_thd_half_invfreq_s4_v1_grid: thd (grid dispatch), half pairs, angles from invfreq, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_invfreq_s4_v1_grid(const params_thd_s4_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided4Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp16_thd_half_base_s0_v1_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_v1_grid(const params_thd_s0_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp16_thd_half_base_s0_v2_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_v2_grid(const params_thd_s0_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp16_thd_half_base_s0_v4_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_v4_grid(const params_thd_s0_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
 // rope_fp16_thd_half_base_s0_v8_grid: thd (grid dispatch), half pairs, angles from base, 0 strides, 8 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_v8_grid(const params_thd_s0_base p) {
   using namespace cukiln;
@@ -1113,48 +616,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s0_
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_grid<f16, 8, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp16_thd_half_base_s3_v1_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_v1_grid(const params_thd_s3_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp16_thd_half_base_s3_v2_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_v2_grid(const params_thd_s3_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp16_thd_half_base_s3_v4_grid: thd (grid dispatch), half pairs, angles from base, 3 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_v4_grid(const params_thd_s3_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, false, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1174,8 +635,92 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s3_
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fp16_thd_half_base_s4_v1_grid: thd (grid dispatch), half pairs, angles from base, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s4_v1_grid(const params_thd_s4_base p) {
+// rope_fp16_thd_half_any_s0_v1_grid: thd (grid dispatch), half pairs, angles from any, 0 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_any_s0_v1_grid(const params_thd_s0_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp16_thd_half_any_s0_v2_grid: thd (grid dispatch), half pairs, angles from any, 0 strides, 2 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_any_s0_v2_grid(const params_thd_s0_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp16_thd_half_any_s0_v4_grid: thd (grid dispatch), half pairs, angles from any, 0 strides, 4 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_any_s0_v4_grid(const params_thd_s0_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp16_thd_half_any_s3_v1_grid: thd (grid dispatch), half pairs, angles from any, 3 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_any_s3_v1_grid(const params_thd_s3_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<f16, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp16_thd_half_any_s3_v2_grid: thd (grid dispatch), half pairs, angles from any, 3 strides, 2 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_any_s3_v2_grid(const params_thd_s3_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<f16, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp16_thd_half_any_s3_v4_grid: thd (grid dispatch), half pairs, angles from any, 3 strides, 4 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_any_s3_v4_grid(const params_thd_s3_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<f16, 4, false, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp16_thd_half_any_s4_v1_grid: thd (grid dispatch), half pairs, angles from any, 4 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_any_s4_v1_grid(const params_thd_s4_any p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1185,49 +730,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_half_base_s4_
   rope_thd_grid<f16, 1, false, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp16_thd_interleaved_freqs_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s0_v1_grid(const params_thd_s0_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp16_thd_interleaved_freqs_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s0_v2_grid(const params_thd_s0_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp16_thd_interleaved_freqs_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s0_v4_grid(const params_thd_s0_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
 }
 
 // rope_fp16_thd_interleaved_freqs_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 0 strides, 8 per access
@@ -1239,48 +742,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_f
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_grid<f16, 8, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp16_thd_interleaved_freqs_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s3_v1_grid(const params_thd_s3_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp16_thd_interleaved_freqs_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s3_v2_grid(const params_thd_s3_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp16_thd_interleaved_freqs_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 3 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s3_v4_grid(const params_thd_s3_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, true, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -1300,62 +761,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_f
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fp16_thd_interleaved_freqs_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from freqs, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_freqs_s4_v1_grid(const params_thd_s4_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided4Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp16_thd_interleaved_cossin_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s0_v1_grid(const params_thd_s0_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_interleaved_cossin_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s0_v2_grid(const params_thd_s0_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_interleaved_cossin_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s0_v4_grid(const params_thd_s0_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
 // rope_fp16_thd_interleaved_cossin_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 0 strides, 8 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s0_v8_grid(const params_thd_s0_cossin p) {
   using namespace cukiln;
@@ -1365,48 +770,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_grid<f16, 8, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_interleaved_cossin_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s3_v1_grid(const params_thd_s3_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_interleaved_cossin_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s3_v2_grid(const params_thd_s3_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_interleaved_cossin_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 3 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s3_v4_grid(const params_thd_s3_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, true, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -1426,62 +789,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
       CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fp16_thd_interleaved_cossin_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossin, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossin_s4_v1_grid(const params_thd_s4_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided4Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_interleaved_cossinf32_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s0_v1_grid(const params_thd_s0_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_interleaved_cossinf32_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s0_v2_grid(const params_thd_s0_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_interleaved_cossinf32_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s0_v4_grid(const params_thd_s0_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
 // rope_fp16_thd_interleaved_cossinf32_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 0 strides, 8 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s0_v8_grid(const params_thd_s0_cossinf32 p) {
   using namespace cukiln;
@@ -1491,48 +798,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_grid<f16, 8, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_interleaved_cossinf32_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s3_v1_grid(const params_thd_s3_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_interleaved_cossinf32_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s3_v2_grid(const params_thd_s3_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_interleaved_cossinf32_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 3 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s3_v4_grid(const params_thd_s3_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, true, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -1552,62 +817,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_c
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fp16_thd_interleaved_cossinf32_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from cossinf32, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_cossinf32_s4_v1_grid(const params_thd_s4_cossinf32 p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided4Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp16_thd_interleaved_invfreq_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s0_v1_grid(const params_thd_s0_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp16_thd_interleaved_invfreq_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s0_v2_grid(const params_thd_s0_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp16_thd_interleaved_invfreq_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s0_v4_grid(const params_thd_s0_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
 // rope_fp16_thd_interleaved_invfreq_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 0 strides, 8 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s0_v8_grid(const params_thd_s0_invfreq p) {
   using namespace cukiln;
@@ -1617,48 +826,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_i
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_grid<f16, 8, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp16_thd_interleaved_invfreq_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s3_v1_grid(const params_thd_s3_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp16_thd_interleaved_invfreq_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s3_v2_grid(const params_thd_s3_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp16_thd_interleaved_invfreq_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 3 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s3_v4_grid(const params_thd_s3_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, true, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1678,62 +845,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_i
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fp16_thd_interleaved_invfreq_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from invfreq, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_invfreq_s4_v1_grid(const params_thd_s4_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided4Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp16_thd_interleaved_base_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s0_v1_grid(const params_thd_s0_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp16_thd_interleaved_base_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s0_v2_grid(const params_thd_s0_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp16_thd_interleaved_base_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s0_v4_grid(const params_thd_s0_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, PackedRows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
 // rope_fp16_thd_interleaved_base_s0_v8_grid: thd (grid dispatch), interleaved pairs, angles from base, 0 strides, 8 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s0_v8_grid(const params_thd_s0_base p) {
   using namespace cukiln;
@@ -1743,48 +854,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_b
       static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_grid<f16, 8, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp16_thd_interleaved_base_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s3_v1_grid(const params_thd_s3_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp16_thd_interleaved_base_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s3_v2_grid(const params_thd_s3_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp16_thd_interleaved_base_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from base, 3 strides, 4 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s3_v4_grid(const params_thd_s3_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<f16, Strided3Rows, false> io{
-      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_grid<f16, 4, true, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1804,8 +873,92 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_b
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fp16_thd_interleaved_base_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from base, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_base_s4_v1_grid(const params_thd_s4_base p) {
+// rope_fp16_thd_interleaved_any_s0_v1_grid: thd (grid dispatch), interleaved pairs, angles from any, 0 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_any_s0_v1_grid(const params_thd_s0_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp16_thd_interleaved_any_s0_v2_grid: thd (grid dispatch), interleaved pairs, angles from any, 0 strides, 2 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_any_s0_v2_grid(const params_thd_s0_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp16_thd_interleaved_any_s0_v4_grid: thd (grid dispatch), interleaved pairs, angles from any, 0 strides, 4 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_any_s0_v4_grid(const params_thd_s0_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, PackedRows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_grid<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp16_thd_interleaved_any_s3_v1_grid: thd (grid dispatch), interleaved pairs, angles from any, 3 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_any_s3_v1_grid(const params_thd_s3_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<f16, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp16_thd_interleaved_any_s3_v2_grid: thd (grid dispatch), interleaved pairs, angles from any, 3 strides, 2 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_any_s3_v2_grid(const params_thd_s3_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<f16, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp16_thd_interleaved_any_s3_v4_grid: thd (grid dispatch), interleaved pairs, angles from any, 3 strides, 4 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_any_s3_v4_grid(const params_thd_s3_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<f16, Strided3Rows, false> io{
+      static_cast<const f16*>(p.x), static_cast<f16*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_grid<f16, 4, true, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp16_thd_interleaved_any_s4_v1_grid: thd (grid dispatch), interleaved pairs, angles from any, 4 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_any_s4_v1_grid(const params_thd_s4_any p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1815,5 +968,5 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp16_thd_interleaved_b
   rope_thd_grid<f16, 1, true, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
+      AnyAngles<f16>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<f16>{static_cast<const f16*>(p.cos), static_cast<const f16*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
 }

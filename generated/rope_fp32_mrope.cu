@@ -1,4 +1,4 @@
-// cukiln RoPE kernels, element type fp32: 104 variants.
+// cukiln RoPE kernels, element type fp32: 50 variants.
 // Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
 // pairing, addressing and angle source; the direction (forward or backward), a second tensor of the same
@@ -160,48 +160,6 @@ struct params_dense_s3_freqs_qk_mrope {
   long long k_out_ss;
   long long k_out_sb;
   long long k_out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-struct params_dense_s4_freqs_mrope {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
   const void* table;
   long long table_row;
   long long table_rows;
@@ -377,51 +335,6 @@ struct params_dense_s3_cossin_qk_mrope {
   long long per_pair;
 };
 
-struct params_dense_s4_cossin_mrope {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
 struct params_dense_s0_invfreq_mrope {
   const void* x;
   void* out;
@@ -572,47 +485,6 @@ struct params_dense_s3_invfreq_qk_mrope {
   long long k_out_ss;
   long long k_out_sb;
   long long k_out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-struct params_dense_s4_invfreq_mrope {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  long long pos_stride_r;
-  long long section_t;
-  long long section_h;
-  long long section_w;
-  long long sections_interleaved;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
   const void* inv_freq;
   double scale;
 };
@@ -775,7 +647,205 @@ struct params_dense_s3_base_qk_mrope {
   double scale;
 };
 
-struct params_dense_s4_base_mrope {
+struct params_dense_s0_any_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
+};
+
+struct params_dense_s0_any_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
+};
+
+struct params_dense_s3_any_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
+};
+
+struct params_dense_s3_any_qk_mrope {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  long long pos_stride_r;
+  long long section_t;
+  long long section_h;
+  long long section_w;
+  long long sections_interleaved;
+  const void* k;
+  void* k_out;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  long long k_ss;
+  long long k_sb;
+  long long k_sh;
+  long long k_out_ss;
+  long long k_out_sb;
+  long long k_out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
+};
+
+struct params_dense_s4_any_mrope {
   const void* x;
   void* out;
   long long tokens;
@@ -812,63 +882,21 @@ struct params_dense_s4_base_mrope {
   long long out_sb;
   long long out_sh;
   long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
   double exponent_step;
   double ratio;
-  double scale;
+  long long angle_kind;
 };
 
-
-// rope_fp32_dense_half_freqs_s0_v1_mrope: dense, half pairs, angles from freqs, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1_mrope(const params_dense_s0_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_half_freqs_s0_v1_qk_mrope: dense, half pairs, angles from freqs, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v1_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_half_freqs_s0_v2_mrope: dense, half pairs, angles from freqs, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2_mrope(const params_dense_s0_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_half_freqs_s0_v2_qk_mrope: dense, half pairs, angles from freqs, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s0_v2_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
 
 // rope_fp32_dense_half_freqs_s0_v4_mrope: dense, half pairs, angles from freqs, 0 strides, 4 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_s0_v4_mrope(const params_dense_s0_freqs_mrope p) {
@@ -892,58 +920,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_
       static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<float, 4, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_half_freqs_s3_v1_mrope: dense, half pairs, angles from freqs, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1_mrope(const params_dense_s3_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_half_freqs_s3_v1_qk_mrope: dense, half pairs, angles from freqs, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v1_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_half_freqs_s3_v2_mrope: dense, half pairs, angles from freqs, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2_mrope(const params_dense_s3_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_half_freqs_s3_v2_qk_mrope: dense, half pairs, angles from freqs, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s3_v2_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
@@ -974,71 +950,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_freqs_
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fp32_dense_half_freqs_s4_v1_mrope: dense, half pairs, angles from freqs, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_freqs_s4_v1_mrope(const params_dense_s4_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided4Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_half_cossin_s0_v1_mrope: dense, half pairs, angles from cossin, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1_mrope(const params_dense_s0_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_half_cossin_s0_v1_qk_mrope: dense, half pairs, angles from cossin, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v1_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_half_cossin_s0_v2_mrope: dense, half pairs, angles from cossin, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2_mrope(const params_dense_s0_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_half_cossin_s0_v2_qk_mrope: dense, half pairs, angles from cossin, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s0_v2_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
 // rope_fp32_dense_half_cossin_s0_v4_mrope: dense, half pairs, angles from cossin, 0 strides, 4 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin_s0_v4_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
@@ -1061,58 +972,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin
       static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<float, 4, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_half_cossin_s3_v1_mrope: dense, half pairs, angles from cossin, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1_mrope(const params_dense_s3_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_half_cossin_s3_v1_qk_mrope: dense, half pairs, angles from cossin, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v1_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_half_cossin_s3_v2_mrope: dense, half pairs, angles from cossin, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2_mrope(const params_dense_s3_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_half_cossin_s3_v2_qk_mrope: dense, half pairs, angles from cossin, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s3_v2_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
@@ -1143,71 +1002,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_cossin
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fp32_dense_half_cossin_s4_v1_mrope: dense, half pairs, angles from cossin, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_cossin_s4_v1_mrope(const params_dense_s4_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided4Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_half_invfreq_s0_v1_mrope: dense, half pairs, angles from invfreq, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1_mrope(const params_dense_s0_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_half_invfreq_s0_v1_qk_mrope: dense, half pairs, angles from invfreq, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v1_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_half_invfreq_s0_v2_mrope: dense, half pairs, angles from invfreq, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2_mrope(const params_dense_s0_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_half_invfreq_s0_v2_qk_mrope: dense, half pairs, angles from invfreq, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s0_v2_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
 // rope_fp32_dense_half_invfreq_s0_v4_mrope: dense, half pairs, angles from invfreq, 0 strides, 4 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfreq_s0_v4_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
@@ -1230,58 +1024,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfre
       static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<float, 4, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_half_invfreq_s3_v1_mrope: dense, half pairs, angles from invfreq, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1_mrope(const params_dense_s3_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_half_invfreq_s3_v1_qk_mrope: dense, half pairs, angles from invfreq, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v1_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_half_invfreq_s3_v2_mrope: dense, half pairs, angles from invfreq, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2_mrope(const params_dense_s3_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_half_invfreq_s3_v2_qk_mrope: dense, half pairs, angles from invfreq, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s3_v2_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
@@ -1312,71 +1054,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_invfre
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fp32_dense_half_invfreq_s4_v1_mrope: dense, half pairs, angles from invfreq, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_invfreq_s4_v1_mrope(const params_dense_s4_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided4Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_half_base_s0_v1_mrope: dense, half pairs, angles from base, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1_mrope(const params_dense_s0_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_half_base_s0_v1_qk_mrope: dense, half pairs, angles from base, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v1_qk_mrope(const params_dense_s0_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_half_base_s0_v2_mrope: dense, half pairs, angles from base, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2_mrope(const params_dense_s0_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_half_base_s0_v2_qk_mrope: dense, half pairs, angles from base, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s0_v2_qk_mrope(const params_dense_s0_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
 // rope_fp32_dense_half_base_s0_v4_mrope: dense, half pairs, angles from base, 0 strides, 4 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s0_v4_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
@@ -1399,58 +1076,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s
       static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<float, 4, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_half_base_s3_v1_mrope: dense, half pairs, angles from base, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1_mrope(const params_dense_s3_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_half_base_s3_v1_qk_mrope: dense, half pairs, angles from base, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v1_qk_mrope(const params_dense_s3_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, false, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_half_base_s3_v2_mrope: dense, half pairs, angles from base, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2_mrope(const params_dense_s3_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_half_base_s3_v2_qk_mrope: dense, half pairs, angles from base, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s3_v2_qk_mrope(const params_dense_s3_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, false, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
@@ -1481,8 +1106,112 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_half_base_s
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fp32_dense_half_base_s4_v1_mrope: dense, half pairs, angles from base, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s4_v1_mrope(const params_dense_s4_base_mrope p) {
+// rope_fp32_dense_half_any_s0_v1_mrope: dense, half pairs, angles from any, 0 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_any_s0_v1_mrope(const params_dense_s0_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_half_any_s0_v1_qk_mrope: dense, half pairs, angles from any, 0 strides, 1 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_any_s0_v1_qk_mrope(const params_dense_s0_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_half_any_s0_v2_mrope: dense, half pairs, angles from any, 0 strides, 2 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_any_s0_v2_mrope(const params_dense_s0_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_half_any_s0_v2_qk_mrope: dense, half pairs, angles from any, 0 strides, 2 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_any_s0_v2_qk_mrope(const params_dense_s0_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_half_any_s3_v1_mrope: dense, half pairs, angles from any, 3 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_any_s3_v1_mrope(const params_dense_s3_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_half_any_s3_v1_qk_mrope: dense, half pairs, angles from any, 3 strides, 1 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_any_s3_v1_qk_mrope(const params_dense_s3_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, false, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_half_any_s3_v2_mrope: dense, half pairs, angles from any, 3 strides, 2 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_any_s3_v2_mrope(const params_dense_s3_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_half_any_s3_v2_qk_mrope: dense, half pairs, angles from any, 3 strides, 2 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_any_s3_v2_qk_mrope(const params_dense_s3_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, false, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_half_any_s4_v1_mrope: dense, half pairs, angles from any, 4 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_any_s4_v1_mrope(const params_dense_s4_any_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1491,59 +1220,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_half_base_s
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
   rope_dense<float, 1, false, false>(
       io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_interleaved_freqs_s0_v1_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1_mrope(const params_dense_s0_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_interleaved_freqs_s0_v1_qk_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v1_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_interleaved_freqs_s0_v2_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2_mrope(const params_dense_s0_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_interleaved_freqs_s0_v2_qk_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s0_v2_qk_mrope(const params_dense_s0_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
 }
 
 // rope_fp32_dense_interleaved_freqs_s0_v4_mrope: dense, interleaved pairs, angles from freqs, 0 strides, 4 per access, M-RoPE sections
@@ -1568,58 +1245,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
       static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<float, 4, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_interleaved_freqs_s3_v1_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1_mrope(const params_dense_s3_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_interleaved_freqs_s3_v1_qk_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v1_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_interleaved_freqs_s3_v2_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2_mrope(const params_dense_s3_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_interleaved_freqs_s3_v2_qk_mrope: dense, interleaved pairs, angles from freqs, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s3_v2_qk_mrope(const params_dense_s3_freqs_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
@@ -1650,71 +1275,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fp32_dense_interleaved_freqs_s4_v1_mrope: dense, interleaved pairs, angles from freqs, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_freqs_s4_v1_mrope(const params_dense_s4_freqs_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided4Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_dense_interleaved_cossin_s0_v1_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1_mrope(const params_dense_s0_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_interleaved_cossin_s0_v1_qk_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v1_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_interleaved_cossin_s0_v2_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2_mrope(const params_dense_s0_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_interleaved_cossin_s0_v2_qk_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s0_v2_qk_mrope(const params_dense_s0_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
 // rope_fp32_dense_interleaved_cossin_s0_v4_mrope: dense, interleaved pairs, angles from cossin, 0 strides, 4 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_cossin_s0_v4_mrope(const params_dense_s0_cossin_mrope p) {
   using namespace cukiln;
@@ -1737,58 +1297,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
       static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<float, 4, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_interleaved_cossin_s3_v1_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1_mrope(const params_dense_s3_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_interleaved_cossin_s3_v1_qk_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v1_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_interleaved_cossin_s3_v2_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2_mrope(const params_dense_s3_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_interleaved_cossin_s3_v2_qk_mrope: dense, interleaved pairs, angles from cossin, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s3_v2_qk_mrope(const params_dense_s3_cossin_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
@@ -1819,71 +1327,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fp32_dense_interleaved_cossin_s4_v1_mrope: dense, interleaved pairs, angles from cossin, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_cossin_s4_v1_mrope(const params_dense_s4_cossin_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided4Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_dense_interleaved_invfreq_s0_v1_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1_mrope(const params_dense_s0_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_interleaved_invfreq_s0_v1_qk_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v1_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_interleaved_invfreq_s0_v2_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2_mrope(const params_dense_s0_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_interleaved_invfreq_s0_v2_qk_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s0_v2_qk_mrope(const params_dense_s0_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
 // rope_fp32_dense_interleaved_invfreq_s0_v4_mrope: dense, interleaved pairs, angles from invfreq, 0 strides, 4 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_invfreq_s0_v4_mrope(const params_dense_s0_invfreq_mrope p) {
   using namespace cukiln;
@@ -1906,58 +1349,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
       static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<float, 4, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_interleaved_invfreq_s3_v1_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1_mrope(const params_dense_s3_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_interleaved_invfreq_s3_v1_qk_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v1_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_interleaved_invfreq_s3_v2_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2_mrope(const params_dense_s3_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_interleaved_invfreq_s3_v2_qk_mrope: dense, interleaved pairs, angles from invfreq, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s3_v2_qk_mrope(const params_dense_s3_invfreq_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
@@ -1988,71 +1379,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fp32_dense_interleaved_invfreq_s4_v1_mrope: dense, interleaved pairs, angles from invfreq, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_invfreq_s4_v1_mrope(const params_dense_s4_invfreq_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided4Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_dense_interleaved_base_s0_v1_mrope: dense, interleaved pairs, angles from base, 0 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1_mrope(const params_dense_s0_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_interleaved_base_s0_v1_qk_mrope: dense, interleaved pairs, angles from base, 0 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v1_qk_mrope(const params_dense_s0_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_interleaved_base_s0_v2_mrope: dense, interleaved pairs, angles from base, 0 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2_mrope(const params_dense_s0_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_interleaved_base_s0_v2_qk_mrope: dense, interleaved pairs, angles from base, 0 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s0_v2_qk_mrope(const params_dense_s0_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
 // rope_fp32_dense_interleaved_base_s0_v4_mrope: dense, interleaved pairs, angles from base, 0 strides, 4 per access, M-RoPE sections
 extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved_base_s0_v4_mrope(const params_dense_s0_base_mrope p) {
   using namespace cukiln;
@@ -2075,58 +1401,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
       static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_dense<float, 4, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_interleaved_base_s3_v1_mrope: dense, interleaved pairs, angles from base, 3 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1_mrope(const params_dense_s3_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_interleaved_base_s3_v1_qk_mrope: dense, interleaved pairs, angles from base, 3 strides, 1 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v1_qk_mrope(const params_dense_s3_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 1, true, true>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_interleaved_base_s3_v2_mrope: dense, interleaved pairs, angles from base, 3 strides, 2 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2_mrope(const params_dense_s3_base_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, false>(
-      io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_dense_interleaved_base_s3_v2_qk_mrope: dense, interleaved pairs, angles from base, 3 strides, 2 per access, q and k together, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s3_v2_qk_mrope(const params_dense_s3_base_qk_mrope p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, true> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
-  rope_dense<float, 2, true, true>(
       io, geometry_of(p), sectioned_positions_of(p),
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
@@ -2157,8 +1431,112 @@ extern "C" __global__ void __launch_bounds__(256, 2) rope_fp32_dense_interleaved
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fp32_dense_interleaved_base_s4_v1_mrope: dense, interleaved pairs, angles from base, 4 strides, 1 per access, M-RoPE sections
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_base_s4_v1_mrope(const params_dense_s4_base_mrope p) {
+// rope_fp32_dense_interleaved_any_s0_v1_mrope: dense, interleaved pairs, angles from any, 0 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_any_s0_v1_mrope(const params_dense_s0_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_interleaved_any_s0_v1_qk_mrope: dense, interleaved pairs, angles from any, 0 strides, 1 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_any_s0_v1_qk_mrope(const params_dense_s0_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_interleaved_any_s0_v2_mrope: dense, interleaved pairs, angles from any, 0 strides, 2 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_any_s0_v2_mrope(const params_dense_s0_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_interleaved_any_s0_v2_qk_mrope: dense, interleaved pairs, angles from any, 0 strides, 2 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_any_s0_v2_qk_mrope(const params_dense_s0_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, PackedRows{p.heads_k * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_interleaved_any_s3_v1_mrope: dense, interleaved pairs, angles from any, 3 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_any_s3_v1_mrope(const params_dense_s3_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_interleaved_any_s3_v1_qk_mrope: dense, interleaved pairs, angles from any, 3 strides, 1 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_any_s3_v1_qk_mrope(const params_dense_s3_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 1, true, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_interleaved_any_s3_v2_mrope: dense, interleaved pairs, angles from any, 3 strides, 2 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_any_s3_v2_mrope(const params_dense_s3_any_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, false>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_interleaved_any_s3_v2_qk_mrope: dense, interleaved pairs, angles from any, 3 strides, 2 per access, q and k together, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_any_s3_v2_qk_mrope(const params_dense_s3_any_qk_mrope p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, true> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), static_cast<const float*>(p.k), static_cast<float*>(p.k_out),
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.k_ss, p.k_sb, p.k_sh}, Strided3Rows{p.k_out_ss, p.k_out_sb, p.k_out_sh}, static_cast<int>(p.heads)};
+  rope_dense<float, 2, true, true>(
+      io, geometry_of(p), sectioned_positions_of(p),
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_dense_interleaved_any_s4_v1_mrope: dense, interleaved pairs, angles from any, 4 strides, 1 per access, M-RoPE sections
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved_any_s4_v1_mrope(const params_dense_s4_any_mrope p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -2167,5 +1545,5 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_dense_interleaved
       Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
   rope_dense<float, 1, true, false>(
       io, geometry_of(p), sectioned_positions_of(p),
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
 }

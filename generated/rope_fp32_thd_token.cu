@@ -1,4 +1,4 @@
-// cukiln RoPE kernels, element type fp32: 56 variants.
+// cukiln RoPE kernels, element type fp32: 26 variants.
 // Rendered from templates/rope.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel body is in rope.cuh; each entry point below picks its element type, vector width,
 // pairing, addressing and angle source; the direction (forward or backward), a second tensor of the same
@@ -70,45 +70,6 @@ struct params_thd_s3_freqs {
   long long out_ss;
   long long out_sb;
   long long out_sh;
-  const void* table;
-  long long table_row;
-  long long table_rows;
-};
-
-struct params_thd_s4_freqs {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
   const void* table;
   long long table_row;
   long long table_rows;
@@ -188,48 +149,6 @@ struct params_thd_s3_cossin {
   long long per_pair;
 };
 
-struct params_thd_s4_cossin {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  const void* cos;
-  const void* sin;
-  long long cos_row;
-  long long sin_row;
-  long long table_rows;
-  long long per_pair;
-};
-
 struct params_thd_s0_invfreq {
   const void* x;
   void* out;
@@ -292,44 +211,6 @@ struct params_thd_s3_invfreq {
   long long out_ss;
   long long out_sb;
   long long out_sh;
-  const void* inv_freq;
-  double scale;
-};
-
-struct params_thd_s4_invfreq {
-  const void* x;
-  void* out;
-  long long tokens;
-  long long seq_len;
-  long long batch;
-  long long heads;
-  long long heads_k;
-  long long head_dim;
-  long long rotary_dim;
-  long long rotary_offset;
-  long long seq_major;
-  long long copy_tail;
-  long long backward;
-  double mscale;
-  const void* positions;
-  long long pos_stride_b;
-  long long pos_stride_s;
-  long long positions_int64;
-  const void* offsets;
-  long long offsets_int64;
-  long long offset;
-  long long cp_size;
-  long long cp_rank;
-  const void* cu_seqlens;
-  long long num_seqs;
-  long long x_ss;
-  long long x_sb;
-  long long x_sh;
-  long long x_sd;
-  long long out_ss;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
   const void* inv_freq;
   double scale;
 };
@@ -402,7 +283,95 @@ struct params_thd_s3_base {
   double scale;
 };
 
-struct params_thd_s4_base {
+struct params_thd_s0_any {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
+};
+
+struct params_thd_s3_any {
+  const void* x;
+  void* out;
+  long long tokens;
+  long long seq_len;
+  long long batch;
+  long long heads;
+  long long heads_k;
+  long long head_dim;
+  long long rotary_dim;
+  long long rotary_offset;
+  long long seq_major;
+  long long copy_tail;
+  long long backward;
+  double mscale;
+  const void* positions;
+  long long pos_stride_b;
+  long long pos_stride_s;
+  long long positions_int64;
+  const void* offsets;
+  long long offsets_int64;
+  long long offset;
+  long long cp_size;
+  long long cp_rank;
+  const void* cu_seqlens;
+  long long num_seqs;
+  long long x_ss;
+  long long x_sb;
+  long long x_sh;
+  long long out_ss;
+  long long out_sb;
+  long long out_sh;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
+  double exponent_step;
+  double ratio;
+  long long angle_kind;
+};
+
+struct params_thd_s4_any {
   const void* x;
   void* out;
   long long tokens;
@@ -436,39 +405,21 @@ struct params_thd_s4_base {
   long long out_sb;
   long long out_sh;
   long long out_sd;
+  const void* table;
+  long long table_row;
+  long long table_rows;
+  const void* cos;
+  const void* sin;
+  long long cos_row;
+  long long sin_row;
+  long long per_pair;
+  const void* inv_freq;
+  double scale;
   double exponent_step;
   double ratio;
-  double scale;
+  long long angle_kind;
 };
 
-
-// rope_fp32_thd_half_freqs_s0_v1_token: thd (token dispatch), half pairs, angles from freqs, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v1_token(const params_thd_s0_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_thd_half_freqs_s0_v2_token: thd (token dispatch), half pairs, angles from freqs, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v2_token(const params_thd_s0_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
 
 // rope_fp32_thd_half_freqs_s0_v4_token: thd (token dispatch), half pairs, angles from freqs, 0 strides, 4 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0_v4_token(const params_thd_s0_freqs p) {
@@ -479,34 +430,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s0
       static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_token<float, 4, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_thd_half_freqs_s3_v1_token: thd (token dispatch), half pairs, angles from freqs, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v1_token(const params_thd_s3_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_thd_half_freqs_s3_v2_token: thd (token dispatch), half pairs, angles from freqs, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3_v2_token(const params_thd_s3_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, false, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -526,48 +449,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s3
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fp32_thd_half_freqs_s4_v1_token: thd (token dispatch), half pairs, angles from freqs, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_freqs_s4_v1_token(const params_thd_s4_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided4Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_thd_half_cossin_s0_v1_token: thd (token dispatch), half pairs, angles from cossin, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v1_token(const params_thd_s0_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_thd_half_cossin_s0_v2_token: thd (token dispatch), half pairs, angles from cossin, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v2_token(const params_thd_s0_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
 // rope_fp32_thd_half_cossin_s0_v4_token: thd (token dispatch), half pairs, angles from cossin, 0 strides, 4 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s0_v4_token(const params_thd_s0_cossin p) {
   using namespace cukiln;
@@ -577,34 +458,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
       static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_token<float, 4, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_thd_half_cossin_s3_v1_token: thd (token dispatch), half pairs, angles from cossin, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v1_token(const params_thd_s3_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_thd_half_cossin_s3_v2_token: thd (token dispatch), half pairs, angles from cossin, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s3_v2_token(const params_thd_s3_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, false, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -624,48 +477,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fp32_thd_half_cossin_s4_v1_token: thd (token dispatch), half pairs, angles from cossin, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_cossin_s4_v1_token(const params_thd_s4_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided4Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_thd_half_invfreq_s0_v1_token: thd (token dispatch), half pairs, angles from invfreq, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v1_token(const params_thd_s0_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_thd_half_invfreq_s0_v2_token: thd (token dispatch), half pairs, angles from invfreq, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v2_token(const params_thd_s0_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
 // rope_fp32_thd_half_invfreq_s0_v4_token: thd (token dispatch), half pairs, angles from invfreq, 0 strides, 4 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s0_v4_token(const params_thd_s0_invfreq p) {
   using namespace cukiln;
@@ -675,34 +486,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
       static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_token<float, 4, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_thd_half_invfreq_s3_v1_token: thd (token dispatch), half pairs, angles from invfreq, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v1_token(const params_thd_s3_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_thd_half_invfreq_s3_v2_token: thd (token dispatch), half pairs, angles from invfreq, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s3_v2_token(const params_thd_s3_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, false, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -722,48 +505,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fp32_thd_half_invfreq_s4_v1_token: thd (token dispatch), half pairs, angles from invfreq, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_invfreq_s4_v1_token(const params_thd_s4_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided4Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_thd_half_base_s0_v1_token: thd (token dispatch), half pairs, angles from base, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v1_token(const params_thd_s0_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_thd_half_base_s0_v2_token: thd (token dispatch), half pairs, angles from base, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v2_token(const params_thd_s0_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
 // rope_fp32_thd_half_base_s0_v4_token: thd (token dispatch), half pairs, angles from base, 0 strides, 4 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_v4_token(const params_thd_s0_base p) {
   using namespace cukiln;
@@ -773,34 +514,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s0_
       static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_token<float, 4, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_thd_half_base_s3_v1_token: thd (token dispatch), half pairs, angles from base, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v1_token(const params_thd_s3_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, false, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_thd_half_base_s3_v2_token: thd (token dispatch), half pairs, angles from base, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_v2_token(const params_thd_s3_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, false, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -820,8 +533,64 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s3_
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fp32_thd_half_base_s4_v1_token: thd (token dispatch), half pairs, angles from base, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s4_v1_token(const params_thd_s4_base p) {
+// rope_fp32_thd_half_any_s0_v1_token: thd (token dispatch), half pairs, angles from any, 0 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_any_s0_v1_token(const params_thd_s0_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_thd_half_any_s0_v2_token: thd (token dispatch), half pairs, angles from any, 0 strides, 2 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_any_s0_v2_token(const params_thd_s0_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_thd_half_any_s3_v1_token: thd (token dispatch), half pairs, angles from any, 3 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_any_s3_v1_token(const params_thd_s3_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<float, 1, false, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_thd_half_any_s3_v2_token: thd (token dispatch), half pairs, angles from any, 3 strides, 2 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_any_s3_v2_token(const params_thd_s3_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<float, 2, false, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_thd_half_any_s4_v1_token: thd (token dispatch), half pairs, angles from any, 4 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_any_s4_v1_token(const params_thd_s4_any p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -831,35 +600,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_half_base_s4_
   rope_thd_token<float, 1, false, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_thd_interleaved_freqs_s0_v1_token: thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v1_token(const params_thd_s0_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_thd_interleaved_freqs_s0_v2_token: thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s0_v2_token(const params_thd_s0_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
 }
 
 // rope_fp32_thd_interleaved_freqs_s0_v4_token: thd (token dispatch), interleaved pairs, angles from freqs, 0 strides, 4 per access
@@ -871,34 +612,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
       static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_token<float, 4, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_thd_interleaved_freqs_s3_v1_token: thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v1_token(const params_thd_s3_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_thd_interleaved_freqs_s3_v2_token: thd (token dispatch), interleaved pairs, angles from freqs, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s3_v2_token(const params_thd_s3_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, true, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
@@ -918,48 +631,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_f
       FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
 }
 
-// rope_fp32_thd_interleaved_freqs_s4_v1_token: thd (token dispatch), interleaved pairs, angles from freqs, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_freqs_s4_v1_token(const params_thd_s4_freqs p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided4Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows});
-}
-
-// rope_fp32_thd_interleaved_cossin_s0_v1_token: thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v1_token(const params_thd_s0_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_thd_interleaved_cossin_s0_v2_token: thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v2_token(const params_thd_s0_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
 // rope_fp32_thd_interleaved_cossin_s0_v4_token: thd (token dispatch), interleaved pairs, angles from cossin, 0 strides, 4 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s0_v4_token(const params_thd_s0_cossin p) {
   using namespace cukiln;
@@ -969,34 +640,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
       static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_token<float, 4, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_thd_interleaved_cossin_s3_v1_token: thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v1_token(const params_thd_s3_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_thd_interleaved_cossin_s3_v2_token: thd (token dispatch), interleaved pairs, angles from cossin, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s3_v2_token(const params_thd_s3_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, true, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
@@ -1016,48 +659,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_c
       CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
 }
 
-// rope_fp32_thd_interleaved_cossin_s4_v1_token: thd (token dispatch), interleaved pairs, angles from cossin, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_cossin_s4_v1_token(const params_thd_s4_cossin p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided4Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0});
-}
-
-// rope_fp32_thd_interleaved_invfreq_s0_v1_token: thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v1_token(const params_thd_s0_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_thd_interleaved_invfreq_s0_v2_token: thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v2_token(const params_thd_s0_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
 // rope_fp32_thd_interleaved_invfreq_s0_v4_token: thd (token dispatch), interleaved pairs, angles from invfreq, 0 strides, 4 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s0_v4_token(const params_thd_s0_invfreq p) {
   using namespace cukiln;
@@ -1067,34 +668,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
       static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_token<float, 4, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_thd_interleaved_invfreq_s3_v1_token: thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v1_token(const params_thd_s3_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_thd_interleaved_invfreq_s3_v2_token: thd (token dispatch), interleaved pairs, angles from invfreq, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s3_v2_token(const params_thd_s3_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, true, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
@@ -1114,48 +687,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_i
       InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
 }
 
-// rope_fp32_thd_interleaved_invfreq_s4_v1_token: thd (token dispatch), interleaved pairs, angles from invfreq, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_invfreq_s4_v1_token(const params_thd_s4_invfreq p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided4Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, Strided4Rows{p.x_ss, p.x_sb, p.x_sh, p.x_sd}, Strided4Rows{p.out_ss, p.out_sb, p.out_sh, p.out_sd}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      InvFreq{static_cast<const float*>(p.inv_freq), p.scale});
-}
-
-// rope_fp32_thd_interleaved_base_s0_v1_token: thd (token dispatch), interleaved pairs, angles from base, 0 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v1_token(const params_thd_s0_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_thd_interleaved_base_s0_v2_token: thd (token dispatch), interleaved pairs, angles from base, 0 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v2_token(const params_thd_s0_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, PackedRows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
 // rope_fp32_thd_interleaved_base_s0_v4_token: thd (token dispatch), interleaved pairs, angles from base, 0 strides, 4 per access
 extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s0_v4_token(const params_thd_s0_base p) {
   using namespace cukiln;
@@ -1165,34 +696,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
       static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
       PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
   rope_thd_token<float, 4, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_thd_interleaved_base_s3_v1_token: thd (token dispatch), interleaved pairs, angles from base, 3 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v1_token(const params_thd_s3_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 1, true, false>(
-      io, geometry_of(p), positions_of(p),
-      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
-}
-
-// rope_fp32_thd_interleaved_base_s3_v2_token: thd (token dispatch), interleaved pairs, angles from base, 3 strides, 2 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s3_v2_token(const params_thd_s3_base p) {
-  using namespace cukiln;
-  using namespace cukiln::rope;
-  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
-  const Tensors<float, Strided3Rows, false> io{
-      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
-      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
-  rope_thd_token<float, 2, true, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
       BaseAngles{p.exponent_step, p.ratio, p.scale});
@@ -1212,8 +715,64 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
       BaseAngles{p.exponent_step, p.ratio, p.scale});
 }
 
-// rope_fp32_thd_interleaved_base_s4_v1_token: thd (token dispatch), interleaved pairs, angles from base, 4 strides, 1 per access
-extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_base_s4_v1_token(const params_thd_s4_base p) {
+// rope_fp32_thd_interleaved_any_s0_v1_token: thd (token dispatch), interleaved pairs, angles from any, 0 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_any_s0_v1_token(const params_thd_s0_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_thd_interleaved_any_s0_v2_token: thd (token dispatch), interleaved pairs, angles from any, 0 strides, 2 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_any_s0_v2_token(const params_thd_s0_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, PackedRows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, PackedRows{p.heads * p.head_dim, p.head_dim}, static_cast<int>(p.heads)};
+  rope_thd_token<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_thd_interleaved_any_s3_v1_token: thd (token dispatch), interleaved pairs, angles from any, 3 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_any_s3_v1_token(const params_thd_s3_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<float, 1, true, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_thd_interleaved_any_s3_v2_token: thd (token dispatch), interleaved pairs, angles from any, 3 strides, 2 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_any_s3_v2_token(const params_thd_s3_any p) {
+  using namespace cukiln;
+  using namespace cukiln::rope;
+  wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
+  const Tensors<float, Strided3Rows, false> io{
+      static_cast<const float*>(p.x), static_cast<float*>(p.out), nullptr, nullptr,
+      Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, Strided3Rows{p.x_ss, p.x_sb, p.x_sh}, Strided3Rows{p.out_ss, p.out_sb, p.out_sh}, static_cast<int>(p.heads)};
+  rope_thd_token<float, 2, true, false>(
+      io, geometry_of(p), positions_of(p),
+      PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
+}
+
+// rope_fp32_thd_interleaved_any_s4_v1_token: thd (token dispatch), interleaved pairs, angles from any, 4 strides, 1 per access
+extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_any_s4_v1_token(const params_thd_s4_any p) {
   using namespace cukiln;
   using namespace cukiln::rope;
   wait_for_prerequisite_grid();  // x may be the previous kernel's output, out memory it still reads
@@ -1223,5 +782,5 @@ extern "C" __global__ void __launch_bounds__(256, 3) rope_fp32_thd_interleaved_b
   rope_thd_token<float, 1, true, false>(
       io, geometry_of(p), positions_of(p),
       PackedSeqs{static_cast<const int*>(p.cu_seqlens), static_cast<int>(p.num_seqs), static_cast<int>(p.cp_size)},
-      BaseAngles{p.exponent_step, p.ratio, p.scale});
+      AnyAngles<float>{static_cast<int>(p.angle_kind), FreqsTable{static_cast<const float*>(p.table), p.table_row, p.table_rows}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, CosSinTable<float>{static_cast<const float*>(p.cos), static_cast<const float*>(p.sin), p.cos_row, p.sin_row, p.table_rows, p.per_pair != 0}, InvFreq{static_cast<const float*>(p.inv_freq), p.scale}, BaseAngles{p.exponent_step, p.ratio, p.scale}});
 }

@@ -695,7 +695,7 @@ def _fields(operands: list[_Operand], call: _Validated, seq_major: bool, cp_size
     if len(operands) == 2:
         fields["heads_k"] = operands[1].sizes[2]
     fields.update(call.pos_fields)
-    fields.update(call.angles.fields)
+    fields.update(call.angles.any_source_fields())  # a kernel's names pick its own: its source's, or every source's
     packed = call.seqs is not None
     fields.update(cp_size=cp_size, cp_rank=cp_rank, cu_seqlens=cu_seqlens.ptr if packed else 0,
                   num_seqs=call.seqs.num_seqs if packed else 0)

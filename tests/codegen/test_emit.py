@@ -8,7 +8,7 @@ from cukiln.codegen import decode_abi, emit, rope_abi
 from cukiln.codegen.decode_variants import DecodeVariant, enumerate_decode
 from cukiln.codegen.ops import FAMILIES, all_variants
 from cukiln.codegen.rope_abi import rope_params
-from cukiln.codegen.rope_variants import enumerate_rope
+from cukiln.codegen.rope_variants import SOURCES, enumerate_rope, sources_served
 
 VARIANTS = list(enumerate_rope())
 DECODE_VARIANTS = list(enumerate_decode())
@@ -69,13 +69,22 @@ def test_dispatch_table_covers_every_variant_with_plain_tuples():
     namespace: dict = {}
     exec(emit.render_dispatch(VARIANTS), namespace)
     table = namespace["ROPE"]
-    assert len(table) == len(VARIANTS)
+    # a kernel taking its angle source at run time serves the key of each source it takes
+    assert len(table) == sum(len(sources_served(v)) for v in VARIANTS)
     for v in VARIANTS:
-        key = (v.dtype.value, v.layout.value, v.pairing.value, v.angles.value, v.strides, v.vec,
-               v.dispatch.value, v.tensors, v.mrope)
-        module, symbol, layout_id = table[key]
-        assert (module, symbol) == (v.module, v.name)
-        assert namespace["ROPE_PARAMS"][layout_id][0] == tuple(f for _, f in rope_params(v))
+        for source in sources_served(v):
+            key = (v.dtype.value, v.layout.value, v.pairing.value, source.value, v.strides, v.vec,
+                   v.dispatch.value, v.tensors, v.mrope)
+            module, symbol, layout_id = table[key]
+            assert (module, symbol) == (v.module, v.name)
+            assert namespace["ROPE_PARAMS"][layout_id][0] == tuple(f for _, f in rope_params(v))
+
+def test_angle_kinds_number_the_sources_in_order():
+    namespace: dict = {}
+    exec(emit.render_dispatch(VARIANTS), namespace)
+    assert namespace["ANGLE_KINDS"] == {a.value: i for i, a in enumerate(SOURCES)}
+    assert "angle_kind" not in namespace["ANY_ANGLE_FIELDS"]
+
 
 def test_tuning_data_folds_into_the_thd_rule():
     namespace: dict = {}

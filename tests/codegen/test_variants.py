@@ -20,7 +20,7 @@ def test_enumeration_is_exactly_the_unpruned_combinations():
     assert list(V.enumerate_rope()) == valid
     assert len(valid) == len(set(valid))
     # the count the README and the report give: a rule that pruned more (or less) than it should moves it
-    assert len(valid) == 1360
+    assert len(valid) == 552
 
 
 @pytest.mark.parametrize("v", list(V.enumerate_rope())[:: 7], ids=lambda v: v.name)
@@ -53,6 +53,24 @@ def test_fp32_cache_angle_source_only_for_half_types_rule():
     v = V.RopeVariant(axes.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.COS_SIN_F32, 0, 1)
     assert V.rule_f32_cache_only_for_half_types(v)
     assert not any(x.angles is V.Angles.COS_SIN_F32 and x.dtype is axes.Dtype.FP32 for x in V.enumerate_rope())
+
+
+def test_16_byte_kernels_take_one_source_and_narrower_ones_any_rule():
+    wide = V.RopeVariant(axes.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.ANY, 0, 8)
+    narrow = V.RopeVariant(axes.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.FREQS, 0, 2)
+    assert V.rule_source_at_run_time_below_16_bytes(wide)
+    assert V.rule_source_at_run_time_below_16_bytes(narrow)
+    for v in V.enumerate_rope():
+        assert (v.angles is V.Angles.ANY) == (v.vec * v.dtype.itemsize < 16), v.name
+
+
+def test_a_kernel_of_any_source_serves_each_source_valid_for_its_element_type():
+    any_fp32 = V.RopeVariant(axes.Dtype.FP32, V.Layout.DENSE, V.Pairing.HALF, V.Angles.ANY, 0, 2)
+    any_bf16 = V.RopeVariant(axes.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.ANY, 0, 2)
+    assert V.sources_served(any_bf16) == V.SOURCES
+    assert V.sources_served(any_fp32) == tuple(a for a in V.SOURCES if a is not V.Angles.COS_SIN_F32)
+    one = V.RopeVariant(axes.Dtype.BF16, V.Layout.DENSE, V.Pairing.HALF, V.Angles.BASE, 0, 8)
+    assert V.sources_served(one) == (V.Angles.BASE,)
 
 
 def test_every_rule_removes_something_and_nothing_else_is_removed():
@@ -97,7 +115,7 @@ def test_bad_names_are_rejected(bad):
 def test_axes_are_json_friendly():
     v = next(V.enumerate_rope())
     assert v.axes() == {"dtype": "fp32", "layout": "dense", "pairing": "half",
-                        "angles": "freqs", "strides": 0, "vec": 1, "dispatch": "none", "tensors": 1, "mrope": False}
+                        "angles": "freqs", "strides": 0, "vec": 4, "dispatch": "none", "tensors": 1, "mrope": False}
 
 
 def test_m_rope_variants_are_the_dense_ones_in_modules_of_their_own():

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 from ..hooks import Bench
 from . import bench, qk_bench, thd, tune
-from .checks import check_rope_variant
+from .checks import check_rope_variant, with_each_source
 from .overhead import overhead_paths
 from .report import print_rules, report_rules
 
 
 def check_variant(entry: dict) -> str | None:
-    return check_rope_variant(entry["axes"], entry["name"])
+    """The variant checked with each angle source it serves (several where it takes its source at run time)."""
+    from cukiln.generated import dispatch
+
+    for _, source in with_each_source(dispatch.ROPE, entry, [None]):
+        problem = check_rope_variant({**entry["axes"], "angles": source}, entry["name"])
+        if problem is not None:
+            return f"angles {source}: {problem}"
+    return None
 
 
 def _rope_label(case: dict) -> str:
