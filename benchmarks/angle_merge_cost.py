@@ -1,8 +1,8 @@
 """What RoPE's angle-source axis costs the build, and what one kernel taking the source as a run-time argument would
 cost instead: a study for the build-time target, before anyone changes the template.
 
-The build compiles one kernel per angle source (freqs, cos|sin in q's type, cos|sin in fp32, inv_freq, base) for every
-other combination of the axes. This script compiles each module given two ways:
+The build compiles one kernel per angle source (freqs, cos|sin in q's type, cos|sin in fp32, inv_freq, base) for RoPE's
+16-byte kernels (the narrower ones already take any source). This script compiles each module's kernels given two ways:
   * as `cukiln build` renders it, a kernel per source;
   * one kernel per combination of the other axes, whose angle source is a run-time field (``kind``) of a params struct
     holding every source's fields, through an ``AnyAngles`` source that switches to the sources' own code
@@ -29,14 +29,8 @@ from cukiln.codegen.rope_abi import ANGLE_FIELDS
 from cukiln.codegen.rope_variants import SOURCES, Angles
 
 # The build's own pieces of a kernel that takes its source at run time (kv_append's and decode_step's, angles=any):
-# its params fields, AnyAngles and its fill_angles (kv_append.cuh), and the AnyAngles a kernel builds from p.
+# its params fields and the AnyAngles a kernel builds from p (AnyAngles and its fill_angles are rope.cuh's).
 ANY_FIELDS = "".join(f"  {ctype} {name};\n" for ctype, name in ANGLE_FIELDS[Angles.ANY])
-
-
-def _any_source(headers: dict[str, str]) -> str:
-    """AnyAngles and its fill_angles as kv_append.cuh declares them, in rope's namespace."""
-    block = re.search(r"namespace rope \{\n.*?\}  // namespace rope\n", headers["kv_append.cuh"], re.S).group(0)
-    return "namespace cukiln {\n" + block + "}  // namespace cukiln\n"
 
 
 def _any_angles(dtype_ctype: str) -> str:
@@ -52,14 +46,12 @@ def _groups(module: str, only: str) -> list[list]:
             groups.setdefault(v.name.replace(f"_{v.angles.value}_", "_*_"), []).append(v)
     if not groups:
         raise SystemExit(f"angle_merge_cost.py: no variant of {module!r} matches {only!r}")
-    if any(v.mrope for g in groups.values() for v in g):
-        raise SystemExit("angle_merge_cost.py: M-RoPE modules take positions by section, which AnyAngles does not")
     if any(all(v.angles.value != "freqs" for v in g) for g in groups.values()):
         raise SystemExit("angle_merge_cost.py: a group without a freqs variant")
     return list(groups.values())
 
 
-def _merged_source(freqs_source: str, names: list[str], dtype_ctype: str, headers: dict[str, str]) -> str:
+def _merged_source(freqs_source: str, names: list[str], dtype_ctype: str) -> str:
     """The module as rendered for its freqs variants (``names``), each kernel turned into one that takes its angle
     source at run time (a params struct with every source's fields: the freqs struct's shared fields, then ANY_FIELDS)."""
     first = min(freqs_source.index("// " + n + ":") for n in names)
@@ -71,7 +63,7 @@ def _merged_source(freqs_source: str, names: list[str], dtype_ctype: str, header
         structs[struct] = f"struct {struct}_any {{\n{shared}{ANY_FIELDS}}};\n"
     body = re.sub(r"\(const (params_\w+) p\)", r"(const \1_any p)", body)
     body = re.sub(r"FreqsTable\{[^}]*\}\)", lambda m: src + ")", body)
-    return head + _any_source(headers) + "".join(structs.values()) + body
+    return head + "".join(structs.values()) + body
 
 
 def _compile(source: str, module: str, arch: str, headers: dict[str, str]) -> dict:
@@ -99,7 +91,7 @@ def main() -> None:
         freqs = [v for g in groups for v in g if v.angles.value == "freqs"]
         ctype = {"bf16": "bf16", "fp16": "f16", "fp32": "float"}[every[0].dtype.value]
         per_source = render_modules(every)[module]
-        merged = _merged_source(render_modules(freqs)[module], [v.name for v in freqs], ctype, headers)
+        merged = _merged_source(render_modules(freqs)[module], [v.name for v in freqs], ctype)
         row = {"module": module, "only": args.only, "groups": len(groups),
                "kernels per source": _compile(per_source, module, args.arch, headers),
                "one kernel, source at run time": _compile(merged, module, args.arch, headers)}
