@@ -37,6 +37,11 @@ from raw_launch import launcher, load_functions, selected, sweep_main
 CONFIGS = {
     "h2_b3_cs": (2, 3, 256, True),
     "h4_b2_cs": (4, 2, 256, True),
+    # the same without the evict-first hints: on an H200 an L2 bulk prefetch of a thread's later heads made every
+    # dense case slower (results/rope-l2-prefetch-ab-h200-2026-12-03-*.json), so the loads' bytes in flight are not
+    # what holds these kernels at 0.90-0.95x copy there; the hints are the next suspect
+    "h2_b3": (2, 3, 256, False),
+    "h4_b2": (4, 2, 256, False),
 }
 # On an H200 the thd kernel ran at 34 % occupancy (80 registers) with DRAM at 73 % of its peak under Nsight Compute
 # (results/ncu-decode-rope-thd-h200-2026-12-02.txt). More blocks a multiprocessor at the same loads in flight
