@@ -145,9 +145,9 @@ FAMILY = OpFamily(
     params=decode_abi.decode_params,
     max_threads=decode_abi.max_threads,
     dispatch_lines=dispatch_lines,
-    # the modules its tuning measured: the 16-bit fixed-capacity caches' (not decode_step_*'s, nor the FP8 or paged
-    # caches', which take the narrow pipeline's split counts of the same table)
-    tuned_modules={"decode": r"^decode_(fp16|bf16)$"},
+    # the kernels `cukiln tune decode` times (bf16, head dim 128, 16-byte rows: each pipeline, and the combine); the
+    # FP8, paged and step kernels take the narrow pipeline's split counts of the same table untimed
+    tuned_kernels={"decode": r"^decode_(bf16_d128_s3_v8(_deep|_wide|_ws|_ws_deep)?|combine_bf16_d128)$"},
     api={"decode_attention": "decode_api", "merge_attention": "merge_api"},
     reference=("decode_attention", "merge_attention"),
     tools="cukiln.tools.decode",

@@ -26,9 +26,9 @@ class OpFamily:
     params: Callable[[object], Params]  # a variant's kernel-parameter struct
     max_threads: Callable[[object], int]  # a variant's launch bound
     dispatch_lines: Callable[[list, dict], list[str]]  # its section of dispatch.py (its variants, tuning data)
-    # tuning rule (`cukiln tune <rule>`, the key in generated/tuning/<target>.json) -> regex of the modules
-    # whose kernels it measures (its data goes stale when their sources change)
-    tuned_modules: dict[str, str] = field(default_factory=dict)
+    # tuning rule (`cukiln tune <rule>`, the key in generated/tuning/<target>.json) -> regex of the names of the
+    # kernels it times (its data goes stale when their machine code changes, not when their modules' other kernels do)
+    tuned_kernels: dict[str, str] = field(default_factory=dict)
     # runtime: public function (cukiln.<name>) -> the runtime module defining it (an op's: its schema, planner and
     # public function; runtime/calls.py); and the ops with a float64 reference (cukiln.reference.<name>: its body in
     # runtime/reference.py, its signature the op's schema's)

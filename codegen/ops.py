@@ -58,6 +58,6 @@ def symbol_pattern() -> re.Pattern:
     return re.compile(rf"(?:{'|'.join(sorted(map(re.escape, _BY_OP), key=len, reverse=True))})_\w+")
 
 
-def tuned_modules() -> dict[str, str]:
-    """Every tuning rule (`cukiln tune <rule>`) -> regex of the modules it measures."""
-    return {rule: pattern for f in FAMILIES for rule, pattern in f.tuned_modules.items()}
+def tuned_kernels() -> dict[str, str]:
+    """Every tuning rule (`cukiln tune <rule>`) -> regex of the names of the kernels it times."""
+    return {rule: pattern for f in FAMILIES for rule, pattern in f.tuned_kernels.items()}

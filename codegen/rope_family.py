@@ -91,7 +91,10 @@ FAMILY = OpFamily(
     params=rope_abi.rope_params,
     max_threads=lambda v: rope_abi.MAX_THREADS_PER_BLOCK,
     dispatch_lines=dispatch_lines,
-    tuned_modules={"rope": r"^rope_(fp32|fp16|bf16)$", "rope-thd": r"^rope_\w+_thd_"},
+    # the kernels `cukiln tune rope` and `cukiln tune rope-thd` time: freqs angles, 16-byte accesses; dense single
+    # tensors in each dtype, packed bf16 tokens by either dispatch
+    tuned_kernels={"rope": r"^rope_((bf16|fp16)_dense_half_freqs_s\d_v8|fp32_dense_half_freqs_s\d_v4)$",
+                   "rope-thd": r"^rope_bf16_thd_half_freqs_s\d_v8_(token|grid)$"},
     api={"rope": "rope_api", "rope_qk": "rope_api", "rope_recipe": "rope_recipes", "Rotary": "rotary"},
     reference=("rope", "rope_qk"),
     tools="cukiln.tools.rope",

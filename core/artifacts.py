@@ -1,12 +1,12 @@
 """generated/: where it lives, and the files in it that codegen writes and tools and the runtime read.
 
-- ``manifest.json``: every variant's axes, parameters and, per arch, its resources, and every module's
-  cubins with their hashes. It holds only what the sources (and the compiler's version) determine, so a
+- ``manifest.json``: every variant's axes, parameters and, per arch, its resources and the sha256 of its machine
+  code, and every module's cubins with their hashes. It holds only what the sources (and the compiler's version) determine, so a
   build with no source change leaves it byte for byte as it was. Per-run facts (compile times) go to
   ``cubins/build-log.json`` beside the cubins, which git ignores.
 - ``tuning/<target>.json``: what `cukiln tune` measured on a GPU (``<arch>-<gpu>``, core.archs.tuning_target; an arch's
   file serves every GPU of it without its own), per tuned rule, stamped with
-  a fingerprint of the machine code it measured (each cubin's text_sha256 in the manifest).
+  a fingerprint of the machine code of the kernels it timed (each one's text_sha256 in the manifest).
 - ``cubins/<arch>/<module>.cubin``: the compiled modules (not checked in).
 """
 
@@ -23,7 +23,7 @@ DISPATCH = "dispatch.py"
 TUNING = "tuning"
 CUBINS = "cubins"
 BUILD_LOG = f"{CUBINS}/build-log.json"
-MANIFEST_SCHEMA = 2
+MANIFEST_SCHEMA = 3  # 3: each variant's text_sha256 per arch
 
 
 def generated_dir() -> Path:
@@ -92,6 +92,11 @@ def kernel_texts(cubin: bytes) -> dict[str, bytes]:
     return texts
 
 
+def kernel_text_sha256(text: bytes) -> str:
+    """sha256 of one kernel's machine code (its .text section's bytes, as kernel_texts reads them)."""
+    return hashlib.sha256(text).hexdigest()
+
+
 def machine_code_sha256(cubin: bytes) -> str:
     """sha256 of a cubin's machine code: the name and bytes of each of its .text sections (one a kernel), in file
     order. Two builds whose kernels compile to the same instructions agree whatever else differs between them: a
@@ -102,28 +107,29 @@ def machine_code_sha256(cubin: bytes) -> str:
     return h.hexdigest()
 
 
-def tuning_fingerprint(manifest: dict, modules: str, arch: str) -> str:
-    """A short hash of the machine code (the manifest's text_sha256) for ``arch`` of the modules whose names match
-    the regex ``modules``: the kernels a tuned rule was measured on. A source change that leaves their instructions as
-    they were leaves it as it was."""
-    pattern = re.compile(modules)
+def tuning_fingerprint(manifest: dict, kernels: str, arch: str) -> str:
+    """A short hash of the machine code for ``arch`` (each variant's text_sha256 in the manifest) of the kernels whose
+    names match the regex ``kernels``: those a tuned rule was measured on. A change that leaves their instructions as
+    they were leaves it as it was, whatever it does to the other kernels of their modules."""
+    pattern = re.compile(kernels)
     h = hashlib.sha256()
-    for name, module in sorted(manifest.get("modules", {}).items()):
-        if pattern.match(name):
-            h.update(f"{name}:{module.get('cubins', {}).get(arch, {}).get('text_sha256', '')}\n".encode())
+    for entry in sorted(manifest.get("variants", []), key=lambda e: e["name"]):
+        if pattern.match(entry["name"]):
+            text = ((entry.get("resources") or {}).get(arch) or {}).get("text_sha256", "")
+            h.update(f"{entry['name']}:{text}\n".encode())
     return h.hexdigest()[:16]
 
 
-def write_tuning(target: str, rule: str, result: dict, modules: str, root: Path | None = None) -> Path:
+def write_tuning(target: str, rule: str, result: dict, kernels: str, root: Path | None = None) -> Path:
     """Store ``result`` as the entry ``rule`` of generated/tuning/<target>.json (a tuning target: an arch, or an arch
-    and a device, core.archs.tuning_target), stamped with the fingerprint of the modules (a regex of module names) it
-    measured, for the target's arch. Returns the path."""
+    and a device, core.archs.tuning_target), stamped with the fingerprint of the kernels (a regex of variant names) it
+    timed, for the target's arch. Returns the path."""
     from .archs import target_arch
 
     root = root or generated_dir()
     path = root / TUNING / f"{target}.json"
     data = read_json(path)
-    data[rule] = {**result, "fingerprint": tuning_fingerprint(read_manifest(root), modules, target_arch(target))}
+    data[rule] = {**result, "fingerprint": tuning_fingerprint(read_manifest(root), kernels, target_arch(target))}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
     return path

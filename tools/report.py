@@ -18,7 +18,7 @@ from rich.table import Table
 
 from . import hooks
 
-from cukiln.codegen.ops import FAMILIES, family_of_op, tuned_modules
+from cukiln.codegen.ops import FAMILIES, family_of_op, tuned_kernels
 from cukiln.core import artifacts
 from cukiln.core.archs import DEFAULT_ARCHS, target_arch, tuned_source
 
@@ -104,7 +104,7 @@ def warnings(manifest: dict, tuning: dict, root: Path) -> list[dict]:
         if manifest and arch not in manifest.get("archs", []):
             out.append({"kind": "missing arch", "detail": f"{arch} was not built (`cukiln build` builds every "
                                                           "default arch)"})
-    tuned = tuned_modules()
+    tuned = tuned_kernels()
     for arch, data in sorted(tuning.items()):
         for op, result in sorted(data.items()):
             if op not in tuned:
@@ -140,7 +140,7 @@ def collect(manifest: dict, tuning: dict, root: Path, only: str | None = None, s
         manifest = {**manifest, "variants": matching,
                     "modules": {m: v for m, v in manifest.get("modules", {}).items() if m in modules}}
     families = {family_of_op(e["op"]).name for e in manifest.get("variants", [])}
-    rules = {rule for f in FAMILIES if f.name in families for rule in f.tuned_modules}
+    rules = {rule for f in FAMILIES if f.name in families for rule in f.tuned_kernels}
     tuning = {arch: {rule: r for rule, r in data.items() if rule in rules} for arch, data in tuning.items()}
     return {
         "nvrtc_version": manifest.get("nvrtc_version"), "archs": manifest.get("archs", []),

@@ -20,15 +20,21 @@ from tests.cubins import elf_file
 RES = {"registers": 40, "shared_bytes": 0, "stack_bytes": 0, "spill_store_bytes": 0, "spill_load_bytes": 0}
 
 
+VARIANTS = [v for v in build.select_variants(r"^rope_fp32_dense") if v.module == "rope_fp32"]
+
+
+def _fake_cubin(cubin: bytes, arch: str) -> bytes:
+    """An ELF file of one .text section a kernel: ``cubin``, the arch's name and the kernel's."""
+    return elf_file({f".text.{v.name}": cubin + arch.encode() + v.name.encode() for v in VARIANTS})
+
+
 def _fake_build(out_dir, archs, seconds, cubin=b"fake"):
-    """build.write_outputs for the rope_fp32 module alone, with made-up compile results (each arch's cubin an ELF file
-    of one .text section: ``cubin`` and the arch's name)."""
-    variants = [v for v in build.select_variants(r"^rope_fp32_dense") if v.module == "rope_fp32"]
-    sources, headers = render_modules(variants), render_headers()
-    results = [CompileResult("rope_fp32", arch, elf_file({".text.k": cubin + arch.encode()}),
-                             {v.name: RES for v in variants}, seconds, False)
+    """build.write_outputs for the rope_fp32 module alone, with made-up compile results (_fake_cubin)."""
+    sources, headers = render_modules(VARIANTS), render_headers()
+    results = [CompileResult("rope_fp32", arch, _fake_cubin(cubin, arch), {v.name: RES for v in VARIANTS}, seconds,
+                             False)
                for arch in archs]
-    return build.write_outputs(out_dir, variants, sources, headers, results, archs)
+    return build.write_outputs(out_dir, VARIANTS, sources, headers, results, archs)
 
 
 @pytest.fixture
@@ -52,10 +58,13 @@ def test_a_build_for_one_arch_keeps_the_other_archs_entries(out_dir):
     cubins = manifest["modules"]["rope_fp32"]["cubins"]
     assert set(cubins) == {"sm_80", "sm_90"}
     # the rebuilt arch's entry is the new cubin's, the other arch's the first build's
-    digest = {arch: hashlib.sha256(elf_file({".text.k": cubin + arch.encode()})).hexdigest()
+    digest = {arch: hashlib.sha256(_fake_cubin(cubin, arch)).hexdigest()
               for arch, cubin in (("sm_80", b"rebuilt"), ("sm_90", b"fake"))}
     assert {arch: cubins[arch]["sha256"] for arch in cubins} == digest
-    assert all(e["resources"]["sm_90"] == RES for e in manifest["variants"])
+    for e in manifest["variants"]:  # each kernel's resources and machine code as its arch's last build left them
+        for arch, cubin in (("sm_80", b"rebuilt"), ("sm_90", b"fake")):
+            text = cubin + arch.encode() + e["name"].encode()
+            assert e["resources"][arch] == {**RES, "text_sha256": hashlib.sha256(text).hexdigest()}
 
 
 def test_a_changed_module_drops_the_entries_of_archs_not_rebuilt(out_dir):

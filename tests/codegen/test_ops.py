@@ -38,5 +38,5 @@ def test_every_name_parses_back_through_the_registry_and_matches_the_symbol_patt
 
 
 def test_tuned_rules_are_unique_across_families():
-    rules = [r for f in ops.FAMILIES for r in f.tuned_modules]
-    assert len(rules) == len(set(rules)) and set(rules) == set(ops.tuned_modules())
+    rules = [r for f in ops.FAMILIES for r in f.tuned_kernels]
+    assert len(rules) == len(set(rules)) and set(rules) == set(ops.tuned_kernels())

@@ -11,7 +11,7 @@ import io
 import pytest
 from rich.console import Console
 
-from cukiln.codegen.ops import FAMILIES
+from cukiln.codegen.ops import FAMILIES, tuned_kernels
 from cukiln.core import artifacts
 from cukiln.tools import report
 from cukiln.tools.decode import report as decode_report
@@ -103,22 +103,28 @@ def test_missing_and_out_of_date_cubins_are_reported(generated):
 
 def test_tuning_is_stale_once_the_machine_code_it_measured_changes(generated):
     manifest = fixture_manifest()
+    tuned, untimed = manifest["variants"][2], {**manifest["variants"][2], "name": "decode_bf16_d64_s3_v8"}
+    manifest["variants"].append(untimed)  # a kernel of the same module that the tune does not time
+    for entry, code in ((tuned, "k1"), (untimed, "k2")):
+        entry["resources"] = {a: {**_resources(200), "text_sha256": f"{code}-{a}"} for a in ("sm_80", "sm_90")}
+    (generated / "manifest.json").write_text(json.dumps(manifest))
     write_tuning("sm_90", "decode", {"device": "NVIDIA H200", "date": "2026-11-23", "rule": {}}, root=generated)
     tuning = artifacts.read_tuning(generated)  # the GPU's own table, fingerprinted for its arch
-    assert tuning["sm_90-h200"]["decode"]["fingerprint"] == artifacts.tuning_fingerprint(manifest, "^decode_", "sm_90")
+    assert tuning["sm_90-h200"]["decode"]["fingerprint"] == artifacts.tuning_fingerprint(
+        manifest, tuned_kernels()["decode"], "sm_90")
 
     def stale() -> list:
         return [w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]
 
     assert not stale()
     manifest["modules"]["decode_bf16"]["source_sha256"] = "cc"  # a source change that compiles to the same code
-    manifest["modules"]["decode_bf16"]["cubins"]["sm_80"]["text_sha256"] = "t3"  # another arch than the tuned one
+    manifest["modules"]["decode_bf16"]["cubins"]["sm_90"]["text_sha256"] = "t4"  # the module's other kernels changed
+    untimed["resources"]["sm_90"]["text_sha256"] = "k3"
+    tuned["resources"]["sm_80"]["text_sha256"] = "k4"  # the timed kernel on another arch than the tuned one
     assert not stale()
-    manifest["modules"]["decode_bf16"]["cubins"]["sm_90"]["text_sha256"] = "t4"  # the tuned kernels changed
+    tuned["resources"]["sm_90"]["text_sha256"] = "k5"  # the timed kernel changed
     found = stale()
     assert len(found) == 1 and "decode tuning for sm_90-h200" in found[0]["detail"]
-    manifest["modules"]["rope_bf16"]["cubins"]["sm_90"]["text_sha256"] = "t5"  # not a module the decode tuning measured
-    assert len(stale()) == 1
 
 
 def test_the_machine_code_hash_reads_the_text_sections_only():
