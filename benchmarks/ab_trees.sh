@@ -8,8 +8,9 @@
 # about 4 minutes on an H200 (its torch.compile warm-ups most of it), so that both trees' fit one device call, split the
 # paths, e.g. ONLY='^(?!torch.compile)' (the eager ones), then ONLY='^torch.compile' in a second call.
 # JSON lands in $OUT (or ./ab-out) as overhead-<n>-<A|B>.json per run and overhead-ab.json (per path: A's and B's
-# median µs over their runs, B / A, and the paired figures of each side averaged over its runs); a table of the paths
-# whose time moved most is printed last. BUILD_ONLY=REGEX builds only the variants the timed paths launch (`cukiln
+# median µs over their runs, B / A, and the paired figures of each side averaged over its runs, and again within the
+# host's fast and slow rounds, told apart by the reference's round time: a host that switches between two speeds moves
+# a paired ratio by several per cent); a table of the paths whose time moved most is printed last. BUILD_ONLY=REGEX builds only the variants the timed paths launch (`cukiln
 # build --only`, e.g. '^(decode|kv_append)' for the decode step's paths): the rope modules are most of a cold build.
 # BENCH='decode --kv-dtype fp8_e4m3' (any `cukiln bench` op and its options) times that bench instead of overhead, for a
 # change to the kernels' sources: JSON as bench-<n>-<A|B>.json, and ab_table.py's table (each case's ratio to the copy,
@@ -55,6 +56,30 @@ from statistics import mean, median
 out = sys.argv[1]
 runs = {t: [json.load(open(p))["paths"] for p in sorted(glob.glob(f"{out}/overhead-[0-9]*-{t}.json"))] for t in "AB"}
 a, b = ({name: [r[name] for r in runs[t] if name in r] for name in runs[t][0]} for t in "AB")
+
+
+def by_state(name, reference):
+    """B/A of the path's paired ratio within the host's fast and within its slow rounds, told apart by the reference's
+    round time (below or above the midpoint of its fastest and slowest round over every run of both sides): a host that
+    switches between two speeds can shift the ratio by as much as the change measured, and the runs of the two sides
+    need not mix the speeds alike. A state with fewer than 3 rounds on a side gives no figure."""
+    ratios = {t: [] for t in "AB"}
+    for t in "AB":
+        for run in runs[t]:
+            if name in run and reference in run:
+                ratios[t] += zip(run[reference]["rounds_us"], run[name]["paired"]["rounds"])
+    times = [us for t in "AB" for us, _ in ratios[t]]
+    if not times:
+        return {}
+    cut = (min(times) + max(times)) / 2
+    out = {}
+    for state, fast in (("fast", True), ("slow", False)):
+        side = {t: [r for us, r in ratios[t] if (us < cut) == fast] for t in "AB"}
+        if min(len(side["A"]), len(side["B"])) >= 3:
+            out[state] = {"b_over_a": median(side["B"]) / median(side["A"]), "rounds": [len(side["A"]), len(side["B"])]}
+    return out
+
+
 rows = {}
 for name in a.keys() & b.keys():
     pa, pb = a[name], b[name]  # each side's runs of this path
@@ -63,15 +88,20 @@ for name in a.keys() & b.keys():
     qa, qb = [p.get("paired") or {} for p in pa], [p.get("paired") or {} for p in pb]
     if all("ratio" in q for q in qa + qb):  # each run against its own reference: drift between the runs cancels
         row["paired_b_over_a"] = mean(q["ratio"] for q in qb) / mean(q["ratio"] for q in qa)
+        states = by_state(name, qa[0]["reference"])
+        if states:
+            row["paired_b_over_a_by_state"] = states
     elif all("difference_us" in q for q in qa + qb):
         row["paired_b_minus_a_us"] = mean(q["difference_us"] for q in qb) - mean(q["difference_us"] for q in qa)
 json.dump({"paths": rows, "only_a": sorted(a.keys() - b.keys()), "only_b": sorted(b.keys() - a.keys())},
           open(f"{out}/overhead-ab.json", "w"), indent=1)
-print(f"{'path':90s} {'A µs':>8s} {'B µs':>8s} {'B/A':>6s} {'paired B/A':>10s}")
+print(f"{'path':90s} {'A µs':>8s} {'B µs':>8s} {'B/A':>6s} {'paired B/A':>10s} {'fast':>6s} {'slow':>6s}")
 for name, r in sorted(rows.items(), key=lambda item: -abs(item[1]["b_over_a"] - 1)):
     paired = f"{r['paired_b_over_a']:10.3f}" if "paired_b_over_a" in r else (
         f"{r['paired_b_minus_a_us']:+9.2f}µ" if "paired_b_minus_a_us" in r else "")
-    print(f"{name[:90]:90s} {r['a_us']:8.2f} {r['b_us']:8.2f} {r['b_over_a']:6.3f} {paired}")
+    states = r.get("paired_b_over_a_by_state", {})
+    by = " ".join(f"{states[s]['b_over_a']:6.3f}" if s in states else f"{'':6s}" for s in ("fast", "slow"))
+    print(f"{name[:90]:90s} {r['a_us']:8.2f} {r['b_us']:8.2f} {r['b_over_a']:6.3f} {paired:10s} {by}")
 print("only in A:", sorted(a.keys() - b.keys()))
 print("only in B:", sorted(b.keys() - a.keys()))
 PY
