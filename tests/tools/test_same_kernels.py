@@ -1,9 +1,13 @@
-"""benchmarks/same_kernels.py: which kernels two builds compiled to the same machine code, over made-up cubins."""
+"""benchmarks/same_kernels.py: which kernels two builds compiled to the same machine code, over made-up cubins and
+manifests."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
+
+import pytest
 
 from cukiln.core import artifacts
 from tests.cubins import elf_file
@@ -42,3 +46,27 @@ def test_kernels_identical_changed_gone_and_new_per_module_and_arch(tmp_path):
     assert rows["sm_80", "m"]["identical"] == ["a"] and rows["sm_80", "n"]["new"] == ["e"]
     only = _tool().compare(old, new, "^b$")
     assert [(r["module"], r["changed"]) for r in only] == [("m", ["b"])]
+
+
+def test_a_manifest_gives_the_same_rows_as_the_cubins_it_describes(tmp_path):
+    old = _generated(tmp_path / "old", {"sm_90/m.cubin": {"a": b"\x01", "b": b"\x02"}})
+    new = _generated(tmp_path / "new", {"sm_90/m.cubin": {"a": b"\x01", "b": b"\x09"}})
+
+    def manifest(folder: Path) -> Path:
+        texts = artifacts.kernel_texts((folder / artifacts.CUBINS / "sm_90/m.cubin").read_bytes())
+        entries = [{"name": k, "module": "m", "resources": {"sm_90": {"text_sha256": artifacts.kernel_text_sha256(t)},
+                                                             "sm_80": None}} for k, t in texts.items()]
+        path = folder / "manifest.json"
+        path.write_text(json.dumps({"schema": 3, "variants": entries}))
+        return path
+
+    tool = _tool()
+    assert tool.compare(manifest(old), manifest(new), None) == tool.compare(old, new, None)
+    assert tool.compare(manifest(old), new, None)[0]["changed"] == ["b"]  # a manifest against a folder
+
+
+def test_a_manifest_without_machine_code_is_refused_with_a_reason(tmp_path):
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps({"schema": 2, "variants": []}))
+    with pytest.raises(SystemExit, match="schema 2"):
+        _tool().compare(path, path, None)
