@@ -10,8 +10,10 @@
 # JSON lands in $OUT (or ./ab-out) as overhead-<n>-<A|B>.json per run and overhead-ab.json (per path: A's and B's
 # median µs over their runs, B / A, and the paired figures of each side averaged over its runs, and again within the
 # host's fast and slow rounds, told apart by the reference's round time: a host that switches between two speeds moves
-# a paired ratio by several per cent); a table of the paths whose time moved most is printed last. BUILD_ONLY=REGEX builds only the variants the timed paths launch (`cukiln
-# build --only`, e.g. '^(decode|kv_append)' for the decode step's paths): the rope modules are most of a cold build.
+# a paired ratio by several per cent); a table of the paths whose time moved most is printed last. BUILD_ONLY=REGEX
+# builds only the variants the timed paths launch (`cukiln build --only`, e.g. '^(decode|kv_append)' for the decode
+# step's paths): the rope modules are most of a cold build. (The old tree's overhead bench builds every family's paths
+# before --only picks: give it its whole build, no BUILD_ONLY.)
 # BENCH='decode --kv-dtype fp8_e4m3' (any `cukiln bench` op and its options) times that bench instead of overhead, for a
 # change to the kernels' sources: JSON as bench-<n>-<A|B>.json, and ab_table.py's table (each case's ratio to the copy,
 # B over A) last. Every build's and bench's output goes to one $OUT/runs.log and the benches' PNGs are deleted: a

@@ -42,6 +42,7 @@ def main() -> None:
     import torch
 
     import cukiln
+    from cukiln.codegen.rope_variants import parse_rope_name
     from cukiln.rope_api import plan_call
     from cukiln.tools.timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
 
@@ -57,8 +58,7 @@ def main() -> None:
         sets = rotating_sets(make, 2 * x_bytes)
         for name, (angle_args, angle_bytes) in sources(s, d, dtype).items():
             plan, _ = plan_call(sets[0][0], out=sets[0][1], **angle_args)
-            vec = plan.key[5]
-            if vec != width:
+            if parse_rope_name(plan.symbol).vec != width:
                 raise SystemExit(f"rope_narrow.py: rows padded by {pad} took {plan.symbol}, not {width} an access")
             nbytes = 2 * x_bytes + angle_bytes
             copy = copy_tbps(nbytes, rotate=True)

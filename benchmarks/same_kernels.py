@@ -4,7 +4,8 @@ them in two manifests (schema 3 on: no build needed, e.g. the committed one of a
 instructions did not change needs no A/B on a GPU; one that changed does.
 
     python benchmarks/same_kernels.py OLD/generated generated [--only REGEX]
-    git show REV:generated/manifest.json > old.json && python benchmarks/same_kernels.py old.json generated/manifest.json
+    git show REV:generated/manifest.json > old.json
+    python benchmarks/same_kernels.py old.json generated/manifest.json
 
 No GPU needed. A folder needs its cubins (`cukiln build` there); a manifest describes the cubins its build made.
 """
@@ -12,11 +13,12 @@ No GPU needed. A folder needs its cubins (`cukiln build` there); a manifest desc
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 from pathlib import Path
 
-from cukiln.core.artifacts import CUBINS, kernel_text_sha256, kernel_texts
+from cukiln.core.artifacts import CUBINS, kernel_texts
 
 
 def machine_code(source: Path) -> dict[tuple[str, str], dict[str, str]]:
@@ -33,7 +35,7 @@ def machine_code(source: Path) -> dict[tuple[str, str], dict[str, str]]:
                 if res:
                     code.setdefault((arch, entry["module"]), {})[entry["name"]] = res["text_sha256"]
         return code
-    return {(p.parent.name, p.stem): {k: kernel_text_sha256(t) for k, t in kernel_texts(p.read_bytes()).items()}
+    return {(p.parent.name, p.stem): {k: hashlib.sha256(t).hexdigest() for k, t in kernel_texts(p.read_bytes()).items()}
             for p in (source / CUBINS).glob("*/*.cubin")}
 
 

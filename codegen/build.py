@@ -151,15 +151,14 @@ def write_outputs(out_dir: Path, variants, sources: dict[str, str], headers: dic
         if not path.exists() or path.read_bytes() != r.cubin:
             path.write_bytes(r.cubin)
         entry = {"path": artifacts.cubin_relpath(r.arch, r.module), "sha256": hashlib.sha256(r.cubin).hexdigest(),
-                 "bytes": len(r.cubin), "nvrtc_version": version,
-                 "text_sha256": artifacts.machine_code_sha256(r.cubin)}
+                 "bytes": len(r.cubin), "nvrtc_version": version}
         if r.ptx_target:  # built from a PTX shared with other archs
             entry.update(ptx_target=r.ptx_target, ptxas_version=ptxas()[1])
         modules[r.module]["cubins"][r.arch] = dict(sorted(entry.items()))
         times.setdefault(r.arch, {})[r.module] = r.compile_seconds
         texts = artifacts.kernel_texts(r.cubin)
         for symbol, res in r.resources.items():  # with each kernel's machine code: what tuning fingerprints
-            resources.setdefault(symbol, {})[r.arch] = {**res, "text_sha256": artifacts.kernel_text_sha256(texts[symbol])}
+            resources.setdefault(symbol, {})[r.arch] = {**res, "text_sha256": hashlib.sha256(texts[symbol]).hexdigest()}
     for module in modules.values():
         module["cubins"] = dict(sorted(module["cubins"].items(), key=lambda item: arch_number(item[0])))
     # archs built before stay listed: where a module changed since, its variants show no resources for them

@@ -92,8 +92,7 @@ def rope_params(v: RopeVariant) -> Params:
 
 def min_blocks_per_sm(v: RopeVariant) -> int:
     """The launch bound's blocks per multiprocessor of ``v`` (see MIN_BLOCKS_PER_SM)."""
-    sixteen_bytes = v.vec * v.dtype.itemsize == 16
-    wide = (sixteen_bytes and (v.mrope or (v.tensors == 2 and v.angles in (Angles.FREQS, Angles.COS_SIN,
+    wide = (v.sixteen_bytes and (v.mrope or (v.tensors == 2 and v.angles in (Angles.FREQS, Angles.COS_SIN,
                                                                            Angles.COS_SIN_F32)))
             or (v.mrope and v.angles is Angles.ANY and v.vec >= 4))
     return MIN_BLOCKS_PER_SM_WIDE if wide else MIN_BLOCKS_PER_SM

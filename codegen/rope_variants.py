@@ -8,13 +8,14 @@ with each pair's sines swapped and negated, and one kernel for both halves the b
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from .axes import (VECTOR_WIDTHS, AxisRecord, Dtype, alternatives, first_rejection, rule_general_strides_are_scalar,
-                   rule_vector_fits_16_bytes)
+from .axes import (MAX_VECTOR_BYTES, VECTOR_WIDTHS, AxisRecord, Dtype, alternatives, first_rejection,
+                   rule_general_strides_are_scalar, rule_vector_fits_16_bytes)
 
 
 class Layout(str, enum.Enum):
@@ -93,6 +94,11 @@ class RopeVariant(AxisRecord):
             return f"{base}_{self.layout.value}_{self.dispatch.value}"
         return f"{base}_mrope" if self.mrope else base
 
+    @property
+    def sixteen_bytes(self) -> bool:
+        """Whether it moves 16 bytes an access (the widest: MAX_VECTOR_BYTES)."""
+        return self.vec * self.dtype.itemsize == MAX_VECTOR_BYTES
+
 
 # --- pruning rules -------------------------------------------------------------------------------
 # Each rule returns None when the combination is valid, else the reason it is not. They are kept
@@ -110,10 +116,9 @@ def rule_source_at_run_time_below_16_bytes(v: RopeVariant) -> str | None:
     # (M-RoPE's too, at 2 blocks of 256 threads), so they keep a kernel per source. Narrower accesses take their
     # source at run time (angles=any): a quarter of their compile time, with no spill
     # (benchmarks/results/angle-merge-cost-2core-2026-12-02-narrow-widths.json).
-    sixteen_bytes = v.vec * v.dtype.itemsize == 16
-    if sixteen_bytes and v.angles is Angles.ANY:
+    if v.sixteen_bytes and v.angles is Angles.ANY:
         return "RoPE's 16-byte kernels take one angle source each (angles=any spills there)"
-    if not sixteen_bytes and v.angles is not Angles.ANY:
+    if not v.sixteen_bytes and v.angles is not Angles.ANY:
         return "RoPE's kernels narrower than 16 bytes take their angle source at run time (angles=any)"
     return None
 
@@ -123,7 +128,7 @@ def sources_served(v: RopeVariant) -> tuple[Angles, ...]:
     type where it takes its source at run time (angles=any)."""
     if v.angles is not Angles.ANY:
         return (v.angles,)
-    return tuple(a for a in SOURCES if not (a is Angles.COS_SIN_F32 and v.dtype is Dtype.FP32))
+    return tuple(a for a in SOURCES if rule_f32_cache_only_for_half_types(dataclasses.replace(v, angles=a)) is None)
 
 
 def rule_dispatch_only_for_thd(v: RopeVariant) -> str | None:

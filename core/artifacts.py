@@ -1,9 +1,9 @@
 """generated/: where it lives, and the files in it that codegen writes and tools and the runtime read.
 
 - ``manifest.json``: every variant's axes, parameters and, per arch, its resources and the sha256 of its machine
-  code, and every module's cubins with their hashes. It holds only what the sources (and the compiler's version) determine, so a
-  build with no source change leaves it byte for byte as it was. Per-run facts (compile times) go to
-  ``cubins/build-log.json`` beside the cubins, which git ignores.
+  code (its .text section: kernel_texts), and every module's cubins with their hashes. It holds only what the sources
+  (and the compiler's version) determine, so a build with no source change leaves it byte for byte as it was.
+  Per-run facts (compile times) go to ``cubins/build-log.json`` beside the cubins, which git ignores.
 - ``tuning/<target>.json``: what `cukiln tune` measured on a GPU (``<arch>-<gpu>``, core.archs.tuning_target; an arch's
   file serves every GPU of it without its own), per tuned rule, stamped with
   a fingerprint of the machine code of the kernels it timed (each one's text_sha256 in the manifest).
@@ -90,21 +90,6 @@ def kernel_texts(cubin: bytes) -> dict[str, bytes]:
         if name.startswith(b".text."):
             texts[name[len(b".text."):].decode()] = cubin[offset:offset + size]
     return texts
-
-
-def kernel_text_sha256(text: bytes) -> str:
-    """sha256 of one kernel's machine code (its .text section's bytes, as kernel_texts reads them)."""
-    return hashlib.sha256(text).hexdigest()
-
-
-def machine_code_sha256(cubin: bytes) -> str:
-    """sha256 of a cubin's machine code: the name and bytes of each of its .text sections (one a kernel), in file
-    order. Two builds whose kernels compile to the same instructions agree whatever else differs between them: a
-    header's comments or code that only other kernels instantiate, the compiler's build string."""
-    h = hashlib.sha256()
-    for symbol, text in kernel_texts(cubin).items():
-        h.update(b".text." + symbol.encode() + b"\0" + len(text).to_bytes(8, "little") + text)
-    return h.hexdigest()
 
 
 def tuning_fingerprint(manifest: dict, kernels: str, arch: str) -> str:

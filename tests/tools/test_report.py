@@ -11,7 +11,7 @@ import io
 import pytest
 from rich.console import Console
 
-from cukiln.codegen.ops import FAMILIES, tuned_kernels
+from cukiln.codegen.ops import tuned_kernels
 from cukiln.core import artifacts
 from cukiln.tools import report
 from cukiln.tools.decode import report as decode_report
@@ -35,10 +35,10 @@ def fixture_manifest() -> dict:
         "nvrtc_version": "13.5", "archs": ["sm_80", "sm_90"],
         "modules": {
             "rope_bf16": {"source_sha256": "aa", "cubins": {
-                a: {"path": f"cubins/{a}/rope_bf16.cubin", "sha256": sha, "bytes": 4096, "text_sha256": "t1"}
+                a: {"path": f"cubins/{a}/rope_bf16.cubin", "sha256": sha, "bytes": 4096}
                 for a in ("sm_80", "sm_90")}},
             "decode_bf16": {"source_sha256": "bb", "cubins": {
-                a: {"path": f"cubins/{a}/decode_bf16.cubin", "sha256": sha, "bytes": 8192, "text_sha256": "t2"}
+                a: {"path": f"cubins/{a}/decode_bf16.cubin", "sha256": sha, "bytes": 8192}
                 for a in ("sm_80", "sm_90")}},
         },
         "variants": [
@@ -118,8 +118,7 @@ def test_tuning_is_stale_once_the_machine_code_it_measured_changes(generated):
 
     assert not stale()
     manifest["modules"]["decode_bf16"]["source_sha256"] = "cc"  # a source change that compiles to the same code
-    manifest["modules"]["decode_bf16"]["cubins"]["sm_90"]["text_sha256"] = "t4"  # the module's other kernels changed
-    untimed["resources"]["sm_90"]["text_sha256"] = "k3"
+    untimed["resources"]["sm_90"]["text_sha256"] = "k3"  # the module's other kernels changed
     tuned["resources"]["sm_80"]["text_sha256"] = "k4"  # the timed kernel on another arch than the tuned one
     assert not stale()
     tuned["resources"]["sm_90"]["text_sha256"] = "k5"  # the timed kernel changed
@@ -127,17 +126,14 @@ def test_tuning_is_stale_once_the_machine_code_it_measured_changes(generated):
     assert len(found) == 1 and "decode tuning for sm_90-h200" in found[0]["detail"]
 
 
-def test_the_machine_code_hash_reads_the_text_sections_only():
-    def code(text_name: str, text: bytes, info: bytes, note: bytes) -> str:
-        return artifacts.machine_code_sha256(elf_file({text_name: text, ".nv.info.k": info, ".note.nv.tkinfo": note}))
+def test_a_kernels_machine_code_is_its_text_section_alone():
+    def code(text: bytes, info: bytes, note: bytes) -> dict[str, bytes]:
+        return artifacts.kernel_texts(elf_file({".text.k": text, ".nv.info.k": info, ".note.nv.tkinfo": note}))
 
-    a = code(".text.k", b"\x01\x02", b"x", b"1")
-    same = code(".text.k", b"\x01\x02", b"y", b"2")  # other attributes and compiler notes
-    other = code(".text.k", b"\x01\x03", b"x", b"1")
-    renamed = code(".text.j", b"\x01\x02", b"x", b"1")
-    assert a == same and a != other and a != renamed
+    assert code(b"\x01\x02", b"x", b"1") == code(b"\x01\x02", b"y", b"2") == {"k": b"\x01\x02"}  # notes apart
+    assert code(b"\x01\x03", b"x", b"1") != code(b"\x01\x02", b"x", b"1")
     with pytest.raises(ValueError, match="ELF"):
-        artifacts.machine_code_sha256(b"not a cubin")
+        artifacts.kernel_texts(b"not a cubin")
 
 
 def test_text_and_json_views(generated, monkeypatch, capsys):
