@@ -3,11 +3,13 @@ hot path built for the torch installed here (runtime/native.py).
 
 setuptools copies the packages into the build folder first; the AOT build then runs against that copy
 (so generated/ there gets the cubins and a manifest that matches them). CUKILN_WHEEL_ARCHS
-(comma-separated, e.g. "sm_90") picks the archs; default: `cukiln build`'s defaults. The compile cache
-in the user cache dir makes a second wheel build quick.
+(comma-separated, e.g. "sm_90") picks the archs; default: the release archs (core/archs.py), more than a plain
+`cukiln build` compiles, since a wheel runs on GPUs it was not built beside. The compile cache in the user
+cache dir makes a second wheel build quick.
 """
 
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -25,9 +27,8 @@ class BuildWithCubins(build_py):
         # source tree happens to hold).
         shutil.rmtree(os.path.join(self.build_lib, "cukiln", "generated", "cubins"), ignore_errors=True)
         cmd = [sys.executable, "-m", "cukiln.tools.cli", "build"]
-        archs = os.environ.get("CUKILN_WHEEL_ARCHS")
-        if archs:
-            cmd += ["--arch", archs]
+        archs = os.environ.get("CUKILN_WHEEL_ARCHS") or ",".join(_release_archs())
+        cmd += ["--arch", archs]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.path.abspath(self.build_lib),
                                                                          os.environ.get("PYTHONPATH")]))}
         self.announce(f"compiling cubins for the wheel: {' '.join(cmd[2:])}", level=2)
@@ -36,6 +37,11 @@ class BuildWithCubins(build_py):
         # (another torch compiles its own on first use, announced). Without torch, or where it cannot build: none.
         package = os.path.abspath(os.path.join(self.build_lib, "cukiln"))
         subprocess.run([sys.executable, "-c", _PACKAGE_NATIVE, package], check=True, env=env, cwd=self.build_lib)
+
+
+def _release_archs() -> tuple[str, ...]:
+    # core/archs.py imports nothing of cukiln's: read from the source tree, not an installed cukiln
+    return runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "core", "archs.py"))["RELEASE_ARCHS"]
 
 
 # The extension for the installed torch (compiled now if it is not yet) copied into the package's native/ folder,

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cukiln.core import artifacts
-from cukiln.core.archs import DEFAULT_ARCHS, arch_number, check_arch
+from cukiln.core.archs import DEFAULT_ARCHS, RELEASE_ARCHS, arch_number, check_arch
 
 from . import emit
 from .compile import CompileResult, compile_all, module_sha256
@@ -49,6 +49,11 @@ def local_gpu_archs() -> list[str]:
 
 def default_archs() -> list[str]:
     return sorted(set(DEFAULT_ARCHS) | set(local_gpu_archs()), key=arch_number)
+
+
+def grouping_archs() -> list[str]:
+    """The archs whose PTX sharing every build follows (compile_all): the release archs and the default build's."""
+    return sorted(set(RELEASE_ARCHS) | set(default_archs()), key=arch_number)
 
 
 def default_jobs() -> int:
@@ -114,7 +119,7 @@ def build(archs: list[str], only: str | None, jobs: int, out_dir: Path, console:
     headers = render_headers()
     description = f"{len(variants)} variants in {len(sources)} modules for {', '.join(archs)}"
     with _progress(console, description) as (advance, set_total):
-        results, failures = compile_all(sources, headers, archs, jobs, advance, set_total, default_archs())
+        results, failures = compile_all(sources, headers, archs, jobs, advance, set_total, grouping_archs())
     if failures:
         for e in failures:
             console.print(f"[red]compile error[/red] in module {e.module} for {e.arch}; variants: "

@@ -197,15 +197,16 @@ _QUIET_SECONDS = 2.0  # how often a quiet build looks at its clock (progress lin
 
 
 def compile_all(sources: dict[str, str], headers: dict[str, str], archs: list[str], jobs: int, advance,
-                set_total, default_archs: list[str] = ()) -> tuple[list[CompileResult], list[CompileError]]:
+                set_total, grouped_with: list[str] = ()) -> tuple[list[CompileResult], list[CompileError]]:
     """Every module's cubin for every arch, in a process pool: archs that can share a PTX get one PTX
     job, then an assembly job each once it is done; the others one NVRTC job each. Progress counts jobs.
 
-    Which archs share a PTX is decided over ``archs`` and ``default_archs`` (the default build's) together, so
-    that a build for some archs makes each one's cubin as the default build does (the same PTX target, the same
-    assembly, the same cache entry) and a one-arch build after a full one compiles nothing."""
+    Which archs share a PTX is decided over ``archs`` and ``grouped_with`` (build.grouping_archs: the release
+    archs and the default build's) together, so that whichever archs a build asks for, each one's cubin is made
+    as in any other build (the same PTX target, the same assembly, the same cache entry): a one-arch build after
+    a full one compiles nothing, and sm_90's cubins do not depend on whether sm_100 was built beside them."""
     share = sharing_available()
-    grouping = sorted(set(archs) | set(default_archs), key=arch_number)
+    grouping = sorted(set(archs) | set(grouped_with), key=arch_number)
     results: list[CompileResult] = []
     failures: list[CompileError] = []
     direct: list[tuple[str, str]] = []

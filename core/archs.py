@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import re
 
-# What a plain `cukiln build` compiles for (the local GPU's arch comes on top); the committed manifest
-# describes exactly these.
-DEFAULT_ARCHS = ("sm_80", "sm_90", "sm_100")
+# What a plain `cukiln build` compiles for (the local GPU's arch comes on top): the arch every kernel is verified
+# and tuned on. The committed manifest describes exactly these. sm_80 and sm_100 would cost a cold build more CPU
+# time than sm_90 itself (docs/performance.md, "Build time") for cubins no GPU here runs; a machine with such a GPU
+# builds its own arch by default, and a wheel ships them.
+DEFAULT_ARCHS = ("sm_90",)
+# What a wheel for distribution ships (setup.py; CUKILN_WHEEL_ARCHS overrides it). Every build groups archs that can
+# share one PTX over these too, so an arch's cubin is the same whichever of them a build includes: sm_90's always
+# comes from the compute_90 PTX that sm_100 assembles from.
+RELEASE_ARCHS = ("sm_80", "sm_90", "sm_100")
 # The oldest arch the kernels are written for (cp.async, bf16 conversions, 99 KB of shared memory a block).
 MIN_ARCH = "sm_80"
 # From sm_90 on, kernels are launched with programmatic stream serialization: each may be scheduled

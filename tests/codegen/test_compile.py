@@ -8,10 +8,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from cukiln.codegen import compile as compile_, nvrtc, render
+from cukiln.codegen import build, compile as compile_, nvrtc, render
 from cukiln.codegen.ops import all_variants
 from cukiln.core import artifacts
-from cukiln.core.archs import DEFAULT_ARCHS
+from cukiln.core.archs import DEFAULT_ARCHS, RELEASE_ARCHS
 
 ALL_VARIANTS = all_variants()
 
@@ -52,7 +52,7 @@ def compiled():
     so an entry it serves is what these sources compile to."""
     sources, headers = render.render_modules(ALL_VARIANTS), render.render_headers()
     results, failures = compile_.compile_all(sources, headers, list(DEFAULT_ARCHS), os.cpu_count() or 1,
-                                          lambda n=1: None, lambda total: None)
+                                          lambda n=1: None, lambda total: None, build.grouping_archs())
     assert not failures, [str(e) for e in failures]
     return {(r.module, r.arch): r for r in results}
 
@@ -71,6 +71,37 @@ def test_every_variant_compiles_with_nvrtc_without_spills(arch, module, compiled
         import hashlib
 
         assert manifest["modules"][module]["cubins"][arch]["sha256"] == hashlib.sha256(result.cubin).hexdigest()
+
+
+def _smallest_module_of_each_family() -> dict[str, str]:
+    """For each family, the module with the fewest variants among those holding the family's own op (its name)."""
+    from cukiln.codegen.ops import FAMILIES
+
+    picked = {}
+    for family in FAMILIES:
+        counts: dict[str, int] = {}
+        for v in family.enumerate():
+            if v.op == family.name:
+                counts[v.module] = counts.get(v.module, 0) + 1
+        picked[family.name] = min(sorted(counts), key=counts.get)
+    return picked
+
+
+@pytest.mark.parametrize("arch", [a for a in RELEASE_ARCHS if a not in DEFAULT_ARCHS])
+def test_each_family_compiles_without_spills_for_the_release_archs_the_default_build_leaves_out(arch):
+    """A wheel ships every release arch, while `cukiln build` (and so CI) compiles the default archs alone: one
+    module of each family for each other release arch keeps the templates compiling there, spill-free. The smallest
+    module each: sm_100 assembles from the compute_90 PTX the default build has cached, sm_80 compiles alone."""
+    picked = _smallest_module_of_each_family()
+    sources = {m: s for m, s in render.render_modules(ALL_VARIANTS).items() if m in picked.values()}
+    results, failures = compile_.compile_all(sources, render.render_headers(), [arch], os.cpu_count() or 1,
+                                          lambda n=1: None, lambda total: None, build.grouping_archs())
+    assert not failures, [str(e) for e in failures]
+    assert {r.module for r in results} == set(picked.values()) and {r.arch for r in results} == {arch}
+    for r in results:
+        assert r.cubin[:4] == b"\x7fELF"
+        assert set(r.resources) == {v.name for v in ALL_VARIANTS if v.module == r.module}
+        assert not {n for n, res in r.resources.items() if res["spill_store_bytes"] + res["spill_load_bytes"]}
 
 
 def test_cache_hit_and_corruption_detection(isolated_cache):
