@@ -37,9 +37,9 @@ from raw_launch import launcher, load_functions, selected, sweep_main
 CONFIGS = {
     "h2_b3_cs": (2, 3, 256, True),
     "h4_b2_cs": (4, 2, 256, True),
-    # the same without the evict-first hints: on an H200 an L2 bulk prefetch of a thread's later heads made every
-    # dense case slower (results/rope-l2-prefetch-ab-h200-2026-12-03-*.json), so the loads' bytes in flight are not
-    # what holds these kernels at 0.90-0.95x copy there; the hints are the next suspect
+    # the same without the evict-first hints: on an H200, h4_b2 reads 0.982x copy at 1 GiB against the build's 0.947,
+    # all within 1 % below 128 MB (results/rope-sweep-h200-2026-12-03-hints.json); in bench conditions it lifts the
+    # inputs of 256 MB or more by 3-8 % and costs the medium ones 3-7 % (results/rope-heads-hints-ab-h200-2026-12-03.json)
     "h2_b3": (2, 3, 256, False),
     "h4_b2": (4, 2, 256, False),
 }
