@@ -176,7 +176,7 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     from cukiln.codegen.build import default_jobs
-    from cukiln.core.archs import DEFAULT_ARCHS, MIN_ARCH
+    from cukiln.core.archs import DEFAULT_ARCHS, MIN_ARCH, RELEASE_ARCHS
 
     from .hooks import benches, tunes
 
@@ -188,8 +188,10 @@ def parser() -> argparse.ArgumentParser:
                                      "PTX through ptxas where they can), write generated/; with a GPU here, compile "
                                      "the native hot path for the installed torch too",
                        description="Render the templates, compile every variant with NVRTC (archs sharing one PTX "
-                                   "through ptxas where they can, as the default build groups them whatever --arch "
-                                   "asks) and write generated/. Piped, it prints a line per finished compile job. "
+                                   "through ptxas where they can, grouped as if the archs a wheel ships, "
+                                   f"{', '.join(RELEASE_ARCHS)}, were all built, so an arch's cubins do not depend on "
+                                   "--arch) and write generated/. Piped, it prints "
+                                   "a line per finished compile job. "
                                    "On a machine with a GPU it then compiles the native hot path for the installed "
                                    "torch (once per torch).")
     b.add_argument("--arch", action="append", metavar="SM",
