@@ -5,6 +5,8 @@ on this GPU, and so whether a target is the kernel's to reach.
     python benchmarks/access_bounds.py build DIR            # compile the pattern kernels for sm_90 (no GPU)
     python benchmarks/access_bounds.py run DIR [--out F]    # GPU: time them, print a table
     python benchmarks/access_bounds.py run DIR --cases 8x512,32x32768   # GPU: only these decode points (b x T)
+    python benchmarks/access_bounds.py run DIR --cases 128x8192 --l2-promotions 0,64,128   # and the TMA patterns
+                                                        # again with the L2 fetching that many bytes a request
 
 Rope, partial rotary in place ([4096, 1, 128, 128] bf16, rotary_dim 32: the first 64 B of every 256 B
 row are read and written): the in-place touch of those bytes with 1-8 pieces of 16 B a thread in flight,
@@ -20,6 +22,7 @@ that 4 consumer warps release on mbarriers, against torch SDPA and cukiln.decode
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -279,15 +282,16 @@ def tma_shared_bytes(stages: int) -> int:
     return stages * 2 * 64 * 256 + 1024 + 16 * stages
 
 
-def tensor_map(cache, swizzled: bool) -> bytes:
+def tensor_map(cache, swizzled: bool, l2_promotion: int = 256) -> bytes:
     """A 2D tensor map of a bench cache slice's buffer (bf16 [b, h_kv, capacity, 128]): rows of 128 elements, boxes
-    of 64 rows x 128 elements, or x 64 with the 128-byte swizzle."""
+    of 64 rows x 128 elements, or x 64 with the 128-byte swizzle; the L2 fetching ``l2_promotion`` bytes around each
+    request (256 here unless asked: the figures before 2026-12-03 were taken with it; the runtime's maps take 128)."""
     b, hkv, _, d = cache.shape
     assert cache.stride(2) == d and cache.stride(0) == hkv * cache.stride(1)
     from cukiln.driver import tensor_map
 
     return tensor_map("bf16", cache.data_ptr(), (d, b * hkv * cache.stride(1) // d), (d * 2,),
-                             (64 if swizzled else d, 64), swizzled)
+                      (64 if swizzled else d, 64), swizzled, l2_promotion)
 
 
 ROPE_SHAPE = (4096, 1, 128, 128)
@@ -303,6 +307,9 @@ THREADS = 128
 # ``--cases``: the pattern of the build's ws pipeline at d 128 (3 swizzled TMA stages), and a 3-stage cp.async stream.
 GRID_KERNELS = {"decode_cp_async_3": 3}
 GRID_TMA_KERNELS = {"decode_tma_3_swizzled": (3, True), "decode_tma_3_swizzled_evict_first": (3, True)}
+# ``--l2-promotions``: the TMA patterns of --cases again with each of these L2 promotions (bytes the L2 fetches around
+# a request; the runtime's tensor maps took 256 until this measured 128 faster), unswizzled boxes beside them
+GRID_TMA_PROMOTED = {"decode_tma_3_swizzled": (3, True), "decode_tma_3": (3, False)}
 
 
 def build(out_dir: Path) -> None:
@@ -364,7 +371,8 @@ def grid_cases(cases: list[tuple[int, int]]) -> tuple:
     return tuple(rows)
 
 
-def _decode_rows(functions, copy: float, stream: int, cases=DECODE_CASES, kernels=None, tma_kernels=None) -> list[dict]:
+def _decode_rows(functions, copy: float, stream: int, cases=DECODE_CASES, kernels=None, tma_kernels=None,
+                 promotions=()) -> list[dict]:
     import torch
 
     import cukiln
@@ -402,14 +410,19 @@ def _decode_rows(functions, copy: float, stream: int, cases=DECODE_CASES, kernel
                                                                         T // splits, sink.data_ptr()),
                                           (b * HEADS_KV, splits, 1), (THREADS, 1, 1), shared, stream))
                 time(name, calls, splits)
-        for name, (stages, swizzled) in tma_kernels.items():
-            maps = [(tensor_map(k, swizzled), tensor_map(v, swizzled), k.stride(1) // k.shape[3]) for _, k, v in sets]
+        tma_runs = [(name, kernel, 256) for name, kernel in tma_kernels.items()] + [
+            (f"{name} L2 {promotion or 'none'}", kernel, promotion)
+            for promotion in promotions for name, kernel in GRID_TMA_PROMOTED.items()]
+        for label, (stages, swizzled), promotion in tma_runs:
+            name = label.split(" ")[0]
+            maps = [(tensor_map(k, swizzled, promotion), tensor_map(v, swizzled, promotion), k.stride(1) // k.shape[3])
+                    for _, k, v in sets]
             for splits in split_counts:
                 calls = [launcher(functions[name], "<128s128sqiiQ40x", (km, vm, per_head, T // splits, 0,
                                                                       sink.data_ptr()),
                                   (b * HEADS_KV, splits, 1), (TMA_THREADS, 1, 1), tma_shared_bytes(stages), stream)
                          for km, vm, per_head in maps]
-                time(name, calls, splits)
+                time(label, calls, splits)
         rows.append(case)
         print(f"b={b} T={T} rotate={rotate}: " + ", ".join(f"{n} {p['x_copy']:.3f}" for n, p in case["patterns"].items()))
         del sets, outs
@@ -417,7 +430,8 @@ def _decode_rows(functions, copy: float, stream: int, cases=DECODE_CASES, kernel
     return rows
 
 
-def run(cubin_dir: Path, out_path: Path | None, cases: list[tuple[int, int]] | None = None) -> None:
+def run(cubin_dir: Path, out_path: Path | None, cases: list[tuple[int, int]] | None = None,
+        promotions: tuple[int, ...] = ()) -> None:
     import torch
 
     from cukiln.tools.timing import copy_tbps, run_metadata
@@ -436,7 +450,7 @@ def run(cubin_dir: Path, out_path: Path | None, cases: list[tuple[int, int]] | N
     print(f"1 GiB copy {copy:.3f} TB/s")
     if cases:  # the bench grid's points only: decode, the build's own access patterns
         rope = []
-        decode = _decode_rows(functions, copy, stream, grid_cases(cases), GRID_KERNELS, GRID_TMA_KERNELS)
+        decode = _decode_rows(functions, copy, stream, grid_cases(cases), GRID_KERNELS, GRID_TMA_KERNELS, promotions)
     else:
         rope = _rope_rows(functions, copy, stream)
         decode = _decode_rows(functions, copy, stream)
@@ -458,5 +472,14 @@ def run(cubin_dir: Path, out_path: Path | None, cases: list[tuple[int, int]] | N
               + " ".join(f"{c['patterns'][n]['x_copy']:22.3f}" for n in names))
 
 
+def _promotions(argv: list[str]) -> tuple[list[str], tuple[int, ...]]:
+    """``--l2-promotions 0,128,256`` taken out of ``argv`` (sweep_main's options are the sweeps' common ones)."""
+    if "--l2-promotions" not in argv:
+        return argv, ()
+    at = argv.index("--l2-promotions")
+    return argv[:at] + argv[at + 2:], tuple(int(n) for n in argv[at + 1].split(","))
+
+
 if __name__ == "__main__":
-    sys.exit(sweep_main(sys.argv[1:], __doc__, build, run))
+    argv, promotions = _promotions(sys.argv[1:])
+    sys.exit(sweep_main(argv, __doc__, build, functools.partial(run, promotions=promotions)))

@@ -30,18 +30,24 @@ _TENSOR_MAP_TYPES = {"bf16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_
                      "fp16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16}
 
 
-def tensor_map(dtype: str, ptr: int, dims, strides_bytes, box, swizzled: bool = True) -> bytes:
+_L2_PROMOTIONS = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}
+
+
+def tensor_map(dtype: str, ptr: int, dims, strides_bytes, box, swizzled: bool = True, l2_promotion: int = 128) -> bytes:
     """The 128 bytes of a tiled TMA tensor map, as a kernel parameter takes them: ``dtype`` elements ("bf16",
     "fp16") at ``ptr`` (16-byte aligned), ``dims`` innermost first, ``strides_bytes`` of every dim but the innermost
-    (multiples of 16), ``box`` elements per dim; the 128-byte swizzle (or none), the L2 fetching 256 B around each
-    request, elements out of bounds read as zeros."""
+    (multiples of 16), ``box`` elements per dim; the 128-byte swizzle (or none), the L2 fetching ``l2_promotion``
+    bytes around each request (0, 64, 128 or 256), elements out of bounds read as zeros. 128 by default: on an H200 a
+    3-stage TMA stream of the decode caches read 1.0x a device copy with 256 and 1.063-1.071x with 128, 64 or none,
+    as fast as a cp.async stream of the same bytes (benchmarks/access_bounds.py --l2-promotions)."""
     swizzle = driver.CUtensorMapSwizzle
+    promotion = getattr(driver.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{_L2_PROMOTIONS[l2_promotion]}")
     encoded = check(driver.cuTensorMapEncodeTiled(
         _TENSOR_MAP_TYPES[dtype], len(dims), ptr, [driver.cuuint64_t(n) for n in dims],
         [driver.cuuint64_t(n) for n in strides_bytes], [driver.cuuint32_t(n) for n in box],
         [driver.cuuint32_t(1)] * len(dims), driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         swizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzled else swizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
-        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        promotion,
         driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
     return ctypes.string_at(encoded.getPtr(), 128)
 
