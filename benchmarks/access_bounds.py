@@ -291,7 +291,7 @@ def tensor_map(cache, swizzled: bool, l2_promotion: int = 256) -> bytes:
     from cukiln.driver import tensor_map
 
     return tensor_map("bf16", cache.data_ptr(), (d, b * hkv * cache.stride(1) // d), (d * 2,),
-                      (64 if swizzled else d, 64), swizzled, l2_promotion)
+                      (64 if swizzled else d, 64), swizzled, l2_promotion=l2_promotion)
 
 
 ROPE_SHAPE = (4096, 1, 128, 128)

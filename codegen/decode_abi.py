@@ -62,6 +62,11 @@ L2_PREFETCH = ".L2::128B"
 # and within 0.3 % elsewhere (2k-128k keys); the TMA producer pattern alone the same way
 # (results/access-bounds-h100-2026-11-25-grid.json).
 WS_EVICT_FIRST = True
+# Bytes the L2 fetches around each TMA request of the ws pipelines (their tensor maps' L2 promotion: 0, 64, 128 or 256):
+# on an H200 a 3-stage TMA stream of the caches read 1.0x a device copy with 256 and 1.063-1.071x with 128, 64 or
+# none, as fast as a cp.async stream of the same bytes (results/access-bounds-h200-2026-12-03-l2-promotion.json).
+# Set at launch, not compiled in: tuning data measured under another value is stale (FAMILY.tuned_settings).
+WS_L2_PROMOTION = 128
 # A query group of 8 heads or fewer is computed with keys as the mma's rows (attend_tile_by_keys: half the tensor-core
 # work of heads as rows, which pads the group to 16), by every pipeline, so that their tiles of 64 keys keep giving
 # the same bits (batch-invariant mode).

@@ -100,6 +100,8 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
         f"DECODE_FORMS = {tuple(f.value for f in FORMS)!r}",
         "# the warp-specialized pipelines, which read the caches through TMA tensor maps (sm_90 on)",
         f"DECODE_WARP_SPECIALIZED = {tuple(p.value for p in PIPELINES if p.warp_specialized)!r}",
+        "# bytes the L2 fetches around each of their TMA requests (their tensor maps' L2 promotion)",
+        f"DECODE_WS_L2_PROMOTION = {decode_abi.WS_L2_PROMOTION}",
         "# threads of an attention block per pipeline (ws: the computing warps and a producer warp)",
         f"DECODE_THREADS = {dict((p.value, decode_abi.block_threads(p)) for p in PIPELINES)!r}",
         "# Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.",
@@ -148,6 +150,7 @@ FAMILY = OpFamily(
     # the kernels `cukiln tune decode` times (bf16, head dim 128, 16-byte rows: each pipeline, and the combine); the
     # FP8, paged and step kernels take the narrow pipeline's split counts of the same table untimed
     tuned_kernels={"decode": r"^decode_(bf16_d128_s3_v8(_deep|_wide|_ws|_ws_deep)?|combine_bf16_d128)$"},
+    tuned_settings={"decode": {"ws_l2_promotion": decode_abi.WS_L2_PROMOTION}},
     api={"decode_attention": "decode_api", "merge_attention": "merge_api"},
     reference=("decode_attention", "merge_attention"),
     tools="cukiln.tools.decode",

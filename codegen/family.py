@@ -29,6 +29,9 @@ class OpFamily:
     # tuning rule (`cukiln tune <rule>`, the key in generated/tuning/<target>.json) -> regex of the names of the
     # kernels it times (its data goes stale when their machine code changes, not when their modules' other kernels do)
     tuned_kernels: dict[str, str] = field(default_factory=dict)
+    # tuning rule -> the launch settings its measurements also depend on (set by the runtime, not compiled into the
+    # kernels: decode's tensor maps' L2 promotion); changing one makes the data stale as a kernel's code does
+    tuned_settings: dict[str, dict[str, object]] = field(default_factory=dict)
     # runtime: public function (cukiln.<name>) -> the runtime module defining it (an op's: its schema, planner and
     # public function; runtime/calls.py); and the ops with a float64 reference (cukiln.reference.<name>: its body in
     # runtime/reference.py, its signature the op's schema's)

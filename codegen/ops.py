@@ -61,3 +61,8 @@ def symbol_pattern() -> re.Pattern:
 def tuned_kernels() -> dict[str, str]:
     """Every tuning rule (`cukiln tune <rule>`) -> regex of the names of the kernels it times."""
     return {rule: pattern for f in FAMILIES for rule, pattern in f.tuned_kernels.items()}
+
+
+def tuned_settings() -> dict[str, dict[str, object]]:
+    """Every tuning rule -> the launch settings its measurements depend on beside its kernels' code (none: {})."""
+    return {rule: f.tuned_settings.get(rule, {}) for f in FAMILIES for rule in f.tuned_kernels}

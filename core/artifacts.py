@@ -92,12 +92,15 @@ def kernel_texts(cubin: bytes) -> dict[str, bytes]:
     return texts
 
 
-def tuning_fingerprint(manifest: dict, kernels: str, arch: str) -> str:
+def tuning_fingerprint(manifest: dict, kernels: str, arch: str, settings: dict | None = None) -> str:
     """A short hash of the machine code for ``arch`` (each variant's text_sha256 in the manifest) of the kernels whose
-    names match the regex ``kernels``: those a tuned rule was measured on. A change that leaves their instructions as
-    they were leaves it as it was, whatever it does to the other kernels of their modules."""
+    names match the regex ``kernels``: those a tuned rule was measured on, and of the launch ``settings`` it was
+    measured under (none: the code alone). A change that leaves their instructions and the settings as they were
+    leaves it as it was, whatever it does to the other kernels of their modules."""
     pattern = re.compile(kernels)
     h = hashlib.sha256()
+    if settings:
+        h.update(json.dumps(settings, sort_keys=True).encode() + b"\n")
     for entry in sorted(manifest.get("variants", []), key=lambda e: e["name"]):
         if pattern.match(entry["name"]):
             text = ((entry.get("resources") or {}).get(arch) or {}).get("text_sha256", "")
@@ -105,16 +108,17 @@ def tuning_fingerprint(manifest: dict, kernels: str, arch: str) -> str:
     return h.hexdigest()[:16]
 
 
-def write_tuning(target: str, rule: str, result: dict, kernels: str, root: Path | None = None) -> Path:
+def write_tuning(target: str, rule: str, result: dict, kernels: str, root: Path | None = None,
+                 settings: dict | None = None) -> Path:
     """Store ``result`` as the entry ``rule`` of generated/tuning/<target>.json (a tuning target: an arch, or an arch
     and a device, core.archs.tuning_target), stamped with the fingerprint of the kernels (a regex of variant names) it
-    timed, for the target's arch. Returns the path."""
+    timed, for the target's arch, and of the launch ``settings`` it ran under. Returns the path."""
     from .archs import target_arch
 
     root = root or generated_dir()
     path = root / TUNING / f"{target}.json"
     data = read_json(path)
-    data[rule] = {**result, "fingerprint": tuning_fingerprint(read_manifest(root), kernels, target_arch(target))}
+    data[rule] = {**result, "fingerprint": tuning_fingerprint(read_manifest(root), kernels, target_arch(target), settings)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
     return path

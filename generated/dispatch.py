@@ -1484,6 +1484,8 @@ DECODE_CACHES = ('same', 'e4m3')
 DECODE_FORMS = ('fixed', 'paged')
 # the warp-specialized pipelines, which read the caches through TMA tensor maps (sm_90 on)
 DECODE_WARP_SPECIALIZED = ('ws', 'ws_deep')
+# bytes the L2 fetches around each of their TMA requests (their tensor maps' L2 promotion)
+DECODE_WS_L2_PROMOTION = 128
 # threads of an attention block per pipeline (ws: the computing warps and a producer warp)
 DECODE_THREADS = {'narrow': 128, 'deep': 128, 'wide': 128, 'ws': 160, 'ws_deep': 160}
 # Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.

@@ -71,12 +71,13 @@ _MAP_FIELDS = ("k_map", "v_map")
 
 def tensor_maps(plan: DecodePlan, k_ptr: int, v_ptr: int) -> tuple[bytes, bytes]:
     """A ws plan's tensor maps (d, T, h_kv, b) of the K and V caches at these pointers: boxes of one tile's keys x 64
-    columns in the 128-byte swizzle, as attend_ws loads them."""
+    columns in the 128-byte swizzle, as attend_ws loads them, the L2 fetching DECODE_WS_L2_PROMOTION bytes a request."""
     f = plan.fields
     itemsize = 2  # fp16 / bf16
     dims = (plan.head_dim, f["capacity"], plan.heads_q // f["group"], plan.batch)
     box = (64, dispatch.DECODE_TILE_KEYS[WS], 1, 1)
-    return tuple(tensor_map(plan.key[0], ptr, dims, tuple(f[f"{c}_{s}"] * itemsize for s in ("st", "sh", "sb")), box)
+    return tuple(tensor_map(plan.key[0], ptr, dims, tuple(f[f"{c}_{s}"] * itemsize for s in ("st", "sh", "sb")), box,
+                            l2_promotion=dispatch.DECODE_WS_L2_PROMOTION)
                  for c, ptr in (("k", k_ptr), ("v", v_ptr)))
 
 

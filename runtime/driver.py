@@ -33,13 +33,12 @@ _TENSOR_MAP_TYPES = {"bf16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_
 _L2_PROMOTIONS = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}
 
 
-def tensor_map(dtype: str, ptr: int, dims, strides_bytes, box, swizzled: bool = True, l2_promotion: int = 128) -> bytes:
+def tensor_map(dtype: str, ptr: int, dims, strides_bytes, box, swizzled: bool = True, *, l2_promotion: int) -> bytes:
     """The 128 bytes of a tiled TMA tensor map, as a kernel parameter takes them: ``dtype`` elements ("bf16",
     "fp16") at ``ptr`` (16-byte aligned), ``dims`` innermost first, ``strides_bytes`` of every dim but the innermost
     (multiples of 16), ``box`` elements per dim; the 128-byte swizzle (or none), the L2 fetching ``l2_promotion``
-    bytes around each request (0, 64, 128 or 256), elements out of bounds read as zeros. 128 by default: on an H200 a
-    3-stage TMA stream of the decode caches read 1.0x a device copy with 256 and 1.063-1.071x with 128, 64 or none,
-    as fast as a cp.async stream of the same bytes (benchmarks/access_bounds.py --l2-promotions)."""
+    bytes around each request (0, 64, 128 or 256: it sets the speed of a stream, codegen/decode_abi.WS_L2_PROMOTION),
+    elements out of bounds read as zeros."""
     swizzle = driver.CUtensorMapSwizzle
     promotion = getattr(driver.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{_L2_PROMOTIONS[l2_promotion]}")
     encoded = check(driver.cuTensorMapEncodeTiled(

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from . import hooks
 
-from cukiln.codegen.ops import FAMILIES, family_of_op, tuned_kernels
+from cukiln.codegen.ops import FAMILIES, family_of_op, tuned_kernels, tuned_settings
 from cukiln.core import artifacts
 from cukiln.core.archs import DEFAULT_ARCHS, target_arch, tuned_source
 
@@ -104,16 +104,16 @@ def warnings(manifest: dict, tuning: dict, root: Path) -> list[dict]:
         if manifest and arch not in manifest.get("archs", []):
             out.append({"kind": "missing arch", "detail": f"{arch} was not built (`cukiln build` builds every "
                                                           "default arch)"})
-    tuned = tuned_kernels()
+    tuned, settings = tuned_kernels(), tuned_settings()
     for arch, data in sorted(tuning.items()):
         for op, result in sorted(data.items()):
             if op not in tuned:
                 continue
             recorded = result.get("fingerprint")
-            now = artifacts.tuning_fingerprint(manifest, tuned[op], target_arch(arch))
+            now = artifacts.tuning_fingerprint(manifest, tuned[op], target_arch(arch), settings[op])
             if recorded != now:
                 why = "records no fingerprint of the kernels it measured" if recorded is None else \
-                    "was measured on kernels whose machine code has changed since"
+                    "was measured on kernel machine code or launch settings that have changed since"
                 out.append({"kind": "stale tuning", "detail": f"{op} tuning for {arch} ({result.get('date', '?')}) "
                             f"{why}: rerun `cukiln tune {op}` on that GPU"})
     for name, module in sorted(manifest.get("modules", {}).items()):

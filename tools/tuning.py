@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cukiln.codegen.ops import tuned_kernels
+from cukiln.codegen.ops import tuned_kernels, tuned_settings
 from cukiln.core import artifacts
 from cukiln.core.archs import tuning_target
 
@@ -17,4 +17,5 @@ def write_tuning(arch: str, rule: str, result: dict, root: Path | None = None) -
     kernels = tuned_kernels()
     if rule not in kernels:
         raise ValueError(f"no family tunes a rule named {rule!r}; known: {', '.join(sorted(kernels))}")
-    return artifacts.write_tuning(tuning_target(arch, result["device"]), rule, result, kernels[rule], root)
+    return artifacts.write_tuning(tuning_target(arch, result["device"]), rule, result, kernels[rule], root,
+                                  tuned_settings()[rule])

@@ -40,3 +40,9 @@ def test_every_name_parses_back_through_the_registry_and_matches_the_symbol_patt
 def test_tuned_rules_are_unique_across_families():
     rules = [r for f in ops.FAMILIES for r in f.tuned_kernels]
     assert len(rules) == len(set(rules)) and set(rules) == set(ops.tuned_kernels())
+
+
+def test_tuned_settings_belong_to_tuned_rules():
+    for f in ops.FAMILIES:
+        assert set(f.tuned_settings) <= set(f.tuned_kernels), f.name
+    assert set(ops.tuned_settings()) == set(ops.tuned_kernels())

@@ -268,7 +268,7 @@ def test_a_ws_plan_launches_with_the_tensor_maps_of_each_calls_caches(pipeline, 
 
     encoded = []
 
-    def fake_tensor_map(dtype, ptr, dims, strides_bytes, box, swizzled=True):
+    def fake_tensor_map(dtype, ptr, dims, strides_bytes, box, swizzled=True, *, l2_promotion):
         encoded.append(ptr)
         return ptr.to_bytes(8, "little") * 16
 

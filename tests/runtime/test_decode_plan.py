@@ -472,8 +472,8 @@ def test_launch_values_put_a_ws_plans_tensor_maps_of_its_own_caches_first(layout
 
     encoded = []
 
-    def fake_tensor_map(dtype, ptr, dims, strides_bytes, box, swizzled=True):
-        encoded.append((dtype, ptr, dims, strides_bytes, box))
+    def fake_tensor_map(dtype, ptr, dims, strides_bytes, box, swizzled=True, *, l2_promotion):
+        encoded.append((dtype, ptr, dims, strides_bytes, box, l2_promotion))
         return bytes([len(encoded)]) * 128
 
     monkeypatch.setattr(decode_api, "tensor_map", fake_tensor_map)
@@ -487,6 +487,7 @@ def test_launch_values_put_a_ws_plans_tensor_maps_of_its_own_caches_first(layout
     assert attention[2:] == p.values(out=7, lse=0, partial_out=8, partial_lse=9)[0][2:]
     strides = (128 * 2, cap * 128 * 2, h_kv * cap * 128 * 2) if layout == "bhsd" else \
         (h_kv * 128 * 2, 128 * 2, cap * h_kv * 128 * 2)
-    assert encoded == [("bf16", ptr, (128, T, h_kv, 3), strides, (64, 64, 1, 1)) for ptr in (BASE, BASE * 4096)]
+    assert encoded == [("bf16", ptr, (128, T, h_kv, 3), strides, (64, 64, 1, 1), dispatch.DECODE_WS_L2_PROMOTION)
+                       for ptr in (BASE, BASE * 4096)]
     narrow = plan(q=contiguous((3, h_kv * group, 128)), k=k, v=v, kv_lens=T, kv_layout=layout, num_splits=2)
     assert decode_api.launch_values(narrow, out=7, lse=0) == narrow.values(out=7, lse=0) and len(encoded) == 2

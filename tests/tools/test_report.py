@@ -11,7 +11,8 @@ import io
 import pytest
 from rich.console import Console
 
-from cukiln.codegen.ops import tuned_kernels
+from cukiln.codegen import decode_abi
+from cukiln.codegen.ops import tuned_kernels, tuned_settings
 from cukiln.core import artifacts
 from cukiln.tools import report
 from cukiln.tools.decode import report as decode_report
@@ -111,7 +112,7 @@ def test_tuning_is_stale_once_the_machine_code_it_measured_changes(generated):
     write_tuning("sm_90", "decode", {"device": "NVIDIA H200", "date": "2026-11-23", "rule": {}}, root=generated)
     tuning = artifacts.read_tuning(generated)  # the GPU's own table, fingerprinted for its arch
     assert tuning["sm_90-h200"]["decode"]["fingerprint"] == artifacts.tuning_fingerprint(
-        manifest, tuned_kernels()["decode"], "sm_90")
+        manifest, tuned_kernels()["decode"], "sm_90", tuned_settings()["decode"])
 
     def stale() -> list:
         return [w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]
@@ -124,6 +125,24 @@ def test_tuning_is_stale_once_the_machine_code_it_measured_changes(generated):
     tuned["resources"]["sm_90"]["text_sha256"] = "k5"  # the timed kernel changed
     found = stale()
     assert len(found) == 1 and "decode tuning for sm_90-h200" in found[0]["detail"]
+
+
+def test_tuning_is_stale_once_a_launch_setting_it_ran_under_changes(generated, monkeypatch):
+    """decode's tensor maps' L2 promotion is set at launch, not compiled: a table measured under another value is
+    stale though every kernel is as it was."""
+    from cukiln.codegen import decode_family
+
+    manifest = fixture_manifest()
+    (generated / "manifest.json").write_text(json.dumps(manifest))
+    write_tuning("sm_90", "decode", {"device": "NVIDIA H200", "date": "2026-12-03", "rule": {}}, root=generated)
+    tuning = artifacts.read_tuning(generated)
+    assert tuned_settings()["decode"] == {"ws_l2_promotion": decode_abi.WS_L2_PROMOTION}
+    assert not [w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]
+    monkeypatch.setitem(decode_family.FAMILY.tuned_settings, "decode", {"ws_l2_promotion": 256})
+    found = [w for w in report.warnings(manifest, tuning, generated) if w["kind"] == "stale tuning"]
+    assert len(found) == 1 and "launch settings" in found[0]["detail"]
+    assert artifacts.tuning_fingerprint(manifest, tuned_kernels()["decode"], "sm_90") != \
+        tuning["sm_90-h200"]["decode"]["fingerprint"]  # the settings are part of it
 
 
 def test_a_kernels_machine_code_is_its_text_section_alone():
