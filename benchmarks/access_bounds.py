@@ -22,7 +22,6 @@ that 4 consumer warps release on mbarriers, against torch SDPA and cukiln.decode
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from pathlib import Path
@@ -282,13 +281,16 @@ def tma_shared_bytes(stages: int) -> int:
     return stages * 2 * 64 * 256 + 1024 + 16 * stages
 
 
-def tensor_map(cache, swizzled: bool, l2_promotion: int = 256) -> bytes:
+def tensor_map(cache, swizzled: bool, l2_promotion: int | None = None) -> bytes:
     """A 2D tensor map of a bench cache slice's buffer (bf16 [b, h_kv, capacity, 128]): rows of 128 elements, boxes
     of 64 rows x 128 elements, or x 64 with the 128-byte swizzle; the L2 fetching ``l2_promotion`` bytes around each
-    request (256 here unless asked: the figures before 2026-12-03 were taken with it; the runtime's maps take 128)."""
+    request (None: the runtime's, DECODE_WS_L2_PROMOTION; figures before 2026-12-03 were taken with 256)."""
     b, hkv, _, d = cache.shape
     assert cache.stride(2) == d and cache.stride(0) == hkv * cache.stride(1)
     from cukiln.driver import tensor_map
+    from cukiln.generated.dispatch import DECODE_WS_L2_PROMOTION
+
+    l2_promotion = DECODE_WS_L2_PROMOTION if l2_promotion is None else l2_promotion
 
     return tensor_map("bf16", cache.data_ptr(), (d, b * hkv * cache.stride(1) // d), (d * 2,),
                       (64 if swizzled else d, 64), swizzled, l2_promotion=l2_promotion)
@@ -308,7 +310,8 @@ THREADS = 128
 GRID_KERNELS = {"decode_cp_async_3": 3}
 GRID_TMA_KERNELS = {"decode_tma_3_swizzled": (3, True), "decode_tma_3_swizzled_evict_first": (3, True)}
 # ``--l2-promotions``: the TMA patterns of --cases again with each of these L2 promotions (bytes the L2 fetches around
-# a request; the runtime's tensor maps took 256 until this measured 128 faster), unswizzled boxes beside them
+# a request; the runtime's tensor maps took 256 until this measured 128 faster), unswizzled boxes beside them. The
+# other TMA patterns take the runtime's.
 GRID_TMA_PROMOTED = {"decode_tma_3_swizzled": (3, True), "decode_tma_3": (3, False)}
 
 
@@ -410,11 +413,10 @@ def _decode_rows(functions, copy: float, stream: int, cases=DECODE_CASES, kernel
                                                                         T // splits, sink.data_ptr()),
                                           (b * HEADS_KV, splits, 1), (THREADS, 1, 1), shared, stream))
                 time(name, calls, splits)
-        tma_runs = [(name, kernel, 256) for name, kernel in tma_kernels.items()] + [
-            (f"{name} L2 {promotion or 'none'}", kernel, promotion)
+        tma_runs = [(name, name, kernel, None) for name, kernel in tma_kernels.items()] + [
+            (f"{name} L2 {promotion or 'none'}", name, kernel, promotion)
             for promotion in promotions for name, kernel in GRID_TMA_PROMOTED.items()]
-        for label, (stages, swizzled), promotion in tma_runs:
-            name = label.split(" ")[0]
+        for label, name, (stages, swizzled), promotion in tma_runs:
             maps = [(tensor_map(k, swizzled, promotion), tensor_map(v, swizzled, promotion), k.stride(1) // k.shape[3])
                     for _, k, v in sets]
             for splits in split_counts:
@@ -472,14 +474,11 @@ def run(cubin_dir: Path, out_path: Path | None, cases: list[tuple[int, int]] | N
               + " ".join(f"{c['patterns'][n]['x_copy']:22.3f}" for n in names))
 
 
-def _promotions(argv: list[str]) -> tuple[list[str], tuple[int, ...]]:
-    """``--l2-promotions 0,128,256`` taken out of ``argv`` (sweep_main's options are the sweeps' common ones)."""
-    if "--l2-promotions" not in argv:
-        return argv, ()
-    at = argv.index("--l2-promotions")
-    return argv[:at] + argv[at + 2:], tuple(int(n) for n in argv[at + 1].split(","))
+def _promotion_list(text: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in text.split(","))
 
 
 if __name__ == "__main__":
-    argv, promotions = _promotions(sys.argv[1:])
-    sys.exit(sweep_main(argv, __doc__, build, functools.partial(run, promotions=promotions)))
+    sys.exit(sweep_main(sys.argv[1:], __doc__, build, run, {"--l2-promotions": {
+        "dest": "promotions", "type": _promotion_list, "metavar": "BYTES,...",
+        "help": "with --cases: the TMA patterns again with the L2 fetching each of these many bytes a request"}}))

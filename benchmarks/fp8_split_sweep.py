@@ -18,20 +18,14 @@ import torch
 
 import cukiln
 from cukiln.decode_api import plan_call
-from cukiln.tools.decode.bench import BENCH_GRID, FP8_SCALE, as_fp8, inputs, kv_bytes, moved_bytes
+from cukiln.tools.decode.bench import BENCH_GRID, FP8_SCALE, fp8_inputs, kv_bytes, moved_bytes
 from cukiln.tools.timing import copy_tbps, median_ms, rotating_sets, run_metadata, tbps
 
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 
-def fp8_only(b: int, T: int):
-    q, k, v = inputs(b, T)
-    k8, v8 = as_fp8(k, v)[:2]
-    return q, k8, v8
-
-
 def sweep_case(b: int, T: int, copy: float) -> dict:
-    sets = rotating_sets(lambda: fp8_only(b, T), kv_bytes(b, T, 1))
+    sets = rotating_sets(lambda: fp8_inputs(b, T)[:3], kv_bytes(b, T, 1))  # q and the FP8 caches alone
     outs = [torch.empty_like(s[0]) for s in sets]
     scales = {"k_scale": FP8_SCALE, "v_scale": FP8_SCALE}
     planned = plan_call(*sets[0], T, **scales).num_splits

@@ -108,19 +108,23 @@ def selected(configs: dict, only: str) -> dict:
     return {name: cfg for name, cfg in configs.items() if re.search(only, name)}
 
 
-def sweep_main(argv: list[str], doc: str, build, run) -> int:
-    """The sweeps' two-step command line: `build DIR` on the CPU machine, `run DIR [--out JSON]` on the GPU."""
+def sweep_main(argv: list[str], doc: str, build, run, run_options: dict[str, dict] | None = None) -> int:
+    """The sweeps' two-step command line: `build DIR` on the CPU machine, `run DIR [--out JSON]` on the GPU.
+    ``run_options``: a sweep's own options of its run step (flag -> argparse keywords), each passed to ``run`` as a
+    keyword argument (its dest) when given."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("step", choices=("build", "run"))
     parser.add_argument("dir", type=Path)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--cases", help="run only these cases, e.g. 1x8192,8x512 (sweeps that take it)")
     parser.add_argument("--only", help="build only the configs whose name matches this regex (sweeps that take it)")
+    own = [parser.add_argument(flag, **kwargs).dest for flag, kwargs in (run_options or {}).items()]
     args = parser.parse_args(argv)
     if args.step == "build":
         build(args.dir, **({"only": args.only} if args.only else {}))
-    elif args.cases:
-        run(args.dir, args.out, cases=[tuple(int(n) for n in c.split("x")) for c in args.cases.split(",")])
-    else:
-        run(args.dir, args.out)
+        return 0
+    extra = {dest: getattr(args, dest) for dest in own if getattr(args, dest) is not None}
+    if args.cases:
+        extra["cases"] = [tuple(int(n) for n in c.split("x")) for c in args.cases.split(",")]
+    run(args.dir, args.out, **extra)
     return 0

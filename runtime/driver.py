@@ -30,7 +30,10 @@ _TENSOR_MAP_TYPES = {"bf16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_
                      "fp16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16}
 
 
-_L2_PROMOTIONS = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}
+_L2_PROMOTIONS = {0: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                  64: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+                  128: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                  256: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B}
 
 
 def tensor_map(dtype: str, ptr: int, dims, strides_bytes, box, swizzled: bool = True, *, l2_promotion: int) -> bytes:
@@ -40,13 +43,12 @@ def tensor_map(dtype: str, ptr: int, dims, strides_bytes, box, swizzled: bool = 
     bytes around each request (0, 64, 128 or 256: it sets the speed of a stream, codegen/decode_abi.WS_L2_PROMOTION),
     elements out of bounds read as zeros."""
     swizzle = driver.CUtensorMapSwizzle
-    promotion = getattr(driver.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{_L2_PROMOTIONS[l2_promotion]}")
     encoded = check(driver.cuTensorMapEncodeTiled(
         _TENSOR_MAP_TYPES[dtype], len(dims), ptr, [driver.cuuint64_t(n) for n in dims],
         [driver.cuuint64_t(n) for n in strides_bytes], [driver.cuuint32_t(n) for n in box],
         [driver.cuuint32_t(1)] * len(dims), driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         swizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzled else swizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
-        promotion,
+        _L2_PROMOTIONS[l2_promotion],
         driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
     return ctypes.string_at(encoded.getPtr(), 128)
 
