@@ -94,8 +94,8 @@ def stage_bytes(head_dim: int, tile: int, itemsize: int = 2, padded: bool = True
 
 def ws_fixed_bytes(head_dim: int, n_stages: int) -> int:
     """The ws pipeline's shared memory besides its stages: the alignment slack, the query tile, two mbarriers a
-    stage."""
-    return WS_ALIGNMENT_SLACK + query_bytes(head_dim) + 16 * n_stages
+    stage and 16 bytes after them (a paged pool's malformed-entry flag)."""
+    return WS_ALIGNMENT_SLACK + query_bytes(head_dim) + 16 * n_stages + 16
 
 
 def query_bytes(head_dim: int, itemsize: int = 2) -> int:
@@ -245,7 +245,7 @@ def decode_params(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) 
         return _MERGE
     if isinstance(v, DecodeCombineVariant):
         return _COMBINE
-    maps = _TENSOR_MAPS if v.pipeline.warp_specialized else ()
+    maps = _TENSOR_MAPS if reads_tensor_maps(v) else ()
     return (maps + _ATTENTION + _KV_STRIDES[v.strides] + (FP8_SCALES if v.cache is Cache.E4M3 else ())
             + (PAGE_TABLE if v.paged else ()) + (() if v.pipeline.warp_specialized else TOKEN_ROWS))
 
@@ -255,8 +255,15 @@ def params_layout_id(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVarian
         return "merge"
     if isinstance(v, DecodeCombineVariant):
         return "combine"
-    return (f"attention_s{v.strides}" + ("_maps" if v.pipeline.warp_specialized else "")
-            + ("_fp8" if v.cache is Cache.E4M3 else "") + ("_paged" if v.paged else ""))
+    return (f"attention_s{v.strides}" + ("_maps" if reads_tensor_maps(v) else "")
+            + ("_fp8" if v.cache is Cache.E4M3 else "") + ("_paged" if v.paged else "")
+            + ("_one_token" if v.pipeline.warp_specialized and v.paged else ""))
+
+
+def reads_tensor_maps(v: DecodeVariant) -> bool:
+    """Whether ``v``'s producer reads the caches through TMA tensor maps: the ws pipelines over fixed caches (over paged
+    pools the producer warp copies page by page)."""
+    return v.pipeline.warp_specialized and not v.paged
 
 
 def block_threads(pipeline: Pipeline) -> int:

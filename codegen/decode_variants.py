@@ -55,6 +55,9 @@ class Pipeline(str, enum.Enum):
 
 
 PIPELINES = tuple(Pipeline)
+# Pipelines of the paged kernels: narrow (every arch) and the warp-specialized two, whose producer warp copies a tile's
+# keys page by page (cp.async, not the TMA engine) for 16-bit caches
+PAGED_PIPELINES = (Pipeline.NARROW, Pipeline.WS, Pipeline.WS_DEEP)
 FAST_PIPELINES_MAX_HEAD_DIM = 128
 WS_BOX_COLUMNS = 64  # 128 bytes of 16-bit elements: the widest box row the 128-byte swizzle takes
 
@@ -194,11 +197,13 @@ def rule_decode_fp8_on_the_narrow_bandwidth_path(v: DecodeVariant) -> str | None
     return None
 
 
-def rule_decode_paged_on_the_narrow_bandwidth_path(v: DecodeVariant) -> str | None:
-    if v.paged and (v.pipeline is not Pipeline.NARROW or v.strides != 3
+def rule_decode_paged_on_the_bandwidth_path(v: DecodeVariant) -> str | None:
+    # the ws pipelines' producer copies a paged pool's keys by cp.async (no tensor map spans a block table's pages);
+    # deep and wide would add variants that no tuned choice takes over ws on sm_90
+    if v.paged and (v.pipeline not in PAGED_PIPELINES or v.strides != 3
                     or v.vec * (1 if v.cache is Cache.E4M3 else v.dtype.itemsize) != MAX_VECTOR_BYTES):
-        return (f"paged caches: the narrow pipeline, 3 strides (a contiguous head dim) and {MAX_VECTOR_BYTES}-byte "
-                f"copies only (a pool's pages are whole rows)")
+        return (f"paged caches: the {', '.join(p.value for p in PAGED_PIPELINES)} pipelines, 3 strides (a "
+                f"contiguous head dim) and {MAX_VECTOR_BYTES}-byte copies only (a pool's pages are whole rows)")
     return None
 
 
@@ -218,7 +223,7 @@ def rule_vector_fits_16_bytes_of_the_cache(v: DecodeVariant) -> str | None:
     return rule_vector_fits_16_bytes(v) if v.cache is Cache.SAME else None
 
 
-DECODE_RULES = (rule_decode_fp8_on_the_narrow_bandwidth_path, rule_decode_paged_on_the_narrow_bandwidth_path,
+DECODE_RULES = (rule_decode_fp8_on_the_narrow_bandwidth_path, rule_decode_paged_on_the_bandwidth_path,
                 rule_vector_fits_16_bytes_of_the_cache, rule_decode_contiguous_rows_copy_16_bytes,
                 rule_general_strides_are_scalar, rule_decode_vector_divides_head_dim,
                 rule_decode_fast_pipelines_on_the_bandwidth_path, rule_decode_ws_whole_boxes)
@@ -243,9 +248,10 @@ def enumerate_decode() -> Iterator[DecodeVariant | DecodeCombineVariant | Decode
             if decode_rejection(fp8) is None:
                 yield fp8
             for cache, vec in ((Cache.SAME, MAX_VECTOR_BYTES // dtype.itemsize), (Cache.E4M3, FP8_COPY_ELEMS)):
-                paged = DecodeVariant(dtype, head_dim, 3, vec, Pipeline.NARROW, cache, Form.PAGED)
-                if decode_rejection(paged) is None:
-                    yield paged
+                for pipeline in PAGED_PIPELINES:
+                    paged = DecodeVariant(dtype, head_dim, 3, vec, pipeline, cache, Form.PAGED)
+                    if decode_rejection(paged) is None:
+                        yield paged
             yield DecodeCombineVariant(dtype, head_dim)
     for dtype in DECODE_DTYPES:
         yield DecodeMergeVariant(dtype)

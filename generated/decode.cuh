@@ -1657,6 +1657,56 @@ __device__ __forceinline__ void tma_4d_hinted(unsigned dst, const TensorMap* map
                "l"(policy) : "memory");
 }
 
+// An arrival on ``bar`` once every cp.async this thread issued before it has landed (not counted in advance: the
+// barrier's expected count includes it).
+__device__ __forceinline__ void mbar_arrive_after_copies(unsigned bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Whether a kernel's parameter struct holds a block table: the ws kernels over paged pools (decode_abi.PAGE_TABLE).
+template <class P, class = void> struct HasBlockTable { static constexpr bool kValue = false; };
+template <class P> struct HasBlockTable<P, decltype(void(&P::block_table))> { static constexpr bool kValue = true; };
+
+// The ws pipeline's producer over paged pools: the producer warp's 32 lanes copy a tile's keys by cp.async, each key's
+// page looked up in the block table, in 16-byte pieces (a key's row over consecutive lanes, kKeysPerCopy keys a warp
+// instruction) into the 128-byte swizzled layout the TMA engine writes for fixed caches; each lane's copies then
+// arrive on the stage's "full" barrier (32 arrivals). Keys past the tile's count and keys whose table entry lies
+// outside the pool are zero-filled; the latter set ``bad`` (the block's result becomes NaN). The same pages of every
+// tile hold at most two table entries a lane: entries for keys lane and lane + 32 are loaded once and shuffled.
+template <typename T, int D, int Keys, class P>
+__device__ __forceinline__ void produce_paged_tile(const P& p, T* k_dst, T* v_dst, int b, int kv_head, int first,
+                                                   int count, bool& bad) {
+  constexpr int kPieces = D * static_cast<int>(sizeof(T)) / 16;  // 16-byte pieces a key row
+  static_assert(32 % kPieces == 0 && Keys % (32 / kPieces) == 0 && Keys <= 64, "whole keys a warp instruction");
+  constexpr int kKeysPerCopy = 32 / kPieces;
+  constexpr int kElems = 16 / static_cast<int>(sizeof(T));
+  using Layout = Swizzled128<Keys>;
+  const int lane = threadIdx.x % 32;
+  const int shift = static_cast<int>(p.page_shift), mask = (1 << shift) - 1;
+  const int* row_pages = static_cast<const int*>(p.block_table) + b * p.table_sb;
+  int entry[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int key = lane + 32 * e;
+    entry[e] = key < count ? __ldg(row_pages + ((first + key) >> shift)) : 0;
+  }
+  const T* k = static_cast<const T*>(p.k) + kv_head * p.k_sh;
+  const T* v = static_cast<const T*>(p.v) + kv_head * p.v_sh;
+  const int piece = lane % kPieces;
+#pragma unroll 4
+  for (int i = 0; i < Keys / kKeysPerCopy; ++i) {
+    const int key = i * kKeysPerCopy + lane / kPieces;
+    const int page = __shfl_sync(0xffffffffu, key < 32 ? entry[0] : entry[1], key % 32);
+    const bool valid = key < count;
+    const bool inside = static_cast<unsigned>(page) < static_cast<unsigned>(p.num_pages);
+    bad |= valid && !inside;
+    const bool ok = valid && inside;
+    const long long slot = (first + key) & mask;
+    const int at = Layout::at(key, piece * kElems);
+    copy_to_shared<T, kElems>(k_dst + at, ok ? k + page * p.k_sb + slot * p.k_st + piece * kElems : k, ok);
+    copy_to_shared<T, kElems>(v_dst + at, ok ? v + page * p.v_sb + slot * p.v_st + piece * kElems : v, ok);
+  }
+}
 
 // A plain attention: no step around it (decode_step.cuh's StepAppend is the other kind).
 struct NoStep {
@@ -1696,11 +1746,17 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   T* tiles = reinterpret_cast<T*>(shared);
   T* q_tile = tiles + Stages * 2 * kTileElems;
   const unsigned full0 = base + Stages * 2 * kTileBytes + kHeadRows * kPitch * sizeof(T), empty0 = full0 + 8 * Stages;
+  // paged pools: the producer's lanes copy by cp.async, each arriving on a stage's "full" barrier; a flag after the
+  // barriers says whether a key's table entry lay outside the pool (decode_abi.ws_fixed_bytes counts its 16 bytes)
+  constexpr bool kPaged = HasBlockTable<P>::kValue;
+  static_assert(!(kPaged && Step::kActive), "a decode step over paged pools runs its append and attention apart");
+  volatile int* bad_page = reinterpret_cast<volatile int*>(shared + (empty0 + 8 * Stages - base));
   if (threadIdx.x == 0) {
     for (int s = 0; s < Stages; ++s) {
-      mbar_init(full0 + 8 * s, 1);
+      mbar_init(full0 + 8 * s, kPaged ? 32 : 1);
       mbar_init(empty0 + 8 * s, kWarps);
     }
+    if constexpr (kPaged) *bad_page = 0;
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -1726,7 +1782,19 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   }
 
   if (warp == kWarps) {  // the producer
-    if (lane == 0) {
+    if constexpr (kPaged) {  // every lane copies
+      bool bad = false;
+      for (int t = 0; t < tiles_n; ++t) {
+        const int s = t % Stages;
+        if (t >= Stages) mbar_wait(empty0 + 8 * s, (t / Stages - 1) & 1);
+        T* k_dst = tiles + s * 2 * kTileElems;
+        produce_paged_tile<T, D, Keys>(p, k_dst, k_dst + kTileElems, b, kv_head, lo + t * Keys,
+                                       min(Keys, hi - lo - t * Keys), bad);
+        if (bad) *bad_page = 1;  // seen by the consumers once this tile's barrier completes
+        __threadfence_block();
+        mbar_arrive_after_copies(full0 + 8 * s);
+      }
+    } else if (lane == 0) {  // one lane asks the TMA engine
       unsigned long long policy = 0;
       if (EvictFirst) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
       for (int t = 0; t < tiles_n; ++t) {
@@ -1779,6 +1847,11 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
     }
     block_sync<true>();  // every consumer is done with the stages, which the merge below reuses
   };
+  // A paged pool's malformed table entry: every warp's running maximum NaN, which the merges carry into the output
+  // and lse (as attend's poison).
+  const auto poison = [&](auto& run) {
+    if (kPaged && *bad_page) run.m[0] = run.m[1] = CUKILN_NAN;
+  };
   block_sync<true>();  // the query tile is written
   if (rows <= 8) {  // keys as the mma's rows, as in attend
     RunningByKeys<D> run;
@@ -1787,6 +1860,7 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
     walk([&](const T* k_tile, const T* v_tile, int count) {
       attend_tile_by_keys<T, D, Geometry, Layout>(run, k_tile, v_tile, TileCounts{count, count}, rows, scoring, q_cols);
     });
+    poison(run);
     finish_block<T, D, Geometry, true>(run, shared, rows, place, sink);
     return;
   }
@@ -1800,6 +1874,7 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
     attend_tile<T, D, Geometry, decltype(a_of), Layout>(run, k_tile, v_tile, TileCounts{count, count}, rows, scoring,
                                                         a_of);
   });
+  poison(run);
   finish_block<T, D, Geometry, true>(run, shared, rows, place, sink);
 #else
   __trap();  // the planner launches this pipeline from sm_90 on only

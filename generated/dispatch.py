@@ -1492,7 +1492,7 @@ DECODE_THREADS = {'narrow': 128, 'deep': 128, 'wide': 128, 'ws': 160, 'ws_deep':
 DECODE_MAX_CLUSTER_SPLITS = 8
 # batch-invariant mode: (most keys of a row or None, its split count), first match
 DECODE_INVARIANT_SPLITS = ((2048, 1), (8192, 2), (None, 16))
-DECODE_SHARED = {(64, 'narrow', 'same'): 94464, (64, 'narrow', 'e4m3'): 69888, (64, 'deep', 'same'): 112896, (64, 'wide', 'same'): 76032, (64, 'ws', 'same'): 101728, (64, 'ws_deep', 'same'): 134528, (80, 'narrow', 'same'): 92928, (80, 'deep', 'same'): 115456, (80, 'wide', 'same'): 92928, (96, 'narrow', 'same'): 83200, (96, 'narrow', 'e4m3'): 91392, (96, 'deep', 'same'): 109824, (96, 'wide', 'same'): 109824, (128, 'narrow', 'same'): 73984, (128, 'narrow', 'e4m3'): 71936, (128, 'deep', 'same'): 108800, (128, 'wide', 'same'): 143616, (128, 'ws', 'same'): 103728, (128, 'ws_deep', 'same'): 136512, (192, 'narrow', 'same'): 108800, (192, 'narrow', 'e4m3'): 106752, (256, 'narrow', 'same'): 143616, (256, 'narrow', 'e4m3'): 141568}
+DECODE_SHARED = {(64, 'narrow', 'same'): 94464, (64, 'narrow', 'e4m3'): 69888, (64, 'deep', 'same'): 112896, (64, 'wide', 'same'): 76032, (64, 'ws', 'same'): 101744, (64, 'ws_deep', 'same'): 134544, (80, 'narrow', 'same'): 92928, (80, 'deep', 'same'): 115456, (80, 'wide', 'same'): 92928, (96, 'narrow', 'same'): 83200, (96, 'narrow', 'e4m3'): 91392, (96, 'deep', 'same'): 109824, (96, 'wide', 'same'): 109824, (128, 'narrow', 'same'): 73984, (128, 'narrow', 'e4m3'): 71936, (128, 'deep', 'same'): 108800, (128, 'wide', 'same'): 143616, (128, 'ws', 'same'): 103744, (128, 'ws_deep', 'same'): 136528, (192, 'narrow', 'same'): 108800, (192, 'narrow', 'e4m3'): 106752, (256, 'narrow', 'same'): 143616, (256, 'narrow', 'e4m3'): 141568}
 
 DECODE_PARAMS = {
     'attention_s3': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st', 'q_lens', 'queries'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqQq'),
@@ -1500,6 +1500,7 @@ DECODE_PARAMS = {
     'attention_s3_fp8_paged': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st', 'k_scale', 'k_scale_stride', 'k_scale_value', 'v_scale', 'v_scale_stride', 'v_scale_value', 'block_table', 'table_sb', 'page_shift', 'num_pages', 'q_lens', 'queries'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqQqdQqdQqqqQq'),
     'attention_s3_maps': (('k_map', 'v_map', 'q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st'), '<128s128sQQQQQQqQqqqqqqqqqqqqddqQQqqqqqqq'),
     'attention_s3_paged': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st', 'block_table', 'table_sb', 'page_shift', 'num_pages', 'q_lens', 'queries'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqQqqqQq'),
+    'attention_s3_paged_one_token': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st', 'block_table', 'table_sb', 'page_shift', 'num_pages'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqQqqq'),
     'attention_s4': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'k_sd', 'v_sb', 'v_sh', 'v_st', 'v_sd', 'q_lens', 'queries'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqqqQq'),
     'combine': (('partial_out', 'partial_lse', 'out', 'lse', 'batch', 'heads_q', 'num_splits', 'out_sb', 'out_sh', 'out_sd', 'batch_invariant'), '<QQQQqqqqqqq'),
     'merge': (('outs', 'lses', 'out', 'lse', 'parts', 'heads', 'head_dim', 'outs_sk', 'outs_sb', 'outs_sh', 'outs_sd', 'lses_sk', 'lses_sb', 'lses_sh', 'out_sb', 'out_sh', 'out_sd', 'sinks', 'sinks_stride'), '<QQQQqqqqqqqqqqqqqQq'),
@@ -1533,6 +1534,8 @@ DECODE = {
     ('bf16', 128, 3, 8, 'wide', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d128_s3_v8_wide', 'attention_s3', 'decode_bf16', 'decode_combine_bf16_d128'),
     ('bf16', 128, 3, 8, 'ws', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d128_s3_v8_ws', 'attention_s3_maps', 'decode_bf16', 'decode_combine_bf16_d128'),
     ('bf16', 128, 3, 8, 'ws_deep', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d128_s3_v8_ws_deep', 'attention_s3_maps', 'decode_bf16', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 8, 'ws_deep', 'same', 'paged'): ('decode_bf16_paged', 'decode_bf16_d128_s3_v8_ws_deep_paged', 'attention_s3_paged_one_token', 'decode_bf16', 'decode_combine_bf16_d128'),
+    ('bf16', 128, 3, 8, 'ws', 'same', 'paged'): ('decode_bf16_paged', 'decode_bf16_d128_s3_v8_ws_paged', 'attention_s3_paged_one_token', 'decode_bf16', 'decode_combine_bf16_d128'),
     ('bf16', 128, 4, 1, 'narrow', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d128_s4_v1', 'attention_s4', 'decode_bf16', 'decode_combine_bf16_d128'),
     ('bf16', 192, 3, 16, 'narrow', 'e4m3', 'fixed'): ('decode_bf16_e4m3', 'decode_bf16_d192_s3_v16_e4m3', 'attention_s3_fp8', 'decode_bf16', 'decode_combine_bf16_d192'),
     ('bf16', 192, 3, 16, 'narrow', 'e4m3', 'paged'): ('decode_bf16_e4m3_paged', 'decode_bf16_d192_s3_v16_e4m3_paged', 'attention_s3_fp8_paged', 'decode_bf16', 'decode_combine_bf16_d192'),
@@ -1552,6 +1555,8 @@ DECODE = {
     ('bf16', 64, 3, 8, 'wide', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d64_s3_v8_wide', 'attention_s3', 'decode_bf16', 'decode_combine_bf16_d64'),
     ('bf16', 64, 3, 8, 'ws', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d64_s3_v8_ws', 'attention_s3_maps', 'decode_bf16', 'decode_combine_bf16_d64'),
     ('bf16', 64, 3, 8, 'ws_deep', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d64_s3_v8_ws_deep', 'attention_s3_maps', 'decode_bf16', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 8, 'ws_deep', 'same', 'paged'): ('decode_bf16_paged', 'decode_bf16_d64_s3_v8_ws_deep_paged', 'attention_s3_paged_one_token', 'decode_bf16', 'decode_combine_bf16_d64'),
+    ('bf16', 64, 3, 8, 'ws', 'same', 'paged'): ('decode_bf16_paged', 'decode_bf16_d64_s3_v8_ws_paged', 'attention_s3_paged_one_token', 'decode_bf16', 'decode_combine_bf16_d64'),
     ('bf16', 64, 4, 1, 'narrow', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d64_s4_v1', 'attention_s4', 'decode_bf16', 'decode_combine_bf16_d64'),
     ('bf16', 80, 3, 8, 'narrow', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d80_s3_v8', 'attention_s3', 'decode_bf16', 'decode_combine_bf16_d80'),
     ('bf16', 80, 3, 8, 'deep', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d80_s3_v8_deep', 'attention_s3', 'decode_bf16', 'decode_combine_bf16_d80'),
@@ -1573,6 +1578,8 @@ DECODE = {
     ('fp16', 128, 3, 8, 'wide', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d128_s3_v8_wide', 'attention_s3', 'decode_fp16', 'decode_combine_fp16_d128'),
     ('fp16', 128, 3, 8, 'ws', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d128_s3_v8_ws', 'attention_s3_maps', 'decode_fp16', 'decode_combine_fp16_d128'),
     ('fp16', 128, 3, 8, 'ws_deep', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d128_s3_v8_ws_deep', 'attention_s3_maps', 'decode_fp16', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 8, 'ws_deep', 'same', 'paged'): ('decode_fp16_paged', 'decode_fp16_d128_s3_v8_ws_deep_paged', 'attention_s3_paged_one_token', 'decode_fp16', 'decode_combine_fp16_d128'),
+    ('fp16', 128, 3, 8, 'ws', 'same', 'paged'): ('decode_fp16_paged', 'decode_fp16_d128_s3_v8_ws_paged', 'attention_s3_paged_one_token', 'decode_fp16', 'decode_combine_fp16_d128'),
     ('fp16', 128, 4, 1, 'narrow', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d128_s4_v1', 'attention_s4', 'decode_fp16', 'decode_combine_fp16_d128'),
     ('fp16', 192, 3, 16, 'narrow', 'e4m3', 'fixed'): ('decode_fp16_e4m3', 'decode_fp16_d192_s3_v16_e4m3', 'attention_s3_fp8', 'decode_fp16', 'decode_combine_fp16_d192'),
     ('fp16', 192, 3, 16, 'narrow', 'e4m3', 'paged'): ('decode_fp16_e4m3_paged', 'decode_fp16_d192_s3_v16_e4m3_paged', 'attention_s3_fp8_paged', 'decode_fp16', 'decode_combine_fp16_d192'),
@@ -1592,6 +1599,8 @@ DECODE = {
     ('fp16', 64, 3, 8, 'wide', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d64_s3_v8_wide', 'attention_s3', 'decode_fp16', 'decode_combine_fp16_d64'),
     ('fp16', 64, 3, 8, 'ws', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d64_s3_v8_ws', 'attention_s3_maps', 'decode_fp16', 'decode_combine_fp16_d64'),
     ('fp16', 64, 3, 8, 'ws_deep', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d64_s3_v8_ws_deep', 'attention_s3_maps', 'decode_fp16', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 8, 'ws_deep', 'same', 'paged'): ('decode_fp16_paged', 'decode_fp16_d64_s3_v8_ws_deep_paged', 'attention_s3_paged_one_token', 'decode_fp16', 'decode_combine_fp16_d64'),
+    ('fp16', 64, 3, 8, 'ws', 'same', 'paged'): ('decode_fp16_paged', 'decode_fp16_d64_s3_v8_ws_paged', 'attention_s3_paged_one_token', 'decode_fp16', 'decode_combine_fp16_d64'),
     ('fp16', 64, 4, 1, 'narrow', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d64_s4_v1', 'attention_s4', 'decode_fp16', 'decode_combine_fp16_d64'),
     ('fp16', 80, 3, 8, 'narrow', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d80_s3_v8', 'attention_s3', 'decode_fp16', 'decode_combine_fp16_d80'),
     ('fp16', 80, 3, 8, 'deep', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d80_s3_v8_deep', 'attention_s3', 'decode_fp16', 'decode_combine_fp16_d80'),

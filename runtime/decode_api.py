@@ -85,7 +85,7 @@ def launch_values(plan: DecodePlan, *, out: int, lse: int, partial_out: int = 0,
     """(attention values, combine values) of ``plan`` with these output and workspace pointers, as a bare launch of
     its kernels needs them: DecodePlan.values, with a ws plan's tensor maps of the plan's own caches."""
     attention, combine = plan.values(out=out, lse=lse, partial_out=partial_out, partial_lse=partial_lse)
-    if plan.pipeline in WARP_SPECIALIZED:
+    if plan.reads_tensor_maps:
         attention = tensor_maps(plan, plan.fields["k"], plan.fields["v"]) + attention[2:]
     return attention, combine
 
@@ -141,7 +141,7 @@ def attention_launches(call: Call, p: DecodePlan, names: dict, torch) -> list:
     integers = [(f, n) for f, n in (("kv_len", "kv_lens"), ("kv_start_value", "kv_start"))
                 if n in call.op.number_or_tensor and (call[n] is None or type(call[n]) is int)]
     maps = None
-    if p.pipeline in WARP_SPECIALIZED:
+    if p.reads_tensor_maps:
         maps = (_MAP_FIELDS, (names["k"], names["v"]), lambda pointers: tensor_maps(p, *pointers))
     a = p.attention
     launches = [call.launch(call.bind(p.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared,

@@ -80,6 +80,12 @@ class DecodePlan:
     fields: dict = field(default_factory=dict)  # every parameter except the ones values() takes
 
     @property
+    def reads_tensor_maps(self) -> bool:
+        """Whether the attention kernel reads the caches through TMA tensor maps (decode_api encodes them per call): the
+        ws pipelines over fixed caches; over paged pools their producer warp copies page by page."""
+        return self.key[4] in WARP_SPECIALIZED and self.key[6] == FIXED
+
+    @property
     def pipeline(self) -> str:
         return self.key[4]
 
@@ -591,7 +597,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
                             if pipeline in WARP_SPECIALIZED else "")
                          + f"; this call has head dim {d}, {strides} K/V strides, {vec}-element copies"
                          + (", FP8 caches (the narrow pipeline only)" if cache == FP8 else "")
-                         + (", paged caches (the narrow pipeline only)" if form == PAGED else "")
+                         + (", paged caches (narrow, ws and ws_deep)" if form == PAGED else "")
                          + (f", arch {arch}" if pipeline in WARP_SPECIALIZED else ""))
     if batch_invariant:
         pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
@@ -630,6 +636,6 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         combine = Launch(combine_module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
                          (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)
     # ws: the tensor maps of this call's caches come with its pointers (decode_api); empty (packed as zeros) until then
-    maps = {"k_map": b"", "v_map": b""} if key[4] in WARP_SPECIALIZED else {}
+    maps = {"k_map": b"", "v_map": b""} if key[4] in WARP_SPECIALIZED and form == FIXED else {}
     return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine, call.tokens,
                       {**call.fields, **maps, "num_splits": splits, "batch_invariant": int(batch_invariant)})
