@@ -1671,8 +1671,8 @@ template <class P> struct HasBlockTable<P, decltype(void(&P::block_table))> { st
 // page looked up in the block table, in 16-byte pieces (a key's row over consecutive lanes, kKeysPerCopy keys a warp
 // instruction) into the 128-byte swizzled layout the TMA engine writes for fixed caches; each lane's copies then
 // arrive on the stage's "full" barrier (32 arrivals). Keys past the tile's count and keys whose table entry lies
-// outside the pool are zero-filled; the latter set ``bad`` (the block's result becomes NaN). The same pages of every
-// tile hold at most two table entries a lane: entries for keys lane and lane + 32 are loaded once and shuffled.
+// outside the pool are zero-filled; the latter set ``bad`` (the block's result becomes NaN). Each lane loads the table
+// entries of keys lane and lane + 32 once, and the lanes copying a key take its entry by a shuffle.
 template <typename T, int D, int Keys, class P>
 __device__ __forceinline__ void produce_paged_tile(const P& p, T* k_dst, T* v_dst, int b, int kv_head, int first,
                                                    int count, bool& bad) {
@@ -1696,7 +1696,9 @@ __device__ __forceinline__ void produce_paged_tile(const P& p, T* k_dst, T* v_ds
 #pragma unroll 4
   for (int i = 0; i < Keys / kKeysPerCopy; ++i) {
     const int key = i * kKeysPerCopy + lane / kPieces;
-    const int page = __shfl_sync(0xffffffffu, key < 32 ? entry[0] : entry[1], key % 32);
+    // an instruction's keys all lie in one half of the tile (kKeysPerCopy divides 32): every lane offers that half's
+    // entry, and each takes its key's from the lane that loaded it
+    const int page = __shfl_sync(0xffffffffu, i * kKeysPerCopy < 32 ? entry[0] : entry[1], key % 32);
     const bool valid = key < count;
     const bool inside = static_cast<unsigned>(page) < static_cast<unsigned>(p.num_pages);
     bad |= valid && !inside;
