@@ -19,6 +19,10 @@ WARPS = 4
 # The ws pipeline's block has one more warp, whose lane issues the tile copies (the TMA engine's), and its
 # stages begin on a 1024-byte boundary (the 128-byte swizzle's), which the dynamic shared memory may not.
 PRODUCER_WARPS = 1
+# Over paged pools the ws_deep kernel's producer warps copy the keys by cp.async, page by page: one warp issuing them
+# fed a block at 0.41-0.46x a copy's rate on an H200 (b = 8, one block a multiprocessor; 2026-12-03), so four share a
+# tile (16 keys each), in a block of 256 threads (one a multiprocessor: registers for all of them)
+PAGED_PRODUCER_WARPS = 4
 WS_ALIGNMENT_SLACK = 1024
 WS_MAX_BLOCKS = 2  # 160 threads a block: a third block would leave 136 registers a thread (the tile needs ~170)
 # Elements between tile rows in shared memory beyond the head dim (16 bytes), so that the eight rows an
@@ -266,13 +270,20 @@ def reads_tensor_maps(v: DecodeVariant) -> bool:
     return v.pipeline.warp_specialized and not v.paged
 
 
-def block_threads(pipeline: Pipeline) -> int:
-    """Threads of an attention block of ``pipeline``."""
-    return 32 * (WARPS + (PRODUCER_WARPS if pipeline.warp_specialized else 0))
+def producer_warps(pipeline: Pipeline, paged: bool = False) -> int:
+    """Producer warps of an attention block of ``pipeline`` (over paged pools: ``paged``)."""
+    if not pipeline.warp_specialized:
+        return 0
+    return PAGED_PRODUCER_WARPS if paged else PRODUCER_WARPS
+
+
+def block_threads(pipeline: Pipeline, paged: bool = False) -> int:
+    """Threads of an attention block of ``pipeline`` (over paged pools: ``paged``)."""
+    return 32 * (WARPS + producer_warps(pipeline, paged))
 
 
 def max_threads(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) -> int:
     if isinstance(v, DecodeMergeVariant):
         return MERGE_THREADS
-    return COMBINE_THREADS if isinstance(v, DecodeCombineVariant) else block_threads(v.pipeline)
+    return COMBINE_THREADS if isinstance(v, DecodeCombineVariant) else block_threads(v.pipeline, v.paged)
 

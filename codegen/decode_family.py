@@ -42,7 +42,7 @@ def render_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVari
         structs=structs,
         struct_of=struct_of,
         max_threads=32 * warps,
-        producer_threads=32 * decode_abi.PRODUCER_WARPS,
+        producers={v.name: decode_abi.producer_warps(v.pipeline, v.paged) for v in attention},
         # the register budget per variant: as many resident blocks as its shared memory allows
         geometry=geometry or {v.name: (v.pipeline.tile_keys, decode_abi.stages(v.head_dim, v.pipeline, v.cache),
                                        decode_abi.min_blocks_per_sm(v.head_dim, v.pipeline, cache=v.cache))
@@ -102,8 +102,10 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
         f"DECODE_WARP_SPECIALIZED = {tuple(p.value for p in PIPELINES if p.warp_specialized)!r}",
         "# bytes the L2 fetches around each of their TMA requests (their tensor maps' L2 promotion)",
         f"DECODE_WS_L2_PROMOTION = {decode_abi.WS_L2_PROMOTION}",
-        "# threads of an attention block per pipeline (ws: the computing warps and a producer warp)",
+        "# threads of an attention block per pipeline (ws: the computing warps and a producer warp), over fixed caches",
+        "# and over paged pools (whose ws_deep kernels have several producer warps)",
         f"DECODE_THREADS = {dict((p.value, decode_abi.block_threads(p)) for p in PIPELINES)!r}",
+        f"DECODE_PAGED_THREADS = {dict((p.value, decode_abi.block_threads(p, True)) for p in PIPELINES)!r}",
         "# Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.",
         f"DECODE_MAX_CLUSTER_SPLITS = {decode_abi.MAX_CLUSTER_SPLITS}",
         "# batch-invariant mode: (most keys of a row or None, its split count), first match",

@@ -55,9 +55,9 @@ class Pipeline(str, enum.Enum):
 
 
 PIPELINES = tuple(Pipeline)
-# Pipelines of the paged kernels: narrow (every arch) and the warp-specialized two, whose producer warp copies a tile's
-# keys page by page (cp.async, not the TMA engine) for 16-bit caches
-PAGED_PIPELINES = (Pipeline.NARROW, Pipeline.WS, Pipeline.WS_DEEP)
+# Pipelines of the paged kernels: narrow (every arch) and, for 16-bit caches, ws_deep, whose producer warps copy a
+# tile's keys page by page (cp.async: no tensor map spans a block table's pages; decode_abi.PAGED_PRODUCER_WARPS)
+PAGED_PIPELINES = (Pipeline.NARROW, Pipeline.WS_DEEP)
 FAST_PIPELINES_MAX_HEAD_DIM = 128
 WS_BOX_COLUMNS = 64  # 128 bytes of 16-bit elements: the widest box row the 128-byte swizzle takes
 
@@ -198,8 +198,10 @@ def rule_decode_fp8_on_the_narrow_bandwidth_path(v: DecodeVariant) -> str | None
 
 
 def rule_decode_paged_on_the_bandwidth_path(v: DecodeVariant) -> str | None:
-    # the ws pipelines' producer copies a paged pool's keys by cp.async (no tensor map spans a block table's pages);
-    # deep and wide would add variants that no tuned choice takes over ws on sm_90
+    # ws_deep's producer warps copy a paged pool's keys by cp.async (no tensor map spans a block table's pages): one
+    # block a multiprocessor leaves registers for four of them, where ws's two blocks could feed theirs from one
+    # warp each (0.41-0.93x copy on an H200, docs/performance.md); deep and wide would add variants no tuned choice
+    # takes over the warp-specialized ones on sm_90
     if v.paged and (v.pipeline not in PAGED_PIPELINES or v.strides != 3
                     or v.vec * (1 if v.cache is Cache.E4M3 else v.dtype.itemsize) != MAX_VECTOR_BYTES):
         return (f"paged caches: the {', '.join(p.value for p in PAGED_PIPELINES)} pipelines, 3 strides (a "

@@ -1667,38 +1667,45 @@ __device__ __forceinline__ void mbar_arrive_after_copies(unsigned bar) {
 template <class P, class = void> struct HasBlockTable { static constexpr bool kValue = false; };
 template <class P> struct HasBlockTable<P, decltype(void(&P::block_table))> { static constexpr bool kValue = true; };
 
-// The ws pipeline's producer over paged pools: the producer warp's 32 lanes copy a tile's keys by cp.async, each key's
-// page looked up in the block table, in 16-byte pieces (a key's row over consecutive lanes, kKeysPerCopy keys a warp
-// instruction) into the 128-byte swizzled layout the TMA engine writes for fixed caches; each lane's copies then
-// arrive on the stage's "full" barrier (32 arrivals). Keys past the tile's count and keys whose table entry lies
-// outside the pool are zero-filled; the latter set ``bad`` (the block's result becomes NaN). Each lane loads the table
-// entries of keys lane and lane + 32 once, and the lanes copying a key take its entry by a shuffle.
-template <typename T, int D, int Keys, class P>
-__device__ __forceinline__ void produce_paged_tile(const P& p, T* k_dst, T* v_dst, int b, int kv_head, int first,
-                                                   int count, bool& bad) {
+// The ws pipeline's producers over paged pools: each of the block's producer warps copies KeysPerWarp keys of a tile
+// (from ``key0`` on) by cp.async, each key's page looked up in the block table, in 16-byte pieces (a key's row over
+// consecutive lanes, kKeysPerCopy keys a warp instruction) into the 128-byte swizzled layout the TMA engine writes for
+// fixed caches; each lane's copies then arrive on the stage's "full" barrier (32 arrivals a producer warp). Keys past
+// the tile's count and keys whose table entry lies outside the pool are zero-filled; the latter set ``bad`` (the
+// block's result becomes NaN). ``entry``: the table entries of the warp's keys, lane and lane + 32 (page_entries),
+// which the lanes copying a key take by a shuffle.
+template <int KeysPerWarp, class P>
+__device__ __forceinline__ void page_entries(const P& p, int b, int first, int key0, int count,
+                                             int (&entry)[(KeysPerWarp + 31) / 32]) {
+  const int* row_pages = static_cast<const int*>(p.block_table) + b * p.table_sb;
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int e = 0; e < (KeysPerWarp + 31) / 32; ++e) {
+    const int key = key0 + lane + 32 * e;
+    entry[e] = lane + 32 * e < KeysPerWarp && key < count
+                   ? __ldg(row_pages + ((first + key) >> static_cast<int>(p.page_shift))) : 0;
+  }
+}
+template <typename T, int D, int Keys, int KeysPerWarp, class P>
+__device__ __forceinline__ void produce_paged_keys(const P& p, T* k_dst, T* v_dst, int kv_head, int first, int key0,
+                                                   int count, const int (&entry)[(KeysPerWarp + 31) / 32], bool& bad) {
   constexpr int kPieces = D * static_cast<int>(sizeof(T)) / 16;  // 16-byte pieces a key row
-  static_assert(32 % kPieces == 0 && Keys % (32 / kPieces) == 0 && Keys <= 64, "whole keys a warp instruction");
+  static_assert(32 % kPieces == 0 && KeysPerWarp % (32 / kPieces) == 0, "whole keys a warp instruction");
   constexpr int kKeysPerCopy = 32 / kPieces;
   constexpr int kElems = 16 / static_cast<int>(sizeof(T));
   using Layout = Swizzled128<Keys>;
   const int lane = threadIdx.x % 32;
-  const int shift = static_cast<int>(p.page_shift), mask = (1 << shift) - 1;
-  const int* row_pages = static_cast<const int*>(p.block_table) + b * p.table_sb;
-  int entry[2];
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const int key = lane + 32 * e;
-    entry[e] = key < count ? __ldg(row_pages + ((first + key) >> shift)) : 0;
-  }
+  const int mask = (1 << static_cast<int>(p.page_shift)) - 1;
   const T* k = static_cast<const T*>(p.k) + kv_head * p.k_sh;
   const T* v = static_cast<const T*>(p.v) + kv_head * p.v_sh;
   const int piece = lane % kPieces;
-#pragma unroll 4
-  for (int i = 0; i < Keys / kKeysPerCopy; ++i) {
-    const int key = i * kKeysPerCopy + lane / kPieces;
-    // an instruction's keys all lie in one half of the tile (kKeysPerCopy divides 32): every lane offers that half's
-    // entry, and each takes its key's from the lane that loaded it
-    const int page = __shfl_sync(0xffffffffu, i * kKeysPerCopy < 32 ? entry[0] : entry[1], key % 32);
+#pragma unroll
+  for (int i = 0; i < KeysPerWarp / kKeysPerCopy; ++i) {
+    const int mine = i * kKeysPerCopy + lane / kPieces;  // among the warp's keys
+    const int key = key0 + mine;
+    // an instruction's keys all lie in one 32-key half (kKeysPerCopy divides 32): every lane offers that half's entry,
+    // and each takes its key's from the lane that loaded it
+    const int page = __shfl_sync(0xffffffffu, entry[i * kKeysPerCopy / 32], mine % 32);
     const bool valid = key < count;
     const bool inside = static_cast<unsigned>(page) < static_cast<unsigned>(p.num_pages);
     bad |= valid && !inside;
@@ -1719,8 +1726,10 @@ struct NoStep {
 // Step (kActive): a decode step's append fused in (decode_step.cuh): the lengths are those before the append, the
 // block whose keys hold the new one writes it into the caches before the producer's first copy, and the query tile
 // is the step's query, rotated, instead of p.q.
-template <typename T, int D, int Keys, int Stages, bool EvictFirst = true, class P,
-          class Step = NoStep>
+// ProducerWarps: warps that load the tiles (one over fixed caches, whose lane asks the TMA engine; over paged pools
+// each copies its share of a tile's keys).
+template <typename T, int D, int Keys, int Stages, int ProducerWarps = 1,
+          bool EvictFirst = true, class P, class Step = NoStep>
 __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{}) {
 #if __CUDA_ARCH__ >= 900
   using Geometry = Tile<D, Keys, Stages>;
@@ -1755,7 +1764,7 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   volatile int* bad_page = reinterpret_cast<volatile int*>(shared + (empty0 + 8 * Stages - base));
   if (threadIdx.x == 0) {
     for (int s = 0; s < Stages; ++s) {
-      mbar_init(full0 + 8 * s, kPaged ? 32 : 1);
+      mbar_init(full0 + 8 * s, kPaged ? 32 * ProducerWarps : 1);
       mbar_init(empty0 + 8 * s, kWarps);
     }
     if constexpr (kPaged) *bad_page = 0;
@@ -1767,7 +1776,9 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   KeyRange range = lengths_of(p).of(b);
   if constexpr (Step::kActive) range = step.after_append(range, p.capacity);
   if (range.malformed) {
-    for (int i = threadIdx.x; i < rows * D; i += kThreads + 32) sink.put(b, first_head + i / D, i % D, CUKILN_NAN);
+    for (int i = threadIdx.x; i < rows * D; i += kThreads + 32 * ProducerWarps) {
+      sink.put(b, first_head + i / D, i % D, CUKILN_NAN);
+    }
     if (threadIdx.x < rows) sink.put_lse(b, first_head + threadIdx.x, CUKILN_NAN);
     return;
   }
@@ -1783,18 +1794,29 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
     }
   }
 
-  if (warp == kWarps) {  // the producer
-    if constexpr (kPaged) {  // every lane copies
+  if (ProducerWarps == 1 ? warp == kWarps : warp >= kWarps) {  // the producers
+    if constexpr (kPaged) {  // every lane of each copies
+      static_assert(Keys % ProducerWarps == 0, "a tile's keys shared out evenly");
+      constexpr int kKeysPerWarp = Keys / ProducerWarps, kEntries = (kKeysPerWarp + 31) / 32;
+      const int key0 = (warp - kWarps) * kKeysPerWarp;
       bool bad = false;
+      int entry[kEntries];  // the table entries of the tile being copied; the next tile's load before its copies
+      if (tiles_n > 0) page_entries<kKeysPerWarp>(p, b, lo, key0, min(Keys, hi - lo), entry);
       for (int t = 0; t < tiles_n; ++t) {
-        const int s = t % Stages;
+        const int s = t % Stages, first = lo + t * Keys;
+        int next[kEntries] = {};
+        if (t + 1 < tiles_n) page_entries<kKeysPerWarp>(p, b, first + Keys, key0, min(Keys, hi - first - Keys), next);
         if (t >= Stages) mbar_wait(empty0 + 8 * s, (t / Stages - 1) & 1);
         T* k_dst = tiles + s * 2 * kTileElems;
-        produce_paged_tile<T, D, Keys>(p, k_dst, k_dst + kTileElems, b, kv_head, lo + t * Keys,
-                                       min(Keys, hi - lo - t * Keys), bad);
-        if (bad) *bad_page = 1;  // seen by the consumers once this tile's barrier completes
-        __threadfence_block();
+        produce_paged_keys<T, D, Keys, kKeysPerWarp>(p, k_dst, k_dst + kTileElems, kv_head, first, key0,
+                                                     min(Keys, hi - first), entry, bad);
+        if (bad) {  // seen by the consumers once this tile's barrier completes
+          *bad_page = 1;
+          __threadfence_block();
+        }
         mbar_arrive_after_copies(full0 + 8 * s);
+#pragma unroll
+        for (int e = 0; e < kEntries; ++e) entry[e] = next[e];
       }
     } else if (lane == 0) {  // one lane asks the TMA engine
       unsigned long long policy = 0;

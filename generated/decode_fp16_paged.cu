@@ -1,4 +1,4 @@
-// cukiln decode-attention kernels, element type fp16: 10 variants.
+// cukiln decode-attention kernels, element type fp16: 8 variants.
 // Rendered from templates/decode.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel bodies are in decode.cuh; each entry point below picks its head dim, K/V addressing (strided caches
 // or paged pools), and vector width; whether a launch writes the output (one pass) or split-KV partial results is a kernel
@@ -101,16 +101,10 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v8_paged
       sink_of<T, 64>(p));
 }
 
-// decode_fp16_d64_s3_v8_ws_paged: head dim 64, warp-specialized (64-key tiles of paged pools through a block table, copied page by page by the producer warp, 6 stages; sm_90 on), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(160, 2) decode_fp16_d64_s3_v8_ws_paged(const __grid_constant__ params_attention_s3_paged_one_token p) {
+// decode_fp16_d64_s3_v8_ws_deep_paged: head dim 64, warp-specialized (64-key tiles of paged pools through a block table, copied page by page by 4 producer warps, 8 stages; sm_90 on), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(256, 1) decode_fp16_d64_s3_v8_ws_deep_paged(const __grid_constant__ params_attention_s3_paged_one_token p) {
   using namespace cukiln;
-  decode::attend_ws<f16, 64, 64, 6>(p);
-}
-
-// decode_fp16_d64_s3_v8_ws_deep_paged: head dim 64, warp-specialized (64-key tiles of paged pools through a block table, copied page by page by the producer warp, 8 stages; sm_90 on), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(160, 1) decode_fp16_d64_s3_v8_ws_deep_paged(const __grid_constant__ params_attention_s3_paged_one_token p) {
-  using namespace cukiln;
-  decode::attend_ws<f16, 64, 64, 8>(p);
+  decode::attend_ws<f16, 64, 64, 8, 4>(p);
 }
 
 // decode_fp16_d80_s3_v8_paged: head dim 80 over paged caches (a pool of pages through a block table), 8-element copies, narrow pipeline (64-key tiles, 4 stages), one pass or split-KV
@@ -152,16 +146,10 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v8_page
       sink_of<T, 128>(p));
 }
 
-// decode_fp16_d128_s3_v8_ws_paged: head dim 128, warp-specialized (64-key tiles of paged pools through a block table, copied page by page by the producer warp, 3 stages; sm_90 on), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(160, 2) decode_fp16_d128_s3_v8_ws_paged(const __grid_constant__ params_attention_s3_paged_one_token p) {
+// decode_fp16_d128_s3_v8_ws_deep_paged: head dim 128, warp-specialized (64-key tiles of paged pools through a block table, copied page by page by 4 producer warps, 4 stages; sm_90 on), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(256, 1) decode_fp16_d128_s3_v8_ws_deep_paged(const __grid_constant__ params_attention_s3_paged_one_token p) {
   using namespace cukiln;
-  decode::attend_ws<f16, 128, 64, 3>(p);
-}
-
-// decode_fp16_d128_s3_v8_ws_deep_paged: head dim 128, warp-specialized (64-key tiles of paged pools through a block table, copied page by page by the producer warp, 4 stages; sm_90 on), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(160, 1) decode_fp16_d128_s3_v8_ws_deep_paged(const __grid_constant__ params_attention_s3_paged_one_token p) {
-  using namespace cukiln;
-  decode::attend_ws<f16, 128, 64, 4>(p);
+  decode::attend_ws<f16, 128, 64, 4, 4>(p);
 }
 
 // decode_fp16_d192_s3_v8_paged: head dim 192 over paged caches (a pool of pages through a block table), 8-element copies, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV

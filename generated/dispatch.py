@@ -1486,8 +1486,10 @@ DECODE_FORMS = ('fixed', 'paged')
 DECODE_WARP_SPECIALIZED = ('ws', 'ws_deep')
 # bytes the L2 fetches around each of their TMA requests (their tensor maps' L2 promotion)
 DECODE_WS_L2_PROMOTION = 128
-# threads of an attention block per pipeline (ws: the computing warps and a producer warp)
+# threads of an attention block per pipeline (ws: the computing warps and a producer warp), over fixed caches
+# and over paged pools (whose ws_deep kernels have several producer warps)
 DECODE_THREADS = {'narrow': 128, 'deep': 128, 'wide': 128, 'ws': 160, 'ws_deep': 160}
+DECODE_PAGED_THREADS = {'narrow': 128, 'deep': 128, 'wide': 128, 'ws': 256, 'ws_deep': 256}
 # Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.
 DECODE_MAX_CLUSTER_SPLITS = 8
 # batch-invariant mode: (most keys of a row or None, its split count), first match
@@ -1535,7 +1537,6 @@ DECODE = {
     ('bf16', 128, 3, 8, 'ws', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d128_s3_v8_ws', 'attention_s3_maps', 'decode_bf16', 'decode_combine_bf16_d128'),
     ('bf16', 128, 3, 8, 'ws_deep', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d128_s3_v8_ws_deep', 'attention_s3_maps', 'decode_bf16', 'decode_combine_bf16_d128'),
     ('bf16', 128, 3, 8, 'ws_deep', 'same', 'paged'): ('decode_bf16_paged', 'decode_bf16_d128_s3_v8_ws_deep_paged', 'attention_s3_paged_one_token', 'decode_bf16', 'decode_combine_bf16_d128'),
-    ('bf16', 128, 3, 8, 'ws', 'same', 'paged'): ('decode_bf16_paged', 'decode_bf16_d128_s3_v8_ws_paged', 'attention_s3_paged_one_token', 'decode_bf16', 'decode_combine_bf16_d128'),
     ('bf16', 128, 4, 1, 'narrow', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d128_s4_v1', 'attention_s4', 'decode_bf16', 'decode_combine_bf16_d128'),
     ('bf16', 192, 3, 16, 'narrow', 'e4m3', 'fixed'): ('decode_bf16_e4m3', 'decode_bf16_d192_s3_v16_e4m3', 'attention_s3_fp8', 'decode_bf16', 'decode_combine_bf16_d192'),
     ('bf16', 192, 3, 16, 'narrow', 'e4m3', 'paged'): ('decode_bf16_e4m3_paged', 'decode_bf16_d192_s3_v16_e4m3_paged', 'attention_s3_fp8_paged', 'decode_bf16', 'decode_combine_bf16_d192'),
@@ -1556,7 +1557,6 @@ DECODE = {
     ('bf16', 64, 3, 8, 'ws', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d64_s3_v8_ws', 'attention_s3_maps', 'decode_bf16', 'decode_combine_bf16_d64'),
     ('bf16', 64, 3, 8, 'ws_deep', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d64_s3_v8_ws_deep', 'attention_s3_maps', 'decode_bf16', 'decode_combine_bf16_d64'),
     ('bf16', 64, 3, 8, 'ws_deep', 'same', 'paged'): ('decode_bf16_paged', 'decode_bf16_d64_s3_v8_ws_deep_paged', 'attention_s3_paged_one_token', 'decode_bf16', 'decode_combine_bf16_d64'),
-    ('bf16', 64, 3, 8, 'ws', 'same', 'paged'): ('decode_bf16_paged', 'decode_bf16_d64_s3_v8_ws_paged', 'attention_s3_paged_one_token', 'decode_bf16', 'decode_combine_bf16_d64'),
     ('bf16', 64, 4, 1, 'narrow', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d64_s4_v1', 'attention_s4', 'decode_bf16', 'decode_combine_bf16_d64'),
     ('bf16', 80, 3, 8, 'narrow', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d80_s3_v8', 'attention_s3', 'decode_bf16', 'decode_combine_bf16_d80'),
     ('bf16', 80, 3, 8, 'deep', 'same', 'fixed'): ('decode_bf16', 'decode_bf16_d80_s3_v8_deep', 'attention_s3', 'decode_bf16', 'decode_combine_bf16_d80'),
@@ -1579,7 +1579,6 @@ DECODE = {
     ('fp16', 128, 3, 8, 'ws', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d128_s3_v8_ws', 'attention_s3_maps', 'decode_fp16', 'decode_combine_fp16_d128'),
     ('fp16', 128, 3, 8, 'ws_deep', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d128_s3_v8_ws_deep', 'attention_s3_maps', 'decode_fp16', 'decode_combine_fp16_d128'),
     ('fp16', 128, 3, 8, 'ws_deep', 'same', 'paged'): ('decode_fp16_paged', 'decode_fp16_d128_s3_v8_ws_deep_paged', 'attention_s3_paged_one_token', 'decode_fp16', 'decode_combine_fp16_d128'),
-    ('fp16', 128, 3, 8, 'ws', 'same', 'paged'): ('decode_fp16_paged', 'decode_fp16_d128_s3_v8_ws_paged', 'attention_s3_paged_one_token', 'decode_fp16', 'decode_combine_fp16_d128'),
     ('fp16', 128, 4, 1, 'narrow', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d128_s4_v1', 'attention_s4', 'decode_fp16', 'decode_combine_fp16_d128'),
     ('fp16', 192, 3, 16, 'narrow', 'e4m3', 'fixed'): ('decode_fp16_e4m3', 'decode_fp16_d192_s3_v16_e4m3', 'attention_s3_fp8', 'decode_fp16', 'decode_combine_fp16_d192'),
     ('fp16', 192, 3, 16, 'narrow', 'e4m3', 'paged'): ('decode_fp16_e4m3_paged', 'decode_fp16_d192_s3_v16_e4m3_paged', 'attention_s3_fp8_paged', 'decode_fp16', 'decode_combine_fp16_d192'),
@@ -1600,7 +1599,6 @@ DECODE = {
     ('fp16', 64, 3, 8, 'ws', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d64_s3_v8_ws', 'attention_s3_maps', 'decode_fp16', 'decode_combine_fp16_d64'),
     ('fp16', 64, 3, 8, 'ws_deep', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d64_s3_v8_ws_deep', 'attention_s3_maps', 'decode_fp16', 'decode_combine_fp16_d64'),
     ('fp16', 64, 3, 8, 'ws_deep', 'same', 'paged'): ('decode_fp16_paged', 'decode_fp16_d64_s3_v8_ws_deep_paged', 'attention_s3_paged_one_token', 'decode_fp16', 'decode_combine_fp16_d64'),
-    ('fp16', 64, 3, 8, 'ws', 'same', 'paged'): ('decode_fp16_paged', 'decode_fp16_d64_s3_v8_ws_paged', 'attention_s3_paged_one_token', 'decode_fp16', 'decode_combine_fp16_d64'),
     ('fp16', 64, 4, 1, 'narrow', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d64_s4_v1', 'attention_s4', 'decode_fp16', 'decode_combine_fp16_d64'),
     ('fp16', 80, 3, 8, 'narrow', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d80_s3_v8', 'attention_s3', 'decode_fp16', 'decode_combine_fp16_d80'),
     ('fp16', 80, 3, 8, 'deep', 'same', 'fixed'): ('decode_fp16', 'decode_fp16_d80_s3_v8_deep', 'attention_s3', 'decode_fp16', 'decode_combine_fp16_d80'),

@@ -257,10 +257,20 @@ def split_from_table(blocks: int, keys: int, table: tuple[tuple[int, ...], ...],
         return 1, pipeline or NARROW
     point = min(table, key=lambda p: (math.log2(blocks / p[0]) ** 2 + math.log2(keys / p[1]) ** 2, p))
     tuned_blocks, best = point[0], PIPELINES[point[2]]
-    pipeline = pipeline or (best if best in available else NARROW)
+    pipeline = pipeline or stand_in(best, available)
     tile = TILE_KEYS[pipeline]
     splits = round(point[3 + PIPELINES.index(pipeline)] * tuned_blocks / blocks)
     return effective_splits(keys, max(1, min(splits, keys // tile, MAX_SPLITS)), tile), pipeline
+
+
+def stand_in(best: str, available: tuple[str, ...]) -> str:
+    """The pipeline a call takes where the table picks ``best``: itself where the call has a variant of it, else the other
+    warp-specialized one for a warp-specialized choice (paged pools have ws_deep alone), else narrow."""
+    if best in available:
+        return best
+    if best in WARP_SPECIALIZED:
+        return next((p for p in WARP_SPECIALIZED if p in available), NARROW)
+    return NARROW
 
 
 def effective_splits(keys: int, splits: int, tile: int = MIN_KEYS_PER_SPLIT) -> int:
@@ -597,7 +607,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
                             if pipeline in WARP_SPECIALIZED else "")
                          + f"; this call has head dim {d}, {strides} K/V strides, {vec}-element copies"
                          + (", FP8 caches (the narrow pipeline only)" if cache == FP8 else "")
-                         + (", paged caches (narrow, ws and ws_deep)" if form == PAGED else "")
+                         + (", paged caches (narrow and ws_deep)" if form == PAGED else "")
                          + (f", arch {arch}" if pipeline in WARP_SPECIALIZED else ""))
     if batch_invariant:
         pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
@@ -610,7 +620,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
             per_sm = resident(module, symbol, dispatch.DECODE_SHARED[d, NARROW, cache])
         forced = pipeline
         num_splits, pipeline = choose_pipeline(blocks, call.capacity, sms, rule, per_sm, available, pipeline)
-        if for_step and forced is None and pipeline == WS_DEEP:
+        if for_step and forced is None and pipeline == WS_DEEP and WS in available:
             num_splits, pipeline = choose_pipeline(blocks, call.capacity, sms, rule, per_sm, available, WS)
     splits = num_splits
     key = (q.dtype, d, strides, vec, pipeline or NARROW, cache, form)
@@ -621,13 +631,13 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     # in the stream runs, and waits for that kernel's results before touching memory (common.cuh).
     programmatic = programmatic_launch(arch)
     shared = dispatch.DECODE_SHARED[d, key[4], cache]
+    threads = (dispatch.DECODE_PAGED_THREADS if form == PAGED else dispatch.DECODE_THREADS)[key[4]]
     cluster = 1
     if 1 < splits <= MAX_CLUSTER_SPLITS and clusters(arch) and (
-            active_clusters is None or active_clusters(module, symbol, dispatch.DECODE_THREADS[key[4]], shared,
-                                                       splits) > 0):
+            active_clusters is None or active_clusters(module, symbol, threads, shared, splits) > 0):
         cluster = splits
-    attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, cache_rows),
-                       (dispatch.DECODE_THREADS[key[4]], 1, 1), shared, overlap_previous=programmatic, cluster=cluster)
+    attention = Launch(module, symbol, fmt, names, (splits, h_kv * head_groups, cache_rows), (threads, 1, 1), shared,
+                       overlap_previous=programmatic, cluster=cluster)
     # batch-invariant: a cluster and the combine kernel merge with the same arithmetic, so the choice between them
     # (the GPU's, the capacity's) changes no bit
     combine = None

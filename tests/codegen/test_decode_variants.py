@@ -20,9 +20,9 @@ def test_enumeration_is_every_combination_the_rules_keep():
     assert sorted(ATTENTION) == sorted(kept)
     # 3 strides: 16-byte copies; 4 strides: scalar only; deep and wide pipelines: 16-byte copies of head dims 64-128;
     # ws and ws_deep: 16-byte copies of head dims 64 and 128; FP8 caches: the narrow pipeline's 16-byte copies of
-    # every head dim but 80; paged pools: the narrow pipeline's 16-byte copies, of both caches, and ws and ws_deep's
-    # of 16-bit caches at head dims 64 and 128
-    assert len(ATTENTION) == 2 * 6 * (1 + 1) + 2 * 2 * 4 + 2 * 2 * 2 + 2 * 5 + 2 * (6 + 5) + 2 * 2 * 2
+    # every head dim but 80; paged pools: the narrow pipeline's 16-byte copies, of both caches, and ws_deep's of
+    # 16-bit caches at head dims 64 and 128
+    assert len(ATTENTION) == 2 * 6 * (1 + 1) + 2 * 2 * 4 + 2 * 2 * 2 + 2 * 5 + 2 * (6 + 5) + 2 * 2
 
 
 def test_contiguous_rows_copy_16_bytes_and_any_other_alignment_takes_the_general_kernel():
@@ -38,18 +38,17 @@ def test_contiguous_rows_copy_16_bytes_and_any_other_alignment_takes_the_general
 def test_paged_pools_on_the_narrow_and_ws_pipelines_with_16_byte_copies_only():
     paged = {(v.dtype, v.head_dim, v.strides, v.vec, v.pipeline, v.cache) for v in ATTENTION if v.paged}
     assert paged == ({(t, d, 3, 8, D.Pipeline.NARROW, D.Cache.SAME) for t in D.DECODE_DTYPES for d in D.HEAD_DIMS}
-                     | {(t, d, 3, 8, p, D.Cache.SAME) for t in D.DECODE_DTYPES for d in (64, 128)
-                        for p in (D.Pipeline.WS, D.Pipeline.WS_DEEP)}
+                     | {(t, d, 3, 8, D.Pipeline.WS_DEEP, D.Cache.SAME) for t in D.DECODE_DTYPES for d in (64, 128)}
                      | {(t, d, 3, 16, D.Pipeline.NARROW, D.Cache.E4M3) for t in D.DECODE_DTYPES
                         for d in (64, 96, 128, 192, 256)})
     assert D.rule_decode_paged_on_the_bandwidth_path(D.DecodeVariant(Dtype.BF16, 128, 3, 4, form=D.Form.PAGED))
-    for pipeline in (D.Pipeline.DEEP, D.Pipeline.WIDE):
+    for pipeline in (D.Pipeline.DEEP, D.Pipeline.WIDE, D.Pipeline.WS):
         assert D.rule_decode_paged_on_the_bandwidth_path(
             D.DecodeVariant(Dtype.BF16, 128, 3, 8, pipeline, form=D.Form.PAGED))
     assert D.rule_decode_paged_on_the_bandwidth_path(
-        D.DecodeVariant(Dtype.BF16, 128, 3, 8, D.Pipeline.WS, form=D.Form.PAGED)) is None
-    assert D.parse_decode_name("decode_bf16_d128_s3_v8_ws_paged") == D.DecodeVariant(
-        Dtype.BF16, 128, 3, 8, D.Pipeline.WS, form=D.Form.PAGED)
+        D.DecodeVariant(Dtype.BF16, 128, 3, 8, D.Pipeline.WS_DEEP, form=D.Form.PAGED)) is None
+    assert D.parse_decode_name("decode_bf16_d128_s3_v8_ws_deep_paged") == D.DecodeVariant(
+        Dtype.BF16, 128, 3, 8, D.Pipeline.WS_DEEP, form=D.Form.PAGED)
     name = "decode_bf16_d128_s3_v16_e4m3_paged"
     assert D.parse_decode_name(name) == D.DecodeVariant(Dtype.BF16, 128, 3, 16, cache=D.Cache.E4M3, form=D.Form.PAGED)
     assert D.parse_decode_name(name).module == "decode_bf16_e4m3_paged"
