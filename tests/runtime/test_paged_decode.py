@@ -84,6 +84,25 @@ def test_the_planner_picks_the_paged_kernel_and_fills_the_table_fields(layout):
     assert fp8.attention.symbol.endswith("_e4m3_paged")
 
 
+def test_on_sm_90_a_tuned_ws_choice_takes_ws_deep_over_pages_with_its_four_producer_warps():
+    from cukiln.decode_plan import stand_in
+    from cukiln.generated import dispatch
+
+    assert stand_in("ws", ("narrow", "ws_deep")) == "ws_deep" and stand_in("ws", ("narrow",)) == "narrow"
+    assert stand_in("deep", ("narrow", "ws_deep")) == "narrow" and stand_in("ws", ("narrow", "ws")) == "ws"
+    # b 4 x 8 KV-head rows of 2k keys: the H200's table picks ws (or ws_deep) there; the pool has ws_deep alone
+    table = _info((4, 128), "int32", ptr=BASE * 128)
+    pool = (512, 8, 16, 128)
+    p = _plan(q=_info((4, 32, 128)), k_cache=_info(pool), v_cache=_info(pool, ptr=BASE * 64), kv_lens=2048,
+              block_table=table, arch="sm_90", sms=132, tuning="sm_90-h200")
+    assert p.pipeline == "ws_deep" and p.attention.symbol == "decode_bf16_d128_s3_v8_ws_deep_paged"
+    assert p.attention.block == (dispatch.DECODE_PAGED_THREADS["ws_deep"], 1, 1) == (256, 1, 1)
+    assert "k_map" not in p.fields  # its producers copy page by page: no tensor maps
+    # the narrow pipeline where tensor maps' arch is missing (sm_80)
+    assert _plan(q=_info((4, 32, 128)), k_cache=_info(pool), v_cache=_info(pool, ptr=BASE * 64), kv_lens=2048,
+                 block_table=table, arch="sm_80", sms=108).pipeline == "narrow"
+
+
 @pytest.mark.parametrize("given, error, words", [
     ({"block_table": _info((4, 10), "int64")}, TypeError, "block_table: expected (an )?int32"),
     ({"block_table": _info((3, 10), "int32")}, ValueError, r"block_table: expected shape \[4, max_pages\]"),
