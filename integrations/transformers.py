@@ -351,7 +351,9 @@ def rotates_half(fn) -> bool:
     """Whether ``fn(q, k, cos, sin)`` computes q * cos + rotate_half(q) * sin (and the same of k), rotate_half(x)
     being (-x2, x1) of x's halves: tried once on small random float64 inputs (another signature, pairing or table
     layout answers no)."""
-    names = list(inspect.signature(fn).parameters)[:4]
+    # transformers 5.25 on hands a modeling module's rotary function to its hub kernels as an nn.Module whose forward is
+    # the function: its signature is the forward's
+    names = list(inspect.signature(fn.forward if isinstance(fn, torch.nn.Module) else fn).parameters)[:4]
     if names[:2] != ["q", "k"] or len(names) < 4:
         return False
     gen = torch.Generator().manual_seed(0)
