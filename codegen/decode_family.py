@@ -6,7 +6,7 @@ from __future__ import annotations
 from . import decode_abi, jinja
 from .abi import TEMPLATE_CTYPE, param_structs
 from .axes import Dtype
-from .decode_variants import CACHES, FORMS, PIPELINES, DecodeCombineVariant, DecodeMergeVariant, DecodeVariant, enumerate_decode, parse_decode_name
+from .decode_variants import CACHES, FORMS, PAGED_PIPELINES, PIPELINES, DecodeCombineVariant, DecodeMergeVariant, DecodeVariant, enumerate_decode, parse_decode_name
 from .family import OpFamily
 from .tables import params_table_lines, tuned_rule_lines
 
@@ -105,7 +105,7 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
         "# threads of an attention block per pipeline (ws: the computing warps and a producer warp), over fixed caches",
         "# and over paged pools (whose ws_deep kernels have several producer warps)",
         f"DECODE_THREADS = {dict((p.value, decode_abi.block_threads(p)) for p in PIPELINES)!r}",
-        f"DECODE_PAGED_THREADS = {dict((p.value, decode_abi.block_threads(p, True)) for p in PIPELINES)!r}",
+        f"DECODE_PAGED_THREADS = {dict((p.value, decode_abi.block_threads(p, True)) for p in PAGED_PIPELINES)!r}",
         "# Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.",
         f"DECODE_MAX_CLUSTER_SPLITS = {decode_abi.MAX_CLUSTER_SPLITS}",
         "# batch-invariant mode: (most keys of a row or None, its split count), first match",

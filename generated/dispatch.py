@@ -1489,7 +1489,7 @@ DECODE_WS_L2_PROMOTION = 128
 # threads of an attention block per pipeline (ws: the computing warps and a producer warp), over fixed caches
 # and over paged pools (whose ws_deep kernels have several producer warps)
 DECODE_THREADS = {'narrow': 128, 'deep': 128, 'wide': 128, 'ws': 160, 'ws_deep': 160}
-DECODE_PAGED_THREADS = {'narrow': 128, 'deep': 128, 'wide': 128, 'ws': 256, 'ws_deep': 256}
+DECODE_PAGED_THREADS = {'narrow': 128, 'ws_deep': 256}
 # Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.
 DECODE_MAX_CLUSTER_SPLITS = 8
 # batch-invariant mode: (most keys of a row or None, its split count), first match
