@@ -266,7 +266,7 @@ def params_layout_id(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVarian
 
 def reads_tensor_maps(v: DecodeVariant) -> bool:
     """Whether ``v``'s producer reads the caches through TMA tensor maps: the ws pipelines over fixed caches (over paged
-    pools the producer warp copies page by page)."""
+    pools its producer warps copy page by page)."""
     return v.pipeline.warp_specialized and not v.paged
 
 

@@ -66,7 +66,7 @@ struct Swizzled128 {
 };
 
 // The barrier of the block's computing warps: all of them, or (Specialized: the warp-specialized kernel) all but the
-// producer warp, which takes no part in the block's merge: a named barrier of the kThreads consumer threads.
+// producer warps, which take no part in the block's merge: a named barrier of the kThreads consumer threads.
 template <bool Specialized = false>
 __device__ __forceinline__ void block_sync() {
   if constexpr (Specialized) {
@@ -535,7 +535,7 @@ __device__ __forceinline__ Sink<T, D> sink_of(const P& p) {
 // Split-KV within a cluster: the splits' results (`own_o`, `own_lse` (base 2) in every block's shared
 // memory) merged by their log-sum-exp weights (merge_weights: no key in any split gives 0 and -inf, a NaN
 // anywhere NaN), the weights past `own_o` in each block's own shared memory.
-// Specialized: the block's computing warps only (block_sync); its producer warp meets the two cluster barriers in
+// Specialized: the block's computing warps only (block_sync); its producer warps meet the two cluster barriers in
 // cluster_merge_barriers.
 template <typename T, int D, bool Specialized = false, class Place>
 __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse, int rows, const Place& place,
@@ -574,7 +574,7 @@ __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse
   cluster_release();
 }
 
-// merge_cluster's cluster barriers, for a warp that takes no part in its work (the ws pipeline's producer): met
+// merge_cluster's cluster barriers, for a warp that takes no part in its work (the ws pipelines' producers): met
 // rather than left to the barriers' treatment of exited threads, so that the two sides' counts read alike here.
 __device__ __forceinline__ void cluster_merge_barriers() {
   cluster_sync();
@@ -1624,12 +1624,14 @@ __device__ __forceinline__ void combine_ordered(const float* partial_out, const 
 
 
 // --- The warp-specialized pipeline (sm_90 on) -----------------------------------------------------------------------
-// kWarps consumer warps compute as attend does; one more warp's lane loads each tile of K and V by the TMA engine
-// (4-D tensor maps (d, T, h_kv, b) of the caches, 64-key x 64-column boxes in the 128-byte swizzle) into a ring of
-// Stages shared stages. A stage's "full" mbarrier completes with its bytes; its "empty" one with one arrival per
+// kWarps consumer warps compute as attend does; over fixed caches one more warp's lane loads each tile of K and V by
+// the TMA engine (4-D tensor maps (d, T, h_kv, b) of the caches, 64-key x 64-column boxes in the 128-byte swizzle) into
+// a ring of Stages shared stages, a stage's "full" mbarrier completing with its bytes (rows past T arrive zero from the
+// engine); over paged pools ProducerWarps warps copy the tiles by cp.async into the same layout (produce_paged_keys),
+// "full" completing with each producer lane's arrival. A stage's "empty" mbarrier completes with one arrival per
 // consumer warp once the warp is done with it. Rows past a row's keys inside the cache are zeroed by the warp that
-// owns them before P . V (0 x garbage could be NaN); rows past T arrive zero from the engine. Splits merge as the other
-// pipelines' do (a cluster's, with the producer warp at its barriers, or the combine kernel).
+// owns them before P . V (0 x garbage could be NaN). Splits merge as the other pipelines' do (a cluster's, with the
+// producer warps at its barriers, or the combine kernel).
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
 }
@@ -1722,7 +1724,8 @@ struct NoStep {
   static constexpr bool kActive = false;
 };
 
-// EvictFirst: K/V loads hint the L2 to evict their lines first (each is read once; decode_abi.WS_EVICT_FIRST).
+// EvictFirst: the TMA engine's K/V loads hint the L2 to evict their lines first (each is read once;
+// decode_abi.WS_EVICT_FIRST); the paged producers' cp.async copies take no policy.
 // Step (kActive): a decode step's append fused in (decode_step.cuh): the lengths are those before the append, the
 // block whose keys hold the new one writes it into the caches before the producer's first copy, and the query tile
 // is the step's query, rotated, instead of p.q.
@@ -1810,7 +1813,7 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
         T* k_dst = tiles + s * 2 * kTileElems;
         produce_paged_keys<T, D, Keys, kKeysPerWarp>(p, k_dst, k_dst + kTileElems, kv_head, first, key0,
                                                      min(Keys, hi - first), entry, bad);
-        if (bad) {  // seen by the consumers once this tile's barrier completes
+        if (bad) {  // seen by the consumers once this tile's barrier completes: the fence orders it before the arrive
           *bad_page = 1;
           __threadfence_block();
         }
@@ -1862,7 +1865,7 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
           const int r = key0 + i / (D / 8), c = (i % (D / 8)) * 8;
           if (r >= count) *reinterpret_cast<uint4*>(v_tile + Layout::at(r, c)) = make_uint4(0, 0, 0, 0);
         }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before the engine refills the stage
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before a TMA refill (fixed caches)
         __syncwarp();
       }
       attend_one(k_tile, v_tile, count);

@@ -82,7 +82,7 @@ class DecodePlan:
     @property
     def reads_tensor_maps(self) -> bool:
         """Whether the attention kernel reads the caches through TMA tensor maps (decode_api encodes them per call): the
-        ws pipelines over fixed caches; over paged pools their producer warp copies page by page."""
+        ws pipelines over fixed caches; over paged pools their producer warps copy page by page."""
         return self.key[4] in WARP_SPECIALIZED and self.key[6] == FIXED
 
     @property
@@ -354,7 +354,8 @@ def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens
     combine kernel with the cluster's arithmetic: a row's result depends on its own inputs alone.
     FP8 (e4m3) caches: ``k_scale`` / ``v_scale`` dequantize them (cache_scales), on the narrow pipeline.
     Paged caches (``block_table`` given): k_cache and v_cache are pools of pages (page_table), on the narrow pipeline
-    or, from sm_90 on for 16-bit caches of head dims 64 and 128, ws_deep (where the table picks ws too: stand_in).
+    or, from sm_90 on for 16-bit caches of head dims 64 and 128 and one query token a row, ws_deep (where the table
+    picks ws too: stand_in).
     Several query tokens a row (q [b, n, h_q, d], ``q_lens``: query_counts): on the cp.async pipelines, whose blocks
     take the n x group query rows of a (row, KV head) together (DECODE_HEAD_ROWS a block), so that its keys are read
     once for all of them.
