@@ -238,8 +238,9 @@ FP8_SCALES = tuple(field for c in ("k", "v") for field in ((CPTR, f"{c}_scale"),
 PAGE_TABLE = ((CPTR, "block_table"), (I64, "table_sb"), (I64, "page_shift"), (I64, "num_pages"))
 
 
-# Several query tokens a cache row (the cp.async pipelines' kernels; the ws ones serve one): query row r is token
-# r % queries of cache row r / queries, which has q_lens[row] of them (int32 [batch], or null: queries)
+# Several query tokens a cache row (the cp.async pipelines' kernels; the ws ones serve one, and those over fixed caches
+# take no such fields, where paged ws_deep shares the paged layout): query row r is token r % queries of cache row
+# r / queries, which has q_lens[row] of them (int32 [batch], or null: queries)
 TOKEN_ROWS = ((CPTR, "q_lens"), (I64, "queries"))
 
 
@@ -251,7 +252,7 @@ def decode_params(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) 
         return _COMBINE
     maps = _TENSOR_MAPS if reads_tensor_maps(v) else ()
     return (maps + _ATTENTION + _KV_STRIDES[v.strides] + (FP8_SCALES if v.cache is Cache.E4M3 else ())
-            + (PAGE_TABLE if v.paged else ()) + (() if v.pipeline.warp_specialized else TOKEN_ROWS))
+            + (PAGE_TABLE if v.paged else ()) + (() if reads_tensor_maps(v) else TOKEN_ROWS))
 
 
 def params_layout_id(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) -> str:
@@ -260,8 +261,7 @@ def params_layout_id(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVarian
     if isinstance(v, DecodeCombineVariant):
         return "combine"
     return (f"attention_s{v.strides}" + ("_maps" if reads_tensor_maps(v) else "")
-            + ("_fp8" if v.cache is Cache.E4M3 else "") + ("_paged" if v.paged else "")
-            + ("_one_token" if v.pipeline.warp_specialized and v.paged else ""))
+            + ("_fp8" if v.cache is Cache.E4M3 else "") + ("_paged" if v.paged else ""))
 
 
 def reads_tensor_maps(v: DecodeVariant) -> bool:

@@ -48,45 +48,6 @@ struct params_attention_s3_paged {
   long long queries;
 };
 
-struct params_attention_s3_paged_one_token {
-  const void* q;
-  void* out;
-  void* lse;
-  const void* k;
-  const void* v;
-  const void* kv_lens;
-  long long kv_len;
-  const void* kv_start;
-  long long kv_start_value;
-  long long capacity;
-  long long batch;
-  long long heads_q;
-  long long group;
-  long long head_groups;
-  long long q_sb;
-  long long q_sh;
-  long long q_sd;
-  long long out_sb;
-  long long out_sh;
-  long long out_sd;
-  double scale;
-  double softcap;
-  long long num_splits;
-  void* partial_out;
-  void* partial_lse;
-  long long batch_invariant;
-  long long k_sb;
-  long long k_sh;
-  long long k_st;
-  long long v_sb;
-  long long v_sh;
-  long long v_st;
-  const void* block_table;
-  long long table_sb;
-  long long page_shift;
-  long long num_pages;
-};
-
 
 // decode_fp16_d64_s3_v8_paged: head dim 64 over paged caches (a pool of pages through a block table), 8-element copies, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
 extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v8_paged(const params_attention_s3_paged p) {
@@ -102,7 +63,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) decode_fp16_d64_s3_v8_paged
 }
 
 // decode_fp16_d64_s3_v8_ws_deep_paged: head dim 64, warp-specialized (64-key tiles of paged pools through a block table, copied page by page by 4 producer warps, 8 stages; sm_90 on), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(256, 1) decode_fp16_d64_s3_v8_ws_deep_paged(const __grid_constant__ params_attention_s3_paged_one_token p) {
+extern "C" __global__ void __launch_bounds__(256, 1) decode_fp16_d64_s3_v8_ws_deep_paged(const __grid_constant__ params_attention_s3_paged p) {
   using namespace cukiln;
   decode::attend_ws<f16, 64, 64, 8, 4>(p);
 }
@@ -147,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_fp16_d128_s3_v8_page
 }
 
 // decode_fp16_d128_s3_v8_ws_deep_paged: head dim 128, warp-specialized (64-key tiles of paged pools through a block table, copied page by page by 4 producer warps, 4 stages; sm_90 on), one pass or split-KV
-extern "C" __global__ void __launch_bounds__(256, 1) decode_fp16_d128_s3_v8_ws_deep_paged(const __grid_constant__ params_attention_s3_paged_one_token p) {
+extern "C" __global__ void __launch_bounds__(256, 1) decode_fp16_d128_s3_v8_ws_deep_paged(const __grid_constant__ params_attention_s3_paged p) {
   using namespace cukiln;
   decode::attend_ws<f16, 128, 64, 4, 4>(p);
 }

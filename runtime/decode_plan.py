@@ -66,6 +66,12 @@ class Launch:
     cluster: int = 1  # blocks per thread-block cluster, along x
 
 
+def reads_tensor_maps(pipeline: str, form: str) -> bool:
+    """Whether a kernel of this pipeline and cache form reads the caches through TMA tensor maps: the ws pipelines over
+    fixed caches (over paged pools their producer warps copy page by page)."""
+    return pipeline in WARP_SPECIALIZED and form == FIXED
+
+
 @dataclass(frozen=True)
 class DecodePlan:
     key: tuple  # (dtype, head dim, K/V strides, vector width, pipeline, cache, form)
@@ -81,9 +87,8 @@ class DecodePlan:
 
     @property
     def reads_tensor_maps(self) -> bool:
-        """Whether the attention kernel reads the caches through TMA tensor maps (decode_api encodes them per call): the
-        ws pipelines over fixed caches; over paged pools their producer warps copy page by page."""
-        return self.key[4] in WARP_SPECIALIZED and self.key[6] == FIXED
+        """Whether the attention kernel reads the caches through TMA tensor maps (decode_api encodes them per call)."""
+        return reads_tensor_maps(self.key[4], self.key[6])
 
     @property
     def pipeline(self) -> str:
@@ -648,6 +653,6 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         combine = Launch(combine_module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
                          (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)
     # ws: the tensor maps of this call's caches come with its pointers (decode_api); empty (packed as zeros) until then
-    maps = {"k_map": b"", "v_map": b""} if key[4] in WARP_SPECIALIZED and form == FIXED else {}
+    maps = {"k_map": b"", "v_map": b""} if reads_tensor_maps(key[4], form) else {}
     return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine, call.tokens,
                       {**call.fields, **maps, "num_splits": splits, "batch_invariant": int(batch_invariant)})

@@ -166,10 +166,9 @@ def fused_kernel(call: Call, append, attention) -> tuple[bool, object]:
         why = "it has no rows"
     elif call["sinks"] is not None:
         why = "it has attention sinks (folded in by a kernel after the attention)"
-    elif p.pipeline != WS:
-        why = f"its attention takes the {p.pipeline} pipeline, not ws (sm_90 on, head dims 64 and 128, 16-byte rows)"
-    elif not p.reads_tensor_maps:
-        why = "its caches are pools of pages (the fused kernels read fixed-capacity caches through tensor maps)"
+    elif p.pipeline != WS or not p.reads_tensor_maps:
+        why = (f"its attention takes the {p.pipeline} pipeline over {p.key[6]} caches, not ws over fixed-capacity ones "
+               f"(sm_90 on, head dims 64 and 128, 16-byte rows)")
     else:
         dtype, pairing, angles, vec, norm = append.key
         entry = dispatch.DECODE_STEP.get((dtype, p.head_dim, pairing, angles, norm))
