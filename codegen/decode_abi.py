@@ -48,6 +48,9 @@ TWO_BLOCK_BUDGET = SM90_SHARED_PER_SM // 2 - SHARED_RESERVED_PER_BLOCK
 # as let three blocks share an sm_90 multiprocessor where that leaves 2 or more (64 and 128; at 256 the widened tiles
 # alone exceed it), their rings taking the region of the widened tiles and stages.
 FP8_RING_HEAD_DIMS = (64, 128, 256)
+# The ws pipelines over FP8 caches read each warp's keys as the rings do (keys as the mma's rows): groups of this many
+# heads or fewer; larger ones take the narrow pipeline, whose warps widen their keys in shared memory
+FP8_WS_MAX_GROUP = 8
 THREE_BLOCK_BUDGET = SM90_SHARED_PER_SM // 3 - SHARED_RESERVED_PER_BLOCK
 # The ws_deep pipeline's ring (one block per multiprocessor): 4 stages of 64 keys at head dim 128. Measured with the
 # ws sweep (results/decode-ws-sweep-h100-2026-11-27-ring-depth.json, H100, bf16, d 128) against 5 and 6 stages: 4 as
@@ -122,8 +125,8 @@ def merge_bytes(head_dim: int, warps: int = WARPS) -> int:
 def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, cache: Cache = Cache.SAME) -> int:
     """K/V pipeline stages for ``head_dim``: as many as the pipeline's budget holds, within [MIN_STAGES,
     MAX_STAGES]. An FP8 cache's narrow pipeline stages its bytes as they are (rows unpadded: nothing reads them by
-    ldmatrix) beside the widened keys."""
-    if cache is Cache.E4M3:
+    ldmatrix) beside the widened keys; its ws pipelines stage them as the TMA engine writes them (a byte an element)."""
+    if cache is Cache.E4M3 and not pipeline.warp_specialized:
         budget = THREE_BLOCK_BUDGET if head_dim in FP8_RING_HEAD_DIMS else SHARED_BUDGET
         fit = (budget - query_bytes(head_dim) - widened_bytes(head_dim)) // stage_bytes(
             head_dim, pipeline.tile_keys, itemsize=1, padded=False)
@@ -131,13 +134,18 @@ def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, cache: Cache = C
     if pipeline is Pipeline.WIDE:
         return MIN_STAGES
     if pipeline.warp_specialized:  # ws: as many as two blocks per multiprocessor leave room for; ws_deep: its ring
-        stage = stage_bytes(head_dim, pipeline.tile_keys, padded=False)
+        stage = stage_bytes(head_dim, pipeline.tile_keys, cache_itemsize(cache), padded=False)
         fit = ((TWO_BLOCK_BUDGET - ws_fixed_bytes(head_dim, MAX_STAGES)) if pipeline is Pipeline.WS
                else WS_DEEP_RING_BYTES) // stage
         return max(MIN_STAGES, min(MAX_STAGES, fit))
     budget = TWO_BLOCK_BUDGET if pipeline is Pipeline.DEEP else SHARED_BUDGET
     fit = (budget - query_bytes(head_dim)) // stage_bytes(head_dim, pipeline.tile_keys)
     return max(MIN_STAGES, min(MAX_STAGES, fit))
+
+
+def cache_itemsize(cache: Cache, itemsize: int = 2) -> int:
+    """Bytes of a cached element: q's 16-bit type's, or one (FP8)."""
+    return 1 if cache is Cache.E4M3 else itemsize
 
 
 def shared_bytes(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: int | None = None,
@@ -147,14 +155,14 @@ def shared_bytes(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: 
     end, so those must hold them (asserted below). ``n_stages``, ``warps`` and ``tile`` (keys) override the
     pipeline's, for experiments."""
     n_stages = stages(head_dim, pipeline, cache) if n_stages is None else n_stages
-    if cache is Cache.E4M3:  # (tile and warps: a sweep's other geometries, benchmarks/decode_sweep.py)
+    if cache is Cache.E4M3 and not pipeline.warp_specialized:  # (tile and warps: a sweep's, benchmarks/decode_sweep.py)
         keys = tile or pipeline.tile_keys
         region = widened_bytes(head_dim, keys) + n_stages * stage_bytes(head_dim, keys, 1, padded=False)
         assert merge_bytes(head_dim, warps) <= region, "the warps' partial results fit over the widened keys and stages"
         return region + query_bytes(head_dim)
     if pipeline.warp_specialized:
-        stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys, padded=False)
-        assert warps * HEAD_ROWS * (head_dim + 2) * 4 <= stages_total, "the warps' partial results fit over the stages"
+        stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys, cache_itemsize(cache), padded=False)
+        assert merge_bytes(head_dim, warps) <= stages_total, "the block's merge fits over the stages"
         return stages_total + ws_fixed_bytes(head_dim, n_stages)
     stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys)
     assert warps * HEAD_ROWS * (head_dim + 2) * 4 <= stages_total, "the warps' partial results fit over the stages"

@@ -102,6 +102,8 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
         f"DECODE_WARP_SPECIALIZED = {tuple(p.value for p in PIPELINES if p.warp_specialized)!r}",
         "# bytes the L2 fetches around each of their TMA requests (their tensor maps' L2 promotion)",
         f"DECODE_WS_L2_PROMOTION = {decode_abi.WS_L2_PROMOTION}",
+        "# the ws pipelines over FP8 caches: query groups of this many heads or fewer (larger ones take narrow)",
+        f"DECODE_FP8_WS_MAX_GROUP = {decode_abi.FP8_WS_MAX_GROUP}",
         "# threads of an attention block per pipeline (ws: the computing warps and a producer warp), over fixed caches",
         "# and over paged pools (whose ws_deep kernels have several producer warps)",
         f"DECODE_THREADS = {dict((p.value, decode_abi.block_threads(p)) for p in PIPELINES)!r}",
@@ -126,6 +128,11 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
         "DECODE_SPLIT = {",
     ]
     lines += tuned_rule_lines(tuning, "decode", _split_rule)
+    lines += ["}",
+              "# FP8 caches' table (`cukiln tune decode-fp8`: the FP8 kernels' own pipelines and split counts, points as",
+              "# DECODE_SPLIT's); a GPU or arch without one takes DECODE_SPLIT's",
+              "DECODE_SPLIT_FP8 = {"]
+    lines += tuned_rule_lines(tuning, "decode-fp8", _split_rule)
     lines += ["}", "",
               "# cukiln.merge_attention: dtype -> (module, symbol, params layout); DECODE_MERGE_THREADS a block",
               f"DECODE_MERGE_THREADS = {decode_abi.MERGE_THREADS}",
@@ -149,10 +156,12 @@ FAMILY = OpFamily(
     params=decode_abi.decode_params,
     max_threads=decode_abi.max_threads,
     dispatch_lines=dispatch_lines,
-    # the kernels `cukiln tune decode` times (bf16, head dim 128, 16-byte rows: each pipeline, and the combine); the
-    # FP8, paged and step kernels take the narrow pipeline's split counts of the same table untimed
-    tuned_kernels={"decode": r"^decode_(bf16_d128_s3_v8(_deep|_wide|_ws|_ws_deep)?|combine_bf16_d128)$"},
-    tuned_settings={"decode": {"ws_l2_promotion": decode_abi.WS_L2_PROMOTION}},
+    # the kernels `cukiln tune decode` times (bf16, head dim 128, 16-byte rows: each pipeline, and the combine), and
+    # `cukiln tune decode-fp8` (the same over e4m3 caches); the paged and step kernels take the first table's choices
+    tuned_kernels={"decode": r"^decode_(bf16_d128_s3_v8(_deep|_wide|_ws|_ws_deep)?|combine_bf16_d128)$",
+                   "decode-fp8": r"^decode_(bf16_d128_s3_v16(_ws)?_e4m3|combine_bf16_d128)$"},
+    tuned_settings={"decode": {"ws_l2_promotion": decode_abi.WS_L2_PROMOTION},
+                    "decode-fp8": {"ws_l2_promotion": decode_abi.WS_L2_PROMOTION}},
     api={"decode_attention": "decode_api", "merge_attention": "merge_api"},
     reference=("decode_attention", "merge_attention"),
     tools="cukiln.tools.decode",

@@ -64,8 +64,8 @@ WS_BOX_COLUMNS = 64  # 128 bytes of 16-bit elements: the widest box row the 128-
 
 class Cache(str, enum.Enum):
     """What the K/V caches hold: q's own element type, or FP8 e4m3 with scales (half the bytes; each warp widens its
-    keys of a staged tile to q's type in shared memory before the tensor cores read them, the K scale folded into the
-    logit scale and the V scale into the output)."""
+    keys of a staged tile to q's type, in registers or in shared memory, before the tensor cores read them, the K scale
+    folded into the logit scale and the V scale into the output)."""
 
     SAME = "same"
     E4M3 = "e4m3"
@@ -73,6 +73,11 @@ class Cache(str, enum.Enum):
 
 CACHES = tuple(Cache)
 FP8_COPY_ELEMS = 16  # an FP8 tile's 16-byte copies
+# FP8 caches on the ws pipeline: head dims whose key row is one line of the 128-byte swizzle (the TMA engine's box),
+# which the consumer warps read as the rings' kernel reads its chunks (decode.cuh's Fp8Swizzled). Not ws_deep: its one
+# block a multiprocessor (4 consumer warps) read FP8 caches at 0.61-0.91x the ws kernel's time on every grid of the
+# bench from b = 8 (H200, benchmarks/fp8_split_sweep.py, docs/performance.md)
+FP8_WS_HEAD_DIMS = (128,)
 
 
 class Form(str, enum.Enum):
@@ -104,6 +109,11 @@ class DecodeVariant(AxisRecord):
     @property
     def paged(self) -> bool:
         return self.form is Form.PAGED
+
+    @property
+    def cache_itemsize(self) -> int:
+        """Bytes of a cached element: q's type's, or one (FP8)."""
+        return 1 if self.cache is Cache.E4M3 else self.dtype.itemsize
 
     @property
     def name(self) -> str:
@@ -179,7 +189,7 @@ def rule_decode_ws_whole_boxes(v: DecodeVariant) -> str | None:
 
 
 def rule_decode_fast_pipelines_on_the_bandwidth_path(v: DecodeVariant) -> str | None:
-    if v.pipeline is not Pipeline.NARROW and (v.strides != 3 or v.vec * v.dtype.itemsize != MAX_VECTOR_BYTES
+    if v.pipeline is not Pipeline.NARROW and (v.strides != 3 or v.vec * v.cache_itemsize != MAX_VECTOR_BYTES
                                               or v.head_dim > FAST_PIPELINES_MAX_HEAD_DIM):
         return (f"the {v.pipeline.value} pipeline only with 3 strides, 16-byte copies and head dims up to "
                 f"{FAST_PIPELINES_MAX_HEAD_DIM} (above it the deep pipeline gets no more stages than the narrow "
@@ -187,10 +197,14 @@ def rule_decode_fast_pipelines_on_the_bandwidth_path(v: DecodeVariant) -> str | 
     return None
 
 
-def rule_decode_fp8_on_the_narrow_bandwidth_path(v: DecodeVariant) -> str | None:
-    if v.cache is Cache.E4M3 and (v.pipeline is not Pipeline.NARROW or v.strides != 3 or v.vec != FP8_COPY_ELEMS):
-        return (f"FP8 caches: the narrow pipeline, 3 strides (a contiguous head dim) and {FP8_COPY_ELEMS}-byte "
-                f"copies only")
+def rule_decode_fp8_on_the_bandwidth_path(v: DecodeVariant) -> str | None:
+    if v.cache is Cache.E4M3 and (v.pipeline not in (Pipeline.NARROW, Pipeline.WS)
+                                  or v.strides != 3 or v.vec != FP8_COPY_ELEMS):
+        return (f"FP8 caches: the narrow and ws pipelines, 3 strides (a contiguous head dim) and "
+                f"{FP8_COPY_ELEMS}-byte copies only")
+    if v.cache is Cache.E4M3 and v.pipeline is Pipeline.WS and (v.paged or v.head_dim not in FP8_WS_HEAD_DIMS):
+        return (f"FP8 caches on the ws pipeline: fixed-capacity ones of head dims {FP8_WS_HEAD_DIMS} "
+                f"(a key's row one 128-byte line of the swizzle the TMA engine writes)")
     if v.cache is Cache.E4M3 and v.head_dim % 32:
         return (f"FP8 caches: head dims whose 64-key tile is a whole number of {FP8_COPY_ELEMS}-byte copies for each "
                 f"of the block's 128 threads (multiples of 32), got {v.head_dim}")
@@ -202,8 +216,7 @@ def rule_decode_paged_on_the_bandwidth_path(v: DecodeVariant) -> str | None:
     # block a multiprocessor leaves registers for four of them, where ws's two blocks could feed theirs from one
     # warp each (0.41-0.93x copy on an H200, docs/performance.md); deep and wide would add variants no tuned choice
     # takes over the warp-specialized ones on sm_90
-    if v.paged and (v.pipeline not in PAGED_PIPELINES or v.strides != 3
-                    or v.vec * (1 if v.cache is Cache.E4M3 else v.dtype.itemsize) != MAX_VECTOR_BYTES):
+    if v.paged and (v.pipeline not in PAGED_PIPELINES or v.strides != 3 or v.vec * v.cache_itemsize != MAX_VECTOR_BYTES):
         return (f"paged caches: the {', '.join(p.value for p in PAGED_PIPELINES)} pipelines, 3 strides (a "
                 f"contiguous head dim) and {MAX_VECTOR_BYTES}-byte copies only (a pool's pages are whole rows)")
     return None
@@ -214,7 +227,7 @@ def rule_decode_contiguous_rows_copy_16_bytes(v: DecodeVariant) -> str | None:
     # multiple of 16 bytes); a view that is not (a last-dim slice at an odd offset) takes the general 4-stride kernel,
     # correct at any alignment. Kernels for 2-, 4- and 8-byte copies would serve only such views, at 0.57 of the
     # 16-bit fixed-capacity modules' compile time (benchmarks/results/build-cost-2core-2026-12-01.json).
-    if v.strides == 3 and v.vec * (1 if v.cache is Cache.E4M3 else v.dtype.itemsize) != MAX_VECTOR_BYTES:
+    if v.strides == 3 and v.vec * v.cache_itemsize != MAX_VECTOR_BYTES:
         return (f"3 strides (a contiguous head dim) only with {MAX_VECTOR_BYTES}-byte copies: caches aligned otherwise "
                 f"take the 4-stride kernel")
     return None
@@ -225,7 +238,7 @@ def rule_vector_fits_16_bytes_of_the_cache(v: DecodeVariant) -> str | None:
     return rule_vector_fits_16_bytes(v) if v.cache is Cache.SAME else None
 
 
-DECODE_RULES = (rule_decode_fp8_on_the_narrow_bandwidth_path, rule_decode_paged_on_the_bandwidth_path,
+DECODE_RULES = (rule_decode_fp8_on_the_bandwidth_path, rule_decode_paged_on_the_bandwidth_path,
                 rule_vector_fits_16_bytes_of_the_cache, rule_decode_contiguous_rows_copy_16_bytes,
                 rule_general_strides_are_scalar, rule_decode_vector_divides_head_dim,
                 rule_decode_fast_pipelines_on_the_bandwidth_path, rule_decode_ws_whole_boxes)
@@ -246,9 +259,10 @@ def enumerate_decode() -> Iterator[DecodeVariant | DecodeCombineVariant | Decode
                         v = DecodeVariant(dtype, head_dim, strides, vec, pipeline)
                         if decode_rejection(v) is None:
                             yield v
-            fp8 = DecodeVariant(dtype, head_dim, 3, FP8_COPY_ELEMS, Pipeline.NARROW, Cache.E4M3)
-            if decode_rejection(fp8) is None:
-                yield fp8
+            for pipeline in PIPELINES:
+                fp8 = DecodeVariant(dtype, head_dim, 3, FP8_COPY_ELEMS, pipeline, Cache.E4M3)
+                if decode_rejection(fp8) is None:
+                    yield fp8
             for cache, vec in ((Cache.SAME, MAX_VECTOR_BYTES // dtype.itemsize), (Cache.E4M3, FP8_COPY_ELEMS)):
                 for pipeline in PAGED_PIPELINES:
                     paged = DecodeVariant(dtype, head_dim, 3, vec, pipeline, cache, Form.PAGED)

@@ -51,17 +51,19 @@ struct Tile {
 };
 
 // Element offset of (key row, column) in a K/V tile: rows Pitch elements apart (the padded tiles the cp.async
-// pipelines fill), or the TMA engine's 128-byte swizzle (the warp-specialized sweep kernel): halves of 64 columns
-// whose 128-byte rows have their 16-byte chunks permuted by the row's low 3 bits, so that the eight rows an
-// ldmatrix phase reads fall on distinct bank groups.
+// pipelines fill), or the TMA engine's 128-byte swizzle (the warp-specialized pipelines): boxes of 128 bytes a row (64
+// columns of 16-bit elements, 128 of an FP8 cache's bytes) whose rows have their 16-byte chunks permuted by the row's
+// low 3 bits, so that the eight rows an ldmatrix phase reads fall on distinct bank groups.
 template <int Pitch>
 struct PaddedRows {
   static __device__ __forceinline__ int at(int row, int col) { return row * Pitch + col; }
 };
-template <int Keys>
+template <int Keys, int ElementBytes = 2>
 struct Swizzled128 {
+  static constexpr int kBoxColumns = 128 / ElementBytes, kChunkElems = 16 / ElementBytes;
   static __device__ __forceinline__ int at(int row, int col) {
-    return (col / 64) * (Keys * 64) + row * 64 + ((((col % 64) / 8) ^ (row % 8)) * 8) + col % 8;
+    return (col / kBoxColumns) * (Keys * kBoxColumns) + row * kBoxColumns
+           + ((((col % kBoxColumns) / kChunkElems) ^ (row % 8)) * kChunkElems) + col % kChunkElems;
   }
 };
 
@@ -784,11 +786,26 @@ struct Fp8Rings {
   // would put on the same banks; XOR-ing the chunk index by the key's low bits spreads them.
   static __device__ __forceinline__ int k_chunk(int key, int chunk) { return kChunks % 8 == 0 ? chunk ^ ((key & 1) << 2) : chunk; }
   static __device__ __forceinline__ int v_chunk(int key, int chunk) { return kChunks % 8 == 0 ? chunk ^ (key & 6) : chunk; }
+  // The chunk of a key's row that granule i of lane c (of the key's four lanes) reads for the scores.
+  static __device__ __forceinline__ int key_chunk(int c, int i) { return 4 * i + c; }
 };
 
-// The head-dim element of step s's K bytes 0-3 of lane c (of its key's four lanes): granule s / 4 of the lane's,
-// chunk 4 (s / 4) + c of the row, word s % 4.
-__device__ __forceinline__ int fp8_key_element(int s, int c) { return 16 * (4 * (s / 4) + c) + 4 * (s % 4); }
+// The same reads from a tile the TMA engine wrote in the 128-byte swizzle (the ws pipelines' FP8 kernels; head dim 128,
+// a key's row one 128-byte line): chunk c of key r lies at c ^ (r % 8). A lane's granules are chunks 2c and 2c + 1,
+// so that the eight lanes of a load phase (keys r and r + 1, c = 0-3) read eight distinct chunks; V's reads (keys 2c,
+// 2c + 1 at chunk r) are spread by the swizzle itself.
+template <int D>
+struct Fp8Swizzled : Fp8Rings<D> {
+  static_assert(D == 128, "a key's row is one 128-byte line of the swizzle");
+  static __device__ __forceinline__ int k_chunk(int key, int chunk) { return chunk ^ (key & 7); }
+  static __device__ __forceinline__ int v_chunk(int key, int chunk) { return chunk ^ (key & 7); }
+  static __device__ __forceinline__ int key_chunk(int c, int i) { return Fp8Rings<D>::kKeyGranules * c + i; }
+};
+
+// The head-dim element of step s's K bytes 0-3 of lane c (of its key's four lanes): granule s / 4 of the lane's
+// (its chunk R::key_chunk), word s % 4.
+template <class R>
+__device__ __forceinline__ int fp8_key_element(int s, int c) { return 16 * R::key_chunk(c, s / 4) + 4 * (s % 4); }
 // The head-dim element of byte ``beta`` of lane row r's V bytes: its 8-byte piece r (head dim 64), or chunk r and
 // then chunk r + 8 (128, 256).
 template <int D>
@@ -1067,17 +1084,6 @@ struct Fp8Tile {
   static constexpr int kKeys = Keys, kPitch = D;
 };
 
-// Two e4m3 bytes, the high bytes of ``x``'s 16-bit lanes, as a T pair (Fp8Pair); Nan: a NaN byte's lane NaN.
-template <typename T, bool Nan>
-__device__ __forceinline__ unsigned fp8_pair(unsigned x) {
-  unsigned r = Fp8Pair<T>::of(x);
-  if constexpr (Nan) {
-    const unsigned nan = ((x & 0x7f007f00u) + 0x01000100u) & 0x80008000u;
-    r |= nan - (nan >> 15);  // 0x7fff in each NaN lane
-  }
-  return r;
-}
-
 // Keys [first, first + kChunkKeys) of K and V (bytes), zeros from ``end`` on, into one warp's ``stage``, each key's
 // chunks where Fp8Rings places them. Lane l copies chunk l % (D / 16) of every (32 / (D / 16))-th key. Paged caches:
 // each key's page looked up as load_paged_tiles does (a key whose table entry lies outside the pool is read as zeros
@@ -1114,26 +1120,58 @@ __device__ __forceinline__ void load_fp8_chunk(unsigned char* stage, const unsig
   }
 }
 
-// q's B fragments for attend_fp8_chunk: each lane's head (lane / 4), at the elements its K fragments hold.
+// Two e4m3 bytes to two f16 (exact; NaN to NaN), for each half of ``w``: bytes 0-1 into ``lo``, 2-3 into ``hi``.
+__device__ __forceinline__ void e4m3x4_to_f16(unsigned w, unsigned& lo, unsigned& hi) {
+#if __CUDA_ARCH__ >= 890
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi) : "r"(w));
+#else
+  __trap();  // the kernels that call it run from sm_90 on
+#endif
+}
+
+// The power of two that the FP8 kernels' f16 arithmetic multiplies q by: 1 for an f16 query; for a bf16 one, what brings
+// the largest magnitude of the block's ``rows`` query rows into [2^14, 2^15), below f16's largest. Each element is then
+// exact as f16 down to 2^-28 of the largest (f16's subnormals round those below, and those under 2^-38 of it become
+// 0: far under the fp32 rounding of the dot products they enter). A zero or non-finite largest magnitude: 1.
 template <typename T, int D, int kPitch>
-__device__ __forceinline__ void fp8_query_columns(unsigned (&q)[D / 16][2], const T* q_tile) {
-  const int lane = threadIdx.x % 32;
+__device__ __forceinline__ float query_scale(const T* q_tile, int rows) {
+  if constexpr (SameType<T, f16>::kValue) {
+    return 1.f;
+  } else {
+    float largest = 0.f;
+    for (int i = threadIdx.x % 32; i < rows * D; i += 32) {
+      largest = fmaxf(largest, fabsf(to_float(q_tile[(i / D) * kPitch + i % D])));
+    }
 #pragma unroll
-  for (int s = 0; s < D / 16; ++s) {
-    const uint2 pair = *reinterpret_cast<const uint2*>(q_tile + (lane / 4) * kPitch + fp8_key_element(s, lane % 4));
-    q[s][0] = pair.x;
-    q[s][1] = pair.y;
+    for (int lanes = 1; lanes < 32; lanes *= 2) largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, lanes));
+    if (!(largest > 0.f) || isinf(largest)) return 1.f;
+    const int exponent = min(126, max(-126, 14 - ((__float_as_int(largest) >> 23) - 127)));
+    return __int_as_float((127 + exponent) << 23);
   }
 }
 
-// One warp's 16 keys (a stage of its ring) for a group of ``rows`` <= 8 heads, keys as the mma's rows: as
-// attend_tile_by_keys, the fragments built from the stage's bytes in registers. A warp whose bytes hold the e4m3 NaN
-// (only where an input did) widens them with the NaN-keeping form.
-template <typename T, int D>
-__device__ __forceinline__ void attend_fp8_chunk(RunningByKeys<D, true>& run, const unsigned char* stage,
-                                                 const TileCounts& count, int rows, const Scoring& scoring,
-                                                 const unsigned (&q)[D / 16][2]) {
-  using R = Fp8Rings<D>;
+// q's B fragments for attend_fp8_chunk, in f16 and times ``scale`` (query_scale): each lane's head (lane / 4), at the
+// elements its K fragments hold (R: where they lie, Fp8Rings or Fp8Swizzled).
+template <typename T, int D, int kPitch, class R = Fp8Rings<D>>
+__device__ __forceinline__ void fp8_query_columns(unsigned (&q)[D / 16][2], const T* q_tile, float scale) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int s = 0; s < D / 16; ++s) {
+    const T* at = q_tile + (lane / 4) * kPitch + fp8_key_element<R>(s, lane % 4);
+    q[s][0] = Mma<f16>::pack(to_float(at[0]) * scale, to_float(at[1]) * scale);
+    q[s][1] = Mma<f16>::pack(to_float(at[2]) * scale, to_float(at[3]) * scale);
+  }
+}
+
+// One warp's 16 keys (K and V rows ``keys``, ``values``: a stage of its ring, or its share of a ws stage) for a group of
+// ``rows`` <= 8 heads, keys as the mma's rows: as attend_tile_by_keys, the fragments built from the bytes in registers
+// (R: where each key's chunks lie) by the conversion instruction, two bytes to two f16 at a time (exact; the e4m3
+// NaN to NaN), and the scores and O computed in f16 x f16 -> fp32 whatever q's type (q's fragments: fp8_query_columns).
+template <typename T, int D, class R = Fp8Rings<D>>
+__device__ __forceinline__ void attend_fp8_chunk(RunningByKeys<D, true>& run, const unsigned char* keys,
+                                                 const unsigned char* values, const TileCounts& count, int rows,
+                                                 const Scoring& scoring, const unsigned (&q)[D / 16][2]) {
   const int lane = threadIdx.x % 32, r = lane / 4, c = lane % 4;
   // K: keys r and r + 8, the lane's granules (chunks 4 i + c); V: keys 2c, 2c + 1, 2c + 8, 2c + 9, its bytes
   unsigned key_words[2][R::kKeyGranules * 4], value_words[4][R::kValueWords];
@@ -1142,14 +1180,13 @@ __device__ __forceinline__ void attend_fp8_chunk(RunningByKeys<D, true>& run, co
     const int key = r + 8 * half;
 #pragma unroll
     for (int i = 0; i < R::kKeyGranules; ++i) {
-      const uint4 w = *reinterpret_cast<const uint4*>(stage + key * D + R::k_chunk(key, 4 * i + c) * 16);
+      const uint4 w = *reinterpret_cast<const uint4*>(keys + key * D + R::k_chunk(key, R::key_chunk(c, i)) * 16);
       key_words[half][4 * i] = w.x;
       key_words[half][4 * i + 1] = w.y;
       key_words[half][4 * i + 2] = w.z;
       key_words[half][4 * i + 3] = w.w;
     }
   }
-  const unsigned char* values = stage + R::kChunkKeys * D;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int key = 2 * c + (j & 1) + 8 * (j / 2);
@@ -1168,51 +1205,32 @@ __device__ __forceinline__ void attend_fp8_chunk(RunningByKeys<D, true>& run, co
       }
     }
   }
-  unsigned nan_bytes = 0u;
+  using M = Mma<f16>;
+  float s[1][4] = {}, s_odd[1][4] = {};
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-#pragma unroll
-    for (const unsigned w : key_words[half]) nan_bytes |= (w & 0x7f7f7f7fu) + 0x01010101u;
+  for (int step = 0; step < D / 16; ++step) {
+    // K fragment: keys r, r + 8 (a[0], a[1]) at bytes 0-1 of the step's word, then at bytes 2-3 (a[2], a[3])
+    unsigned a[4];
+    e4m3x4_to_f16(key_words[0][step], a[0], a[2]);
+    e4m3x4_to_f16(key_words[1][step], a[1], a[3]);
+    M::run(step % 2 == 0 ? s[0] : s_odd[0], a, q[step][0], q[step][1]);
   }
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
+  for (int e = 0; e < 4; ++e) s[0][e] += s_odd[0][e];
+  unsigned p_hi[1][2], p_lo[1][2];
+  probabilities_by_keys<f16>(run, s, 0, lane, count, rows, scoring, p_hi, p_lo);
+  // O^T += V^T . P^T, tile n: rows r and r + 8 are the lane's V bytes 2n and 2n + 1 (fp8_value_element), columns
+  // keys 2c, 2c + 1 (a[0], a[1]) and 2c + 8, 2c + 9 (a[2], a[3]); one selector pairs byte b of a key pair's two words
+  // (low half) and byte b + 1 (high half)
 #pragma unroll
-    for (const unsigned w : value_words[j]) nan_bytes |= (w & 0x7f7f7f7fu) + 0x01010101u;
-  }
-  const auto attend = [&](auto nan) {
-    constexpr bool kNan = decltype(nan)::value;
-    using M = Mma<T>;
-    float s[1][4] = {}, s_odd[1][4] = {};
-#pragma unroll
-    for (int step = 0; step < D / 16; ++step) {
-      const unsigned w0 = key_words[0][step], w1 = key_words[1][step];
-      const unsigned a[4] = {fp8_pair<T, kNan>(byte_perm(w0, 0u, 0x1404u)), fp8_pair<T, kNan>(byte_perm(w1, 0u, 0x1404u)),
-                             fp8_pair<T, kNan>(byte_perm(w0, 0u, 0x3424u)), fp8_pair<T, kNan>(byte_perm(w1, 0u, 0x3424u))};
-      M::run(step % 2 == 0 ? s[0] : s_odd[0], a, q[step][0], q[step][1]);
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[0][e] += s_odd[0][e];
-    unsigned p_hi[1][2], p_lo[1][2];
-    probabilities_by_keys<T>(run, s, 0, lane, count, rows, scoring, p_hi, p_lo);
-    // O^T += V^T . P^T, tile n: rows r and r + 8 are the lane's V bytes 2n and 2n + 1 (fp8_value_element), columns
-    // keys 2c, 2c + 1 (a[0], a[1]) and 2c + 8, 2c + 9 (a[2], a[3]); a selector puts byte b of a key pair's two words in
-    // their lanes' high bytes
-#pragma unroll
-    for (int n = 0; n < D / 16; ++n) {
-      const int word = n / 2, byte = 2 * (n % 2);
-      const unsigned even = byte | byte << 4 | (4 + byte) << 8 | (4 + byte) << 12, odd = even + 0x1111u;
-      const unsigned a[4] = {fp8_pair<T, kNan>(byte_perm(value_words[0][word], value_words[1][word], even)),
-                             fp8_pair<T, kNan>(byte_perm(value_words[0][word], value_words[1][word], odd)),
-                             fp8_pair<T, kNan>(byte_perm(value_words[2][word], value_words[3][word], even)),
-                             fp8_pair<T, kNan>(byte_perm(value_words[2][word], value_words[3][word], odd))};
-      M::run(run.acc[n], a, p_hi[0][0], p_hi[0][1]);
-      M::run(run.acc[n], a, p_lo[0][0], p_lo[0][1]);
-    }
-  };
-  if (__any_sync(0xffffffffu, (nan_bytes & 0x80808080u) != 0u)) {
-    attend(Constant<bool, true>{});
-  } else {
-    attend(Constant<bool, false>{});
+  for (int n = 0; n < D / 16; ++n) {
+    const int word = n / 2, byte = 2 * (n % 2);
+    const unsigned pairs = byte | (4 + byte) << 4 | (byte + 1) << 8 | (5 + byte) << 12;
+    unsigned a[4];
+    e4m3x4_to_f16(byte_perm(value_words[0][word], value_words[1][word], pairs), a[0], a[1]);
+    e4m3x4_to_f16(byte_perm(value_words[2][word], value_words[3][word], pairs), a[2], a[3]);
+    M::run(run.acc[n], a, p_hi[0][0], p_hi[0][1]);
+    M::run(run.acc[n], a, p_lo[0][0], p_lo[0][1]);
   }
 }
 
@@ -1335,14 +1353,18 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
       __syncthreads();  // the query tile is written
       RunningByKeys<D, true> run;
       unsigned q_cols[D / 16][2];
-      fp8_query_columns<T, D, kPitch>(q_cols, q_tile);
+      const float q_scale = query_scale<T, D, kPitch>(q_tile, rows);  // (the scores in the logits' scale again)
+      fp8_query_columns<T, D, kPitch>(q_cols, q_tile, q_scale);
+      scoring.scale_log2 /= q_scale;
+      scoring.scale_over_cap /= q_scale;
       const unsigned lacks = lacking(2 * (lane % 4), 2 * (lane % 4) + 1);
       for (int i = 0; i < chunks; ++i) {
         load_chunk(i + kRing - 1);  // into the stage of chunk i - 1, which this warp is done with
         wait_copies<kRing - 1>();
         __syncwarp();  // chunk i, copied by every lane, is visible to the warp
         const int first = first0 + i * kStride;
-        attend_fp8_chunk<T, D>(run, ring + (i % kRing) * R::kStageBytes,
+        const unsigned char* stage = ring + (i % kRing) * R::kStageBytes;
+        attend_fp8_chunk<T, D>(run, stage, stage + R::kChunkKeys * D,
                                counts_of(lacks, first, min(R::kChunkKeys, hi - first)), rows, scoring, q_cols);
         __syncwarp();  // read before the copies of chunk i + kRing overwrite its stage
       }
@@ -1668,6 +1690,9 @@ __device__ __forceinline__ void mbar_arrive_after_copies(unsigned bar) {
 // Whether a kernel's parameter struct holds a block table: the ws kernels over paged pools (decode_abi.PAGE_TABLE).
 template <class P, class = void> struct HasBlockTable { static constexpr bool kValue = false; };
 template <class P> struct HasBlockTable<P, decltype(void(&P::block_table))> { static constexpr bool kValue = true; };
+// Whether it holds an FP8 cache's scales: then the caches are e4m3 bytes (decode_abi.FP8_SCALES).
+template <class P, class = void> struct HasCacheScales { static constexpr bool kValue = false; };
+template <class P> struct HasCacheScales<P, decltype(void(&P::k_scale))> { static constexpr bool kValue = true; };
 
 // The ws pipeline's producers over paged pools: each of the block's producer warps copies KeysPerWarp keys of a tile
 // (from ``key0`` on) by cp.async, each key's page looked up in the block table, in 16-byte pieces (a key's row over
@@ -1695,7 +1720,7 @@ __device__ __forceinline__ void produce_paged_keys(const P& p, T* k_dst, T* v_ds
   static_assert(32 % kPieces == 0 && KeysPerWarp % (32 / kPieces) == 0, "whole keys a warp instruction");
   constexpr int kKeysPerCopy = 32 / kPieces;
   constexpr int kElems = 16 / static_cast<int>(sizeof(T));
-  using Layout = Swizzled128<Keys>;
+  using Layout = Swizzled128<Keys, sizeof(T)>;
   const int lane = threadIdx.x % 32;
   const int mask = (1 << static_cast<int>(p.page_shift)) - 1;
   const T* k = static_cast<const T*>(p.k) + kv_head * p.k_sh;
@@ -1731,18 +1756,23 @@ struct NoStep {
 // is the step's query, rotated, instead of p.q.
 // ProducerWarps: warps that load the tiles (one over fixed caches, whose lane asks the TMA engine; over paged pools
 // each copies its share of a tile's keys).
+// An FP8 cache (the parameters hold its scales): its bytes are staged as they are, 128 a box row, and each consumer
+// warp reads its 16 keys of a tile as the rings' kernel reads a chunk (attend_fp8_chunk over Fp8Swizzled), for groups
+// of 8 heads or fewer (the planner's rule, decode_abi.FP8_WS_MAX_GROUP).
 template <typename T, int D, int Keys, int Stages, int ProducerWarps = 1,
           bool EvictFirst = true, class P, class Step = NoStep>
 __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{}) {
 #if __CUDA_ARCH__ >= 900
   using Geometry = Tile<D, Keys, Stages>;
-  using Layout = Swizzled128<Keys>;
-  static_assert(D % 64 == 0, "whole 64-column boxes");
+  constexpr bool kFp8 = HasCacheScales<P>::kValue;
+  using C = typename Select<kFp8, unsigned char, T>::type;  // the caches' elements
+  using Layout = Swizzled128<Keys, sizeof(C)>;
+  static_assert(D % Layout::kBoxColumns == 0, "whole 128-byte boxes a row");
   constexpr int kTileElems = Keys * D;
-  constexpr unsigned kTileBytes = kTileElems * sizeof(T);
+  constexpr unsigned kTileBytes = kTileElems * sizeof(C);
   constexpr int kPitch = Geometry::kPitch;  // the query tile's
   const Sink<T, D> sink = sink_of<T, D>(p);
-  const Scoring scoring = scoring_of(p);
+  Scoring scoring = scoring_of(p);
   const int group = static_cast<int>(p.group), head_groups = static_cast<int>(p.head_groups);
   const int b = blockIdx.z;
   const int kv_head = blockIdx.y / head_groups;
@@ -1757,13 +1787,19 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   const unsigned raw0 = shared_address(raw);
   const unsigned base = (raw0 + 1023u) & ~1023u;
   unsigned char* shared = raw + (base - raw0);
-  T* tiles = reinterpret_cast<T*>(shared);
-  T* q_tile = tiles + Stages * 2 * kTileElems;
+  C* tiles = reinterpret_cast<C*>(shared);
+  T* q_tile = reinterpret_cast<T*>(tiles + Stages * 2 * kTileElems);
   const unsigned full0 = base + Stages * 2 * kTileBytes + kHeadRows * kPitch * sizeof(T), empty0 = full0 + 8 * Stages;
   // paged pools: the producer's lanes copy by cp.async, each arriving on a stage's "full" barrier; a flag after the
   // barriers says whether a key's table entry lay outside the pool (decode_abi.ws_fixed_bytes counts its 16 bytes)
   constexpr bool kPaged = HasBlockTable<P>::kValue;
   static_assert(!(kPaged && Step::kActive), "a decode step over paged pools runs its append and attention apart");
+  static_assert(!(kFp8 && (kPaged || Step::kActive)), "FP8 caches: fixed-capacity ones, the attention alone");
+  if constexpr (kFp8) {  // this KV head's key scale, in the logits' scale
+    const float key_scale = cache_scales_of(p).key(kv_head);
+    scoring.scale_log2 *= key_scale;
+    scoring.scale_over_cap *= key_scale;
+  }
   volatile int* bad_page = reinterpret_cast<volatile int*>(shared + (empty0 + 8 * Stages - base));
   if (threadIdx.x == 0) {
     for (int s = 0; s < Stages; ++s) {
@@ -1810,8 +1846,8 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
         int next[kEntries] = {};
         if (t + 1 < tiles_n) page_entries<kKeysPerWarp>(p, b, first + Keys, key0, min(Keys, hi - first - Keys), next);
         if (t >= Stages) mbar_wait(empty0 + 8 * s, (t / Stages - 1) & 1);
-        T* k_dst = tiles + s * 2 * kTileElems;
-        produce_paged_keys<T, D, Keys, kKeysPerWarp>(p, k_dst, k_dst + kTileElems, kv_head, first, key0,
+        C* k_dst = tiles + s * 2 * kTileElems;
+        produce_paged_keys<C, D, Keys, kKeysPerWarp>(p, k_dst, k_dst + kTileElems, kv_head, first, key0,
                                                      min(Keys, hi - first), entry, bad);
         if (bad) {  // seen by the consumers once this tile's barrier completes: the fence orders it before the arrive
           *bad_page = 1;
@@ -1830,13 +1866,14 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
         const unsigned bar = full0 + 8 * s, k_dst = base + s * 2 * kTileBytes, v_dst = k_dst + kTileBytes;
         mbar_expect(bar, 2 * kTileBytes);
 #pragma unroll
-        for (int h = 0; h < D / 64; ++h) {
+        for (int h = 0; h < D / Layout::kBoxColumns; ++h) {
+          const int column = h * Layout::kBoxColumns;
           if (EvictFirst) {
-            tma_4d_hinted(k_dst + h * Keys * 128, &p.k_map, h * 64, lo + t * Keys, kv_head, b, bar, policy);
-            tma_4d_hinted(v_dst + h * Keys * 128, &p.v_map, h * 64, lo + t * Keys, kv_head, b, bar, policy);
+            tma_4d_hinted(k_dst + h * Keys * 128, &p.k_map, column, lo + t * Keys, kv_head, b, bar, policy);
+            tma_4d_hinted(v_dst + h * Keys * 128, &p.v_map, column, lo + t * Keys, kv_head, b, bar, policy);
           } else {
-            tma_4d(k_dst + h * Keys * 128, &p.k_map, h * 64, lo + t * Keys, kv_head, b, bar);
-            tma_4d(v_dst + h * Keys * 128, &p.v_map, h * 64, lo + t * Keys, kv_head, b, bar);
+            tma_4d(k_dst + h * Keys * 128, &p.k_map, column, lo + t * Keys, kv_head, b, bar);
+            tma_4d(v_dst + h * Keys * 128, &p.v_map, column, lo + t * Keys, kv_head, b, bar);
           }
         }
       }
@@ -1858,11 +1895,12 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
       const int s = t % Stages;
       const int count = min(Keys, hi - lo - t * Keys);
       mbar_wait(full0 + 8 * s, (t / Stages) & 1);
-      T* k_tile = tiles + s * 2 * kTileElems;
-      T* v_tile = k_tile + kTileElems;
+      C* k_tile = tiles + s * 2 * kTileElems;
+      C* v_tile = k_tile + kTileElems;
       if (count < key0 + Geometry::kKeysPerWarp) {  // this warp's rows past the keys: zeros
-        for (int i = lane; i < Geometry::kKeysPerWarp * D / 8; i += 32) {
-          const int r = key0 + i / (D / 8), c = (i % (D / 8)) * 8;
+        constexpr int kChunk = Layout::kChunkElems;
+        for (int i = lane; i < Geometry::kKeysPerWarp * D / kChunk; i += 32) {
+          const int r = key0 + i / (D / kChunk), c = (i % (D / kChunk)) * kChunk;
           if (r >= count) *reinterpret_cast<uint4*>(v_tile + Layout::at(r, c)) = make_uint4(0, 0, 0, 0);
         }
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before a TMA refill (fixed caches)
@@ -1880,29 +1918,51 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
     if (kPaged && *bad_page) run.m[0] = run.m[1] = CUKILN_NAN;
   };
   block_sync<true>();  // the query tile is written
-  if (rows <= 8) {  // keys as the mma's rows, as in attend
-    RunningByKeys<D> run;
+  if constexpr (kFp8) {
+    // keys as the mma's rows: each warp's 16 keys of a tile read as a chunk of the rings' kernel
+    if (rows > 8) __trap();  // the planner takes the ws pipelines over FP8 caches for groups of 8 heads or fewer only
+    using R = Fp8Swizzled<D>;
+    RunningByKeys<D, true> run;
     unsigned q_cols[D / 16][2];
-    query_columns<T, D, kPitch>(q_cols, q_tile);
+    const float q_scale = query_scale<T, D, kPitch>(q_tile, rows);  // (the scores in the logits' scale again)
+    fp8_query_columns<T, D, kPitch, R>(q_cols, q_tile, q_scale);
+    scoring.scale_log2 /= q_scale;
+    scoring.scale_over_cap /= q_scale;
+    walk([&](const C* k_tile, const C* v_tile, int count) {
+      const int own = min(Geometry::kKeysPerWarp, count - key0);  // of the warp's keys, those of the split
+      if (own > 0) {
+        attend_fp8_chunk<T, D, R>(run, k_tile + key0 * D, v_tile + key0 * D, TileCounts{own, own}, rows, scoring,
+                                  q_cols);
+      }
+    });
+    scale_output(run, cache_scales_of(p).value(kv_head));
+    poison(run);
+    finish_block<T, D, Geometry, true, Stages * 2 * kTileBytes>(run, shared, rows, place, sink);
+  } else {
+    if (rows <= 8) {  // keys as the mma's rows, as in attend
+      RunningByKeys<D> run;
+      unsigned q_cols[D / 16][2];
+      query_columns<T, D, kPitch>(q_cols, q_tile);
+      walk([&](const T* k_tile, const T* v_tile, int count) {
+        attend_tile_by_keys<T, D, Geometry, Layout>(run, k_tile, v_tile, TileCounts{count, count}, rows, scoring, q_cols);
+      });
+      poison(run);
+      finish_block<T, D, Geometry, true>(run, shared, rows, place, sink);
+      return;
+    }
+    Running<D> run;
+    const int mat = lane / 8, mrow = lane % 8;
+    unsigned q_regs[D / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(q_regs[kk], q_tile + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
+    const auto a_of = [&](int kk, unsigned (&)[4]) -> const unsigned (&)[4] { return q_regs[kk]; };
     walk([&](const T* k_tile, const T* v_tile, int count) {
-      attend_tile_by_keys<T, D, Geometry, Layout>(run, k_tile, v_tile, TileCounts{count, count}, rows, scoring, q_cols);
+      attend_tile<T, D, Geometry, decltype(a_of), Layout>(run, k_tile, v_tile, TileCounts{count, count}, rows, scoring,
+                                                          a_of);
     });
     poison(run);
     finish_block<T, D, Geometry, true>(run, shared, rows, place, sink);
-    return;
   }
-  Running<D> run;
-  const int mat = lane / 8, mrow = lane % 8;
-  unsigned q_regs[D / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(q_regs[kk], q_tile + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
-  const auto a_of = [&](int kk, unsigned (&)[4]) -> const unsigned (&)[4] { return q_regs[kk]; };
-  walk([&](const T* k_tile, const T* v_tile, int count) {
-    attend_tile<T, D, Geometry, decltype(a_of), Layout>(run, k_tile, v_tile, TileCounts{count, count}, rows, scoring,
-                                                        a_of);
-  });
-  poison(run);
-  finish_block<T, D, Geometry, true>(run, shared, rows, place, sink);
 #else
   __trap();  // the planner launches this pipeline from sm_90 on only
 #endif

@@ -1,4 +1,4 @@
-// cukiln decode-attention kernels, element type bf16: 5 variants.
+// cukiln decode-attention kernels, element type bf16: 6 variants.
 // Rendered from templates/decode.cu.j2 — edit the template, then run `cukiln build`.
 // The kernel bodies are in decode.cuh; each entry point below picks its head dim, K/V addressing (strided caches
 // or paged pools), and vector width; whether a launch writes the output (one pass) or split-KV partial results is a kernel
@@ -50,6 +50,49 @@ struct params_attention_s3_fp8 {
   long long queries;
 };
 
+struct params_attention_s3_maps_fp8 {
+  cukiln::TensorMap k_map;
+  cukiln::TensorMap v_map;
+  const void* q;
+  void* out;
+  void* lse;
+  const void* k;
+  const void* v;
+  const void* kv_lens;
+  long long kv_len;
+  const void* kv_start;
+  long long kv_start_value;
+  long long capacity;
+  long long batch;
+  long long heads_q;
+  long long group;
+  long long head_groups;
+  long long q_sb;
+  long long q_sh;
+  long long q_sd;
+  long long out_sb;
+  long long out_sh;
+  long long out_sd;
+  double scale;
+  double softcap;
+  long long num_splits;
+  void* partial_out;
+  void* partial_lse;
+  long long batch_invariant;
+  long long k_sb;
+  long long k_sh;
+  long long k_st;
+  long long v_sb;
+  long long v_sh;
+  long long v_st;
+  const void* k_scale;
+  long long k_scale_stride;
+  double k_scale_value;
+  const void* v_scale;
+  long long v_scale_stride;
+  double v_scale_value;
+};
+
 
 // decode_bf16_d64_s3_v16_e4m3: head dim 64 over FP8 (e4m3) caches with scales, 16-byte copies, narrow pipeline (64-key tiles, 6 stages), one pass or split-KV
 extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d64_s3_v16_e4m3(const params_attention_s3_fp8 p) {
@@ -88,6 +131,12 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v16_e4m
       KvRows3{p.k_sb, p.k_sh, p.k_st}, KvRows3{p.v_sb, p.v_sh, p.v_st},
       token_rows_of(p), static_cast<int>(p.group), static_cast<int>(p.head_groups), scoring_of(p),
       sink_of<T, 128>(p), cache_scales_of(p));
+}
+
+// decode_bf16_d128_s3_v16_ws_e4m3: head dim 128, warp-specialized (64-key tiles by the TMA engine, 6 stages; sm_90 on), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(160, 2) decode_bf16_d128_s3_v16_ws_e4m3(const __grid_constant__ params_attention_s3_maps_fp8 p) {
+  using namespace cukiln;
+  decode::attend_ws<bf16, 128, 64, 6, 1>(p);
 }
 
 // decode_bf16_d192_s3_v16_e4m3: head dim 192 over FP8 (e4m3) caches with scales, 16-byte copies, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV

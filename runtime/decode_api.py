@@ -9,7 +9,7 @@ from __future__ import annotations
 from cukiln.generated import dispatch
 
 from .calls import Call, OpRuntime, bind, takes
-from .decode_plan import PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode, query_tokens
+from .decode_plan import FP8, PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode, query_tokens
 from .driver import tensor_map
 from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, LENGTH_ARGS, SINKS, STREAM, host_pages
 from .merge_plan import plan_merge
@@ -70,13 +70,14 @@ _MAP_FIELDS = ("k_map", "v_map")
 
 
 def tensor_maps(plan: DecodePlan, k_ptr: int, v_ptr: int) -> tuple[bytes, bytes]:
-    """A ws plan's tensor maps (d, T, h_kv, b) of the K and V caches at these pointers: boxes of one tile's keys x 64
-    columns in the 128-byte swizzle, as attend_ws loads them, the L2 fetching DECODE_WS_L2_PROMOTION bytes a request."""
+    """A ws plan's tensor maps (d, T, h_kv, b) of the K and V caches at these pointers: boxes of one tile's keys x 128
+    bytes (64 columns of fp16 / bf16, 128 of an FP8 cache's bytes) in the 128-byte swizzle, as attend_ws loads them,
+    the L2 fetching DECODE_WS_L2_PROMOTION bytes a request."""
     f = plan.fields
-    itemsize = 2  # fp16 / bf16
+    element, itemsize = (FP8, 1) if plan.key[5] == FP8 else (plan.key[0], 2)
     dims = (plan.head_dim, f["capacity"], plan.heads_q // f["group"], plan.batch)
-    box = (64, dispatch.DECODE_TILE_KEYS[WS], 1, 1)
-    return tuple(tensor_map(plan.key[0], ptr, dims, tuple(f[f"{c}_{s}"] * itemsize for s in ("st", "sh", "sb")), box,
+    box = (128 // itemsize, dispatch.DECODE_TILE_KEYS[WS], 1, 1)
+    return tuple(tensor_map(element, ptr, dims, tuple(f[f"{c}_{s}"] * itemsize for s in ("st", "sh", "sb")), box,
                             l2_promotion=dispatch.DECODE_WS_L2_PROMOTION)
                  for c, ptr in (("k", k_ptr), ("v", v_ptr)))
 

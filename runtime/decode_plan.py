@@ -290,9 +290,11 @@ def invariant_splits(keys: int) -> int:
     return next(n for most, n in INVARIANT_SPLITS if most is None or keys <= most)
 
 
-def split_rule(target: str | None) -> dict:
-    """The split rule measured for ``target`` (a tuning target, or an arch: core.archs.tuned), else the default."""
-    return tuned(dispatch.DECODE_SPLIT, target, dispatch.DECODE_SPLIT_DEFAULT)
+def split_rule(target: str | None, cache: str = SAME) -> dict:
+    """The split rule measured for ``target`` (a tuning target, or an arch: core.archs.tuned), else the default; for
+    FP8 caches the FP8 table measured for it where there is one."""
+    rule = tuned(dispatch.DECODE_SPLIT_FP8, target, None) if cache == FP8 else None
+    return rule if rule is not None else tuned(dispatch.DECODE_SPLIT, target, dispatch.DECODE_SPLIT_DEFAULT)
 
 
 def length_argument(value, name: str, batch: int, device: int) -> tuple[int, int, TensorInfo | None]:
@@ -602,25 +604,28 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     # ws reads the caches through tensor maps: sm_90 on, a cache of at least one row and position to map, no
     # broadcast (stride 0) axis, strides within the engine's 2**40 bytes
     # (the ws pipelines take one query token a row: their kernels map no query row to a cache row)
+    # (over FP8 caches, groups of DECODE_FP8_WS_MAX_GROUP heads or fewer: their warps read keys as the mma's rows)
     maps_ok = tensor_maps(arch) and b > 0 and call.capacity > 0 and call.tokens == 1 and all(
-        0 < s * k.itemsize < 2**40 for s in call.k_strides[:3] + call.v_strides[:3])
+        0 < s * k.itemsize < 2**40 for s in call.k_strides[:3] + call.v_strides[:3]) and (
+            cache != FP8 or call.fields["group"] <= dispatch.DECODE_FP8_WS_MAX_GROUP)
     available = tuple(p for p in PIPELINES if (q.dtype, d, strides, vec, p, cache, form) in dispatch.DECODE and (
         max_shared is None or dispatch.DECODE_SHARED[d, p, cache] <= max_shared) and (
             p not in WARP_SPECIALIZED or maps_ok))
     if pipeline is not None and pipeline not in available:
         raise ValueError(f"pipeline: the {pipeline} pipeline needs a contiguous head dim of at most "
                          f"{FAST_PIPELINES_MAX_HEAD_DIM}, 16-byte aligned K/V rows and the shared memory it takes"
-                         + (" (head dims 64 and 128, sm_90 or newer, a cache with rows and positions)"
-                            if pipeline in WARP_SPECIALIZED else "")
+                         + (" (head dims 64 and 128, sm_90 or newer, a cache with rows and positions; over FP8 "
+                            f"caches head dim 128 and query groups of {dispatch.DECODE_FP8_WS_MAX_GROUP} heads or "
+                            "fewer)" if pipeline in WARP_SPECIALIZED else "")
                          + f"; this call has head dim {d}, {strides} K/V strides, {vec}-element copies"
-                         + (", FP8 caches (the narrow pipeline only)" if cache == FP8 else "")
+                         + (f", FP8 caches (query groups of {call.fields['group']})" if cache == FP8 else "")
                          + (", paged caches (narrow and ws_deep)" if form == PAGED else "")
                          + (f", arch {arch}" if pipeline in WARP_SPECIALIZED else ""))
     if batch_invariant:
         pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
         num_splits = invariant_splits(call.capacity)  # the most a row of this cache gets
     elif num_splits is None:
-        rule = split_rule(tuning or arch)
+        rule = split_rule(tuning or arch, cache)
         per_sm = None  # only the wave rule (no tuned table) counts resident blocks
         if resident is not None and "table" not in rule:
             module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW, cache, form)][:2]

@@ -22,7 +22,7 @@ from cukiln.generated import dispatch
 
 from . import decode_api, kv_append_api, rotary
 from .calls import Call, OpRuntime, bind, fused, takes
-from .decode_plan import WS
+from .decode_plan import SAME, WS
 from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, NEW_TOKENS, POSITIONS, QK_NORM, SINKS, STREAM
 from .kv_append_plan import plan_kv_append
 from .overrides import CURRENT as OVERRIDES
@@ -166,6 +166,8 @@ def fused_kernel(call: Call, append, attention) -> tuple[bool, object]:
         why = "it has no rows"
     elif call["sinks"] is not None:
         why = "it has attention sinks (folded in by a kernel after the attention)"
+    elif p.key[5] != SAME:
+        why = f"its caches hold {p.key[5]} (the fused kernels serve caches of q's type)"
     elif p.pipeline != WS or not p.reads_tensor_maps:
         why = (f"its attention takes the {p.pipeline} pipeline over {p.key[6]} caches, not ws over fixed-capacity ones "
                f"(sm_90 on, head dims 64 and 128, 16-byte rows)")

@@ -27,7 +27,8 @@ def check(result, what: str):
 
 
 _TENSOR_MAP_TYPES = {"bf16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                     "fp16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16}
+                     "fp16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                     "e4m3": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8}  # FP8 bytes, moved as they are
 
 
 _L2_PROMOTIONS = {0: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
@@ -38,7 +39,7 @@ _L2_PROMOTIONS = {0: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NO
 
 def tensor_map(dtype: str, ptr: int, dims, strides_bytes, box, swizzled: bool = True, *, l2_promotion: int) -> bytes:
     """The 128 bytes of a tiled TMA tensor map, as a kernel parameter takes them: ``dtype`` elements ("bf16",
-    "fp16") at ``ptr`` (16-byte aligned), ``dims`` innermost first, ``strides_bytes`` of every dim but the innermost
+    "fp16", "e4m3") at ``ptr`` (16-byte aligned), ``dims`` innermost first, ``strides_bytes`` of every dim but the innermost
     (multiples of 16), ``box`` elements per dim; the 128-byte swizzle (or none), the L2 fetching ``l2_promotion``
     bytes around each request (0, 64, 128 or 256: it sets the speed of a stream, codegen/decode_abi.WS_L2_PROMOTION),
     elements out of bounds read as zeros."""

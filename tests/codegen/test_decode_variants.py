@@ -20,9 +20,9 @@ def test_enumeration_is_every_combination_the_rules_keep():
     assert sorted(ATTENTION) == sorted(kept)
     # 3 strides: 16-byte copies; 4 strides: scalar only; deep and wide pipelines: 16-byte copies of head dims 64-128;
     # ws and ws_deep: 16-byte copies of head dims 64 and 128; FP8 caches: the narrow pipeline's 16-byte copies of
-    # every head dim but 80; paged pools: the narrow pipeline's 16-byte copies, of both caches, and ws_deep's of
-    # 16-bit caches at head dims 64 and 128
-    assert len(ATTENTION) == 2 * 6 * (1 + 1) + 2 * 2 * 4 + 2 * 2 * 2 + 2 * 5 + 2 * (6 + 5) + 2 * 2
+    # every head dim but 80, and ws's at head dim 128; paged pools: the narrow pipeline's 16-byte copies,
+    # of both caches, and ws_deep's of 16-bit caches at head dims 64 and 128
+    assert len(ATTENTION) == 2 * 6 * (1 + 1) + 2 * 2 * 4 + 2 * 2 * 2 + 2 * (5 + 1) + 2 * (6 + 5) + 2 * 2
 
 
 def test_contiguous_rows_copy_16_bytes_and_any_other_alignment_takes_the_general_kernel():
@@ -54,21 +54,31 @@ def test_paged_pools_on_the_narrow_and_ws_pipelines_with_16_byte_copies_only():
     assert D.parse_decode_name(name).module == "decode_bf16_e4m3_paged"
 
 
-def test_fp8_caches_on_the_narrow_pipeline_only():
-    fp8 = {(v.dtype, v.head_dim, v.strides, v.vec, v.pipeline) for v in ATTENTION if v.cache is D.Cache.E4M3}
-    assert fp8 == {(t, d, 3, 16, D.Pipeline.NARROW) for t in D.DECODE_DTYPES for d in (64, 96, 128, 192, 256)}
-    assert D.rule_decode_fp8_on_the_narrow_bandwidth_path(D.DecodeVariant(Dtype.BF16, 80, 3, 16, cache=D.Cache.E4M3))
-    assert D.rule_decode_fp8_on_the_narrow_bandwidth_path(
-        D.DecodeVariant(Dtype.BF16, 128, 3, 16, D.Pipeline.WS, D.Cache.E4M3))
+def test_fp8_caches_on_the_narrow_pipeline_and_at_head_dim_128_the_ws_one():
+    fp8 = {(v.dtype, v.head_dim, v.strides, v.vec, v.pipeline)
+           for v in ATTENTION if v.cache is D.Cache.E4M3 and not v.paged}
+    assert fp8 == ({(t, d, 3, 16, D.Pipeline.NARROW) for t in D.DECODE_DTYPES for d in (64, 96, 128, 192, 256)}
+                   | {(t, 128, 3, 16, D.Pipeline.WS) for t in D.DECODE_DTYPES})
+    assert D.rule_decode_fp8_on_the_bandwidth_path(D.DecodeVariant(Dtype.BF16, 80, 3, 16, cache=D.Cache.E4M3))
+    assert D.rule_decode_fp8_on_the_bandwidth_path(D.DecodeVariant(Dtype.BF16, 128, 3, 16, D.Pipeline.DEEP,
+                                                                   D.Cache.E4M3))
+    assert D.rule_decode_fp8_on_the_bandwidth_path(D.DecodeVariant(Dtype.BF16, 64, 3, 16, D.Pipeline.WS, D.Cache.E4M3))
+    assert D.rule_decode_fp8_on_the_bandwidth_path(D.DecodeVariant(Dtype.BF16, 128, 3, 16, D.Pipeline.WS_DEEP,
+                                                                   D.Cache.E4M3))
+    assert D.rule_decode_fp8_on_the_bandwidth_path(D.DecodeVariant(Dtype.BF16, 128, 3, 16, D.Pipeline.WS,
+                                                                   D.Cache.E4M3, D.Form.PAGED))
     name = "decode_bf16_d128_s3_v16_e4m3"
     assert D.parse_decode_name(name) == D.DecodeVariant(Dtype.BF16, 128, 3, 16, cache=D.Cache.E4M3)
+    assert D.parse_decode_name("decode_fp16_d128_s3_v16_ws_e4m3") == D.DecodeVariant(
+        Dtype.FP16, 128, 3, 16, D.Pipeline.WS, D.Cache.E4M3)
     with pytest.raises(ValueError):
         D.parse_decode_name("decode_bf16_d128_s3_v8_e4m3")
 
 
 @pytest.mark.parametrize("pipeline", [D.Pipeline.WS, D.Pipeline.WS_DEEP])
 def test_ws_pipelines_load_whole_64_column_boxes(pipeline):
-    ws = {(v.dtype, v.head_dim, v.strides, v.vec) for v in ATTENTION if v.pipeline is pipeline}
+    ws = {(v.dtype, v.head_dim, v.strides, v.vec) for v in ATTENTION if v.pipeline is pipeline
+          and v.cache is D.Cache.SAME}
     assert ws == {(t, d, 3, 8) for t in D.DECODE_DTYPES for d in (64, 128)}
     assert pipeline.warp_specialized and not D.Pipeline.DEEP.warp_specialized
     assert D.rule_decode_ws_whole_boxes(D.DecodeVariant(Dtype.BF16, 96, 3, 8, pipeline))

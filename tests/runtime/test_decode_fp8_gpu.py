@@ -68,6 +68,21 @@ def test_nan_codes_give_the_references_nans_and_nothing_else(d, group):
     # groups of 8 heads or fewer read the bytes into registers (attend_fp8_chunk, sm_90 on), larger ones widen them in
     # shared memory: a key's NaN poisons its KV head's rows, a value's NaN its column only, and a NaN code past a row's
     # length nothing
+    _check_nan_codes(d, group)
+
+
+@pytest.mark.parametrize("pipeline", ["narrow", "ws"])
+def test_every_fp8_pipeline_keeps_nan_codes_to_their_rows(pipeline):
+    # the ws kernels read the TMA engine's swizzled tiles, where rows past a split's keys hold the next split's bytes
+    from cukiln.tools.decode.checks import forced_decode_pipeline
+
+    if pipeline != "narrow" and torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("the ws pipelines need sm_90 or newer")
+    with forced_decode_pipeline(pipeline):
+        _check_nan_codes(128, 4)
+
+
+def _check_nan_codes(d: int, group: int) -> None:
     gen = new_generator()
     b, h_kv, T = 3, 2, 300
     q = torch.randn(b, h_kv * group, d, generator=gen, device="cuda").to(torch.bfloat16)

@@ -2,7 +2,8 @@
 (SPLIT_LADDER, as the runtime launches them: clusters or the combine kernel) with each K/V pipeline
 (decode_variants.Pipeline) is timed, a pipeline's split counts in turn, round by round; each point's best goes into the
 rule's table (runtime/decode_plan.split_from_table), written to this GPU's generated/tuning/<arch>-<gpu>.json; the next `cukiln build`
-folds the table into dispatch.py.
+folds the table into dispatch.py. `cukiln tune decode-fp8` does the same over FP8 (e4m3) caches of the same values, with
+the pipelines that have FP8 kernels: the table FP8 caches take (DECODE_SPLIT_FP8).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from cukiln.codegen.decode_variants import PIPELINES, Pipeline
 
 from ..timing import copy_tbps, medians_ms, rotating_sets, run_metadata, tbps
 from ..tuning import write_tuning
-from .bench import HEAD_DIM, HEADS_KV, HEADS_Q, inputs, kv_bytes, moved_bytes
+from .bench import FP8_SCALE, HEAD_DIM, HEADS_KV, HEADS_Q, fp8_inputs, inputs, kv_bytes, moved_bytes
 from .checks import forced_decode_pipeline
 
 NARROW = Pipeline.NARROW.value
@@ -100,6 +101,14 @@ def fit_table(measurements: list[dict]) -> dict:
 
 
 def tune(console: Console) -> dict:
+    return _tune(console, fp8=False)
+
+
+def tune_fp8(console: Console) -> dict:
+    return _tune(console, fp8=True)
+
+
+def _tune(console: Console, fp8: bool) -> dict:
     import torch
 
     import cukiln
@@ -112,8 +121,14 @@ def tune(console: Console) -> dict:
 
     props = torch.cuda.get_device_properties(0)
     sms, arch = props.multi_processor_count, f"sm_{props.major}{props.minor}"
-    # the pipelines this GPU runs (ws, ws_deep: sm_90 on); the table gives the others the narrow pipeline's count
-    pipelines = [p for p in PIPELINES if not p.warp_specialized or tensor_maps(arch)]
+    # the pipelines this GPU runs (ws, ws_deep: sm_90 on) that the caches have kernels of; the table gives the others
+    # the narrow pipeline's count
+    cache = "e4m3" if fp8 else "same"
+    pipelines = [p for p in PIPELINES if (not p.warp_specialized or tensor_maps(arch))
+                 and ("bf16", HEAD_DIM, 3, 16 if fp8 else 8, p.value, cache, "fixed") in dispatch.DECODE]
+    itemsize = 1 if fp8 else 2
+    scales = {"k_scale": FP8_SCALE, "v_scale": FP8_SCALE} if fp8 else {}
+    make = (lambda b, T: fp8_inputs(b, T)[:3]) if fp8 else inputs
     copy = copy_tbps()
     probe = plan_call(*inputs(1, 1024), 1024, num_splits=2).attention
     resident = KERNELS.resident_blocks(0, probe.module, probe.symbol, 32 * dispatch.DECODE_WARPS, probe.shared)
@@ -122,7 +137,7 @@ def tune(console: Console) -> dict:
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("decode split counts", total=len(points))
         for b, T in points:
-            sets = rotating_sets(lambda: inputs(b, T), kv_bytes(b, T))
+            sets = rotating_sets(lambda: make(b, T), kv_bytes(b, T, itemsize))
             outs = [torch.empty(b, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16) for _ in sets]
             point = {"batch": b, "T": T, "blocks": b * HEADS_KV, "resident": resident}
             # a pipeline's split counts timed in turn, round by round (medians_ms); the pipelines one after another,
@@ -131,23 +146,25 @@ def tune(console: Console) -> dict:
             for pipeline in pipelines:
                 with forced_decode_pipeline(pipeline.value):
                     times[pipeline.value] = medians_ms(
-                        {s: [lambda st=st, o=o, s=s: cukiln.decode_attention(*st, T, out=o, num_splits=s)
+                        {s: [lambda st=st, o=o, s=s: cukiln.decode_attention(*st, T, out=o, num_splits=s, **scales)
                              for st, o in zip(sets, outs)]
                          for s in split_ladder(b * HEADS_KV, T, pipeline.tile_keys)}, batches=9)
             best_pipeline, best = min(((p, s) for p in times for s in times[p]), key=lambda ps: times[ps[0]][ps[1]])
-            rate = tbps(moved_bytes(b, T), times[best_pipeline][best])
+            rate = tbps(moved_bytes(b, T, itemsize), times[best_pipeline][best])
             measurements.append({**point, "ms_by_pipeline": times, "best_pipeline": best_pipeline, "best_splits": best,
-                                 "bytes": moved_bytes(b, T), "best_tbps": rate, "best_x_copy": rate / copy})
+                                 "bytes": moved_bytes(b, T, itemsize), "best_tbps": rate, "best_x_copy": rate / copy})
             del sets, outs
             progress.advance(task)
     rule = fit_table(measurements)
-    meta = run_metadata("decode-tune", "cukiln tune decode")
+    name = "decode-fp8" if fp8 else "decode"
+    meta = run_metadata(f"{name}-tune", f"cukiln tune {name}")
     result = {"device": meta["device"], "date": meta["date"], "sms": sms, "command": meta["command"],
               "versions": meta["versions"], "copy_tbps": copy,
-              "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16"},
+              "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
+                        "cache": "e4m3" if fp8 else "bf16"},
               "rule": rule, "measurements": measurements}
-    path = write_tuning(meta["arch"], "decode", result)
-    console.print(f"split table for {path.stem}: per K/V pipeline ({', '.join(p.value for p in PIPELINES)}), "
+    path = write_tuning(meta["arch"], name, result)
+    console.print(f"{name} split table for {path.stem}: per K/V pipeline ({', '.join(p.value for p in pipelines)}), "
                   f"the least of "
                   f"{len(SPLIT_LADDER)} split counts within {TIE:.1%} of the fastest, at "
                   f"{len(measurements)} (rows x KV heads, T) points ({resident} blocks resident per SM); "
